@@ -1,0 +1,39 @@
+/* cpu_kernels.h — the CPU backend's kernels, one file per family of ops:
+ *   cpu.c       memory, GEMM (OpenBLAS), elementwise, loss, AdamW
+ *   cpu_gpt.c   layernorm, embedding, attention reshapes and causal softmax
+ *   cpu_conv.c  im2col/col2im, max-pool
+ * Signatures are those of ppdl_backend_ops (backend.h), where each is documented. */
+#ifndef PPDL_CPU_KERNELS_H
+#define PPDL_CPU_KERNELS_H
+
+#include "backend/backend.h"
+
+void cpu_layernorm_fwd(ppdl_backend *be, int rows, int C, float eps, const float *x,
+                       const float *w, const float *b, float *y, float *mean, float *rstd);
+void cpu_layernorm_bwd(ppdl_backend *be, int rows, int C, const float *x, const float *w,
+                       const float *mean, const float *rstd, const float *dy, float *dx,
+                       float *dw, float *db);
+void cpu_embedding_fwd(ppdl_backend *be, int B, int T, int C, const int32_t *tokens,
+                       const float *wte, const float *wpe, float *y);
+void cpu_embedding_bwd(ppdl_backend *be, int B, int T, int C, const int32_t *tokens,
+                       const float *dy, float *dwte, float *dwpe);
+void cpu_qkv_split(ppdl_backend *be, int B, int T, int C, int H, const float *qkv, float *q,
+                   float *k, float *v);
+void cpu_qkv_merge(ppdl_backend *be, int B, int T, int C, int H, const float *dq,
+                   const float *dk, const float *dv, float *dqkv);
+void cpu_heads_to_seq(ppdl_backend *be, int B, int T, int C, int H, const float *x, float *y);
+void cpu_seq_to_heads(ppdl_backend *be, int B, int T, int C, int H, const float *x, float *y);
+void cpu_causal_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, const float *s, float *p);
+void cpu_causal_softmax_bwd(ppdl_backend *be, int BH, int T, float scale, const float *p,
+                            const float *dp, float *ds);
+
+void cpu_im2col(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int stride, int pad,
+                const float *x, float *col);
+void cpu_col2im(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int stride, int pad,
+                const float *col, float *dx);
+void cpu_maxpool_fwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int stride,
+                     const float *x, float *y, int32_t *argmax);
+void cpu_maxpool_bwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int stride,
+                     const int32_t *argmax, const float *dy, float *dx);
+
+#endif

@@ -1,0 +1,559 @@
+/* ppdl.c — train a model with pipeline parallelism. The story of a run, top to bottom:
+ *
+ *   1. start MPI, read the command line (every rank, identically)
+ *   2. read the model description and check the data against it
+ *   3. choose the plan: which layers each rank's stage runs, and what it recomputes
+ *   4. build this rank's stage: its layers on its backend, only its own weights
+ *   5. run the schedule (GPipe or 1F1B) step after step; rank 0 prints progress
+ *   6. report: losses, throughput, memory per rank, trace and timeline; save weights
+ *
+ * Errors that every rank sees alike (a bad option, a bad file) are reported once by
+ * rank 0 and every rank exits non-zero; an error on one rank alone aborts the job.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "io/data_io.h"
+#include "io/model_io.h"
+#include "net/comm.h"
+#include "nn/model.h"
+#include "nn/stage.h"
+#include "pipe/runtime.h"
+#include "pipe/schedule.h"
+#include "plan/plan.h"
+#include "prof/timeline.h"
+
+typedef struct options {
+    const char *model, *data, *plan, *report, *trace, *timeline, *save, *backend, *recompute;
+    const char *mem_limit;
+    long steps, batch_size, micro_batches, threads, seed, log_every;
+    int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
+    double lr, beta1, beta2, eps, weight_decay;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: mpiexec -n N ppdl MODEL.h5 --data DATA.h5 [options]\n"
+"\n"
+"Train MODEL.h5 with its layers split into N pipeline stages, one per MPI rank.\n"
+"Micro-batches flow forward through the stages and gradients flow back; after every\n"
+"step (all micro-batches of one mini-batch) each stage updates its weights with AdamW.\n"
+"The losses and weights do not depend on N or on the number of micro-batches.\n"
+"\n"
+"Training:\n"
+"  --data FILE.h5          training data made by ppdl-data (required)\n"
+"  --steps K               optimizer steps (default 10)\n"
+"  --batch-size B          samples per step, the mini-batch (default 8)\n"
+"  --micro-batches M       micro-batches per step; must divide B (default 4)\n"
+"  --lr X                  AdamW learning rate (default 1e-3)\n"
+"  --weight-decay X        AdamW weight decay (default 1e-2); --beta1, --beta2, --eps too\n"
+"  --seed S                recorded in the report (data order is sequential)\n"
+"\n"
+"Pipeline:\n"
+"  --schedule 1f1b|gpipe   1f1b (default): PipeDream-Flush, stage s keeps at most\n"
+"                          min(M, N-s) micro-batches of activations; gpipe keeps M\n"
+"  --plan uniform|FILE     uniform (default): equal layer counts on ranks 0..N-1;\n"
+"                          FILE: a plan JSON (stages, ranks, recompute; see README)\n"
+"  --recompute none|full|selective\n"
+"                          recompute option for every layer (overrides the plan):\n"
+"                          full keeps only each layer's input and runs its forward\n"
+"                          again before backward; selective (transformer blocks)\n"
+"                          drops attention probabilities and the MLP hidden layer\n"
+"  --mem-limit SIZE[,SIZE...]  device memory each rank may use, e.g. 512M (one size\n"
+"                          for all ranks, or one per rank)\n"
+"  --wait auto|yield|block how a rank waits for messages; auto yields the core when\n"
+"                          ranks outnumber cores (default auto)\n"
+"\n"
+"Device:\n"
+"  --backend cpu|cuda      compute device (default cpu)\n"
+"  --threads T             compute threads per rank (default: cores / ranks on the node)\n"
+"\n"
+"Output:\n"
+"  --log-every K           progress line every K steps (default: about 20 lines per run)\n"
+"  --report FILE.json      losses, throughput, plan and memory per rank\n"
+"  --trace FILE.json       the last step as a Chrome/Perfetto trace (ui.perfetto.dev)\n"
+"  --timeline FILE.svg     the last step as a pipeline diagram (open in a browser)\n"
+"  --save FILE.h5          write the trained model (a model.h5 ppdl can train again)\n"
+"  --help, --version\n"
+"\n"
+"Example:\n"
+"  ppdl-init --preset gpt-tiny -o gpt.h5\n"
+"  ppdl-data text README.md --seq-len 64 -o text.h5\n"
+"  mpiexec -n 2 ./ppdl gpt.h5 --data text.h5 --steps 50 --batch-size 16 --micro-batches 4\n");
+}
+
+/* Every rank parses the same argv; on an error rank 0 explains and all exit. */
+static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->steps = 10;
+    o->batch_size = 8;
+    o->micro_batches = 4;
+    o->schedule = PPDL_SCHED_1F1B;
+    o->plan = "uniform";
+    o->backend = "cpu";
+    o->wait = -1;
+    o->lr = 1e-3;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
+    o->weight_decay = 1e-2;
+    o->seed = 1234;
+    enum { O_DATA = 256, O_STEPS, O_BATCH, O_MICRO, O_SCHED, O_PLAN, O_MEM, O_LR, O_WD, O_B1, O_B2,
+           O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
+           O_RECOMP, O_LOG, O_HELP, O_VERSION };
+    static const struct option longopts[] = {
+        {"data", required_argument, 0, O_DATA}, {"steps", required_argument, 0, O_STEPS},
+        {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
+        {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
+        {"mem-limit", required_argument, 0, O_MEM}, {"lr", required_argument, 0, O_LR},
+        {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
+        {"beta2", required_argument, 0, O_B2}, {"eps", required_argument, 0, O_EPS},
+        {"seed", required_argument, 0, O_SEED}, {"report", required_argument, 0, O_REPORT},
+        {"trace", required_argument, 0, O_TRACE}, {"timeline", required_argument, 0, O_TIMELINE},
+        {"save", required_argument, 0, O_SAVE}, {"threads", required_argument, 0, O_THREADS},
+        {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
+        {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
+        {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *a = optarg;
+        double d;
+        switch (c) {
+        case O_DATA: o->data = a; break;
+        case O_STEPS:
+            if (ppdl_parse_int(a, 0, LONG_MAX / 2, &o->steps)) return ppdl_errf(err, errlen, "--steps %s: expected an integer >= 0", a);
+            break;
+        case O_BATCH:
+            if (ppdl_parse_int(a, 1, 1 << 24, &o->batch_size)) return ppdl_errf(err, errlen, "--batch-size %s: expected an integer >= 1", a);
+            break;
+        case O_MICRO:
+            if (ppdl_parse_int(a, 1, 1 << 20, &o->micro_batches)) return ppdl_errf(err, errlen, "--micro-batches %s: expected an integer >= 1", a);
+            break;
+        case O_SCHED:
+            o->schedule = ppdl_schedule_parse(a);
+            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b or gpipe", a);
+            break;
+        case O_PLAN: o->plan = a; break;
+        case O_MEM: o->mem_limit = a; break;
+        case O_LR:
+            if (ppdl_parse_float(a, 0, 10, &o->lr)) return ppdl_errf(err, errlen, "--lr %s: expected a number in [0, 10]", a);
+            break;
+        case O_WD:
+            if (ppdl_parse_float(a, 0, 10, &o->weight_decay)) return ppdl_errf(err, errlen, "--weight-decay %s: expected a number in [0, 10]", a);
+            break;
+        case O_B1:
+            if (ppdl_parse_float(a, 0, 0.999999, &o->beta1)) return ppdl_errf(err, errlen, "--beta1 %s: expected a number in [0, 1)", a);
+            break;
+        case O_B2:
+            if (ppdl_parse_float(a, 0, 0.999999999, &o->beta2)) return ppdl_errf(err, errlen, "--beta2 %s: expected a number in [0, 1)", a);
+            break;
+        case O_EPS:
+            if (ppdl_parse_float(a, 1e-30, 1, &d)) return ppdl_errf(err, errlen, "--eps %s: expected a number in (0, 1]", a);
+            o->eps = d;
+            break;
+        case O_SEED:
+            if (ppdl_parse_int(a, 0, LONG_MAX, &o->seed)) return ppdl_errf(err, errlen, "--seed %s: expected an integer >= 0", a);
+            break;
+        case O_REPORT: o->report = a; break;
+        case O_TRACE: o->trace = a; break;
+        case O_TIMELINE: o->timeline = a; break;
+        case O_SAVE: o->save = a; break;
+        case O_THREADS:
+            if (ppdl_parse_int(a, 1, 1024, &o->threads)) return ppdl_errf(err, errlen, "--threads %s: expected an integer in [1, 1024]", a);
+            break;
+        case O_BACKEND: o->backend = a; break;
+        case O_WAIT:
+            if (!strcmp(a, "auto")) o->wait = -1;
+            else if (!strcmp(a, "yield")) o->wait = 1;
+            else if (!strcmp(a, "block")) o->wait = 0;
+            else return ppdl_errf(err, errlen, "--wait %s: expected auto, yield or block", a);
+            break;
+        case O_RECOMP:
+            if (strcmp(a, "none") && strcmp(a, "full") && strcmp(a, "selective"))
+                return ppdl_errf(err, errlen, "--recompute %s: expected none, full or selective", a);
+            o->recompute = a;
+            break;
+        case O_LOG:
+            if (ppdl_parse_int(a, 1, LONG_MAX, &o->log_every)) return ppdl_errf(err, errlen, "--log-every %s: expected an integer >= 1", a);
+            break;
+        case 'h':
+        case O_HELP: return 1;
+        case O_VERSION: return 2;
+        case ':': return ppdl_errf(err, errlen, "%s needs a value (see --help)", argv[optind - 1]);
+        default: return ppdl_errf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return ppdl_errf(err, errlen, "no model file given (usage: ppdl MODEL.h5 --data DATA.h5; see --help)");
+    if (optind + 1 < argc) return ppdl_errf(err, errlen, "unexpected argument '%s' (one model file only)", argv[optind + 1]);
+    o->model = argv[optind];
+    if (!o->data) return ppdl_errf(err, errlen, "--data is required: the training data made by ppdl-data");
+    if (o->batch_size % o->micro_batches)
+        return ppdl_errf(err, errlen, "--micro-batches %ld does not divide --batch-size %ld", o->micro_batches, o->batch_size);
+    return 0;
+}
+
+/* A check every rank reaches: if any rank failed, the lowest failing rank prints its
+ * message and every rank exits with `code`. No rank is left waiting. */
+static void all_ranks_ok(int failed, const char *msg, int code)
+{
+    int rank, first_bad = INT_MAX, mine;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    mine = failed ? rank : INT_MAX;
+    PPDL_CHECK_MPI(MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first_bad == INT_MAX) return;
+    if (rank == first_bad) fprintf(stderr, "ppdl: %s\n", msg);
+    MPI_Finalize();
+    exit(code);
+}
+
+/* the data each step reads: samples step*B ... step*B + B-1 (mod N), micro-batch
+ * mb takes the mb-th contiguous B/M of them */
+typedef struct data_source {
+    ppdl_data *data;
+    long batch_size;
+} data_source;
+
+static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t *targets, char *err, size_t errlen)
+{
+    data_source *ds = ctx;
+    long start = (long)((step * ds->batch_size + (long)mb * b) % ds->data->n);
+    return ppdl_data_read(ds->data, start, b, inputs, targets, err, errlen);
+}
+
+/* forward FLOPs of the whole model for `samples` samples, x3 for forward + backward */
+static double model_train_flops(const ppdl_model *m, long samples)
+{
+    double f = 0;
+    for (int i = 0; i < m->L; i++) f += m->layers[i].kind->flops_fwd(&m->layers[i], (int)samples);
+    return 3 * f;
+}
+
+static int parse_mem_limit(const char *s, int rank, size_t *bytes, char *err, size_t errlen)
+{
+    *bytes = 0;
+    if (!s) return 0;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0;
+    char *save = NULL;
+    size_t v = 0, mine = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
+        if (ppdl_parse_size(t, &v) || v == 0)
+            return ppdl_errf(err, errlen, "--mem-limit %s: '%s' is not a size like 512M or 2G", s, t);
+        if (n == rank) mine = v;
+    }
+    if (n == 1) mine = v;
+    else if (rank >= n)
+        return ppdl_errf(err, errlen, "--mem-limit %s: %d sizes for more ranks; give one size, or one per rank", s, n);
+    *bytes = mine;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* ---- 1. MPI and the command line ---- */
+    PPDL_CHECK_MPI(MPI_Init(&argc, &argv));
+    int rank, n_ranks;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n_ranks);
+    ppdl_set_log_rank(rank);
+    char err[PPDL_ERR_LEN] = "";
+    options o;
+    int prc = parse_options(argc, argv, &o, err, sizeof err);
+    if (prc > 0) {
+        if (rank == 0) {
+            if (prc == 1) usage(stdout);
+            else printf("ppdl %s\n", PACKAGE_VERSION);
+        }
+        MPI_Finalize();
+        return 0;
+    }
+    all_ranks_ok(prc != 0, err, 2);
+
+    /* ---- 2. the model and the data ---- */
+    ppdl_model model;
+    memset(&model, 0, sizeof model);
+    int rc = ppdl_model_load_desc(o.model, &model, err, sizeof err);
+    all_ranks_ok(rc != 0, err, 1);
+    ppdl_data data;
+    memset(&data, 0, sizeof data);
+    rc = ppdl_data_open(o.data, &model, &data, err, sizeof err);
+    all_ranks_ok(rc != 0, err, 1);
+
+    /* ---- 3. the plan ---- */
+    int *n_options = ppdl_xcalloc((size_t)model.L, sizeof(int));
+    for (int l = 0; l < model.L; l++) n_options[l] = model.layers[l].kind->n_options;
+    ppdl_plan plan;
+    if (!strcmp(o.plan, "uniform")) rc = ppdl_plan_uniform(model.L, n_ranks, &plan, err, sizeof err);
+    else rc = ppdl_plan_read(o.plan, model.L, n_ranks, n_options, &plan, err, sizeof err);
+    all_ranks_ok(rc != 0, err, 1);
+    if (o.recompute) {
+        int opt = !strcmp(o.recompute, "full") ? PPDL_RC_FULL
+                  : !strcmp(o.recompute, "selective") ? PPDL_RC_SELECTIVE : PPDL_RC_NONE;
+        ppdl_plan_set_recompute(&plan, opt, n_options);
+    }
+    int stage = ppdl_plan_stage_of_rank(&plan, rank);
+    PPDL_CHECK(stage >= 0, "rank %d has no stage in the plan", rank);
+    const ppdl_plan_stage *ps = &plan.stages[stage];
+
+    /* ---- 4. this rank's stage ---- */
+    long threads = o.threads;
+    if (!threads) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int local = ppdl_comm_node_ranks(MPI_COMM_WORLD);
+        threads = cores > local ? cores / local : 1;
+    }
+    ppdl_backend *be = ppdl_backend_create(o.backend, (int)threads, rank, err, sizeof err);
+    all_ranks_ok(be == NULL, err, 1);
+    be->stage = stage;
+    rc = parse_mem_limit(o.mem_limit, rank, &be->bytes_limit, err, sizeof err);
+    all_ranks_ok(rc != 0, err, 2);
+
+    ppdl_stage st;
+    ppdl_stage_alloc_params(&st, &model, be, ps->first, ps->last);
+    float *host = ppdl_xmalloc((st.n_params ? st.n_params : 1) * sizeof(float));
+    rc = ppdl_model_load_params(o.model, &model, ps->first, ps->last, host, err, sizeof err);
+    all_ranks_ok(rc != 0, err, 1);
+    be->ops->copy_h2d(be, st.params, host, st.n_params * sizeof(float));
+    ppdl_stage_alloc_optimizer(&st);
+
+    ppdl_comm comm;
+    ppdl_comm_init(&comm, MPI_COMM_WORLD, o.wait);
+    data_source ds = {&data, o.batch_size};
+    ppdl_runtime_cfg cfg = {
+        .schedule = o.schedule, .S = plan.S, .stage = stage,
+        .prev_rank = stage > 0 ? plan.stages[stage - 1].rank : -1,
+        .next_rank = stage + 1 < plan.S ? plan.stages[stage + 1].rank : -1,
+        .M = (int)o.micro_batches, .batch_size = (int)o.batch_size, .recompute = ps->recompute,
+        .lr = (float)o.lr, .beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = (float)o.eps,
+        .weight_decay = (float)o.weight_decay, .record_events = o.trace || o.timeline,
+    };
+    ppdl_runtime *rt = ppdl_runtime_create(&st, &cfg, (ppdl_batch_source){&ds, read_batch}, &comm);
+
+    if (rank == 0) {
+        char pb[32];
+        printf("ppdl %s: %s model %s, %d layers, %.2f M parameters (%s); data %s, %ld samples\n",
+               PACKAGE_VERSION, model.family, o.model, model.L, ppdl_model_param_count(&model) / 1e6,
+               ppdl_fmt_bytes(ppdl_model_param_count(&model) * sizeof(float), pb, sizeof pb), o.data, data.n);
+        printf("%d rank%s, schedule %s, batch %ld = %ld micro-batches of %ld, backend %s, %ld thread%s/rank, %s wait\n",
+               n_ranks, n_ranks > 1 ? "s" : "", ppdl_schedule_name(o.schedule), o.batch_size,
+               o.micro_batches, o.batch_size / o.micro_batches, be->ops->name, threads,
+               threads > 1 ? "s" : "", comm.yield ? "yielding" : "blocking");
+        printf("plan (%s):\n  stage  rank  layers      kinds\n", plan.method);
+        for (int s = 0; s < plan.S; s++) {
+            const ppdl_plan_stage *p = &plan.stages[s];
+            char kinds[256] = "";
+            size_t len = 0;
+            for (int l = p->first; l <= p->last && len < sizeof kinds - 40; l++) {
+                int opt = p->recompute[l - p->first];
+                len += (size_t)snprintf(kinds + len, sizeof kinds - len, "%s%s%s", l > p->first ? " " : "",
+                                        model.layers[l].kind->name,
+                                        opt == PPDL_RC_FULL ? "(rc)" : opt == PPDL_RC_SELECTIVE ? "(sel)" : "");
+            }
+            printf("  %5d  %4d  %4d-%-5d  %s\n", s, p->rank, p->first, p->last, kinds);
+        }
+        fflush(stdout);
+    }
+
+    /* ---- 5. train ---- */
+    double flops_step = model_train_flops(&model, o.batch_size);
+    int loss_rows = ppdl_model_loss_rows(&model);
+    long log_every = o.log_every ? o.log_every : (o.steps > 20 ? o.steps / 20 : 1);
+    json_t *steps_json = json_array();
+    double total_ms = 0, final_loss = NAN;
+    long timed_steps = 0;
+    double sum_bubble = 0;
+    /* per rank per step: loss sum (last stage), step ms, compute ms */
+    double mine[3], *all = rank == 0 ? ppdl_xmalloc(3 * (size_t)n_ranks * sizeof(double)) : NULL;
+    for (long step = 0; step < o.steps; step++) {
+        ppdl_step_stats stats;
+        ppdl_runtime_step(rt, step, &stats);
+        mine[0] = stats.loss_sum;
+        mine[1] = stats.step_ms;
+        mine[2] = stats.compute_ms;
+        MPI_Request req;
+        PPDL_CHECK_MPI(MPI_Igather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req));
+        ppdl_comm_wait(&comm, &req);
+        if (rank != 0) continue;
+        int last_rank = plan.stages[plan.S - 1].rank;
+        double loss = all[3 * last_rank] / ((double)o.batch_size * loss_rows);
+        double ms = 0, busy = 0;
+        for (int r = 0; r < n_ranks; r++) {
+            if (all[3 * r + 1] > ms) ms = all[3 * r + 1];
+            busy += all[3 * r + 2];
+        }
+        double bubble = ms > 0 ? 1.0 - busy / (n_ranks * ms) : 0;
+        if (bubble < 0) bubble = 0;
+        final_loss = loss;
+        if (step > 0 || o.steps == 1) { total_ms += ms; timed_steps++; sum_bubble += bubble; }
+        json_t *js = json_object();
+        json_object_set_new(js, "step", json_integer(step));
+        json_object_set_new(js, "loss", json_real(loss));
+        json_object_set_new(js, "ms", json_real(ms));
+        json_object_set_new(js, "bubble", json_real(bubble));
+        json_array_append_new(steps_json, js);
+        if ((step + 1) % log_every == 0 || step == 0 || step + 1 == o.steps) {
+            printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%\n",
+                   step + 1, o.steps, loss, ms, o.batch_size / (ms / 1e3), flops_step / (ms / 1e3) / 1e9,
+                   100 * bubble);
+            fflush(stdout);
+        }
+    }
+
+    /* ---- 6. report, trace, timeline, weights ---- */
+    ppdl_mem_breakdown mb = ppdl_runtime_memory(rt);
+    double mem_mine[6] = {(double)be->bytes_peak, (double)mb.params, (double)mb.optimizer,
+                          (double)mb.stash, (double)mb.buffers, (double)stage};
+    double *mem_all = rank == 0 ? ppdl_xmalloc(6 * (size_t)n_ranks * sizeof(double)) : NULL;
+    PPDL_CHECK_MPI(MPI_Gather(mem_mine, 6, MPI_DOUBLE, mem_all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+
+    if (o.trace || o.timeline) {
+        int n_ev;
+        const ppdl_event_rec *ev = ppdl_runtime_events(rt, &n_ev);
+        int nbytes = n_ev * (int)sizeof *ev, *counts = NULL, *displs = NULL, total = 0;
+        if (rank == 0) {
+            counts = ppdl_xmalloc((size_t)n_ranks * sizeof(int));
+            displs = ppdl_xmalloc((size_t)n_ranks * sizeof(int));
+        }
+        PPDL_CHECK_MPI(MPI_Gather(&nbytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        if (rank == 0)
+            for (int r = 0; r < n_ranks; r++) { displs[r] = total; total += counts[r]; }
+        ppdl_event_rec *all_ev = rank == 0 ? ppdl_xmalloc((size_t)total + 1) : NULL;
+        PPDL_CHECK_MPI(MPI_Gatherv(ev, nbytes, MPI_BYTE, all_ev, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD));
+        if (rank == 0) {
+            int n_all = total / (int)sizeof *ev;
+            char title[256];
+            snprintf(title, sizeof title, "ppdl: %s, %d ranks, %s, M=%ld, last step", model.family, n_ranks,
+                     ppdl_schedule_name(o.schedule), o.micro_batches);
+            if (o.trace && ppdl_trace_write_json(o.trace, all_ev, n_all, n_ranks, err, sizeof err))
+                fprintf(stderr, "ppdl: %s\n", err);
+            if (o.timeline && ppdl_timeline_write_svg(o.timeline, all_ev, n_all, n_ranks, title, err, sizeof err))
+                fprintf(stderr, "ppdl: %s\n", err);
+        }
+        free(all_ev);
+        free(counts);
+        free(displs);
+    }
+
+    if (o.save) {
+        /* gather the stages' weights to rank 0 in layer order, write one model file */
+        be->ops->copy_d2h(be, host, st.params, st.n_params * sizeof(float));
+        int n_mine = (int)st.n_params, *counts = NULL, *displs = NULL;
+        float *all_p = NULL;
+        if (rank == 0) {
+            counts = ppdl_xcalloc((size_t)n_ranks, sizeof(int));
+            displs = ppdl_xcalloc((size_t)n_ranks, sizeof(int));
+        }
+        PPDL_CHECK_MPI(MPI_Gather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        if (rank == 0) {
+            int off = 0;
+            for (int s = 0; s < plan.S; s++) {
+                displs[plan.stages[s].rank] = off;
+                off += counts[plan.stages[s].rank];
+            }
+            all_p = ppdl_xmalloc((size_t)off * sizeof(float) + 1);
+        }
+        PPDL_CHECK_MPI(MPI_Gatherv(host, n_mine, MPI_FLOAT, all_p, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
+        int failed = 0;
+        if (rank == 0) failed = ppdl_model_save(o.save, &model, all_p, err, sizeof err) != 0;
+        free(all_p);
+        free(counts);
+        free(displs);
+        all_ranks_ok(failed, err, 1);
+    }
+
+    if (rank == 0) {
+        double mean_ms = timed_steps ? total_ms / timed_steps : 0;
+        double sps = mean_ms > 0 ? o.batch_size / (mean_ms / 1e3) : 0;
+        printf("done: %ld steps, final loss %.4f, %.1f ms/step, %.1f samples/s, %.2f GFLOP/s, bubble %.1f%% "
+               "(steps after the first)\n",
+               o.steps, final_loss, mean_ms, sps, mean_ms > 0 ? flops_step / (mean_ms / 1e3) / 1e9 : 0,
+               timed_steps ? 100 * sum_bubble / timed_steps : 0);
+        printf("memory per rank (peak):\n  rank  stage       peak     params  optimizer      stash    buffers\n");
+        for (int r = 0; r < n_ranks; r++) {
+            char a[32], b1[32], c[32], d[32], e[32];
+            double *m = &mem_all[6 * r];
+            printf("  %4d  %5d  %9s  %9s  %9s  %9s  %9s\n", r, (int)m[5],
+                   ppdl_fmt_bytes((size_t)m[0], a, sizeof a), ppdl_fmt_bytes((size_t)m[1], b1, sizeof b1),
+                   ppdl_fmt_bytes((size_t)m[2], c, sizeof c), ppdl_fmt_bytes((size_t)m[3], d, sizeof d),
+                   ppdl_fmt_bytes((size_t)m[4], e, sizeof e));
+        }
+        if (o.report) {
+            json_t *rep = json_object();
+            json_object_set_new(rep, "ppdl_version", json_string(PACKAGE_VERSION));
+            json_object_set_new(rep, "model", json_string(o.model));
+            json_object_set_new(rep, "family", json_string(model.family));
+            json_object_set_new(rep, "parameters", json_integer((json_int_t)ppdl_model_param_count(&model)));
+            json_object_set_new(rep, "ranks", json_integer(n_ranks));
+            json_object_set_new(rep, "schedule", json_string(ppdl_schedule_name(o.schedule)));
+            json_object_set_new(rep, "micro_batches", json_integer(o.micro_batches));
+            json_object_set_new(rep, "batch_size", json_integer(o.batch_size));
+            json_object_set_new(rep, "threads", json_integer(threads));
+            json_object_set_new(rep, "backend", json_string(be->ops->name));
+            json_object_set_new(rep, "seed", json_integer(o.seed));
+            char *pj = ppdl_plan_to_json(&plan);
+            json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));
+            free(pj);
+            json_object_set_new(rep, "cluster", json_null());
+            json_object_set_new(rep, "steps", steps_json);
+            steps_json = NULL;
+            json_object_set_new(rep, "samples_per_s", json_real(sps));
+            json_object_set_new(rep, "gflops", json_real(mean_ms > 0 ? flops_step / (mean_ms / 1e3) / 1e9 : 0));
+            json_object_set_new(rep, "bubble", json_real(timed_steps ? sum_bubble / timed_steps : 0));
+            json_t *mem = json_array();
+            for (int r = 0; r < n_ranks; r++) {
+                double *m = &mem_all[6 * r];
+                json_t *jm = json_object();
+                json_object_set_new(jm, "rank", json_integer(r));
+                json_object_set_new(jm, "stage", json_integer((int)m[5]));
+                json_object_set_new(jm, "peak_bytes", json_integer((json_int_t)m[0]));
+                json_object_set_new(jm, "predicted_bytes", json_null());
+                json_object_set_new(jm, "params_bytes", json_integer((json_int_t)m[1]));
+                json_object_set_new(jm, "optimizer_bytes", json_integer((json_int_t)m[2]));
+                json_object_set_new(jm, "stash_bytes", json_integer((json_int_t)m[3]));
+                json_object_set_new(jm, "buffer_bytes", json_integer((json_int_t)m[4]));
+                json_array_append_new(mem, jm);
+            }
+            json_object_set_new(rep, "memory", mem);
+            json_object_set_new(rep, "final_loss", isfinite(final_loss) ? json_real(final_loss) : json_null());
+            char tmp[4200];
+            snprintf(tmp, sizeof tmp, "%s.tmp", o.report);
+            if (json_dump_file(rep, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) ||
+                rename(tmp, o.report)) {
+                fprintf(stderr, "ppdl: --report %s: cannot write the report\n", o.report);
+                remove(tmp);
+            }
+            json_decref(rep);
+        }
+        fflush(stdout);
+    }
+    json_decref(steps_json);
+
+    ppdl_runtime_destroy(rt);
+    ppdl_stage_free(&st);
+    ppdl_data_close(&data);
+    ppdl_plan_free(&plan);
+    ppdl_model_free(&model);
+    ppdl_backend_destroy(be);
+    free(host);
+    free(all);
+    free(mem_all);
+    free(n_options);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,124 @@
+#include "core/util.h"
+#include "core/error.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+double ppdl_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int ppdl_parse_size(const char *s, size_t *bytes)
+{
+    if (!s || !*s) return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0) || !isfinite(v)) return -1;
+    double mul = 1;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': mul = 1024.0; break;
+        case 'M': mul = 1024.0 * 1024; break;
+        case 'G': mul = 1024.0 * 1024 * 1024; break;
+        case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+        case 'B': mul = 1; end--; break;
+        default: return -1;
+        }
+        end++;
+        if (strcasecmp(end, "") && strcasecmp(end, "B") && strcasecmp(end, "iB")) return -1;
+    }
+    v *= mul;
+    if (v > 1e18) return -1;
+    *bytes = (size_t)v;
+    return 0;
+}
+
+const char *ppdl_fmt_bytes(size_t bytes, char *buf, size_t buflen)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) { v /= 1024; u++; }
+    if (u == 0) snprintf(buf, buflen, "%zu B", bytes);
+    else snprintf(buf, buflen, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+int ppdl_parse_int(const char *s, long lo, long hi, long *out)
+{
+    if (!s || !*s) return -1;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int ppdl_parse_float(const char *s, double lo, double hi, double *out)
+{
+    if (!s || !*s) return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v) || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+void *ppdl_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    PPDL_CHECK(p, "out of host memory allocating %zu bytes", n);
+    return p;
+}
+
+void *ppdl_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    PPDL_CHECK(p, "out of host memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void ppdl_rng_seed(ppdl_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t ppdl_rng_u64(ppdl_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t; s[3] = rotl(s[3], 45);
+    return out;
+}
+
+double ppdl_rng_uniform(ppdl_rng *r) { return (double)(ppdl_rng_u64(r) >> 11) * 0x1.0p-53; }
+
+double ppdl_rng_normal(ppdl_rng *r)
+{
+    double u1 = ppdl_rng_uniform(r), u2 = ppdl_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}

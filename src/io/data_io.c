@@ -1,0 +1,502 @@
+/* data_io.c — read and write data.h5 (layout and contract: data_io.h, DESIGN.md).
+ *
+ * Plain serial HDF5. ppdl_data_open checks the file against the model once (the kind
+ * of data for the family, shapes, dtypes, N >= 1); ppdl_data_read then reads `count`
+ * consecutive samples with one hyperslab, or two when the range wraps past N, and
+ * checks every token or label against its range, naming the file, dataset and row.
+ *
+ * dtypes: tokens and labels may be stored as any integer type (int32 is what ppdl-data
+ * writes; numpy's default int64 is accepted and range-checked after conversion);
+ * features and images as float32 (or float64, converted on reading).
+ */
+#include "io/data_io.h"
+#include "core/error.h"
+#include "core/util.h"
+
+#include <hdf5.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------------------ */
+/* small HDF5 helpers (messages start with the file name) */
+
+PPDL_PRINTF(4, 5) static int fail(const char *path, char *err, size_t errlen, const char *fmt, ...)
+{
+    char msg[PPDL_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ppdl_errf(err, errlen, "%s: %s", path, msg);
+}
+#define FAIL(...) fail(path, err, errlen, __VA_ARGS__)
+
+static void close_h(hid_t *h, herr_t (*closer)(hid_t))
+{
+    if (*h >= 0) closer(*h);
+    *h = -1;
+}
+
+static const char *type_name(hid_t type, char *buf, size_t len)
+{
+    H5T_class_t cls = H5Tget_class(type);
+    size_t bits = 8 * H5Tget_size(type);
+    if (cls == H5T_INTEGER)
+        snprintf(buf, len, "%s%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int", bits);
+    else if (cls == H5T_FLOAT)
+        snprintf(buf, len, "float%zu", bits);
+    else if (cls == H5T_STRING)
+        snprintf(buf, len, "strings");
+    else
+        snprintf(buf, len, "an HDF5 type of class %d", (int)cls);
+    return buf;
+}
+
+static void fmt_dims(char *buf, size_t len, int ndim, const hsize_t *dims)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+}
+
+static const char *article(const char *family) { return !strcmp(family, "mlp") ? "an" : "a"; }
+
+/* Open dataset `name`, check its type class (H5T_INTEGER or H5T_FLOAT) and fetch its
+ * shape. Returns the dataset or -1 with a message. */
+static hid_t open_dataset(const char *path, hid_t f, const char *name, H5T_class_t want_class,
+                          const char *want_type, int *ndim, hsize_t *dims, char *err, size_t errlen)
+{
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT), type = -1, space = -1;
+    if (d < 0) {
+        FAIL("/%s is not a dataset", name);
+        return -1;
+    }
+    type = H5Dget_type(d);
+    if (type < 0 || H5Tget_class(type) != want_class) {
+        char tn[64] = "an unreadable type";
+        if (type >= 0) type_name(type, tn, sizeof tn);
+        FAIL("/%s must hold %s, found %s", name, want_type, tn);
+        goto bad;
+    }
+    space = H5Dget_space(d);
+    *ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    if (*ndim < 0 || *ndim > H5S_MAX_RANK || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
+        FAIL("/%s: cannot read its shape", name);
+        goto bad;
+    }
+    close_h(&space, H5Sclose);
+    close_h(&type, H5Tclose);
+    return d;
+bad:
+    close_h(&space, H5Sclose);
+    close_h(&type, H5Tclose);
+    close_h(&d, H5Dclose);
+    return -1;
+}
+
+static int read_vocab_attr(const char *path, hid_t f, long long *v, char *err, size_t errlen)
+{
+    if (H5Aexists(f, "vocab_size") <= 0)
+        return FAIL("root attribute 'vocab_size' is missing (the number of distinct tokens)");
+    int rc = -1;
+    hid_t a = H5Aopen(f, "vocab_size", H5P_DEFAULT), type = -1, space = -1;
+    if (a < 0) return FAIL("root attribute 'vocab_size' cannot be opened");
+    type = H5Aget_type(a);
+    space = H5Aget_space(a);
+    if (type < 0 || H5Tget_class(type) != H5T_INTEGER) {
+        FAIL("root attribute 'vocab_size' must be an integer");
+        goto out;
+    }
+    if (space < 0 || H5Sget_simple_extent_npoints(space) != 1) {
+        FAIL("root attribute 'vocab_size' must hold one value");
+        goto out;
+    }
+    if (H5Aread(a, H5T_NATIVE_LLONG, v) < 0) {
+        FAIL("root attribute 'vocab_size' cannot be read");
+        goto out;
+    }
+    rc = 0;
+out:
+    close_h(&space, H5Sclose);
+    close_h(&type, H5Tclose);
+    close_h(&a, H5Aclose);
+    return rc;
+}
+
+static int has_link(hid_t f, const char *name) { return H5Lexists(f, name, H5P_DEFAULT) > 0; }
+
+/* ------------------------------------------------------------------------------------ */
+/* opening: check the data against the model */
+
+static int open_tokens(const char *path, hid_t f, const ppdl_model *m, ppdl_data *d, char *err,
+                       size_t errlen)
+{
+    if (strcmp(m->family, "gpt"))
+        return FAIL("holds tokens (language modelling) but the model is %s %s (it needs %s)",
+                    article(m->family), m->family, !strcmp(m->family, "mlp") ? "features" : "images");
+    int ndim;
+    hsize_t dims[H5S_MAX_RANK];
+    hid_t ds = open_dataset(path, f, "tokens", H5T_INTEGER, "integer tokens (int32)", &ndim, dims, err, errlen);
+    if (ds < 0) return -1;
+    H5Dclose(ds);
+    if (ndim != 2) return FAIL("/tokens must be 2-D [N, seq_len+1], found %d dimensions", ndim);
+    if (dims[0] == 0) return FAIL("/tokens holds no samples (N = 0)");
+    if (dims[1] != (hsize_t)m->seq_len + 1)
+        return FAIL("/tokens rows hold %llu tokens (seq_len %lld) but the model's seq_len is %d "
+                    "(rows must hold seq_len+1 = %d; remake the data with ppdl-data text --seq-len %d)",
+                    (unsigned long long)dims[1], (long long)dims[1] - 1, m->seq_len, m->seq_len + 1,
+                    m->seq_len);
+    long long vocab;
+    if (read_vocab_attr(path, f, &vocab, err, errlen)) return -1;
+    if (vocab < 1) return FAIL("root attribute 'vocab_size' is %lld, expected >= 1", vocab);
+    if (vocab > m->vocab_size)
+        return FAIL("vocab_size %lld is larger than the model's (%d)", vocab, m->vocab_size);
+    d->kind = PPDL_DATA_TOKENS;
+    d->n = (long)dims[0];
+    d->T = m->seq_len;
+    d->vocab_size = (int)vocab;
+    return 0;
+}
+
+static int open_classif(const char *path, hid_t f, const char *name, const ppdl_model *m, ppdl_data *d,
+                        char *err, size_t errlen)
+{
+    int images = !strcmp(name, "images");
+    if (!strcmp(m->family, "gpt"))
+        return FAIL("holds %s (classification) but the model is a gpt (it needs tokens)", name);
+    int ndim;
+    hsize_t dims[H5S_MAX_RANK];
+    char got[128];
+    hid_t ds = open_dataset(path, f, name, H5T_FLOAT, "float32 values", &ndim, dims, err, errlen);
+    if (ds < 0) return -1;
+    H5Dclose(ds);
+    fmt_dims(got, sizeof got, ndim, dims);
+    if (ndim != (images ? 4 : 2))
+        return FAIL("/%s must be %s, found shape %s", name, images ? "[N, C, H, W]" : "[N, D]", got);
+    if (dims[0] == 0) return FAIL("/%s holds no samples (N = 0)", name);
+    hsize_t per_sample = 1;
+    for (int i = 1; i < ndim; i++) per_sample *= dims[i];
+    if (!strcmp(m->family, "mlp")) {
+        /* an mlp takes D = in_features; images flatten row-major into exactly that */
+        if (per_sample != (hsize_t)m->in_features)
+            return FAIL("/%s has shape %s: %llu values per sample, but the mlp's in_features is %d", name,
+                        got, (unsigned long long)per_sample, m->in_features);
+    } else {
+        if (!images)
+            return FAIL("holds features [N, D] but the model is a cnn: it needs images [N, %d, %d, %d] "
+                        "(ppdl-data csv --image %d,%d,%d)", m->in_channels, m->height, m->width,
+                        m->in_channels, m->height, m->width);
+        if (dims[1] != (hsize_t)m->in_channels || dims[2] != (hsize_t)m->height ||
+            dims[3] != (hsize_t)m->width)
+            return FAIL("/images has shape %s but the cnn takes [N, %d, %d, %d] (in_channels, height, width)",
+                        got, m->in_channels, m->height, m->width);
+    }
+    if (!has_link(f, "labels")) return FAIL("/labels is missing (int32 [N], one class per sample)");
+    int lnd;
+    hsize_t ldims[H5S_MAX_RANK];
+    ds = open_dataset(path, f, "labels", H5T_INTEGER, "integer class ids (int32)", &lnd, ldims, err, errlen);
+    if (ds < 0) return -1;
+    H5Dclose(ds);
+    if (lnd != 1 || ldims[0] != dims[0]) {
+        fmt_dims(got, sizeof got, lnd, ldims);
+        return FAIL("/labels has shape %s but /%s holds %llu samples (expected [%llu])", got, name,
+                    (unsigned long long)dims[0], (unsigned long long)dims[0]);
+    }
+    d->kind = images ? PPDL_DATA_IMAGES : PPDL_DATA_FEATURES;
+    d->n = (long)dims[0];
+    d->sample_floats = (long)per_sample;
+    return 0;
+}
+
+int ppdl_data_open(const char *path, const ppdl_model *m, ppdl_data *d, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    d->file = -1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (strlen(path) >= sizeof d->path) return FAIL("path too long");
+    snprintf(d->path, sizeof d->path, "%s", path);
+    if (access(path, R_OK) != 0) return FAIL("cannot read: %s", strerror(errno));
+    if (H5Fis_hdf5(path) <= 0) return FAIL("not an HDF5 file (or truncated)");
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return FAIL("not an HDF5 file (or truncated)");
+
+    const char *names[3] = {"tokens", "features", "images"};
+    int found[3], n_found = 0, rc;
+    for (int i = 0; i < 3; i++) n_found += found[i] = has_link(f, names[i]);
+    if (n_found == 0) {
+        rc = has_link(f, "layers")
+                 ? FAIL("this is a model file, not data (make data with ppdl-data)")
+                 : FAIL("holds none of the datasets tokens, features or images (make one with ppdl-data)");
+    } else if (n_found > 1) {
+        rc = FAIL("holds more than one of tokens, features and images; keep one");
+    } else if (found[0]) {
+        rc = open_tokens(path, f, m, d, err, errlen);
+    } else {
+        rc = open_classif(path, f, found[1] ? "features" : "images", m, d, err, errlen);
+    }
+    if (rc) {
+        H5Fclose(f);
+        d->kind = 0;
+        return -1;
+    }
+    d->file = (long long)f;
+    d->n_classes = ppdl_model_classes(m);
+    return 0;
+}
+
+void ppdl_data_close(ppdl_data *d)
+{
+    if (d->file >= 0) H5Fclose((hid_t)d->file);
+    d->file = -1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* reading */
+
+/* Read rows [row0, row0+rows) of a dataset whose samples have `per_row` values into buf
+ * (memory type mem_type). */
+static int read_rows(const char *path, hid_t ds, const char *name, int ndim, long row0, long rows,
+                     hid_t mem_type, void *buf, char *err, size_t errlen)
+{
+    hsize_t start[H5S_MAX_RANK] = {0}, count[H5S_MAX_RANK];
+    hid_t fspace = H5Dget_space(ds), mspace = -1;
+    int rc = -1;
+    if (fspace < 0 || H5Sget_simple_extent_dims(fspace, count, NULL) < 0) goto out;
+    start[0] = (hsize_t)row0;
+    count[0] = (hsize_t)rows;
+    if (H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0) goto out;
+    mspace = H5Screate_simple(ndim, count, NULL);
+    if (mspace < 0) goto out;
+    if (H5Dread(ds, mem_type, mspace, fspace, H5P_DEFAULT, buf) < 0) goto out;
+    rc = 0;
+out:
+    close_h(&mspace, H5Sclose);
+    close_h(&fspace, H5Sclose);
+    if (rc) FAIL("/%s: cannot read rows %ld..%ld (damaged file?)", name, row0, row0 + rows - 1);
+    return rc;
+}
+
+/* rows [row0, row0+rows) of /tokens into inputs/targets at sample offset `at` */
+static int read_tokens(ppdl_data *d, hid_t ds, long row0, long rows, long at, int32_t *inputs,
+                       int32_t *targets, char *err, size_t errlen)
+{
+    const char *path = d->path;
+    int T = d->T;
+    int32_t *buf = ppdl_xmalloc((size_t)rows * (size_t)(T + 1) * sizeof *buf); /* [rows, T+1] */
+    int rc = read_rows(path, ds, "tokens", 2, row0, rows, H5T_NATIVE_INT32, buf, err, errlen);
+    for (long r = 0; r < rows && !rc; r++) {
+        const int32_t *row = buf + (size_t)r * (T + 1);
+        for (int t = 0; t <= T; t++)
+            if (row[t] < 0 || row[t] >= d->vocab_size) {
+                rc = FAIL("/tokens row %ld, position %d: token %d is outside [0, %d) (vocab_size)",
+                          row0 + r, t, row[t], d->vocab_size);
+                break;
+            }
+        if (rc) break;
+        if (inputs) memcpy(inputs + (size_t)(at + r) * T, row, (size_t)T * sizeof *row);
+        if (targets) memcpy(targets + (size_t)(at + r) * T, row + 1, (size_t)T * sizeof *row);
+    }
+    free(buf);
+    return rc;
+}
+
+/* rows [row0, row0+rows) of /features or /images and /labels */
+static int read_classif(ppdl_data *d, hid_t xs, hid_t ls, long row0, long rows, long at, float *inputs,
+                        int32_t *targets, char *err, size_t errlen)
+{
+    const char *path = d->path;
+    const char *name = d->kind == PPDL_DATA_IMAGES ? "images" : "features";
+    int ndim = d->kind == PPDL_DATA_IMAGES ? 4 : 2;
+    if (inputs) {
+        float *x = inputs + (size_t)at * d->sample_floats; /* [rows, sample_floats] */
+        if (read_rows(path, xs, name, ndim, row0, rows, H5T_NATIVE_FLOAT, x, err, errlen)) return -1;
+        for (size_t i = 0; i < (size_t)rows * d->sample_floats; i++)
+            if (!isfinite(x[i]))
+                return FAIL("/%s row %ld holds a non-finite value at position %zu", name,
+                            row0 + (long)(i / d->sample_floats), i % d->sample_floats);
+    }
+    if (targets) {
+        int32_t *y = targets + at;
+        if (read_rows(path, ls, "labels", 1, row0, rows, H5T_NATIVE_INT32, y, err, errlen)) return -1;
+        for (long r = 0; r < rows; r++)
+            if (y[r] < 0 || y[r] >= d->n_classes)
+                return FAIL("/labels row %ld: label %d is outside [0, %d) (the model's classes)", row0 + r,
+                            y[r], d->n_classes);
+    }
+    return 0;
+}
+
+int ppdl_data_read(ppdl_data *d, long start, int count, void *inputs, int32_t *targets, char *err,
+                   size_t errlen)
+{
+    const char *path = d->path;
+    if (d->file < 0 || d->n < 1) return FAIL("data file is not open");
+    if (count < 0) return FAIL("cannot read %d samples", count);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = (hid_t)d->file, xs = -1, ls = -1;
+    const char *xname = d->kind == PPDL_DATA_TOKENS ? "tokens" : d->kind == PPDL_DATA_IMAGES ? "images" : "features";
+    int rc = -1;
+    xs = H5Dopen2(f, xname, H5P_DEFAULT);
+    if (xs < 0) {
+        FAIL("/%s cannot be opened", xname);
+        goto out;
+    }
+    if (d->kind != PPDL_DATA_TOKENS && (ls = H5Dopen2(f, "labels", H5P_DEFAULT)) < 0) {
+        FAIL("/labels cannot be opened");
+        goto out;
+    }
+    long pos = start % d->n;
+    if (pos < 0) pos += d->n;
+    /* one hyperslab per stretch up to the end of the file's rows: two when wrapping
+     * once, more only if count > N */
+    for (long done = 0; done < count;) {
+        long rows = count - done < d->n - pos ? count - done : d->n - pos;
+        int st = d->kind == PPDL_DATA_TOKENS
+                     ? read_tokens(d, xs, pos, rows, done, inputs, targets, err, errlen)
+                     : read_classif(d, xs, ls, pos, rows, done, inputs, targets, err, errlen);
+        if (st) goto out;
+        done += rows;
+        pos = 0;
+    }
+    rc = 0;
+out:
+    close_h(&ls, H5Dclose);
+    close_h(&xs, H5Dclose);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* writing: path.tmp, then rename */
+
+static int write_dataset(hid_t f, const char *name, hid_t file_type, hid_t mem_type, int ndim,
+                         const hsize_t *dims, const void *buf)
+{
+    hid_t space = H5Screate_simple(ndim, dims, NULL);
+    hid_t ds = space >= 0 ? H5Dcreate2(f, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    int rc = ds >= 0 && H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
+    close_h(&ds, H5Dclose);
+    close_h(&space, H5Sclose);
+    return rc;
+}
+
+static int write_root_attr(hid_t f, const char *name, hid_t file_type, hid_t mem_type, const void *v)
+{
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = space >= 0 ? H5Acreate2(f, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    int rc = a >= 0 && H5Awrite(a, mem_type, v) >= 0 ? 0 : -1;
+    close_h(&a, H5Aclose);
+    close_h(&space, H5Sclose);
+    return rc;
+}
+
+/* ppdl_format = "ppdl-data" (variable-length UTF-8, as h5py writes), ppdl_version = 1 */
+static int write_header(hid_t f)
+{
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, H5T_VARIABLE);
+    H5Tset_cset(str, H5T_CSET_UTF8);
+    const char *fmt = "ppdl-data";
+    int one = 1;
+    int rc = write_root_attr(f, "ppdl_format", str, str, &fmt);
+    H5Tclose(str);
+    return rc ? rc : write_root_attr(f, "ppdl_version", H5T_STD_I32LE, H5T_NATIVE_INT, &one);
+}
+
+typedef int (*write_body_fn)(hid_t f, const void *ctx);
+
+/* create path.tmp, let body fill it, close, rename; on failure remove path.tmp */
+static int write_file(const char *path, write_body_fn body, const void *ctx, char *err, size_t errlen)
+{
+    char tmp[4096 + 8];
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return FAIL("path too long");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* for errno's reason */
+    if (fd < 0) return FAIL("cannot create %s: %s", tmp, strerror(errno));
+    close(fd);
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0) {
+        unlink(tmp);
+        return FAIL("cannot create %s as an HDF5 file", tmp);
+    }
+    int rc = write_header(f) || body(f, ctx) ? -1 : 0;
+    if (H5Fclose(f) < 0) rc = -1;
+    if (rc) FAIL("cannot write %s (disk full?)", tmp);
+    if (!rc && rename(tmp, path) != 0) rc = FAIL("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (rc) unlink(tmp);
+    return rc;
+}
+
+typedef struct tokens_ctx {
+    const int32_t *tokens;
+    long n;
+    int T, vocab_size;
+} tokens_ctx;
+
+static int tokens_body(hid_t f, const void *p)
+{
+    const tokens_ctx *c = p;
+    hsize_t dims[2] = {(hsize_t)c->n, (hsize_t)c->T + 1};
+    return write_dataset(f, "tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, dims, c->tokens) ||
+           write_root_attr(f, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &c->vocab_size);
+}
+
+int ppdl_data_write_tokens(const char *path, const int32_t *tokens, long n, int T, int vocab_size,
+                           char *err, size_t errlen)
+{
+    if (n < 1 || T < 1 || vocab_size < 1)
+        return FAIL("not written: need N >= 1 rows, T >= 1 and vocab_size >= 1 (got %ld, %d, %d)", n, T,
+                    vocab_size);
+    size_t total = (size_t)n * (size_t)(T + 1);
+    for (size_t i = 0; i < total; i++)
+        if (tokens[i] < 0 || tokens[i] >= vocab_size)
+            return FAIL("not written: token %d at row %zu is outside [0, %d)", tokens[i], i / (size_t)(T + 1),
+                        vocab_size);
+    tokens_ctx c = {tokens, n, T, vocab_size};
+    return write_file(path, tokens_body, &c, err, errlen);
+}
+
+typedef struct classif_ctx {
+    const float *x;
+    const int32_t *labels;
+    long n;
+    int ndim;
+    const long *shape;
+} classif_ctx;
+
+static int classif_body(hid_t f, const void *p)
+{
+    const classif_ctx *c = p;
+    hsize_t dims[4] = {(hsize_t)c->n, 0, 0, 0}, ldims[1] = {(hsize_t)c->n};
+    for (int i = 0; i < c->ndim; i++) dims[1 + i] = (hsize_t)c->shape[i];
+    const char *name = c->ndim == 3 ? "images" : "features";
+    return write_dataset(f, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1 + c->ndim, dims, c->x) ||
+           write_dataset(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, ldims, c->labels);
+}
+
+int ppdl_data_write_classif(const char *path, const float *x, const int32_t *labels, long n, int ndim,
+                            const long *sample_shape, char *err, size_t errlen)
+{
+    if (ndim != 1 && ndim != 3)
+        return FAIL("not written: a sample is [D] (features) or [C, H, W] (images), not %d-D", ndim);
+    if (n < 1) return FAIL("not written: no samples");
+    size_t per = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (sample_shape[i] < 1) return FAIL("not written: sample dimension %d is %ld", i, sample_shape[i]);
+        per *= (size_t)sample_shape[i];
+    }
+    for (long i = 0; i < n; i++)
+        if (labels[i] < 0) return FAIL("not written: label %d of sample %ld is negative", labels[i], i);
+    for (size_t i = 0; i < (size_t)n * per; i++)
+        if (!isfinite(x[i]))
+            return FAIL("not written: sample %zu holds a non-finite value at position %zu", i / per, i % per);
+    classif_ctx c = {x, labels, n, ndim, sample_shape};
+    return write_file(path, classif_body, &c, err, errlen);
+}

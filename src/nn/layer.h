@@ -1,0 +1,104 @@
+/* layer.h — the layers of a model, as the pipeline sees them: a chain.
+ *
+ * Every layer maps a per-micro-batch input buffer to an output buffer. The model is
+ * the chain layers[0] -> layers[1] -> ... -> layers[L-1]; the planner cuts it into
+ * contiguous stages. The last layer's output is logits [B*rows_per_sample, V] that
+ * the softmax cross-entropy loss consumes.
+ *
+ * What a layer keeps for backward (its "stash") is split in two:
+ *  - its input, which the runtime keeps (it is also the previous layer's output), and
+ *  - "saved" tensors the layer writes during forward (layernorm statistics, attention
+ *    probabilities, pre-activations...), sized by saved_floats().
+ * Recompute option 0 keeps both. The runtime's "full" option keeps only the input and
+ * calls forward() again into scratch saved space right before backward() (the
+ * recompute hook). A kind may offer more options of its own (opt >= 2, e.g. the
+ * transformer block's selective option): then forward() saves less and backward()
+ * recomputes the rest itself.
+ *
+ * Parameters live in one arena per stage (see stage.h); params[i].value/grad point
+ * into it. Backward ADDS into the parameter gradients (micro-batch accumulation).
+ */
+#ifndef PPDL_LAYER_H
+#define PPDL_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+#define PPDL_MAX_PARAMS 16
+#define PPDL_MAX_DIMS 4
+
+/* recompute options understood by the runtime for every layer */
+enum { PPDL_RC_NONE = 0, PPDL_RC_FULL = 1, PPDL_RC_SELECTIVE = 2 };
+
+typedef struct ppdl_param {
+    char name[40];                 /* PyTorch-style name inside the layer, e.g. "attn.qkv.weight" */
+    int ndim;
+    int64_t shape[PPDL_MAX_DIMS];
+    size_t numel;
+    size_t offset;                 /* in floats, from the start of the stage arena */
+    float *value;                  /* device */
+    float *grad;                   /* device */
+} ppdl_param;
+
+/* Hyperparameters of one layer (fields unused by a kind stay 0). */
+typedef struct ppdl_layer_cfg {
+    int V, T, C, H;                /* gpt: vocabulary, sequence, width, heads */
+    float eps;                     /* layernorm epsilon */
+    int in_f, out_f;               /* linear: features in, out */
+    int act;                       /* PPDL_ACT_* after linear/conv */
+    int cin, cout, kh, kw, stride, pad; /* conv */
+    int k;                         /* maxpool kernel (stride in .stride) */
+    int in_c, in_h, in_w;          /* image input shape of conv/maxpool/flatten */
+    int out_c, out_h, out_w;       /* image output shape */
+} ppdl_layer_cfg;
+
+typedef struct ppdl_layer ppdl_layer;
+
+typedef struct ppdl_layer_kind {
+    const char *name;              /* "embedding", "block", "head", "linear", "conv", "maxpool", "flatten" */
+    int n_options;                 /* recompute options offered: 2 (none, full) or 3 (+selective) */
+    /* floats written to `saved` by forward for b samples under option opt */
+    size_t (*saved_floats)(const ppdl_layer *l, int b, int opt);
+    /* scratch floats forward or backward may use (shared by the stage's layers) */
+    size_t (*work_floats)(const ppdl_layer *l, int b);
+    /* in: b samples of the layer input (int32 tokens for the embedding, else float);
+     * out: b samples of output */
+    void (*forward)(const ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *out,
+                    float *saved, float *work, int opt);
+    /* dout: gradient of the loss w.r.t. out; din (NULL for the first layer of the
+     * model): gradient w.r.t. in, overwritten. Adds into the parameter gradients.
+     * dout may be clobbered (it is scratch once backward starts). */
+    void (*backward)(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
+                     float *dout, float *din, float *work, int opt);
+    /* forward multiply-adds x2 for b samples (backward is counted as twice this) */
+    double (*flops_fwd)(const ppdl_layer *l, int b);
+} ppdl_layer_kind;
+
+struct ppdl_layer {
+    const ppdl_layer_kind *kind;
+    int index;                     /* position in the model chain */
+    ppdl_layer_cfg cfg;
+    size_t in_bytes;               /* per sample */
+    size_t out_bytes;              /* per sample */
+    int n_params;
+    ppdl_param params[PPDL_MAX_PARAMS];
+};
+
+/* the kinds (defined in layer_gpt.c and layer_basic.c) */
+extern const ppdl_layer_kind ppdl_kind_embedding, ppdl_kind_block, ppdl_kind_head;
+extern const ppdl_layer_kind ppdl_kind_linear, ppdl_kind_conv, ppdl_kind_maxpool, ppdl_kind_flatten;
+
+const ppdl_layer_kind *ppdl_kind_by_name(const char *name);
+
+/* Set up layer l of the given kind: shapes, byte sizes and the parameter table
+ * (names, shapes, numel; offsets/pointers are assigned by the stage). cfg must hold
+ * the fields the kind needs (validated by the model reader). */
+void ppdl_layer_setup(ppdl_layer *l, const ppdl_layer_kind *kind, int index, const ppdl_layer_cfg *cfg);
+
+size_t ppdl_layer_param_count(const ppdl_layer *l);
+const char *ppdl_act_name(int act);
+int ppdl_act_parse(const char *s); /* -1 when unknown */
+
+#endif

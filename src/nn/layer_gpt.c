@@ -1,0 +1,428 @@
+/* layer_gpt.c — the three layer kinds of the GPT-2 family (DESIGN.md, model.h5 "gpt"):
+ *
+ *   embedding  tokens[B,T] (int32)  -> x[B,T,C] = wte[tok] + wpe[t]
+ *   block      x[B,T,C] -> x1 = x + attn(ln1(x)),  out = x1 + mlp(ln2(x1))   (pre-LN)
+ *   head       x[B,T,C] -> logits[B*T,V] = ln_f(x) @ lm_head^T   (the runtime applies
+ *              the softmax cross-entropy to the logits; the head has no loss)
+ *
+ * Attention: qkv = ln1 @ Wqkv^T + bqkv, q/k/v are the three C-wide thirds, head h uses
+ * their columns h*hs .. (h+1)*hs-1; causal softmax of q k^T / sqrt(hs); the heads are
+ * merged back and projected. MLP: C -> 4C, GELU (tanh approximation), 4C -> C.
+ *
+ * Everything runs through be->ops (no host loop touches device data). In the shape
+ * comments N = B*T rows and P = B*H*T*T attention entries; "B" is the b samples of the
+ * micro-batch the runtime passes in.
+ *
+ * Recompute options (layer.h): 0 keeps everything; 1 (full) is done by the runtime,
+ * which calls forward() again right before backward(), so here it behaves like 0; the
+ * block's option 2 (selective) keeps neither the attention probabilities nor the MLP
+ * hidden tensors, and backward() recomputes them with the same operations in the same
+ * order, so its results are bitwise those of option 0.
+ */
+#include "nn/layer.h"
+#include "core/error.h"
+
+#include <math.h>
+
+/* y[rows,out] = x[rows,in] @ W[out,in]^T (+ bias[out] when bias is not NULL) */
+static void linear_fwd(ppdl_backend *be, int rows, int in, int out, const float *x,
+                       const float *W, const float *bias, float *y)
+{
+    be->ops->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+    if (bias) be->ops->bias_add(be, rows, out, y, bias);
+}
+
+/* Backward of linear_fwd given dy[rows,out]: adds into dW[out,in] (and dbias[out] when
+ * not NULL); overwrites dx[rows,in] = dy @ W. */
+static void linear_bwd(ppdl_backend *be, int rows, int in, int out, const float *x,
+                       const float *W, const float *dy, float *dW, float *dbias, float *dx)
+{
+    /* dW[out,in] += dy^T[out,rows] @ x[rows,in] */
+    be->ops->gemm(be, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f, dW, in);
+    if (dbias) be->ops->bias_grad(be, rows, out, dy, dbias);
+    /* dx[rows,in] = dy[rows,out] @ W[out,in] */
+    be->ops->gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
+}
+
+static void check_option(const ppdl_layer *l, int opt)
+{
+    PPDL_CHECK(opt >= 0 && opt < l->kind->n_options,
+               "layer %d (%s): recompute option %d, expected 0..%d", l->index, l->kind->name,
+               opt, l->kind->n_options - 1);
+}
+
+/* ================================================================== embedding */
+
+enum { EMB_WTE, EMB_WPE, EMB_N_PARAMS };
+
+static size_t emb_saved_floats(const ppdl_layer *l, int b, int opt)
+{
+    (void)l; (void)b; (void)opt;
+    return 0;
+}
+
+static size_t emb_work_floats(const ppdl_layer *l, int b)
+{
+    (void)l; (void)b;
+    return 0;
+}
+
+/* in: tokens[b,T] (int32); out: [b,T,C] */
+static void emb_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
+                        float *out, float *saved, float *work, int opt)
+{
+    (void)saved; (void)work;
+    check_option(l, opt);
+    const ppdl_layer_cfg *c = &l->cfg;
+    be->ops->embedding_fwd(be, b, c->T, c->C, (const int32_t *)in, l->params[EMB_WTE].value,
+                           l->params[EMB_WPE].value, out);
+}
+
+/* Tokens have no gradient: din is NULL (the embedding is the first layer) and is
+ * left alone if given. */
+static void emb_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
+                         float *dout, float *din, float *work, int opt)
+{
+    (void)saved; (void)din; (void)work;
+    check_option(l, opt);
+    const ppdl_layer_cfg *c = &l->cfg;
+    be->ops->embedding_bwd(be, b, c->T, c->C, (const int32_t *)in, dout,
+                           l->params[EMB_WTE].grad, l->params[EMB_WPE].grad);
+}
+
+/* no multiply-adds; counted as the b*T*C additions so that rates stay finite */
+static double emb_flops_fwd(const ppdl_layer *l, int b)
+{
+    return (double)b * l->cfg.T * l->cfg.C;
+}
+
+const ppdl_layer_kind ppdl_kind_embedding = {
+    .name = "embedding",
+    .n_options = 2,
+    .saved_floats = emb_saved_floats,
+    .work_floats = emb_work_floats,
+    .forward = emb_forward,
+    .backward = emb_backward,
+    .flops_fwd = emb_flops_fwd,
+};
+
+/* ====================================================================== block */
+
+/* parameter table order of ppdl_layer_setup (layer.c) */
+enum {
+    BLK_LN1_W, BLK_LN1_B,       /* [C], [C] */
+    BLK_QKV_W, BLK_QKV_B,       /* [3C,C], [3C] */
+    BLK_ATTPROJ_W, BLK_ATTPROJ_B, /* [C,C], [C] */
+    BLK_LN2_W, BLK_LN2_B,       /* [C], [C] */
+    BLK_FC_W, BLK_FC_B,         /* [4C,C], [4C] */
+    BLK_FCPROJ_W, BLK_FCPROJ_B, /* [C,4C], [C] */
+    BLK_N_PARAMS
+};
+
+/* What forward keeps in `saved`, at these offsets (floats; N = b*T, P = b*H*T*T):
+ *
+ *   offset          tensor     shape        options
+ *   0               ln1        [N,C]        all
+ *   NC              ln1_mean   [N]          all
+ *   NC+N            ln1_rstd   [N]          all
+ *   NC+2N           q          [b,H,T,hs]   all
+ *   2NC+2N          k          [b,H,T,hs]   all
+ *   3NC+2N          v          [b,H,T,hs]   all
+ *   4NC+2N          atty       [N,C]        all   (attention output, heads merged)
+ *   5NC+2N          x1         [N,C]        all   (x + attn proj, the residual)
+ *   6NC+2N          ln2        [N,C]        all
+ *   7NC+2N          ln2_mean   [N]          all
+ *   7NC+3N          ln2_rstd   [N]          all
+ *   7NC+4N          fch        [N,4C]       0, 1  (MLP pre-activation)
+ *   11NC+4N         fcg        [N,4C]       0, 1  (gelu(fch))
+ *   15NC+4N         att        [b,H,T,T]    0, 1  (attention probabilities)
+ *   total: 15NC + 4N + P under options 0 and 1, 7NC + 4N under option 2.
+ *
+ * Under option 2, fch, fcg and att live in the work space instead (see block_work).
+ */
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd;
+    float *q, *k, *v;
+    float *atty, *x1;
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fcg, *att;
+} block_saved;
+
+/* The work space, shared by forward and backward (floats):
+ *
+ *   offset    forward            backward                       shape
+ *   0         qkv                dqkv                           [N,3C]
+ *   3NC       yh (att @ v)       dyh (d of yh)                  [b,H,T,hs]
+ *   4NC       preatt (q k^T)     preatt, then datt / dpreatt    [b,H,T,T]
+ *   4NC+P     -                  dfc (d fcg, then d fch)        [N,4C]
+ *   8NC+P     -                  dln (d ln2, d atty, d ln1)     [N,C]
+ *   9NC+P     -                  dq, dk, dv                     3 x [b,H,T,hs]
+ *   12NC+P    fch, fcg, att under option 2 (written by forward, recomputed by
+ *             backward)                                         [N,4C], [N,4C], [b,H,T,T]
+ *   total: 20NC + 2P
+ */
+typedef struct {
+    float *qkv, *yh, *preatt;
+    float *dfc, *dln, *dq, *dk, *dv;
+    float *fch, *fcg, *att;
+} block_work;
+
+static size_t block_keep_floats(const ppdl_layer *l, int b)
+{
+    size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
+    return 7 * N * C + 4 * N;
+}
+
+static size_t block_att_floats(const ppdl_layer *l, int b)
+{
+    return (size_t)b * l->cfg.H * l->cfg.T * l->cfg.T;
+}
+
+static size_t block_saved_floats(const ppdl_layer *l, int b, int opt)
+{
+    size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
+    size_t n = block_keep_floats(l, b);
+    if (opt != PPDL_RC_SELECTIVE) n += 8 * N * C + block_att_floats(l, b);
+    return n;
+}
+
+static size_t block_work_floats(const ppdl_layer *l, int b)
+{
+    size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
+    return 20 * N * C + 2 * block_att_floats(l, b);
+}
+
+static void block_views(const ppdl_layer *l, int b, int opt, float *saved, float *work,
+                        block_saved *s, block_work *w)
+{
+    size_t N = (size_t)b * l->cfg.T, NC = N * l->cfg.C, P = block_att_floats(l, b);
+    s->ln1 = saved;
+    s->ln1_mean = s->ln1 + NC;
+    s->ln1_rstd = s->ln1_mean + N;
+    s->q = s->ln1_rstd + N;
+    s->k = s->q + NC;
+    s->v = s->k + NC;
+    s->atty = s->v + NC;
+    s->x1 = s->atty + NC;
+    s->ln2 = s->x1 + NC;
+    s->ln2_mean = s->ln2 + NC;
+    s->ln2_rstd = s->ln2_mean + N;
+
+    w->qkv = work;
+    w->yh = w->qkv + 3 * NC;
+    w->preatt = w->yh + NC;
+    w->dfc = w->preatt + P;
+    w->dln = w->dfc + 4 * NC;
+    w->dq = w->dln + NC;
+    w->dk = w->dq + NC;
+    w->dv = w->dk + NC;
+    w->fch = w->dv + NC;
+    w->fcg = w->fch + 4 * NC;
+    w->att = w->fcg + 4 * NC;
+
+    float *big = opt == PPDL_RC_SELECTIVE ? w->fch : s->ln2_rstd + N;
+    s->fch = big;
+    s->fcg = s->fch + 4 * NC;
+    s->att = s->fcg + 4 * NC;
+}
+
+/* att[b,H,T,T] = causal_softmax(q k^T / sqrt(hs)), with preatt[b,H,T,T] as scratch */
+static void attention_probs(const ppdl_layer *l, ppdl_backend *be, int b, const float *q,
+                            const float *k, float *preatt, float *att)
+{
+    int T = l->cfg.T, H = l->cfg.H, hs = l->cfg.C / l->cfg.H, BH = b * H;
+    long sh = (long)T * hs, sp = (long)T * T;
+    /* preatt[T,T] = q[T,hs] @ k[T,hs]^T, for each of the BH heads (the whole square:
+     * the softmax reads only the causal part) */
+    be->ops->gemm_batched(be, 0, 1, T, T, hs, 1.0f, q, hs, sh, k, hs, sh, 0.0f, preatt, T, sp, BH);
+    be->ops->causal_softmax_fwd(be, BH, T, 1.0f / sqrtf((float)hs), preatt, att);
+}
+
+/* fch[N,4C] = ln2 @ Wfc^T + bfc;  fcg[N,4C] = gelu(fch) */
+static void mlp_hidden(const ppdl_layer *l, ppdl_backend *be, int N, const float *ln2,
+                       float *fch, float *fcg)
+{
+    int C = l->cfg.C;
+    linear_fwd(be, N, C, 4 * C, ln2, l->params[BLK_FC_W].value, l->params[BLK_FC_B].value, fch);
+    be->ops->act_fwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, fch, fcg);
+}
+
+/* in: x[b,T,C]; out: [b,T,C] */
+static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
+                          float *out, float *saved, float *work, int opt)
+{
+    check_option(l, opt);
+    PPDL_CHECK(l->n_params == BLK_N_PARAMS, "layer %d: a block has %d parameters, not %d",
+               l->index, BLK_N_PARAMS, l->n_params);
+    const ppdl_backend_ops *ops = be->ops;
+    const ppdl_param *p = l->params;
+    int T = l->cfg.T, C = l->cfg.C, H = l->cfg.H, hs = C / H, N = b * T;
+    long sh = (long)T * hs, sp = (long)T * T;
+    size_t NC = (size_t)N * C;
+    const float *x = in; /* [N,C] */
+    block_saved s;
+    block_work w;
+    block_views(l, b, opt, saved, work, &s, &w);
+
+    /* ---- attention: x1 = x + proj(attn(ln1(x))) ---- */
+    ops->layernorm_fwd(be, N, C, l->cfg.eps, x, p[BLK_LN1_W].value, p[BLK_LN1_B].value, s.ln1,
+                       s.ln1_mean, s.ln1_rstd);
+    linear_fwd(be, N, C, 3 * C, s.ln1, p[BLK_QKV_W].value, p[BLK_QKV_B].value, w.qkv); /* [N,3C] */
+    ops->qkv_split(be, b, T, C, H, w.qkv, s.q, s.k, s.v);
+    attention_probs(l, be, b, s.q, s.k, w.preatt, s.att);
+    /* yh[T,hs] = att[T,T] @ v[T,hs], for each head */
+    ops->gemm_batched(be, 0, 0, T, hs, T, 1.0f, s.att, T, sp, s.v, hs, sh, 0.0f, w.yh, hs, sh, b * H);
+    ops->heads_to_seq(be, b, T, C, H, w.yh, s.atty);
+    linear_fwd(be, N, C, C, s.atty, p[BLK_ATTPROJ_W].value, p[BLK_ATTPROJ_B].value, out);
+    ops->add(be, NC, x, out, s.x1);
+
+    /* ---- MLP: out = x1 + proj(gelu(fc(ln2(x1)))) ---- */
+    ops->layernorm_fwd(be, N, C, l->cfg.eps, s.x1, p[BLK_LN2_W].value, p[BLK_LN2_B].value,
+                       s.ln2, s.ln2_mean, s.ln2_rstd);
+    mlp_hidden(l, be, N, s.ln2, s.fch, s.fcg);
+    linear_fwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, p[BLK_FCPROJ_B].value, out);
+    ops->axpy(be, NC, 1.0f, s.x1, out);
+}
+
+/* in: x[b,T,C]; dout: [b,T,C] (becomes d x1, then is read no more); din: [b,T,C] */
+static void block_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
+                           float *dout, float *din, float *work, int opt)
+{
+    check_option(l, opt);
+    const ppdl_backend_ops *ops = be->ops;
+    ppdl_param *p = l->params;
+    int T = l->cfg.T, C = l->cfg.C, H = l->cfg.H, hs = C / H, N = b * T, BH = b * H;
+    long sh = (long)T * hs, sp = (long)T * T;
+    size_t NC = (size_t)N * C;
+    const float *x = in; /* [N,C] */
+    block_saved s;
+    block_work w;
+    block_views(l, b, opt, saved, work, &s, &w);
+
+    /* selective: recompute what forward did not keep, exactly as forward computed it */
+    if (opt == PPDL_RC_SELECTIVE) {
+        attention_probs(l, be, b, s.q, s.k, w.preatt, s.att);
+        mlp_hidden(l, be, N, s.ln2, s.fch, s.fcg);
+    }
+
+    /* ---- MLP ---- */
+    linear_bwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, dout, p[BLK_FCPROJ_W].grad,
+               p[BLK_FCPROJ_B].grad, w.dfc);                          /* dfc = d fcg [N,4C] */
+    ops->act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, w.dfc, w.dfc); /* d fch */
+    linear_bwd(be, N, C, 4 * C, s.ln2, p[BLK_FC_W].value, w.dfc, p[BLK_FC_W].grad,
+               p[BLK_FC_B].grad, w.dln);                              /* d ln2 [N,C] */
+    /* the residual: d x1 = dout + ln2'(d ln2), accumulated in dout */
+    ops->layernorm_bwd(be, N, C, s.x1, p[BLK_LN2_W].value, s.ln2_mean, s.ln2_rstd, w.dln, dout,
+                       p[BLK_LN2_W].grad, p[BLK_LN2_B].grad);
+    float *dx1 = dout;
+
+    /* ---- attention ---- */
+    linear_bwd(be, N, C, C, s.atty, p[BLK_ATTPROJ_W].value, dx1, p[BLK_ATTPROJ_W].grad,
+               p[BLK_ATTPROJ_B].grad, w.dln);                         /* d atty [N,C] */
+    ops->seq_to_heads(be, b, T, C, H, w.dln, w.yh);                   /* dyh [b,H,T,hs] */
+    /* datt[T,T] = dyh[T,hs] @ v[T,hs]^T  (into preatt) */
+    ops->gemm_batched(be, 0, 1, T, T, hs, 1.0f, w.yh, hs, sh, s.v, hs, sh, 0.0f, w.preatt, T, sp, BH);
+    /* dv[T,hs] = att[T,T]^T @ dyh[T,hs] */
+    ops->gemm_batched(be, 1, 0, T, hs, T, 1.0f, s.att, T, sp, w.yh, hs, sh, 0.0f, w.dv, hs, sh, BH);
+    /* dpreatt (in place), includes the 1/sqrt(hs) scale */
+    ops->causal_softmax_bwd(be, BH, T, 1.0f / sqrtf((float)hs), s.att, w.preatt, w.preatt);
+    /* dq[T,hs] = dpreatt[T,T] @ k[T,hs];  dk[T,hs] = dpreatt^T @ q[T,hs] */
+    ops->gemm_batched(be, 0, 0, T, hs, T, 1.0f, w.preatt, T, sp, s.k, hs, sh, 0.0f, w.dq, hs, sh, BH);
+    ops->gemm_batched(be, 1, 0, T, hs, T, 1.0f, w.preatt, T, sp, s.q, hs, sh, 0.0f, w.dk, hs, sh, BH);
+    ops->qkv_merge(be, b, T, C, H, w.dq, w.dk, w.dv, w.qkv);          /* dqkv [N,3C] */
+    linear_bwd(be, N, C, 3 * C, s.ln1, p[BLK_QKV_W].value, w.qkv, p[BLK_QKV_W].grad,
+               p[BLK_QKV_B].grad, w.dln);                             /* d ln1 [N,C] */
+
+    /* din = d x1 + ln1'(d ln1); without din (never for a block in a GPT chain) the
+     * layernorm still has to run for its parameter gradients, and adds into dout */
+    float *dx = dout;
+    if (din) {
+        ops->copy_d2d(be, din, dx1, NC * sizeof(float));
+        dx = din;
+    }
+    ops->layernorm_bwd(be, N, C, x, p[BLK_LN1_W].value, s.ln1_mean, s.ln1_rstd, w.dln, dx,
+                       p[BLK_LN1_W].grad, p[BLK_LN1_B].grad);
+}
+
+/* 2 x multiply-adds: the four linear layers (24 N C^2) and the two attention GEMMs over
+ * the whole T x T square as computed (2 x 2 b T^2 C) */
+static double block_flops_fwd(const ppdl_layer *l, int b)
+{
+    double N = (double)b * l->cfg.T, C = l->cfg.C, T = l->cfg.T;
+    return 24.0 * N * C * C + 4.0 * b * T * T * C;
+}
+
+const ppdl_layer_kind ppdl_kind_block = {
+    .name = "block",
+    .n_options = 3,
+    .saved_floats = block_saved_floats,
+    .work_floats = block_work_floats,
+    .forward = block_forward,
+    .backward = block_backward,
+    .flops_fwd = block_flops_fwd,
+};
+
+/* ======================================================================= head */
+
+enum { HEAD_LNF_W, HEAD_LNF_B, HEAD_LM_W, HEAD_N_PARAMS };
+
+/* saved (all options): lnf [N,C] at 0, lnf_mean [N] at NC, lnf_rstd [N] at NC+N */
+static size_t head_saved_floats(const ppdl_layer *l, int b, int opt)
+{
+    (void)opt;
+    size_t N = (size_t)b * l->cfg.T;
+    return N * l->cfg.C + 2 * N;
+}
+
+/* work: dlnf [N,C] at 0, dx [N,C] at NC (used only when din is NULL) */
+static size_t head_work_floats(const ppdl_layer *l, int b)
+{
+    return 2 * (size_t)b * l->cfg.T * l->cfg.C;
+}
+
+/* in: x[b,T,C]; out: logits [b*T,V] */
+static void head_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
+                         float *out, float *saved, float *work, int opt)
+{
+    (void)work;
+    check_option(l, opt);
+    const ppdl_param *p = l->params;
+    int N = b * l->cfg.T, C = l->cfg.C, V = l->cfg.V;
+    size_t NC = (size_t)N * C;
+    float *lnf = saved, *mean = saved + NC, *rstd = mean + N; /* [N,C], [N], [N] */
+    be->ops->layernorm_fwd(be, N, C, l->cfg.eps, (const float *)in, p[HEAD_LNF_W].value,
+                           p[HEAD_LNF_B].value, lnf, mean, rstd);
+    linear_fwd(be, N, C, V, lnf, p[HEAD_LM_W].value, NULL, out);
+}
+
+/* dout: d logits [b*T,V]; din: [b,T,C] */
+static void head_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
+                          float *dout, float *din, float *work, int opt)
+{
+    check_option(l, opt);
+    ppdl_param *p = l->params;
+    int N = b * l->cfg.T, C = l->cfg.C, V = l->cfg.V;
+    size_t NC = (size_t)N * C;
+    float *lnf = saved, *mean = saved + NC, *rstd = mean + N;
+    float *dlnf = work;                  /* [N,C] */
+    float *dx = din ? din : work + NC;   /* [N,C] */
+    linear_bwd(be, N, C, V, lnf, p[HEAD_LM_W].value, dout, p[HEAD_LM_W].grad, NULL, dlnf);
+    be->ops->zero(be, dx, NC * sizeof(float));
+    be->ops->layernorm_bwd(be, N, C, (const float *)in, p[HEAD_LNF_W].value, mean, rstd, dlnf,
+                           dx, p[HEAD_LNF_W].grad, p[HEAD_LNF_B].grad);
+}
+
+static double head_flops_fwd(const ppdl_layer *l, int b)
+{
+    return 2.0 * b * l->cfg.T * l->cfg.C * l->cfg.V;
+}
+
+const ppdl_layer_kind ppdl_kind_head = {
+    .name = "head",
+    .n_options = 2,
+    .saved_floats = head_saved_floats,
+    .work_floats = head_work_floats,
+    .forward = head_forward,
+    .backward = head_backward,
+    .flops_fwd = head_flops_fwd,
+};

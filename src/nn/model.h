@@ -1,0 +1,58 @@
+/* model.h — a model: its family, hyperparameters and chain of layers.
+ *
+ * Root hyperparameters per family (the root attributes of model.h5, and the keys of
+ * `ppdl-init --set`):
+ *   gpt: vocab_size, seq_len, d_model, n_heads, n_layers (blocks), ln_eps
+ *        chain: embedding, block x n_layers, head            (L = n_layers + 2)
+ *   mlp: in_features, hidden, n_layers (linear layers), n_classes, activation
+ *        chain: linear(in->hidden, act), ..., linear(hidden->n_classes, none)
+ *   cnn: in_channels, height, width, channels, n_blocks, hidden, n_classes
+ *        chain: [conv 3x3 pad 1 relu, maxpool 2] x n_blocks (channels double each
+ *        block), flatten, linear(->hidden, relu), linear(->n_classes, none)
+ * Every classifier ends in softmax cross-entropy over n_classes; gpt over vocab_size
+ * at every position.
+ */
+#ifndef PPDL_MODEL_H
+#define PPDL_MODEL_H
+
+#include <stddef.h>
+
+#include "nn/layer.h"
+
+typedef struct ppdl_model {
+    char family[8];                /* "gpt", "mlp", "cnn" */
+    /* gpt */
+    int vocab_size, seq_len, d_model, n_heads, n_layers;
+    float ln_eps;
+    /* mlp / cnn */
+    int in_features, hidden, n_classes, activation;
+    int in_channels, height, width, channels, n_blocks;
+
+    int L;                         /* layers in the chain */
+    ppdl_layer *layers;            /* [L] */
+} ppdl_model;
+
+/* Fill m->L and m->layers from the family's hyperparameters (already set in m).
+ * Returns -1 with a message naming the bad hyperparameter. */
+int ppdl_model_build(ppdl_model *m, char *err, size_t errlen);
+void ppdl_model_free(ppdl_model *m);
+
+/* Set a root hyperparameter by name from a string ("d_model", "768"); -1 when the
+ * key is unknown for the family or the value is not valid. */
+int ppdl_model_set(ppdl_model *m, const char *key, const char *value, char *err, size_t errlen);
+/* Default hyperparameters of a preset: gpt-tiny, gpt-small, gpt-bench, mlp, mlp-tiny, cnn, cnn-tiny. */
+int ppdl_model_preset(ppdl_model *m, const char *preset, char *err, size_t errlen);
+/* names of all presets, for --help */
+extern const char *const ppdl_presets[];
+
+/* what the loss sees per sample: rows of logits and the number of classes */
+int ppdl_model_loss_rows(const ppdl_model *m);   /* T for gpt, 1 otherwise */
+int ppdl_model_classes(const ppdl_model *m);     /* vocab_size or n_classes */
+size_t ppdl_model_param_count(const ppdl_model *m);
+
+/* Fill host arrays with the initial parameters of layer l (deterministic from seed;
+ * GPT-2 init for gpt, PyTorch's default for Linear/Conv2d). host holds all the
+ * layer's parameters back to back, in table order. */
+void ppdl_layer_init_params(const ppdl_model *m, const ppdl_layer *l, unsigned long long seed, float *host);
+
+#endif

@@ -1,0 +1,50 @@
+#include "nn/stage.h"
+#include "core/error.h"
+
+#include <string.h>
+
+void ppdl_stage_alloc_params(ppdl_stage *st, ppdl_model *m, ppdl_backend *be, int first, int last)
+{
+    PPDL_CHECK(first >= 0 && last < m->L && first <= last, "bad stage range %d..%d of %d layers",
+               first, last, m->L);
+    memset(st, 0, sizeof *st);
+    st->model = m;
+    st->be = be;
+    st->first = first;
+    st->last = last;
+    size_t off = 0;
+    for (int i = first; i <= last; i++)
+        for (int j = 0; j < m->layers[i].n_params; j++) {
+            m->layers[i].params[j].offset = off;
+            off += m->layers[i].params[j].numel;
+        }
+    st->n_params = off;
+    size_t bytes = (off ? off : 1) * sizeof(float);
+    st->params = ppdl_be_alloc(be, bytes, "parameters");
+    st->grads = ppdl_be_alloc(be, bytes, "gradients");
+    be->ops->zero(be, st->grads, bytes);
+    for (int i = first; i <= last; i++)
+        for (int j = 0; j < m->layers[i].n_params; j++) {
+            ppdl_param *p = &m->layers[i].params[j];
+            p->value = st->params + p->offset;
+            p->grad = st->grads + p->offset;
+        }
+}
+
+void ppdl_stage_alloc_optimizer(ppdl_stage *st)
+{
+    size_t bytes = (st->n_params ? st->n_params : 1) * sizeof(float);
+    st->adam_m = ppdl_be_alloc(st->be, bytes, "AdamW first moments");
+    st->adam_v = ppdl_be_alloc(st->be, bytes, "AdamW second moments");
+    st->be->ops->zero(st->be, st->adam_m, bytes);
+    st->be->ops->zero(st->be, st->adam_v, bytes);
+}
+
+void ppdl_stage_free(ppdl_stage *st)
+{
+    ppdl_be_free(st->be, st->params);
+    ppdl_be_free(st->be, st->grads);
+    ppdl_be_free(st->be, st->adam_m);
+    ppdl_be_free(st->be, st->adam_v);
+    memset(st, 0, sizeof *st);
+}

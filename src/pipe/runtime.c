@@ -1,0 +1,401 @@
+/* runtime.c — run one stage's op list, step after step.
+ *
+ * Buffers of one slot (b = batch_size / M samples, layers first..last, nl of them):
+ *   act[0]          stage input: received activation, or data (tokens/features) on stage 0
+ *   act[i], i >= 1  input of layer first+i = output of layer first+i-1 (kept for backward)
+ *   saved[i]        what layer first+i saved in forward (none when it is recomputed)
+ *   out             stage output: the activation sent on, or on the last stage the logits,
+ *                   overwritten in place by d(loss)/d(logits) right after forward
+ *   dout            gradient received from the next stage (not on the last stage)
+ *   din             gradient sent to the previous stage (not on stage 0)
+ *   targets         the last stage's targets of the micro-batch
+ * Shared by all slots: the scratch `saved` and output of a recomputed forward, two
+ * ping-pong gradient buffers between the stage's layers, and the layers' work space.
+ */
+#include "pipe/runtime.h"
+#include "core/error.h"
+#include "core/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct slot {
+    int mb;                    /* micro-batch held, -1 when free */
+    void **act;                /* [nl] */
+    float **saved;             /* [nl] (NULL entries when recomputed or empty) */
+    float *out, *dout, *din;
+    int32_t *targets;
+    MPI_Request act_send, grad_send, act_recv, grad_recv;
+    int act_recv_mb, grad_recv_mb; /* micro-batch of a posted receive, -1 when none */
+} slot;
+
+struct ppdl_runtime {
+    ppdl_stage *st;
+    ppdl_backend *be;
+    ppdl_runtime_cfg cfg;
+    ppdl_batch_source src;
+    ppdl_comm *comm;
+    int nl;                    /* layers in the stage */
+    int b;                     /* micro-batch size */
+    int first_stage, last_stage, model_first; /* booleans */
+    int *rc;                   /* [nl] recompute option per layer */
+    ppdl_op_list ops;
+    int n_slots;
+    slot *slots;
+    float *scratch_saved, *scratch_out, *grad[2], *work;
+    float *loss_dev;
+    void *host_in;             /* staging of data inputs (stage 0) */
+    int32_t *host_tg;          /* staging of targets (last stage) */
+    size_t in_bytes, out_bytes; /* per micro-batch, of the stage */
+    int loss_rows, classes;
+    int adam_t;
+    ppdl_mem_breakdown mem;
+    /* receive pre-posting: index of the next RECV_ACT / RECV_GRAD op not yet posted */
+    int next_act_recv, next_grad_recv;
+    /* events of the last step */
+    ppdl_event_rec *ev;
+    int n_ev, cap_ev;
+    double t_step0;
+};
+
+/* tags: direction in the low bit, micro-batch above */
+static int tag_act(int mb) { return 2 * mb; }
+static int tag_grad(int mb) { return 2 * mb + 1; }
+
+static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, size_t *category)
+{
+    void *p = ppdl_be_alloc(rt->be, bytes, what);
+    *category += ppdl_be_alloc_size(bytes ? bytes : 1);
+    return p;
+}
+
+static const ppdl_layer *layer(const ppdl_runtime *rt, int i) { return &rt->st->model->layers[rt->st->first + i]; }
+
+static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
+{
+    if (!rt->cfg.record_events) return;
+    if (rt->n_ev == rt->cap_ev) {
+        rt->cap_ev = rt->cap_ev ? 2 * rt->cap_ev : 256;
+        rt->ev = realloc(rt->ev, (size_t)rt->cap_ev * sizeof *rt->ev);
+        PPDL_CHECK(rt->ev, "out of host memory for trace events");
+    }
+    ppdl_event_rec *e = &rt->ev[rt->n_ev++];
+    e->rank = rt->comm->rank;
+    e->stage = rt->cfg.stage;
+    e->kind = kind;
+    e->mb = mb;
+    e->t0_ms = 1e3 * (t0 - rt->t_step0);
+    e->t1_ms = 1e3 * (t1 - rt->t_step0);
+}
+
+/* wait for a request, recording the time blocked as a WAIT event */
+static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb)
+{
+    if (*req == MPI_REQUEST_NULL) return;
+    double t0 = ppdl_now_s();
+    ppdl_comm_wait(rt->comm, req);
+    double t1 = ppdl_now_s();
+    if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, mb, t0, t1);
+}
+
+ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
+                                  ppdl_batch_source src, ppdl_comm *comm)
+{
+    ppdl_runtime *rt = ppdl_xcalloc(1, sizeof *rt);
+    rt->st = st;
+    rt->be = st->be;
+    rt->cfg = *cfg;
+    rt->src = src;
+    rt->comm = comm;
+    rt->nl = st->last - st->first + 1;
+    PPDL_CHECK(cfg->M >= 1 && cfg->batch_size % cfg->M == 0, "batch size %d is not a multiple of %d micro-batches",
+               cfg->batch_size, cfg->M);
+    rt->b = cfg->batch_size / cfg->M;
+    rt->first_stage = cfg->stage == 0;
+    rt->last_stage = cfg->stage == cfg->S - 1;
+    rt->model_first = st->first == 0;
+    PPDL_CHECK(rt->last_stage == (st->last == st->model->L - 1), "the last stage must hold the last layer");
+    rt->rc = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
+    for (int i = 0; i < rt->nl; i++) rt->rc[i] = cfg->recompute ? cfg->recompute[i] : 0;
+    rt->loss_rows = ppdl_model_loss_rows(st->model);
+    rt->classes = ppdl_model_classes(st->model);
+    size_t arena = ppdl_be_alloc_size((st->n_params ? st->n_params : 1) * sizeof(float));
+    rt->mem.params = 2 * arena;                     /* values + gradients */
+    rt->mem.optimizer = st->adam_m ? 2 * arena : 0; /* AdamW m and v */
+
+    /* the schedule, proven before it runs: every rank builds and checks all lists */
+    ppdl_op_list *all = ppdl_xcalloc((size_t)cfg->S, sizeof *all);
+    for (int s = 0; s < cfg->S; s++) ppdl_schedule_build(cfg->schedule, cfg->S, cfg->M, s, &all[s]);
+    char err[PPDL_ERR_LEN];
+    if (ppdl_schedule_check(cfg->S, cfg->M, all, err, sizeof err))
+        ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
+                 ppdl_schedule_name(cfg->schedule), cfg->S, cfg->M, err);
+    for (int s = 0; s < cfg->S; s++)
+        if (s != cfg->stage) ppdl_op_list_free(&all[s]);
+    rt->ops = all[cfg->stage];
+    free(all);
+    rt->n_slots = ppdl_schedule_max_in_flight(&rt->ops);
+
+    int b = rt->b;
+    rt->in_bytes = (size_t)b * layer(rt, 0)->in_bytes;
+    rt->out_bytes = (size_t)b * layer(rt, rt->nl - 1)->out_bytes;
+    size_t max_act = rt->out_bytes, max_saved = 0, max_work = 0;
+    for (int i = 0; i < rt->nl; i++) {
+        const ppdl_layer *l = layer(rt, i);
+        size_t a = (size_t)b * l->out_bytes, in = (size_t)b * l->in_bytes;
+        if (a > max_act) max_act = a;
+        if (in > max_act) max_act = in;
+        size_t s0 = l->kind->saved_floats(l, b, 0), w = l->kind->work_floats(l, b);
+        if (s0 > max_saved) max_saved = s0;
+        if (w > max_work) max_work = w;
+    }
+
+    rt->slots = ppdl_xcalloc((size_t)rt->n_slots, sizeof *rt->slots);
+    for (int k = 0; k < rt->n_slots; k++) {
+        slot *sl = &rt->slots[k];
+        sl->mb = sl->act_recv_mb = sl->grad_recv_mb = -1;
+        sl->act_send = sl->grad_send = sl->act_recv = sl->grad_recv = MPI_REQUEST_NULL;
+        sl->act = ppdl_xcalloc((size_t)rt->nl, sizeof *sl->act);
+        sl->saved = ppdl_xcalloc((size_t)rt->nl, sizeof *sl->saved);
+        for (int i = 0; i < rt->nl; i++) {
+            const ppdl_layer *l = layer(rt, i);
+            sl->act[i] = alloc_counted(rt, (size_t)b * l->in_bytes, "stashed layer inputs", &rt->mem.stash);
+            if (rt->rc[i] != PPDL_RC_FULL) {
+                size_t n = l->kind->saved_floats(l, b, rt->rc[i]);
+                if (n) sl->saved[i] = alloc_counted(rt, n * sizeof(float), "saved activations", &rt->mem.stash);
+            }
+        }
+        /* the last stage keeps d(logits) of the micro-batch until its backward */
+        sl->out = alloc_counted(rt, rt->out_bytes, rt->last_stage ? "logits" : "send buffer",
+                                rt->last_stage ? &rt->mem.stash : &rt->mem.buffers);
+        if (!rt->last_stage)
+            sl->dout = alloc_counted(rt, rt->out_bytes, "gradient receive buffer", &rt->mem.buffers);
+        else
+            sl->targets = alloc_counted(rt, (size_t)b * rt->loss_rows * sizeof(int32_t), "targets", &rt->mem.buffers);
+        if (!rt->first_stage)
+            sl->din = alloc_counted(rt, rt->in_bytes, "gradient send buffer", &rt->mem.buffers);
+    }
+    if (max_saved)
+        rt->scratch_saved = alloc_counted(rt, max_saved * sizeof(float), "recompute scratch", &rt->mem.buffers);
+    rt->scratch_out = alloc_counted(rt, max_act, "recompute output", &rt->mem.buffers);
+    rt->grad[0] = alloc_counted(rt, max_act, "layer gradients", &rt->mem.buffers);
+    rt->grad[1] = alloc_counted(rt, max_act, "layer gradients", &rt->mem.buffers);
+    if (max_work) rt->work = alloc_counted(rt, max_work * sizeof(float), "layer work space", &rt->mem.buffers);
+    rt->loss_dev = alloc_counted(rt, sizeof(float), "loss", &rt->mem.buffers);
+    if (rt->first_stage) rt->host_in = ppdl_xmalloc(rt->in_bytes);
+    if (rt->last_stage) rt->host_tg = ppdl_xmalloc((size_t)b * rt->loss_rows * sizeof(int32_t));
+    return rt;
+}
+
+static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[mb % rt->n_slots]; }
+
+/* Post the receives whose buffers are free, in op-list order, so data can arrive
+ * while this rank computes. A RECV_ACT(mb) needs its slot free; a RECV_GRAD(mb)
+ * needs the slot to hold mb (forwarded, not yet backwarded). */
+static void post_receives(ppdl_runtime *rt)
+{
+    while (rt->next_act_recv < rt->ops.n) {
+        const ppdl_op *op = &rt->ops.ops[rt->next_act_recv];
+        if (op->kind != PPDL_OP_RECV_ACT) { rt->next_act_recv++; continue; }
+        slot *sl = slot_of(rt, op->mb);
+        if (sl->mb != -1 || sl->act_recv_mb != -1) break;
+        ppdl_comm_irecv(rt->comm, sl->act[0], rt->in_bytes, rt->cfg.prev_rank, tag_act(op->mb), &sl->act_recv);
+        sl->act_recv_mb = op->mb;
+        rt->next_act_recv++;
+    }
+    while (rt->next_grad_recv < rt->ops.n) {
+        const ppdl_op *op = &rt->ops.ops[rt->next_grad_recv];
+        if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
+        slot *sl = slot_of(rt, op->mb);
+        if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
+        ppdl_comm_irecv(rt->comm, sl->dout, rt->out_bytes, rt->cfg.next_rank, tag_grad(op->mb), &sl->grad_recv);
+        sl->grad_recv_mb = op->mb;
+        rt->next_grad_recv++;
+    }
+}
+
+static void load_batch(ppdl_runtime *rt, long step, int mb, slot *sl)
+{
+    char err[PPDL_ERR_LEN];
+    if (rt->src.read(rt->src.ctx, step, mb, rt->b, rt->first_stage ? rt->host_in : NULL,
+                     rt->last_stage ? rt->host_tg : NULL, err, sizeof err))
+        ppdl_fail(1, "%s", err);
+    if (rt->first_stage) rt->be->ops->copy_h2d(rt->be, sl->act[0], rt->host_in, rt->in_bytes);
+    if (rt->last_stage)
+        rt->be->ops->copy_h2d(rt->be, sl->targets, rt->host_tg, (size_t)rt->b * rt->loss_rows * sizeof(int32_t));
+}
+
+static void forward(ppdl_runtime *rt, long step, int mb)
+{
+    ppdl_backend *be = rt->be;
+    slot *sl = slot_of(rt, mb);
+    PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
+    sl->mb = mb;
+    if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
+    wait_req(rt, &sl->act_send, mb); /* the send buffer's previous message is gone */
+    double t0 = ppdl_now_s();
+    for (int i = 0; i < rt->nl; i++) {
+        const ppdl_layer *l = layer(rt, i);
+        float *out = i + 1 < rt->nl ? (float *)sl->act[i + 1] : sl->out;
+        float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
+        int opt = rt->rc[i] == PPDL_RC_FULL ? 0 : rt->rc[i];
+        l->kind->forward(l, be, rt->b, sl->act[i], out, saved, rt->work, opt);
+    }
+    if (rt->last_stage) {
+        /* loss = mean over every row of the mini-batch, so each micro-batch's
+         * gradient is scaled by 1/(B * rows) and the sum over micro-batches is exact */
+        int rows = rt->b * rt->loss_rows;
+        float scale = 1.0f / ((float)rt->cfg.batch_size * (float)rt->loss_rows);
+        be->ops->softmax_xent(be, rows, rt->classes, sl->out, sl->targets, scale, rt->loss_dev, sl->out);
+    }
+    record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
+}
+
+static void backward(ppdl_runtime *rt, int mb)
+{
+    ppdl_backend *be = rt->be;
+    slot *sl = slot_of(rt, mb);
+    PPDL_CHECK(sl->mb == mb, "backward of micro-batch %d before its forward", mb);
+    wait_req(rt, &sl->grad_send, mb);
+    double t0 = ppdl_now_s();
+    float *dout = rt->last_stage ? sl->out : sl->dout;
+    for (int i = rt->nl - 1; i >= 0; i--) {
+        ppdl_layer *l = &rt->st->model->layers[rt->st->first + i];
+        float *din = i > 0 ? rt->grad[i % 2] : (rt->model_first ? NULL : sl->din);
+        float *saved = sl->saved[i];
+        int opt = rt->rc[i];
+        if (opt == PPDL_RC_FULL) {
+            /* the recompute hook: run forward again from the kept input */
+            double r0 = ppdl_now_s();
+            l->kind->forward(l, be, rt->b, sl->act[i], rt->scratch_out, rt->scratch_saved, rt->work, 0);
+            record(rt, PPDL_EV_RECOMPUTE, mb, r0, ppdl_now_s());
+            saved = rt->scratch_saved;
+            opt = 0;
+        }
+        l->kind->backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, opt);
+        dout = din;
+    }
+    record(rt, PPDL_OP_BACKWARD, mb, t0, ppdl_now_s());
+}
+
+static void optimizer(ppdl_runtime *rt)
+{
+    ppdl_stage *st = rt->st;
+    double t0 = ppdl_now_s();
+    rt->adam_t++;
+    rt->be->ops->adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v,
+                       rt->cfg.lr, rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps, rt->cfg.weight_decay,
+                       rt->adam_t);
+    rt->be->ops->zero(rt->be, st->grads, st->n_params * sizeof(float));
+    record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+}
+
+void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
+{
+    ppdl_backend *be = rt->be;
+    memset(stats, 0, sizeof *stats);
+    rt->n_ev = 0;
+    rt->t_step0 = ppdl_now_s();
+    double wait0 = rt->comm->wait_s;
+    if (rt->last_stage) be->ops->zero(be, rt->loss_dev, sizeof(float));
+    rt->next_act_recv = rt->next_grad_recv = 0;
+    post_receives(rt);
+    for (int k = 0; k < rt->ops.n; k++) {
+        const ppdl_op *op = &rt->ops.ops[k];
+        slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
+        switch (op->kind) {
+        case PPDL_OP_RECV_ACT:
+            PPDL_CHECK(sl->act_recv_mb == op->mb, "receive of activation %d was not posted", op->mb);
+            wait_req(rt, &sl->act_recv, op->mb);
+            sl->act_recv_mb = -1;
+            sl->mb = op->mb;
+            break;
+        case PPDL_OP_FORWARD:
+            forward(rt, step, op->mb);
+            break;
+        case PPDL_OP_SEND_ACT:
+            ppdl_comm_isend(rt->comm, sl->out, rt->out_bytes, rt->cfg.next_rank, tag_act(op->mb), &sl->act_send);
+            break;
+        case PPDL_OP_RECV_GRAD:
+            PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
+            wait_req(rt, &sl->grad_recv, op->mb);
+            sl->grad_recv_mb = -1;
+            break;
+        case PPDL_OP_BACKWARD:
+            backward(rt, op->mb);
+            if (rt->first_stage) sl->mb = -1; /* nothing more to send: the slot is free */
+            break;
+        case PPDL_OP_SEND_GRAD:
+            ppdl_comm_isend(rt->comm, sl->din, rt->in_bytes, rt->cfg.prev_rank, tag_grad(op->mb), &sl->grad_send);
+            sl->mb = -1;
+            break;
+        case PPDL_OP_OPTIMIZER:
+            /* every send of the step is complete before the weights change */
+            for (int j = 0; j < rt->n_slots; j++) {
+                wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb);
+                wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb);
+            }
+            optimizer(rt);
+            break;
+        default:
+            ppdl_die("unknown op %d", op->kind);
+        }
+        post_receives(rt);
+    }
+    be->ops->sync(be);
+    if (rt->last_stage) {
+        float loss = 0;
+        be->ops->copy_d2h(be, &loss, rt->loss_dev, sizeof loss);
+        stats->loss_sum = loss;
+    }
+    stats->step_ms = 1e3 * (ppdl_now_s() - rt->t_step0);
+    stats->wait_ms = 1e3 * (rt->comm->wait_s - wait0);
+    double busy = 0;
+    for (int i = 0; i < rt->n_ev; i++)
+        if (rt->ev[i].kind == PPDL_OP_FORWARD || rt->ev[i].kind == PPDL_OP_BACKWARD ||
+            rt->ev[i].kind == PPDL_OP_OPTIMIZER)
+            busy += rt->ev[i].t1_ms - rt->ev[i].t0_ms;
+    stats->compute_ms = busy;
+}
+
+const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)
+{
+    *n = rt->n_ev;
+    return rt->ev;
+}
+
+ppdl_mem_breakdown ppdl_runtime_memory(const ppdl_runtime *rt) { return rt->mem; }
+int ppdl_runtime_slots(const ppdl_runtime *rt) { return rt->n_slots; }
+int ppdl_runtime_adam_t(const ppdl_runtime *rt) { return rt->adam_t; }
+void ppdl_runtime_set_adam_t(ppdl_runtime *rt, int t) { rt->adam_t = t; }
+
+void ppdl_runtime_destroy(ppdl_runtime *rt)
+{
+    if (!rt) return;
+    for (int k = 0; k < rt->n_slots; k++) {
+        slot *sl = &rt->slots[k];
+        for (int i = 0; i < rt->nl; i++) {
+            ppdl_be_free(rt->be, sl->act[i]);
+            ppdl_be_free(rt->be, sl->saved[i]);
+        }
+        free(sl->act);
+        free(sl->saved);
+        ppdl_be_free(rt->be, sl->out);
+        ppdl_be_free(rt->be, sl->dout);
+        ppdl_be_free(rt->be, sl->din);
+        ppdl_be_free(rt->be, sl->targets);
+    }
+    free(rt->slots);
+    ppdl_be_free(rt->be, rt->scratch_saved);
+    ppdl_be_free(rt->be, rt->scratch_out);
+    ppdl_be_free(rt->be, rt->grad[0]);
+    ppdl_be_free(rt->be, rt->grad[1]);
+    ppdl_be_free(rt->be, rt->work);
+    ppdl_be_free(rt->be, rt->loss_dev);
+    free(rt->host_in);
+    free(rt->host_tg);
+    free(rt->rc);
+    free(rt->ev);
+    ppdl_op_list_free(&rt->ops);
+    free(rt);
+}

@@ -1,0 +1,71 @@
+/* runtime.h — execute a schedule's op list for this rank's stage.
+ *
+ * The runtime owns the stage's activation memory: for each of the n micro-batches a
+ * stage can hold at once (schedule.h: ppdl_schedule_max_in_flight) one "slot" with
+ * the inputs of the stage's layers (what backward needs), the layers' saved tensors
+ * (unless recomputed), the outgoing activation and gradient buffers and the incoming
+ * gradient buffer. Slots are allocated once and reused every step: micro-batch mb
+ * lives in slot mb mod n.
+ *
+ * Receives are posted as soon as their destination slot is free, so transfers overlap
+ * computation; sends are non-blocking and completed before their buffer is reused.
+ */
+#ifndef PPDL_RUNTIME_H
+#define PPDL_RUNTIME_H
+
+#include <stdint.h>
+
+#include "net/comm.h"
+#include "nn/stage.h"
+#include "pipe/schedule.h"
+#include "prof/timeline.h"
+
+/* Where stage 0 gets its inputs and the last stage its targets: fill `inputs` (host,
+ * b samples: int32 tokens or floats; NULL when not needed) and `targets` (host, int32,
+ * b * loss rows; NULL when not needed) for micro-batch mb of step `step`. Returns 0,
+ * or -1 with a message (the job then aborts). */
+typedef struct ppdl_batch_source {
+    void *ctx;
+    int (*read)(void *ctx, long step, int mb, int b, void *inputs, int32_t *targets,
+                char *err, size_t errlen);
+} ppdl_batch_source;
+
+typedef struct ppdl_runtime_cfg {
+    int schedule;              /* PPDL_SCHED_* */
+    int S, stage;              /* stages, this rank's stage */
+    int prev_rank, next_rank;  /* ranks of stages stage-1 and stage+1 (-1 at the ends) */
+    int M;                     /* micro-batches per step */
+    int batch_size;            /* B: samples per step (M divides it) */
+    const int *recompute;      /* option per layer of the stage (NULL: all 0) */
+    float lr, beta1, beta2, eps, weight_decay;
+    int record_events;         /* keep per-op timings for trace/timeline */
+} ppdl_runtime_cfg;
+
+/* bytes by what they hold, for the memory report */
+typedef struct ppdl_mem_breakdown {
+    size_t params, optimizer, stash, buffers;
+} ppdl_mem_breakdown;
+
+typedef struct ppdl_step_stats {
+    double loss_sum;           /* last stage: sum of per-row losses of the step; else 0 */
+    double step_ms;            /* wall time of this rank's step */
+    double compute_ms;         /* forward + backward + recompute + optimizer */
+    double wait_ms;            /* blocked in receives/sends */
+} ppdl_step_stats;
+
+typedef struct ppdl_runtime ppdl_runtime;
+
+ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
+                                  ppdl_batch_source src, ppdl_comm *comm);
+/* one training step: all micro-batches forward and backward, then AdamW */
+void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats);
+/* the events of the last step (times in ms from the step's start), if recorded */
+const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n);
+ppdl_mem_breakdown ppdl_runtime_memory(const ppdl_runtime *rt);
+int ppdl_runtime_slots(const ppdl_runtime *rt);
+/* AdamW steps taken so far (for checkpoints) and setting it on resume */
+int ppdl_runtime_adam_t(const ppdl_runtime *rt);
+void ppdl_runtime_set_adam_t(ppdl_runtime *rt, int t);
+void ppdl_runtime_destroy(ppdl_runtime *rt);
+
+#endif

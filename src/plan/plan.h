@@ -1,0 +1,47 @@
+/* plan.h — a pipeline plan: which layers each stage runs, on which rank, and which
+ * recompute option each layer uses. Pure data + JSON (the "plan JSON" of DESIGN.md);
+ * no MPI, no device. */
+#ifndef PPDL_PLAN_H
+#define PPDL_PLAN_H
+
+#include <stddef.h>
+
+typedef struct ppdl_plan_stage {
+    int rank;                  /* the MPI rank running this stage */
+    int first, last;           /* layer range, inclusive */
+    int *recompute;            /* [last-first+1] option per layer (0 = keep everything) */
+    double time_ms;            /* predicted compute time per micro-batch (0 if unknown) */
+    double mem_bytes;          /* predicted peak bytes (0 if unknown) */
+} ppdl_plan_stage;
+
+typedef struct ppdl_plan {
+    char method[32];
+    int feasible;
+    double predicted_iter_ms;  /* 0 if unknown */
+    double bottleneck_ms;
+    int S;
+    ppdl_plan_stage *stages;   /* [S], in pipeline order */
+} ppdl_plan;
+
+/* S stages of (nearly) equal layer counts on ranks 0..S-1, no recompute; the first
+ * L mod S stages get one layer more. -1 when S > L. */
+int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen);
+
+/* Read a plan JSON file and validate it for a model of L layers on n_ranks ranks:
+ * every layer covered once, in order, stages non-empty, ranks distinct and in range,
+ * recompute arrays of the right length with options in [0, n_options[l]). */
+int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, ppdl_plan *p,
+                   char *err, size_t errlen);
+/* Validate a plan (as above); used by the reader and for built plans. */
+int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_options,
+                       const char *what, char *err, size_t errlen);
+/* Set every layer's recompute option to `opt` (clamped to what each layer offers). */
+void ppdl_plan_set_recompute(ppdl_plan *p, int opt, const int *n_options);
+
+/* The plan as JSON text (malloc'd, caller frees), in DESIGN.md's plan format. */
+char *ppdl_plan_to_json(const ppdl_plan *p);
+/* the stage run by `rank`, or -1 */
+int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank);
+void ppdl_plan_free(ppdl_plan *p);
+
+#endif

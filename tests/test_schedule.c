@@ -1,0 +1,479 @@
+/* test_schedule.c — the GPipe and 1F1B op lists, and the checker that proves them.
+ *
+ * Positive: for both schedules and every S in 1..8, M in 1..12 (so M < S, M = S,
+ * M > S and M = 1 all occur) the lists pass the checker, have the expected op
+ * counts, put forwards and backwards where the schedule's definition says (written
+ * here as closed-form positions, independently of schedule.c's loops), wrap every
+ * compute op in its recv/send, and hold the expected number of micro-batches.
+ * Negative: hand-broken lists (deadlock, missing send, duplicated forward, backward
+ * before forward, optimizer not last, bad peers, ...) are rejected with a message.
+ * Many cases are folded into few TAP lines; the first failure is printed as a diag.
+ */
+#include "pipe/schedule.h"
+
+#include "tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX 8
+#define M_MAX 12
+
+static char first_fail[512];
+static int n_fail;
+
+/* Record one failed case; only the first one's text is kept */
+#if defined(__GNUC__)
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#endif
+static void fail(const char *fmt, ...)
+{
+    if (n_fail++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(first_fail, sizeof first_fail, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* ok() over a batch of cases; diag of the first failure and the failure count */
+static void report(const char *what)
+{
+    if (!ok(n_fail == 0, "%s", what)) diag("  %d failing case(s); first: %s", n_fail, first_fail);
+    n_fail = 0;
+    first_fail[0] = '\0';
+}
+
+static void build_all(int kind, int S, int M, ppdl_op_list *lists)
+{
+    for (int s = 0; s < S; s++) ppdl_schedule_build(kind, S, M, s, &lists[s]);
+}
+
+static void free_all(int S, ppdl_op_list *lists)
+{
+    for (int s = 0; s < S; s++) ppdl_op_list_free(&lists[s]);
+}
+
+static int find_op(const ppdl_op_list *l, ppdl_op_kind kind, int mb)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->ops[i].kind == kind && l->ops[i].mb == mb) return i;
+    return -1;
+}
+
+static void remove_op(ppdl_op_list *l, int at)
+{
+    memmove(&l->ops[at], &l->ops[at + 1], (size_t)(l->n - at - 1) * sizeof(ppdl_op));
+    l->n--;
+}
+
+static void insert_op(ppdl_op_list *l, int at, ppdl_op op)
+{
+    l->ops = realloc(l->ops, (size_t)(l->n + 1) * sizeof(ppdl_op));
+    if (!l->ops) abort();
+    memmove(&l->ops[at + 1], &l->ops[at], (size_t)(l->n - at) * sizeof(ppdl_op));
+    l->ops[at] = op;
+    l->n++;
+}
+
+/* move the op at index from to index to (the ops between shift by one) */
+static void move_op(ppdl_op_list *l, int from, int to)
+{
+    ppdl_op op = l->ops[from];
+    remove_op(l, from);
+    insert_op(l, to, op);
+}
+
+static int warmup_of(int S, int M, int s) { return S - s - 1 < M ? S - s - 1 : M; }
+
+/* Position among the 2M compute ops (forward/backward) where the definition puts
+ * FORWARD(mb) (is_b = 0) or BACKWARD(mb) (is_b = 1).
+ * GPipe: F0..F(M-1) then B(M-1)..B0.
+ * 1F1B with warm-up w: F0..F(w-1), then pairs F(w+j) B(j), then B(M-w)..B(M-1):
+ *   F(f) at f (f < w) or 2f - w;  B(b) at 2b + w + 1 (b < M - w) or M + b. */
+static int expected_pos(int kind, int S, int M, int s, int is_b, int mb)
+{
+    if (kind == PPDL_SCHED_GPIPE) return is_b ? M + (M - 1 - mb) : mb;
+    int w = warmup_of(S, M, s);
+    if (!is_b) return mb < w ? mb : 2 * mb - w;
+    return mb < M - w ? 2 * mb + w + 1 : M + mb;
+}
+
+/* Everything a correct list of stage s must satisfy, checked op by op */
+static void check_shape(int kind, int S, int M, int s, const ppdl_op_list *l)
+{
+    const char *name = ppdl_schedule_name(kind);
+    int per_mb = 2 + 2 * (s > 0) + 2 * (s < S - 1);
+    if (l->stage != s) fail("%s S=%d M=%d s=%d: stage field %d", name, S, M, s, l->stage);
+    if (l->n != M * per_mb + 1) {
+        fail("%s S=%d M=%d s=%d: %d ops, expected %d", name, S, M, s, l->n, M * per_mb + 1);
+        return;
+    }
+    int counts[PPDL_OP_N_KINDS] = {0};
+    int compute_idx = 0;
+    for (int i = 0; i < l->n; i++) {
+        const ppdl_op *op = &l->ops[i];
+        if ((int)op->kind < 0 || op->kind >= PPDL_OP_N_KINDS) {
+            fail("%s S=%d M=%d s=%d op %d: bad kind %d", name, S, M, s, i, (int)op->kind);
+            return;
+        }
+        counts[op->kind]++;
+        if (op->kind != PPDL_OP_FORWARD && op->kind != PPDL_OP_BACKWARD) continue;
+        int is_b = op->kind == PPDL_OP_BACKWARD;
+        int want = expected_pos(kind, S, M, s, is_b, op->mb);
+        if (want != compute_idx)
+            fail("%s S=%d M=%d s=%d: %s mb %d is compute op %d, expected %d", name, S, M, s,
+                 ppdl_op_name(op->kind), op->mb, compute_idx, want);
+        compute_idx++;
+        /* the recv right before and the send right after, with the adjacent peer */
+        int has_recv = is_b ? s < S - 1 : s > 0, has_send = is_b ? s > 0 : s < S - 1;
+        ppdl_op_kind rk = is_b ? PPDL_OP_RECV_GRAD : PPDL_OP_RECV_ACT;
+        ppdl_op_kind sk = is_b ? PPDL_OP_SEND_GRAD : PPDL_OP_SEND_ACT;
+        int peer_in = is_b ? s + 1 : s - 1, peer_out = is_b ? s - 1 : s + 1;
+        if (has_recv && (i == 0 || l->ops[i - 1].kind != rk || l->ops[i - 1].mb != op->mb ||
+                         l->ops[i - 1].peer != peer_in))
+            fail("%s S=%d M=%d s=%d op %d: no %s mb %d from %d right before", name, S, M, s, i,
+                 ppdl_op_name(rk), op->mb, peer_in);
+        if (has_send && (i + 1 >= l->n || l->ops[i + 1].kind != sk ||
+                         l->ops[i + 1].mb != op->mb || l->ops[i + 1].peer != peer_out))
+            fail("%s S=%d M=%d s=%d op %d: no %s mb %d to %d right after", name, S, M, s, i,
+                 ppdl_op_name(sk), op->mb, peer_out);
+        if (op->peer != -1) fail("%s S=%d M=%d s=%d op %d: compute peer %d", name, S, M, s, i, op->peer);
+    }
+    int want_counts[PPDL_OP_N_KINDS] = {
+        [PPDL_OP_RECV_ACT] = s > 0 ? M : 0,      [PPDL_OP_FORWARD] = M,
+        [PPDL_OP_SEND_ACT] = s < S - 1 ? M : 0,  [PPDL_OP_RECV_GRAD] = s < S - 1 ? M : 0,
+        [PPDL_OP_BACKWARD] = M,                  [PPDL_OP_SEND_GRAD] = s > 0 ? M : 0,
+        [PPDL_OP_OPTIMIZER] = 1,
+    };
+    for (int k = 0; k < PPDL_OP_N_KINDS; k++)
+        if (counts[k] != want_counts[k])
+            fail("%s S=%d M=%d s=%d: %d %s ops, expected %d", name, S, M, s, counts[k],
+                 ppdl_op_name((ppdl_op_kind)k), want_counts[k]);
+    const ppdl_op *last = &l->ops[l->n - 1];
+    if (last->kind != PPDL_OP_OPTIMIZER || last->mb != -1 || last->peer != -1)
+        fail("%s S=%d M=%d s=%d: last op is not optimizer(mb -1, peer -1)", name, S, M, s);
+}
+
+/* Forwards before the first backward: the warm-up, plus the first steady-state
+ * forward when there is a steady state (M > w) */
+static int forwards_before_first_backward(const ppdl_op_list *l)
+{
+    int n = 0;
+    for (int i = 0; i < l->n && l->ops[i].kind != PPDL_OP_BACKWARD; i++)
+        n += l->ops[i].kind == PPDL_OP_FORWARD;
+    return n;
+}
+
+static void test_kind(int kind)
+{
+    const char *name = ppdl_schedule_name(kind);
+    ppdl_op_list lists[S_MAX];
+    char err[512];
+    int n_cases = 0;
+
+    for (int S = 1; S <= S_MAX; S++)
+        for (int M = 1; M <= M_MAX; M++) {
+            build_all(kind, S, M, lists);
+            n_cases++;
+            if (ppdl_schedule_check(S, M, lists, err, sizeof err) != 0)
+                fail("%s S=%d M=%d rejected: %s", name, S, M, err);
+            free_all(S, lists);
+        }
+    report(kind == PPDL_SCHED_GPIPE ? "gpipe: all S in 1..8, M in 1..12 pass the checker"
+                                    : "1f1b: all S in 1..8, M in 1..12 pass the checker");
+
+    for (int S = 1; S <= S_MAX; S++)
+        for (int M = 1; M <= M_MAX; M++) {
+            build_all(kind, S, M, lists);
+            for (int s = 0; s < S; s++) check_shape(kind, S, M, s, &lists[s]);
+            free_all(S, lists);
+        }
+    report(kind == PPDL_SCHED_GPIPE
+               ? "gpipe: op counts, F/B order (all F, then B in reverse), recv/send around each"
+               : "1f1b: op counts, F/B order (warm-up, 1F1B, cool-down), recv/send around each");
+
+    for (int S = 1; S <= S_MAX; S++)
+        for (int M = 1; M <= M_MAX; M++) {
+            build_all(kind, S, M, lists);
+            for (int s = 0; s < S; s++) {
+                int got = ppdl_schedule_max_in_flight(&lists[s]);
+                int want = kind == PPDL_SCHED_GPIPE ? M : (M < S - s ? M : S - s);
+                if (got != want)
+                    fail("%s S=%d M=%d s=%d: max in flight %d, expected %d", name, S, M, s, got, want);
+                if (kind != PPDL_SCHED_1F1B) continue;
+                int w = warmup_of(S, M, s);
+                int fb = forwards_before_first_backward(&lists[s]);
+                if (fb != w + (M > w))
+                    fail("1f1b S=%d M=%d s=%d: %d forwards before the first backward, expected warm-up %d + %d",
+                         S, M, s, fb, w, M > w);
+            }
+            free_all(S, lists);
+        }
+    report(kind == PPDL_SCHED_GPIPE ? "gpipe: max_in_flight = M on every stage"
+                                    : "1f1b: warm-up = min(S-s-1, M), max_in_flight = min(M, S-s)");
+    diag("%s: %d (S, M) cases", name, n_cases);
+}
+
+/* A small hand-made case: the exact 1F1B lists for S = 2, M = 3 */
+static void test_literal(void)
+{
+    ppdl_op_list l[2];
+    build_all(PPDL_SCHED_1F1B, 2, 3, l);
+    static const ppdl_op want0[] = {
+        {PPDL_OP_FORWARD, 0, -1},  {PPDL_OP_SEND_ACT, 0, 1},   {PPDL_OP_FORWARD, 1, -1},
+        {PPDL_OP_SEND_ACT, 1, 1},  {PPDL_OP_RECV_GRAD, 0, 1},  {PPDL_OP_BACKWARD, 0, -1},
+        {PPDL_OP_FORWARD, 2, -1},  {PPDL_OP_SEND_ACT, 2, 1},   {PPDL_OP_RECV_GRAD, 1, 1},
+        {PPDL_OP_BACKWARD, 1, -1}, {PPDL_OP_RECV_GRAD, 2, 1},  {PPDL_OP_BACKWARD, 2, -1},
+        {PPDL_OP_OPTIMIZER, -1, -1},
+    };
+    static const ppdl_op want1[] = {
+        {PPDL_OP_RECV_ACT, 0, 0},  {PPDL_OP_FORWARD, 0, -1},  {PPDL_OP_BACKWARD, 0, -1},
+        {PPDL_OP_SEND_GRAD, 0, 0}, {PPDL_OP_RECV_ACT, 1, 0},  {PPDL_OP_FORWARD, 1, -1},
+        {PPDL_OP_BACKWARD, 1, -1}, {PPDL_OP_SEND_GRAD, 1, 0}, {PPDL_OP_RECV_ACT, 2, 0},
+        {PPDL_OP_FORWARD, 2, -1},  {PPDL_OP_BACKWARD, 2, -1}, {PPDL_OP_SEND_GRAD, 2, 0},
+        {PPDL_OP_OPTIMIZER, -1, -1},
+    };
+    int same = l[0].n == 13 && l[1].n == 13 && memcmp(l[0].ops, want0, sizeof want0) == 0 &&
+               memcmp(l[1].ops, want1, sizeof want1) == 0;
+    ok(same, "1f1b S=2 M=3: the exact op lists of both stages");
+    free_all(2, l);
+}
+
+/* Build, apply mutate, and expect the checker to reject with a message holding
+ * `needle`. Returns 1 when it did. */
+typedef void (*mutator)(ppdl_op_list *lists, int S, int M);
+
+static int rejects(int kind, int S, int M, mutator mutate, const char *needle, int show)
+{
+    ppdl_op_list lists[S_MAX];
+    char err[1024] = "";
+    build_all(kind, S, M, lists);
+    mutate(lists, S, M);
+    int rc = ppdl_schedule_check(S, M, lists, err, sizeof err);
+    free_all(S, lists);
+    int good = rc == -1 && strstr(err, needle) != NULL;
+    if (!good)
+        fail("%s S=%d M=%d: rc %d, message \"%s\" (wanted one containing \"%s\")",
+             ppdl_schedule_name(kind), S, M, rc, err, needle);
+    else if (show)
+        diag("  -> %s", err);
+    return good;
+}
+
+/* 1F1B stage 0 waits for the gradient of mb 0 before sending the activation of its
+ * last warm-up micro-batch, which stage 1 needs before it can backward mb 0. */
+static void deadlock_1f1b(ppdl_op_list *l, int S, int M)
+{
+    int last_warm = (S - 1 < M ? S - 1 : M) - 1;
+    int send = find_op(&l[0], PPDL_OP_SEND_ACT, last_warm);
+    int recv = find_op(&l[0], PPDL_OP_RECV_GRAD, 0);
+    move_op(&l[0], recv, send);
+}
+
+/* GPipe stage 0 waits for the gradient of mb M-1 before sending activation M-1 */
+static void deadlock_gpipe(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    int send = find_op(&l[0], PPDL_OP_SEND_ACT, M - 1);
+    int recv = find_op(&l[0], PPDL_OP_RECV_GRAD, M - 1);
+    move_op(&l[0], recv, send);
+}
+
+static void missing_send(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    remove_op(&l[1], find_op(&l[1], PPDL_OP_SEND_ACT, M / 2));
+}
+
+static void duplicate_forward(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    (void)M;
+    int at = find_op(&l[1], PPDL_OP_FORWARD, 1);
+    insert_op(&l[1], at + 1, l[1].ops[at]);
+}
+
+/* on the last stage, BACKWARD(0) swapped with FORWARD(0) */
+static void backward_first(ppdl_op_list *l, int S, int M)
+{
+    (void)M;
+    ppdl_op_list *last = &l[S - 1];
+    int f = find_op(last, PPDL_OP_FORWARD, 0), b = find_op(last, PPDL_OP_BACKWARD, 0);
+    ppdl_op tmp = last->ops[f];
+    last->ops[f] = last->ops[b];
+    last->ops[b] = tmp;
+}
+
+static void optimizer_first(ppdl_op_list *l, int S, int M)
+{
+    (void)M;
+    move_op(&l[S - 1], l[S - 1].n - 1, 0);
+}
+
+static void no_optimizer(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    (void)M;
+    l[0].n--;
+}
+
+static void send_to_far_stage(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    (void)M;
+    l[0].ops[find_op(&l[0], PPDL_OP_SEND_ACT, 0)].peer = 2;
+}
+
+static void first_stage_receives(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    (void)M;
+    ppdl_op op = {PPDL_OP_RECV_ACT, 0, -1};
+    insert_op(&l[0], 0, op);
+}
+
+static void mb_out_of_range(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    l[1].ops[find_op(&l[1], PPDL_OP_BACKWARD, 0)].mb = M;
+}
+
+static void send_grad_before_backward(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    (void)M;
+    int b = find_op(&l[1], PPDL_OP_BACKWARD, 0);
+    int sg = find_op(&l[1], PPDL_OP_SEND_GRAD, 0);
+    move_op(&l[1], sg, b);
+}
+
+static void wrong_stage_field(ppdl_op_list *l, int S, int M)
+{
+    (void)S;
+    (void)M;
+    l[1].stage = 0;
+}
+
+static void test_negative(void)
+{
+    /* deadlocks: every S >= 2 and M >= S, for both schedules */
+    int n = 0;
+    for (int S = 2; S <= S_MAX; S++)
+        for (int M = S; M <= M_MAX; M++) {
+            int show = S == 3 && M == 4;
+            rejects(PPDL_SCHED_1F1B, S, M, deadlock_1f1b, "deadlock", show);
+            rejects(PPDL_SCHED_GPIPE, S, M, deadlock_gpipe, "deadlock", show);
+            n += 2;
+        }
+    report("deadlocked lists (stage 0 receives a gradient before sending the act it depends on) rejected");
+    diag("%d deadlock cases", n);
+
+    /* the deadlock message names each stuck stage and its op */
+    {
+        ppdl_op_list l[S_MAX];
+        char err[1024] = "";
+        build_all(PPDL_SCHED_1F1B, 3, 4, l);
+        deadlock_1f1b(l, 3, 4);
+        ppdl_schedule_check(3, 4, l, err, sizeof err);
+        free_all(3, l);
+        ok(strstr(err, "stage 0 op 3 (recv_grad mb 0 from stage 1) waits") &&
+               strstr(err, "stage 1 op") && strstr(err, "stage 2 op"),
+           "deadlock message names every stuck stage with its op index and op");
+    }
+
+    struct {
+        const char *what;
+        mutator mutate;
+        const char *needle;
+    } cases[] = {
+        {"missing send", missing_send, "no send_act for mb"},
+        {"duplicated forward", duplicate_forward, "duplicate of op"},
+        {"backward before forward", backward_first, "which must precede it"},
+        {"optimizer not last", optimizer_first, "optimizer is not the last op"},
+        {"no optimizer", no_optimizer, "no optimizer"},
+        {"send to a non-adjacent stage", send_to_far_stage, "adjacent stage 1"},
+        {"first stage receives an activation", first_stage_receives, "no stage -1"},
+        {"micro-batch out of range", mb_out_of_range, "outside 0..5"},
+        {"send_grad before its backward", send_grad_before_backward, "which must precede it"},
+        {"list stage field wrong", wrong_stage_field, "list 1 says it is stage 0"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        diag("%s:", cases[c].what);
+        for (int kind = 0; kind <= 1; kind++) rejects(kind, 4, 6, cases[c].mutate, cases[c].needle, kind == 1);
+        char line[128];
+        snprintf(line, sizeof line, "rejected with a message: %s", cases[c].what);
+        report(line);
+    }
+}
+
+/* Valid lists that are not what the builder makes still pass: the checker plays
+ * the lists, it does not compare them with templates. */
+/* GPipe lists with the backwards in mb order 0..M-1 instead of M-1..0 */
+static void build_gpipe_backwards_in_order(ppdl_op_list *l, int S, int M)
+{
+    for (int s = 0; s < S; s++) {
+        ppdl_schedule_build(PPDL_SCHED_GPIPE, S, M, s, &l[s]);
+        int per_b = 1 + (s > 0) + (s < S - 1);
+        int first_b = M * per_b;
+        for (int mb = 0; mb < M; mb++) {
+            int from = find_op(&l[s], s < S - 1 ? PPDL_OP_RECV_GRAD : PPDL_OP_BACKWARD, mb);
+            for (int k = 0; k < per_b; k++) move_op(&l[s], from + k, first_b + mb * per_b + k);
+        }
+    }
+}
+
+static void test_other_valid(void)
+{
+    ppdl_op_list l[S_MAX];
+    char err[512] = "";
+    int S = 4, M = 6;
+    build_gpipe_backwards_in_order(l, S, M);
+    int rc = ppdl_schedule_check(S, M, l, err, sizeof err);
+    int in_order = find_op(&l[0], PPDL_OP_BACKWARD, 0) < find_op(&l[0], PPDL_OP_BACKWARD, 1);
+    free_all(S, l);
+    ok(rc == 0 && in_order, "a valid hand-made list (GPipe, backwards in mb order) passes");
+    if (rc != 0) diag("  %s", err);
+
+    /* stage 1 receives its activations in reverse order: still matched by mb tag, and
+     * the sends never block, so it runs */
+    build_all(PPDL_SCHED_GPIPE, 2, 3, l);
+    int r0 = find_op(&l[1], PPDL_OP_RECV_ACT, 0), r2 = find_op(&l[1], PPDL_OP_RECV_ACT, 2);
+    ppdl_op tmp = l[1].ops[r0];
+    l[1].ops[r0] = l[1].ops[r2];
+    l[1].ops[r2] = tmp;
+    int f0 = find_op(&l[1], PPDL_OP_FORWARD, 0), f2 = find_op(&l[1], PPDL_OP_FORWARD, 2);
+    tmp = l[1].ops[f0];
+    l[1].ops[f0] = l[1].ops[f2];
+    l[1].ops[f2] = tmp;
+    rc = ppdl_schedule_check(2, 3, l, err, sizeof err);
+    free_all(2, l);
+    ok(rc == 0, "receiving micro-batches out of order is valid under non-blocking sends");
+    if (rc != 0) diag("  %s", err);
+}
+
+static void test_names(void)
+{
+    ok(ppdl_schedule_parse("gpipe") == PPDL_SCHED_GPIPE && ppdl_schedule_parse("1f1b") == PPDL_SCHED_1F1B &&
+           ppdl_schedule_parse("1F1B") == -1 && ppdl_schedule_parse("") == -1 &&
+           ppdl_schedule_parse(NULL) == -1 && strcmp(ppdl_schedule_name(PPDL_SCHED_1F1B), "1f1b") == 0 &&
+           strcmp(ppdl_schedule_name(PPDL_SCHED_GPIPE), "gpipe") == 0 &&
+           strcmp(ppdl_op_name(PPDL_OP_RECV_GRAD), "recv_grad") == 0,
+       "schedule names parse and print, unknown names give -1");
+    char err[128] = "";
+    ok(ppdl_schedule_check(0, 4, NULL, err, sizeof err) == -1 && strstr(err, "S=0"),
+       "check with S = 0 is rejected: %s", err);
+}
+
+int main(void)
+{
+    plan(23);
+    test_kind(PPDL_SCHED_GPIPE);
+    test_kind(PPDL_SCHED_1F1B);
+    test_literal();
+    test_negative();
+    test_other_valid();
+    test_names();
+    return exit_status();
+}
