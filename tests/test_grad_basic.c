@@ -258,15 +258,16 @@ typedef struct {
 
 static size_t floats_of(size_t bytes) { return bytes / sizeof(float); }
 
-/* random parameters U(-a, a) with a = 1/sqrt(fan_in) (PyTorch's scale), so that every
- * pre-activation is O(1) */
-static void chain_random_params(chain *c)
+/* random parameters U(-a, a) with a = gain/sqrt(fan_in): gain 1 is PyTorch's default
+ * scale (every pre-activation of one layer is O(1)); gain sqrt(6) is He's, which keeps the
+ * activations O(1) through a chain of relu layers */
+static void chain_random_params(chain *c, float gain)
 {
     for (int i = 0; i < c->m.L; i++) {
         ppdl_layer *l = &c->m.layers[i];
         if (!l->n_params) continue;
         size_t fan_in = l->params[0].numel / (size_t)l->params[0].shape[0];
-        float a = 1.0f / sqrtf((float)fan_in);
+        float a = gain / sqrtf((float)fan_in);
         for (int j = 0; j < l->n_params; j++) fill_uniform(l->params[j].value, l->params[j].numel, -a, a);
     }
 }
@@ -278,7 +279,7 @@ static void chain_init(chain *c, int b, int xent)
     c->xent = xent;
     const int L = c->m.L;
     ppdl_stage_alloc_params(&c->st, &c->m, be, 0, L - 1);
-    chain_random_params(c);
+    chain_random_params(c, 1.0f);
     c->act = calloc((size_t)L + 1, sizeof *c->act);
     c->grad = calloc((size_t)L + 1, sizeof *c->grad);
     c->saved = calloc((size_t)L, sizeof *c->saved);
@@ -565,7 +566,12 @@ static void test_linear_xent(void)
 }
 
 /* the whole cnn-tiny preset (conv relu, maxpool, conv relu, maxpool, flatten, linear
- * relu, linear) with its PyTorch-style init, under the mean cross-entropy */
+ * relu, linear): the layers together, sharing one work buffer. The loss is the
+ * projection (its rounding noise is lower than the float cross-entropy's), the weights
+ * He-scaled so that the gradients at the input are not tiny. Every function on the way
+ * is piecewise linear, so the central difference is exact between kinks and a larger
+ * eps = 1e-2 is possible: noise ~ (ulp of the O(1) logits) / 2 eps ~ 1e-5, hence atol
+ * 2e-4 (x8, x64 with the smaller steps) against gradients of O(0.1..1). */
 static void test_cnn_tiny_chain(void)
 {
     chain c;
@@ -575,18 +581,10 @@ static void test_cnn_tiny_chain(void)
         ok(0, "cnn-tiny builds: %s", err);
         return;
     }
-    chain_init(&c, 3, 1);
-    float *host = malloc(ppdl_model_param_count(&c.m) * sizeof(float));
-    for (int i = 0; i < c.m.L; i++) {
-        ppdl_layer *l = &c.m.layers[i];
-        if (!l->n_params) continue;
-        ppdl_layer_init_params(&c.m, l, 1234, host);
-        be->ops->copy_h2d(be, l->params[0].value, host, ppdl_layer_param_count(l) * sizeof(float));
-    }
-    free(host);
+    chain_init(&c, 3, 0);
+    chain_random_params(&c, sqrtf(6.0f));
     /* fewer elements per tensor: each check runs the whole chain twice */
-    fd_opts o = fd_xent;
-    o.max_per_tensor = 40;
+    fd_opts o = {.eps = 1e-2, .atol = 2e-4, .rtol = 1e-2, .max_per_tensor = 60};
     fd_check_chain(&c, "cnn-tiny", &o);
     chain_free(&c);
 }

@@ -1,4 +1,6 @@
 /* backend.c — backend creation and the accounting allocator every backend shares. */
+#include "config.h"
+
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/util.h"

@@ -124,8 +124,10 @@ typedef struct ppdl_backend_ops {
     /* AdamW (PyTorch semantics), step t counts from 1:
      * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) */
+    /* (hyperparameters in double, as PyTorch's Python floats: 1-beta2 is formed
+     * before rounding to float) */
     void (*adamw)(ppdl_backend *be, size_t n, float *p, const float *g, float *m, float *v,
-                  float lr, float beta1, float beta2, float eps, float wd, int t);
+                  double lr, double beta1, double beta2, double eps, double wd, int t);
 } ppdl_backend_ops;
 
 enum { PPDL_ACT_NONE = 0, PPDL_ACT_RELU = 1, PPDL_ACT_GELU = 2 };

@@ -168,18 +168,19 @@ static void cpu_softmax_xent(ppdl_backend *be, int rows, int V, const float *log
 }
 
 static void cpu_adamw(ppdl_backend *be, size_t n, float *p, const float *g, float *m, float *v,
-                      float lr, float b1, float b2, float eps, float wd, int t)
+                      double lr, double b1, double b2, double eps, double wd, int t)
 {
     (void)be;
-    /* bias corrections in double, as PyTorch computes them on the host */
-    float c1 = (float)(1.0 - pow(b1, t)), c2 = (float)(1.0 - pow(b2, t));
-    float c2s = sqrtf(c2);
-    float step = lr / c1;
+    /* scalars formed in double and rounded once, as PyTorch does on the host */
+    const float decay = (float)(1.0 - lr * wd), fb1 = (float)b1, fb2 = (float)b2;
+    const float a1 = (float)(1.0 - b1), a2 = (float)(1.0 - b2), feps = (float)eps;
+    const float step = (float)(lr / (1.0 - pow(b1, t)));
+    const float c2s = (float)sqrt(1.0 - pow(b2, t));
     for (size_t i = 0; i < n; i++) {
-        p[i] *= 1.0f - lr * wd;
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        p[i] -= step * m[i] / (sqrtf(v[i]) / c2s + eps);
+        p[i] *= decay;
+        m[i] = fb1 * m[i] + a1 * g[i];
+        v[i] = fb2 * v[i] + a2 * g[i] * g[i];
+        p[i] -= step * m[i] / (sqrtf(v[i]) / c2s + feps);
     }
 }
 

@@ -82,7 +82,10 @@ void cpu_col2im(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int st
     }
 }
 
-/* x[N, C, Hh, Ww] -> y[N, C, OH, OW], argmax[N, C, OH, OW] (flat index h*Ww + w in the plane) */
+/* x[N, C, Hh, Ww] -> y[N, C, OH, OW], argmax[N, C, OH, OW] (flat index h*Ww + w in the plane)
+ * One output row at a time: start every window of the row from its top-left element,
+ * then fold in the other k*k - 1 elements in row-major window order, each fold a loop
+ * over the whole output row (vectorisable: selects, no branches). */
 void cpu_maxpool_fwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int stride,
                      const float *x, float *y, int32_t *argmax)
 {
@@ -90,26 +93,30 @@ void cpu_maxpool_fwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int 
     const int OH = (Hh - k) / stride + 1, OW = (Ww - k) / stride + 1;
     for (size_t p = 0; p < (size_t)N * C; p++) {
         const float *xp = x + p * Hh * Ww;                            /* [Hh, Ww] */
-        float *yp = y + p * OH * OW;                                  /* [OH, OW] */
-        int32_t *ap = argmax + p * OH * OW;                           /* [OH, OW] */
-        for (int oh = 0; oh < OH; oh++)
-            for (int ow = 0; ow < OW; ow++) {
-                int h0 = oh * stride, w0 = ow * stride;
-                int best_i = h0 * Ww + w0;
-                float best = xp[best_i];
-                for (int i = 0; i < k; i++)
-                    for (int j = 0; j < k; j++) {
-                        int idx = (h0 + i) * Ww + w0 + j;
-                        float v = xp[idx];
-                        /* strictly greater: the first maximum wins; a NaN wins (PyTorch) */
-                        if (v > best || (isnan(v) && !isnan(best))) {
-                            best = v;
-                            best_i = idx;
+        for (int oh = 0; oh < OH; oh++) {
+            float *yr = y + (p * OH + oh) * OW;                       /* [OW] */
+            int32_t *ar = argmax + (p * OH + oh) * OW;                /* [OW] */
+            for (int i = 0; i < k; i++) {
+                const int h = oh * stride + i;
+                const float *xr = xp + (size_t)h * Ww;                /* input row h [Ww] */
+                for (int j = 0; j < k; j++) {
+                    if (i == 0 && j == 0) {
+                        for (int ow = 0; ow < OW; ow++) {
+                            yr[ow] = xr[ow * stride];
+                            ar[ow] = h * Ww + ow * stride;
                         }
+                        continue;
                     }
-                yp[oh * OW + ow] = best;
-                ap[oh * OW + ow] = best_i;
+                    for (int ow = 0; ow < OW; ow++) {
+                        float v = xr[ow * stride + j];
+                        /* strictly greater: the first maximum wins; a NaN wins (PyTorch) */
+                        int take = (v > yr[ow]) | isnan(v);
+                        yr[ow] = take ? v : yr[ow];
+                        ar[ow] = take ? h * Ww + ow * stride + j : ar[ow];
+                    }
+                }
             }
+        }
     }
 }
 

@@ -340,8 +340,7 @@ int main(int argc, char **argv)
         .prev_rank = stage > 0 ? plan.stages[stage - 1].rank : -1,
         .next_rank = stage + 1 < plan.S ? plan.stages[stage + 1].rank : -1,
         .M = (int)o.micro_batches, .batch_size = (int)o.batch_size, .recompute = ps->recompute,
-        .lr = (float)o.lr, .beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = (float)o.eps,
-        .weight_decay = (float)o.weight_decay, .record_events = o.trace || o.timeline,
+        .lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay, .record_events = o.trace || o.timeline,
     };
     ppdl_runtime *rt = ppdl_runtime_create(&st, &cfg, (ppdl_batch_source){&ds, read_batch}, &comm);
 

@@ -155,11 +155,11 @@ typedef struct {
  *   3NC       yh (att @ v)       dyh (d of yh)                  [b,H,T,hs]
  *   4NC       preatt (q k^T)     preatt, then datt / dpreatt    [b,H,T,T]
  *   4NC+P     -                  dfc (d fcg, then d fch)        [N,4C]
+ *                                then dq, dk, dv                3 x [b,H,T,hs]
  *   8NC+P     -                  dln (d ln2, d atty, d ln1)     [N,C]
- *   9NC+P     -                  dq, dk, dv                     3 x [b,H,T,hs]
- *   12NC+P    fch, fcg, att under option 2 (written by forward, recomputed by
+ *   9NC+P     fch, fcg, att under option 2 (written by forward, recomputed by
  *             backward)                                         [N,4C], [N,4C], [b,H,T,T]
- *   total: 20NC + 2P
+ *   total: 17NC + 2P
  */
 typedef struct {
     float *qkv, *yh, *preatt;
@@ -189,7 +189,7 @@ static size_t block_saved_floats(const ppdl_layer *l, int b, int opt)
 static size_t block_work_floats(const ppdl_layer *l, int b)
 {
     size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
-    return 20 * N * C + 2 * block_att_floats(l, b);
+    return 17 * N * C + 2 * block_att_floats(l, b);
 }
 
 static void block_views(const ppdl_layer *l, int b, int opt, float *saved, float *work,
@@ -212,11 +212,11 @@ static void block_views(const ppdl_layer *l, int b, int opt, float *saved, float
     w->yh = w->qkv + 3 * NC;
     w->preatt = w->yh + NC;
     w->dfc = w->preatt + P;
-    w->dln = w->dfc + 4 * NC;
-    w->dq = w->dln + NC;
+    w->dq = w->dfc; /* dfc is dead once the MLP's backward is done */
     w->dk = w->dq + NC;
     w->dv = w->dk + NC;
-    w->fch = w->dv + NC;
+    w->dln = w->dfc + 4 * NC;
+    w->fch = w->dln + NC;
     w->fcg = w->fch + 4 * NC;
     w->att = w->fcg + 4 * NC;
 

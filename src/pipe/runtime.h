@@ -37,7 +37,7 @@ typedef struct ppdl_runtime_cfg {
     int M;                     /* micro-batches per step */
     int batch_size;            /* B: samples per step (M divides it) */
     const int *recompute;      /* option per layer of the stage (NULL: all 0) */
-    float lr, beta1, beta2, eps, weight_decay;
+    double lr, beta1, beta2, eps, weight_decay;
     int record_events;         /* keep per-op timings for trace/timeline */
 } ppdl_runtime_cfg;
 

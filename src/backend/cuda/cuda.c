@@ -43,12 +43,7 @@ typedef struct cuda_impl {
 
 static cuda_impl *impl(ppdl_backend *be) { return be->impl; }
 
-static double pow_int(double x, int t)
-{
-    double r = 1;
-    for (int i = 0; i < t; i++) r *= x;
-    return r;
-}
+
 
 static void *cu_alloc(ppdl_backend *be, size_t n)
 {
@@ -131,11 +126,13 @@ static void cu_act_bwd(ppdl_backend *be, int act, size_t n, const float *x, cons
 {
     LAUNCH_CHECK(ppdl_cu_act_bwd(impl(be)->stream, act, n, x, dy, dx));
 }
-static void cu_adamw(ppdl_backend *be, size_t n, float *p, const float *g, float *m, float *v, float lr,
-                     float b1, float b2, float eps, float wd, int t)
+static void cu_adamw(ppdl_backend *be, size_t n, float *p, const float *g, float *m, float *v, double lr,
+                     double b1, double b2, double eps, double wd, int t)
 {
-    float c1 = (float)(1.0 - pow_int(b1, t)), c2 = (float)(1.0 - pow_int(b2, t));
-    LAUNCH_CHECK(ppdl_cu_adamw(impl(be)->stream, n, p, g, m, v, lr, b1, b2, eps, wd, c1, sqrtf(c2)));
+    /* the scalars of cpu.c's AdamW, formed the same way */
+    LAUNCH_CHECK(ppdl_cu_adamw(impl(be)->stream, n, p, g, m, v, (float)(1.0 - lr * wd), (float)b1, (float)b2,
+                               (float)(1.0 - b1), (float)(1.0 - b2), (float)eps,
+                               (float)(lr / (1.0 - pow(b1, t))), (float)sqrt(1.0 - pow(b2, t))));
 }
 
 static const ppdl_backend_ops cuda_ops = {

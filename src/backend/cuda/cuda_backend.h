@@ -15,8 +15,9 @@ int ppdl_cu_axpy(void *stream, size_t n, float alpha, const float *x, float *y);
 int ppdl_cu_bias_add(void *stream, int rows, int cols, float *x, const float *bias);
 int ppdl_cu_act_fwd(void *stream, int act, size_t n, const float *x, float *y);
 int ppdl_cu_act_bwd(void *stream, int act, size_t n, const float *x, const float *dy, float *dx);
-int ppdl_cu_adamw(void *stream, size_t n, float *p, const float *g, float *m, float *v, float lr,
-                  float beta1, float beta2, float eps, float wd, float c1, float c2sqrt);
+/* p = p*decay; m = b1 m + a1 g; v = b2 v + a2 g^2; p -= step * m / (sqrt(v)/c2s + eps) */
+int ppdl_cu_adamw(void *stream, size_t n, float *p, const float *g, float *m, float *v, float decay,
+                  float b1, float b2, float a1, float a2, float eps, float step, float c2s);
 
 #ifdef __cplusplus
 }

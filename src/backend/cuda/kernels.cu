@@ -58,17 +58,17 @@ __global__ void act_bwd_kernel(int act, size_t n, const float *x, const float *d
     dx[i] = act == 1 ? (v > 0 ? dy[i] : 0.0f) : act == 2 ? dy[i] * gelu_grad(v) : dy[i];
 }
 
-__global__ void adamw_kernel(size_t n, float *p, const float *g, float *m, float *v, float lr,
-                             float b1, float b2, float eps, float wd, float c1, float c2s)
+__global__ void adamw_kernel(size_t n, float *p, const float *g, float *m, float *v, float decay,
+                             float b1, float b2, float a1, float a2, float eps, float step, float c2s)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float w = p[i] * (1.0f - lr * wd);
-    float mi = b1 * m[i] + (1.0f - b1) * g[i];
-    float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    float w = p[i] * decay;
+    float mi = b1 * m[i] + a1 * g[i];
+    float vi = b2 * v[i] + a2 * g[i] * g[i];
     m[i] = mi;
     v[i] = vi;
-    p[i] = w - (lr / c1) * mi / (sqrtf(vi) / c2s + eps);
+    p[i] = w - step * mi / (sqrtf(vi) / c2s + eps);
 }
 
 }  // namespace
@@ -104,9 +104,9 @@ extern "C" int ppdl_cu_act_bwd(void *s, int act, size_t n, const float *x, const
     return (int)cudaGetLastError();
 }
 
-extern "C" int ppdl_cu_adamw(void *s, size_t n, float *p, const float *g, float *m, float *v, float lr,
-                             float b1, float b2, float eps, float wd, float c1, float c2s)
+extern "C" int ppdl_cu_adamw(void *s, size_t n, float *p, const float *g, float *m, float *v, float decay,
+                             float b1, float b2, float a1, float a2, float eps, float step, float c2s)
 {
-    if (n) adamw_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)s>>>(n, p, g, m, v, lr, b1, b2, eps, wd, c1, c2s);
+    if (n) adamw_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)s>>>(n, p, g, m, v, decay, b1, b2, a1, a2, eps, step, c2s);
     return (int)cudaGetLastError();
 }

@@ -1,0 +1,44 @@
+# tests/lib.sh — TAP helpers for shell tests (sourced). Each test makes its own
+# scratch directory and counts its checks; `finish` prints the plan and the status.
+n_tap=0
+n_fail=0
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ppdl-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+ok() {   # ok CONDITION-EXIT-STATUS "description"
+  n_tap=$((n_tap + 1))
+  if [ "$1" = 0 ]; then echo "ok $n_tap - $2"; else echo "not ok $n_tap - $2"; n_fail=$((n_fail + 1)); fi
+}
+diag() { printf '# %s\n' "$@"; }
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+finish() { echo "1..$n_tap"; [ "$n_fail" = 0 ]; }
+
+PPDL=$top_builddir/ppdl
+PPDL_INIT=$top_builddir/ppdl-init
+PPDL_DATA=$top_builddir/ppdl-data
+# every MPI run ends within a bound: a hang is a failure, not a stuck CI
+mpirun_n() {  # mpirun_n N ARGS... (runs ppdl)
+  local n=$1; shift
+  timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@"
+}
+# a text every Debian system has, for language-model data
+text_file() {
+  for f in /usr/share/common-licenses/GPL-3 "$top_srcdir/README.md"; do
+    [ -r "$f" ] && { echo "$f"; return; }
+  done
+}
+# make a small model + data of a family in $tmp: make_case NAME FAMILY
+make_case() {
+  local name=$1 fam=$2
+  case $fam in
+    gpt) "$PPDL_INIT" --preset gpt-tiny --set n_layers=3 --set d_model=32 --set seq_len=16 --seed 3 -o "$tmp/$name.h5" >/dev/null &&
+         "$PPDL_DATA" text "$(text_file)" --seq-len 16 -o "$tmp/$name-data.h5" >/dev/null ;;
+    mlp) "$PPDL_INIT" --preset mlp-tiny --seed 3 -o "$tmp/$name.h5" >/dev/null &&
+         "$PPDL_DATA" synth --family mlp --model "$tmp/$name.h5" -n 64 --seed 5 -o "$tmp/$name-data.h5" >/dev/null ;;
+    cnn) "$PPDL_INIT" --preset cnn-tiny --seed 3 -o "$tmp/$name.h5" >/dev/null &&
+         "$PPDL_DATA" synth --family cnn --model "$tmp/$name.h5" -n 64 --seed 5 -o "$tmp/$name-data.h5" >/dev/null ;;
+  esac
+}
+# the losses of a report, one per line, full precision
+losses() { /usr/bin/python3 -c 'import json,sys; [print(repr(s["loss"])) for s in json.load(open(sys.argv[1]))["steps"]]' "$1" 2>/dev/null ||
+           grep -o '"loss": [^,]*' "$1"; }

@@ -1,0 +1,36 @@
+#!/bin/sh
+# pipeline_errors.sh — wrong pipeline set-ups give a clear message on every rank and
+# end the job quickly (timeout = failure), with a non-zero exit status.
+. "$top_srcdir/tests/lib.sh"
+make_case m mlp   # 4 layers
+expect_fail() {  # expect_fail "description" "message pattern" N ARGS...
+  local what=$1 pat=$2 n=$3; shift 3
+  mpirun_n "$n" "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 137 ] && grep -q -- "$pat" "$tmp/out"
+  ok $? "$what (exit $rc)"
+  grep -q -- "$pat" "$tmp/out" || sed 's/^/#   /' "$tmp/out" | tail -3
+}
+expect_fail "more ranks than layers" "4 layers" 4 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 1 --batch-size 4 --micro-batches 2
+mpirun_n 3 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 1 --batch-size 6 --micro-batches 3 >/dev/null 2>&1
+ok $? "3 ranks on 4 layers run (the set-up of the next cases is valid)"
+expect_fail "micro-batches that do not divide the batch" "does not divide --batch-size" 2 \
+  "$tmp/m.h5" --data "$tmp/m-data.h5" --batch-size 6 --micro-batches 4
+cat >"$tmp/short.json" <<'JSON'
+{"stages": [{"rank": 0, "first_layer": 0, "last_layer": 1}, {"rank": 1, "first_layer": 2, "last_layer": 2}]}
+JSON
+expect_fail "a plan that does not cover every layer" "cover" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/short.json"
+cat >"$tmp/long.json" <<'JSON'
+{"stages": [{"rank": 0, "first_layer": 0, "last_layer": 1}, {"rank": 1, "first_layer": 2, "last_layer": 6}]}
+JSON
+expect_fail "a stage given more layers than the model has" "only 4 layers" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/long.json"
+cat >"$tmp/three.json" <<'JSON'
+{"stages": [{"rank": 0, "first_layer": 0, "last_layer": 0}, {"rank": 1, "first_layer": 1, "last_layer": 1},
+            {"rank": 2, "first_layer": 2, "last_layer": 3}]}
+JSON
+expect_fail "a plan for 3 ranks on 2" "3 stages but the job has 2 ranks" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/three.json"
+echo '{"stages": [' >"$tmp/bad.json"
+expect_fail "a malformed plan file names the file and line" "bad.json: line" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/bad.json"
+expect_fail "an unknown schedule" "--schedule zigzag" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --schedule zigzag
+expect_fail "a missing model file" "nothere.h5" 2 "$tmp/nothere.h5" --data "$tmp/m-data.h5"
+finish

@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""torch_step.py -- PyTorch as an outside oracle for whole ppdl training steps.
+
+Rebuilds the model of a ppdl model.h5 in PyTorch (functional code, parameters named as
+in the file), trains it for K steps on the same data in the same order with
+torch.optim.AdamW, and compares with what ppdl did: the loss of every step (from
+ppdl's --report) and every weight after the last step (from ppdl's --save).
+Prints TAP lines; exits non-zero on any mismatch.
+
+usage: torch_step.py MODEL.h5 DATA.h5 REPORT.json TRAINED.h5 --batch-size B --steps K
+                     [--lr X] [--weight-decay X]
+"""
+import argparse
+import json
+import math
+import sys
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def attr_str(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def load_model(path):
+    """root attributes and, per layer, (kind, attributes, {name: Parameter})"""
+    with h5py.File(path, "r") as f:
+        root = {k: f.attrs[k] for k in f.attrs}
+        layers = []
+        for key in sorted(f["layers"].keys()):
+            g = f["layers"][key]
+            attrs = {k: g.attrs[k] for k in g.attrs}
+            params = {n: torch.nn.Parameter(torch.from_numpy(np.array(g[n], dtype=np.float32)))
+                      for n in g.keys()}
+            layers.append((attr_str(attrs["kind"]), attrs, params))
+    return root, layers
+
+
+def act(x, name):
+    name = attr_str(name)
+    if name == "relu":
+        return F.relu(x)
+    if name == "gelu":
+        return F.gelu(x, approximate="tanh")
+    return x
+
+
+def gpt_block(x, p, n_heads, eps):
+    B, T, C = x.shape
+    hs = C // n_heads
+    h = F.layer_norm(x, (C,), p["ln1.weight"], p["ln1.bias"], eps)
+    qkv = F.linear(h, p["attn.qkv.weight"], p["attn.qkv.bias"])
+    q, k, v = qkv.split(C, dim=2)
+    q = q.view(B, T, n_heads, hs).transpose(1, 2)
+    k = k.view(B, T, n_heads, hs).transpose(1, 2)
+    v = v.view(B, T, n_heads, hs).transpose(1, 2)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+    x = x + F.linear(y, p["attn.proj.weight"], p["attn.proj.bias"])
+    h = F.layer_norm(x, (C,), p["ln2.weight"], p["ln2.bias"], eps)
+    h = F.gelu(F.linear(h, p["mlp.fc.weight"], p["mlp.fc.bias"]), approximate="tanh")
+    return x + F.linear(h, p["mlp.proj.weight"], p["mlp.proj.bias"])
+
+
+def forward(root, layers, x):
+    """logits of the model for input x"""
+    family = attr_str(root["family"])
+    for kind, a, p in layers:
+        if kind == "embedding":
+            T = x.shape[1]
+            x = p["wte"][x.long()] + p["wpe"][:T]
+        elif kind == "block":
+            x = gpt_block(x, p, int(root["n_heads"]), float(root["ln_eps"]))
+        elif kind == "head":
+            C = x.shape[-1]
+            x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], float(root["ln_eps"]))
+            x = F.linear(x, p["lm_head.weight"])
+        elif kind == "linear":
+            x = act(F.linear(x.reshape(x.shape[0], -1), p["weight"], p["bias"]), a["activation"])
+        elif kind == "conv":
+            x = act(F.conv2d(x, p["weight"], p["bias"], stride=int(a["stride"]), padding=int(a["padding"])),
+                    a["activation"])
+        elif kind == "maxpool":
+            x = F.max_pool2d(x, int(a["kernel"]), int(a["stride"]))
+        elif kind == "flatten":
+            x = x.reshape(x.shape[0], -1)
+        else:
+            raise SystemExit(f"torch_step.py: unknown layer kind {kind}")
+    return x, family
+
+
+def batch(data, step, B):
+    with h5py.File(data, "r") as f:
+        key = "tokens" if "tokens" in f else "features" if "features" in f else "images"
+        n = f[key].shape[0]
+        idx = [(step * B + i) % n for i in range(B)]
+        x = np.stack([np.array(f[key][i]) for i in idx])
+        if key == "tokens":
+            return torch.from_numpy(x[:, :-1].astype(np.int64)), torch.from_numpy(x[:, 1:].astype(np.int64))
+        y = np.array([f["labels"][i] for i in idx], dtype=np.int64)
+        return torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("data")
+    ap.add_argument("report")
+    ap.add_argument("trained")
+    ap.add_argument("--batch-size", type=int, required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=1e-2)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+
+    root, layers = load_model(args.model)
+    params = [p for _, _, ps in layers for p in ps.values()]
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=args.weight_decay)
+    with open(args.report) as f:
+        report = json.load(f)
+    family = attr_str(root["family"])
+    n_test = 0
+    failed = 0
+
+    def check(cond, msg):
+        nonlocal n_test, failed
+        n_test += 1
+        failed += 0 if cond else 1
+        print(f"{'ok' if cond else 'not ok'} {n_test} - {family}: {msg}", flush=True)
+
+    for step in range(args.steps):
+        x, y = batch(args.data, step, args.batch_size)
+        logits, _ = forward(root, layers, x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        ours = report["steps"][step]["loss"]
+        # fp32 forward in a different summation order: ~1e-6 relative is the noise
+        # level; 2e-5 leaves room without hiding a real mistake (which moves the loss
+        # by far more, e.g. a wrong scale or a missing bias)
+        check(abs(ours - loss.item()) <= 2e-5 * abs(loss.item()) + 1e-6,
+              f"step {step} loss ppdl {ours:.7f} torch {loss.item():.7f}")
+
+    # every weight after the last update: AdamW's first steps move each weight by about
+    # lr * sign(grad), so the comparison is sensitive to every gradient's sign and scale;
+    # 2e-6 absolute is ~100 float32 ulps at |w| ~ 0.02-1 and far below lr (1e-3)
+    worst = (0.0, "")
+    with h5py.File(args.trained, "r") as f:
+        for (kind, _, ps), key in zip(layers, sorted(f["layers"].keys())):
+            for name, p in ps.items():
+                ours = np.array(f["layers"][key][name], dtype=np.float32)
+                d = float(np.max(np.abs(ours - p.detach().numpy()))) if ours.size else 0.0
+                if d > worst[0]:
+                    worst = (d, f"layers/{key}/{name}")
+    check(worst[0] <= 2e-6, f"all weights after {args.steps} AdamW steps within 2e-6 (max diff {worst[0]:.3g} at {worst[1] or '-'})")
+    print(f"1..{n_test}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
