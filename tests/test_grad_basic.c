@@ -16,9 +16,10 @@
  * has a tie. A central difference over [v - eps, v + eps] is only meaningful when no kink
  * lies in between; we detect that exactly: the pre-activation and the pooled windows are
  * affine in any one input or weight, so a kink is crossed iff the relu sign pattern or
- * the argmax pattern at v - eps or v + eps differs from the one at v. Such elements are
- * skipped and counted; a check fails if more than a fifth were skipped, so it cannot
- * pass vacuously.
+ * the argmax pattern at v - eps or v + eps differs from the one at v. Then the step is
+ * shrunk (eps/8, eps/64, with a noise floor growing accordingly); an element with a kink
+ * even closer is skipped and counted, and a check fails if more than a fifth were
+ * skipped, so it cannot pass vacuously.
  */
 #include "backend/backend.h"
 #include "core/util.h"

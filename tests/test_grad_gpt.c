@@ -417,6 +417,7 @@ typedef struct {
     size_t n_saved, n_work;
     float *R;              /* [n_out] */
     int32_t *targets;      /* [b*T] or NULL */
+    const char *label;     /* names the case in test messages */
     float *loss_dev;       /* one device float for softmax_xent */
 } harness;
 
@@ -424,6 +425,7 @@ static void harness_init(harness *h, ppdl_layer *l, int b)
 {
     memset(h, 0, sizeof *h);
     h->l = l;
+    h->label = l->kind->name;
     h->b = b;
     int T = l->cfg.T;
     if (l->kind == &ppdl_kind_embedding) {
@@ -502,7 +504,7 @@ static void check_fd(harness *h, float *v, const float *grad, size_t n, double e
         fd[j] = (Lp - Lm) / ((double)hi - (double)lo);
     }
     char msg[160];
-    snprintf(msg, sizeof msg, "%s: %s matches central differences", h->l->kind->name, what);
+    snprintf(msg, sizeof msg, "%s (option %d): %s matches central differences", h->label, h->opt, what);
     check_close(grad, fd, n, atol, rtol, msg);
     free(fd);
 }
@@ -608,7 +610,6 @@ static void test_gradients(void)
     for (int opt = 0; opt < 3; opt += 2) {
         harness_init(&h, layer_of(&ppdl_kind_block), b);
         h.opt = opt;
-        if (opt) diag("block, selective option");
         check_layer_grads(&h, FD_EPS, FD_ATOL, FD_RTOL);
         harness_free(&h);
     }
@@ -620,8 +621,8 @@ static void test_gradients(void)
     /* the head followed by the loss: logits through ops->softmax_xent. The loss is a
      * float sum of 10 terms ~ 2.4 (ulp ~ 2e-6), so the quotient's noise is ~1e-4:
      * same tolerance. */
-    diag("head + softmax cross-entropy");
     harness_init(&h, layer_of(&ppdl_kind_head), b);
+    h.label = "head + softmax_xent";
     h.targets = ppdl_be_alloc(be, (size_t)b * h.l->cfg.T * sizeof(int32_t), "targets");
     for (int i = 0; i < b * h.l->cfg.T; i++) h.targets[i] = (int32_t)(ppdl_rng_u64(&rng) % h.l->cfg.V);
     check_layer_grads(&h, FD_EPS, FD_ATOL, FD_RTOL);

@@ -1,1 +1,584 @@
-int main(void) { return 1; }
+/* ppdl-data.c — turn user data into data.h5 (the layout is in data_io.h / DESIGN.md).
+ *
+ *   ppdl-data text  FILE.txt --seq-len T [--stride S] -o data.h5     byte tokens, vocab 256
+ *   ppdl-data csv   FILE.csv --label-column K|NAME [--image C,H,W] [--header] -o data.h5
+ *   ppdl-data synth --model MODEL.h5 -n N [--family F] [--seed S] -o data.h5
+ *
+ * Every subcommand reads its input completely, checks it, and hands it to one writer
+ * (ppdl_data_write_tokens / ppdl_data_write_classif), which writes data.h5 whole or not
+ * at all. MPI is initialised only so that the library's fatal-error path is safe; a
+ * singleton init needs no mpiexec.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "io/data_io.h"
+#include "io/model_io.h"
+#include "nn/model.h"
+
+/* the most int32 tokens `text` will hold in memory (4 GiB) */
+#define MAX_TOKENS (1L << 30)
+
+typedef struct options {
+    const char *cmd;               /* text, csv, synth */
+    const char *input, *output;
+    long seq_len, stride;          /* text */
+    const char *label_column, *image;
+    int header;                    /* csv */
+    const char *model, *family;
+    long n;
+    unsigned long long seed;       /* synth */
+} options;
+
+static void print_help(void)
+{
+    printf("ppdl-data: turn your data into data.h5, the file ppdl trains on.\n"
+           "\n"
+           "Usage:\n"
+           "  ppdl-data text FILE.txt --seq-len T [--stride S] -o data.h5\n"
+           "      Language-modelling data for a gpt model: every byte of FILE is a token\n"
+           "      (vocab_size 256). Row i holds the T+1 bytes starting at byte i*S; the model\n"
+           "      reads the first T and predicts the last T. S (the stride) defaults to T, so\n"
+           "      consecutive rows share one byte. T must equal the model's seq_len.\n"
+           "\n"
+           "  ppdl-data csv FILE.csv --label-column K|NAME [--header] [--image C,H,W] -o data.h5\n"
+           "      Classification data for an mlp or cnn: one sample per line, numbers separated\n"
+           "      by commas (no quotes). The label column holds integer class ids 0, 1, 2, ...;\n"
+           "      the other columns, in order, are the sample's features.\n"
+           "        --label-column K    column number, counting from 1; -1 is the last column\n"
+           "        --label-column NAME a column named in the header line (needs --header)\n"
+           "        --header            the first line names the columns\n"
+           "        --image C,H,W       store images [N, C, H, W] (for a cnn) instead of\n"
+           "                            features [N, D]; D must equal C*H*W, values in\n"
+           "                            channel, row, column order\n"
+           "      Blank lines and lines starting with '#' are skipped.\n"
+           "\n"
+           "  ppdl-data synth --model MODEL.h5 -n N [--family mlp|cnn|gpt] [--seed S] -o data.h5\n"
+           "      N synthetic samples shaped for MODEL.h5, with a pattern a model can learn:\n"
+           "      mlp: Gaussian features, labels from a fixed random linear teacher;\n"
+           "      cnn: one random blocky image per class plus noise; gpt: arithmetic\n"
+           "      sequences (start and step random per row) modulo vocab_size.\n"
+           "      --family, when given, must match the model's. --seed defaults to 1.\n"
+           "\n"
+           "  --help, --version\n"
+           "\n"
+           "Examples:\n"
+           "  ppdl-data text inputs/tiny.txt --seq-len 64 -o text.h5\n"
+           "  ppdl-data csv inputs/tiny.csv --header --label-column label -o tiny.h5\n"
+           "  ppdl-data csv digits.csv --label-column 1 --image 1,28,28 -o digits.h5\n"
+           "  ppdl-data synth --model mlp.h5 -n 4096 --seed 3 -o synth.h5\n"
+           "\n"
+           "The data.h5 layout is in DESIGN.md (\"data.h5\") and inputs/README.md.\n");
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* command line */
+
+/* options each subcommand accepts */
+static const char *const allowed[][8] = {
+    {"text", "--seq-len", "--stride", "--output", NULL},
+    {"csv", "--label-column", "--image", "--header", "--output", NULL},
+    {"synth", "--model", "--family", "-n", "--seed", "--output", NULL},
+};
+
+static int allowed_in(const char *cmd, const char *opt)
+{
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++) {
+        if (strcmp(allowed[i][0], cmd)) continue;
+        for (int j = 1; allowed[i][j]; j++)
+            if (!strcmp(allowed[i][j], opt)) return 1;
+    }
+    return 0;
+}
+
+static int parse_long(const char *opt, const char *v, long lo, long hi, long *out, char *err, size_t errlen)
+{
+    if (ppdl_parse_int(v, lo, hi, out))
+        return ppdl_errf(err, errlen, "%s %s: expected an integer in [%ld, %ld]", opt, v, lo, hi);
+    return 0;
+}
+
+/* 0: run, 1: done (help/version printed), -1: usage error */
+static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    if (argc < 2) return ppdl_errf(err, errlen, "which data? ppdl-data text|csv|synth ... (see ppdl-data --help)");
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        print_help();
+        return 1;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ppdl-data %s\n", PACKAGE_VERSION);
+        return 1;
+    }
+    o->cmd = argv[1];
+    if (strcmp(o->cmd, "text") && strcmp(o->cmd, "csv") && strcmp(o->cmd, "synth"))
+        return ppdl_errf(err, errlen, "unknown subcommand '%s': expected text, csv or synth (see ppdl-data --help)",
+                         o->cmd);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            print_help();
+            return 1;
+        }
+        if (a[0] != '-' || !a[1]) {
+            if (o->input || !strcmp(o->cmd, "synth"))
+                return ppdl_errf(err, errlen, "unexpected argument '%s'", a);
+            o->input = a;
+            continue;
+        }
+        /* "--opt value" or "--opt=value"; -o is --output */
+        char name[64];
+        const char *v = NULL, *eq = strchr(a, '=');
+        size_t n = eq ? (size_t)(eq - a) : strlen(a);
+        if (n >= sizeof name) return ppdl_errf(err, errlen, "unknown option '%s'", a);
+        memcpy(name, a, n);
+        name[n] = 0;
+        if (!strcmp(name, "-o")) strcpy(name, "--output");
+        if (!allowed_in(o->cmd, name)) {
+            int known = 0;
+            for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++) known |= allowed_in(allowed[k][0], name);
+            return ppdl_errf(err, errlen, known ? "%s is not an option of 'ppdl-data %s' (see ppdl-data --help)"
+                                                : "unknown option '%s' for 'ppdl-data %s' (see ppdl-data --help)",
+                             name, o->cmd);
+        }
+        if (!strcmp(name, "--header")) {
+            if (eq) return ppdl_errf(err, errlen, "--header takes no value");
+            o->header = 1;
+            continue;
+        }
+        if (eq) v = eq + 1;
+        else if (i + 1 < argc) v = argv[++i];
+        else return ppdl_errf(err, errlen, "%s needs a value", name);
+        long x;
+        if (!strcmp(name, "--output")) o->output = v;
+        else if (!strcmp(name, "--seq-len")) { if (parse_long(name, v, 1, 1 << 20, &o->seq_len, err, errlen)) return -1; }
+        else if (!strcmp(name, "--stride")) { if (parse_long(name, v, 1, 1L << 40, &o->stride, err, errlen)) return -1; }
+        else if (!strcmp(name, "--label-column")) o->label_column = v;
+        else if (!strcmp(name, "--image")) o->image = v;
+        else if (!strcmp(name, "--model")) o->model = v;
+        else if (!strcmp(name, "--family")) o->family = v;
+        else if (!strcmp(name, "-n")) { if (parse_long(name, v, 1, 100000000L, &o->n, err, errlen)) return -1; }
+        else if (!strcmp(name, "--seed")) {
+            if (parse_long(name, v, 0, 2147483647L, &x, err, errlen)) return -1;
+            o->seed = (unsigned long long)x;
+        }
+    }
+    if (!o->output || !*o->output) return ppdl_errf(err, errlen, "-o FILE is required: where to write the data");
+    if (!strcmp(o->cmd, "text")) {
+        if (!o->input) return ppdl_errf(err, errlen, "ppdl-data text: which text file? (ppdl-data text FILE --seq-len T -o OUT)");
+        if (!o->seq_len) return ppdl_errf(err, errlen, "--seq-len is required: the model's seq_len");
+        if (!o->stride) o->stride = o->seq_len;
+    } else if (!strcmp(o->cmd, "csv")) {
+        if (!o->input) return ppdl_errf(err, errlen, "ppdl-data csv: which CSV file?");
+        if (!o->label_column) return ppdl_errf(err, errlen, "--label-column is required (a number from 1, -1 for the last, or a header name)");
+    } else {
+        if (!o->model) return ppdl_errf(err, errlen, "--model MODEL.h5 is required: the data is shaped for it");
+        if (!o->n) return ppdl_errf(err, errlen, "-n N is required: how many samples");
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* text: bytes become tokens */
+
+static int read_whole(const char *path, unsigned char **buf, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return ppdl_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0, got;
+    unsigned char *b = ppdl_xmalloc(cap);
+    while ((got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            unsigned char *nb = realloc(b, cap);
+            if (!nb) {
+                free(b);
+                fclose(f);
+                return ppdl_errf(err, errlen, "%s: too large to read into memory", path);
+            }
+            b = nb;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(b);
+        return ppdl_errf(err, errlen, "%s: read error", path);
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+static int cmd_text(const options *o, char *err, size_t errlen)
+{
+    unsigned char *bytes = NULL;
+    size_t len = 0;
+    if (read_whole(o->input, &bytes, &len, err, errlen)) return -1;
+    long T = o->seq_len, S = o->stride;
+    if (len < (size_t)T + 1) {
+        free(bytes);
+        return ppdl_errf(err, errlen, "%s: %zu bytes, but one row of --seq-len %ld needs %ld", o->input, len, T, T + 1);
+    }
+    long n = (long)((len - (size_t)(T + 1)) / (size_t)S) + 1;
+    if ((double)n * (double)(T + 1) > (double)MAX_TOKENS) {
+        free(bytes);
+        return ppdl_errf(err, errlen, "%s: %ld rows of %ld tokens would not fit in memory; use a larger --stride",
+                         o->input, n, T + 1);
+    }
+    int32_t *tok = ppdl_xmalloc((size_t)n * (size_t)(T + 1) * sizeof *tok); /* [n, T+1] */
+    for (long i = 0; i < n; i++)
+        for (long t = 0; t <= T; t++) tok[i * (T + 1) + t] = bytes[(size_t)(i * S + t)];
+    int rc = ppdl_data_write_tokens(o->output, tok, n, (int)T, 256, err, errlen);
+    if (!rc)
+        printf("wrote %s: %ld rows of %ld byte tokens (seq_len %ld, vocab_size 256, stride %ld) from %s (%zu bytes)\n",
+               o->output, n, T + 1, T, S, o->input, len);
+    free(tok);
+    free(bytes);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* csv: one sample per line */
+
+/* trim spaces (and, for header names, quotes) in place */
+static char *trim(char *s, int quotes)
+{
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    if (quotes && e - s >= 2 && s[0] == '"' && e[-1] == '"') {
+        e[-1] = 0;
+        s++;
+    }
+    return s;
+}
+
+/* split line at commas in place; returns the number of fields (at most max) or -1 */
+static int split(char *line, char **fields, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n == max) return -1;
+        fields[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c) break;
+        *c = 0;
+        p = c + 1;
+    }
+    return n;
+}
+
+typedef struct csv_data {
+    int ncols, label_col;
+    char **names;                  /* [ncols] header names, or NULL */
+    long n, cap;
+    float *x;                      /* [n, ncols-1] */
+    int32_t *y;                    /* [n] */
+} csv_data;
+
+/* the column's name for messages: "column 3 ('width')" or "column 3" */
+static void col_desc(const csv_data *c, int col, char *buf, size_t len)
+{
+    if (c->names) snprintf(buf, len, "column %d ('%s')", col + 1, c->names[col]);
+    else snprintf(buf, len, "column %d", col + 1);
+}
+
+/* resolve --label-column once the column count (and names) are known */
+static int resolve_label(const options *o, csv_data *c, char *err, size_t errlen)
+{
+    long k;
+    if (!ppdl_parse_int(o->label_column, -1000000, 1000000, &k)) {
+        if (k == 0) return ppdl_errf(err, errlen, "--label-column 0: columns count from 1 (-1 is the last)");
+        long idx = k > 0 ? k - 1 : c->ncols + k;
+        if (idx < 0 || idx >= c->ncols)
+            return ppdl_errf(err, errlen, "--label-column %ld: %s has %d columns", k, o->input, c->ncols);
+        c->label_col = (int)idx;
+        return 0;
+    }
+    if (!c->names)
+        return ppdl_errf(err, errlen, "--label-column '%s' is a name: add --header so the first line names the columns",
+                         o->label_column);
+    for (int i = 0; i < c->ncols; i++)
+        if (!strcmp(c->names[i], o->label_column)) {
+            c->label_col = i;
+            return 0;
+        }
+    char list[256];
+    size_t n = 0;
+    list[0] = 0;
+    for (int i = 0; i < c->ncols && n < sizeof list; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", c->names[i]);
+    return ppdl_errf(err, errlen, "--label-column %s: %s has no such column (its header names: %s)", o->label_column,
+                     o->input, list);
+}
+
+/* one data line: ncols values; the label an integer >= 0, the rest finite numbers */
+static int csv_row(const options *o, csv_data *c, char **fields, long lineno, char *err, size_t errlen)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 1024;
+        c->x = realloc(c->x, (size_t)c->cap * (size_t)(c->ncols - 1) * sizeof *c->x);
+        c->y = realloc(c->y, (size_t)c->cap * sizeof *c->y);
+        if (!c->x || !c->y) return ppdl_errf(err, errlen, "%s: out of memory at line %ld", o->input, lineno);
+    }
+    float *x = c->x + (size_t)c->n * (size_t)(c->ncols - 1);
+    for (int j = 0; j < c->ncols; j++) {
+        char *s = trim(fields[j], 0), *end, where[128];
+        col_desc(c, j, where, sizeof where);
+        errno = 0;
+        if (j == c->label_col) {
+            long v = strtol(s, &end, 10);
+            if (!*s || *end || errno || v < 0 || v > 2147483647L)
+                return ppdl_errf(err, errlen, "%s:%ld: %s: label '%s' is not a class id (an integer >= 0)", o->input,
+                                 lineno, where, s);
+            c->y[c->n] = (int32_t)v;
+        } else {
+            double v = strtod(s, &end);
+            if (!*s || *end || !isfinite(v) || fabs(v) > 3.4e38)
+                return ppdl_errf(err, errlen, "%s:%ld: %s: '%s' is not a finite number", o->input, lineno, where, s);
+            *x++ = (float)v;
+        }
+    }
+    c->n++;
+    return 0;
+}
+
+static int csv_read(const options *o, csv_data *c, char *err, size_t errlen)
+{
+    FILE *f = fopen(o->input, "r");
+    if (!f) return ppdl_errf(err, errlen, "%s: cannot read: %s", o->input, strerror(errno));
+    char *line = NULL, **fields = NULL;
+    size_t cap = 0;
+    long lineno = 0, first_line = 0;
+    int rc = 0, max_fields = 1 << 20;
+    fields = ppdl_xmalloc((size_t)max_fields * sizeof *fields);
+    while (!rc && getline(&line, &cap, f) >= 0) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        char *s = trim(line, 0);
+        if (!*s || *s == '#') continue;
+        int nf = split(s, fields, max_fields);
+        if (nf < 0) {
+            rc = ppdl_errf(err, errlen, "%s:%ld: more than %d columns", o->input, lineno, max_fields);
+            break;
+        }
+        if (!c->ncols) {
+            /* the first line fixes the column count (and names the columns with --header) */
+            if (nf < 2) {
+                rc = ppdl_errf(err, errlen, "%s:%ld: one column only: need a label and at least one feature "
+                               "(values separated by commas)", o->input, lineno);
+                break;
+            }
+            c->ncols = nf;
+            first_line = lineno;
+            if (o->header) {
+                c->names = ppdl_xcalloc((size_t)nf, sizeof *c->names);
+                for (int j = 0; j < nf; j++) c->names[j] = strdup(trim(fields[j], 1));
+            }
+            if ((rc = resolve_label(o, c, err, errlen))) break;
+            if (o->header) continue;
+        }
+        if (nf != c->ncols) {
+            rc = ppdl_errf(err, errlen, "%s:%ld: %d values, but line %ld has %d", o->input, lineno, nf, first_line,
+                           c->ncols);
+            break;
+        }
+        rc = csv_row(o, c, fields, lineno, err, errlen);
+    }
+    if (!rc && ferror(f)) rc = ppdl_errf(err, errlen, "%s: read error", o->input);
+    if (!rc && c->n == 0) rc = ppdl_errf(err, errlen, "%s: no data lines", o->input);
+    free(line);
+    free(fields);
+    fclose(f);
+    return rc;
+}
+
+static int parse_image(const char *s, long shape[3], char *err, size_t errlen)
+{
+    char buf[128], *f[4];
+    snprintf(buf, sizeof buf, "%s", s);
+    if (split(buf, f, 4) != 3) return ppdl_errf(err, errlen, "--image %s: expected C,H,W, e.g. --image 1,28,28", s);
+    for (int i = 0; i < 3; i++)
+        if (ppdl_parse_int(trim(f[i], 0), 1, 1 << 16, &shape[i]))
+            return ppdl_errf(err, errlen, "--image %s: expected three positive integers C,H,W", s);
+    return 0;
+}
+
+static int cmd_csv(const options *o, char *err, size_t errlen)
+{
+    long shape[3];
+    if (o->image && parse_image(o->image, shape, err, errlen)) return -1;
+    csv_data c = {0};
+    int rc = csv_read(o, &c, err, errlen);
+    long D = c.ncols - 1;
+    if (!rc && o->image && shape[0] * shape[1] * shape[2] != D)
+        rc = ppdl_errf(err, errlen, "--image %s needs %ld values per sample, but %s has %ld feature columns", o->image,
+                       shape[0] * shape[1] * shape[2], o->input, D);
+    if (!rc) {
+        long feat[1] = {D};
+        rc = ppdl_data_write_classif(o->output, c.x, c.y, c.n, o->image ? 3 : 1, o->image ? shape : feat, err, errlen);
+    }
+    if (!rc) {
+        int32_t maxy = 0;
+        for (long i = 0; i < c.n; i++) maxy = c.y[i] > maxy ? c.y[i] : maxy;
+        char what[96];
+        if (o->image) snprintf(what, sizeof what, "images [%ld, %ld, %ld, %ld]", c.n, shape[0], shape[1], shape[2]);
+        else snprintf(what, sizeof what, "features [%ld, %ld]", c.n, D);
+        printf("wrote %s: %ld samples, %s, labels 0..%d (a model needs n_classes >= %d) from %s\n", o->output, c.n,
+               what, maxy, maxy + 1, o->input);
+    }
+    if (c.names)
+        for (int j = 0; j < c.ncols; j++) free(c.names[j]);
+    free(c.names);
+    free(c.x);
+    free(c.y);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* synth: learnable data shaped for a model */
+
+/* mlp: x ~ N(0, 1) [n, D]; label = argmax_k (W x)_k for a fixed W [K, D] ~ N(0, 1) */
+static void synth_mlp(const ppdl_model *m, ppdl_rng *rng, long n, float *x, int32_t *y)
+{
+    int D = m->in_features, K = m->n_classes;
+    float *W = ppdl_xmalloc((size_t)K * D * sizeof *W);
+    for (size_t i = 0; i < (size_t)K * D; i++) W[i] = (float)ppdl_rng_normal(rng);
+    for (long s = 0; s < n; s++) {
+        float *xs = x + (size_t)s * D;
+        for (int d = 0; d < D; d++) xs[d] = (float)ppdl_rng_normal(rng);
+        double best = -INFINITY;
+        for (int k = 0; k < K; k++) {
+            double z = 0;
+            for (int d = 0; d < D; d++) z += (double)W[(size_t)k * D + d] * xs[d];
+            if (z > best) {
+                best = z;
+                y[s] = k;
+            }
+        }
+    }
+    free(W);
+}
+
+/* cnn: one template [C, H, W] per class, random on a grid of 4x4-pixel blocks (so
+ * convolutions and pooling see shapes), and sample = template[label] + 0.5 N(0, 1) */
+static void synth_cnn(const ppdl_model *m, ppdl_rng *rng, long n, float *x, int32_t *y)
+{
+    int C = m->in_channels, H = m->height, W = m->width, K = m->n_classes;
+    size_t per = (size_t)C * H * W;
+    int bh = (H + 3) / 4, bw = (W + 3) / 4;
+    float *tmpl = ppdl_xmalloc((size_t)K * per * sizeof *tmpl), *blocks = ppdl_xmalloc((size_t)C * bh * bw * sizeof *blocks);
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < C * bh * bw; i++) blocks[i] = (float)ppdl_rng_normal(rng);
+        for (int c = 0; c < C; c++)
+            for (int h = 0; h < H; h++)
+                for (int w = 0; w < W; w++)
+                    tmpl[(size_t)k * per + ((size_t)c * H + h) * W + w] = blocks[(c * bh + h / 4) * bw + w / 4];
+    }
+    for (long s = 0; s < n; s++) {
+        int k = (int)(ppdl_rng_u64(rng) % (uint64_t)K);
+        y[s] = k;
+        for (size_t i = 0; i < per; i++)
+            x[(size_t)s * per + i] = tmpl[(size_t)k * per + i] + 0.5f * (float)ppdl_rng_normal(rng);
+    }
+    free(tmpl);
+    free(blocks);
+}
+
+/* gpt: row = s, s+k, s+2k, ... (mod V) with random start s and step k in 1..3 */
+static void synth_gpt(const ppdl_model *m, ppdl_rng *rng, long n, int32_t *tok)
+{
+    int T = m->seq_len, V = m->vocab_size;
+    for (long r = 0; r < n; r++) {
+        uint64_t s = ppdl_rng_u64(rng) % (uint64_t)V, k = 1 + ppdl_rng_u64(rng) % 3;
+        for (int t = 0; t <= T; t++) tok[(size_t)r * (T + 1) + t] = (int32_t)((s + k * (uint64_t)t) % (uint64_t)V);
+    }
+}
+
+static int cmd_synth(const options *o, char *err, size_t errlen)
+{
+    ppdl_model m;
+    if (ppdl_model_load_desc(o->model, &m, err, errlen)) return -1;
+    int rc = 0;
+    if (o->family && strcmp(o->family, m.family)) {
+        rc = ppdl_errf(err, errlen, "--family %s, but %s is a %s model (leave --family out to follow the model)",
+                       o->family, o->model, m.family);
+        ppdl_model_free(&m);
+        return rc;
+    }
+    ppdl_rng rng;
+    ppdl_rng_seed(&rng, o->seed);
+    long n = o->n;
+    if (!strcmp(m.family, "gpt")) {
+        size_t total = (size_t)n * (size_t)(m.seq_len + 1);
+        if ((double)total > (double)MAX_TOKENS) {
+            ppdl_model_free(&m);
+            return ppdl_errf(err, errlen, "-n %ld: %zu tokens would not fit in memory", n, total);
+        }
+        int32_t *tok = ppdl_xmalloc(total * sizeof *tok);
+        synth_gpt(&m, &rng, n, tok);
+        rc = ppdl_data_write_tokens(o->output, tok, n, m.seq_len, m.vocab_size, err, errlen);
+        if (!rc)
+            printf("wrote %s: %ld rows of %d tokens (seq_len %d, vocab_size %d), synthetic (seed %llu) for %s\n",
+                   o->output, n, m.seq_len + 1, m.seq_len, m.vocab_size, o->seed, o->model);
+        free(tok);
+    } else {
+        int images = !strcmp(m.family, "cnn");
+        long per = images ? (long)m.in_channels * m.height * m.width : m.in_features;
+        if ((double)n * (double)per > (double)MAX_TOKENS) {
+            ppdl_model_free(&m);
+            return ppdl_errf(err, errlen, "-n %ld: %ld samples of %ld values would not fit in memory", n, n, per);
+        }
+        float *x = ppdl_xmalloc((size_t)n * (size_t)per * sizeof *x);
+        int32_t *y = ppdl_xmalloc((size_t)n * sizeof *y);
+        if (images) synth_cnn(&m, &rng, n, x, y);
+        else synth_mlp(&m, &rng, n, x, y);
+        long shape[3] = {images ? m.in_channels : per, m.height, m.width};
+        rc = ppdl_data_write_classif(o->output, x, y, n, images ? 3 : 1, shape, err, errlen);
+        if (!rc) {
+            char what[96];
+            if (images) snprintf(what, sizeof what, "images [%ld, %d, %d, %d]", n, m.in_channels, m.height, m.width);
+            else snprintf(what, sizeof what, "features [%ld, %ld]", n, per);
+            printf("wrote %s: %ld samples, %s, %d classes, synthetic (seed %llu) for %s\n", o->output, n, what,
+                   m.n_classes, o->seed, o->model);
+        }
+        free(x);
+        free(y);
+    }
+    ppdl_model_free(&m);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(NULL, NULL);
+    char err[PPDL_ERR_LEN] = "";
+    options o;
+    int rc = parse(argc, argv, &o, err, sizeof err), status = 0;
+    if (rc < 0) {
+        status = 2;
+    } else if (rc == 0) {
+        if (!strcmp(o.cmd, "text")) rc = cmd_text(&o, err, sizeof err);
+        else if (!strcmp(o.cmd, "csv")) rc = cmd_csv(&o, err, sizeof err);
+        else rc = cmd_synth(&o, err, sizeof err);
+        status = rc ? 1 : 0;
+    }
+    if (status) fprintf(stderr, "ppdl-data: %s\n", err);
+    MPI_Finalize();
+    return status;
+}

@@ -32,6 +32,14 @@ typedef struct options {
     unsigned long long seed;
 } options;
 
+/* "2788 parameters" or "0.14 M parameters" */
+static const char *fmt_params(size_t n, char *buf, size_t len)
+{
+    if (n < 100000) snprintf(buf, len, "%zu parameters", n);
+    else snprintf(buf, len, "%.2f M parameters", (double)n / 1e6);
+    return buf;
+}
+
 /* "vocab_size=256 seq_len=64 ..." for --help */
 static void describe(const ppdl_model *m, char *buf, size_t len)
 {
@@ -63,12 +71,12 @@ static void print_help(void)
            "Presets:\n");
     for (int i = 0; ppdl_presets[i]; i++) {
         ppdl_model m;
-        char err[PPDL_ERR_LEN], desc[256];
+        char err[PPDL_ERR_LEN], desc[256], np[64];
         if (ppdl_model_preset(&m, ppdl_presets[i], err, sizeof err) || ppdl_model_build(&m, err, sizeof err))
             continue;
         describe(&m, desc, sizeof desc);
-        printf("  %-10s %3d layers %9.3f M parameters   %s\n", ppdl_presets[i], m.L,
-               (double)ppdl_model_param_count(&m) / 1e6, desc);
+        printf("  %-10s %2d layers, %-20s %s\n", ppdl_presets[i], m.L,
+               fmt_params(ppdl_model_param_count(&m), np, sizeof np), desc);
         ppdl_model_free(&m);
     }
     printf("\n"
@@ -166,7 +174,12 @@ static int make_model(const options *o, ppdl_model *m, char *err, size_t errlen)
             return ppdl_errf(err, errlen, "--set %s: expected key=value, e.g. --set n_layers=4", o->sets[i]);
         memcpy(key, o->sets[i], (size_t)(eq - o->sets[i]));
         key[eq - o->sets[i]] = 0;
-        if (ppdl_model_set(m, key, eq + 1, err, errlen)) return -1;
+        if (ppdl_model_set(m, key, eq + 1, err, errlen)) {
+            size_t n = strlen(err);
+            if (strstr(err, "not a hyperparameter"))
+                snprintf(err + n, errlen - n, " (ppdl-init --help lists the keys of each family)");
+            return -1;
+        }
     }
     char msg[PPDL_ERR_LEN];
     if (ppdl_model_build(m, msg, sizeof msg))
@@ -186,8 +199,8 @@ static int run(const options *o, char *err, size_t errlen)
     }
     int rc = ppdl_model_save(o->output, &m, host, err, errlen);
     if (!rc) {
-        char size[32];
-        printf("wrote %s: %s, %d layers, %.2f M parameters (%s)\n", o->output, m.family, m.L, (double)n / 1e6,
+        char size[32], np[64];
+        printf("wrote %s: %s, %d layers, %s (%s)\n", o->output, m.family, m.L, fmt_params(n, np, sizeof np),
                ppdl_fmt_bytes(n * sizeof(float), size, sizeof size));
     }
     free(host);

@@ -119,23 +119,23 @@ enum {
     BLK_N_PARAMS
 };
 
-/* What forward keeps in `saved`, at these offsets (floats; N = b*T, P = b*H*T*T):
+/* What forward keeps in `saved`, at these offsets (floats; N = b*T, P = b*H*T*T). The
+ * big tensors come first so that every one starts at a multiple of N*C or P floats
+ * (aligned for vector loads on devices); the [N] statistics come last.
  *
- *   offset          tensor     shape        options
- *   0               ln1        [N,C]        all
- *   NC              ln1_mean   [N]          all
- *   NC+N            ln1_rstd   [N]          all
- *   NC+2N           q          [b,H,T,hs]   all
- *   2NC+2N          k          [b,H,T,hs]   all
- *   3NC+2N          v          [b,H,T,hs]   all
- *   4NC+2N          atty       [N,C]        all   (attention output, heads merged)
- *   5NC+2N          x1         [N,C]        all   (x + attn proj, the residual)
- *   6NC+2N          ln2        [N,C]        all
- *   7NC+2N          ln2_mean   [N]          all
- *   7NC+3N          ln2_rstd   [N]          all
- *   7NC+4N          fch        [N,4C]       0, 1  (MLP pre-activation)
- *   11NC+4N         fcg        [N,4C]       0, 1  (gelu(fch))
- *   15NC+4N         att        [b,H,T,T]    0, 1  (attention probabilities)
+ *   options 0, 1:                                    option 2:
+ *   offset      tensor     shape                      offset   (K = 0)
+ *   0           fch        [N,4C]     MLP pre-activation       -
+ *   4NC         fcg        [N,4C]     gelu(fch)                -
+ *   8NC         att        [b,H,T,T]  attention probabilities  -
+ *   K = 8NC+P   ln1        [N,C]                               0
+ *   K+NC        q          [b,H,T,hs]                          NC
+ *   K+2NC       k          [b,H,T,hs]                          2NC
+ *   K+3NC       v          [b,H,T,hs]                          3NC
+ *   K+4NC       atty       [N,C]      attention output, heads merged
+ *   K+5NC       x1         [N,C]      x + attn proj (the residual)
+ *   K+6NC       ln2        [N,C]
+ *   K+7NC       ln1_mean, ln1_rstd, ln2_mean, ln2_rstd   [N] each
  *   total: 15NC + 4N + P under options 0 and 1, 7NC + 4N under option 2.
  *
  * Under option 2, fch, fcg and att live in the work space instead (see block_work).
@@ -196,16 +196,17 @@ static void block_views(const ppdl_layer *l, int b, int opt, float *saved, float
                         block_saved *s, block_work *w)
 {
     size_t N = (size_t)b * l->cfg.T, NC = N * l->cfg.C, P = block_att_floats(l, b);
-    s->ln1 = saved;
-    s->ln1_mean = s->ln1 + NC;
-    s->ln1_rstd = s->ln1_mean + N;
-    s->q = s->ln1_rstd + N;
+    float *keep = opt == PPDL_RC_SELECTIVE ? saved : saved + 8 * NC + P;
+    s->ln1 = keep;
+    s->q = s->ln1 + NC;
     s->k = s->q + NC;
     s->v = s->k + NC;
     s->atty = s->v + NC;
     s->x1 = s->atty + NC;
     s->ln2 = s->x1 + NC;
-    s->ln2_mean = s->ln2 + NC;
+    s->ln1_mean = s->ln2 + NC;
+    s->ln1_rstd = s->ln1_mean + N;
+    s->ln2_mean = s->ln1_rstd + N;
     s->ln2_rstd = s->ln2_mean + N;
 
     w->qkv = work;
@@ -220,8 +221,7 @@ static void block_views(const ppdl_layer *l, int b, int opt, float *saved, float
     w->fcg = w->fch + 4 * NC;
     w->att = w->fcg + 4 * NC;
 
-    float *big = opt == PPDL_RC_SELECTIVE ? w->fch : s->ln2_rstd + N;
-    s->fch = big;
+    s->fch = opt == PPDL_RC_SELECTIVE ? w->fch : saved;
     s->fcg = s->fch + 4 * NC;
     s->att = s->fcg + 4 * NC;
 }

@@ -289,8 +289,9 @@ static int check_list(int S, int M, int s, const ppdl_op_list *l, int *pos, char
         for (size_t r = 0; r < sizeof before / sizeof before[0]; r++) {
             int ia = pos[before[r][0] * M + mb], ib = pos[before[r][1] * M + mb];
             if (ia < 0 || ib < 0 || ia < ib) continue;
-            return op_err(err, errlen, s, ib, &l->ops[ib], "comes before op %d (%s mb %d), which must precede it",
-                          ia, ppdl_op_name(before[r][0]), mb);
+            return op_err(err, errlen, s, ib, &l->ops[ib],
+                          "comes before op %d (%s mb %d), which must precede it", ia,
+                          ppdl_op_name(before[r][0]), mb);
         }
     }
     return 0;
@@ -366,11 +367,13 @@ static int play(int S, int M, const ppdl_op_list *lists, char *err, size_t errle
      * guard so the checker stays sound if the list rules above are ever relaxed */
     for (int j = 0; j < S * M && rc == 0; j++) {
         if (ps.act[j] != 0)
-            rc = ppdl_errf(err, errlen, "schedule: stage %d sent activation of mb %d %d more time(s) than stage %d received it",
-                           j / M, j % M, ps.act[j], j / M + 1);
+            rc = ppdl_errf(err, errlen,
+                           "schedule: stage %d sent the activation of mb %d %d time(s) more "
+                           "than stage %d received it", j / M, j % M, ps.act[j], j / M + 1);
         else if (ps.grad[j] != 0)
-            rc = ppdl_errf(err, errlen, "schedule: stage %d sent gradient of mb %d %d more time(s) than stage %d received it",
-                           j / M, j % M, ps.grad[j], j / M - 1);
+            rc = ppdl_errf(err, errlen,
+                           "schedule: stage %d sent the gradient of mb %d %d time(s) more "
+                           "than stage %d received it", j / M, j % M, ps.grad[j], j / M - 1);
     }
     free(ps.pc);
     free(ps.act);

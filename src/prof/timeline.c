@@ -51,7 +51,7 @@ static int is_comm(int kind)
 
 static const char *kind_cat(int kind)
 {
-    return kind == PPDL_EV_WAIT ? "wait" : ppdl_op_name((ppdl_op_kind)kind);
+    return kind == PPDL_EV_WAIT ? "wait" : kind == PPDL_EV_RECOMPUTE ? "recompute" : ppdl_op_name((ppdl_op_kind)kind);
 }
 
 /* "F3", "B3", "send act 3", "recv grad 3", "optimizer", "wait" */
@@ -65,6 +65,7 @@ static const char *event_name(const ppdl_event_rec *e, char *buf, size_t len)
     case PPDL_OP_SEND_GRAD: snprintf(buf, len, "send grad %d", e->mb); break;
     case PPDL_OP_RECV_GRAD: snprintf(buf, len, "recv grad %d", e->mb); break;
     case PPDL_OP_OPTIMIZER: snprintf(buf, len, "optimizer"); break;
+    case PPDL_EV_RECOMPUTE: snprintf(buf, len, "recompute %d", e->mb); break;
     default: snprintf(buf, len, "wait"); break;
     }
     return buf;
@@ -82,7 +83,7 @@ static int check_events(const char *path, const ppdl_event_rec *ev, int n, int n
         if (e->rank < 0 || e->rank >= n_ranks)
             return ppdl_errf(err, errlen, "%s: event %d has rank %d outside 0..%d", path, i, e->rank,
                              n_ranks - 1);
-        if (!(is_compute(e->kind) || is_comm(e->kind) || e->kind == PPDL_EV_WAIT))
+        if (!(is_compute(e->kind) || is_comm(e->kind) || e->kind == PPDL_EV_WAIT || e->kind == PPDL_EV_RECOMPUTE))
             return ppdl_errf(err, errlen, "%s: event %d has unknown kind %d", path, i, e->kind);
         if (!isfinite(e->t0_ms) || !isfinite(e->t1_ms) || e->t1_ms < e->t0_ms)
             return ppdl_errf(err, errlen, "%s: event %d has bad times %g..%g ms", path, i, e->t0_ms,
@@ -214,6 +215,7 @@ enum {
 static const char *const fwd_fill[4] = {"#1f4e8c", "#2b67b0", "#3a7fc8", "#5394d6"};
 static const char *const bwd_fill[4] = {"#a84a10", "#c25b17", "#d8702a", "#e5853f"};
 #define OPT_FILL "#6f4fa3"
+#define RECOMP_FILL "#b3261e" /* forward recomputed inside a backward */
 #define ACT_MARK "#2b67b0"
 #define GRAD_MARK "#d8702a"
 #define ROW_BG "#eef1f5"
@@ -398,7 +400,12 @@ static void svg_box(svg_ctx *c, const ppdl_event_rec *e)
     int y = PLOT_Y + e->rank * ROW_PITCH;
     char name[64];
     event_name(e, name, sizeof name);
-    if (is_comm(e->kind)) {
+    if (e->kind == PPDL_EV_RECOMPUTE) {
+        /* a forward run again inside its backward box: a stripe along the box's foot */
+        fprintf(f, "<rect class=\"recomp\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+                   "fill=\"" RECOMP_FILL "\">",
+                x0, y + LANE_H - LANE_H / 4, w, LANE_H / 4);
+    } else if (is_comm(e->kind)) {
         int act = e->kind == PPDL_OP_SEND_ACT || e->kind == PPDL_OP_RECV_ACT;
         int send = e->kind == PPDL_OP_SEND_ACT || e->kind == PPDL_OP_SEND_GRAD;
         fprintf(f, "<rect class=\"comm\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" rx=\"1\" "
@@ -475,11 +482,12 @@ static void svg_legend(svg_ctx *c, int y)
     } items[] = {
         {OPT_FILL, "1", "optimizer", 14},
         {"url(#hatch)", "1", "waiting for a message", 14},
+        {RECOMP_FILL, "1", "recompute", 7},
         {ROW_BG, "1", "idle", 14},
         {ACT_MARK, "1", "send act (recv paler)", 7},
         {GRAD_MARK, "1", "send grad (recv paler)", 7},
     };
-    int widths[] = {100, 170, 70, 170, 170};
+    int widths[] = {100, 170, 100, 70, 170, 170};
     for (size_t k = 0; k < sizeof items / sizeof items[0]; k++) {
         fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"22\" height=\"%d\" rx=\"2\" fill=\"%s\" "
                    "stroke=\"%s\"/>\n",
@@ -533,7 +541,9 @@ int ppdl_timeline_write_svg(const char *path, const ppdl_event_rec *ev, int n, i
     svg_header(&c, height, title, bubble, n > 0);
     svg_subtitle(&c, n_ranks, n_mb, t0, t1, n);
     svg_grid_and_rows(&c, n_ranks, stage, busy, span, n, step);
-    for (int i = 0; i < n; i++) svg_box(&c, &ev[i]);
+    for (int pass = 0; pass < 2; pass++) /* recompute stripes over their backward boxes */
+        for (int i = 0; i < n; i++)
+            if ((ev[i].kind == PPDL_EV_RECOMPUTE) == pass) svg_box(&c, &ev[i]);
     svg_axis(&c, axis_y, step);
     svg_legend(&c, legend_y);
     fputs("</svg>\n", f);
