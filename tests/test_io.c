@@ -591,6 +591,28 @@ static void bad_data(void)
         if (d.file >= 0) ppdl_data_close(&d);
     }
 
+    path = tpath("numpy-defaults.h5");
+    {
+        /* float64 features and int64 labels: what h5py writes for numpy's default arrays */
+        double x64[4][16];
+        long long y64[4] = {3, 2, 1, 0};
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 16; j++) x64[i][j] = 0.25 * i - 0.5 * j;
+        hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        hsize_t dims[2] = {4, 16}, ld[1] = {4};
+        put_dataset(f, "features", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, dims, x64);
+        put_dataset(f, "labels", H5T_STD_I64LE, H5T_NATIVE_LLONG, 1, ld, y64);
+        H5Fclose(f);
+        float x[2 * 16];
+        int32_t y[2];
+        rc = ppdl_data_open(path, &mlp, &d, err, sizeof err);
+        rc = rc ? rc : ppdl_data_read(&d, 3, 2, x, y, err, sizeof err);
+        /* exact: these values are multiples of 1/4, representable in float32 */
+        ok(rc == 0 && x[5] == (float)x64[3][5] && x[16 + 7] == (float)x64[0][7] && y[0] == 0 && y[1] == 3,
+           "float64 features and int64 labels (numpy's defaults) are read (%s)", rc ? err : "");
+        if (d.file >= 0) ppdl_data_close(&d);
+    }
+
     path = tpath("tok-for-mlp.h5");
     raw_tokens(path, H5T_STD_I32LE, H5T_NATIVE_INT32, tok, 3, 5, 256);
     expect_fail(ppdl_data_open(path, &mlp, &d, err, sizeof err), err, path,

@@ -51,7 +51,10 @@ void cpu_im2col(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int st
                     }
                     const long base = (long)ih * Ww - pad + j;        /* x index of ow = 0 */
                     for (int ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-                    for (int ow = lo; ow < hi; ow++) dst[ow] = xc[base + (long)ow * stride];
+                    if (stride == 1) /* the common case: one contiguous run */
+                        memcpy(dst + lo, xc + base + lo, (size_t)(hi - lo) * sizeof(float));
+                    else
+                        for (int ow = lo; ow < hi; ow++) dst[ow] = xc[base + (long)ow * stride];
                     for (int ow = hi; ow < OW; ow++) dst[ow] = 0.0f;
                 }
             }

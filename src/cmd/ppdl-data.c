@@ -212,11 +212,11 @@ static int read_whole(const char *path, unsigned char **buf, size_t *len, char *
             b = nb;
         }
     }
-    int bad = ferror(f);
+    int bad = ferror(f) ? errno : 0;
     fclose(f);
     if (bad) {
         free(b);
-        return ppdl_errf(err, errlen, "%s: read error", path);
+        return ppdl_errf(err, errlen, "%s: cannot read: %s", path, strerror(bad));
     }
     *buf = b;
     *len = n;
@@ -400,7 +400,7 @@ static int csv_read(const options *o, csv_data *c, char *err, size_t errlen)
         }
         rc = csv_row(o, c, fields, lineno, err, errlen);
     }
-    if (!rc && ferror(f)) rc = ppdl_errf(err, errlen, "%s: read error", o->input);
+    if (!rc && ferror(f)) rc = ppdl_errf(err, errlen, "%s: cannot read: %s", o->input, strerror(errno));
     if (!rc && c->n == 0) rc = ppdl_errf(err, errlen, "%s: no data lines", o->input);
     free(line);
     free(fields);
