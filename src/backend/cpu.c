@@ -142,7 +142,10 @@ static void cpu_act_bwd(ppdl_backend *be, int act, size_t n, const float *x, con
     (void)be;
     switch (act) {
     case PPDL_ACT_RELU:
-        for (size_t i = 0; i < n; i++) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            float g = dy[i]; /* loaded unconditionally, so the select vectorises */
+            dx[i] = x[i] > 0 ? g : 0.0f;
+        }
         break;
     case PPDL_ACT_GELU:
         for (size_t i = 0; i < n; i++) {

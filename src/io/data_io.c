@@ -24,6 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* HDF5 knows the signature but cannot open the file: usually a truncated copy; rarely a
+ * complete file on a file system without the locks HDF5 1.10 takes */
+#define OPEN_FAILED "not an HDF5 file (or truncated); if the file is complete, its file system " \
+                    "may lack locking: try HDF5_USE_FILE_LOCKING=FALSE"
+
 /* ------------------------------------------------------------------------------------ */
 /* small HDF5 helpers (messages start with the file name) */
 
@@ -226,7 +231,7 @@ int ppdl_data_open(const char *path, const ppdl_model *m, ppdl_data *d, char *er
     if (access(path, R_OK) != 0) return FAIL("cannot read: %s", strerror(errno));
     if (H5Fis_hdf5(path) <= 0) return FAIL("not an HDF5 file (or truncated)");
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return FAIL("not an HDF5 file (or truncated)");
+    if (f < 0) return FAIL("%s", OPEN_FAILED);
 
     const char *names[3] = {"tokens", "features", "images"};
     int found[3], n_found = 0, rc;

@@ -29,6 +29,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* HDF5 knows the signature but cannot open the file: usually a truncated copy; rarely a
+ * complete file on a file system without the locks HDF5 1.10 takes */
+#define OPEN_FAILED "not an HDF5 file (or truncated); if the file is complete, its file system " \
+                    "may lack locking: try HDF5_USE_FILE_LOCKING=FALSE"
+
 /* ------------------------------------------------------------------------------------ */
 /* error context: every message starts with the file name */
 
@@ -405,7 +410,7 @@ static hid_t open_for_reading(io_ctx *c)
         return -1;
     }
     hid_t f = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) fail(c, "not an HDF5 file (or truncated)");
+    if (f < 0) fail(c, "%s", OPEN_FAILED);
     return f;
 }
 

@@ -56,6 +56,7 @@ struct ppdl_runtime {
     ppdl_event_rec *ev;
     int n_ev, cap_ev;
     double t_step0;
+    double busy_s;             /* compute time of the current step */
 };
 
 /* tags: direction in the low bit, micro-batch above */
@@ -73,6 +74,8 @@ static const ppdl_layer *layer(const ppdl_runtime *rt, int i) { return &rt->st->
 
 static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 {
+    if (kind == PPDL_OP_FORWARD || kind == PPDL_OP_BACKWARD || kind == PPDL_OP_OPTIMIZER)
+        rt->busy_s += t1 - t0;
     if (!rt->cfg.record_events) return;
     if (rt->n_ev == rt->cap_ev) {
         rt->cap_ev = rt->cap_ev ? 2 * rt->cap_ev : 256;
@@ -295,6 +298,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     ppdl_backend *be = rt->be;
     memset(stats, 0, sizeof *stats);
     rt->n_ev = 0;
+    rt->busy_s = 0;
     rt->t_step0 = ppdl_now_s();
     double wait0 = rt->comm->wait_s;
     if (rt->last_stage) be->ops->zero(be, rt->loss_dev, sizeof(float));
@@ -307,6 +311,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         case PPDL_OP_RECV_ACT:
             PPDL_CHECK(sl->act_recv_mb == op->mb, "receive of activation %d was not posted", op->mb);
             wait_req(rt, &sl->act_recv, op->mb);
+            record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             sl->act_recv_mb = -1;
             sl->mb = op->mb;
             break;
@@ -315,10 +320,12 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_ACT:
             ppdl_comm_isend(rt->comm, sl->out, rt->out_bytes, rt->cfg.next_rank, tag_act(op->mb), &sl->act_send);
+            record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             break;
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
             wait_req(rt, &sl->grad_recv, op->mb);
+            record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             sl->grad_recv_mb = -1;
             break;
         case PPDL_OP_BACKWARD:
@@ -327,6 +334,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_GRAD:
             ppdl_comm_isend(rt->comm, sl->din, rt->in_bytes, rt->cfg.prev_rank, tag_grad(op->mb), &sl->grad_send);
+            record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             sl->mb = -1;
             break;
         case PPDL_OP_OPTIMIZER:
@@ -350,12 +358,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     }
     stats->step_ms = 1e3 * (ppdl_now_s() - rt->t_step0);
     stats->wait_ms = 1e3 * (rt->comm->wait_s - wait0);
-    double busy = 0;
-    for (int i = 0; i < rt->n_ev; i++)
-        if (rt->ev[i].kind == PPDL_OP_FORWARD || rt->ev[i].kind == PPDL_OP_BACKWARD ||
-            rt->ev[i].kind == PPDL_OP_OPTIMIZER)
-            busy += rt->ev[i].t1_ms - rt->ev[i].t0_ms;
-    stats->compute_ms = busy;
+    stats->compute_ms = 1e3 * rt->busy_s;
 }
 
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)
