@@ -310,6 +310,17 @@ int main(int argc, char **argv)
     int stage = ppdl_plan_stage_of_rank(&plan, rank);
     PPDL_CHECK(stage >= 0, "rank %d has no stage in the plan", rank);
     const ppdl_plan_stage *ps = &plan.stages[stage];
+    /* each stage's memory, predicted from the layers' sizes before anything is allocated */
+    ppdl_mem_prediction *pred = ppdl_xcalloc((size_t)plan.S, sizeof *pred);
+    for (int s = 0; s < plan.S; s++) {
+        ppdl_op_list ol;
+        ppdl_schedule_build(o.schedule, plan.S, (int)o.micro_batches, s, &ol);
+        const ppdl_plan_stage *p = &plan.stages[s];
+        pred[s] = ppdl_runtime_predict_memory(&model, p->first, p->last, (int)(o.batch_size / o.micro_batches),
+                                              ppdl_schedule_max_in_flight(&ol), p->recompute, s == 0, s == plan.S - 1);
+        plan.stages[s].mem_bytes = pred[s].cost_model;
+        ppdl_op_list_free(&ol);
+    }
 
     /* ---- 4. this rank's stage ---- */
     long threads = o.threads;
@@ -353,7 +364,8 @@ int main(int argc, char **argv)
                n_ranks, n_ranks > 1 ? "s" : "", ppdl_schedule_name(o.schedule), o.batch_size,
                o.micro_batches, o.batch_size / o.micro_batches, be->ops->name, threads,
                threads > 1 ? "s" : "", comm.yield ? "yielding" : "blocking");
-        printf("plan (%s):\n  stage  rank  layers      kinds\n", plan.method);
+        printf("plan (%s):\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: selective)\n",
+               plan.method);
         for (int s = 0; s < plan.S; s++) {
             const ppdl_plan_stage *p = &plan.stages[s];
             char kinds[256] = "";
@@ -364,7 +376,9 @@ int main(int argc, char **argv)
                                         model.layers[l].kind->name,
                                         opt == PPDL_RC_FULL ? "(rc)" : opt == PPDL_RC_SELECTIVE ? "(sel)" : "");
             }
-            printf("  %5d  %4d  %4d-%-5d  %s\n", s, p->rank, p->first, p->last, kinds);
+            char mb1[32];
+            printf("  %5d  %4d  %4d-%-5d %10s             %s\n", s, p->rank, p->first, p->last,
+                   ppdl_fmt_bytes((size_t)pred[s].total, mb1, sizeof mb1), kinds);
         }
         fflush(stdout);
     }
@@ -416,10 +430,11 @@ int main(int argc, char **argv)
 
     /* ---- 6. report, trace, timeline, weights ---- */
     ppdl_mem_breakdown mb = ppdl_runtime_memory(rt);
-    double mem_mine[6] = {(double)be->bytes_peak, (double)mb.params, (double)mb.optimizer,
-                          (double)mb.stash, (double)mb.buffers, (double)stage};
-    double *mem_all = rank == 0 ? ppdl_xmalloc(6 * (size_t)n_ranks * sizeof(double)) : NULL;
-    PPDL_CHECK_MPI(MPI_Gather(mem_mine, 6, MPI_DOUBLE, mem_all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    double mem_mine[7] = {(double)be->bytes_peak, (double)mb.params, (double)mb.optimizer,
+                          (double)mb.stash, (double)mb.buffers, (double)stage, (double)mb.allocations};
+    enum { MEM_FIELDS = 7 };
+    double *mem_all = rank == 0 ? ppdl_xmalloc(MEM_FIELDS * (size_t)n_ranks * sizeof(double)) : NULL;
+    PPDL_CHECK_MPI(MPI_Gather(mem_mine, MEM_FIELDS, MPI_DOUBLE, mem_all, MEM_FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD));
 
     if (o.trace || o.timeline) {
         int n_ev;
@@ -483,14 +498,15 @@ int main(int argc, char **argv)
                "(steps after the first)\n",
                o.steps, final_loss, mean_ms, sps, mean_ms > 0 ? flops_step / (mean_ms / 1e3) / 1e9 : 0,
                timed_steps ? 100 * sum_bubble / timed_steps : 0);
-        printf("memory per rank (peak):\n  rank  stage       peak     params  optimizer      stash    buffers\n");
+        printf("memory per rank (measured peak vs predicted before the run):\n"
+               "  rank  stage       peak  predicted     params  optimizer      stash    buffers\n");
         for (int r = 0; r < n_ranks; r++) {
-            char a[32], b1[32], c[32], d[32], e[32];
-            double *m = &mem_all[6 * r];
-            printf("  %4d  %5d  %9s  %9s  %9s  %9s  %9s\n", r, (int)m[5],
-                   ppdl_fmt_bytes((size_t)m[0], a, sizeof a), ppdl_fmt_bytes((size_t)m[1], b1, sizeof b1),
-                   ppdl_fmt_bytes((size_t)m[2], c, sizeof c), ppdl_fmt_bytes((size_t)m[3], d, sizeof d),
-                   ppdl_fmt_bytes((size_t)m[4], e, sizeof e));
+            char a[32], b1[32], c[32], d[32], e[32], f[32];
+            double *m = &mem_all[MEM_FIELDS * r];
+            printf("  %4d  %5d  %9s  %9s  %9s  %9s  %9s  %9s\n", r, (int)m[5],
+                   ppdl_fmt_bytes((size_t)m[0], a, sizeof a), ppdl_fmt_bytes((size_t)pred[(int)m[5]].total, f, sizeof f),
+                   ppdl_fmt_bytes((size_t)m[1], b1, sizeof b1), ppdl_fmt_bytes((size_t)m[2], c, sizeof c),
+                   ppdl_fmt_bytes((size_t)m[3], d, sizeof d), ppdl_fmt_bytes((size_t)m[4], e, sizeof e));
         }
         if (o.report) {
             json_t *rep = json_object();
@@ -516,16 +532,20 @@ int main(int argc, char **argv)
             json_object_set_new(rep, "bubble", json_real(timed_steps ? sum_bubble / timed_steps : 0));
             json_t *mem = json_array();
             for (int r = 0; r < n_ranks; r++) {
-                double *m = &mem_all[6 * r];
+                double *m = &mem_all[MEM_FIELDS * r];
+                const ppdl_mem_prediction *pr = &pred[(int)m[5]];
                 json_t *jm = json_object();
                 json_object_set_new(jm, "rank", json_integer(r));
                 json_object_set_new(jm, "stage", json_integer((int)m[5]));
                 json_object_set_new(jm, "peak_bytes", json_integer((json_int_t)m[0]));
-                json_object_set_new(jm, "predicted_bytes", json_null());
+                json_object_set_new(jm, "predicted_bytes", json_integer((json_int_t)pr->total));
+                json_object_set_new(jm, "cost_model_bytes", json_integer((json_int_t)pr->cost_model));
+                json_object_set_new(jm, "predicted_buffer_bytes", json_integer((json_int_t)pr->buffers));
                 json_object_set_new(jm, "params_bytes", json_integer((json_int_t)m[1]));
                 json_object_set_new(jm, "optimizer_bytes", json_integer((json_int_t)m[2]));
                 json_object_set_new(jm, "stash_bytes", json_integer((json_int_t)m[3]));
                 json_object_set_new(jm, "buffer_bytes", json_integer((json_int_t)m[4]));
+                json_object_set_new(jm, "allocations", json_integer((json_int_t)m[6]));
                 json_array_append_new(mem, jm);
             }
             json_object_set_new(rep, "memory", mem);
@@ -553,6 +573,7 @@ int main(int argc, char **argv)
     free(all);
     free(mem_all);
     free(n_options);
+    free(pred);
     MPI_Finalize();
     return 0;
 }

@@ -98,6 +98,11 @@ const ppdl_layer_kind *ppdl_kind_by_name(const char *name);
 void ppdl_layer_setup(ppdl_layer *l, const ppdl_layer_kind *kind, int index, const ppdl_layer_cfg *cfg);
 
 size_t ppdl_layer_param_count(const ppdl_layer *l);
+
+/* Bytes layer l keeps per in-flight micro-batch of b samples under recompute option
+ * opt: its input (always kept) plus what forward saves, unless opt is PPDL_RC_FULL.
+ * This is COSTS.json's stash_bytes (opt 0) and recompute[k].stash_bytes (opt k+1). */
+size_t ppdl_layer_stash_bytes(const ppdl_layer *l, int b, int opt);
 const char *ppdl_act_name(int act);
 int ppdl_act_parse(const char *s); /* -1 when unknown */
 

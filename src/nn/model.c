@@ -184,6 +184,14 @@ size_t ppdl_model_param_count(const ppdl_model *m)
     return n;
 }
 
+size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int opt)
+{
+    const ppdl_layer *ly = &m->layers[l];
+    size_t bytes = ppdl_layer_stash_bytes(ly, b, opt);
+    if (l == m->L - 1) bytes += (size_t)b * ly->out_bytes;
+    return bytes;
+}
+
 void ppdl_layer_init_params(const ppdl_model *m, const ppdl_layer *l, unsigned long long seed, float *host)
 {
     /* each layer has its own stream, so a layer's weights do not depend on which

@@ -67,6 +67,7 @@ static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, siz
 {
     void *p = ppdl_be_alloc(rt->be, bytes, what);
     *category += ppdl_be_alloc_size(bytes ? bytes : 1);
+    rt->mem.allocations++;
     return p;
 }
 
@@ -125,6 +126,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     size_t arena = ppdl_be_alloc_size((st->n_params ? st->n_params : 1) * sizeof(float));
     rt->mem.params = 2 * arena;                     /* values + gradients */
     rt->mem.optimizer = st->adam_m ? 2 * arena : 0; /* AdamW m and v */
+    rt->mem.allocations = st->adam_m ? 4 : 2;
 
     /* the schedule, proven before it runs: every rank builds and checks all lists */
     ppdl_op_list *all = ppdl_xcalloc((size_t)cfg->S, sizeof *all);
@@ -188,6 +190,37 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     if (rt->first_stage) rt->host_in = ppdl_xmalloc(rt->in_bytes);
     if (rt->last_stage) rt->host_tg = ppdl_xmalloc((size_t)b * rt->loss_rows * sizeof(int32_t));
     return rt;
+}
+
+ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
+                                                int n_slots, const int *rc, int first_stage,
+                                                int last_stage)
+{
+    ppdl_mem_prediction p = {0};
+    size_t params = 0, stash = 0, max_act = 0, max_saved = 0, max_work = 0;
+    for (int l = first; l <= last; l++) {
+        const ppdl_layer *ly = &m->layers[l];
+        int opt = rc ? rc[l - first] : 0;
+        params += ppdl_layer_param_count(ly) * sizeof(float);
+        stash += ppdl_model_stash_bytes(m, l, b, opt);
+        size_t in = (size_t)b * ly->in_bytes, out = (size_t)b * ly->out_bytes;
+        max_act = in > max_act ? in : max_act;
+        max_act = out > max_act ? out : max_act;
+        size_t sv = sizeof(float) * ly->kind->saved_floats(ly, b, 0);
+        size_t wk = sizeof(float) * ly->kind->work_floats(ly, b);
+        max_saved = sv > max_saved ? sv : max_saved;
+        max_work = wk > max_work ? wk : max_work;
+    }
+    size_t in_b = (size_t)b * m->layers[first].in_bytes, out_b = (size_t)b * m->layers[last].out_bytes;
+    size_t per_slot = (last_stage ? (size_t)b * ppdl_model_loss_rows(m) * sizeof(int32_t) : 2 * out_b) +
+                      (first_stage ? 0 : in_b);
+    p.params_optimizer = 4.0 * (double)params;
+    p.stash = (double)n_slots * (double)stash;
+    p.cost_model = p.params_optimizer + p.stash;
+    p.buffers = (double)n_slots * (double)per_slot + (double)max_saved + 3.0 * (double)max_act +
+                (double)max_work + sizeof(float);
+    p.total = p.cost_model + p.buffers;
+    return p;
 }
 
 static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[mb % rt->n_slots]; }

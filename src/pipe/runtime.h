@@ -44,7 +44,25 @@ typedef struct ppdl_runtime_cfg {
 /* bytes by what they hold, for the memory report */
 typedef struct ppdl_mem_breakdown {
     size_t params, optimizer, stash, buffers;
+    size_t allocations;        /* device allocations (each rounded up to 256 bytes) */
 } ppdl_mem_breakdown;
+
+/* What a stage will hold, from the layers' sizes alone, before anything is allocated:
+ * DESIGN.md's cost model (mem_s = 4 * param bytes + n_s * sum of stash bytes) and the
+ * runtime's own buffers, which the cost model leaves out: the activation/gradient
+ * messages in flight, scratch for a recomputed forward, two gradient buffers between
+ * layers, the layers' work space. */
+typedef struct ppdl_mem_prediction {
+    double params_optimizer;   /* 4 * parameter bytes: values, gradients, AdamW m, v */
+    double stash;              /* n_slots * sum over the stage's layers of stash bytes */
+    double cost_model;         /* params_optimizer + stash */
+    double buffers;
+    double total;              /* cost_model + buffers */
+} ppdl_mem_prediction;
+
+ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
+                                                int n_slots, const int *recompute, int first_stage,
+                                                int last_stage);
 
 typedef struct ppdl_step_stats {
     double loss_sum;           /* last stage: sum of per-row losses of the step; else 0 */

@@ -35,7 +35,7 @@ int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, p
 /* Validate a plan (as above); used by the reader and for built plans. */
 int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_options,
                        const char *what, char *err, size_t errlen);
-/* Set every layer's recompute option to `opt` (clamped to what each layer offers). */
+/* Set every layer's recompute option to `opt`; layers that do not offer it get 0. */
 void ppdl_plan_set_recompute(ppdl_plan *p, int opt, const int *n_options);
 
 /* The plan as JSON text (malloc'd, caller frees), in DESIGN.md's plan format. */
