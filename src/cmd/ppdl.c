@@ -40,6 +40,7 @@ typedef struct options {
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
+    int skip_nonfinite;
     double lr, beta1, beta2, eps, weight_decay;
 } options;
 
@@ -61,6 +62,8 @@ static void usage(FILE *f)
 "  --lr X                  AdamW learning rate (default 1e-3)\n"
 "  --weight-decay X        AdamW weight decay (default 1e-2); --beta1, --beta2, --eps too\n"
 "  --seed S                recorded in the report (data order is sequential)\n"
+"  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
+"                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
 "Pipeline:\n"
 "  --schedule 1f1b|gpipe   1f1b (default): PipeDream-Flush, stage s keeps at most\n"
@@ -114,7 +117,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     o->seed = 1234;
     enum { O_DATA = 256, O_STEPS, O_BATCH, O_MICRO, O_SCHED, O_PLAN, O_MEM, O_LR, O_WD, O_B1, O_B2,
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
-           O_RECOMP, O_LOG, O_HELP, O_VERSION };
+           O_RECOMP, O_LOG, O_SKIPNF, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"data", required_argument, 0, O_DATA}, {"steps", required_argument, 0, O_STEPS},
         {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
@@ -127,6 +130,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"save", required_argument, 0, O_SAVE}, {"threads", required_argument, 0, O_THREADS},
         {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
         {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
+        {"skip-nonfinite", no_argument, 0, O_SKIPNF},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -191,6 +195,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_LOG:
             if (ppdl_parse_int(a, 1, LONG_MAX, &o->log_every)) return ppdl_errf(err, errlen, "--log-every %s: expected an integer >= 1", a);
             break;
+        case O_SKIPNF: o->skip_nonfinite = 1; break;
         case 'h':
         case O_HELP: return 1;
         case O_VERSION: return 2;
@@ -234,6 +239,16 @@ static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t
     long start = (long)((step * ds->batch_size + (long)mb * b) % ds->data->n);
     return ppdl_data_read(ds->data, start, b, inputs, targets, err, errlen);
 }
+
+/* the report's per-rank time breakdown: forward, backward, recompute, optimizer,
+ * waiting for messages, the whole step */
+static double breakdown_of(const ppdl_step_stats *s, int k)
+{
+    const double v[] = {s->forward_ms, s->backward_ms, s->recompute_ms, s->optimizer_ms, s->wait_ms, s->step_ms};
+    return v[k];
+}
+static const char *const breakdown_names[] = {"forward_ms", "backward_ms", "recompute_ms", "optimizer_ms",
+                                              "wait_ms", "step_ms"};
 
 /* forward FLOPs of the whole model for `samples` samples, x3 for forward + backward */
 static double model_train_flops(const ppdl_model *m, long samples)
@@ -352,6 +367,7 @@ int main(int argc, char **argv)
         .next_rank = stage + 1 < plan.S ? plan.stages[stage + 1].rank : -1,
         .M = (int)o.micro_batches, .batch_size = (int)o.batch_size, .recompute = ps->recompute,
         .lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay, .record_events = o.trace || o.timeline,
+        .skip_nonfinite = o.skip_nonfinite,
     };
     ppdl_runtime *rt = ppdl_runtime_create(&st, &cfg, (ppdl_batch_source){&ds, read_batch}, &comm);
 
@@ -392,10 +408,28 @@ int main(int argc, char **argv)
     long timed_steps = 0;
     double sum_bubble = 0;
     /* per rank per step: loss sum (last stage), step ms, compute ms */
+    /* where each rank's time went, summed over the run (the report's breakdown) */
+    enum { N_BREAKDOWN = 6 };
+    double breakdown[N_BREAKDOWN] = {0};
     double mine[3], *all = rank == 0 ? ppdl_xmalloc(3 * (size_t)n_ranks * sizeof(double)) : NULL;
     for (long step = 0; step < o.steps; step++) {
         ppdl_step_stats stats;
         ppdl_runtime_step(rt, step, &stats);
+        for (int k = 0; k < N_BREAKDOWN; k++) breakdown[k] += breakdown_of(&stats, k);
+        if (stats.nonfinite_stage >= 0) {
+            /* every rank has the same verdict: the stage that found it explains */
+            if (stats.nonfinite_stage == stage)
+                fprintf(stderr, "ppdl: step %ld, stage %d (rank %d): %s; %s\n", step + 1, stage, rank,
+                        ppdl_runtime_nonfinite_what(rt),
+                        o.skip_nonfinite ? "step skipped, weights unchanged"
+                                         : "stopping without writing the broken state "
+                                           "(--skip-nonfinite skips such steps instead)");
+            if (!o.skip_nonfinite) {
+                fflush(stdout);
+                MPI_Finalize();
+                return 4;
+            }
+        }
         mine[0] = stats.loss_sum;
         mine[1] = stats.step_ms;
         mine[2] = stats.compute_ms;
@@ -433,6 +467,8 @@ int main(int argc, char **argv)
     double mem_mine[7] = {(double)be->bytes_peak, (double)mb.params, (double)mb.optimizer,
                           (double)mb.stash, (double)mb.buffers, (double)stage, (double)mb.allocations};
     enum { MEM_FIELDS = 7 };
+    double *bd_all = rank == 0 ? ppdl_xmalloc(N_BREAKDOWN * (size_t)n_ranks * sizeof(double)) : NULL;
+    PPDL_CHECK_MPI(MPI_Gather(breakdown, N_BREAKDOWN, MPI_DOUBLE, bd_all, N_BREAKDOWN, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     double *mem_all = rank == 0 ? ppdl_xmalloc(MEM_FIELDS * (size_t)n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(mem_mine, MEM_FIELDS, MPI_DOUBLE, mem_all, MEM_FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD));
 
@@ -549,6 +585,22 @@ int main(int argc, char **argv)
                 json_array_append_new(mem, jm);
             }
             json_object_set_new(rep, "memory", mem);
+            /* per rank: where the time of all steps went; communication that is not
+             * waited for overlaps compute, so "other" is bookkeeping and data loading */
+            json_t *bd = json_array();
+            for (int r = 0; r < n_ranks; r++) {
+                json_t *jb = json_object();
+                double *b = &bd_all[N_BREAKDOWN * r], accounted = 0;
+                json_object_set_new(jb, "rank", json_integer(r));
+                json_object_set_new(jb, "stage", json_integer((int)mem_all[MEM_FIELDS * r + 5]));
+                for (int k = 0; k < N_BREAKDOWN; k++) {
+                    json_object_set_new(jb, breakdown_names[k], json_real(b[k]));
+                    if (k < N_BREAKDOWN - 1) accounted += b[k];
+                }
+                json_object_set_new(jb, "other_ms", json_real(b[N_BREAKDOWN - 1] - accounted));
+                json_array_append_new(bd, jb);
+            }
+            json_object_set_new(rep, "breakdown", bd);
             json_object_set_new(rep, "final_loss", isfinite(final_loss) ? json_real(final_loss) : json_null());
             char tmp[4200];
             snprintf(tmp, sizeof tmp, "%s.tmp", o.report);
@@ -574,6 +626,7 @@ int main(int argc, char **argv)
     free(mem_all);
     free(n_options);
     free(pred);
+    free(bd_all);
     MPI_Finalize();
     return 0;
 }

@@ -16,6 +16,9 @@
 #include "core/error.h"
 #include "core/util.h"
 
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +60,8 @@ struct ppdl_runtime {
     int n_ev, cap_ev;
     double t_step0;
     double busy_s;             /* compute time of the current step */
+    double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
+    char nonfinite_what[256];
 };
 
 /* tags: direction in the low bit, micro-batch above */
@@ -77,6 +82,8 @@ static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 {
     if (kind == PPDL_OP_FORWARD || kind == PPDL_OP_BACKWARD || kind == PPDL_OP_OPTIMIZER)
         rt->busy_s += t1 - t0;
+    if (kind >= 0 && kind < PPDL_OP_N_KINDS) rt->t_kind[kind] += t1 - t0;
+    else if (kind == PPDL_EV_RECOMPUTE) rt->t_kind[PPDL_OP_N_KINDS] += t1 - t0;
     if (!rt->cfg.record_events) return;
     if (rt->n_ev == rt->cap_ev) {
         rt->cap_ev = rt->cap_ev ? 2 * rt->cap_ev : 256;
@@ -314,6 +321,53 @@ static void backward(ppdl_runtime *rt, int mb)
     record(rt, PPDL_OP_BACKWARD, mb, t0, ppdl_now_s());
 }
 
+/* Is anything non-finite this step: the loss (last stage) or a layer's gradient? The
+ * first offender is described in rt->nonfinite_what. One pass over the gradients, the
+ * cost of reading them once. */
+static int local_nonfinite(ppdl_runtime *rt)
+{
+    ppdl_backend *be = rt->be;
+    ppdl_stage *st = rt->st;
+    if (rt->last_stage) {
+        float loss = 0;
+        be->ops->copy_d2h(be, &loss, rt->loss_dev, sizeof loss);
+        if (!isfinite(loss)) {
+            snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what, "the loss is %g (layer %d, %s, produced the logits)",
+                     (double)loss, st->last, st->model->layers[st->last].kind->name);
+            return 1;
+        }
+    }
+    double ss = 0;
+    be->ops->sumsq(be, st->n_params, st->grads, &ss);
+    if (isfinite(ss)) return 0;
+    for (int l = st->first; l <= st->last; l++) {
+        const ppdl_layer *ly = &st->model->layers[l];
+        for (int i = 0; i < ly->n_params; i++) {
+            be->ops->sumsq(be, ly->params[i].numel, ly->params[i].grad, &ss);
+            if (!isfinite(ss)) {
+                snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what,
+                         "layer %d (%s): the gradient of %s is not finite", l, ly->kind->name, ly->params[i].name);
+                return 1;
+            }
+        }
+    }
+    /* the sum of squares overflowed although every gradient is finite */
+    return 0;
+}
+
+/* All ranks agree whether the step is sound before any weight changes: the lowest
+ * stage with a non-finite value, or -1. A yielding wait on a non-blocking allreduce. */
+static int agree_nonfinite(ppdl_runtime *rt)
+{
+    int mine = local_nonfinite(rt) ? rt->cfg.stage : INT_MAX, first = INT_MAX;
+    MPI_Request req;
+    PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rt->comm->comm, &req));
+    ppdl_comm_wait(rt->comm, &req);
+    return first == INT_MAX ? -1 : first;
+}
+
+const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt) { return rt->nonfinite_what; }
+
 static void optimizer(ppdl_runtime *rt)
 {
     ppdl_stage *st = rt->st;
@@ -330,6 +384,9 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
 {
     ppdl_backend *be = rt->be;
     memset(stats, 0, sizeof *stats);
+    stats->nonfinite_stage = -1;
+    memset(rt->t_kind, 0, sizeof rt->t_kind);
+    rt->nonfinite_what[0] = 0;
     rt->n_ev = 0;
     rt->busy_s = 0;
     rt->t_step0 = ppdl_now_s();
@@ -376,7 +433,14 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                 wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb);
                 wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb);
             }
-            optimizer(rt);
+            stats->nonfinite_stage = agree_nonfinite(rt);
+            if (stats->nonfinite_stage < 0) {
+                optimizer(rt);
+            } else {
+                /* no update from a broken step: gradients dropped, weights untouched */
+                rt->be->ops->zero(rt->be, rt->st->grads, rt->st->n_params * sizeof(float));
+                stats->skipped = rt->cfg.skip_nonfinite;
+            }
             break;
         default:
             ppdl_die("unknown op %d", op->kind);
@@ -392,6 +456,10 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     stats->step_ms = 1e3 * (ppdl_now_s() - rt->t_step0);
     stats->wait_ms = 1e3 * (rt->comm->wait_s - wait0);
     stats->compute_ms = 1e3 * rt->busy_s;
+    stats->forward_ms = 1e3 * rt->t_kind[PPDL_OP_FORWARD];
+    stats->recompute_ms = 1e3 * rt->t_kind[PPDL_OP_N_KINDS];
+    stats->backward_ms = 1e3 * rt->t_kind[PPDL_OP_BACKWARD] - stats->recompute_ms;
+    stats->optimizer_ms = 1e3 * rt->t_kind[PPDL_OP_OPTIMIZER];
 }
 
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)

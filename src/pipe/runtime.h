@@ -39,6 +39,8 @@ typedef struct ppdl_runtime_cfg {
     const int *recompute;      /* option per layer of the stage (NULL: all 0) */
     double lr, beta1, beta2, eps, weight_decay;
     int record_events;         /* keep per-op timings for trace/timeline */
+    int skip_nonfinite;        /* 1: a step with a non-finite loss or gradient is skipped
+                                * (no update) instead of stopping the run */
 } ppdl_runtime_cfg;
 
 /* bytes by what they hold, for the memory report */
@@ -69,6 +71,13 @@ typedef struct ppdl_step_stats {
     double step_ms;            /* wall time of this rank's step */
     double compute_ms;         /* forward + backward + recompute + optimizer */
     double wait_ms;            /* blocked in receives/sends */
+    /* where the time went: backward_ms excludes recompute_ms */
+    double forward_ms, backward_ms, recompute_ms, optimizer_ms;
+    /* non-finite values: the first stage (lowest index) with a non-finite loss or
+     * gradient this step, -1 when all were finite; every rank gets the same value.
+     * The step's update was not applied. */
+    int nonfinite_stage;
+    int skipped;               /* the step was skipped (skip_nonfinite) */
 } ppdl_step_stats;
 
 typedef struct ppdl_runtime ppdl_runtime;
@@ -77,6 +86,9 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                                   ppdl_batch_source src, ppdl_comm *comm);
 /* one training step: all micro-batches forward and backward, then AdamW */
 void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats);
+/* After a step with nonfinite_stage == this rank's stage: what was found, e.g.
+ * "layer 3 (block): gradient of attn.qkv.weight is not finite" */
+const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt);
 /* the events of the last step (times in ms from the step's start), if recorded */
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n);
 ppdl_mem_breakdown ppdl_runtime_memory(const ppdl_runtime *rt);
