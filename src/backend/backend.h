@@ -128,6 +128,28 @@ typedef struct ppdl_backend_ops {
      * before rounding to float) */
     void (*adamw)(ppdl_backend *be, size_t n, float *p, const float *g, float *m, float *v,
                   double lr, double beta1, double beta2, double eps, double wd, int t);
+
+    /* ---- optional: 0 / NULL on backends that do not need them (the CPU) ---- */
+    /* 1 when the host cannot address device memory (CUDA): MPI cannot read or write
+     * device buffers, so messages between stages are staged through host buffers
+     * (backend/xfer.h) */
+    int device_memory;
+    /* page-locked host memory for those staging buffers (NULL on failure); when NULL,
+     * plain malloc is used */
+    void *(*host_alloc)(ppdl_backend *be, size_t n_bytes);
+    void (*host_free)(ppdl_backend *be, void *p);
+    /* release the backend's handles and streams (before ppdl_backend_destroy frees it) */
+    void (*destroy)(ppdl_backend *be);
+    /* Whole-batch convolution through a vendor library (cuDNN), NCHW, PyTorch's
+     * Conv2d without bias: x[N,Ci,Hh,Ww], w[Co,Ci,kh,kw] -> y[N,Co,OH,OW] (overwrites).
+     * When NULL, layers lower a convolution to im2col + gemm per image. */
+    void (*conv2d_fwd)(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co, int kh, int kw,
+                       int stride, int pad, const float *x, const float *w, float *y);
+    /* its backward given dy[N,Co,OH,OW]: adds into dw[Co,Ci,kh,kw]; overwrites
+     * dx[N,Ci,Hh,Ww] unless dx is NULL */
+    void (*conv2d_bwd)(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co, int kh, int kw,
+                       int stride, int pad, const float *x, const float *w, const float *dy,
+                       float *dx, float *dw);
 } ppdl_backend_ops;
 
 enum { PPDL_ACT_NONE = 0, PPDL_ACT_RELU = 1, PPDL_ACT_GELU = 2 };

@@ -1,7 +1,8 @@
 /* ppdl.c — train a model with pipeline parallelism. The story of a run, top to bottom:
  *
  *   1. start MPI, read the command line (every rank, identically)
- *   2. read the model description and check the data against it
+ *   2. read the model description; start the device; know the network (probe it, read a
+ *      saved CLUSTER.json, or emulate one: --netem); check the data against the model
  *   3. choose the plan: which layers each rank's stage runs, and what it recomputes
  *   4. build this rank's stage: its layers on its backend, only its own weights
  *   5. run the schedule (GPipe or 1F1B) step after step; rank 0 prints progress
@@ -17,17 +18,23 @@
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/stop.h"
 #include "core/util.h"
+#include "io/checkpoint.h"
 #include "io/data_io.h"
 #include "io/model_io.h"
+#include "net/cluster.h"
 #include "net/comm.h"
+#include "net/probe.h"
 #include "nn/model.h"
 #include "nn/stage.h"
 #include "pipe/runtime.h"
@@ -42,6 +49,13 @@ typedef struct options {
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
     int skip_nonfinite;
     double lr, beta1, beta2, eps, weight_decay;
+    /* checkpoints: every `checkpoint_every` steps, or every `checkpoint_every_s` s */
+    const char *checkpoint, *resume;
+    long checkpoint_every, step_delay_ms;
+    double checkpoint_every_s, time_limit_s;
+    /* the network: a saved cluster, where to write the measured one, an emulated one */
+    const char *cluster, *cluster_out, *netem;
+    int probe_only;
 } options;
 
 static void usage(FILE *f)
@@ -68,8 +82,10 @@ static void usage(FILE *f)
 "Pipeline:\n"
 "  --schedule 1f1b|gpipe   1f1b (default): PipeDream-Flush, stage s keeps at most\n"
 "                          min(M, N-s) micro-batches of activations; gpipe keeps M\n"
-"  --plan uniform|FILE     uniform (default): equal layer counts on ranks 0..N-1;\n"
-"                          FILE: a plan JSON (stages, ranks, recompute; see README)\n"
+"  --plan uniform|dp|FILE  uniform (default): equal layer counts on ranks 0..N-1;\n"
+"                          dp: data parallelism, the whole model on every rank;\n"
+"                          FILE: a plan JSON (stages, ranks or replicas, recompute;\n"
+"                          see README)\n"
 "  --recompute none|full|selective\n"
 "                          recompute option for every layer (overrides the plan):\n"
 "                          full keeps only each layer's input and runs its forward\n"
@@ -84,12 +100,39 @@ static void usage(FILE *f)
 "  --backend cpu|cuda      compute device (default cpu)\n"
 "  --threads T             compute threads per rank (default: cores / ranks on the node)\n"
 "\n"
+"Network:\n"
+"  --probe-only            measure the network and devices, print them, and stop\n"
+"                          (MODEL.h5 and --data are optional then; a model sets the\n"
+"                          activation size measured)\n"
+"  --cluster-out FILE.json write the measurement (CLUSTER.json); the probe runs with\n"
+"                          this, --probe-only or --report (a few 100 ms)\n"
+"  --cluster FILE.json     use a saved measurement instead of probing\n"
+"  --netem FILE.json       emulate that cluster's network: every message between\n"
+"                          ranks i, j takes latency + bytes/bandwidth of the link\n"
+"\n"
 "Output:\n"
 "  --log-every K           progress line every K steps (default: about 20 lines per run)\n"
 "  --report FILE.json      losses, throughput, plan and memory per rank\n"
 "  --trace FILE.json       the last step as a Chrome/Perfetto trace (ui.perfetto.dev)\n"
 "  --timeline FILE.svg     the last step as a pipeline diagram (open in a browser)\n"
 "  --save FILE.h5          write the trained model (a model.h5 ppdl can train again)\n"
+"\n"
+"Checkpoints and batch jobs:\n"
+"  --checkpoint FILE.h5    write the weights, the AdamW state and the step here (one\n"
+"                          file, all ranks in parallel; replaced atomically), at the\n"
+"                          end and --checkpoint-every; it is a model.h5 too\n"
+"  --checkpoint-every K|DURATION\n"
+"                          every K steps, or every DURATION of wall time such as 30m\n"
+"                          (default 15m)\n"
+"  --resume FILE.h5|auto   continue the run saved in FILE.h5 (any number of ranks and\n"
+"                          plan) until --steps steps in all; auto: resume from\n"
+"                          --checkpoint if it exists, else start, so the same command\n"
+"                          line starts and resumes a run\n"
+"  --time-limit DURATION   stop with a checkpoint before this much wall time has\n"
+"                          passed (90s, 10m, 2h, 1:30:00, 1-12:00:00)\n"
+"  SIGUSR1, SIGTERM        with --checkpoint: finish the step, write a checkpoint and\n"
+"                          exit with status 75 (resubmit the same command to continue)\n"
+"  --step-delay MS         sleep MS after every step (tests and demos of long runs)\n"
 "  --help, --version\n"
 "\n"
 "Example:\n"
@@ -117,8 +160,11 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     o->seed = 1234;
     enum { O_DATA = 256, O_STEPS, O_BATCH, O_MICRO, O_SCHED, O_PLAN, O_MEM, O_LR, O_WD, O_B1, O_B2,
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
-           O_RECOMP, O_LOG, O_SKIPNF, O_HELP, O_VERSION };
+           O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
+           O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_HELP, O_VERSION };
     static const struct option longopts[] = {
+        {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
+        {"cluster-out", required_argument, 0, O_CLUSTER_OUT}, {"netem", required_argument, 0, O_NETEM},
         {"data", required_argument, 0, O_DATA}, {"steps", required_argument, 0, O_STEPS},
         {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
         {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
@@ -131,6 +177,9 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
         {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
         {"skip-nonfinite", no_argument, 0, O_SKIPNF},
+        {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+        {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
+        {"step-delay", required_argument, 0, O_STEP_DELAY},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -196,6 +245,29 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
             if (ppdl_parse_int(a, 1, LONG_MAX, &o->log_every)) return ppdl_errf(err, errlen, "--log-every %s: expected an integer >= 1", a);
             break;
         case O_SKIPNF: o->skip_nonfinite = 1; break;
+        case O_CKPT: o->checkpoint = a; break;
+        case O_CKPT_EVERY:
+            /* a bare integer is steps; a duration has a unit or colons */
+            o->checkpoint_every = 0;
+            o->checkpoint_every_s = 0;
+            if (ppdl_parse_int(a, 1, LONG_MAX, &o->checkpoint_every) && ppdl_parse_duration(a, &o->checkpoint_every_s))
+                return ppdl_errf(err, errlen, "--checkpoint-every %s: expected a number of steps >= 1 or a duration "
+                                              "like 30m", a);
+            break;
+        case O_RESUME: o->resume = a; break;
+        case O_TIME_LIMIT:
+            if (ppdl_parse_duration(a, &o->time_limit_s))
+                return ppdl_errf(err, errlen, "--time-limit %s: expected a duration like 90s, 10m, 2h, 1:30:00 or "
+                                              "1-12:00:00", a);
+            break;
+        case O_STEP_DELAY:
+            if (ppdl_parse_int(a, 0, 3600000, &o->step_delay_ms))
+                return ppdl_errf(err, errlen, "--step-delay %s: expected milliseconds in [0, 3600000]", a);
+            break;
+        case O_PROBE_ONLY: o->probe_only = 1; break;
+        case O_CLUSTER: o->cluster = a; break;
+        case O_CLUSTER_OUT: o->cluster_out = a; break;
+        case O_NETEM: o->netem = a; break;
         case 'h':
         case O_HELP: return 1;
         case O_VERSION: return 2;
@@ -203,12 +275,26 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         default: return ppdl_errf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
         }
     }
-    if (optind >= argc) return ppdl_errf(err, errlen, "no model file given (usage: ppdl MODEL.h5 --data DATA.h5; see --help)");
+    if (optind >= argc && !o->probe_only)
+        return ppdl_errf(err, errlen, "no model file given (usage: ppdl MODEL.h5 --data DATA.h5; see --help)");
     if (optind + 1 < argc) return ppdl_errf(err, errlen, "unexpected argument '%s' (one model file only)", argv[optind + 1]);
-    o->model = argv[optind];
-    if (!o->data) return ppdl_errf(err, errlen, "--data is required: the training data made by ppdl-data");
+    o->model = optind < argc ? argv[optind] : NULL;
+    if (!o->data && !o->probe_only) return ppdl_errf(err, errlen, "--data is required: the training data made by ppdl-data");
     if (o->batch_size % o->micro_batches)
         return ppdl_errf(err, errlen, "--micro-batches %ld does not divide --batch-size %ld", o->micro_batches, o->batch_size);
+    if (!o->checkpoint) {
+        if (o->resume && !strcmp(o->resume, "auto"))
+            return ppdl_errf(err, errlen, "--resume auto needs --checkpoint FILE.h5 (the file to resume from when it exists)");
+        if (o->time_limit_s > 0)
+            return ppdl_errf(err, errlen, "--time-limit needs --checkpoint FILE.h5 (where the run is saved before the limit)");
+        if (o->checkpoint_every || o->checkpoint_every_s > 0)
+            return ppdl_errf(err, errlen, "--checkpoint-every needs --checkpoint FILE.h5");
+    } else {
+        if (o->save && !strcmp(o->save, o->checkpoint))
+            return ppdl_errf(err, errlen, "--save and --checkpoint name the same file %s: --save would replace the "
+                                          "checkpoint with a model without optimizer state", o->save);
+        if (!o->checkpoint_every && !(o->checkpoint_every_s > 0)) o->checkpoint_every_s = 15 * 60;
+    }
     return 0;
 }
 
@@ -227,16 +313,20 @@ static void all_ranks_ok(int failed, const char *msg, int code)
 }
 
 /* the data each step reads: samples step*B ... step*B + B-1 (mod N), micro-batch
- * mb takes the mb-th contiguous B/M of them */
+ * mb takes the mb-th contiguous B/M of them. A resumed run continues from the data
+ * position its checkpoint recorded (pos0 samples consumed by step0 steps), which is
+ * step0*B unless the batch size changed. */
 typedef struct data_source {
     ppdl_data *data;
     long batch_size;
+    long long step0, pos0;
 } data_source;
 
 static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t *targets, char *err, size_t errlen)
 {
     data_source *ds = ctx;
-    long start = (long)((step * ds->batch_size + (long)mb * b) % ds->data->n);
+    long long pos = ds->pos0 + (step - ds->step0) * (long long)ds->batch_size + (long long)mb * b;
+    long start = (long)(pos % ds->data->n);
     return ppdl_data_read(ds->data, start, b, inputs, targets, err, errlen);
 }
 
@@ -279,6 +369,192 @@ static int parse_mem_limit(const char *s, int rank, size_t *bytes, char *err, si
     return 0;
 }
 
+/* ---- the network (net/probe.h, net/cluster.h, net/netem.h) ---- */
+
+/* The network the job runs on. --netem: the comm layer emulates a cluster file's links
+ * from now on (so the probe below measures them too). --cluster: a saved measurement.
+ * Otherwise the probe measures when something uses it (--probe-only, --cluster-out,
+ * --report), with messages of the model's largest boundary activation per
+ * micro-batch; a plain training run skips it. Rank 0 prints the table and writes
+ * --cluster-out. Returns 1 when `cl` holds a cluster. */
+static int setup_network(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm,
+                         ppdl_cluster *cl)
+{
+    char err[PPDL_ERR_LEN] = "", msg[PPDL_ERR_LEN + 32];
+    int rc;
+    if (o->netem) {
+        ppdl_cluster em;
+        rc = ppdl_cluster_read(o->netem, comm->size, &em, err, sizeof err);
+        snprintf(msg, sizeof msg, "--netem %s", err);
+        all_ranks_ok(rc != 0, msg, 1);
+        rc = ppdl_comm_set_netem(comm, &em, err, sizeof err);
+        all_ranks_ok(rc != 0, err, 1);
+        ppdl_cluster_free(&em);
+    }
+    if (o->cluster) {
+        rc = ppdl_cluster_read(o->cluster, comm->size, cl, err, sizeof err);
+        snprintf(msg, sizeof msg, "--cluster %s", err);
+        all_ranks_ok(rc != 0, msg, 1);
+    } else if (o->probe_only || o->cluster_out || o->report) {
+        ppdl_probe_opts po;
+        ppdl_probe_defaults(&po);
+        long b = o->batch_size / o->micro_batches;
+        for (int l = 0; m && l + 1 < m->L; l++)
+            if (m->layers[l].out_bytes * (size_t)b > po.act_bytes) po.act_bytes = m->layers[l].out_bytes * (size_t)b;
+        rc = parse_mem_limit(o->mem_limit, comm->rank, &po.mem_bytes, err, sizeof err);
+        all_ranks_ok(rc != 0, err, 2);
+        po.be = be;
+        ppdl_probe_run(comm, &po, cl);
+    } else {
+        return 0;
+    }
+    int failed = 0;
+    if (comm->rank == 0) {
+        ppdl_cluster_print(cl, stdout);
+        fflush(stdout);
+        if (o->cluster_out) failed = ppdl_cluster_write(cl, o->cluster_out, err, sizeof err) != 0;
+    }
+    all_ranks_ok(failed, err, 1);
+    return 1;
+}
+
+/* ---- checkpoints and early stops (io/checkpoint.h, core/stop.h) ---- */
+
+/* The checkpoint to resume from: --resume FILE, or with --resume auto the --checkpoint
+ * file when it exists (rank 0 looks, every rank gets its answer). NULL: start fresh. */
+static const char *resume_path(const options *o)
+{
+    if (!o->resume) return NULL;
+    if (strcmp(o->resume, "auto")) return o->resume;
+    int rank, exists = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) exists = access(o->checkpoint, F_OK) == 0;
+    PPDL_CHECK_MPI(MPI_Bcast(&exists, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return exists ? o->checkpoint : NULL;
+}
+
+/* Host views of a stage's weights and AdamW moments: the arenas themselves when the
+ * host can address device memory (the CPU), else host copies. */
+typedef struct host_state {
+    float *a[3];
+    int copies;
+} host_state;
+
+static void host_state_get(host_state *h, ppdl_stage *st, int from_device)
+{
+    float *arena[3] = {st->params, st->adam_m, st->adam_v};
+    size_t bytes = st->n_params * sizeof(float);
+    h->copies = st->be->ops->device_memory;
+    for (int a = 0; a < 3; a++) {
+        h->a[a] = h->copies ? ppdl_xmalloc(bytes + 1) : arena[a];
+        if (h->copies && from_device) st->be->ops->copy_d2h(st->be, h->a[a], arena[a], bytes);
+    }
+}
+
+static void host_state_put(host_state *h, ppdl_stage *st)
+{
+    float *arena[3] = {st->params, st->adam_m, st->adam_v};
+    for (int a = 0; a < 3 && h->copies; a++)
+        st->be->ops->copy_h2d(st->be, arena[a], h->a[a], st->n_params * sizeof(float));
+}
+
+static void host_state_free(host_state *h)
+{
+    for (int a = 0; a < 3 && h->copies; a++) free(h->a[a]);
+}
+
+/* what the loop needs to checkpoint and to stop early */
+typedef struct run_ctl {
+    const options *o;
+    ppdl_ckpt *ckpt;               /* NULL without --checkpoint */
+    ppdl_stage *st;
+    ppdl_runtime *rt;
+    ppdl_comm *comm;
+    const data_source *ds;
+    char *plan_json;
+    int rank, n_ranks;
+    double t0, t_prev;             /* this rank's clock: the run's start, the last agreement */
+    double step_est_s;             /* the slowest step so far, over all ranks */
+    double ckpt_est_s;             /* the last checkpoint's duration (a guess before the first) */
+    double ckpt_at_s;              /* the agreed time of the last checkpoint */
+    long ckpt_step;                /* steps done at the last checkpoint, -1: none yet */
+    int stopped;                   /* the stopping signal, -1: the time limit, 0: not stopped */
+    json_t *log;                   /* the checkpoints, for the report */
+} run_ctl;
+
+static void write_checkpoint(run_ctl *c, long done, double at_s)
+{
+    const options *o = c->o;
+    char err[PPDL_ERR_LEN] = "";
+    host_state h;
+    host_state_get(&h, c->st, 1);
+    ppdl_ckpt_info info = {
+        .step = done, .data_position = c->ds->pos0 + (done - c->ds->step0) * (long long)c->ds->batch_size,
+        .adam_t = ppdl_runtime_adam_t(c->rt), .seed = o->seed, .batch_size = o->batch_size,
+        .micro_batches = o->micro_batches, .ranks = c->n_ranks, .lr = o->lr, .beta1 = o->beta1,
+        .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay, .plan_json = c->plan_json,
+    };
+    snprintf(info.schedule, sizeof info.schedule, "%s", ppdl_schedule_name(o->schedule));
+    ppdl_ckpt_stats cs;
+    int rc = ppdl_ckpt_write(c->ckpt, o->checkpoint, MPI_COMM_WORLD, h.a[0], h.a[1], h.a[2], &info, &cs,
+                             err, sizeof err);
+    host_state_free(&h);
+    all_ranks_ok(rc == -1, err, 1);   /* the rank that failed explains */
+    all_ranks_ok(rc != 0, err, 1);
+    c->ckpt_est_s = cs.total_s;
+    c->ckpt_at_s = at_s + cs.total_s;
+    c->ckpt_step = done;
+    if (c->rank != 0) return;
+    char b[32];
+    printf("checkpoint %s: step %ld, %s in %.2f s (write %.2f s, %.0f MB/s; sync %.2f s; verify %.2f s)\n",
+           o->checkpoint, done, ppdl_fmt_bytes((size_t)cs.bytes, b, sizeof b), cs.total_s, cs.write_s,
+           cs.write_s > 0 ? cs.bytes / cs.write_s / 1e6 : 0, cs.sync_s, cs.verify_s);
+    fflush(stdout);
+    json_t *j = json_object();
+    json_object_set_new(j, "step", json_integer(done));
+    json_object_set_new(j, "bytes", json_integer((json_int_t)cs.bytes));
+    json_object_set_new(j, "write_s", json_real(cs.write_s));
+    json_object_set_new(j, "sync_s", json_real(cs.sync_s));
+    json_object_set_new(j, "verify_s", json_real(cs.verify_s));
+    json_object_set_new(j, "total_s", json_real(cs.total_s));
+    json_array_append_new(c->log, j);
+}
+
+/* Between two steps (`done` steps done): the ranks agree on a signal caught by any of
+ * them, the time used and the slowest step, then write a checkpoint when one is due.
+ * Every rank takes the same decisions from the same agreed numbers. 1: stop now. */
+static int between_steps(run_ctl *c, long done)
+{
+    const options *o = c->o;
+    if (o->step_delay_ms) {
+        struct timespec ts = {o->step_delay_ms / 1000, (o->step_delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) {}
+    }
+    if (!c->ckpt) return 0;
+    double now = ppdl_now_s();
+    double mine[3] = {ppdl_stop_signal(), now - c->t0, now - c->t_prev}, all[3];
+    MPI_Request req;
+    PPDL_CHECK_MPI(MPI_Iallreduce(mine, all, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req));
+    ppdl_comm_wait(c->comm, &req);
+    if (all[2] > c->step_est_s) c->step_est_s = all[2];
+    int stop = (int)all[0];
+    if (!stop && o->time_limit_s > 0 && ppdl_stop_for_time(all[1], o->time_limit_s, c->step_est_s, c->ckpt_est_s))
+        stop = -1;
+    int due = stop || (o->checkpoint_every && done % o->checkpoint_every == 0) ||
+              (o->checkpoint_every_s > 0 && all[1] - c->ckpt_at_s >= o->checkpoint_every_s);
+    if (due) write_checkpoint(c, done, all[1]);
+    if (stop && c->rank == 0) {
+        printf("stopped after step %ld of %ld (%s): resubmit the same command with --resume %s to continue "
+               "(exit status %d)\n", done, o->steps,
+               stop == SIGUSR1 ? "SIGUSR1" : stop == SIGTERM ? "SIGTERM" : "the time limit is near",
+               o->resume && !strcmp(o->resume, "auto") ? "auto" : o->checkpoint, PPDL_EXIT_CHECKPOINTED);
+        fflush(stdout);
+    }
+    c->stopped = stop;
+    c->t_prev = ppdl_now_s();
+    return stop != 0;
+}
+
 int main(int argc, char **argv)
 {
     /* ---- 1. MPI and the command line ---- */
@@ -299,45 +575,16 @@ int main(int argc, char **argv)
         return 0;
     }
     all_ranks_ok(prc != 0, err, 2);
+    double t_start = ppdl_now_s();
+    /* with somewhere to save the run, a batch system's signal stops it cleanly */
+    if (o.checkpoint) ppdl_stop_signals_install();
 
     /* ---- 2. the model and the data ---- */
     ppdl_model model;
     memset(&model, 0, sizeof model);
-    int rc = ppdl_model_load_desc(o.model, &model, err, sizeof err);
+    int rc = o.model ? ppdl_model_load_desc(o.model, &model, err, sizeof err) : 0;
     all_ranks_ok(rc != 0, err, 1);
-    ppdl_data data;
-    memset(&data, 0, sizeof data);
-    rc = ppdl_data_open(o.data, &model, &data, err, sizeof err);
-    all_ranks_ok(rc != 0, err, 1);
-
-    /* ---- 3. the plan ---- */
-    int *n_options = ppdl_xcalloc((size_t)model.L, sizeof(int));
-    for (int l = 0; l < model.L; l++) n_options[l] = model.layers[l].kind->n_options;
-    ppdl_plan plan;
-    if (!strcmp(o.plan, "uniform")) rc = ppdl_plan_uniform(model.L, n_ranks, &plan, err, sizeof err);
-    else rc = ppdl_plan_read(o.plan, model.L, n_ranks, n_options, &plan, err, sizeof err);
-    all_ranks_ok(rc != 0, err, 1);
-    if (o.recompute) {
-        int opt = !strcmp(o.recompute, "full") ? PPDL_RC_FULL
-                  : !strcmp(o.recompute, "selective") ? PPDL_RC_SELECTIVE : PPDL_RC_NONE;
-        ppdl_plan_set_recompute(&plan, opt, n_options);
-    }
-    int stage = ppdl_plan_stage_of_rank(&plan, rank);
-    PPDL_CHECK(stage >= 0, "rank %d has no stage in the plan", rank);
-    const ppdl_plan_stage *ps = &plan.stages[stage];
-    /* each stage's memory, predicted from the layers' sizes before anything is allocated */
-    ppdl_mem_prediction *pred = ppdl_xcalloc((size_t)plan.S, sizeof *pred);
-    for (int s = 0; s < plan.S; s++) {
-        ppdl_op_list ol;
-        ppdl_schedule_build(o.schedule, plan.S, (int)o.micro_batches, s, &ol);
-        const ppdl_plan_stage *p = &plan.stages[s];
-        pred[s] = ppdl_runtime_predict_memory(&model, p->first, p->last, (int)(o.batch_size / o.micro_batches),
-                                              ppdl_schedule_max_in_flight(&ol), p->recompute, s == 0, s == plan.S - 1);
-        plan.stages[s].mem_bytes = pred[s].cost_model;
-        ppdl_op_list_free(&ol);
-    }
-
-    /* ---- 4. this rank's stage ---- */
+    /* the device, and the network between the ranks: measured, read or emulated */
     long threads = o.threads;
     if (!threads) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -346,6 +593,72 @@ int main(int argc, char **argv)
     }
     ppdl_backend *be = ppdl_backend_create(o.backend, (int)threads, rank, err, sizeof err);
     all_ranks_ok(be == NULL, err, 1);
+    ppdl_comm comm;
+    ppdl_comm_init(&comm, MPI_COMM_WORLD, o.wait);
+    ppdl_cluster cluster;
+    int have_cluster = setup_network(&o, o.model ? &model : NULL, be, &comm, &cluster);
+    if (o.probe_only) {
+        if (have_cluster) ppdl_cluster_free(&cluster);
+        ppdl_comm_free(&comm);
+        ppdl_backend_destroy(be);
+        ppdl_model_free(&model);
+        MPI_Finalize();
+        return 0;
+    }
+    ppdl_data data;
+    memset(&data, 0, sizeof data);
+    rc = ppdl_data_open(o.data, &model, &data, err, sizeof err);
+    all_ranks_ok(rc != 0, err, 1);
+    /* the run to continue, if any: a checkpoint of this model, whose state and step
+     * replace the model file's weights and a fresh optimizer */
+    rc = o.checkpoint ? ppdl_ckpt_check_path(o.checkpoint, err, sizeof err) : 0;
+    all_ranks_ok(rc != 0, err, 1);
+    const char *resume = resume_path(&o);
+    ppdl_ckpt_info ck;
+    memset(&ck, 0, sizeof ck);
+    rc = resume ? ppdl_ckpt_read_info(resume, &model, &ck, err, sizeof err) : 0;
+    all_ranks_ok(rc != 0, err, 1);
+    long start_step = resume ? (long)ck.step : 0;
+
+    /* ---- 3. the plan ---- */
+    int *n_options = ppdl_xcalloc((size_t)model.L, sizeof(int));
+    for (int l = 0; l < model.L; l++) n_options[l] = model.layers[l].kind->n_options;
+    ppdl_plan plan;
+    if (!strcmp(o.plan, "uniform")) rc = ppdl_plan_uniform(model.L, n_ranks, &plan, err, sizeof err);
+    else if (!strcmp(o.plan, "dp")) rc = ppdl_plan_data_parallel(model.L, n_ranks, &plan, err, sizeof err);
+    else rc = ppdl_plan_read(o.plan, model.L, n_ranks, n_options, &plan, err, sizeof err);
+    all_ranks_ok(rc != 0, err, 1);
+    if (o.recompute) {
+        int opt = !strcmp(o.recompute, "full") ? PPDL_RC_FULL
+                  : !strcmp(o.recompute, "selective") ? PPDL_RC_SELECTIVE : PPDL_RC_NONE;
+        ppdl_plan_set_recompute(&plan, opt, n_options);
+    }
+    int replica = 0;
+    int stage = ppdl_plan_stage_of_rank(&plan, rank, &replica);
+    PPDL_CHECK(stage >= 0, "rank %d has no stage in the plan", rank);
+    const ppdl_plan_stage *ps = &plan.stages[stage];
+    int max_replicas = 1;
+    for (int s = 0; s < plan.S; s++)
+        if (plan.stages[s].n_replicas > max_replicas) max_replicas = plan.stages[s].n_replicas;
+    snprintf(err, sizeof err, "--micro-batches %ld: a stage has %d replicas, each needs at least one "
+                              "micro-batch (give at least %d)", o.micro_batches, max_replicas, max_replicas);
+    all_ranks_ok(o.micro_batches < max_replicas, err, 2);
+    /* the replicas of this rank's stage sum their gradients among themselves */
+    MPI_Comm replica_comm = MPI_COMM_NULL;
+    PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, stage, replica, &replica_comm));
+    /* each stage's memory, predicted from the layers' sizes before anything is allocated */
+    ppdl_mem_prediction *pred = ppdl_xcalloc((size_t)plan.S, sizeof *pred);
+    for (int s = 0; s < plan.S; s++) {
+        ppdl_op_list ol;
+        const ppdl_plan_stage *p = &plan.stages[s];
+        ppdl_runtime_replica_ops(o.schedule, plan.S, (int)o.micro_batches, s, 0, p->n_replicas, &ol);
+        pred[s] = ppdl_runtime_predict_memory(&model, p->first, p->last, (int)(o.batch_size / o.micro_batches),
+                                              ppdl_schedule_max_in_flight(&ol), p->recompute, s == 0, s == plan.S - 1);
+        plan.stages[s].mem_bytes = pred[s].cost_model;
+        ppdl_op_list_free(&ol);
+    }
+
+    /* ---- 4. this rank's stage ---- */
     be->stage = stage;
     rc = parse_mem_limit(o.mem_limit, rank, &be->bytes_limit, err, sizeof err);
     all_ranks_ok(rc != 0, err, 2);
@@ -353,23 +666,50 @@ int main(int argc, char **argv)
     ppdl_stage st;
     ppdl_stage_alloc_params(&st, &model, be, ps->first, ps->last);
     float *host = ppdl_xmalloc((st.n_params ? st.n_params : 1) * sizeof(float));
-    rc = ppdl_model_load_params(o.model, &model, ps->first, ps->last, host, err, sizeof err);
-    all_ranks_ok(rc != 0, err, 1);
-    be->ops->copy_h2d(be, st.params, host, st.n_params * sizeof(float));
     ppdl_stage_alloc_optimizer(&st);
+    double resume_read_s = 0;
+    if (!resume) {
+        rc = ppdl_model_load_params(o.model, &model, ps->first, ps->last, host, err, sizeof err);
+        all_ranks_ok(rc != 0, err, 1);
+        be->ops->copy_h2d(be, st.params, host, st.n_params * sizeof(float));
+    } else {
+        /* weights and AdamW moments of this stage's layers, wherever they were before */
+        host_state h;
+        host_state_get(&h, &st, 0);
+        rc = ppdl_ckpt_read_layers(resume, MPI_COMM_WORLD, &model, ps->first, ps->last, h.a[0], h.a[1], h.a[2],
+                                   &resume_read_s, err, sizeof err);
+        all_ranks_ok(rc != 0, err, 1);
+        host_state_put(&h, &st);
+        host_state_free(&h);
+    }
 
-    ppdl_comm comm;
-    ppdl_comm_init(&comm, MPI_COMM_WORLD, o.wait);
-    data_source ds = {&data, o.batch_size};
+    data_source ds = {&data, o.batch_size, start_step, resume ? ck.data_position : 0};
     ppdl_runtime_cfg cfg = {
         .schedule = o.schedule, .S = plan.S, .stage = stage,
-        .prev_rank = stage > 0 ? plan.stages[stage - 1].rank : -1,
-        .next_rank = stage + 1 < plan.S ? plan.stages[stage + 1].rank : -1,
+        .replica = replica, .n_replicas = ps->n_replicas,
+        .prev_ranks = stage > 0 ? plan.stages[stage - 1].ranks : NULL,
+        .n_prev = stage > 0 ? plan.stages[stage - 1].n_replicas : 0,
+        .next_ranks = stage + 1 < plan.S ? plan.stages[stage + 1].ranks : NULL,
+        .n_next = stage + 1 < plan.S ? plan.stages[stage + 1].n_replicas : 0,
+        .replica_comm = ps->n_replicas > 1 ? replica_comm : MPI_COMM_NULL,
         .M = (int)o.micro_batches, .batch_size = (int)o.batch_size, .recompute = ps->recompute,
         .lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay, .record_events = o.trace || o.timeline,
         .skip_nonfinite = o.skip_nonfinite,
     };
     ppdl_runtime *rt = ppdl_runtime_create(&st, &cfg, (ppdl_batch_source){&ds, read_batch}, &comm);
+    if (resume) ppdl_runtime_set_adam_t(rt, (int)ck.adam_t);
+    /* checkpoints: stage replicas after the first hold the same weights, only the first writes */
+    run_ctl ctl = {.o = &o, .st = &st, .rt = rt, .comm = &comm, .ds = &ds, .rank = rank, .n_ranks = n_ranks,
+                   .t0 = t_start, .ckpt_step = resume ? start_step : -1, .log = json_array()};
+    if (o.checkpoint) {
+        ctl.ckpt = ppdl_ckpt_create(o.model, &model, ps->first, replica == 0 ? ps->last : ps->first - 1, err,
+                                    sizeof err);
+        all_ranks_ok(ctl.ckpt == NULL, err, 1);
+        ctl.plan_json = ppdl_plan_to_json(&plan);
+        /* before the first checkpoint, guess its time pessimistically: 50 MB/s for the
+         * weights and moments, plus a second */
+        ctl.ckpt_est_s = 1.0 + 3.0 * 4 * (double)ppdl_model_param_count(&model) / 50e6;
+    }
 
     if (rank == 0) {
         char pb[32];
@@ -398,6 +738,22 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
+    if (resume && rank == 0) {
+        printf("resumed from %s: %lld steps done (AdamW step %lld, data position %lld), written by %lld rank%s "
+               "(%s); this rank read its layers in %.2f s\n", resume, ck.step, ck.adam_t, ck.data_position,
+               ck.ranks, ck.ranks > 1 ? "s" : "", ck.schedule, resume_read_s);
+        if (ck.batch_size != o.batch_size)
+            printf("note: the checkpoint ran with --batch-size %lld, now %ld: the data goes on from sample %lld\n",
+                   ck.batch_size, o.batch_size, ck.data_position);
+        if (ck.lr != o.lr || ck.beta1 != o.beta1 || ck.beta2 != o.beta2 || ck.eps != o.eps ||
+            ck.weight_decay != o.weight_decay)
+            printf("note: AdamW's hyperparameters differ from the checkpoint's (lr %g, betas %g %g, eps %g, "
+                   "weight decay %g): the command line's are used\n", ck.lr, ck.beta1, ck.beta2, ck.eps,
+                   ck.weight_decay);
+        if (start_step >= o.steps)
+            printf("nothing to train: the checkpoint has %ld steps, --steps is %ld\n", start_step, o.steps);
+        fflush(stdout);
+    }
 
     /* ---- 5. train ---- */
     double flops_step = model_train_flops(&model, o.batch_size);
@@ -412,7 +768,10 @@ int main(int argc, char **argv)
     enum { N_BREAKDOWN = 6 };
     double breakdown[N_BREAKDOWN] = {0};
     double mine[3], *all = rank == 0 ? ppdl_xmalloc(3 * (size_t)n_ranks * sizeof(double)) : NULL;
-    for (long step = 0; step < o.steps; step++) {
+    ctl.t_prev = ppdl_now_s();
+    int nonfinite_exit = 0;
+    for (long step = start_step; step < o.steps; step++) {
+        if (step > start_step && between_steps(&ctl, step)) break;
         ppdl_step_stats stats;
         ppdl_runtime_step(rt, step, &stats);
         for (int k = 0; k < N_BREAKDOWN; k++) breakdown[k] += breakdown_of(&stats, k);
@@ -425,9 +784,8 @@ int main(int argc, char **argv)
                                          : "stopping without writing the broken state "
                                            "(--skip-nonfinite skips such steps instead)");
             if (!o.skip_nonfinite) {
-                fflush(stdout);
-                MPI_Finalize();
-                return 4;
+                nonfinite_exit = 4; /* no checkpoint, no saved model of the broken state */
+                break;
             }
         }
         mine[0] = stats.loss_sum;
@@ -437,8 +795,10 @@ int main(int argc, char **argv)
         PPDL_CHECK_MPI(MPI_Igather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD, &req));
         ppdl_comm_wait(&comm, &req);
         if (rank != 0) continue;
-        int last_rank = plan.stages[plan.S - 1].rank;
-        double loss = all[3 * last_rank] / ((double)o.batch_size * loss_rows);
+        /* the last stage's replicas each summed the loss of their micro-batches */
+        double loss_sum = 0;
+        for (int r = 0; r < n_ranks; r++) loss_sum += all[3 * r];
+        double loss = loss_sum / ((double)o.batch_size * loss_rows);
         double ms = 0, busy = 0;
         for (int r = 0; r < n_ranks; r++) {
             if (all[3 * r + 1] > ms) ms = all[3 * r + 1];
@@ -454,13 +814,17 @@ int main(int argc, char **argv)
         json_object_set_new(js, "ms", json_real(ms));
         json_object_set_new(js, "bubble", json_real(bubble));
         json_array_append_new(steps_json, js);
-        if ((step + 1) % log_every == 0 || step == 0 || step + 1 == o.steps) {
+        if ((step + 1) % log_every == 0 || step == start_step || step + 1 == o.steps) {
             printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%\n",
                    step + 1, o.steps, loss, ms, o.batch_size / (ms / 1e3), flops_step / (ms / 1e3) / 1e9,
                    100 * bubble);
             fflush(stdout);
         }
     }
+    /* the finished run's state, unless the last checkpoint already holds it */
+    if (ctl.ckpt && !ctl.stopped && !nonfinite_exit &&
+        ctl.ckpt_step != (start_step > o.steps ? start_step : o.steps))
+        write_checkpoint(&ctl, o.steps, 0);
 
     /* ---- 6. report, trace, timeline, weights ---- */
     ppdl_mem_breakdown mb = ppdl_runtime_memory(rt);
@@ -500,10 +864,14 @@ int main(int argc, char **argv)
         free(displs);
     }
 
-    if (o.save) {
-        /* gather the stages' weights to rank 0 in layer order, write one model file */
+    if (o.save && ctl.stopped && rank == 0)
+        printf("--save %s skipped: the run stopped before step %ld (its state is in %s)\n", o.save, o.steps,
+               o.checkpoint);
+    if (o.save && !ctl.stopped && !nonfinite_exit) {
+        /* gather the stages' weights to rank 0 in layer order (from each stage's first
+         * replica: the replicas hold the same weights), write one model file */
         be->ops->copy_d2h(be, host, st.params, st.n_params * sizeof(float));
-        int n_mine = (int)st.n_params, *counts = NULL, *displs = NULL;
+        int n_mine = replica == 0 ? (int)st.n_params : 0, *counts = NULL, *displs = NULL;
         float *all_p = NULL;
         if (rank == 0) {
             counts = ppdl_xcalloc((size_t)n_ranks, sizeof(int));
@@ -532,7 +900,8 @@ int main(int argc, char **argv)
         double sps = mean_ms > 0 ? o.batch_size / (mean_ms / 1e3) : 0;
         printf("done: %ld steps, final loss %.4f, %.1f ms/step, %.1f samples/s, %.2f GFLOP/s, bubble %.1f%% "
                "(steps after the first)\n",
-               o.steps, final_loss, mean_ms, sps, mean_ms > 0 ? flops_step / (mean_ms / 1e3) / 1e9 : 0,
+               ctl.stopped ? ctl.ckpt_step : o.steps, final_loss, mean_ms, sps,
+               mean_ms > 0 ? flops_step / (mean_ms / 1e3) / 1e9 : 0,
                timed_steps ? 100 * sum_bubble / timed_steps : 0);
         printf("memory per rank (measured peak vs predicted before the run):\n"
                "  rank  stage       peak  predicted     params  optimizer      stash    buffers\n");
@@ -560,7 +929,13 @@ int main(int argc, char **argv)
             char *pj = ppdl_plan_to_json(&plan);
             json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));
             free(pj);
-            json_object_set_new(rep, "cluster", json_null());
+            if (have_cluster) {
+                char *cj = ppdl_cluster_to_json(&cluster);
+                json_object_set_new(rep, "cluster", json_loads(cj, 0, NULL));
+                free(cj);
+            } else {
+                json_object_set_new(rep, "cluster", json_null());
+            }
             json_object_set_new(rep, "steps", steps_json);
             steps_json = NULL;
             json_object_set_new(rep, "samples_per_s", json_real(sps));
@@ -602,6 +977,12 @@ int main(int argc, char **argv)
             }
             json_object_set_new(rep, "breakdown", bd);
             json_object_set_new(rep, "final_loss", isfinite(final_loss) ? json_real(final_loss) : json_null());
+            json_object_set_new(rep, "resumed_from", resume ? json_pack("{s:s, s:I}", "file", resume, "step",
+                                                                        (json_int_t)start_step) : json_null());
+            json_object_set_new(rep, "checkpoints", json_incref(ctl.log));
+            json_object_set_new(rep, "stopped", !ctl.stopped ? json_null()
+                                : json_string(ctl.stopped == SIGUSR1 ? "SIGUSR1" : ctl.stopped == SIGTERM ? "SIGTERM"
+                                                                                                          : "time limit"));
             char tmp[4200];
             snprintf(tmp, sizeof tmp, "%s.tmp", o.report);
             if (json_dump_file(rep, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) ||
@@ -621,12 +1002,20 @@ int main(int argc, char **argv)
     ppdl_plan_free(&plan);
     ppdl_model_free(&model);
     ppdl_backend_destroy(be);
+    ppdl_comm_free(&comm);
+    if (have_cluster) ppdl_cluster_free(&cluster);
     free(host);
     free(all);
     free(mem_all);
     free(n_options);
     free(pred);
     free(bd_all);
+    MPI_Comm_free(&replica_comm);
+    ppdl_ckpt_destroy(ctl.ckpt);
+    ppdl_ckpt_info_free(&ck);
+    free(ctl.plan_json);
+    json_decref(ctl.log);
     MPI_Finalize();
-    return 0;
+    /* stopped early with a checkpoint: the job script resubmits on this status */
+    return nonfinite_exit ? nonfinite_exit : ctl.stopped ? PPDL_EXIT_CHECKPOINTED : 0;
 }

@@ -3,7 +3,8 @@
  * Non-blocking MPI underneath. The wait is either MPI's own (blocking progress) or a
  * yielding loop (MPI_Test, then sched_yield) that lets 3-4 ranks share 2 cores without
  * paying a scheduler time slice per message (ENVIRONMENT.md: 2-3 ms -> ~12 us per hop).
- * The emulated network (--netem, a later layer) hooks in here. */
+ * The emulated network (--netem, netem.h) hooks in here: with it set, every message
+ * arrives no earlier than the cluster file's latency + bytes/bandwidth of its link. */
 #ifndef PPDL_COMM_H
 #define PPDL_COMM_H
 
@@ -16,7 +17,10 @@ typedef struct ppdl_comm {
     int yield;                 /* 1: yielding wait */
     double wait_s;             /* total time spent waiting, for the report */
     long n_msgs;
+    struct ppdl_netem *netem;  /* NULL: the real network only */
 } ppdl_comm;
+
+struct ppdl_cluster;
 
 /* yield: 1 = yielding wait, 0 = blocking wait, -1 = auto (yield when the ranks on this
  * node outnumber its cores). */
@@ -25,6 +29,15 @@ void ppdl_comm_isend(ppdl_comm *c, const void *buf, size_t n_bytes, int dst, int
 void ppdl_comm_irecv(ppdl_comm *c, void *buf, size_t n_bytes, int src, int tag, MPI_Request *req);
 /* wait for one request (no-op on MPI_REQUEST_NULL) */
 void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req);
+/* Wait without spinning, for ranks that have nothing else to do while others work
+ * (the probe's bystanders): MPI_Test, then sleep (20 us growing to 0.5 ms), until all n
+ * are complete. Plain MPI requests (never netem's). */
+void ppdl_comm_waitall_idle(int n, MPI_Request *reqs);
+/* Emulate the network of `cl` on this communicator from now on (netem.h). Collective.
+ * -1 with a message, the same on every rank, when it cannot (wrong size, several hosts). */
+int ppdl_comm_set_netem(ppdl_comm *c, const struct ppdl_cluster *cl, char *err, size_t errlen);
+/* Release what init and set_netem made (every request must have been waited). */
+void ppdl_comm_free(ppdl_comm *c);
 /* cores and ranks on this node (MPI_Comm_split_type SHARED) */
 int ppdl_comm_node_ranks(MPI_Comm comm);
 

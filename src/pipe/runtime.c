@@ -60,9 +60,26 @@ struct ppdl_runtime {
     int n_ev, cap_ev;
     double t_step0;
     double busy_s;             /* compute time of the current step */
+    int k;                     /* replicas of this stage */
+    int last_backward;         /* index in ops of this step's last BACKWARD, -1 if none */
+    MPI_Request *grad_reqs;    /* [nl] gradient allreduce of each layer across replicas */
+    int grads_posted;          /* this step's allreduces have been started */
     double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
     char nonfinite_what[256];
 };
+
+void ppdl_runtime_replica_ops(int schedule, int S, int M, int s, int replica, int n_replicas,
+                              ppdl_op_list *out)
+{
+    ppdl_schedule_build(schedule, S, M, s, out);
+    if (n_replicas <= 1) return;
+    int n = 0;
+    for (int i = 0; i < out->n; i++) {
+        const ppdl_op *op = &out->ops[i];
+        if (op->mb < 0 || op->mb % n_replicas == replica) out->ops[n++] = *op;
+    }
+    out->n = n;
+}
 
 /* tags: direction in the low bit, micro-batch above */
 static int tag_act(int mb) { return 2 * mb; }
@@ -142,10 +159,15 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     if (ppdl_schedule_check(cfg->S, cfg->M, all, err, sizeof err))
         ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
                  ppdl_schedule_name(cfg->schedule), cfg->S, cfg->M, err);
-    for (int s = 0; s < cfg->S; s++)
-        if (s != cfg->stage) ppdl_op_list_free(&all[s]);
-    rt->ops = all[cfg->stage];
+    for (int s = 0; s < cfg->S; s++) ppdl_op_list_free(&all[s]);
     free(all);
+    rt->k = cfg->n_replicas > 0 ? cfg->n_replicas : 1;
+    ppdl_runtime_replica_ops(cfg->schedule, cfg->S, cfg->M, cfg->stage, cfg->replica, rt->k, &rt->ops);
+    rt->last_backward = -1;
+    for (int i = 0; i < rt->ops.n; i++)
+        if (rt->ops.ops[i].kind == PPDL_OP_BACKWARD) rt->last_backward = i;
+    rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
+    for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
     rt->n_slots = ppdl_schedule_max_in_flight(&rt->ops);
 
     int b = rt->b;
@@ -230,7 +252,31 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
     return p;
 }
 
-static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[mb % rt->n_slots]; }
+/* replica r of k holds micro-batches r, r+k, r+2k...: the local index is mb / k */
+static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[(mb / rt->k) % rt->n_slots]; }
+static int prev_rank(const ppdl_runtime *rt, int mb) { return rt->cfg.prev_ranks[mb % rt->cfg.n_prev]; }
+static int next_rank(const ppdl_runtime *rt, int mb) { return rt->cfg.next_ranks[mb % rt->cfg.n_next]; }
+
+/* Start summing layer i's gradients across the stage's replicas (in place). Every
+ * replica starts them in the same order, last layer first, as collectives require. */
+static void allreduce_layer_grads(ppdl_runtime *rt, int i)
+{
+    const ppdl_layer *l = layer(rt, i);
+    if (rt->k <= 1 || l->n_params == 0) return;
+    size_t n = 0;
+    for (int j = 0; j < l->n_params; j++) n += l->params[j].numel;
+    PPDL_CHECK(n <= INT_MAX, "layer %d has too many parameters for one allreduce", l->index);
+    rt->be->ops->sync(rt->be);
+    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, l->params[0].grad, (int)n, MPI_FLOAT, MPI_SUM,
+                                  rt->cfg.replica_comm, &rt->grad_reqs[i]));
+}
+
+static void allreduce_all_pending(ppdl_runtime *rt)
+{
+    if (rt->grads_posted) return;
+    for (int i = rt->nl - 1; i >= 0; i--) allreduce_layer_grads(rt, i);
+    rt->grads_posted = 1;
+}
 
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
  * while this rank computes. A RECV_ACT(mb) needs its slot free; a RECV_GRAD(mb)
@@ -242,7 +288,7 @@ static void post_receives(ppdl_runtime *rt)
         if (op->kind != PPDL_OP_RECV_ACT) { rt->next_act_recv++; continue; }
         slot *sl = slot_of(rt, op->mb);
         if (sl->mb != -1 || sl->act_recv_mb != -1) break;
-        ppdl_comm_irecv(rt->comm, sl->act[0], rt->in_bytes, rt->cfg.prev_rank, tag_act(op->mb), &sl->act_recv);
+        ppdl_comm_irecv(rt->comm, sl->act[0], rt->in_bytes, prev_rank(rt, op->mb), tag_act(op->mb), &sl->act_recv);
         sl->act_recv_mb = op->mb;
         rt->next_act_recv++;
     }
@@ -251,7 +297,7 @@ static void post_receives(ppdl_runtime *rt)
         if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
         slot *sl = slot_of(rt, op->mb);
         if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
-        ppdl_comm_irecv(rt->comm, sl->dout, rt->out_bytes, rt->cfg.next_rank, tag_grad(op->mb), &sl->grad_recv);
+        ppdl_comm_irecv(rt->comm, sl->dout, rt->out_bytes, next_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_recv);
         sl->grad_recv_mb = op->mb;
         rt->next_grad_recv++;
     }
@@ -294,7 +340,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
 }
 
-static void backward(ppdl_runtime *rt, int mb)
+static void backward(ppdl_runtime *rt, int mb, int last)
 {
     ppdl_backend *be = rt->be;
     slot *sl = slot_of(rt, mb);
@@ -316,8 +362,12 @@ static void backward(ppdl_runtime *rt, int mb)
             opt = 0;
         }
         l->kind->backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, opt);
+        /* the last backward of the step finalises this layer's gradients: sum them
+         * across replicas while the layers below are still computing */
+        if (last) allreduce_layer_grads(rt, i);
         dout = din;
     }
+    if (last) rt->grads_posted = 1;
     record(rt, PPDL_OP_BACKWARD, mb, t0, ppdl_now_s());
 }
 
@@ -393,6 +443,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     double wait0 = rt->comm->wait_s;
     if (rt->last_stage) be->ops->zero(be, rt->loss_dev, sizeof(float));
     rt->next_act_recv = rt->next_grad_recv = 0;
+    rt->grads_posted = 0;
     post_receives(rt);
     for (int k = 0; k < rt->ops.n; k++) {
         const ppdl_op *op = &rt->ops.ops[k];
@@ -409,7 +460,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             forward(rt, step, op->mb);
             break;
         case PPDL_OP_SEND_ACT:
-            ppdl_comm_isend(rt->comm, sl->out, rt->out_bytes, rt->cfg.next_rank, tag_act(op->mb), &sl->act_send);
+            ppdl_comm_isend(rt->comm, sl->out, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
             record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             break;
         case PPDL_OP_RECV_GRAD:
@@ -419,11 +470,11 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             sl->grad_recv_mb = -1;
             break;
         case PPDL_OP_BACKWARD:
-            backward(rt, op->mb);
+            backward(rt, op->mb, k == rt->last_backward);
             if (rt->first_stage) sl->mb = -1; /* nothing more to send: the slot is free */
             break;
         case PPDL_OP_SEND_GRAD:
-            ppdl_comm_isend(rt->comm, sl->din, rt->in_bytes, rt->cfg.prev_rank, tag_grad(op->mb), &sl->grad_send);
+            ppdl_comm_isend(rt->comm, sl->din, rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
             record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             sl->mb = -1;
             break;
@@ -433,6 +484,9 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                 wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb);
                 wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb);
             }
+            /* a replica without micro-batches this step still joins the sums */
+            allreduce_all_pending(rt);
+            for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1);
             stats->nonfinite_stage = agree_nonfinite(rt);
             if (stats->nonfinite_stage < 0) {
                 optimizer(rt);
@@ -500,6 +554,7 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     free(rt->host_tg);
     free(rt->rc);
     free(rt->ev);
+    free(rt->grad_reqs);
     ppdl_op_list_free(&rt->ops);
     free(rt);
 }

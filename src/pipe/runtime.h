@@ -33,7 +33,14 @@ typedef struct ppdl_batch_source {
 typedef struct ppdl_runtime_cfg {
     int schedule;              /* PPDL_SCHED_* */
     int S, stage;              /* stages, this rank's stage */
-    int prev_rank, next_rank;  /* ranks of stages stage-1 and stage+1 (-1 at the ends) */
+    /* data parallelism inside a stage: micro-batch j runs on replica j mod k of each
+     * stage; the replicas' gradients are summed (allreduce) before the update */
+    int replica, n_replicas;   /* this rank's replica of its stage, and k */
+    const int *prev_ranks;     /* the replicas of stage-1 (NULL on stage 0) */
+    int n_prev;
+    const int *next_ranks;     /* the replicas of stage+1 (NULL on the last stage) */
+    int n_next;
+    MPI_Comm replica_comm;     /* this stage's replicas; MPI_COMM_NULL when n_replicas == 1 */
     int M;                     /* micro-batches per step */
     int batch_size;            /* B: samples per step (M divides it) */
     const int *recompute;      /* option per layer of the stage (NULL: all 0) */
@@ -81,6 +88,14 @@ typedef struct ppdl_step_stats {
 } ppdl_step_stats;
 
 typedef struct ppdl_runtime ppdl_runtime;
+
+/* The op list of replica `replica` (of n_replicas) of stage s: the schedule's list for
+ * stage s restricted to the micro-batches j with j mod n_replicas == replica. It is
+ * deadlock-free whenever the unreplicated schedule is: splitting a stage's sequence
+ * into order-preserving subsequences only removes ordering constraints, so the
+ * unreplicated execution order remains a valid one. */
+void ppdl_runtime_replica_ops(int schedule, int S, int M, int s, int replica, int n_replicas,
+                              ppdl_op_list *out);
 
 ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                                   ppdl_batch_source src, ppdl_comm *comm);

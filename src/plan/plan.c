@@ -22,6 +22,9 @@ int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen)
     for (int s = 0; s < S; s++) {
         int n = L / S + (s < L % S ? 1 : 0);
         p->stages[s].rank = s;
+        p->stages[s].n_replicas = 1;
+        p->stages[s].ranks = ppdl_xcalloc(1, sizeof(int));
+        p->stages[s].ranks[0] = s;
         p->stages[s].first = first;
         p->stages[s].last = first + n - 1;
         p->stages[s].recompute = ppdl_xcalloc((size_t)n, sizeof(int));
@@ -30,12 +33,43 @@ int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen)
     return 0;
 }
 
+int ppdl_plan_data_parallel(int L, int N, ppdl_plan *p, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    if (N < 1 || L < 1) return ppdl_errf(err, errlen, "--plan dp: needs at least one rank and one layer");
+    snprintf(p->method, sizeof p->method, "dp");
+    p->feasible = 1;
+    p->S = 1;
+    p->stages = ppdl_xcalloc(1, sizeof *p->stages);
+    ppdl_plan_stage *st = &p->stages[0];
+    st->first = 0;
+    st->last = L - 1;
+    st->n_replicas = N;
+    st->ranks = ppdl_xcalloc((size_t)N, sizeof(int));
+    for (int r = 0; r < N; r++) st->ranks[r] = r;
+    st->rank = 0;
+    st->recompute = ppdl_xcalloc((size_t)L, sizeof(int));
+    return 0;
+}
+
+/* A stage built without replicas (n_replicas 0, ranks NULL) runs on `rank` alone. */
+static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
+static int rep_rank(const ppdl_plan_stage *st, int i) { return st->n_replicas > 0 ? st->ranks[i] : st->rank; }
+
+int ppdl_plan_ranks_used(const ppdl_plan *p)
+{
+    int n = 0;
+    for (int s = 0; s < p->S; s++) n += n_rep(&p->stages[s]);
+    return n;
+}
+
 int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_options,
                        const char *what, char *err, size_t errlen)
 {
-    if (p->S != n_ranks)
-        return ppdl_errf(err, errlen, "%s: the plan has %d stages but the job has %d ranks "
-                                      "(one stage per rank)", what, p->S, n_ranks);
+    if (ppdl_plan_ranks_used(p) != n_ranks)
+        return ppdl_errf(err, errlen, "%s: the plan has %d stages on %d ranks but the job has %d ranks "
+                                      "(every rank runs one stage, or one replica of a stage)",
+                         what, p->S, ppdl_plan_ranks_used(p), n_ranks);
     int next = 0;
     for (int s = 0; s < p->S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
@@ -48,13 +82,18 @@ int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_opti
         if (st->last >= L)
             return ppdl_errf(err, errlen, "%s: stages[%d].last_layer is %d but the model has only "
                                           "%d layers (0..%d)", what, s, st->last, L, L - 1);
-        if (st->rank < 0 || st->rank >= n_ranks)
-            return ppdl_errf(err, errlen, "%s: stages[%d].rank is %d, expected 0..%d", what, s,
-                             st->rank, n_ranks - 1);
-        for (int t = 0; t < s; t++)
-            if (p->stages[t].rank == st->rank)
-                return ppdl_errf(err, errlen, "%s: rank %d runs both stage %d and stage %d", what,
-                                 st->rank, t, s);
+        for (int i = 0; i < n_rep(st); i++) {
+            int r = rep_rank(st, i);
+            if (r < 0 || r >= n_ranks)
+                return ppdl_errf(err, errlen, "%s: stages[%d] names rank %d, expected 0..%d", what, s,
+                                 r, n_ranks - 1);
+            for (int t = 0; t <= s; t++)
+                for (int j = 0; j < (t == s ? i : n_rep(&p->stages[t])); j++)
+                    if (rep_rank(&p->stages[t], j) == r)
+                        return ppdl_errf(err, errlen, t == s ? "%s: rank %d is named twice in stage %d%.0d"
+                                                             : "%s: rank %d runs both stage %d and stage %d",
+                                         what, r, t, s);
+        }
         for (int l = st->first; l <= st->last; l++) {
             int c = st->recompute[l - st->first];
             int nopt = n_options ? n_options[l] : 2;
@@ -105,8 +144,35 @@ int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, p
             ppdl_errf(err, errlen, "%s: stages[%d]: expected an object", path, s);
             goto out;
         }
-        if (get_int(st, "rank", &ps->rank, path, s, err, errlen) ||
-            get_int(st, "first_layer", &ps->first, path, s, err, errlen) ||
+        json_t *jranks = json_object_get(st, "ranks");
+        if (jranks) {
+            if (!json_is_array(jranks) || json_array_size(jranks) == 0 || json_array_size(jranks) > 1000000) {
+                ppdl_errf(err, errlen, "%s: stages[%d].ranks: expected a non-empty array of ranks", path, s);
+                goto out;
+            }
+            ps->n_replicas = (int)json_array_size(jranks);
+            ps->ranks = ppdl_xcalloc((size_t)ps->n_replicas, sizeof(int));
+            for (int i = 0; i < ps->n_replicas; i++) {
+                json_t *v = json_array_get(jranks, (size_t)i);
+                if (!json_is_integer(v)) {
+                    ppdl_errf(err, errlen, "%s: stages[%d].ranks[%d]: expected an integer", path, s, i);
+                    goto out;
+                }
+                ps->ranks[i] = (int)json_integer_value(v);
+            }
+            ps->rank = ps->ranks[0];
+            json_t *jr = json_object_get(st, "rank");
+            if (jr && (!json_is_integer(jr) || json_integer_value(jr) != ps->rank)) {
+                ppdl_errf(err, errlen, "%s: stages[%d].rank must equal ranks[0] when both are given", path, s);
+                goto out;
+            }
+        } else {
+            if (get_int(st, "rank", &ps->rank, path, s, err, errlen)) goto out;
+            ps->n_replicas = 1;
+            ps->ranks = ppdl_xcalloc(1, sizeof(int));
+            ps->ranks[0] = ps->rank;
+        }
+        if (get_int(st, "first_layer", &ps->first, path, s, err, errlen) ||
             get_int(st, "last_layer", &ps->last, path, s, err, errlen))
             goto out;
         if (ps->first < 0 || ps->last < ps->first || ps->last - ps->first > 1000000) {
@@ -162,6 +228,11 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
         const ppdl_plan_stage *st = &p->stages[s];
         json_t *o = json_object();
         json_object_set_new(o, "rank", json_integer(st->rank));
+        if (st->n_replicas > 1) {
+            json_t *rs = json_array();
+            for (int i = 0; i < st->n_replicas; i++) json_array_append_new(rs, json_integer(st->ranks[i]));
+            json_object_set_new(o, "ranks", rs);
+        }
         json_object_set_new(o, "first_layer", json_integer(st->first));
         json_object_set_new(o, "last_layer", json_integer(st->last));
         json_t *rc = json_array();
@@ -177,17 +248,24 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
     return s;
 }
 
-int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank)
+int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank, int *replica)
 {
     for (int s = 0; s < p->S; s++)
-        if (p->stages[s].rank == rank) return s;
+        for (int i = 0; i < n_rep(&p->stages[s]); i++)
+            if (rep_rank(&p->stages[s], i) == rank) {
+                if (replica) *replica = i;
+                return s;
+            }
     return -1;
 }
 
 void ppdl_plan_free(ppdl_plan *p)
 {
     if (p->stages)
-        for (int s = 0; s < p->S; s++) free(p->stages[s].recompute);
+        for (int s = 0; s < p->S; s++) {
+            free(p->stages[s].recompute);
+            free(p->stages[s].ranks);
+        }
     free(p->stages);
     memset(p, 0, sizeof *p);
 }

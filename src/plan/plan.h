@@ -7,7 +7,12 @@
 #include <stddef.h>
 
 typedef struct ppdl_plan_stage {
-    int rank;                  /* the MPI rank running this stage */
+    int rank;                  /* the MPI rank running this stage (its first replica) */
+    /* data parallelism inside the stage: the k >= 1 ranks holding a replica; micro-batch
+     * j runs on replica j mod k, and the replicas' gradients are summed before the
+     * update. ranks[0] == rank. JSON: "ranks": [...] (or just "rank" when k = 1). */
+    int n_replicas;
+    int *ranks;
     int first, last;           /* layer range, inclusive */
     int *recompute;            /* [last-first+1] option per layer (0 = keep everything) */
     double time_ms;            /* predicted compute time per micro-batch (0 if unknown) */
@@ -26,6 +31,8 @@ typedef struct ppdl_plan {
 /* S stages of (nearly) equal layer counts on ranks 0..S-1, no recompute; the first
  * L mod S stages get one layer more. -1 when S > L. */
 int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen);
+/* Plain data parallelism: one stage of all L layers replicated on ranks 0..N-1. */
+int ppdl_plan_data_parallel(int L, int N, ppdl_plan *p, char *err, size_t errlen);
 
 /* Read a plan JSON file and validate it for a model of L layers on n_ranks ranks:
  * every layer covered once, in order, stages non-empty, ranks distinct and in range,
@@ -40,8 +47,10 @@ void ppdl_plan_set_recompute(ppdl_plan *p, int opt, const int *n_options);
 
 /* The plan as JSON text (malloc'd, caller frees), in DESIGN.md's plan format. */
 char *ppdl_plan_to_json(const ppdl_plan *p);
-/* the stage run by `rank`, or -1 */
-int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank);
+/* the stage run by `rank`, or -1; *replica (if not NULL) gets its replica index */
+int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank, int *replica);
+/* ranks used by the plan: the sum of the stages' replicas */
+int ppdl_plan_ranks_used(const ppdl_plan *p);
 void ppdl_plan_free(ppdl_plan *p);
 
 #endif

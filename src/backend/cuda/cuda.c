@@ -1,56 +1,99 @@
-/* cuda.c — the CUDA backend, host side: device memory, one stream, events, cuBLAS
- * GEMMs, and the launchers of kernels.cu.
+/* cuda.c — the CUDA backend, host side: the GPU a rank uses, device memory, one compute
+ * stream, events, cuBLAS GEMMs, cuDNN convolutions, and the launchers of kernels.cu.
  *
- * Status: memory, copies, events, GEMMs, elementwise ops and AdamW are here; the
- * transformer, loss and convolution kernels come with the CUDA backend issue. Until
- * then ppdl_backend_cuda_create() refuses to hand out a backend with missing ops and
- * says which, rather than failing later. */
+ * Every op of ppdl_backend_ops is implemented; the CPU backend (cpu.c, cpu_gpt.c,
+ * cpu_conv.c) is the reference each is tested against (tests/test_cuda_ops.c). Work is
+ * queued on the compute stream; copies to the host and ops that return a host value
+ * (sumsq) wait for it. Every CUDA, cuBLAS and cuDNN call is checked and a failure aborts
+ * the job with the library's own error string.
+ *
+ * Memory: device buffers come from cudaMalloc through ppdl_be_alloc, so the backend's
+ * own scratch (per-row losses, sumsq partials, the cuDNN workspace) is counted against
+ * --mem-limit like everything else. cuBLAS's and cuDNN's internal workspaces are not
+ * (a few MiB). */
 #include "config.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/util.h"
 
+#define MAX_CONV_PLANS 16
+#define SUMSQ_PARTIALS 1024
+#define CUDNN_WORKSPACE_CAP ((size_t)256 << 20) /* algorithms needing more are passed over */
+
+/* one convolution shape: cuDNN descriptors and the algorithms chosen for it */
+typedef struct conv_plan {
+    int key[10];               /* N, Ci, Hh, Ww, Co, kh, kw, stride, pad, tf32 */
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t fwd_desc, data_desc, filter_desc; /* one per math type chosen */
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t ws_fwd, ws_data, ws_filter;
+    int have_bwd;
+} conv_plan;
+
 typedef struct cuda_impl {
-    int device;
+    int device, n_devices, local_rank, local_size, tf32;
     cudaStream_t stream;
     cublasHandle_t cublas;
+    cudnnHandle_t cudnn;       /* created at the first convolution */
+    void *scratch;             /* per-row losses / sumsq partials */
+    size_t scratch_bytes;
+    void *workspace;           /* cuDNN */
+    size_t workspace_bytes;
+    conv_plan plans[MAX_CONV_PLANS];
+    int n_plans, next_evict;
+    double *host_partials;     /* page-locked, SUMSQ_PARTIALS */
 } cuda_impl;
 
-#define CUDA_CHECK(call)                                                                  \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
+#define CUDA_CHECK(call)                                                                          \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
         if (e_ != cudaSuccess) ppdl_die("%s: CUDA error %d: %s", #call, (int)e_, cudaGetErrorString(e_)); \
     } while (0)
-#define CUBLAS_CHECK(call)                                                                \
-    do {                                                                                  \
-        cublasStatus_t s_ = (call);                                                       \
-        if (s_ != CUBLAS_STATUS_SUCCESS) ppdl_die("%s: cuBLAS error %d: %s", #call, (int)s_, cublasGetStatusString(s_)); \
+#define CUBLAS_CHECK(call)                                                                        \
+    do {                                                                                          \
+        cublasStatus_t s_ = (call);                                                               \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
+            ppdl_die("%s: cuBLAS error %d: %s", #call, (int)s_, cublasGetStatusString(s_));       \
     } while (0)
-#define LAUNCH_CHECK(call)                                                                \
-    do {                                                                                  \
-        int e_ = (call);                                                                  \
+#define CUDNN_CHECK(call)                                                                         \
+    do {                                                                                          \
+        cudnnStatus_t s_ = (call);                                                                \
+        if (s_ != CUDNN_STATUS_SUCCESS)                                                           \
+            ppdl_die("%s: cuDNN error %d: %s", #call, (int)s_, cudnnGetErrorString(s_));          \
+    } while (0)
+/* a kernel launcher's return: cudaGetLastError() after the launch */
+#define LAUNCH_CHECK(call)                                                                        \
+    do {                                                                                          \
+        int e_ = (call);                                                                          \
         if (e_) ppdl_die("%s: CUDA error %d: %s", #call, e_, cudaGetErrorString((cudaError_t)e_)); \
     } while (0)
 
 static cuda_impl *impl(ppdl_backend *be) { return be->impl; }
+static cudaStream_t stream(ppdl_backend *be) { return impl(be)->stream; }
 
-
+/* ------------------------------------------------------------------ memory, events */
 
 static void *cu_alloc(ppdl_backend *be, size_t n)
 {
     (void)be;
     void *p = NULL;
     if (cudaMalloc(&p, n) != cudaSuccess) {
-        cudaGetLastError(); /* clear the sticky-free error so the caller can report */
+        cudaGetLastError(); /* clear the error so the caller can report and later calls work */
         return NULL;
     }
     return p;
@@ -58,20 +101,25 @@ static void *cu_alloc(ppdl_backend *be, size_t n)
 static void cu_free(ppdl_backend *be, void *p) { (void)be; CUDA_CHECK(cudaFree(p)); }
 static void cu_h2d(ppdl_backend *be, void *d, const void *s, size_t n)
 {
-    CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, impl(be)->stream));
-    CUDA_CHECK(cudaStreamSynchronize(impl(be)->stream)); /* host buffer may be reused at once */
+    if (!n) return;
+    CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, stream(be)));
+    CUDA_CHECK(cudaStreamSynchronize(stream(be))); /* the host buffer may be reused at once */
 }
 static void cu_d2h(ppdl_backend *be, void *d, const void *s, size_t n)
 {
-    CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, impl(be)->stream));
-    CUDA_CHECK(cudaStreamSynchronize(impl(be)->stream));
+    if (!n) return;
+    CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream(be)));
+    CUDA_CHECK(cudaStreamSynchronize(stream(be)));
 }
 static void cu_d2d(ppdl_backend *be, void *d, const void *s, size_t n)
 {
-    CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, impl(be)->stream));
+    if (n && d != s) CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, stream(be)));
 }
-static void cu_zero(ppdl_backend *be, void *p, size_t n) { CUDA_CHECK(cudaMemsetAsync(p, 0, n, impl(be)->stream)); }
-static void cu_sync(ppdl_backend *be) { CUDA_CHECK(cudaStreamSynchronize(impl(be)->stream)); }
+static void cu_zero(ppdl_backend *be, void *p, size_t n)
+{
+    if (n) CUDA_CHECK(cudaMemsetAsync(p, 0, n, stream(be)));
+}
+static void cu_sync(ppdl_backend *be) { CUDA_CHECK(cudaStreamSynchronize(stream(be))); }
 
 static void *cu_event_create(ppdl_backend *be)
 {
@@ -80,7 +128,7 @@ static void *cu_event_create(ppdl_backend *be)
     CUDA_CHECK(cudaEventCreate(&e));
     return (void *)e;
 }
-static void cu_event_record(ppdl_backend *be, void *e) { CUDA_CHECK(cudaEventRecord((cudaEvent_t)e, impl(be)->stream)); }
+static void cu_event_record(ppdl_backend *be, void *e) { CUDA_CHECK(cudaEventRecord((cudaEvent_t)e, stream(be))); }
 static void cu_event_sync(ppdl_backend *be, void *e) { (void)be; CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e)); }
 static double cu_event_elapsed(ppdl_backend *be, void *a, void *b)
 {
@@ -91,10 +139,42 @@ static double cu_event_elapsed(ppdl_backend *be, void *a, void *b)
 }
 static void cu_event_destroy(ppdl_backend *be, void *e) { (void)be; CUDA_CHECK(cudaEventDestroy((cudaEvent_t)e)); }
 
+static void *cu_host_alloc(ppdl_backend *be, size_t n)
+{
+    (void)be;
+    void *p = NULL;
+    if (cudaMallocHost(&p, n ? n : 1) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+static void cu_host_free(ppdl_backend *be, void *p)
+{
+    (void)be;
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
+/* the backend's own device scratch, grown on demand and counted like any buffer */
+static void *scratch(ppdl_backend *be, size_t bytes)
+{
+    cuda_impl *ci = impl(be);
+    if (bytes > ci->scratch_bytes) {
+        ppdl_be_free(be, ci->scratch); /* cudaFree waits for the work that used it */
+        size_t want = bytes > 2 * ci->scratch_bytes ? bytes : 2 * ci->scratch_bytes;
+        ci->scratch = ppdl_be_alloc(be, want, "CUDA backend scratch (loss rows, reductions)");
+        ci->scratch_bytes = want;
+    }
+    return ci->scratch;
+}
+
+/* ------------------------------------------------------------------ cuBLAS */
+
 /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands */
 static void cu_gemm(ppdl_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                     int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
+    if (m <= 0 || n <= 0) return;
     CUBLAS_CHECK(cublasSgemm(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                              n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }
@@ -102,38 +182,296 @@ static void cu_gemm_batched(ppdl_backend *be, int ta, int tb, int m, int n, int 
                             const float *a, int lda, long sa, const float *b, int ldb, long sb,
                             float beta, float *c, int ldc, long sc, int batch)
 {
+    if (m <= 0 || n <= 0 || batch <= 0) return;
     CUBLAS_CHECK(cublasSgemmStridedBatched(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                            ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, sb,
                                            a, lda, sa, &beta, c, ldc, sc, batch));
 }
+
+/* ------------------------------------------------------------------ kernels */
+
 static void cu_add(ppdl_backend *be, size_t n, const float *x, const float *y, float *o)
 {
-    LAUNCH_CHECK(ppdl_cu_add(impl(be)->stream, n, x, y, o));
+    LAUNCH_CHECK(ppdl_cu_add(stream(be), n, x, y, o));
 }
 static void cu_axpy(ppdl_backend *be, size_t n, float al, const float *x, float *y)
 {
-    LAUNCH_CHECK(ppdl_cu_axpy(impl(be)->stream, n, al, x, y));
+    LAUNCH_CHECK(ppdl_cu_axpy(stream(be), n, al, x, y));
 }
 static void cu_bias_add(ppdl_backend *be, int r, int c, float *x, const float *bias)
 {
-    LAUNCH_CHECK(ppdl_cu_bias_add(impl(be)->stream, r, c, x, bias));
+    LAUNCH_CHECK(ppdl_cu_bias_add(stream(be), r, c, x, bias));
+}
+static void cu_bias_grad(ppdl_backend *be, int r, int c, const float *dy, float *db)
+{
+    LAUNCH_CHECK(ppdl_cu_bias_grad(stream(be), r, c, dy, db));
 }
 static void cu_act_fwd(ppdl_backend *be, int act, size_t n, const float *x, float *y)
 {
-    LAUNCH_CHECK(ppdl_cu_act_fwd(impl(be)->stream, act, n, x, y));
+    LAUNCH_CHECK(ppdl_cu_act_fwd(stream(be), act, n, x, y));
 }
 static void cu_act_bwd(ppdl_backend *be, int act, size_t n, const float *x, const float *dy, float *dx)
 {
-    LAUNCH_CHECK(ppdl_cu_act_bwd(impl(be)->stream, act, n, x, dy, dx));
+    LAUNCH_CHECK(ppdl_cu_act_bwd(stream(be), act, n, x, dy, dx));
+}
+
+/* partial sums in double on the device, added in order on the host */
+static void cu_sumsq(ppdl_backend *be, size_t n, const float *x, double *out)
+{
+    cuda_impl *ci = impl(be);
+    double *part = scratch(be, SUMSQ_PARTIALS * sizeof(double));
+    int np = 0;
+    LAUNCH_CHECK(ppdl_cu_sumsq_partials(ci->stream, n, x, part, SUMSQ_PARTIALS, &np));
+    CUDA_CHECK(cudaMemcpyAsync(ci->host_partials, part, (size_t)np * sizeof(double), cudaMemcpyDeviceToHost,
+                               ci->stream));
+    CUDA_CHECK(cudaStreamSynchronize(ci->stream));
+    double s = 0;
+    for (int i = 0; i < np; i++) s += ci->host_partials[i];
+    *out = s;
+}
+
+static void cu_layernorm_fwd(ppdl_backend *be, int rows, int C, float eps, const float *x, const float *w,
+                             const float *b, float *y, float *mean, float *rstd)
+{
+    LAUNCH_CHECK(ppdl_cu_layernorm_fwd(stream(be), rows, C, eps, x, w, b, y, mean, rstd));
+}
+static void cu_layernorm_bwd(ppdl_backend *be, int rows, int C, const float *x, const float *w, const float *mean,
+                             const float *rstd, const float *dy, float *dx, float *dw, float *db)
+{
+    LAUNCH_CHECK(ppdl_cu_layernorm_bwd(stream(be), rows, C, x, w, mean, rstd, dy, dx, dw, db));
+}
+static void cu_embedding_fwd(ppdl_backend *be, int B, int T, int C, const int32_t *tok, const float *wte,
+                             const float *wpe, float *y)
+{
+    LAUNCH_CHECK(ppdl_cu_embedding_fwd(stream(be), B, T, C, tok, wte, wpe, y));
+}
+static void cu_embedding_bwd(ppdl_backend *be, int B, int T, int C, const int32_t *tok, const float *dy,
+                             float *dwte, float *dwpe)
+{
+    LAUNCH_CHECK(ppdl_cu_embedding_bwd(stream(be), B, T, C, tok, dy, dwte, dwpe));
+}
+static void cu_qkv_split(ppdl_backend *be, int B, int T, int C, int H, const float *qkv, float *q, float *k,
+                         float *v)
+{
+    LAUNCH_CHECK(ppdl_cu_qkv_split(stream(be), B, T, C, H, qkv, q, k, v));
+}
+static void cu_qkv_merge(ppdl_backend *be, int B, int T, int C, int H, const float *dq, const float *dk,
+                         const float *dv, float *dqkv)
+{
+    LAUNCH_CHECK(ppdl_cu_qkv_merge(stream(be), B, T, C, H, dq, dk, dv, dqkv));
+}
+static void cu_heads_to_seq(ppdl_backend *be, int B, int T, int C, int H, const float *x, float *y)
+{
+    LAUNCH_CHECK(ppdl_cu_heads_seq(stream(be), B, T, C, H, 1, x, y));
+}
+static void cu_seq_to_heads(ppdl_backend *be, int B, int T, int C, int H, const float *x, float *y)
+{
+    LAUNCH_CHECK(ppdl_cu_heads_seq(stream(be), B, T, C, H, 0, x, y));
+}
+static void cu_causal_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, const float *s, float *p)
+{
+    LAUNCH_CHECK(ppdl_cu_causal_softmax_fwd(stream(be), BH, T, scale, s, p));
+}
+static void cu_causal_softmax_bwd(ppdl_backend *be, int BH, int T, float scale, const float *p, const float *dp,
+                                  float *ds)
+{
+    LAUNCH_CHECK(ppdl_cu_causal_softmax_bwd(stream(be), BH, T, scale, p, dp, ds));
+}
+static void cu_softmax_xent(ppdl_backend *be, int rows, int V, const float *logits, const int32_t *targets,
+                            float scale, float *loss_sum, float *dlogits)
+{
+    double *row_loss = scratch(be, (size_t)(rows > 0 ? rows : 1) * sizeof(double));
+    LAUNCH_CHECK(ppdl_cu_softmax_xent(stream(be), rows, V, logits, targets, scale, row_loss, loss_sum, dlogits));
+}
+static void cu_im2col(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int st, int pad, const float *x,
+                      float *col)
+{
+    LAUNCH_CHECK(ppdl_cu_im2col(stream(be), Ci, Hh, Ww, kh, kw, st, pad, x, col));
+}
+static void cu_col2im(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int st, int pad, const float *col,
+                      float *dx)
+{
+    LAUNCH_CHECK(ppdl_cu_col2im(stream(be), Ci, Hh, Ww, kh, kw, st, pad, col, dx));
+}
+static void cu_maxpool_fwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int st, const float *x, float *y,
+                           int32_t *argmax)
+{
+    LAUNCH_CHECK(ppdl_cu_maxpool_fwd(stream(be), N, C, Hh, Ww, k, st, x, y, argmax));
+}
+static void cu_maxpool_bwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int st, const int32_t *argmax,
+                           const float *dy, float *dx)
+{
+    LAUNCH_CHECK(ppdl_cu_maxpool_bwd(stream(be), N, C, Hh, Ww, k, st, argmax, dy, dx));
 }
 static void cu_adamw(ppdl_backend *be, size_t n, float *p, const float *g, float *m, float *v, double lr,
                      double b1, double b2, double eps, double wd, int t)
 {
-    /* the scalars of cpu.c's AdamW, formed the same way */
-    LAUNCH_CHECK(ppdl_cu_adamw(impl(be)->stream, n, p, g, m, v, (float)(1.0 - lr * wd), (float)b1, (float)b2,
+    /* the scalars of cpu.c's AdamW, formed the same way (double, rounded once) */
+    LAUNCH_CHECK(ppdl_cu_adamw(stream(be), n, p, g, m, v, (float)(1.0 - lr * wd), (float)b1, (float)b2,
                                (float)(1.0 - b1), (float)(1.0 - b2), (float)eps,
                                (float)(lr / (1.0 - pow(b1, t))), (float)sqrt(1.0 - pow(b2, t))));
 }
+
+/* ------------------------------------------------------------------ cuDNN convolution */
+
+static int tf32_ok(cudnnMathType_t mt, int tf32) { return tf32 || mt == CUDNN_FMA_MATH; }
+
+/* Pick the first algorithm of cuDNN's heuristic ranking that is allowed: fp32 math
+ * unless TF32 is on, deterministic (backward), and a workspace under the cap. */
+static void plan_forward(cuda_impl *ci, conv_plan *p, int tf32)
+{
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ci->cudnn, p->x, p->w, p->fwd_desc, p->y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+    for (int i = 0; i < n; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && tf32_ok(perf[i].mathType, tf32) &&
+            perf[i].memory <= CUDNN_WORKSPACE_CAP) {
+            p->fwd = perf[i].algo;
+            CUDNN_CHECK(cudnnSetConvolutionMathType(p->fwd_desc, perf[i].mathType));
+            CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ci->cudnn, p->x, p->w, p->fwd_desc, p->y, p->fwd,
+                                                                &p->ws_fwd));
+            return;
+        }
+    ppdl_die("cuDNN offers no %s forward algorithm for this convolution (N=%d Ci=%d %dx%d Co=%d k=%dx%d)",
+             tf32 ? "TF32" : "fp32", p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[6]);
+}
+
+static void plan_backward(cuda_impl *ci, conv_plan *p, int tf32)
+{
+    cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t pf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int n = 0, found = 0;
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ci->cudnn, p->w, p->y, p->data_desc, p->x,
+                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, pd));
+    for (int i = 0; i < n && !found; i++)
+        if (pd[i].status == CUDNN_STATUS_SUCCESS && pd[i].determinism == CUDNN_DETERMINISTIC &&
+            tf32_ok(pd[i].mathType, tf32) && pd[i].memory <= CUDNN_WORKSPACE_CAP) {
+            p->bwd_data = pd[i].algo;
+            CUDNN_CHECK(cudnnSetConvolutionMathType(p->data_desc, pd[i].mathType));
+            found = 1;
+        }
+    PPDL_CHECK(found, "cuDNN offers no deterministic %s backward-data algorithm for this convolution",
+               tf32 ? "TF32" : "fp32");
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ci->cudnn, p->w, p->y, p->data_desc, p->x, p->bwd_data,
+                                                             &p->ws_data));
+    found = 0;
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ci->cudnn, p->x, p->y, p->filter_desc, p->w,
+                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, pf));
+    for (int i = 0; i < n && !found; i++)
+        if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].determinism == CUDNN_DETERMINISTIC &&
+            tf32_ok(pf[i].mathType, tf32) && pf[i].memory <= CUDNN_WORKSPACE_CAP) {
+            p->bwd_filter = pf[i].algo;
+            CUDNN_CHECK(cudnnSetConvolutionMathType(p->filter_desc, pf[i].mathType));
+            found = 1;
+        }
+    PPDL_CHECK(found, "cuDNN offers no deterministic %s backward-filter algorithm for this convolution",
+               tf32 ? "TF32" : "fp32");
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ci->cudnn, p->x, p->y, p->filter_desc, p->w,
+                                                               p->bwd_filter, &p->ws_filter));
+    p->have_bwd = 1;
+}
+
+static void plan_destroy(conv_plan *p)
+{
+    CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->x));
+    CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->y));
+    CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->w));
+    CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->fwd_desc));
+    CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->data_desc));
+    CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->filter_desc));
+}
+
+static cudnnConvolutionDescriptor_t conv_desc(int pad, int stride, int tf32)
+{
+    cudnnConvolutionDescriptor_t d;
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
+    /* CUDNN_CROSS_CORRELATION: PyTorch's Conv2d (no kernel flip) */
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    return d;
+}
+
+static conv_plan *get_plan(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co, int kh, int kw, int stride,
+                           int pad, int want_bwd)
+{
+    cuda_impl *ci = impl(be);
+    int key[10] = {N, Ci, Hh, Ww, Co, kh, kw, stride, pad, ci->tf32};
+    conv_plan *p = NULL;
+    for (int i = 0; i < ci->n_plans && !p; i++)
+        if (!memcmp(ci->plans[i].key, key, sizeof key)) p = &ci->plans[i];
+    if (!p) {
+        if (!ci->cudnn) {
+            CUDNN_CHECK(cudnnCreate(&ci->cudnn));
+            CUDNN_CHECK(cudnnSetStream(ci->cudnn, ci->stream));
+        }
+        if (ci->n_plans < MAX_CONV_PLANS) {
+            p = &ci->plans[ci->n_plans++];
+        } else { /* many shapes (unusual): recycle the slots in turn */
+            p = &ci->plans[ci->next_evict];
+            ci->next_evict = (ci->next_evict + 1) % MAX_CONV_PLANS;
+            plan_destroy(p);
+        }
+        memset(p, 0, sizeof *p);
+        memcpy(p->key, key, sizeof key);
+        const int OH = (Hh + 2 * pad - kh) / stride + 1, OW = (Ww + 2 * pad - kw) / stride + 1;
+        CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
+        CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, Ci, Hh, Ww));
+        CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
+        CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, Co, OH, OW));
+        CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
+        CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, Co, Ci, kh, kw));
+        p->fwd_desc = conv_desc(pad, stride, ci->tf32);
+        p->data_desc = conv_desc(pad, stride, ci->tf32);
+        p->filter_desc = conv_desc(pad, stride, ci->tf32);
+        plan_forward(ci, p, ci->tf32);
+    }
+    if (want_bwd && !p->have_bwd) plan_backward(ci, p, ci->tf32);
+    return p;
+}
+
+static void *workspace(ppdl_backend *be, size_t bytes)
+{
+    cuda_impl *ci = impl(be);
+    if (bytes > ci->workspace_bytes) {
+        ppdl_be_free(be, ci->workspace);
+        ci->workspace = ppdl_be_alloc(be, bytes, "cuDNN convolution workspace");
+        ci->workspace_bytes = bytes;
+    }
+    return ci->workspace;
+}
+
+static void cu_conv2d_fwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co, int kh, int kw, int stride,
+                          int pad, const float *x, const float *w, float *y)
+{
+    if (N <= 0) return;
+    conv_plan *p = get_plan(be, N, Ci, Hh, Ww, Co, kh, kw, stride, pad, 0);
+    void *ws = workspace(be, p->ws_fwd);
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnConvolutionForward(impl(be)->cudnn, &one, p->x, x, p->w, w, p->fwd_desc, p->fwd, ws, p->ws_fwd,
+                                        &zero, p->y, y));
+}
+
+static void cu_conv2d_bwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co, int kh, int kw, int stride,
+                          int pad, const float *x, const float *w, const float *dy, float *dx, float *dw)
+{
+    if (N <= 0) return;
+    conv_plan *p = get_plan(be, N, Ci, Hh, Ww, Co, kh, kw, stride, pad, 1);
+    size_t need = p->ws_filter > p->ws_data ? p->ws_filter : p->ws_data;
+    void *ws = workspace(be, need);
+    const float one = 1.0f, zero = 0.0f;
+    /* beta = 1: adds into dw (gradient accumulation over micro-batches) */
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(impl(be)->cudnn, &one, p->x, x, p->y, dy, p->filter_desc,
+                                               p->bwd_filter, ws, p->ws_filter, &one, p->w, dw));
+    if (dx)
+        CUDNN_CHECK(cudnnConvolutionBackwardData(impl(be)->cudnn, &one, p->w, w, p->y, dy, p->data_desc,
+                                                 p->bwd_data, ws, p->ws_data, &zero, p->x, dx));
+}
+
+/* ------------------------------------------------------------------ the table */
+
+static void cu_destroy(ppdl_backend *be);
 
 static const ppdl_backend_ops cuda_ops = {
     .name = "cuda",
@@ -142,57 +480,147 @@ static const ppdl_backend_ops cuda_ops = {
     .event_create = cu_event_create, .event_record = cu_event_record, .event_sync = cu_event_sync,
     .event_elapsed_ms = cu_event_elapsed, .event_destroy = cu_event_destroy,
     .gemm = cu_gemm, .gemm_batched = cu_gemm_batched,
-    .add = cu_add, .axpy = cu_axpy, .bias_add = cu_bias_add, .act_fwd = cu_act_fwd, .act_bwd = cu_act_bwd,
+    .add = cu_add, .axpy = cu_axpy, .bias_add = cu_bias_add, .bias_grad = cu_bias_grad,
+    .act_fwd = cu_act_fwd, .act_bwd = cu_act_bwd, .sumsq = cu_sumsq,
+    .layernorm_fwd = cu_layernorm_fwd, .layernorm_bwd = cu_layernorm_bwd,
+    .embedding_fwd = cu_embedding_fwd, .embedding_bwd = cu_embedding_bwd,
+    .qkv_split = cu_qkv_split, .qkv_merge = cu_qkv_merge,
+    .heads_to_seq = cu_heads_to_seq, .seq_to_heads = cu_seq_to_heads,
+    .causal_softmax_fwd = cu_causal_softmax_fwd, .causal_softmax_bwd = cu_causal_softmax_bwd,
+    .softmax_xent = cu_softmax_xent,
+    .im2col = cu_im2col, .col2im = cu_col2im, .maxpool_fwd = cu_maxpool_fwd, .maxpool_bwd = cu_maxpool_bwd,
     .adamw = cu_adamw,
+    .device_memory = 1, .host_alloc = cu_host_alloc, .host_free = cu_host_free, .destroy = cu_destroy,
+    .conv2d_fwd = cu_conv2d_fwd, .conv2d_bwd = cu_conv2d_bwd,
 };
 
-/* the ops a training run needs that this backend does not implement yet */
-static int missing_ops(char *buf, size_t len)
+static void cu_destroy(ppdl_backend *be)
 {
-    const struct { const char *name; const void *fn; } need[] = {
-        {"bias_grad", (const void *)cuda_ops.bias_grad}, {"sumsq", (const void *)cuda_ops.sumsq},
-        {"layernorm", (const void *)cuda_ops.layernorm_fwd}, {"embedding", (const void *)cuda_ops.embedding_fwd},
-        {"attention", (const void *)cuda_ops.causal_softmax_fwd}, {"softmax_xent", (const void *)cuda_ops.softmax_xent},
-        {"im2col", (const void *)cuda_ops.im2col}, {"maxpool", (const void *)cuda_ops.maxpool_fwd},
-    };
-    int n = 0;
-    size_t off = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!need[i].fn) {
-            off += (size_t)snprintf(buf + off, len > off ? len - off : 0, "%s%s", n ? ", " : "", need[i].name);
-            n++;
-        }
-    return n;
+    cuda_impl *ci = impl(be);
+    if (!ci) return;
+    CUDA_CHECK(cudaStreamSynchronize(ci->stream));
+    ppdl_be_free(be, ci->scratch);
+    ppdl_be_free(be, ci->workspace);
+    ci->scratch = ci->workspace = NULL;
+    ci->scratch_bytes = ci->workspace_bytes = 0;
+    for (int i = 0; i < ci->n_plans; i++) plan_destroy(&ci->plans[i]);
+    ci->n_plans = 0;
+    if (ci->cudnn) CUDNN_CHECK(cudnnDestroy(ci->cudnn));
+    ci->cudnn = NULL;
+    CUBLAS_CHECK(cublasDestroy(ci->cublas));
+    CUDA_CHECK(cudaFreeHost(ci->host_partials));
+    CUDA_CHECK(cudaStreamDestroy(ci->stream));
 }
 
-ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen)
+/* ------------------------------------------------------------------ which GPU */
+
+int ppdl_cuda_available(char *why, size_t len)
 {
     int count = 0; /* cudaGetDeviceCount leaves it unwritten on failure */
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
-        ppdl_errf(err, errlen, "--backend cuda: no usable CUDA device on rank %d (CUDA error %d: %s)", rank,
-                  (int)e, cudaGetErrorString(e));
-        return NULL;
+        ppdl_errf(why, len, "CUDA error %d: %s", (int)e, cudaGetErrorString(e));
+        return 0;
     }
     if (count < 1) {
-        ppdl_errf(err, errlen, "--backend cuda: rank %d sees no CUDA device", rank);
+        ppdl_errf(why, len, "no CUDA device is visible (CUDA_VISIBLE_DEVICES=%s)",
+                  getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "(unset)");
+        return 0;
+    }
+    return 1;
+}
+
+/* This rank's place among the ranks of its node. Collective over MPI_COMM_WORLD when
+ * MPI runs; a process without MPI is rank 0 of 1. */
+static void node_local_rank(int *local_rank, int *local_size)
+{
+    int up = 0, down = 0;
+    *local_rank = 0;
+    *local_size = 1;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (!up || down) return;
+    int world_rank = 0;
+    MPI_Comm node;
+    PPDL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    PPDL_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+    PPDL_CHECK_MPI(MPI_Comm_rank(node, local_rank));
+    PPDL_CHECK_MPI(MPI_Comm_size(node, local_size));
+    PPDL_CHECK_MPI(MPI_Comm_free(&node));
+}
+
+/* an environment switch: unset or "0" is 0, "1" is 1, anything else an error */
+static int env_switch(const char *name, int *on, char *err, size_t errlen)
+{
+    const char *v = getenv(name);
+    *on = 0;
+    if (!v || !*v || !strcmp(v, "0")) return 0;
+    if (!strcmp(v, "1")) {
+        *on = 1;
+        return 0;
+    }
+    return ppdl_errf(err, errlen, "%s=%s: expected 0 or 1", name, v);
+}
+
+ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen)
+{
+    /* first, on every rank: the collective that finds the node-local rank */
+    int local_rank, local_size, share, tf32;
+    node_local_rank(&local_rank, &local_size);
+    char why[256];
+    if (!ppdl_cuda_available(why, sizeof why)) {
+        ppdl_errf(err, errlen, "--backend cuda: no usable CUDA device on rank %d (%s)", rank, why);
         return NULL;
     }
-    char missing[256];
-    if (missing_ops(missing, sizeof missing)) {
-        ppdl_errf(err, errlen, "--backend cuda: this build's CUDA backend does not implement %s yet; "
-                               "use --backend cpu", missing);
+    if (env_switch("PPDL_CUDA_SHARE", &share, err, errlen) || env_switch("PPDL_CUDA_TF32", &tf32, err, errlen))
+        return NULL;
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (local_size > count && !share) {
+        ppdl_errf(err, errlen, "--backend cuda: this node runs %d ranks but has %d GPU%s (rank %d is local rank %d): "
+                               "run at most one rank per GPU, or set PPDL_CUDA_SHARE=1 to let ranks share GPUs",
+                  local_size, count, count == 1 ? "" : "s", rank, local_rank);
         return NULL;
     }
     cuda_impl *ci = ppdl_xcalloc(1, sizeof *ci);
-    CUDA_CHECK(cudaSetDevice(0));
+    ci->device = local_rank % count;
+    ci->n_devices = count;
+    ci->local_rank = local_rank;
+    ci->local_size = local_size;
+    CUDA_CHECK(cudaSetDevice(ci->device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&ci->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&ci->cublas));
     CUBLAS_CHECK(cublasSetStream(ci->cublas, ci->stream));
+    CUDA_CHECK(cudaMallocHost((void **)&ci->host_partials, SUMSQ_PARTIALS * sizeof(double)));
     ppdl_backend *be = ppdl_xcalloc(1, sizeof *be);
     be->ops = &cuda_ops;
     be->impl = ci;
     be->threads = 1;
+    ppdl_cuda_set_tf32(be, tf32);
     return be;
+}
+
+/* ------------------------------------------------------------------ cuda_api.h */
+
+void ppdl_cuda_set_tf32(ppdl_backend *be, int on)
+{
+    cuda_impl *ci = impl(be);
+    ci->tf32 = on != 0;
+    /* CUBLAS_DEFAULT_MATH keeps fp32 products; cuDNN plans are keyed by the flag */
+    CUBLAS_CHECK(cublasSetMathMode(ci->cublas, ci->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+int ppdl_cuda_tf32(const ppdl_backend *be) { return ((const cuda_impl *)be->impl)->tf32; }
+void *ppdl_cuda_stream(ppdl_backend *be) { return (void *)impl(be)->stream; }
+int ppdl_cuda_device(const ppdl_backend *be) { return ((const cuda_impl *)be->impl)->device; }
+
+const char *ppdl_cuda_describe(const ppdl_backend *be, char *buf, size_t len)
+{
+    const cuda_impl *ci = be->impl;
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, ci->device));
+    snprintf(buf, len, "device %d of %d (%s, sm_%d%d, %.1f GiB), node-local rank %d of %d, %s", ci->device,
+             ci->n_devices, prop.name, prop.major, prop.minor, prop.totalGlobalMem / (double)(1u << 30),
+             ci->local_rank, ci->local_size, ci->tf32 ? "TF32 GEMMs" : "fp32 GEMMs");
+    return buf;
 }

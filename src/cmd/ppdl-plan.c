@@ -1,0 +1,316 @@
+/* ppdl-plan.c — plan offline: read COSTS.json and CLUSTER.json, choose the stages, the
+ * rank of each stage and what each layer recomputes, print the plan, the predicted and
+ * the simulated step time. No MPI ranks or devices needed.
+ *
+ *   1. read the command line, the costs and the cluster
+ *   2. plan with the chosen method (or every method with --compare)
+ *   3. print the table (or the plan JSON), simulate, draw the timeline
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "pipe/schedule.h"
+#include "plan/cluster_model.h"
+#include "plan/costmodel.h"
+#include "plan/costs.h"
+#include "plan/planner.h"
+#include "plan/simulate.h"
+#include "plan/solver.h"
+#include "prof/timeline.h"
+
+typedef struct options {
+    const char *costs, *cluster, *method, *timeline;
+    long M, exact_ranks;
+    int schedule, json, compare;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: ppdl-plan --costs COSTS.json --cluster CLUSTER.json --micro-batches M [options]\n"
+"\n"
+"Plan a pipeline offline. The costs say what each layer of the model costs (forward\n"
+"and backward ms, parameter, activation and stash bytes, recompute options); ppdl\n"
+"writes them with `ppdl MODEL.h5 --costs-out COSTS.json`. The cluster says how fast\n"
+"each pair of ranks talks (bandwidth and latency matrices), and each rank's memory and\n"
+"relative speed (DESIGN.md: CLUSTER.json). ppdl-plan chooses, for one stage per rank,\n"
+"which layers each stage runs, which rank runs it and what each layer recomputes, to\n"
+"minimise the predicted time of one training step:\n"
+"\n"
+"  T = sum of stage times + 2 x sum of link times + (M-1) x the slowest stage or link\n"
+"\n"
+"with every stage inside its rank's memory (stage s holds min(M, N-s) micro-batches\n"
+"under 1f1b, M under gpipe). Then it plays the schedule with these costs (links as\n"
+"queues) and prints the simulated step time next to the prediction.\n"
+"\n"
+"Options:\n"
+"  --costs FILE            per-layer costs (COSTS.json; required)\n"
+"  --cluster FILE          the ranks and their links (CLUSTER.json; required)\n"
+"  --micro-batches M       micro-batches per step (required)\n"
+"  --schedule 1f1b|gpipe   default 1f1b\n"
+"  --method NAME           ppdl (default): partition, placement and recompute together;\n"
+"                          ppdl-inorder: the same with ranks kept in order 0..N-1;\n"
+"                          baselines (ranks in order, no memory awareness; '-rc' adds\n"
+"                          full recompute on every layer): uniform[-rc] (equal layer\n"
+"                          counts), params[-rc] (balanced parameters, DeepSpeed),\n"
+"                          time[-rc] (balanced time, torchgpipe), pipedream[-rc]\n"
+"                          (time and transfers, one bandwidth for every link)\n"
+"  --compare               plan with every method and print their T side by side\n"
+"  --json                  print the plan as JSON (the format `ppdl --plan FILE` reads)\n"
+"  --timeline FILE.svg     draw the simulated step (ranks as rows, time as x)\n"
+"  --exact-ranks N         exact placement up to N ranks (default 10; above: groups\n"
+"                          of fast-linked ranks and local search)\n"
+"  --help, --version\n"
+"\n"
+"Recompute column, one character per layer: . keeps everything, F full recompute (the\n"
+"layer's forward runs again before its backward), S selective (transformer blocks:\n"
+"attention and MLP internals recomputed), a digit for any other option.\n"
+"\n"
+"Example:\n"
+"  mpiexec -n 1 ./ppdl gpt.h5 --data text.h5 --steps 1 --batch-size 16 --micro-batches 4 \\\n"
+"      --costs-out costs.json\n"
+"  ppdl-plan --costs costs.json --cluster cluster.json --micro-batches 4 --compare\n"
+"  ppdl-plan --costs costs.json --cluster cluster.json --micro-batches 4 --json > plan.json\n"
+"  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --micro-batches 4 --plan plan.json\n"
+"\n"
+"Exit status: 0 a plan that fits; 1 no plan fits in memory (the message names the\n"
+"stage and by how much it is over) or a bad input file; 2 a bad command line.\n");
+}
+
+static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->method = "ppdl";
+    o->schedule = PPDL_SCHED_1F1B;
+    o->exact_ranks = 10;
+    enum { O_COSTS = 256, O_CLUSTER, O_M, O_SCHED, O_METHOD, O_JSON, O_TIMELINE, O_COMPARE, O_EXACT, O_HELP, O_VERSION };
+    static const struct option longopts[] = {
+        {"costs", required_argument, 0, O_COSTS}, {"cluster", required_argument, 0, O_CLUSTER},
+        {"micro-batches", required_argument, 0, O_M}, {"schedule", required_argument, 0, O_SCHED},
+        {"method", required_argument, 0, O_METHOD}, {"json", no_argument, 0, O_JSON},
+        {"timeline", required_argument, 0, O_TIMELINE}, {"compare", no_argument, 0, O_COMPARE},
+        {"exact-ranks", required_argument, 0, O_EXACT}, {"help", no_argument, 0, O_HELP},
+        {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *a = optarg;
+        switch (c) {
+        case O_COSTS: o->costs = a; break;
+        case O_CLUSTER: o->cluster = a; break;
+        case O_M:
+            if (ppdl_parse_int(a, 1, 1 << 20, &o->M)) return ppdl_errf(err, errlen, "--micro-batches %s: expected an integer >= 1", a);
+            break;
+        case O_SCHED:
+            o->schedule = ppdl_schedule_parse(a);
+            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b or gpipe", a);
+            break;
+        case O_METHOD: o->method = a; break;
+        case O_JSON: o->json = 1; break;
+        case O_TIMELINE: o->timeline = a; break;
+        case O_COMPARE: o->compare = 1; break;
+        case O_EXACT:
+            if (ppdl_parse_int(a, 0, 20, &o->exact_ranks)) return ppdl_errf(err, errlen, "--exact-ranks %s: expected an integer in [0, 20]", a);
+            break;
+        case 'h':
+        case O_HELP: return 1;
+        case O_VERSION: return 2;
+        case ':': return ppdl_errf(err, errlen, "%s needs a value (see --help)", argv[optind - 1]);
+        default: return ppdl_errf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return ppdl_errf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!o->costs) return ppdl_errf(err, errlen, "--costs is required: the per-layer costs (ppdl --costs-out writes them)");
+    if (!o->cluster) return ppdl_errf(err, errlen, "--cluster is required: the ranks' links, memories and speeds (CLUSTER.json)");
+    if (!o->M) return ppdl_errf(err, errlen, "--micro-batches is required: micro-batches per step");
+    int known = 0;
+    for (int k = 0; ppdl_plan_methods[k]; k++) known |= !strcmp(ppdl_plan_methods[k], o->method);
+    if (!known) {
+        char list[256] = "";
+        size_t n = 0;
+        for (int k = 0; ppdl_plan_methods[k]; k++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", ppdl_plan_methods[k]);
+        return ppdl_errf(err, errlen, "--method %s: unknown; expected one of %s", o->method, list);
+    }
+    return 0;
+}
+
+/* one character per layer: . F S or a digit; long runs compressed as "12x." */
+static void recompute_str(const ppdl_plan_stage *st, char *buf, size_t len)
+{
+    int n = st->last - st->first + 1;
+    static const char sym[] = ".FS3456789";
+    size_t k = 0;
+    if (n <= 24) {
+        for (int i = 0; i < n && k + 1 < len; i++) buf[k++] = sym[st->recompute[i] < 10 ? st->recompute[i] : 9];
+        buf[k] = '\0';
+        return;
+    }
+    buf[0] = '\0';
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && st->recompute[j] == st->recompute[i]) j++;
+        if (k + 12 >= len) break;
+        k += (size_t)snprintf(buf + k, len - k, "%s%dx%c", i ? " " : "", j - i, sym[st->recompute[i] < 10 ? st->recompute[i] : 9]);
+        i = j;
+    }
+}
+
+static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const ppdl_plan *p)
+{
+    ppdl_cost_eval ev;
+    char err[PPDL_ERR_LEN];
+    if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, sizeof err)) {
+        printf("  (cannot evaluate the plan: %s)\n", err);
+        return;
+    }
+    printf("  stage  rank  layers     recompute                time ms  in flight  memory / limit           link ms\n");
+    for (int s = 0; s < p->S; s++) {
+        const ppdl_plan_stage *st = &p->stages[s];
+        char rcs[64], lay[32], m1[32], m2[32], link[48] = "";
+        recompute_str(st, rcs, sizeof rcs);
+        snprintf(lay, sizeof lay, "%d-%d", st->first, st->last);
+        if (s + 1 < p->S) snprintf(link, sizeof link, "%8.3f -> rank %d", ev.link_ms[s], p->stages[s + 1].rank);
+        printf("  %5d  %4d  %-9s  %-24s %8.3f  %9d  %9s / %-9s %s%s\n", s, st->rank, lay, rcs, ev.time_ms[s],
+               ev.in_flight[s], ppdl_fmt_bytes((size_t)ev.mem_bytes[s], m1, sizeof m1),
+               ppdl_fmt_bytes((size_t)ev.mem_limit[s], m2, sizeof m2),
+               ev.mem_bytes[s] > ev.mem_limit[s] ? "OVER " : "", link);
+    }
+    printf("  recompute: . keep  F full  S selective\n");
+    printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + %d x bottleneck %.3f ms, %s %d)\n",
+           ev.T, ev.sum_time, ev.sum_link, M - 1, ev.bottleneck, ev.bottleneck_is_link ? "link after stage" : "stage",
+           ev.bottleneck_stage);
+    ppdl_cost_eval_free(&ev);
+}
+
+static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
+{
+    double T_ppdl = NAN;
+    printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  fits in memory\n");
+    for (int k = 0; ppdl_plan_methods[k]; k++) {
+        ppdl_plan p;
+        char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
+        int rc = ppdl_plan_solve(c, cl, M, schedule, ppdl_plan_methods[k], &p, err, sizeof err);
+        if (p.S == 0) {
+            printf("  %-14s  %s\n", ppdl_plan_methods[k], err);
+            continue;
+        }
+        ppdl_cost_eval ev;
+        if (ppdl_cost_evaluate(c, cl, M, schedule, &p, &ev, err, sizeof err) == 0) {
+            if (!ev.feasible) {
+                char a[32];
+                snprintf(fits, sizeof fits, "no: stage %d over by %s", ev.worst_stage,
+                         ppdl_fmt_bytes((size_t)ev.worst_over, a, sizeof a));
+            }
+            ppdl_cost_eval_free(&ev);
+        }
+        if (k == 0 && rc == 0) T_ppdl = p.predicted_iter_ms;
+        ppdl_sim sim;
+        double sim_ms = NAN;
+        if (ppdl_simulate(c, cl, &p, M, schedule, 0, &sim, err, sizeof err) == 0) sim_ms = sim.step_ms;
+        ppdl_sim_free(&sim);
+        char ratio[16] = "     -";
+        if (T_ppdl > 0) snprintf(ratio, sizeof ratio, "%6.2fx", p.predicted_iter_ms / T_ppdl);
+        printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
+               p.bottleneck_ms, sim_ms, fits);
+        ppdl_plan_free(&p);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    /* ---- 1. the command line and the inputs ---- */
+    char err[PPDL_ERR_LEN] = "";
+    options o;
+    int prc = parse_options(argc, argv, &o, err, sizeof err);
+    if (prc == 1) { usage(stdout); return 0; }
+    if (prc == 2) { printf("ppdl-plan %s\n", PACKAGE_VERSION); return 0; }
+    if (prc) { fprintf(stderr, "ppdl-plan: %s\n", err); return 2; }
+    ppdl_costs costs;
+    ppdl_cluster_model cl;
+    if (ppdl_costs_read(o.costs, &costs, err, sizeof err)) {
+        fprintf(stderr, "ppdl-plan: --costs %s\n", err);
+        return 1;
+    }
+    if (ppdl_cluster_model_read(o.cluster, &cl, err, sizeof err)) {
+        fprintf(stderr, "ppdl-plan: --cluster %s\n", err);
+        ppdl_costs_free(&costs);
+        return 1;
+    }
+    int M = (int)o.M;
+
+    /* ---- 2. plan ---- */
+    double t0 = ppdl_now_s();
+    ppdl_plan plan;
+    ppdl_solve_info info;
+    memset(&info, 0, sizeof info);
+    int rc;
+    if (!strncmp(o.method, "ppdl", 4)) {
+        ppdl_solve_opts so;
+        ppdl_solve_opts_default(&so);
+        so.placement = !strcmp(o.method, "ppdl");
+        so.exact_max_ranks = (int)o.exact_ranks;
+        rc = ppdl_solve(&costs, &cl, M, o.schedule, &so, &plan, &info, err, sizeof err);
+    } else {
+        rc = ppdl_plan_solve(&costs, &cl, M, o.schedule, o.method, &plan, err, sizeof err);
+    }
+    double plan_s = ppdl_now_s() - t0;
+    if (plan.S == 0) {
+        fprintf(stderr, "ppdl-plan: %s\n", err);
+        ppdl_costs_free(&costs);
+        ppdl_cluster_model_free(&cl);
+        return 1;
+    }
+
+    /* ---- 3. print, simulate, draw ---- */
+    ppdl_sim sim;
+    char serr[PPDL_ERR_LEN] = "";
+    int sim_rc = ppdl_simulate(&costs, &cl, &plan, M, o.schedule, o.timeline != NULL, &sim, serr, sizeof serr);
+    if (o.json) {
+        char *js = ppdl_plan_to_json(&plan);
+        printf("%s\n", js);
+        free(js);
+    } else {
+        printf("ppdl-plan: %d layers on %d ranks, %s, M = %d micro-batches of %d sample%s\n", costs.L, cl.N,
+               ppdl_schedule_name(o.schedule), M, costs.micro_batch_size, costs.micro_batch_size == 1 ? "" : "s");
+        printf("method %s", o.method);
+        if (!strncmp(o.method, "ppdl", 4) && info.placement[0])
+            printf(": placement %s%s; %ld order solves, %ld frontier points", info.placement,
+                   info.exact ? " (optimal)" : "", info.orders_solved, info.frontier_points);
+        printf("; planned in %.3f s\n", plan_s);
+        print_table(&costs, &cl, M, o.schedule, &plan);
+        if (sim_rc == 0)
+            printf("simulated T  %10.3f ms per step (the %s op lists played with these costs, links as queues; "
+                   "%.0f%% busy)\n", sim.step_ms, ppdl_schedule_name(o.schedule), 100 * sim.busy_frac);
+        else
+            printf("simulated T  (not available: %s)\n", serr);
+        if (o.compare) {
+            printf("\ncompare (same cost model, same cluster):\n");
+            print_compare(&costs, &cl, M, o.schedule);
+        }
+    }
+    int ret = rc ? 1 : 0;
+    if (rc) fprintf(stderr, "ppdl-plan: %s\n", err);
+    if (o.timeline && sim_rc == 0) {
+        char title[160], e2[PPDL_ERR_LEN];
+        snprintf(title, sizeof title, "ppdl-plan: %s, %d ranks, %s, M=%d, simulated %.1f ms", plan.method, cl.N,
+                 ppdl_schedule_name(o.schedule), M, sim.step_ms);
+        if (ppdl_timeline_write_svg(o.timeline, sim.ev, sim.n_ev, cl.N, title, e2, sizeof e2)) {
+            fprintf(stderr, "ppdl-plan: --timeline %s\n", e2);
+            ret = 1;
+        }
+    }
+    if (sim_rc == 0) ppdl_sim_free(&sim);
+    ppdl_plan_free(&plan);
+    ppdl_costs_free(&costs);
+    ppdl_cluster_model_free(&cl);
+    return ret;
+}

@@ -1,0 +1,108 @@
+/* checkpoint.h — checkpoints: a model.h5 with the optimizer state and the training
+ * position, written by all ranks together into one file with parallel HDF5, and read
+ * back under any number of ranks and any plan (layers are keyed by index, not rank).
+ *
+ * Layout (contract: DESIGN.md "model.h5"; a checkpoint IS a model file, so `ppdl
+ * ckpt.h5` trains from it and h5py reads it):
+ *   /, /layers/NNNNN/...     the model file of model_io.h: the root and layer attributes
+ *                            of the model the run started from, the current weights
+ *   /optimizer               attributes algorithm = "adamw", lr, beta1, beta2, eps,
+ *                            weight_decay (float64), step (int64: AdamW's t)
+ *     m/NNNNN/<param>        first moments (PyTorch's exp_avg), float32, the shape of
+ *                            /layers/NNNNN/<param>
+ *     v/NNNNN/<param>        second moments (exp_avg_sq)
+ *   /train                   attributes
+ *                              ppdl_checkpoint_version (int32, PPDL_CKPT_VERSION)
+ *                              step (int64): optimizer steps done = the next step's index
+ *                              data_position (int64): samples consumed; the next step
+ *                                starts at sample data_position mod N
+ *                              seed, batch_size, micro_batches, ranks (int64)
+ *                              schedule (string), plan (string: the plan JSON)
+ *                              complete (int32 = 1): written after all the data
+ *     checksums              uint64 [L, 3]: Fletcher-64 of layer l's parameters, m and v
+ *                            (each float's bit pattern as a uint32 word, the layer's
+ *                            datasets back to back in table order)
+ *
+ * Writing (ppdl_ckpt_write, collective): every rank creates every group, dataset and
+ * attribute with the same arguments (parallel HDF5 requires metadata changes from all
+ * ranks), then writes the datasets of its own layers with independent I/O, into
+ * PATH.tmp. The file is closed, synced, opened again and each rank reads its layers back
+ * against the checksums; only then does rank 0 rename PATH.tmp over PATH. A run killed
+ * at any moment leaves the previous PATH as it was.
+ */
+#ifndef PPDL_CHECKPOINT_H
+#define PPDL_CHECKPOINT_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "nn/model.h"
+
+#define PPDL_CKPT_VERSION 1
+
+/* the training state besides the arrays */
+typedef struct ppdl_ckpt_info {
+    long long step, data_position, adam_t;
+    long long seed, batch_size, micro_batches, ranks;
+    double lr, beta1, beta2, eps, weight_decay;
+    char schedule[16];
+    char *plan_json;           /* write: the caller's; read: malloc'd (ppdl_ckpt_info_free) */
+} ppdl_ckpt_info;
+
+/* what one write cost; seconds are the slowest rank's */
+typedef struct ppdl_ckpt_stats {
+    double bytes;              /* size of the file */
+    double write_s;            /* create, metadata, data, close */
+    double sync_s;             /* fsync of the file */
+    double verify_s;           /* open again, read back, compare checksums */
+    double total_s;            /* all of it, with the rename */
+} ppdl_ckpt_stats;
+
+typedef struct ppdl_ckpt ppdl_ckpt;
+
+/* Prepare to write checkpoints of layers first..last on this rank (an empty range,
+ * last = first - 1, on a rank whose layers another rank writes: a stage's replicas
+ * after the first hold the same weights as it); remembers the root
+ * and layer attributes of model_path (the model file the run started from, already
+ * validated as m) so every checkpoint carries them. Not collective. NULL on error. */
+ppdl_ckpt *ppdl_ckpt_create(const char *model_path, const ppdl_model *m, int first, int last,
+                            char *err, size_t errlen);
+void ppdl_ckpt_destroy(ppdl_ckpt *c);
+
+/* Write a checkpoint to path (atomically, see above). params, adam_m, adam_v: host
+ * arrays of this rank's layers, back to back in layer and table order (the stage
+ * arena's layout). Collective on comm; every layer must be on exactly one rank.
+ * Returns 0; -1 with a message when this rank failed; -2 when another rank failed
+ * (its message says why). On failure path is untouched and PATH.tmp removed.
+ * Non-finite weights or moments are refused (the run diverged): path is kept. */
+int ppdl_ckpt_write(ppdl_ckpt *c, const char *path, MPI_Comm comm, const float *params,
+                    const float *adam_m, const float *adam_v, const ppdl_ckpt_info *info,
+                    ppdl_ckpt_stats *stats, char *err, size_t errlen);
+
+/* Check that path is a complete checkpoint of model m (the same family and
+ * hyperparameters; the message names the first difference) in a format this ppdl
+ * reads, and fill info. Not collective (serial HDF5, read-only). */
+int ppdl_ckpt_read_info(const char *path, const ppdl_model *m, ppdl_ckpt_info *info,
+                        char *err, size_t errlen);
+void ppdl_ckpt_info_free(ppdl_ckpt_info *info);
+
+/* Read layers first..last of path into params, adam_m, adam_v (host, arena layout)
+ * and check them against the checksums. Collective on comm (parallel HDF5 open);
+ * each rank reads only its own layers. seconds: this rank's read time (may be NULL).
+ * Returns 0, or -1 with a message on this rank (other ranks may return 0). */
+int ppdl_ckpt_read_layers(const char *path, MPI_Comm comm, const ppdl_model *m, int first, int last,
+                          float *params, float *adam_m, float *adam_v, double *seconds,
+                          char *err, size_t errlen);
+
+/* Can a checkpoint be written at path (its folder exists and is writable)? Checked
+ * before training starts, not hours later. Not collective. */
+int ppdl_ckpt_check_path(const char *path, char *err, size_t errlen);
+
+/* Fletcher-64 of n floats' bit patterns continued from *state (start at {0, 0});
+ * returns the number of non-finite values seen. ppdl_ckpt_fletcher_value gives the
+ * checksum (b << 32 | a). For tests and tools. */
+typedef struct ppdl_fletcher { unsigned long long a, b; } ppdl_fletcher;
+size_t ppdl_ckpt_fletcher(ppdl_fletcher *state, const float *x, size_t n);
+unsigned long long ppdl_ckpt_fletcher_value(const ppdl_fletcher *state);
+
+#endif

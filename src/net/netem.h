@@ -1,0 +1,56 @@
+/* netem.h — an emulated network inside the communication layer (--netem CLUSTER.json).
+ *
+ * The kernel here has no netem qdisc (ENVIRONMENT.md), and a shaped veth only limits
+ * the rate; so latency and per-link bandwidth are emulated by the application, at the
+ * one place every message passes: ppdl_comm_isend / irecv / wait.
+ *
+ * The model of one directed link i -> j (latency L, bandwidth W from CLUSTER.json):
+ *   a message of n bytes sent at time t starts leaving when the link is free,
+ *     start = max(t, free_ij);  free_ij = start + n / W   (it occupies the link)
+ *   and arrives one latency after its last byte left:
+ *     arrival = free_ij + L
+ * So a lone message arrives L + n/W after it was sent, and back-to-back messages on one
+ * link queue behind each other's transmission while their latencies overlap, as on a
+ * wire. The link's state lives with the sender, the only rank that sends on it.
+ *
+ * How: the real data goes at once; next to it the sender sends a 16-byte header
+ * (arrival time, bytes) with the same tag on a private duplicate communicator. The
+ * receiver posts the header receive together with the data receive; MPI's
+ * non-overtaking order pairs the k-th header with the k-th message of the same (source,
+ * tag). A receive's wait completes when data and header are in and the clock has
+ * passed the arrival time; a send's wait no earlier than its last byte left the link.
+ * Only timing changes: the bytes delivered are exactly the bytes sent.
+ *
+ * Clocks: the arrival time is the sender's CLOCK_MONOTONIC, read by the receiver. That
+ * holds on one machine (namespaces included), so creation refuses ranks on different
+ * hosts rather than emulate with unrelated clocks. Wildcard receives
+ * (MPI_ANY_SOURCE/TAG) are not supported (ppdl never uses them). */
+#ifndef PPDL_NETEM_H
+#define PPDL_NETEM_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+struct ppdl_cluster;
+typedef struct ppdl_netem ppdl_netem;
+
+/* Collective over comm. Keeps this rank's row of the cluster's matrices. NULL with a
+ * message (the same on every rank) when the cluster does not fit the communicator or
+ * the ranks do not share one machine. */
+ppdl_netem *ppdl_netem_create(MPI_Comm comm, const struct ppdl_cluster *cl, char *err, size_t errlen);
+/* Completes what is still pending (headers of unwaited sends), frees the communicator. */
+void ppdl_netem_free(ppdl_netem *ne);
+
+/* Hooks called by comm.c right after the data's MPI_Isend / MPI_Irecv, with its request. */
+void ppdl_netem_on_send(ppdl_netem *ne, int dst, size_t n_bytes, int tag, MPI_Request data);
+void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request data);
+/* Wait for a request made through the hooks: 1 when it was one of them (then it is
+ * complete and *req is MPI_REQUEST_NULL), 0 when netem does not know it (the caller
+ * waits as usual). yield: 1 = MPI_Test + sched_yield loop, 0 = MPI_Wait. */
+int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield);
+
+/* Sleep until CLOCK_MONOTONIC (ppdl_now_s) reaches t: nanosleep for the bulk, then
+ * sched_yield for the last ~50 us. */
+void ppdl_sleep_until(double t);
+
+#endif

@@ -1,0 +1,403 @@
+/* probe.c — measure every ordered pair of ranks, each rank's memory and speed.
+ *
+ * The measurement is a list of "tasks" grouped into "slots": the tasks of one slot run at
+ * the same time, the slots one after another, each started by rank 0's "go" and ended by
+ * the results that come back to it. A task is either a pair (a, b) of one tournament
+ * round, or the local benchmarks of one rank (memcpy rate, SGEMM speed). */
+#include "net/probe.h"
+#include "core/error.h"
+#include "core/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SMALL_BYTES 8          /* the latency message */
+#define MAX_LARGE 2            /* large sizes: the activation, and >= 1 MiB */
+#define RES_LEN (1 + 2 * MAX_LARGE)
+#define TAG_DATA 32000         /* pair messages (through ppdl_comm, so netem sees them) */
+#define TAG_GO 1               /* control messages, on a private duplicate communicator */
+#define TAG_RESULT 2
+#define GEMM_N 256             /* the speed benchmark: C[N,N] = A[N,N] @ B[N,N] */
+
+void ppdl_probe_defaults(ppdl_probe_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    /* warm-up covers connection set-up (UCX makes endpoints on first use); the median
+     * of 21 small / 7 large exchanges is stable to a few % here, and 7 x 1 MiB keeps a
+     * 4-rank probe near 0.1 s */
+    o->warmup = 2;
+    o->reps_small = 21;
+    o->reps_large = 7;
+}
+
+/* ---- the schedule ---- */
+
+int ppdl_probe_rounds(int n) { return n < 2 ? 0 : (n % 2 ? n : n - 1); }
+
+int ppdl_probe_round_pairs(int n, int r, int *a, int *b)
+{
+    /* circle method: player m-1 stays, the others rotate by one each round; with odd
+     * n a dummy player m-1 = n gives a bye to whoever meets it */
+    int m = n % 2 ? n + 1 : n, k = 0;
+    for (int i = 0; i < m / 2; i++) {
+        int x = i == 0 ? m - 1 : (r + i) % (m - 1);
+        int y = (r - i + (m - 1)) % (m - 1);
+        if (x >= n || y >= n) continue;
+        a[k] = x < y ? x : y;
+        b[k] = x < y ? y : x;
+        k++;
+    }
+    return k;
+}
+
+static int share_host(const int *host, int a1, int b1, int a2, int b2)
+{
+    int h1[2] = {host[a1], host[b1]}, h2[2] = {host[a2], host[b2]};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (h1[i] == h2[j]) return 1;
+    return 0;
+}
+
+int ppdl_probe_slots(int n_pairs, const int *a, const int *b, const int *host, int all_at_once, int *slot)
+{
+    int n_slots = 0;
+    for (int k = 0; k < n_pairs; k++) {
+        int s = 0;
+        if (!all_at_once)
+            for (; s < n_slots; s++) {
+                int clash = 0;
+                for (int q = 0; q < k && !clash; q++)
+                    if (slot[q] == s) clash = share_host(host, a[k], b[k], a[q], b[q]);
+                if (!clash) break;
+            }
+        slot[k] = s;
+        if (s == n_slots) n_slots++;
+    }
+    return n_slots;
+}
+
+typedef struct task { int a, b; } task; /* b < 0: the local benchmarks of rank a */
+
+typedef struct schedule {
+    task *t;
+    int n_t;
+    int *start;                /* [n_slots + 1] first task of each slot */
+    int n_slots, rounds;
+} schedule;
+
+static void build_schedule(int n, const int *host, int all_at_once, schedule *s)
+{
+    int max_t = n + n * (n - 1) / 2;
+    s->t = ppdl_xmalloc((size_t)max_t * sizeof(task));
+    s->start = ppdl_xmalloc((size_t)(max_t + 1) * sizeof(int));
+    s->n_t = s->n_slots = 0;
+    /* local slots: the j-th rank of every host at once */
+    for (int j = 0; j < n; j++) {
+        int first = s->n_t;
+        for (int i = 0; i < n; i++) {
+            int before = 0;
+            for (int q = 0; q < i; q++) before += host[q] == host[i];
+            if (before == j) s->t[s->n_t++] = (task){i, -1};
+        }
+        if (s->n_t == first) break;
+        s->start[s->n_slots++] = first;
+    }
+    /* pair slots, round after round */
+    s->rounds = ppdl_probe_rounds(n);
+    int *a = ppdl_xmalloc((size_t)(n / 2 + 1) * sizeof(int)), *b = ppdl_xmalloc((size_t)(n / 2 + 1) * sizeof(int));
+    int *slot = ppdl_xmalloc((size_t)(n / 2 + 1) * sizeof(int));
+    for (int r = 0; r < s->rounds; r++) {
+        int np = ppdl_probe_round_pairs(n, r, a, b);
+        int ns = ppdl_probe_slots(np, a, b, host, all_at_once, slot);
+        for (int q = 0; q < ns; q++) {
+            s->start[s->n_slots++] = s->n_t;
+            for (int k = 0; k < np; k++)
+                if (slot[k] == q) s->t[s->n_t++] = (task){a[k], b[k]};
+        }
+    }
+    s->start[s->n_slots] = s->n_t;
+    free(a);
+    free(b);
+    free(slot);
+}
+
+/* ---- measuring ---- */
+
+typedef struct ctx {
+    ppdl_comm *c;
+    const ppdl_probe_opts *o;
+    size_t large[MAX_LARGE];
+    int n_large;
+    char *sbuf, *rbuf;         /* [large max] */
+} ctx;
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One exchange: the driver sends `fwd` bytes and receives `back` bytes; returns the
+ * round trip on the driver (0 on the other side). */
+static double exchange(ctx *x, int peer, int driver, size_t fwd, size_t back)
+{
+    MPI_Request s, r;
+    if (driver) {
+        ppdl_comm_irecv(x->c, x->rbuf, back, peer, TAG_DATA, &r);
+        double t0 = ppdl_now_s();
+        ppdl_comm_isend(x->c, x->sbuf, fwd, peer, TAG_DATA, &s);
+        ppdl_comm_wait(x->c, &s);
+        ppdl_comm_wait(x->c, &r);
+        return ppdl_now_s() - t0;
+    }
+    ppdl_comm_irecv(x->c, x->rbuf, fwd, peer, TAG_DATA, &r);
+    ppdl_comm_wait(x->c, &r);
+    ppdl_comm_isend(x->c, x->sbuf, back, peer, TAG_DATA, &s);
+    ppdl_comm_wait(x->c, &s);
+    return 0;
+}
+
+/* median round trip of `reps` exchanges after `warmup` untimed ones */
+static double exchanges(ctx *x, int peer, int driver, size_t fwd, size_t back, int reps)
+{
+    double *t = ppdl_xmalloc((size_t)reps * sizeof(double));
+    for (int k = 0; k < x->o->warmup; k++) exchange(x, peer, driver, fwd, back);
+    for (int k = 0; k < reps; k++) t[k] = exchange(x, peer, driver, fwd, back);
+    double m = getenv("PPDL_PROBE_MIN") ? (qsort(t, (size_t)reps, sizeof *t, cmp_double), t[0]) : median(t, reps);
+    free(t);
+    return m;
+}
+
+/* res = [small round trip, then per large size: S out + small back, small out + S back] */
+static void run_pair(ctx *x, int a, int b, double *res)
+{
+    int me = x->c->rank, driver = me == a, peer = driver ? b : a;
+    res[0] = exchanges(x, peer, driver, SMALL_BYTES, SMALL_BYTES, x->o->reps_small);
+    for (int k = 0; k < x->n_large; k++) {
+        res[1 + 2 * k] = exchanges(x, peer, driver, x->large[k], SMALL_BYTES, x->o->reps_large);
+        res[2 + 2 * k] = exchanges(x, peer, driver, SMALL_BYTES, x->large[k], x->o->reps_large);
+    }
+}
+
+/* GFLOP/s of a GEMM_N^3 SGEMM on the backend (median of 7 after one warm-up); 0 when
+ * there is no backend or its memory is short */
+static double gemm_gflops(ppdl_backend *be)
+{
+    if (!be) return 0;
+    size_t bytes = (size_t)GEMM_N * GEMM_N * sizeof(float);
+    float *h = ppdl_xmalloc(bytes);
+    for (size_t i = 0; i < (size_t)GEMM_N * GEMM_N; i++) h[i] = 0.5f + 0.001f * (float)(i % 97);
+    float *A = be->ops->alloc(be, bytes), *B = be->ops->alloc(be, bytes), *C = be->ops->alloc(be, bytes);
+    double g = 0;
+    if (A && B && C) {
+        be->ops->copy_h2d(be, A, h, bytes);
+        be->ops->copy_h2d(be, B, h, bytes);
+        double t[8];
+        for (int k = 0; k < 8; k++) {
+            double t0 = ppdl_now_s();
+            be->ops->gemm(be, 0, 0, GEMM_N, GEMM_N, GEMM_N, 1.0f, A, GEMM_N, B, GEMM_N, 0.0f, C, GEMM_N);
+            be->ops->sync(be);
+            t[k] = ppdl_now_s() - t0;
+        }
+        double m = median(t + 1, 7);
+        g = m > 0 ? 2.0 * GEMM_N * GEMM_N * GEMM_N / m / 1e9 : 0;
+    }
+    if (A) be->ops->free(be, A);
+    if (B) be->ops->free(be, B);
+    if (C) be->ops->free(be, C);
+    free(h);
+    return g;
+}
+
+/* res = [GFLOP/s, memcpy bytes/s] */
+static void run_local(ctx *x, double *res)
+{
+    size_t n = x->large[x->n_large - 1];
+    double t[6];
+    for (int k = 0; k < 6; k++) {
+        double t0 = ppdl_now_s();
+        memcpy(x->rbuf, x->sbuf, n);
+        t[k] = ppdl_now_s() - t0;
+    }
+    double m = median(t + 1, 5);
+    res[0] = gemm_gflops(x->o->be);
+    res[1] = m > 0 ? (double)n / m : 1e12;
+}
+
+/* ---- fitting ---- */
+
+/* least squares y = c + x/bw over (x, y); returns bw, or a fallback when the slope is
+ * not positive (noise on a very fast link): the largest size over its time */
+static double fit_bandwidth(const double *x, const double *y, int n)
+{
+    double mx = 0, my = 0, sxy = 0, sxx = 0;
+    for (int i = 0; i < n; i++) { mx += x[i]; my += y[i]; }
+    mx /= n;
+    my /= n;
+    for (int i = 0; i < n; i++) {
+        sxy += (x[i] - mx) * (y[i] - my);
+        sxx += (x[i] - mx) * (x[i] - mx);
+    }
+    double slope = sxx > 0 ? sxy / sxx : 0;
+    if (slope > 0 && isfinite(1 / slope)) return 1 / slope;
+    return y[n - 1] > 0 ? x[n - 1] / y[n - 1] : 1e12;
+}
+
+static void fit_pair(const ctx *x, int n, int a, int b, const double *res, ppdl_cluster *cl)
+{
+    double half = 0.5 * res[0]; /* one-way small message */
+    double xs[1 + MAX_LARGE], yab[1 + MAX_LARGE], yba[1 + MAX_LARGE];
+    xs[0] = SMALL_BYTES;
+    yab[0] = yba[0] = half;
+    for (int k = 0; k < x->n_large; k++) {
+        xs[1 + k] = (double)x->large[k];
+        yab[1 + k] = res[1 + 2 * k] - half;
+        yba[1 + k] = res[2 + 2 * k] - half;
+    }
+    cl->bw[a * n + b] = fit_bandwidth(xs, yab, 1 + x->n_large);
+    cl->bw[b * n + a] = fit_bandwidth(xs, yba, 1 + x->n_large);
+    cl->lat[a * n + b] = cl->lat[b * n + a] = half > 0 ? half : 0;
+}
+
+/* ---- the whole probe ---- */
+
+static int in_slot(const schedule *s, int slot, int rank, int *task_index)
+{
+    for (int k = s->start[slot]; k < s->start[slot + 1]; k++)
+        if (s->t[k].a == rank || s->t[k].b == rank) { *task_index = k; return 1; }
+    return 0;
+}
+
+static void run_task(ctx *x, const task *t, double *res)
+{
+    if (t->b < 0) run_local(x, res);
+    else run_pair(x, t->a, t->b, res);
+}
+
+void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
+{
+    MPI_Comm comm = c->comm;
+    int me = c->rank, n = c->size;
+    double t_start = ppdl_now_s();
+
+    /* hosts (MPI shared-memory nodes) and memory of every rank */
+    MPI_Comm node;
+    int node_size;
+    PPDL_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    PPDL_CHECK_MPI(MPI_Comm_size(node, &node_size));
+    int host_id = me;
+    PPDL_CHECK_MPI(MPI_Allreduce(&me, &host_id, 1, MPI_INT, MPI_MIN, node));
+    PPDL_CHECK_MPI(MPI_Comm_free(&node));
+    int *host = ppdl_xmalloc((size_t)n * sizeof(int));
+    PPDL_CHECK_MPI(MPI_Allgather(&host_id, 1, MPI_INT, host, 1, MPI_INT, comm));
+    double mem = (double)o->mem_bytes;
+    if (mem <= 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        mem = pages > 0 && page > 0 ? (double)pages * (double)page / node_size : 1e9;
+    }
+    double *mems = ppdl_xmalloc((size_t)n * sizeof(double));
+    PPDL_CHECK_MPI(MPI_Allgather(&mem, 1, MPI_DOUBLE, mems, 1, MPI_DOUBLE, comm));
+
+    ctx x = {.c = c, .o = o};
+    size_t big = o->msg_bytes ? o->msg_bytes : (o->act_bytes > (1u << 20) ? o->act_bytes : (size_t)1 << 20);
+    if (o->act_bytes > SMALL_BYTES && o->act_bytes < big) x.large[x.n_large++] = o->act_bytes;
+    x.large[x.n_large++] = big;
+    x.sbuf = ppdl_xmalloc(big);
+    x.rbuf = ppdl_xmalloc(big);
+    memset(x.sbuf, 1, big); /* touch the pages now, not while timing */
+    memset(x.rbuf, 2, big);
+
+    schedule s;
+    build_schedule(n, host, o->all_at_once, &s);
+    MPI_Comm ctl;
+    PPDL_CHECK_MPI(MPI_Comm_dup(comm, &ctl));
+
+    /* rank 0 keeps every task's results */
+    double *results = me == 0 ? ppdl_xcalloc((size_t)s.n_t * RES_LEN, sizeof(double)) : NULL;
+    /* per slot: a result and up to two "go"s per task */
+    MPI_Request *reqs = ppdl_xmalloc((size_t)(3 * n + 2) * sizeof(MPI_Request));
+    int go = 0;
+    for (int sl = 0; sl < s.n_slots; sl++) {
+        int k_mine = -1, mine = in_slot(&s, sl, me, &k_mine);
+        double res[RES_LEN] = {0};
+        if (me == 0) {
+            int nr = 0;
+            for (int k = s.start[sl]; k < s.start[sl + 1]; k++) {
+                const task *t = &s.t[k];
+                if (t->a != 0)
+                    PPDL_CHECK_MPI(MPI_Irecv(&results[k * RES_LEN], RES_LEN, MPI_DOUBLE, t->a, TAG_RESULT, ctl, &reqs[nr++]));
+                int who[2] = {t->a, t->b};
+                for (int w = 0; w < 2; w++)
+                    if (who[w] > 0) PPDL_CHECK_MPI(MPI_Isend(&go, 1, MPI_INT, who[w], TAG_GO, ctl, &reqs[nr++]));
+            }
+            if (mine) {
+                run_task(&x, &s.t[k_mine], res);
+                memcpy(&results[k_mine * RES_LEN], res, sizeof res);
+            }
+            ppdl_comm_waitall_idle(nr, reqs);
+        } else if (mine) {
+            int got;
+            PPDL_CHECK_MPI(MPI_Irecv(&got, 1, MPI_INT, 0, TAG_GO, ctl, &reqs[0]));
+            ppdl_comm_waitall_idle(1, reqs);
+            run_task(&x, &s.t[k_mine], res);
+            if (s.t[k_mine].a == me) PPDL_CHECK_MPI(MPI_Send(res, RES_LEN, MPI_DOUBLE, 0, TAG_RESULT, ctl));
+        }
+    }
+
+    /* rank 0 turns the times into the cluster; everyone receives it */
+    ppdl_cluster_alloc(cl, n);
+    size_t nn = (size_t)n * (size_t)n, len = 2 * nn + 3 * (size_t)n + 1;
+    double *pack = ppdl_xcalloc(len, sizeof(double));
+    if (me == 0) {
+        double g0 = 0;
+        for (int k = 0; k < s.n_t; k++) {
+            const task *t = &s.t[k];
+            const double *r = &results[k * RES_LEN];
+            if (t->b >= 0) { fit_pair(&x, n, t->a, t->b, r, cl); continue; }
+            cl->bw[t->a * n + t->a] = r[1];
+            cl->speed[t->a] = r[0]; /* GFLOP/s for now */
+            if (t->a == 0) g0 = r[0];
+        }
+        /* speed relative to rank 0; no benchmark (or a failed one): 1 */
+        for (int i = 0; i < n; i++)
+            cl->speed[i] = g0 > 0 && cl->speed[i] > 0 ? cl->speed[i] / g0 : 1.0;
+        memcpy(cl->mem, mems, (size_t)n * sizeof(double));
+        memcpy(pack, cl->bw, nn * sizeof(double));
+        memcpy(pack + nn, cl->lat, nn * sizeof(double));
+        memcpy(pack + 2 * nn, cl->mem, (size_t)n * sizeof(double));
+        memcpy(pack + 2 * nn + n, cl->speed, (size_t)n * sizeof(double));
+        pack[len - 1] = 1e3 * (ppdl_now_s() - t_start);
+    }
+    PPDL_CHECK_MPI(MPI_Ibcast(pack, (int)len, MPI_DOUBLE, 0, comm, &reqs[0]));
+    ppdl_comm_waitall_idle(1, reqs);
+    memcpy(cl->bw, pack, nn * sizeof(double));
+    memcpy(cl->lat, pack + nn, nn * sizeof(double));
+    memcpy(cl->mem, pack + 2 * nn, (size_t)n * sizeof(double));
+    memcpy(cl->speed, pack + 2 * nn + n, (size_t)n * sizeof(double));
+    cl->probe_ms = pack[len - 1];
+    cl->probe_bytes = (double)big;
+    cl->act_bytes = (double)o->act_bytes;
+    cl->probe_rounds = s.rounds;
+    cl->probe_slots = s.n_slots;
+    ppdl_cluster_group_nodes(cl, PPDL_NODE_RATIO);
+
+    PPDL_CHECK_MPI(MPI_Comm_free(&ctl));
+    free(pack);
+    free(mems);
+    free(results);
+    free(reqs);
+    free(s.t);
+    free(s.start);
+    free(host);
+    free(x.sbuf);
+    free(x.rbuf);
+}

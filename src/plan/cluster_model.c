@@ -1,0 +1,184 @@
+/* cluster_model.c — CLUSTER.json for the planner: read, validate, write. */
+#include "plan/cluster_model.h"
+#include "core/error.h"
+#include "core/util.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RANKS 65536
+
+void ppdl_cluster_model_alloc(ppdl_cluster_model *c, int N)
+{
+    memset(c, 0, sizeof *c);
+    c->N = N;
+    size_t n = (size_t)(N > 0 ? N : 1);
+    c->bw = ppdl_xcalloc(n * n, sizeof(double));
+    c->lat = ppdl_xcalloc(n * n, sizeof(double));
+    c->mem = ppdl_xcalloc(n, sizeof(double));
+    c->speed = ppdl_xcalloc(n, sizeof(double));
+    for (size_t i = 0; i < n * n; i++) c->bw[i] = 1e9;
+    for (size_t i = 0; i < n; i++) {
+        c->mem[i] = 1e12;
+        c->speed[i] = 1;
+    }
+}
+
+void ppdl_cluster_model_free(ppdl_cluster_model *c)
+{
+    free(c->bw);
+    free(c->lat);
+    free(c->mem);
+    free(c->speed);
+    memset(c, 0, sizeof *c);
+}
+
+int ppdl_cluster_model_validate(const ppdl_cluster_model *c, const char *what, char *err, size_t errlen)
+{
+    int N = c->N;
+    if (N < 1 || N > MAX_RANKS) return ppdl_errf(err, errlen, "%s: ranks is %d: expected 1..%d", what, N, MAX_RANKS);
+    for (int a = 0; a < N; a++) {
+        for (int b = 0; b < N; b++) {
+            double bw = c->bw[(size_t)a * N + b], lat = c->lat[(size_t)a * N + b];
+            if (a != b && (!isfinite(bw) || bw <= 0))
+                return ppdl_errf(err, errlen, "%s: bandwidth_Bps[%d][%d] is %g: expected bytes/s > 0", what, a, b, bw);
+            if (!isfinite(lat) || lat < 0)
+                return ppdl_errf(err, errlen, "%s: latency_s[%d][%d] is %g: expected seconds >= 0", what, a, b, lat);
+        }
+        if (!isfinite(c->mem[a]) || c->mem[a] <= 0)
+            return ppdl_errf(err, errlen, "%s: mem_bytes[%d] is %g: expected bytes > 0", what, a, c->mem[a]);
+        if (!isfinite(c->speed[a]) || c->speed[a] <= 0)
+            return ppdl_errf(err, errlen, "%s: speed[%d] is %g: expected a relative speed > 0 "
+                                          "(1.0 = the device the costs were profiled on)", what, a, c->speed[a]);
+    }
+    return 0;
+}
+
+static int get_vec(json_t *root, const char *key, int N, double *out, int required, const char *what,
+                   char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v) return required ? ppdl_errf(err, errlen, "%s: \"%s\" is missing: expected an array of %d numbers", what, key, N) : 0;
+    if (!json_is_array(v) || (int)json_array_size(v) != N)
+        return ppdl_errf(err, errlen, "%s: %s: expected an array of %d numbers (one per rank)", what, key, N);
+    for (int i = 0; i < N; i++) {
+        json_t *x = json_array_get(v, (size_t)i);
+        if (!json_is_number(x)) return ppdl_errf(err, errlen, "%s: %s[%d]: expected a number", what, key, i);
+        out[i] = json_number_value(x);
+    }
+    return 0;
+}
+
+static int get_mat(json_t *root, const char *key, int N, double *out, int required, const char *what,
+                   char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v) return required ? ppdl_errf(err, errlen, "%s: \"%s\" is missing: expected %d rows of %d numbers", what, key, N, N) : 0;
+    if (!json_is_array(v) || (int)json_array_size(v) != N)
+        return ppdl_errf(err, errlen, "%s: %s: expected %d rows of %d numbers", what, key, N, N);
+    for (int a = 0; a < N; a++) {
+        json_t *row = json_array_get(v, (size_t)a);
+        if (!json_is_array(row) || (int)json_array_size(row) != N)
+            return ppdl_errf(err, errlen, "%s: %s[%d]: expected a row of %d numbers", what, key, a, N);
+        for (int b = 0; b < N; b++) {
+            json_t *x = json_array_get(row, (size_t)b);
+            if (!json_is_number(x)) return ppdl_errf(err, errlen, "%s: %s[%d][%d]: expected a number", what, key, a, b);
+            out[(size_t)a * N + b] = json_number_value(x);
+        }
+    }
+    return 0;
+}
+
+static int parse_root(json_t *root, const char *what, ppdl_cluster_model *c, char *err, size_t errlen)
+{
+    json_t *ranks = json_object_get(root, "ranks");
+    if (!json_is_object(root) || !json_is_integer(ranks) || json_integer_value(ranks) < 1 ||
+        json_integer_value(ranks) > MAX_RANKS)
+        return ppdl_errf(err, errlen, "%s: expected an object with \"ranks\": an integer 1..%d (CLUSTER.json, "
+                                      "see DESIGN.md)", what, MAX_RANKS);
+    int N = (int)json_integer_value(ranks);
+    ppdl_cluster_model_alloc(c, N);
+    if (get_mat(root, "bandwidth_Bps", N, c->bw, 1, what, err, errlen) ||
+        get_mat(root, "latency_s", N, c->lat, 0, what, err, errlen) ||
+        get_vec(root, "mem_bytes", N, c->mem, 1, what, err, errlen) ||
+        get_vec(root, "speed", N, c->speed, 0, what, err, errlen))
+        return -1;
+    return ppdl_cluster_model_validate(c, what, err, errlen);
+}
+
+int ppdl_cluster_model_parse(const char *text, const char *what, ppdl_cluster_model *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root) return ppdl_errf(err, errlen, "%s: line %d: %s", what, je.line, je.text);
+    int rc = parse_root(root, what, c, err, errlen);
+    json_decref(root);
+    if (rc) ppdl_cluster_model_free(c);
+    return rc;
+}
+
+int ppdl_cluster_model_read(const char *path, ppdl_cluster_model *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+    int rc = parse_root(root, path, c, err, errlen);
+    json_decref(root);
+    if (rc) ppdl_cluster_model_free(c);
+    return rc;
+}
+
+static json_t *jmat(const double *m, int N)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < N; i++) {
+        json_t *row = json_array();
+        for (int j = 0; j < N; j++) json_array_append_new(row, json_real(m[(size_t)i * N + j]));
+        json_array_append_new(a, row);
+    }
+    return a;
+}
+
+static json_t *jvec(const double *v, int N)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < N; i++) json_array_append_new(a, json_real(v[i]));
+    return a;
+}
+
+char *ppdl_cluster_model_to_json(const ppdl_cluster_model *c)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "ranks", json_integer(c->N));
+    json_object_set_new(root, "bandwidth_Bps", jmat(c->bw, c->N));
+    json_object_set_new(root, "latency_s", jmat(c->lat, c->N));
+    json_object_set_new(root, "mem_bytes", jvec(c->mem, c->N));
+    json_object_set_new(root, "speed", jvec(c->speed, c->N));
+    char *s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    json_decref(root);
+    return s;
+}
+
+int ppdl_cluster_model_write(const char *path, const ppdl_cluster_model *c, char *err, size_t errlen)
+{
+    char *text = ppdl_cluster_model_to_json(c);
+    size_t n = strlen(path) + 8;
+    char *tmp = ppdl_xmalloc(n);
+    snprintf(tmp, n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int rc = (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0) ? -1 : 0;
+    if (f && fclose(f)) rc = -1;
+    if (!rc && rename(tmp, path)) rc = -1;
+    if (rc) {
+        remove(tmp);
+        ppdl_errf(err, errlen, "%s: cannot write the cluster file", path);
+    }
+    free(tmp);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,221 @@
+/* costs.c — COSTS.json: read, validate, write. */
+#include "plan/costs.h"
+#include "core/error.h"
+#include "core/util.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BYTES 1125899906842624.0 /* 2^50 */
+
+void ppdl_costs_alloc(ppdl_costs *c, int L)
+{
+    memset(c, 0, sizeof *c);
+    c->L = L;
+    c->micro_batch_size = 1;
+    c->state_multiplier = 4;
+    c->layers = ppdl_xcalloc((size_t)(L > 0 ? L : 1), sizeof *c->layers);
+    for (int l = 0; l < L; l++) c->layers[l].n_opts = 1;
+}
+
+void ppdl_costs_free(ppdl_costs *c)
+{
+    free(c->layers);
+    memset(c, 0, sizeof *c);
+}
+
+static int check_ms(double v, const char *what, int l, const char *field, char *err, size_t errlen)
+{
+    if (!isfinite(v) || v < 0)
+        return ppdl_errf(err, errlen, "%s: layers[%d].%s is %g: expected a number of milliseconds >= 0",
+                         what, l, field, v);
+    return 0;
+}
+
+static int check_bytes(double v, const char *what, int l, const char *field, char *err, size_t errlen)
+{
+    if (!isfinite(v) || v < 0 || v >= MAX_BYTES || floor(v) != v)
+        return ppdl_errf(err, errlen, "%s: layers[%d].%s is %.17g: expected a whole number of bytes "
+                                      "in [0, 2^50)", what, l, field, v);
+    return 0;
+}
+
+int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t errlen)
+{
+    if (c->L < 1) return ppdl_errf(err, errlen, "%s: \"layers\" is empty: expected one entry per layer", what);
+    if (c->micro_batch_size < 1)
+        return ppdl_errf(err, errlen, "%s: micro_batch_size is %d: expected an integer >= 1", what, c->micro_batch_size);
+    if (!isfinite(c->state_multiplier) || c->state_multiplier < 0 || c->state_multiplier > 1000)
+        return ppdl_errf(err, errlen, "%s: state_multiplier is %g: expected a number in [0, 1000] "
+                                      "(4 for values, gradients and AdamW's two moments)", what, c->state_multiplier);
+    for (int l = 0; l < c->L; l++) {
+        const ppdl_layer_cost *lc = &c->layers[l];
+        if (check_ms(lc->fwd_ms, what, l, "fwd_ms", err, errlen) ||
+            check_ms(lc->bwd_ms, what, l, "bwd_ms", err, errlen) ||
+            check_bytes(lc->param_bytes, what, l, "param_bytes", err, errlen) ||
+            check_bytes(lc->out_bytes, what, l, "out_bytes", err, errlen))
+            return -1;
+        if (lc->n_opts < 1 || lc->n_opts > PPDL_MAX_RC_OPTS)
+            return ppdl_errf(err, errlen, "%s: layers[%d] has %d recompute options: at most %d are supported",
+                             what, l, lc->n_opts - 1, PPDL_MAX_RC_OPTS - 1);
+        if (lc->extra_ms[0] != 0)
+            return ppdl_errf(err, errlen, "%s: layers[%d]: option 0 (keep everything) must cost no extra time", what, l);
+        for (int o = 0; o < lc->n_opts; o++) {
+            char f[64];
+            if (o) snprintf(f, sizeof f, "recompute[%d].stash_bytes", o - 1);
+            else snprintf(f, sizeof f, "stash_bytes");
+            if (check_bytes(lc->stash_bytes[o], what, l, f, err, errlen)) return -1;
+            snprintf(f, sizeof f, "recompute[%d].extra_ms", o - 1);
+            if (o && check_ms(lc->extra_ms[o], what, l, f, err, errlen)) return -1;
+        }
+    }
+    return 0;
+}
+
+/* a number field of obj, or -1 with a message */
+static int get_num(json_t *obj, const char *key, double *out, const char *what, const char *where,
+                   char *err, size_t errlen)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_number(v))
+        return ppdl_errf(err, errlen, "%s: %s.%s: %s", what, where, key, v ? "expected a number" : "missing");
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, size_t errlen)
+{
+    json_t *layers = json_object_get(root, "layers");
+    if (!json_is_object(root) || !json_is_array(layers) || json_array_size(layers) == 0)
+        return ppdl_errf(err, errlen, "%s: expected an object with a non-empty array \"layers\" "
+                                      "(COSTS.json, see DESIGN.md)", what);
+    if (json_array_size(layers) > 1000000)
+        return ppdl_errf(err, errlen, "%s: %zu layers is more than ppdl plans", what, json_array_size(layers));
+    ppdl_costs_alloc(c, (int)json_array_size(layers));
+    double d = 0;
+    json_t *mb = json_object_get(root, "micro_batch_size");
+    if (mb) {
+        if (!json_is_integer(mb) || json_integer_value(mb) < 1 || json_integer_value(mb) > (1 << 30))
+            return ppdl_errf(err, errlen, "%s: micro_batch_size: expected an integer >= 1", what);
+        c->micro_batch_size = (int)json_integer_value(mb);
+    }
+    if (json_object_get(root, "state_multiplier")) {
+        if (get_num(root, "state_multiplier", &d, what, "costs", err, errlen)) return -1;
+        c->state_multiplier = d;
+    }
+    for (int l = 0; l < c->L; l++) {
+        json_t *jl = json_array_get(layers, (size_t)l);
+        ppdl_layer_cost *lc = &c->layers[l];
+        char where[64];
+        snprintf(where, sizeof where, "layers[%d]", l);
+        if (!json_is_object(jl)) return ppdl_errf(err, errlen, "%s: %s: expected an object", what, where);
+        json_t *name = json_object_get(jl, "name");
+        snprintf(lc->name, sizeof lc->name, "%s", json_is_string(name) ? json_string_value(name) : "");
+        if (get_num(jl, "fwd_ms", &lc->fwd_ms, what, where, err, errlen) ||
+            get_num(jl, "bwd_ms", &lc->bwd_ms, what, where, err, errlen) ||
+            get_num(jl, "param_bytes", &lc->param_bytes, what, where, err, errlen) ||
+            get_num(jl, "out_bytes", &lc->out_bytes, what, where, err, errlen) ||
+            get_num(jl, "stash_bytes", &lc->stash_bytes[0], what, where, err, errlen))
+            return -1;
+        json_t *rc = json_object_get(jl, "recompute");
+        if (rc && !json_is_array(rc))
+            return ppdl_errf(err, errlen, "%s: %s.recompute: expected an array of {stash_bytes, extra_ms}", what, where);
+        size_t n = rc ? json_array_size(rc) : 0;
+        if (n + 1 > PPDL_MAX_RC_OPTS)
+            return ppdl_errf(err, errlen, "%s: %s.recompute has %zu options: at most %d are supported",
+                             what, where, n, PPDL_MAX_RC_OPTS - 1);
+        lc->n_opts = 1 + (int)n;
+        for (size_t k = 0; k < n; k++) {
+            json_t *o = json_array_get(rc, k);
+            char w2[96];
+            snprintf(w2, sizeof w2, "%s.recompute[%zu]", where, k);
+            if (!json_is_object(o)) return ppdl_errf(err, errlen, "%s: %s: expected an object", what, w2);
+            if (get_num(o, "stash_bytes", &lc->stash_bytes[k + 1], what, w2, err, errlen) ||
+                get_num(o, "extra_ms", &lc->extra_ms[k + 1], what, w2, err, errlen))
+                return -1;
+        }
+    }
+    return ppdl_costs_validate(c, what, err, errlen);
+}
+
+int ppdl_costs_parse(const char *text, const char *what, ppdl_costs *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root) return ppdl_errf(err, errlen, "%s: line %d: %s", what, je.line, je.text);
+    int rc = parse_root(root, what, c, err, errlen);
+    json_decref(root);
+    if (rc) ppdl_costs_free(c);
+    return rc;
+}
+
+int ppdl_costs_read(const char *path, ppdl_costs *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+    int rc = parse_root(root, path, c, err, errlen);
+    json_decref(root);
+    if (rc) ppdl_costs_free(c);
+    return rc;
+}
+
+/* bytes as JSON integers, so files read as whole numbers everywhere */
+static json_t *jbytes(double v) { return json_integer((json_int_t)v); }
+
+char *ppdl_costs_to_json(const ppdl_costs *c)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "micro_batch_size", json_integer(c->micro_batch_size));
+    json_object_set_new(root, "state_multiplier", json_real(c->state_multiplier));
+    json_t *arr = json_array();
+    for (int l = 0; l < c->L; l++) {
+        const ppdl_layer_cost *lc = &c->layers[l];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(lc->name));
+        json_object_set_new(o, "fwd_ms", json_real(lc->fwd_ms));
+        json_object_set_new(o, "bwd_ms", json_real(lc->bwd_ms));
+        json_object_set_new(o, "param_bytes", jbytes(lc->param_bytes));
+        json_object_set_new(o, "out_bytes", jbytes(lc->out_bytes));
+        json_object_set_new(o, "stash_bytes", jbytes(lc->stash_bytes[0]));
+        json_t *rc = json_array();
+        for (int k = 1; k < lc->n_opts; k++) {
+            json_t *ro = json_object();
+            json_object_set_new(ro, "stash_bytes", jbytes(lc->stash_bytes[k]));
+            json_object_set_new(ro, "extra_ms", json_real(lc->extra_ms[k]));
+            json_array_append_new(rc, ro);
+        }
+        json_object_set_new(o, "recompute", rc);
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(root, "layers", arr);
+    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    return s;
+}
+
+int ppdl_costs_write(const char *path, const ppdl_costs *c, char *err, size_t errlen)
+{
+    char *text = ppdl_costs_to_json(c);
+    if (!text) return ppdl_errf(err, errlen, "%s: cannot format the costs as JSON", path);
+    size_t n = strlen(path) + 8;
+    char *tmp = ppdl_xmalloc(n);
+    snprintf(tmp, n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int rc = 0;
+    if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0) rc = -1;
+    if (f && fclose(f)) rc = -1;
+    if (!rc && rename(tmp, path)) rc = -1;
+    if (rc) {
+        remove(tmp);
+        ppdl_errf(err, errlen, "%s: cannot write the costs file", path);
+    }
+    free(tmp);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,60 @@
+/* costs.h — what each layer costs: COSTS.json (DESIGN.md), read, validated, written.
+ *
+ * Per layer, at the run's micro-batch size b: forward and backward milliseconds on the
+ * profiled device (speed 1.0 in CLUSTER.json), parameter bytes, the bytes of the
+ * activation sent to the next layer, and the recompute options. Option 0 keeps
+ * everything (stash_bytes, no extra time); option k >= 1 is recompute[k-1] with its own
+ * stash bytes and extra milliseconds. Pure data, no MPI, no device.
+ *
+ * Byte counts must be whole numbers below 2^50: the planner adds them in a different
+ * order than the cost model does, and only integers add up exactly in doubles, so both
+ * then agree bit for bit on whether a stage fits its memory.
+ */
+#ifndef PPDL_COSTS_H
+#define PPDL_COSTS_H
+
+#include <stddef.h>
+
+#define PPDL_MAX_RC_OPTS 8     /* options per layer, option 0 included */
+
+typedef struct ppdl_layer_cost {
+    char name[48];
+    double fwd_ms, bwd_ms;
+    double param_bytes;        /* bytes of parameter values */
+    double out_bytes;          /* bytes of the activation sent to the next layer */
+    int n_opts;                /* 1 + number of recompute options */
+    double stash_bytes[PPDL_MAX_RC_OPTS]; /* kept per in-flight micro-batch, by option */
+    double extra_ms[PPDL_MAX_RC_OPTS];    /* extra time per micro-batch; extra_ms[0] = 0 */
+} ppdl_layer_cost;
+
+typedef struct ppdl_costs {
+    int micro_batch_size;
+    double state_multiplier;   /* bytes held per parameter byte (values, grads, AdamW m, v: 4) */
+    int L;
+    ppdl_layer_cost *layers;   /* [L] */
+} ppdl_costs;
+
+/* L zeroed layers (n_opts = 1), micro_batch_size 1, state_multiplier 4 */
+void ppdl_costs_alloc(ppdl_costs *c, int L);
+void ppdl_costs_free(ppdl_costs *c);
+
+/* Read COSTS.json; on error -1 with a message naming the file and the field
+ * ("costs.json: layers[3].recompute[0].extra_ms: expected a number >= 0"). */
+int ppdl_costs_read(const char *path, ppdl_costs *c, char *err, size_t errlen);
+/* The same from JSON text; `what` names the source in messages. */
+int ppdl_costs_parse(const char *text, const char *what, ppdl_costs *c, char *err, size_t errlen);
+/* Check a costs structure (as the reader does): L >= 1, times and bytes finite and
+ * >= 0, bytes whole numbers < 2^50, 1 <= n_opts <= PPDL_MAX_RC_OPTS, extra_ms[0] = 0. */
+int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t errlen);
+/* Write COSTS.json (to PATH.tmp, then renamed onto PATH). */
+int ppdl_costs_write(const char *path, const ppdl_costs *c, char *err, size_t errlen);
+/* The JSON text (malloc'd, caller frees). */
+char *ppdl_costs_to_json(const ppdl_costs *c);
+
+/* fwd + bwd + extra of layer l under option opt, in ms at speed 1 */
+static inline double ppdl_layer_time(const ppdl_layer_cost *l, int opt)
+{
+    return l->fwd_ms + l->bwd_ms + l->extra_ms[opt];
+}
+
+#endif

@@ -1,0 +1,26 @@
+/* planner.h — one entry point for every planning method: ppdl's solver or a baseline.
+ * This is what `ppdl --plan auto` and `ppdl-plan --method NAME` call. Pure C. */
+#ifndef PPDL_PLANNER_H
+#define PPDL_PLANNER_H
+
+#include <stddef.h>
+
+#include "plan/cluster_model.h"
+#include "plan/costs.h"
+#include "plan/plan.h"
+
+/* method names, NULL-terminated: "ppdl" (the default: partition, placement and
+ * recompute), "ppdl-inorder" (ranks in order 0..N-1, partition and recompute), then the
+ * baselines of baselines.h: uniform, uniform-rc, params, params-rc, time, time-rc,
+ * pipedream, pipedream-rc */
+extern const char *const ppdl_plan_methods[];
+
+/* Plan with `method` for M micro-batches under `schedule` (PPDL_SCHED_*). Returns 0
+ * when *out holds a plan that fits in memory (annotated by the cost model). Returns -1
+ * with a message in err otherwise; then *out holds the plan that was built (out->S > 0,
+ * out->feasible = 0, err names the stage over its memory and by how much), or nothing
+ * (out->S = 0) for an unknown method or a model with fewer layers than ranks. */
+int ppdl_plan_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                    const char *method, ppdl_plan *out, char *err, size_t errlen);
+
+#endif

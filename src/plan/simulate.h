@@ -1,0 +1,41 @@
+/* simulate.h — play a plan's real schedule (the op lists of src/pipe/schedule.h, the
+ * same lists the runtime executes) with the costs, and predict the step time.
+ *
+ * The model, one step:
+ *  - each stage runs its op list in order on its rank, one op at a time;
+ *    FORWARD(mb) takes sum fwd_ms / speed, BACKWARD(mb) sum (bwd_ms + extra_ms) / speed;
+ *  - a SEND enters the link's FIFO queue (one queue per direction of each adjacent
+ *    pair): the transfer starts when the link is free, occupies it for
+ *    bytes / bandwidth, and arrives latency later; sends do not block the sender;
+ *  - a RECV waits for the arrival (recorded as a wait);
+ *  - like the runtime, a slot's send buffer is reused only after its previous message
+ *    arrived, and OPTIMIZER waits for all of the stage's sends; it takes no time.
+ * The step ends when the last stage finishes. Unlike the analytic T of costmodel.h
+ * there is no formula: bubbles, warm-up, cool-down, queueing and the gradient direction
+ * come out of the play itself, so the two can be compared.
+ */
+#ifndef PPDL_SIMULATE_H
+#define PPDL_SIMULATE_H
+
+#include <stddef.h>
+
+#include "plan/cluster_model.h"
+#include "plan/costs.h"
+#include "plan/plan.h"
+#include "prof/timeline.h"
+
+typedef struct ppdl_sim {
+    double step_ms;            /* predicted time of one step */
+    double busy_frac;          /* compute time / (S * step_ms) */
+    ppdl_event_rec *ev;        /* per-rank timed events (when recorded), for timeline.h */
+    int n_ev;
+} ppdl_sim;
+
+/* Simulate one step of plan p for M micro-batches under `schedule`. record: keep the
+ * events. Returns 0, or -1 with a message (an invalid plan, or a schedule that fails
+ * its check). */
+int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M,
+                  int schedule, int record, ppdl_sim *out, char *err, size_t errlen);
+void ppdl_sim_free(ppdl_sim *s);
+
+#endif

@@ -1,0 +1,73 @@
+/* solver_impl.h — what solver.c and placement.c share. Not a public interface. */
+#ifndef PPDL_SOLVER_IMPL_H
+#define PPDL_SOLVER_IMPL_H
+
+#include "plan/cluster_model.h"
+#include "plan/costs.h"
+#include "plan/solver.h"
+
+/* How a stage's options are chosen when its time is looked up:
+ *   BEST      the least extra time that fits the memory (from the Pareto frontiers)
+ *   MINSTASH  every layer on its smallest-stash option (most memory-frugal)
+ *   KEEP      every layer on option 0 (no recompute) */
+enum { MODE_BEST = 0, MODE_MINSTASH = 1, MODE_KEEP = 2 };
+
+typedef struct plan_ctx {
+    const ppdl_costs *c;
+    const ppdl_cluster_model *cl;
+    int L, N, S, M, schedule;
+    double *W;                 /* [L+1] prefix sums of fwd_ms + bwd_ms */
+    double *P;                 /* [L+1] prefix sums of param_bytes */
+    double *S0;                /* [L+1] prefix sums of option 0's stash */
+    double *Smin, *Emin;       /* [L+1] prefix sums of the smallest-stash option's stash, extra */
+    int *omin;                 /* [L] smallest-stash option of each layer */
+    double vmax;               /* fastest rank */
+    double maxmem;             /* largest memory */
+    double lb;                 /* lower bound on the bottleneck of any plan */
+    int *eq;                   /* [N] smallest rank interchangeable with each rank */
+    /* Pareto frontiers of (stash, extra) for segments i..i+len-1, len <= MLmax */
+    int MLmax;                 /* L - S + 1: the longest stage possible */
+    int ML;                    /* longest segment that has a frontier (0 before building) */
+    int *jmax;                 /* [L] last layer j with a frontier(i, j) */
+    long *fr_off;              /* [L*MLmax] first point of frontier(i, i+len-1) in the pool */
+    int *fr_n;                 /* [L*MLmax] its size */
+    double *pt_stash, *pt_extra;
+    int *pt_parent;            /* point of frontier(i, j-1) it extends; -1 at j = i */
+    unsigned char *pt_opt;     /* option of layer j */
+    long n_pts, cap_pts;
+    int inexact;               /* a frontier was cut short (pool limit): not proven optimal */
+    long n_solved;             /* per-order solves, for info */
+} plan_ctx;
+
+/* Per-order working tables; rows are refilled only when their rank changes. */
+typedef struct order_work {
+    int mode, ML;
+    int *row_rank;             /* [S] rank the time row of stage s holds, -1 none */
+    int *lk_a, *lk_b;          /* [S] ranks the link row of stage s holds */
+    double *tt;                /* [S][L][ML] time of stage s over layers i..i+len-1 (INF: no) */
+    double *lk;                /* [S][L] link after layer j from stage s to s+1 */
+    double *f;                 /* [S][L] DP values */
+    int *arg;                  /* [S][L] first layer of stage s when it ends at j */
+} order_work;
+
+/* time of layers i..j on rank r holding n micro-batches under `mode`; INFINITY when it
+ * does not fit. *pt (may be NULL): the frontier point used (MODE_BEST), else -1. */
+double seg_time(const plan_ctx *x, int mode, int i, int j, int r, int n, long *pt);
+
+void work_init(order_work *w, const plan_ctx *x, int mode);
+void work_free(order_work *w);
+/* Exact optimum of T for one rank order with the work's mode, among plans with T
+ * below T_inc (INFINITY: any). Returns that T and the first layer of every stage in
+ * first[0..S-1], or INFINITY when no plan beats T_inc. */
+double solve_order_work(plan_ctx *x, order_work *w, const int *order, double T_inc, int *first);
+
+/* placement.c */
+/* groups of fast-linked ranks: group[r] in 0..n-1; returns n */
+int rank_groups(const plan_ctx *x, int *group);
+/* candidate orders (ranks in order first), written to orders[k*N..]; returns how many
+ * (at most max) */
+int candidate_orders(const plan_ctx *x, int *orders, int max, int *n_groups);
+/* Improve (order, first, T) by swaps and reversals, at most `budget` solves. */
+void local_search(plan_ctx *x, order_work *w, int *order, int *first, double *T, long budget);
+
+#endif

@@ -1,0 +1,128 @@
+#!/bin/sh
+# cuda_train.sh — training on the CUDA backend takes the CPU backend's steps.
+#
+# For each family (gpt, mlp, cnn; the small cases of lib.sh), two training steps of
+# 2 micro-batches on the CPU backend (the reference) and on the device under test:
+#  - the losses agree to 1e-5 relative: step 1 is a pure forward; fp32 sums in
+#    another order differ by ~1e-6;
+#  - the weights agree to 1e-4 of the update they received. AdamW runs with eps = 1,
+#    lr = 0.5, no weight decay: with eps that large its update is lr*m/(sqrt(v)+1),
+#    nearly the gradient itself, so a rounding difference in a near-zero gradient stays
+#    a rounding difference (with eps = 1e-8 the first update is lr*sign(g), and a sign
+#    flip from noise would be a difference of 2*lr, a false alarm).
+# Then a 2-stage pipeline (gpt) against one rank on the device under test: the same
+# losses and weights. On one GPU the two ranks share it (PPDL_CUDA_SHARE=1) and their
+# messages are staged through host memory.
+#
+# The device under test is CUDA when a GPU is usable. Without one, the CPU backend
+# stands in for it (the comparison code runs and must pass: a harness check), every
+# CUDA check is a SKIP line with the reason, and `ppdl --backend cuda` must fail with a
+# message that names the CUDA error.
+. "$top_srcdir/tests/lib.sh"
+
+# a Python with h5py and numpy for the weight comparison
+py=
+for p in "$PYTHON_ORACLE" python3; do
+  if "$p" -c 'import h5py, numpy' >/dev/null 2>&1; then py=$p; break; fi
+done
+[ -n "$py" ] || skip_all "no Python with h5py and numpy to compare weights"
+
+why=$("$top_builddir/tests/test_cuda_ops.t" --probe 2>&1)
+if [ $? = 0 ]; then dut=cuda; else dut=cpu; fi
+diag "device under test: $dut${why:+ ($why)}"
+
+# rel_close A B TOL: |A - B| <= TOL * |B|, line by line of two loss lists
+rel_close() {
+  paste "$1" "$2" | awk -v tol="$3" '
+    { d = $1 - $2; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2
+      if (!(d <= tol * m)) bad++; n++ }
+    END { exit !(n > 0 && !bad) }'
+}
+
+common="--steps 2 --batch-size 8 --micro-batches 2 --lr 0.5 --eps 1 --weight-decay 0 --threads 1"
+for fam in gpt mlp cnn; do
+  make_case $fam $fam || { ok 1 "$fam: model and data"; continue; }
+  for be in cpu $dut; do
+    tag=$fam-$be
+    [ $be = cpu ] && [ -e "$tmp/$tag.h5" ] && tag=$fam-cpu2 # CPU against itself
+    mpirun_n 1 "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" $common --backend $be \
+      --report "$tmp/$tag.json" --save "$tmp/$tag.h5" >"$tmp/$tag.log" 2>&1
+    rc=$?
+    [ $rc = 0 ] || sed 's/^/#   /' "$tmp/$tag.log" | tail -5
+  done
+  ref=$fam-cpu
+  got=$fam-$dut
+  [ $dut = cpu ] && got=$fam-cpu2
+  label="$fam: $dut against cpu"
+  [ $dut = cpu ] && label="$fam: harness check, cpu against cpu"
+  [ -e "$tmp/$ref.h5" ] && [ -e "$tmp/$got.h5" ]
+  ok $? "$label: both runs trained"
+  losses "$tmp/$ref.json" >"$tmp/$ref.loss"
+  losses "$tmp/$got.json" >"$tmp/$got.loss"
+  diag "$fam losses: $(tr '\n' ' ' <"$tmp/$got.loss")(reference $(tr '\n' ' ' <"$tmp/$ref.loss"))"
+  rel_close "$tmp/$got.loss" "$tmp/$ref.loss" 1e-5
+  ok $? "$label: the losses of both steps agree to 1e-5"
+  out=$("$py" "$top_srcdir/tests/h5compare.py" "$tmp/$got.h5" "$tmp/$ref.h5" "$tmp/$fam.h5" 1e-4)
+  rc=$?
+  diag "$fam weights: $out"
+  ok $rc "$label: the weights agree to 1e-4 of their update"
+done
+
+# ---- a pipeline of 2 ranks on the device under test reproduces 1 rank ----
+if [ $dut = cuda ]; then
+  # the GPUs of this node; on one GPU the two ranks share it
+  share=0
+  n_gpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "${n_gpu:-0}" -lt 2 ] && share=1
+  pipe_env="env PPDL_CUDA_SHARE=$share"
+  pipe_what="2 ranks on $([ $share = 1 ] && echo 'one shared GPU, host-staged messages' || echo 'two GPUs')"
+else
+  pipe_env=env
+  pipe_what="harness check, cpu"
+fi
+for S in 1 2; do
+  $pipe_env timeout -k 5 180 "$MPIEXEC" -n $S "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $common --steps 3 --micro-batches 4 \
+    --backend $dut --report "$tmp/pipe-$S.json" --save "$tmp/pipe-$S.h5" >"$tmp/pipe-$S.log" 2>&1
+  rc=$?
+  [ $rc = 0 ] || sed 's/^/#   /' "$tmp/pipe-$S.log" | tail -5
+  ok $rc "pipeline ($pipe_what): $S rank(s) train"
+done
+losses "$tmp/pipe-1.json" >"$tmp/pipe-1.loss"
+losses "$tmp/pipe-2.json" >"$tmp/pipe-2.loss"
+cmp -s "$tmp/pipe-1.loss" "$tmp/pipe-2.loss" && diag "pipeline: losses bitwise equal" || diag "pipeline: losses not bitwise equal"
+# the same kernels on the same shapes: equal up to the order of the loss sum (1e-6)
+rel_close "$tmp/pipe-2.loss" "$tmp/pipe-1.loss" 1e-6
+ok $? "pipeline ($pipe_what): 2 ranks give the losses of 1 rank"
+out=$("$py" "$top_srcdir/tests/h5compare.py" "$tmp/pipe-2.h5" "$tmp/pipe-1.h5" "$tmp/gpt.h5" 1e-5)
+rc=$?
+diag "pipeline weights: $out"
+ok $rc "pipeline ($pipe_what): 2 ranks give the weights of 1 rank"
+
+# ---- the device checks that need (or need the absence of) a GPU ----
+if [ $dut = cuda ]; then
+  n_gpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "${n_gpu:-0}" -lt 2 ]; then
+    timeout -k 5 180 "$MPIEXEC" -n 2 "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 1 --backend cuda >"$tmp/share.log" 2>&1
+    rc=$?
+    [ $rc != 0 ] && grep -q 'at most one rank per GPU' "$tmp/share.log"
+    ok $? "2 ranks on 1 GPU without PPDL_CUDA_SHARE=1: a clear error"
+    sed 's/^/#   /' "$tmp/share.log" | grep -m1 'GPU'
+  else
+    echo "ok $((n_tap + 1)) # SKIP the too-few-GPUs error needs a node with 1 GPU"; n_tap=$((n_tap + 1))
+  fi
+else
+  mpirun_n 1 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 1 --backend cuda >"$tmp/nocuda.log" 2>&1
+  rc=$?
+  if grep -q 'built without CUDA' "$tmp/nocuda.log"; then
+    [ $rc != 0 ]
+    ok $? "--backend cuda in a build without CUDA: a clear error"
+  else
+    [ $rc != 0 ] && grep -q 'no usable CUDA device' "$tmp/nocuda.log" && grep -qF "$why" "$tmp/nocuda.log"
+    ok $? "--backend cuda without a usable GPU: a clear error naming it ($why)"
+  fi
+  sed 's/^/#   /' "$tmp/nocuda.log" | head -2
+  for what in "CUDA and CPU steps agree (gpt, mlp, cnn)" "a 2-rank pipeline on the GPU" "the too-few-GPUs error"; do
+    n_tap=$((n_tap + 1)); echo "ok $n_tap # SKIP $what: $why"
+  done
+fi
+finish

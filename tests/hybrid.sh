@@ -1,0 +1,59 @@
+#!/bin/sh
+# hybrid.sh — pipeline + data parallelism: a stage replicated on several ranks (each
+# replica runs every k-th micro-batch; their gradients are summed by an allreduce
+# before the update) trains like one rank, for mixed plans and for plain data
+# parallelism (--plan dp). The allreduce adds the replicas' partial sums in another
+# order than one rank accumulates them, so the comparison has a float tolerance:
+# losses within 1e-5 relative, weights within 1e-5 absolute after 3 AdamW steps
+# (rounding is ~1e-7 relative per sum; AdamW's first steps move weights by ~lr = 1e-3,
+# so a wrong sum, a missing or doubled replica, is off by ~1e-3 and fails).
+. "$top_srcdir/tests/lib.sh"
+close_losses() {
+  "$PYTHON_ORACLE" - "$1" "$2" <<'PY'
+import json, sys
+a = [s["loss"] for s in json.load(open(sys.argv[1]))["steps"]]
+b = [s["loss"] for s in json.load(open(sys.argv[2]))["steps"]]
+sys.exit(0 if len(a) == len(b) and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b)) else 1)
+PY
+}
+run() {  # run NAME N ARGS...
+  local name=$1 n=$2; shift 2
+  mpirun_n "$n" "$@" --steps 3 --batch-size 8 --micro-batches 4 --threads 1 \
+    --report "$tmp/$name.json" --save "$tmp/$name.h5" >"$tmp/$name.log" 2>&1
+}
+for fam in gpt mlp cnn; do
+  make_case $fam $fam
+  run $fam-1 1 "$tmp/$fam.h5" --data "$tmp/$fam-data.h5"
+  ok $? "$fam: 1 rank (the reference)"
+  L=$("$PYTHON_ORACLE" -c 'import h5py,sys; print(len(h5py.File(sys.argv[1])["layers"]))' "$tmp/$fam.h5")
+  cut=$((L / 2))
+  cat >"$tmp/$fam-3.json" <<JSON
+{"stages": [{"ranks": [0, 1], "first_layer": 0, "last_layer": $((cut - 1))},
+            {"rank": 2, "first_layer": $cut, "last_layer": $((L - 1))}]}
+JSON
+  cat >"$tmp/$fam-4.json" <<JSON
+{"stages": [{"ranks": [0, 2], "first_layer": 0, "last_layer": $((cut - 1))},
+            {"ranks": [3, 1], "first_layer": $cut, "last_layer": $((L - 1))}]}
+JSON
+  for case in "3 $fam-3.json stage 0 on ranks {0,1}, stage 1 on rank 2" \
+              "4 $fam-4.json 2 stages x 2 replicas on ranks {0,2}, {3,1}" \
+              "2 dp --plan dp on 2 ranks" "4 dp --plan dp on 4 ranks"; do
+    set -- $case
+    n=$1 plan=$2; shift 2
+    [ "$plan" = dp ] || plan="$tmp/$plan"
+    for sched in 1f1b gpipe; do
+      name=$fam-$n-$(basename "$plan" .json)-$sched
+      run "$name" "$n" "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --plan "$plan" --schedule $sched
+      rc=$?
+      [ $rc = 0 ] && close_losses "$tmp/$name.json" "$tmp/$fam-1.json" &&
+        h5diff -d 1e-5 "$tmp/$name.h5" "$tmp/$fam-1.h5" >/dev/null 2>&1
+      ok $? "$fam $sched: $* trains like 1 rank (losses, weights)"
+      [ $rc = 0 ] || sed 's/^/#   /' "$tmp/$name.log" | tail -4
+    done
+  done
+done
+# too few micro-batches for the replicas is an error, not idle ranks
+mpirun_n 4 "$tmp/mlp.h5" --data "$tmp/mlp-data.h5" --plan dp --micro-batches 2 --batch-size 8 >"$tmp/e.log" 2>&1
+[ $? != 0 ] && grep -q "each needs at least one micro-batch" "$tmp/e.log"
+ok $? "--plan dp on 4 ranks with 2 micro-batches is refused with a clear message"
+finish

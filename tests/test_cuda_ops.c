@@ -1,0 +1,899 @@
+/* test_cuda_ops.c — every op of ppdl_backend_ops on a device backend against the CPU
+ * backend (the oracle), on random inputs (ggml's test-backend-ops idea).
+ *
+ * One harness compares a "device under test" (dut) with the CPU reference (ref):
+ *  - fresh random inputs for every case (the RNG runs on from case to case), the same
+ *    bytes on both backends; several shapes per op, odd sizes, sizes past one block;
+ *  - outputs the op overwrites are poisoned with NaN on both sides first, so an
+ *    element the dut leaves unwritten fails; outputs the op adds into start from the
+ *    same random values, and the error is measured on the increment;
+ *  - error = max|dut - ref| / max|ref| (for accumulators: / max|ref - initial|), a NaN
+ *    in one output and not the other fails;
+ *  - tolerances, per op:
+ *      0      copies, index maps, maxima, and sums the dut adds in the CPU's order
+ *             (reshapes, embedding, im2col/col2im, max-pool, add, bias_add, ReLU):
+ *             bitwise equal, or there is a bug;
+ *      1e-6   axpy (the GPU fuses the multiply-add: one rounding instead of two);
+ *      1e-5   fp32 arithmetic in another order, or with another exp/tanh (GEMM,
+ *             layernorm, softmaxes, loss, GELU, bias_grad, AdamW): the error of a
+ *             float sum of n terms grows like sqrt(n) ulp, ~1e-6 for these sizes;
+ *      1e-4   cuDNN convolution: its Winograd/FFT algorithms transform the operands,
+ *             which costs about an order of magnitude of fp32 rounding;
+ *      1e-12  sumsq (a double result);
+ *      2e-3   GEMMs and convolutions with TF32 tensor cores (10-bit mantissas: each
+ *             product is off by up to 2^-11 ~ 5e-4 relative).
+ *  - every dut output of the fp32 pass is hashed, and a second pass on the same
+ *    inputs must give the same hashes: the device ops are deterministic.
+ *
+ * Parts, each visible in the TAP output:
+ *  1. CPU against CPU through the harness: proves the harness wires every op and
+ *     every buffer (a poisoned output nobody wrote would fail here).
+ *  2. a sabotaged CPU backend (an unwritten row, a GEMM off by 2e-5, an accumulator
+ *     overwritten, a causal mask ignored, col2im overwriting): the harness must catch
+ *     each and pass the other ops.
+ *  3. CUDA against CPU, fp32, twice (determinism), then the GEMMs and convolutions in
+ *     TF32. Without a usable device (or without CUDA in the build) part 3 is a SKIP
+ *     line with the reason, e.g. "CUDA error 35: ...".
+ * PPDL_OPS_REPORT=FILE writes the per-op table (op, cases, max error, tolerance).
+ * `test_cuda_ops.t --probe` prints whether CUDA is usable and exits 0, or 77 with the
+ * reason (for the shell tests). */
+#include "config.h"
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "tap.h"
+#if HAVE_CUDA
+#include "backend/cuda/cuda_api.h"
+/* the launchers of kernels.cu compiled for the CPU emulation (cuda_emu.h), renamed */
+#include "cuda_emu_names.h"
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ppdl_backend *ppdl_backend_cpu_create(int threads);
+
+enum { IN, OUT, ACC };
+
+typedef struct tb {            /* one buffer of a case, on both backends */
+    size_t n;                  /* elements of 4 bytes (float or int32) */
+    int kind;                  /* IN, OUT (poisoned), ACC (initial values kept) */
+    float *init;               /* host copy of the initial content */
+    void *r, *d;               /* on ref, on dut */
+} tb;
+
+#define MAX_OPS 64
+#define MAX_BUFS 32
+#define MAX_HASHES 4096
+
+typedef struct op_stat { const char *op; int cases, fails; double max_err, tol; } op_stat;
+
+typedef struct harness {
+    ppdl_backend *ref, *dut;
+    const char *label;
+    ppdl_rng rng;
+    int quiet;                 /* no TAP lines: failures are only counted */
+    int tf32;                  /* dut GEMMs use TF32 */
+    int gemm_only;             /* run only the GEMM and convolution cases */
+    int hash_mode;             /* 0: off, 1: record dut hashes, 2: verify them */
+    uint64_t hashes[MAX_HASHES];
+    int n_hash, hash_mismatch;
+    op_stat st[MAX_OPS];
+    int n_st;
+    tb bufs[MAX_BUFS];
+    int nb;
+    char shape[96];            /* the case's shape, for messages */
+} harness;
+
+/* ------------------------------------------------------------------ buffers */
+
+static tb *mk_host(harness *H, size_t n, int kind, const float *init)
+{
+    PPDL_CHECK(H->nb < MAX_BUFS, "test case uses more than %d buffers", MAX_BUFS);
+    tb *b = &H->bufs[H->nb++];
+    b->n = n;
+    b->kind = kind;
+    b->init = ppdl_xmalloc((n ? n : 1) * sizeof(float));
+    memcpy(b->init, init, n * sizeof(float));
+    b->r = ppdl_be_alloc(H->ref, (n ? n : 1) * 4, "test ref");
+    b->d = ppdl_be_alloc(H->dut, (n ? n : 1) * 4, "test dut");
+    H->ref->ops->copy_h2d(H->ref, b->r, init, n * 4);
+    H->dut->ops->copy_h2d(H->dut, b->d, init, n * 4);
+    return b;
+}
+
+/* floats: N(0, scale^2) for IN/ACC, NaN for OUT */
+static tb *mk(harness *H, size_t n, int kind, double scale)
+{
+    float *h = ppdl_xmalloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = kind == OUT ? NAN : (float)(scale * ppdl_rng_normal(&H->rng));
+    tb *b = mk_host(H, n, kind, h);
+    free(h);
+    return b;
+}
+
+/* int32 inputs uniform in [lo, hi) */
+static tb *mk_int(harness *H, size_t n, int lo, int hi)
+{
+    float *h = ppdl_xmalloc((n ? n : 1) * sizeof(float));
+    int32_t *hi32 = (int32_t *)h;
+    for (size_t i = 0; i < n; i++) hi32[i] = lo + (int32_t)(ppdl_rng_uniform(&H->rng) * (hi - lo));
+    tb *b = mk_host(H, n, IN, h);
+    free(h);
+    return b;
+}
+
+static void case_end(harness *H)
+{
+    for (int i = 0; i < H->nb; i++) {
+        ppdl_be_free(H->ref, H->bufs[i].r);
+        ppdl_be_free(H->dut, H->bufs[i].d);
+        free(H->bufs[i].init);
+    }
+    H->nb = 0;
+}
+
+/* pointers on side k (0 ref, 1 dut) */
+#define F(b) ((float *)(k ? (b)->d : (b)->r))
+#define I(b) ((int32_t *)(k ? (b)->d : (b)->r))
+/* run a statement on both backends; `be` is the backend of the side */
+#define BOTH(...)                                                                        \
+    for (int k = 0; k < 2; k++) {                                                        \
+        ppdl_backend *be = k ? H->dut : H->ref;                                          \
+        __VA_ARGS__;                                                                     \
+    }
+
+/* ------------------------------------------------------------------ comparison */
+
+static op_stat *stat_of(harness *H, const char *op, double tol)
+{
+    for (int i = 0; i < H->n_st; i++)
+        if (!strcmp(H->st[i].op, op)) return &H->st[i];
+    PPDL_CHECK(H->n_st < MAX_OPS, "more than %d ops", MAX_OPS);
+    op_stat *s = &H->st[H->n_st++];
+    memset(s, 0, sizeof *s);
+    s->op = op;
+    s->tol = tol;
+    return s;
+}
+
+static uint64_t fnv(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+static void note_hash(harness *H, const void *dut_host, size_t bytes)
+{
+    if (H->hash_mode == 0) return;
+    uint64_t h = fnv(dut_host, bytes);
+    if (H->hash_mode == 1) {
+        if (H->n_hash < MAX_HASHES) H->hashes[H->n_hash] = h;
+    } else if (H->n_hash < MAX_HASHES && H->hashes[H->n_hash] != h) {
+        H->hash_mismatch++;
+    }
+    H->n_hash++;
+}
+
+/* compare output b of op `op` (its part `what`); tol 0 demands bitwise equality */
+static void check(harness *H, const char *op, const char *what, tb *b, double tol)
+{
+    H->ref->ops->sync(H->ref);
+    H->dut->ops->sync(H->dut);
+    float *r = ppdl_xmalloc((b->n ? b->n : 1) * 4), *d = ppdl_xmalloc((b->n ? b->n : 1) * 4);
+    H->ref->ops->copy_d2h(H->ref, r, b->r, b->n * 4);
+    H->dut->ops->copy_d2h(H->dut, d, b->d, b->n * 4);
+    note_hash(H, d, b->n * 4);
+    double num = 0, den = 0;
+    size_t nan_mismatch = 0, first_bad = (size_t)-1;
+    int bitwise = memcmp(r, d, b->n * 4) == 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (isnan(r[i]) || isnan(d[i])) {
+            if (isnan(r[i]) != isnan(d[i])) {
+                nan_mismatch++;
+                if (first_bad == (size_t)-1) first_bad = i;
+            }
+            continue;
+        }
+        double e = fabs((double)d[i] - r[i]);
+        if (e > num) {
+            num = e;
+            if (tol == 0 && first_bad == (size_t)-1) first_bad = i;
+        }
+        double m = b->kind == ACC ? fabs((double)r[i] - b->init[i]) : fabs((double)r[i]);
+        if (m > den) den = m;
+    }
+    if (den == 0) den = 1e-30;
+    double err = nan_mismatch ? INFINITY : num / den;
+    int pass = tol == 0 ? (bitwise || (nan_mismatch == 0 && num == 0)) : err <= tol;
+    op_stat *s = stat_of(H, op, tol);
+    s->cases++;
+    if (!pass) s->fails++;
+    if (err > s->max_err) s->max_err = err;
+    if (!H->quiet) {
+        if (!ok(pass, "%s: %s %s %s [%s]: max rel error %.2g (tolerance %s%.0e)", H->label, op, what,
+                tol == 0 ? "bitwise" : "close", H->shape, err, tol == 0 ? "exact, " : "", tol)) {
+            if (nan_mismatch) diag("  %zu elements NaN on one side only (unwritten?), first at %zu", nan_mismatch, first_bad);
+            else if (first_bad != (size_t)-1) diag("  first difference at %zu: dut %.9g, ref %.9g", first_bad, d[first_bad], r[first_bad]);
+        }
+    }
+    free(r);
+    free(d);
+}
+
+#define SHAPE(...) snprintf(H->shape, sizeof H->shape, __VA_ARGS__)
+
+/* ------------------------------------------------------------------ the cases */
+
+static void case_gemm(harness *H, int ta, int tb_, int m, int n, int kk, float alpha, float beta, int pad)
+{
+    int lda = (ta ? m : kk) + pad, ldb = (tb_ ? kk : n) + pad, ldc = n + pad;
+    SHAPE("%c%c m=%d n=%d k=%d ld+%d alpha=%.2g beta=%.2g", ta ? 'T' : 'N', tb_ ? 'T' : 'N', m, n, kk, pad,
+          (double)alpha, (double)beta);
+    tb *a = mk(H, (size_t)(ta ? kk : m) * lda, IN, 1), *b = mk(H, (size_t)(tb_ ? n : kk) * ldb, IN, 1);
+    /* beta = 0 must not read C: poison it */
+    tb *c = mk(H, (size_t)m * ldc, beta == 0 ? OUT : ACC, 1);
+    BOTH(be->ops->gemm(be, ta, tb_, m, n, kk, alpha, F(a), lda, F(b), ldb, beta, F(c), ldc));
+    check(H, "gemm", "C", c, H->tf32 ? 2e-3 : 1e-5);
+    case_end(H);
+}
+
+static void case_gemm_batched(harness *H, int ta, int tb_, int m, int n, int kk, int batch, int share_a, float beta)
+{
+    int lda = ta ? m : kk, ldb = tb_ ? kk : n, ldc = n;
+    long sa = share_a ? 0 : (long)(ta ? kk : m) * lda + 5, sb = (long)(tb_ ? n : kk) * ldb + 3,
+         sc = (long)m * ldc + 7;
+    SHAPE("%c%c m=%d n=%d k=%d batch=%d%s beta=%.2g", ta ? 'T' : 'N', tb_ ? 'T' : 'N', m, n, kk, batch,
+          share_a ? " A shared" : "", (double)beta);
+    tb *a = mk(H, (size_t)(share_a ? 1 : batch) * (size_t)((ta ? kk : m) * lda + 5), IN, 1);
+    tb *b = mk(H, (size_t)batch * sb, IN, 1);
+    tb *c = mk(H, (size_t)batch * sc, beta == 0 ? OUT : ACC, 1);
+    BOTH(be->ops->gemm_batched(be, ta, tb_, m, n, kk, 0.9f, F(a), lda, sa, F(b), ldb, sb, beta, F(c), ldc, sc, batch));
+    check(H, "gemm_batched", "C", c, H->tf32 ? 2e-3 : 1e-5);
+    case_end(H);
+}
+
+static void case_elementwise(harness *H, size_t n)
+{
+    SHAPE("n=%zu", n);
+    tb *x = mk(H, n, IN, 1), *y = mk(H, n, IN, 1), *o = mk(H, n, OUT, 1);
+    BOTH(be->ops->add(be, n, F(x), F(y), F(o)));
+    check(H, "add", "out", o, 0);
+    tb *acc = mk(H, n, ACC, 1);
+    BOTH(be->ops->axpy(be, n, -0.37f, F(x), F(acc)));
+    check(H, "axpy", "y", acc, 1e-6);
+    for (int act = PPDL_ACT_NONE; act <= PPDL_ACT_GELU; act++) {
+        static const char *fwd[] = {"act_fwd none", "act_fwd relu", "act_fwd gelu"};
+        static const char *bwd[] = {"act_bwd none", "act_bwd relu", "act_bwd gelu"};
+        double tol = act == PPDL_ACT_GELU ? 1e-5 : 0;
+        tb *a = mk(H, n, IN, 2), *ya = mk(H, n, OUT, 1), *dy = mk(H, n, IN, 1), *dx = mk(H, n, OUT, 1);
+        BOTH(be->ops->act_fwd(be, act, n, F(a), F(ya)));
+        check(H, fwd[act], "y", ya, tol);
+        BOTH(be->ops->act_bwd(be, act, n, F(a), F(dy), F(dx)));
+        check(H, bwd[act], "dx", dx, tol);
+        /* in place: dx aliases dy (the block's GELU backward does this) */
+        BOTH(be->ops->act_bwd(be, act, n, F(a), F(dy), F(dy)));
+        check(H, bwd[act], "dx (in place)", dy, tol);
+    }
+    /* sumsq: a host double */
+    double sr = 0, sd = 0;
+    H->ref->ops->sumsq(H->ref, n, x->r, &sr);
+    H->dut->ops->sumsq(H->dut, n, x->d, &sd);
+    note_hash(H, &sd, sizeof sd);
+    double err = fabs(sd - sr) / (sr > 0 ? sr : 1e-300);
+    op_stat *s = stat_of(H, "sumsq", 1e-12);
+    s->cases++;
+    if (err > s->max_err) s->max_err = err;
+    if (!(err <= 1e-12)) s->fails++;
+    if (!H->quiet) ok(err <= 1e-12, "%s: sumsq close [n=%zu]: rel error %.2g (tolerance 1e-12)", H->label, n, err);
+    case_end(H);
+}
+
+static void case_bias(harness *H, int rows, int cols)
+{
+    SHAPE("rows=%d cols=%d", rows, cols);
+    tb *x = mk(H, (size_t)rows * cols, ACC, 1), *bias = mk(H, (size_t)cols, IN, 1);
+    BOTH(be->ops->bias_add(be, rows, cols, F(x), F(bias)));
+    check(H, "bias_add", "x", x, 0);
+    tb *dy = mk(H, (size_t)rows * cols, IN, 1), *db = mk(H, (size_t)cols, ACC, 1);
+    BOTH(be->ops->bias_grad(be, rows, cols, F(dy), F(db)));
+    check(H, "bias_grad", "dbias", db, 1e-5);
+    case_end(H);
+}
+
+static void case_layernorm(harness *H, int rows, int C)
+{
+    SHAPE("rows=%d C=%d", rows, C);
+    /* an offset mean: a variance computed as E[x^2] - E[x]^2 would fail */
+    tb *x = mk(H, (size_t)rows * C, IN, 1);
+    for (size_t i = 0; i < x->n; i++) x->init[i] += 3.0f;
+    BOTH(be->ops->copy_h2d(be, F(x), x->init, x->n * 4));
+    tb *w = mk(H, C, IN, 0.5), *b = mk(H, C, IN, 0.5);
+    tb *y = mk(H, (size_t)rows * C, OUT, 1), *mean = mk(H, rows, OUT, 1), *rstd = mk(H, rows, OUT, 1);
+    BOTH(be->ops->layernorm_fwd(be, rows, C, 1e-5f, F(x), F(w), F(b), F(y), F(mean), F(rstd)));
+    check(H, "layernorm_fwd", "y", y, 1e-5);
+    check(H, "layernorm_fwd", "mean", mean, 1e-5);
+    check(H, "layernorm_fwd", "rstd", rstd, 1e-5);
+    tb *dy = mk(H, (size_t)rows * C, IN, 1), *dx = mk(H, (size_t)rows * C, ACC, 1);
+    tb *dw = mk(H, C, ACC, 1), *db = mk(H, C, ACC, 1);
+    /* backward from the reference's statistics on both sides: it tests backward alone */
+    tb *m2 = mk(H, rows, IN, 1), *r2 = mk(H, rows, IN, 1);
+    H->ref->ops->copy_d2h(H->ref, m2->init, mean->r, (size_t)rows * 4);
+    H->ref->ops->copy_d2h(H->ref, r2->init, rstd->r, (size_t)rows * 4);
+    BOTH(be->ops->copy_h2d(be, F(m2), m2->init, (size_t)rows * 4); be->ops->copy_h2d(be, F(r2), r2->init, (size_t)rows * 4));
+    BOTH(be->ops->layernorm_bwd(be, rows, C, F(x), F(w), F(m2), F(r2), F(dy), F(dx), F(dw), F(db)));
+    check(H, "layernorm_bwd", "dx", dx, 1e-5);
+    check(H, "layernorm_bwd", "dw", dw, 1e-5);
+    check(H, "layernorm_bwd", "db", db, 1e-5);
+    case_end(H);
+}
+
+static void case_embedding(harness *H, int B, int T, int C, int V)
+{
+    SHAPE("B=%d T=%d C=%d V=%d", B, T, C, V);
+    /* V small against B*T: tokens repeat, so accumulation order matters */
+    tb *tok = mk_int(H, (size_t)B * T, 0, V), *wte = mk(H, (size_t)V * C, IN, 1), *wpe = mk(H, (size_t)T * C, IN, 1);
+    tb *y = mk(H, (size_t)B * T * C, OUT, 1);
+    BOTH(be->ops->embedding_fwd(be, B, T, C, I(tok), F(wte), F(wpe), F(y)));
+    check(H, "embedding_fwd", "y", y, 0);
+    tb *dy = mk(H, (size_t)B * T * C, IN, 1), *dwte = mk(H, (size_t)V * C, ACC, 1), *dwpe = mk(H, (size_t)T * C, ACC, 1);
+    BOTH(be->ops->embedding_bwd(be, B, T, C, I(tok), F(dy), F(dwte), F(dwpe)));
+    check(H, "embedding_bwd", "dwte", dwte, 0);
+    check(H, "embedding_bwd", "dwpe", dwpe, 0);
+    case_end(H);
+}
+
+static void case_reshapes(harness *H, int B, int T, int C, int Hh)
+{
+    SHAPE("B=%d T=%d C=%d H=%d", B, T, C, Hh);
+    size_t n = (size_t)B * T * C;
+    tb *qkv = mk(H, 3 * n, IN, 1), *q = mk(H, n, OUT, 1), *kq = mk(H, n, OUT, 1), *v = mk(H, n, OUT, 1);
+    BOTH(be->ops->qkv_split(be, B, T, C, Hh, F(qkv), F(q), F(kq), F(v)));
+    check(H, "qkv_split", "q", q, 0);
+    check(H, "qkv_split", "k", kq, 0);
+    check(H, "qkv_split", "v", v, 0);
+    tb *dq = mk(H, n, IN, 1), *dk = mk(H, n, IN, 1), *dv = mk(H, n, IN, 1), *dqkv = mk(H, 3 * n, OUT, 1);
+    BOTH(be->ops->qkv_merge(be, B, T, C, Hh, F(dq), F(dk), F(dv), F(dqkv)));
+    check(H, "qkv_merge", "dqkv", dqkv, 0);
+    tb *x = mk(H, n, IN, 1), *ys = mk(H, n, OUT, 1), *yh = mk(H, n, OUT, 1);
+    BOTH(be->ops->heads_to_seq(be, B, T, C, Hh, F(x), F(ys)));
+    check(H, "heads_to_seq", "y", ys, 0);
+    BOTH(be->ops->seq_to_heads(be, B, T, C, Hh, F(x), F(yh)));
+    check(H, "seq_to_heads", "y", yh, 0);
+    case_end(H);
+}
+
+static void case_causal_softmax(harness *H, int BH, int T)
+{
+    SHAPE("BH=%d T=%d", BH, T);
+    size_t n = (size_t)BH * T * T;
+    float scale = 0.35f;
+    tb *s = mk(H, n, IN, 3), *p = mk(H, n, OUT, 1);
+    BOTH(be->ops->causal_softmax_fwd(be, BH, T, scale, F(s), F(p)));
+    check(H, "causal_softmax_fwd", "p", p, 1e-5);
+    /* in place, as attention_probs does not but may */
+    BOTH(be->ops->causal_softmax_fwd(be, BH, T, scale, F(s), F(s)));
+    check(H, "causal_softmax_fwd", "p (in place)", s, 1e-5);
+    /* backward from the reference's probabilities on both sides */
+    tb *pr = mk(H, n, IN, 1);
+    H->ref->ops->copy_d2h(H->ref, pr->init, p->r, n * 4);
+    BOTH(be->ops->copy_h2d(be, F(pr), pr->init, n * 4));
+    tb *dp = mk(H, n, IN, 1), *ds = mk(H, n, OUT, 1);
+    BOTH(be->ops->causal_softmax_bwd(be, BH, T, scale, F(pr), F(dp), F(ds)));
+    check(H, "causal_softmax_bwd", "ds", ds, 1e-5);
+    BOTH(be->ops->causal_softmax_bwd(be, BH, T, scale, F(pr), F(dp), F(dp)));
+    check(H, "causal_softmax_bwd", "ds (in place)", dp, 1e-5);
+    case_end(H);
+}
+
+static void case_xent(harness *H, int rows, int V, int in_place)
+{
+    SHAPE("rows=%d V=%d%s", rows, V, in_place ? " in place" : "");
+    tb *z = mk(H, (size_t)rows * V, IN, 3), *t = mk_int(H, rows, 0, V), *loss = mk(H, 1, ACC, 10);
+    tb *d = in_place ? z : mk(H, (size_t)rows * V, OUT, 1);
+    float scale = 1.0f / (float)rows;
+    BOTH(be->ops->softmax_xent(be, rows, V, F(z), I(t), scale, F(loss), F(d)));
+    check(H, "softmax_xent", "loss_sum", loss, 1e-5);
+    check(H, "softmax_xent", in_place ? "dlogits (in place)" : "dlogits", d, 1e-5);
+    case_end(H);
+}
+
+static int conv_out(int n, int k, int s, int p) { return (n + 2 * p - k) / s + 1; }
+
+static void case_im2col(harness *H, int Ci, int Hh, int Ww, int kh, int kw, int stride, int pad)
+{
+    SHAPE("Ci=%d %dx%d k=%dx%d stride=%d pad=%d", Ci, Hh, Ww, kh, kw, stride, pad);
+    size_t P = (size_t)conv_out(Hh, kh, stride, pad) * conv_out(Ww, kw, stride, pad), K = (size_t)Ci * kh * kw;
+    tb *x = mk(H, (size_t)Ci * Hh * Ww, IN, 1), *col = mk(H, K * P, OUT, 1);
+    BOTH(be->ops->im2col(be, Ci, Hh, Ww, kh, kw, stride, pad, F(x), F(col)));
+    check(H, "im2col", "col", col, 0);
+    tb *c2 = mk(H, K * P, IN, 1), *dx = mk(H, (size_t)Ci * Hh * Ww, ACC, 1);
+    BOTH(be->ops->col2im(be, Ci, Hh, Ww, kh, kw, stride, pad, F(c2), F(dx)));
+    check(H, "col2im", "dx", dx, 0);
+    case_end(H);
+}
+
+static void case_maxpool(harness *H, int N, int C, int Hh, int Ww, int kk, int stride, int with_nan)
+{
+    SHAPE("N=%d C=%d %dx%d k=%d stride=%d%s", N, C, Hh, Ww, kk, stride, with_nan ? " NaN inputs" : "");
+    size_t on = (size_t)N * C * ((Hh - kk) / stride + 1) * ((Ww - kk) / stride + 1), in = (size_t)N * C * Hh * Ww;
+    tb *x = mk(H, in, IN, 1);
+    /* ties: quantised values make equal maxima common (the first one must win) */
+    for (size_t i = 0; i < in; i++) x->init[i] = roundf(x->init[i] * 2.0f);
+    if (with_nan)
+        for (size_t i = 0; i < in; i += 7) x->init[i] = NAN;
+    BOTH(be->ops->copy_h2d(be, F(x), x->init, in * 4));
+    tb *y = mk(H, on, OUT, 1), *arg = mk(H, on, OUT, 1);
+    BOTH(be->ops->maxpool_fwd(be, N, C, Hh, Ww, kk, stride, F(x), F(y), I(arg)));
+    check(H, "maxpool_fwd", "y", y, 0);
+    check(H, "maxpool_fwd", "argmax", arg, 0);
+    /* backward from the reference's argmax on both sides */
+    tb *a2 = mk(H, on, IN, 1);
+    H->ref->ops->copy_d2h(H->ref, a2->init, arg->r, on * 4);
+    BOTH(be->ops->copy_h2d(be, F(a2), a2->init, on * 4));
+    tb *dy = mk(H, on, IN, 1), *dx = mk(H, in, OUT, 1);
+    BOTH(be->ops->maxpool_bwd(be, N, C, Hh, Ww, kk, stride, I(a2), F(dy), F(dx)));
+    check(H, "maxpool_bwd", "dx", dx, 0);
+    case_end(H);
+}
+
+static void case_adamw(harness *H, size_t n, int t)
+{
+    SHAPE("n=%zu t=%d", n, t);
+    tb *p = mk(H, n, ACC, 1), *g = mk(H, n, IN, 0.1), *m = mk(H, n, ACC, 0.01), *v = mk(H, n, IN, 0.01);
+    for (size_t i = 0; i < n; i++) v->init[i] = v->init[i] * v->init[i]; /* a second moment is >= 0 */
+    v->kind = ACC;
+    BOTH(be->ops->copy_h2d(be, F(v), v->init, n * 4));
+    BOTH(be->ops->adamw(be, n, F(p), F(g), F(m), F(v), 1e-3, 0.9, 0.95, 1e-8, 0.1, t));
+    check(H, "adamw", "p", p, 1e-5);
+    check(H, "adamw", "m", m, 1e-5);
+    check(H, "adamw", "v", v, 1e-5);
+    case_end(H);
+}
+
+/* the reference of conv2d on `be` (the CPU): im2col + gemm per image, as layer_basic.c */
+static void ref_conv2d_fwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co, int kh, int kw, int st, int pad,
+                           const float *x, const float *w, float *y, float *col)
+{
+    int P = conv_out(Hh, kh, st, pad) * conv_out(Ww, kw, st, pad), K = Ci * kh * kw;
+    for (int n = 0; n < N; n++) {
+        be->ops->im2col(be, Ci, Hh, Ww, kh, kw, st, pad, x + (size_t)n * Ci * Hh * Ww, col);
+        be->ops->gemm(be, 0, 0, Co, P, K, 1.0f, w, K, col, P, 0.0f, y + (size_t)n * Co * P, P);
+    }
+}
+
+static void ref_conv2d_bwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co, int kh, int kw, int st, int pad,
+                           const float *x, const float *w, const float *dy, float *dx, float *dw, float *col)
+{
+    int P = conv_out(Hh, kh, st, pad) * conv_out(Ww, kw, st, pad), K = Ci * kh * kw;
+    size_t xi = (size_t)Ci * Hh * Ww;
+    be->ops->zero(be, dx, (size_t)N * xi * 4);
+    for (int n = 0; n < N; n++) {
+        const float *dyn = dy + (size_t)n * Co * P;
+        be->ops->im2col(be, Ci, Hh, Ww, kh, kw, st, pad, x + n * xi, col);
+        be->ops->gemm(be, 0, 1, Co, K, P, 1.0f, dyn, P, col, P, 1.0f, dw, K);
+        be->ops->gemm(be, 1, 0, K, P, Co, 1.0f, w, K, dyn, P, 0.0f, col, P);
+        be->ops->col2im(be, Ci, Hh, Ww, kh, kw, st, pad, col, dx + n * xi);
+    }
+}
+
+static void case_conv2d(harness *H, int N, int Ci, int Hh, int Ww, int Co, int kk, int st, int pad)
+{
+    if (!H->dut->ops->conv2d_fwd || !H->dut->ops->conv2d_bwd) return;
+    SHAPE("N=%d Ci=%d %dx%d Co=%d k=%d stride=%d pad=%d", N, Ci, Hh, Ww, Co, kk, st, pad);
+    int P = conv_out(Hh, kk, st, pad) * conv_out(Ww, kk, st, pad), K = Ci * kk * kk;
+    tb *x = mk(H, (size_t)N * Ci * Hh * Ww, IN, 1), *w = mk(H, (size_t)Co * K, IN, 0.3);
+    tb *y = mk(H, (size_t)N * Co * P, OUT, 1), *col = mk(H, (size_t)K * P, OUT, 1);
+    double tol = H->tf32 ? 2e-3 : 1e-4;
+    ref_conv2d_fwd(H->ref, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->r, w->r, y->r, col->r);
+    H->dut->ops->conv2d_fwd(H->dut, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->d, w->d, y->d);
+    check(H, "conv2d_fwd", "y", y, tol);
+    tb *dy = mk(H, (size_t)N * Co * P, IN, 1), *dx = mk(H, (size_t)N * Ci * Hh * Ww, OUT, 1), *dw = mk(H, (size_t)Co * K, ACC, 1);
+    ref_conv2d_bwd(H->ref, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->r, w->r, dy->r, dx->r, dw->r, col->r);
+    H->dut->ops->conv2d_bwd(H->dut, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->d, w->d, dy->d, dx->d, dw->d);
+    check(H, "conv2d_bwd", "dx", dx, tol);
+    check(H, "conv2d_bwd", "dw", dw, tol);
+    case_end(H);
+}
+
+static void run_suite(harness *H, uint64_t seed)
+{
+    ppdl_rng_seed(&H->rng, seed);
+    H->n_hash = 0;
+    static const int tt[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
+    for (int i = 0; i < 4; i++) {
+        case_gemm(H, tt[i][0], tt[i][1], 37, 45, 29, 0.7f, 0.0f, 3);
+        case_gemm(H, tt[i][0], tt[i][1], 130, 96, 300, 1.0f, 1.3f, 0);
+    }
+    case_gemm(H, 0, 1, 1, 77, 64, 1.0f, 0.0f, 0); /* a single row */
+    case_gemm_batched(H, 0, 1, 33, 33, 16, 6, 0, 0.0f);  /* attention scores */
+    case_gemm_batched(H, 1, 0, 33, 16, 33, 6, 0, 1.0f);  /* dv = p^T dy */
+    case_gemm_batched(H, 0, 0, 5, 49, 1, 4, 1, 1.0f);    /* conv bias: A shared, k = 1 */
+    case_conv2d(H, 3, 2, 11, 9, 5, 3, 1, 1);
+    case_conv2d(H, 2, 4, 16, 16, 8, 3, 2, 0);
+    case_conv2d(H, 2, 3, 13, 13, 6, 5, 1, 2);
+    if (H->gemm_only) return;
+    case_elementwise(H, 1);
+    case_elementwise(H, 1000);
+    case_elementwise(H, 70001);
+    case_bias(H, 1, 5);
+    case_bias(H, 67, 50);
+    case_bias(H, 301, 770);
+    case_layernorm(H, 1, 7);
+    case_layernorm(H, 67, 50);
+    case_layernorm(H, 130, 768);
+    case_embedding(H, 3, 17, 33, 20);
+    case_embedding(H, 5, 300, 260, 97); /* 1500 positions: past one chunk of the device kernel */
+    case_reshapes(H, 2, 5, 12, 3);
+    case_reshapes(H, 3, 33, 96, 4);
+    case_causal_softmax(H, 3, 1);
+    case_causal_softmax(H, 4, 37);
+    case_causal_softmax(H, 2, 130);
+    case_xent(H, 5, 11, 0);
+    case_xent(H, 37, 1000, 1);
+    case_xent(H, 3, 50257, 0);
+    case_im2col(H, 2, 7, 9, 3, 3, 1, 1);
+    case_im2col(H, 3, 11, 8, 3, 2, 2, 0);
+    case_im2col(H, 2, 6, 6, 5, 5, 1, 2);
+    case_im2col(H, 1, 10, 10, 1, 1, 3, 0);
+    case_maxpool(H, 2, 3, 8, 8, 2, 2, 0);
+    case_maxpool(H, 2, 2, 9, 7, 3, 2, 1); /* overlapping windows, NaN inputs */
+    case_maxpool(H, 1, 3, 6, 6, 3, 1, 0);
+    case_adamw(H, 1, 1);
+    case_adamw(H, 5000, 1);
+    case_adamw(H, 5000, 10);
+}
+
+static void print_table(harness *H, const char *title)
+{
+    diag("%s: max error per op (over %s)", title, "all cases and outputs");
+    diag("  %-20s %6s %12s %10s", "op", "cases", "max error", "tolerance");
+    for (int i = 0; i < H->n_st; i++)
+        diag("  %-20s %6d %12.3g %10.0e%s", H->st[i].op, H->st[i].cases, H->st[i].max_err, H->st[i].tol,
+             H->st[i].fails ? "  FAILED" : "");
+    const char *path = getenv("PPDL_OPS_REPORT");
+    if (!path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        diag("cannot write PPDL_OPS_REPORT=%s", path);
+        return;
+    }
+    for (int i = 0; i < H->n_st; i++)
+        fprintf(f, "%s\t%s\t%d\t%.3g\t%.0e\t%s\n", title, H->st[i].op, H->st[i].cases, H->st[i].max_err, H->st[i].tol,
+                H->st[i].fails ? "FAIL" : "ok");
+    fclose(f);
+}
+
+static void reset_stats(harness *H)
+{
+    H->n_st = 0;
+    H->n_hash = 0;
+    H->hash_mismatch = 0;
+}
+
+/* ------------------------------------------------------------------ 2. sabotage */
+
+static const ppdl_backend_ops *cpu_ops;
+
+static void bad_layernorm_fwd(ppdl_backend *be, int rows, int C, float eps, const float *x, const float *w,
+                              const float *b, float *y, float *mean, float *rstd)
+{
+    cpu_ops->layernorm_fwd(be, rows, C, eps, x, w, b, y, mean, rstd);
+    for (int i = 0; i < C; i++) y[(size_t)(rows - 1) * C + i] = NAN; /* the last row left unwritten */
+}
+static void bad_gemm(ppdl_backend *be, int ta, int tb_, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc)
+{
+    cpu_ops->gemm(be, ta, tb_, m, n, k, alpha * (1.0f + 2e-5f), a, lda, b, ldb, beta, c, ldc);
+}
+static void bad_embedding_bwd(ppdl_backend *be, int B, int T, int C, const int32_t *tok, const float *dy,
+                              float *dwte, float *dwpe)
+{
+    memset(dwpe, 0, (size_t)T * C * sizeof(float)); /* overwrites instead of adding */
+    cpu_ops->embedding_bwd(be, B, T, C, tok, dy, dwte, dwpe);
+}
+static void bad_causal_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, const float *s, float *p)
+{
+    cpu_ops->causal_softmax_fwd(be, BH, T, scale, s, p);
+    for (size_t row = 0; row < (size_t)BH * T; row++)
+        if ((int)(row % T) < T - 1) p[row * T + T - 1] = 1e-3f; /* above the diagonal */
+}
+static void bad_col2im(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int st, int pad, const float *col,
+                       float *dx)
+{
+    memset(dx, 0, (size_t)Ci * Hh * Ww * sizeof(float));
+    cpu_ops->col2im(be, Ci, Hh, Ww, kh, kw, st, pad, col, dx);
+}
+
+static void test_sabotage(ppdl_backend *ref)
+{
+    static ppdl_backend_ops bad;
+    ppdl_backend *dut = ppdl_backend_cpu_create(1);
+    cpu_ops = dut->ops;
+    bad = *dut->ops;
+    bad.name = "cpu-sabotaged";
+    bad.layernorm_fwd = bad_layernorm_fwd;
+    bad.gemm = bad_gemm;
+    bad.embedding_bwd = bad_embedding_bwd;
+    bad.causal_softmax_fwd = bad_causal_softmax_fwd;
+    bad.col2im = bad_col2im;
+    dut->ops = &bad;
+    harness *H = ppdl_xcalloc(1, sizeof *H);
+    H->ref = ref;
+    H->dut = dut;
+    H->label = "sabotaged";
+    H->quiet = 1;
+    run_suite(H, 2);
+    static const char *broken[] = {"layernorm_fwd", "gemm", "embedding_bwd", "causal_softmax_fwd", "col2im"};
+    static const char *how[] = {"an unwritten row", "a GEMM off by 2e-5 relative", "an accumulator overwritten",
+                                "the causal mask ignored", "col2im overwriting dx"};
+    int other_fails = 0;
+    for (int i = 0; i < H->n_st; i++) {
+        int is_broken = 0;
+        for (size_t j = 0; j < sizeof broken / sizeof broken[0]; j++) is_broken |= !strcmp(H->st[i].op, broken[j]);
+        if (!is_broken) other_fails += H->st[i].fails;
+    }
+    for (size_t j = 0; j < sizeof broken / sizeof broken[0]; j++) {
+        op_stat *s = stat_of(H, broken[j], 0);
+        ok(s->fails > 0, "the harness catches %s (%s: %d of %d checks fail)", how[j], broken[j], s->fails, s->cases);
+    }
+    ok(other_fails == 0, "the harness passes the ops that were not sabotaged (%d false alarms)", other_fails);
+    free(H);
+    ppdl_backend_destroy(dut);
+}
+
+/* ------------------------------------------------------------------ 2b. emulation */
+
+#if HAVE_CUDA
+/* A backend made of the CPU backend's memory, copies and GEMMs and of the CUDA
+ * kernels of kernels.cu run by the CPU emulation of tests/cuda_emu.h: the same
+ * wrappers as cuda.c, with host pointers as "device" pointers. */
+#define EMU(call)                                                                        \
+    do {                                                                                 \
+        if (call) ppdl_die("%s failed", #call);                                          \
+    } while (0)
+
+static void emu_add(ppdl_backend *be, size_t n, const float *x, const float *y, float *o) { EMU(ppdl_cu_add(NULL, n, x, y, o)); }
+static void emu_axpy(ppdl_backend *be, size_t n, float a, const float *x, float *y) { EMU(ppdl_cu_axpy(NULL, n, a, x, y)); }
+static void emu_bias_add(ppdl_backend *be, int r, int c, float *x, const float *b) { EMU(ppdl_cu_bias_add(NULL, r, c, x, b)); }
+static void emu_bias_grad(ppdl_backend *be, int r, int c, const float *dy, float *db)
+{
+    EMU(ppdl_cu_bias_grad(NULL, r, c, dy, db));
+}
+static void emu_act_fwd(ppdl_backend *be, int act, size_t n, const float *x, float *y)
+{
+    EMU(ppdl_cu_act_fwd(NULL, act, n, x, y));
+}
+static void emu_act_bwd(ppdl_backend *be, int act, size_t n, const float *x, const float *dy, float *dx)
+{
+    EMU(ppdl_cu_act_bwd(NULL, act, n, x, dy, dx));
+}
+static void emu_sumsq(ppdl_backend *be, size_t n, const float *x, double *out)
+{
+    double part[1024];
+    int np = 0;
+    EMU(ppdl_cu_sumsq_partials(NULL, n, x, part, 1024, &np));
+    double s = 0;
+    for (int i = 0; i < np; i++) s += part[i];
+    *out = s;
+}
+static void emu_layernorm_fwd(ppdl_backend *be, int rows, int C, float eps, const float *x, const float *w,
+                              const float *b, float *y, float *mean, float *rstd)
+{
+    EMU(ppdl_cu_layernorm_fwd(NULL, rows, C, eps, x, w, b, y, mean, rstd));
+}
+static void emu_layernorm_bwd(ppdl_backend *be, int rows, int C, const float *x, const float *w, const float *mean,
+                              const float *rstd, const float *dy, float *dx, float *dw, float *db)
+{
+    EMU(ppdl_cu_layernorm_bwd(NULL, rows, C, x, w, mean, rstd, dy, dx, dw, db));
+}
+static void emu_embedding_fwd(ppdl_backend *be, int B, int T, int C, const int32_t *tok, const float *wte,
+                              const float *wpe, float *y)
+{
+    EMU(ppdl_cu_embedding_fwd(NULL, B, T, C, tok, wte, wpe, y));
+}
+static void emu_embedding_bwd(ppdl_backend *be, int B, int T, int C, const int32_t *tok, const float *dy,
+                              float *dwte, float *dwpe)
+{
+    EMU(ppdl_cu_embedding_bwd(NULL, B, T, C, tok, dy, dwte, dwpe));
+}
+static void emu_qkv_split(ppdl_backend *be, int B, int T, int C, int Hh, const float *qkv, float *q, float *k,
+                          float *v)
+{
+    EMU(ppdl_cu_qkv_split(NULL, B, T, C, Hh, qkv, q, k, v));
+}
+static void emu_qkv_merge(ppdl_backend *be, int B, int T, int C, int Hh, const float *dq, const float *dk,
+                          const float *dv, float *dqkv)
+{
+    EMU(ppdl_cu_qkv_merge(NULL, B, T, C, Hh, dq, dk, dv, dqkv));
+}
+static void emu_heads_to_seq(ppdl_backend *be, int B, int T, int C, int Hh, const float *x, float *y)
+{
+    EMU(ppdl_cu_heads_seq(NULL, B, T, C, Hh, 1, x, y));
+}
+static void emu_seq_to_heads(ppdl_backend *be, int B, int T, int C, int Hh, const float *x, float *y)
+{
+    EMU(ppdl_cu_heads_seq(NULL, B, T, C, Hh, 0, x, y));
+}
+static void emu_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, const float *s, float *p)
+{
+    EMU(ppdl_cu_causal_softmax_fwd(NULL, BH, T, scale, s, p));
+}
+static void emu_softmax_bwd(ppdl_backend *be, int BH, int T, float scale, const float *p, const float *dp, float *ds)
+{
+    EMU(ppdl_cu_causal_softmax_bwd(NULL, BH, T, scale, p, dp, ds));
+}
+static void emu_xent(ppdl_backend *be, int rows, int V, const float *z, const int32_t *t, float scale, float *loss,
+                     float *d)
+{
+    double *row_loss = ppdl_xmalloc((size_t)(rows > 0 ? rows : 1) * sizeof(double));
+    EMU(ppdl_cu_softmax_xent(NULL, rows, V, z, t, scale, row_loss, loss, d));
+    free(row_loss);
+}
+static void emu_im2col(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int st, int pad, const float *x,
+                       float *col)
+{
+    EMU(ppdl_cu_im2col(NULL, Ci, Hh, Ww, kh, kw, st, pad, x, col));
+}
+static void emu_col2im(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw, int st, int pad, const float *col,
+                       float *dx)
+{
+    EMU(ppdl_cu_col2im(NULL, Ci, Hh, Ww, kh, kw, st, pad, col, dx));
+}
+static void emu_maxpool_fwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int kk, int st, const float *x, float *y,
+                            int32_t *arg)
+{
+    EMU(ppdl_cu_maxpool_fwd(NULL, N, C, Hh, Ww, kk, st, x, y, arg));
+}
+static void emu_maxpool_bwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int kk, int st, const int32_t *arg,
+                            const float *dy, float *dx)
+{
+    EMU(ppdl_cu_maxpool_bwd(NULL, N, C, Hh, Ww, kk, st, arg, dy, dx));
+}
+static void emu_adamw(ppdl_backend *be, size_t n, float *p, const float *g, float *m, float *v, double lr, double b1,
+                      double b2, double eps, double wd, int t)
+{
+    /* cuda.c's scalars */
+    EMU(ppdl_cu_adamw(NULL, n, p, g, m, v, (float)(1.0 - lr * wd), (float)b1, (float)b2, (float)(1.0 - b1),
+                      (float)(1.0 - b2), (float)eps, (float)(lr / (1.0 - pow(b1, t))), (float)sqrt(1.0 - pow(b2, t))));
+}
+
+static ppdl_backend *emu_backend_create(void)
+{
+    static ppdl_backend_ops ops;
+    ppdl_backend *be = ppdl_backend_cpu_create(1);
+    ops = *be->ops;
+    ops.name = "cuda-emulated";
+    ops.add = emu_add, ops.axpy = emu_axpy, ops.bias_add = emu_bias_add, ops.bias_grad = emu_bias_grad;
+    ops.act_fwd = emu_act_fwd, ops.act_bwd = emu_act_bwd, ops.sumsq = emu_sumsq;
+    ops.layernorm_fwd = emu_layernorm_fwd, ops.layernorm_bwd = emu_layernorm_bwd;
+    ops.embedding_fwd = emu_embedding_fwd, ops.embedding_bwd = emu_embedding_bwd;
+    ops.qkv_split = emu_qkv_split, ops.qkv_merge = emu_qkv_merge;
+    ops.heads_to_seq = emu_heads_to_seq, ops.seq_to_heads = emu_seq_to_heads;
+    ops.causal_softmax_fwd = emu_softmax_fwd, ops.causal_softmax_bwd = emu_softmax_bwd;
+    ops.softmax_xent = emu_xent, ops.im2col = emu_im2col, ops.col2im = emu_col2im;
+    ops.maxpool_fwd = emu_maxpool_fwd, ops.maxpool_bwd = emu_maxpool_bwd, ops.adamw = emu_adamw;
+    be->ops = &ops;
+    return be;
+}
+
+static void test_emulated(ppdl_backend *ref)
+{
+    diag("part 2b: the CUDA kernels of kernels.cu, run by a CPU emulation (tests/cuda_emu.h), against the "
+         "CPU backend (GEMMs are the CPU's here)");
+    harness *H = ppdl_xcalloc(1, sizeof *H);
+    H->ref = ref;
+    H->dut = emu_backend_create();
+    H->label = "cuda-emulated";
+    /* no determinism pass: the emulation runs threads in one fixed order */
+    run_suite(H, 5);
+    print_table(H, "cuda-emulated");
+    ppdl_backend_destroy(H->dut);
+    free(H);
+}
+#endif
+
+/* ------------------------------------------------------------------ main */
+
+static int probe(char *why, size_t len)
+{
+#if HAVE_CUDA
+    return ppdl_cuda_available(why, len);
+#else
+    snprintf(why, len, "this ppdl was built without CUDA (configure --with-cuda)");
+    return 0;
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    char why[256] = "";
+    if (argc > 1 && !strcmp(argv[1], "--probe")) {
+        int up = probe(why, sizeof why);
+        printf("%s\n", up ? "CUDA device available" : why);
+        return up ? 0 : 77;
+    }
+
+    /* 1. the harness on CPU against CPU */
+    ppdl_backend *ref = ppdl_backend_cpu_create(1);
+    ref->rank = 0;
+    harness *H = ppdl_xcalloc(1, sizeof *H);
+    H->ref = ref;
+    H->dut = ppdl_backend_cpu_create(1);
+    H->label = "cpu-vs-cpu";
+    diag("part 1: the harness, CPU against CPU (every comparison must pass, most bitwise)");
+    run_suite(H, 1);
+    ppdl_backend_destroy(H->dut);
+
+    /* 2. it catches broken ops */
+    diag("part 2: a sabotaged CPU backend: the harness must catch each fault");
+    test_sabotage(ref);
+
+#if HAVE_CUDA
+    test_emulated(ref);
+#else
+    skip(1, "the CUDA kernels' CPU emulation needs nvcc (this build has no CUDA)");
+#endif
+
+    /* 3. CUDA against CPU */
+    if (!probe(why, sizeof why)) {
+        diag("part 3: CUDA against CPU: skipped (%s)", why);
+        skip(1, why);
+        free(H);
+        ppdl_backend_destroy(ref);
+        done_testing();
+        return exit_status();
+    }
+#if HAVE_CUDA
+    char err[PPDL_ERR_LEN];
+    ppdl_backend *cu = ppdl_backend_create("cuda", 1, 0, err, sizeof err);
+    if (!ok(cu != NULL, "the CUDA backend starts")) {
+        diag("  %s", err);
+        done_testing();
+        return exit_status();
+    }
+    char desc[256];
+    diag("part 3: CUDA against CPU on %s", ppdl_cuda_describe(cu, desc, sizeof desc));
+    memset(H, 0, sizeof *H);
+    H->ref = ref;
+    H->dut = cu;
+    H->label = "cuda-fp32";
+    ppdl_cuda_set_tf32(cu, 0);
+    H->hash_mode = 1;
+    run_suite(H, 3);
+    print_table(H, "cuda-fp32");
+    int outputs = H->n_hash;
+    /* the same inputs again: every device output must repeat bitwise */
+    H->quiet = 1;
+    H->hash_mode = 2;
+    reset_stats(H);
+    run_suite(H, 3);
+    ok(H->hash_mismatch == 0 && H->n_hash == outputs,
+       "cuda-fp32: a second run on the same inputs repeats all %d outputs bitwise (%d differ)", outputs,
+       H->hash_mismatch);
+    /* TF32 tensor cores for the GEMMs and convolutions */
+    reset_stats(H);
+    H->quiet = 0;
+    H->hash_mode = 0;
+    H->label = "cuda-tf32";
+    H->tf32 = 1;
+    H->gemm_only = 1;
+    ppdl_cuda_set_tf32(cu, 1);
+    run_suite(H, 4);
+    print_table(H, "cuda-tf32");
+    ppdl_cuda_set_tf32(cu, 0);
+    if (cu->ops->destroy) cu->ops->destroy(cu);
+    ppdl_backend_destroy(cu);
+#endif
+    free(H);
+    ppdl_backend_destroy(ref);
+    done_testing();
+    return exit_status();
+}

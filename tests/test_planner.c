@@ -1,0 +1,790 @@
+/* test_planner.c — the planner against brute force, and the pieces around it.
+ *
+ *  - Brute force: on hundreds of small random instances (N <= 5 ranks, L <= 10 layers,
+ *    1-3 recompute options per layer, heterogeneous bandwidth/latency matrices, speeds
+ *    and memories, many of them tight), try every rank order x every contiguous
+ *    partition x every option of every layer, with this file's own evaluation of the
+ *    cost model, and compare with ppdl_solve: the same optimal T (0.5%; in fact both are
+ *    exact and agree to rounding), the same verdict on feasibility, and every returned
+ *    plan fits, with its reported T recomputed here from its stages.
+ *    For speed the brute force enumerates options jointly over all layers on the
+ *    smaller instances, and per stage on the others (T grows with every stage time,
+ *    so a stage's best is its fastest fitting assignment — the joint runs check that).
+ *  - The exact per-order solver (ppdl_solve_order) against brute force on one order.
+ *  - The heuristic placement (exact placement switched off): never better than the
+ *    optimum (that would be a bug), never worse than the best baseline or the in-order
+ *    optimum, and optimal on most instances.
+ *  - Infeasible instances: reported, with the stage and the bytes over.
+ *  - Determinism; baselines against brute-force min-max; COSTS/CLUSTER JSON round trips
+ *    and bad files; the simulator against closed forms and dependency checks.
+ * Many cases are folded into few TAP lines; the first failure is printed as a diag.
+ */
+#include "core/error.h"
+#include "core/util.h"
+#include "pipe/schedule.h"
+#include "plan/baselines.h"
+#include "plan/cluster_model.h"
+#include "plan/costmodel.h"
+#include "plan/costs.h"
+#include "plan/planner.h"
+#include "plan/simulate.h"
+#include "plan/solver.h"
+
+#include "tap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char first_fail[1024];
+static int n_fail;
+
+#if defined(__GNUC__)
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#endif
+static void fail(const char *fmt, ...)
+{
+    if (n_fail++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(first_fail, sizeof first_fail, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void report(const char *what)
+{
+    if (!ok(n_fail == 0, "%s", what)) diag("  %d failing case(s); first: %s", n_fail, first_fail);
+    n_fail = 0;
+    first_fail[0] = '\0';
+}
+
+// ----------------------------------------------------------------------------
+// random instances
+
+typedef struct inst {
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    int M, sched;
+} inst;
+
+static double uni(ppdl_rng *g, double a, double b) { return a + (b - a) * ppdl_rng_uniform(g); }
+
+/* tight: memories around what an even split needs, so many stages must recompute and
+ * some instances cannot fit at all */
+static void gen(ppdl_rng *g, int N, int L, int max_opts, int tight, inst *x)
+{
+    ppdl_costs_alloc(&x->c, L);
+    x->c.micro_batch_size = 4;
+    x->c.state_multiplier = 4;
+    double sumP = 0, sumS = 0;
+    for (int l = 0; l < L; l++) {
+        ppdl_layer_cost *lc = &x->c.layers[l];
+        snprintf(lc->name, sizeof lc->name, "layer%d", l);
+        lc->fwd_ms = uni(g, 0.1, 3);
+        lc->bwd_ms = lc->fwd_ms * uni(g, 1.2, 2.5);
+        lc->param_bytes = floor(uni(g, 0, 4e6));
+        lc->out_bytes = floor(uni(g, 1e3, 2e7));
+        lc->n_opts = 1 + (int)(ppdl_rng_u64(g) % (uint64_t)max_opts);
+        lc->stash_bytes[0] = floor(uni(g, 1e5, 8e6));
+        if (lc->n_opts > 1) { /* full recompute: small stash, the forward again */
+            lc->stash_bytes[1] = floor(lc->stash_bytes[0] * uni(g, 0.05, 0.4));
+            lc->extra_ms[1] = lc->fwd_ms * uni(g, 0.8, 1.2);
+        }
+        if (lc->n_opts > 2) { /* selective: in between */
+            lc->stash_bytes[2] = floor(lc->stash_bytes[0] * uni(g, 0.3, 0.8));
+            lc->extra_ms[2] = lc->fwd_ms * uni(g, 0.05, 0.5);
+        }
+        sumP += lc->param_bytes;
+        sumS += lc->stash_bytes[0];
+    }
+    ppdl_cluster_model_alloc(&x->cl, N);
+    x->M = 1 + (int)(ppdl_rng_u64(g) % 8);
+    x->sched = ppdl_rng_u64(g) % 3 == 0 ? PPDL_SCHED_GPIPE : PPDL_SCHED_1F1B;
+    /* two "nodes" with fast links inside, slow between; asymmetric noise */
+    int split = 1 + (int)(ppdl_rng_u64(g) % (uint64_t)(N > 1 ? N - 1 : 1));
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++) {
+            int same = (a < split) == (b < split);
+            x->cl.bw[a * N + b] = (same ? uni(g, 5e9, 5e10) : uni(g, 1e8, 2e9)) * uni(g, 0.7, 1.3);
+            x->cl.lat[a * N + b] = a == b ? 0 : same ? uni(g, 1e-6, 1e-5) : uni(g, 1e-5, 2e-4);
+        }
+    int nmax = x->sched == PPDL_SCHED_GPIPE ? x->M : (x->M < N ? x->M : N);
+    double even = 4 * sumP / N + nmax * sumS / N;
+    for (int r = 0; r < N; r++) {
+        x->cl.speed[r] = ppdl_rng_uniform(g) < 0.3 ? uni(g, 0.3, 0.8) : uni(g, 0.9, 2.0);
+        x->cl.mem[r] = floor(even * (tight ? uni(g, 0.35, 1.6) : uni(g, 1.5, 5)));
+    }
+}
+
+static void inst_free(inst *x)
+{
+    ppdl_costs_free(&x->c);
+    ppdl_cluster_model_free(&x->cl);
+}
+
+// ----------------------------------------------------------------------------
+// this file's own cost model (written from DESIGN.md, not from costmodel.c)
+
+/* T of (order, first[], opt[]) or INFINITY if a stage is over its memory */
+static double eval_T(const inst *x, const int *order, const int *first, const int *opt)
+{
+    const ppdl_costs *c = &x->c;
+    int S = x->cl.N, L = c->L, N = x->cl.N;
+    double sum = 0, mx = 0;
+    for (int s = 0; s < S; s++) {
+        int i = first[s], j = s + 1 < S ? first[s + 1] - 1 : L - 1, r = order[s];
+        int n = x->sched == PPDL_SCHED_GPIPE ? x->M : (x->M < S - s ? x->M : S - s);
+        double t = 0, P = 0, st = 0;
+        for (int l = i; l <= j; l++) {
+            t += c->layers[l].fwd_ms + c->layers[l].bwd_ms + c->layers[l].extra_ms[opt[l]];
+            P += c->layers[l].param_bytes;
+            st += c->layers[l].stash_bytes[opt[l]];
+        }
+        if (c->state_multiplier * P + n * st > x->cl.mem[r]) return INFINITY;
+        t /= x->cl.speed[r];
+        sum += t;
+        if (t > mx) mx = t;
+        if (s + 1 < S) {
+            int r2 = order[s + 1];
+            double lk = 1000 * (x->cl.lat[r * N + r2] + c->layers[j].out_bytes / x->cl.bw[r * N + r2]);
+            sum += 2 * lk;
+            if (lk > mx) mx = lk;
+        }
+    }
+    return sum + (x->M - 1) * mx;
+}
+
+// ----------------------------------------------------------------------------
+// brute force
+
+typedef struct brute {
+    const inst *x;
+    int joint;                 /* enumerate all layers' options jointly */
+    int order[8], first[8], used[8];
+    int opt[16];
+    double best;
+    const int *fixed_order;
+} brute;
+
+/* per stage: the fastest fitting options of layers i..j (all combinations) */
+static double stage_best(const inst *x, int s, int i, int j, int r)
+{
+    const ppdl_costs *c = &x->c;
+    int S = x->cl.N, n = x->sched == PPDL_SCHED_GPIPE ? x->M : (x->M < S - s ? x->M : S - s);
+    int k[16] = {0}, len = j - i + 1;
+    double best = INFINITY;
+    for (;;) {
+        double t = 0, P = 0, st = 0;
+        for (int q = 0; q < len; q++) {
+            const ppdl_layer_cost *lc = &c->layers[i + q];
+            t += lc->fwd_ms + lc->bwd_ms + lc->extra_ms[k[q]];
+            P += lc->param_bytes;
+            st += lc->stash_bytes[k[q]];
+        }
+        if (c->state_multiplier * P + n * st <= x->cl.mem[r] && t < best) best = t;
+        int q = 0;
+        while (q < len && ++k[q] == c->layers[i + q].n_opts) k[q++] = 0;
+        if (q == len) break;
+    }
+    return best / x->cl.speed[r];
+}
+
+static void brute_partition(brute *b, int s, int start)
+{
+    const inst *x = b->x;
+    int S = x->cl.N, L = x->c.L, N = x->cl.N;
+    if (s == S) {
+        if (start != L) return;
+        if (b->joint) {
+            int *o = b->opt;
+            for (int l = 0; l < L; l++) o[l] = 0;
+            for (;;) {
+                double T = eval_T(x, b->order, b->first, o);
+                if (T < b->best) b->best = T;
+                int l = 0;
+                while (l < L && ++o[l] == x->c.layers[l].n_opts) o[l++] = 0;
+                if (l == L) break;
+            }
+        } else {
+            double sum = 0, mx = 0;
+            for (int q = 0; q < S; q++) {
+                int i = b->first[q], j = q + 1 < S ? b->first[q + 1] - 1 : L - 1;
+                double t = stage_best(x, q, i, j, b->order[q]);
+                if (!(t < INFINITY)) return;
+                sum += t;
+                mx = fmax(mx, t);
+                if (q + 1 < S) {
+                    int r = b->order[q], r2 = b->order[q + 1];
+                    double lk = 1000 * (x->cl.lat[r * N + r2] + x->c.layers[j].out_bytes / x->cl.bw[r * N + r2]);
+                    sum += 2 * lk;
+                    mx = fmax(mx, lk);
+                }
+            }
+            double T = sum + (x->M - 1) * mx;
+            if (T < b->best) b->best = T;
+        }
+        return;
+    }
+    /* stage s starts at `start`; leave at least one layer for each later stage */
+    b->first[s] = start;
+    if (s == S - 1) {
+        brute_partition(b, S, L);
+        return;
+    }
+    for (int end = start; end <= L - (S - s); end++) {
+        b->first[s + 1] = end + 1;
+        brute_partition(b, s + 1, end + 1);
+    }
+}
+
+static void brute_orders(brute *b, int s)
+{
+    int N = b->x->cl.N;
+    if (s == N) {
+        brute_partition(b, 0, 0);
+        return;
+    }
+    for (int r = 0; r < N; r++) {
+        if (b->used[r]) continue;
+        b->used[r] = 1;
+        b->order[s] = r;
+        brute_orders(b, s + 1);
+        b->used[r] = 0;
+    }
+}
+
+static double brute_force(const inst *x, int joint, const int *fixed_order)
+{
+    brute b;
+    memset(&b, 0, sizeof b);
+    b.x = x;
+    b.joint = joint;
+    b.best = INFINITY;
+    if (fixed_order) {
+        memcpy(b.order, fixed_order, (size_t)x->cl.N * sizeof(int));
+        brute_partition(&b, 0, 0);
+    } else {
+        brute_orders(&b, 0);
+    }
+    return b.best;
+}
+
+/* T of a returned plan by this file's evaluation; checks its shape too */
+static double plan_T(const inst *x, const ppdl_plan *p, char *why, size_t len)
+{
+    int S = x->cl.N, L = x->c.L;
+    int order[8], first[8], opt[16], seen[8] = {0};
+    if (p->S != S) { snprintf(why, len, "plan has %d stages, not %d", p->S, S); return NAN; }
+    for (int s = 0; s < S; s++) {
+        const ppdl_plan_stage *st = &p->stages[s];
+        int expect_first = s ? p->stages[s - 1].last + 1 : 0;
+        if (st->rank < 0 || st->rank >= S || seen[st->rank]++ || st->first != expect_first || st->last < st->first) {
+            snprintf(why, len, "stage %d malformed (rank %d, layers %d-%d)", s, st->rank, st->first, st->last);
+            return NAN;
+        }
+        order[s] = st->rank;
+        first[s] = st->first;
+        for (int l = st->first; l <= st->last; l++) {
+            opt[l] = st->recompute[l - st->first];
+            if (opt[l] < 0 || opt[l] >= x->c.layers[l].n_opts) { snprintf(why, len, "bad option"); return NAN; }
+        }
+    }
+    if (p->stages[S - 1].last != L - 1) { snprintf(why, len, "does not end at the last layer"); return NAN; }
+    return eval_T(x, order, first, opt);
+}
+
+static size_t prod_opts(const inst *x)
+{
+    size_t n = 1;
+    for (int l = 0; l < x->c.L; l++) n *= (size_t)x->c.layers[l].n_opts;
+    return n;
+}
+
+// ----------------------------------------------------------------------------
+
+static void test_brute_force(void)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 20240601);
+    int n_cases = 320, n_feasible = 0, n_infeasible = 0, n_joint = 0, n_recompute = 0, n_nonident = 0;
+    int n_place_fail = 0;
+    double worst = 0;
+    for (int k = 0; k < n_cases; k++) {
+        int N = 1 + (int)(ppdl_rng_u64(&g) % 5);
+        int L = N + (int)(ppdl_rng_u64(&g) % (uint64_t)(11 - N));
+        inst x;
+        gen(&g, N, L, 3, k % 4 != 0, &x);
+        int joint = N <= 4 && prod_opts(&x) <= 32;
+        n_joint += joint;
+        double bT = brute_force(&x, joint, NULL);
+        ppdl_plan p;
+        ppdl_solve_info info;
+        char err[PPDL_ERR_LEN] = "", why[128] = "";
+        int rc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &p, &info, err, sizeof err);
+        if (!(bT < INFINITY)) {
+            n_infeasible++;
+            if (rc == 0) fail("case %d (N=%d L=%d): brute force finds nothing that fits, solver returned T=%g", k, N, L,
+                              p.predicted_iter_ms);
+            else if (!info.infeasible || !strstr(err, "over its limit") || p.S != N || p.feasible)
+                if (!strstr(err, "parameters and optimizer state alone"))
+                    fail("case %d: infeasible report not as expected: rc %d infeasible %d S %d msg '%s'", k, rc,
+                         info.infeasible, p.S, err);
+        } else {
+            n_feasible++;
+            if (rc) {
+                fail("case %d (N=%d L=%d M=%d): brute T=%.6f but solver failed: %s", k, N, L, x.M, bT, err);
+            } else {
+                double mine = plan_T(&x, &p, why, sizeof why);
+                double rel = fabs(p.predicted_iter_ms - bT) / bT;
+                if (rel > worst) worst = rel;
+                if (isnan(mine)) fail("case %d: returned plan malformed: %s", k, why);
+                else if (!(mine < INFINITY)) fail("case %d: returned plan does not fit in memory", k);
+                else if (fabs(mine - p.predicted_iter_ms) > 1e-9 * mine)
+                    fail("case %d: reported T %.9f, recomputed %.9f", k, p.predicted_iter_ms, mine);
+                else if (rel > 0.005)
+                    fail("case %d (N=%d L=%d M=%d %s%s): solver T=%.6f, brute force %.6f", k, N, L, x.M,
+                         ppdl_schedule_name(x.sched), joint ? ", joint" : "", p.predicted_iter_ms, bT);
+                if (!info.exact) fail("case %d: N=%d should be solved with exact placement", k, N);
+                for (int s = 0; s < p.S; s++) {
+                    if (p.stages[s].rank != s) { n_nonident++; break; }
+                }
+                for (int s = 0; s < p.S; s++)
+                    for (int l = p.stages[s].first; l <= p.stages[s].last; l++)
+                        if (p.stages[s].recompute[l - p.stages[s].first]) { n_recompute++; s = p.S; break; }
+            }
+        }
+        /* heuristic placement: between the optimum and the in-order optimum */
+        if (bT < INFINITY && rc == 0) {
+            ppdl_solve_opts o;
+            ppdl_solve_opts_default(&o);
+            o.exact_max_ranks = 0;
+            ppdl_plan h;
+            int hrc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, &o, &h, NULL, err, sizeof err);
+            o.placement = 0;
+            ppdl_plan io;
+            int irc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, &o, &io, NULL, err, sizeof err);
+            if (hrc) fail("case %d: heuristic placement failed where a plan exists: %s", k, err);
+            else {
+                if (h.predicted_iter_ms < bT * (1 - 1e-9)) fail("case %d: heuristic %.9f below the optimum %.9f", k, h.predicted_iter_ms, bT);
+                if (irc == 0 && h.predicted_iter_ms > io.predicted_iter_ms * (1 + 1e-9))
+                    fail("case %d: heuristic %.6f worse than ranks in order %.6f", k, h.predicted_iter_ms, io.predicted_iter_ms);
+                if (h.predicted_iter_ms > bT * 1.005) {
+                    n_place_fail++;
+                    if (getenv("PLAN_DEBUG")) diag("miss case %d N=%d L=%d M=%d: %.4f vs %.4f (%.3fx)", k, N, L, x.M, h.predicted_iter_ms, bT, h.predicted_iter_ms / bT);
+                }
+                ppdl_plan_free(&h);
+            }
+            if (irc == 0) ppdl_plan_free(&io);
+        }
+        ppdl_plan_free(&p);
+        inst_free(&x);
+    }
+    diag("%d instances: %d with a plan, %d with none; %d brute-forced jointly over all options; "
+         "%d optimal plans recompute, %d reorder ranks; worst relative gap %.2e; heuristic placement "
+         "above the optimum on %d",
+         n_cases, n_feasible, n_infeasible, n_joint, n_recompute, n_nonident, worst, n_place_fail);
+    report("ppdl_solve finds the brute-force optimum (orders x partitions x options) on random instances");
+    ok(n_infeasible >= 20 && n_feasible >= 200 && n_recompute >= 30 && n_nonident >= 30 && n_joint >= 40,
+       "the random instances exercise infeasibility, recompute, placement and joint enumeration");
+    /* the heuristic has no optimality guarantee; on these small instances it should
+     * still be optimal almost always (a regression would show here) */
+    ok(n_place_fail <= n_feasible / 10, "heuristic placement optimal on >= 90%% of instances (%d misses)", n_place_fail);
+}
+
+static void test_order_solver(void)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 77);
+    for (int k = 0; k < 120; k++) {
+        int N = 1 + (int)(ppdl_rng_u64(&g) % 5), L = N + (int)(ppdl_rng_u64(&g) % (uint64_t)(11 - N));
+        inst x;
+        gen(&g, N, L, 3, k % 3 != 0, &x);
+        int order[8], used[8] = {0};
+        for (int s = 0; s < N; s++) {
+            int r;
+            do r = (int)(ppdl_rng_u64(&g) % (uint64_t)N); while (used[r]);
+            used[r] = 1;
+            order[s] = r;
+        }
+        double bT = brute_force(&x, N <= 4 && prod_opts(&x) <= 64, order);
+        ppdl_plan p;
+        char err[PPDL_ERR_LEN], why[128];
+        int rc = ppdl_solve_order(&x.c, &x.cl, x.M, x.sched, order, &p, err, sizeof err);
+        if (!(bT < INFINITY)) {
+            if (rc == 0) fail("order case %d: nothing fits but the solver returned a plan", k);
+        } else if (rc) {
+            fail("order case %d: solver failed: %s", k, err);
+        } else {
+            double mine = plan_T(&x, &p, why, sizeof why);
+            int same = 1;
+            for (int s = 0; s < N; s++) same &= p.stages[s].rank == order[s];
+            if (!same) fail("order case %d: the solver changed the order", k);
+            if (!(fabs(mine - bT) <= 1e-9 * bT)) fail("order case %d: T %.9f, brute force %.9f", k, mine, bT);
+        }
+        if (p.S) ppdl_plan_free(&p);
+        inst_free(&x);
+    }
+    report("ppdl_solve_order is exact for a given rank order");
+}
+
+static void test_determinism(void)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 99);
+    for (int k = 0; k < 30; k++) {
+        inst x;
+        int N = k < 15 ? 4 : 12, L = N + 8;
+        gen(&g, N, L, 3, 0, &x);
+        ppdl_plan a, b;
+        char err[PPDL_ERR_LEN];
+        int ra = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &a, NULL, err, sizeof err);
+        int rb = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &b, NULL, err, sizeof err);
+        if (ra != rb) fail("case %d: return codes differ", k);
+        else if (ra == 0) {
+            char *ja = ppdl_plan_to_json(&a), *jb = ppdl_plan_to_json(&b);
+            if (strcmp(ja, jb)) fail("case %d (N=%d): two runs gave different plans", k, N);
+            free(ja);
+            free(jb);
+        }
+        if (a.S) ppdl_plan_free(&a);
+        if (b.S) ppdl_plan_free(&b);
+        inst_free(&x);
+    }
+    report("the same input gives the same plan (exact and heuristic placement)");
+}
+
+/* baselines: the balanced ones reach the brute-force least maximum of their own cost */
+static void test_baselines(void)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 5);
+    for (int k = 0; k < 60; k++) {
+        int N = 1 + (int)(ppdl_rng_u64(&g) % 4), L = N + (int)(ppdl_rng_u64(&g) % (uint64_t)(10 - N));
+        inst x;
+        gen(&g, N, L, 2, 0, &x);
+        for (int m = 0; m < 2; m++) {
+            const char *name = m ? "time" : "params";
+            ppdl_plan p;
+            char err[PPDL_ERR_LEN];
+            if (ppdl_baseline(&x.c, &x.cl, x.M, x.sched, name, &p, err, sizeof err)) {
+                fail("%s: %s", name, err);
+                continue;
+            }
+            double got = 0;
+            for (int s = 0; s < N; s++) {
+                double v = 0;
+                for (int l = p.stages[s].first; l <= p.stages[s].last; l++)
+                    v += m ? x.c.layers[l].fwd_ms + x.c.layers[l].bwd_ms : x.c.layers[l].param_bytes;
+                if (v > got) got = v;
+                if (p.stages[s].rank != s) fail("%s: ranks must stay in order", name);
+            }
+            /* brute force over cut positions (bitmask of L-1 gaps with N-1 cuts) */
+            double best = INFINITY;
+            for (unsigned mask = 0; mask < (1u << (L - 1)); mask++) {
+                if (__builtin_popcount(mask) != N - 1) continue;
+                double cur = 0, mx = 0;
+                for (int l = 0; l < L; l++) {
+                    cur += m ? x.c.layers[l].fwd_ms + x.c.layers[l].bwd_ms : x.c.layers[l].param_bytes;
+                    if (l == L - 1 || (mask >> l & 1)) { mx = fmax(mx, cur); cur = 0; }
+                }
+                best = fmin(best, mx);
+            }
+            if (fabs(got - best) > 1e-9 * fmax(best, 1)) fail("%s (N=%d L=%d): largest stage %g, best possible %g", name, N, L, got, best);
+            ppdl_plan_free(&p);
+        }
+        /* uniform: the first L mod N stages get one layer more; -rc puts option 1 everywhere */
+        ppdl_plan u;
+        char err[PPDL_ERR_LEN];
+        ppdl_baseline(&x.c, &x.cl, x.M, x.sched, "uniform-rc", &u, err, sizeof err);
+        for (int s = 0; s < N; s++) {
+            int n = u.stages[s].last - u.stages[s].first + 1;
+            if (n != L / N + (s < L % N)) fail("uniform: stage %d has %d layers", s, n);
+            for (int l = u.stages[s].first; l <= u.stages[s].last; l++)
+                if (u.stages[s].recompute[l - u.stages[s].first] != (x.c.layers[l].n_opts > 1))
+                    fail("uniform-rc: layer %d option %d", l, u.stages[s].recompute[l - u.stages[s].first]);
+        }
+        ppdl_plan_free(&u);
+        inst_free(&x);
+    }
+    report("baselines: balanced params/time reach the least possible largest stage; uniform counts and -rc");
+    /* ppdl is never worse than a feasible baseline (they keep ranks in order) */
+    ppdl_rng_seed(&g, 6);
+    for (int k = 0; k < 40; k++) {
+        inst x;
+        int N = 2 + k % 11;
+        gen(&g, N, N + 6 + k % 7, 3, k % 2, &x);
+        ppdl_plan p;
+        char err[PPDL_ERR_LEN];
+        int rc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &p, NULL, err, sizeof err);
+        for (int m = 2; ppdl_plan_methods[m]; m++) {
+            ppdl_plan b;
+            if (ppdl_baseline(&x.c, &x.cl, x.M, x.sched, ppdl_plan_methods[m], &b, err, sizeof err)) continue;
+            if (b.feasible && rc) fail("case %d: baseline %s fits but ppdl found nothing", k, ppdl_plan_methods[m]);
+            if (b.feasible && rc == 0 && p.predicted_iter_ms > b.predicted_iter_ms * (1 + 1e-9))
+                fail("case %d (N=%d): ppdl %.6f worse than %s %.6f", k, N, p.predicted_iter_ms, ppdl_plan_methods[m],
+                     b.predicted_iter_ms);
+            ppdl_plan_free(&b);
+        }
+        if (p.S) ppdl_plan_free(&p);
+        inst_free(&x);
+    }
+    report("ppdl is never worse than any baseline that fits (N = 2..12, exact and heuristic placement)");
+}
+
+static void test_infeasible_message(void)
+{
+    /* 3 identical layers, 2 ranks; rank 1 is far too small for any layer */
+    inst x;
+    ppdl_costs_alloc(&x.c, 3);
+    for (int l = 0; l < 3; l++) {
+        ppdl_layer_cost *lc = &x.c.layers[l];
+        lc->fwd_ms = 1;
+        lc->bwd_ms = 2;
+        lc->param_bytes = 1000;
+        lc->out_bytes = 100;
+        lc->n_opts = 2;
+        lc->stash_bytes[0] = 1000000;
+        lc->stash_bytes[1] = 100000;
+        lc->extra_ms[1] = 1;
+    }
+    ppdl_cluster_model_alloc(&x.cl, 2);
+    x.cl.mem[0] = 1e9;
+    x.cl.mem[1] = 50000; /* one layer needs 4000 + n * 100000 with full recompute */
+    x.M = 4;
+    x.sched = PPDL_SCHED_1F1B;
+    ppdl_plan p;
+    ppdl_solve_info info;
+    char err[PPDL_ERR_LEN] = "";
+    int rc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &p, &info, err, sizeof err);
+    ok(rc == -1 && info.infeasible, "a cluster that cannot hold the model is reported infeasible");
+    /* best split: rank 1 holds one layer at stage 1 (n = 1): 4000 + 100000 - 50000 over */
+    ok(strstr(err, "rank 1") && strstr(err, "over its limit") && strstr(err, "52.7 KiB") && p.S == 2 && !p.feasible,
+       "the message names the stage, its rank and the bytes over: %s", err);
+    if (p.S) ppdl_plan_free(&p);
+    x.cl.mem[1] = 104000; /* exactly enough for one layer with full recompute at n = 1 */
+    rc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &p, &info, err, sizeof err);
+    ok(rc == 0 && p.stages[1].rank == 1 && p.stages[1].first == 2 && p.stages[1].recompute[0] == 1,
+       "with exactly enough memory the plan fits (memory comparison is exact)");
+    if (p.S) ppdl_plan_free(&p);
+    x.cl.mem[1] = 103999;
+    rc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &p, &info, err, sizeof err);
+    ok(rc == -1 && strstr(err, " 1 B over") != NULL, "one byte less does not fit, and the message says 1 B over: %s", err);
+    if (p.S) ppdl_plan_free(&p);
+    inst_free(&x);
+}
+
+// ----------------------------------------------------------------------------
+// files
+
+static void test_files(void)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 3);
+    inst x;
+    gen(&g, 3, 7, 3, 0, &x);
+    char *js = ppdl_costs_to_json(&x.c);
+    ppdl_costs c2;
+    char err[PPDL_ERR_LEN];
+    int rc = ppdl_costs_parse(js, "costs", &c2, err, sizeof err);
+    int same = rc == 0 && c2.L == x.c.L;
+    for (int l = 0; same && l < x.c.L; l++) {
+        const ppdl_layer_cost *a = &x.c.layers[l], *b = &c2.layers[l];
+        same &= a->n_opts == b->n_opts && a->param_bytes == b->param_bytes && a->out_bytes == b->out_bytes &&
+                fabs(a->fwd_ms - b->fwd_ms) <= 1e-9 * a->fwd_ms && !strcmp(a->name, b->name);
+        for (int o = 0; o < a->n_opts; o++) same &= a->stash_bytes[o] == b->stash_bytes[o] && fabs(a->extra_ms[o] - b->extra_ms[o]) <= 1e-9;
+    }
+    ok(same, "COSTS.json round trip");
+    free(js);
+    if (!rc) ppdl_costs_free(&c2);
+    js = ppdl_cluster_model_to_json(&x.cl);
+    ppdl_cluster_model cl2;
+    rc = ppdl_cluster_model_parse(js, "cluster", &cl2, err, sizeof err);
+    same = rc == 0 && cl2.N == 3;
+    for (int k = 0; same && k < 9; k++) same &= fabs(cl2.bw[k] - x.cl.bw[k]) <= 1e-9 * x.cl.bw[k] && fabs(cl2.lat[k] - x.cl.lat[k]) <= 1e-15;
+    for (int r = 0; same && r < 3; r++) same &= cl2.mem[r] == x.cl.mem[r] && fabs(cl2.speed[r] - x.cl.speed[r]) < 1e-9;
+    ok(same, "CLUSTER.json round trip");
+    free(js);
+    if (!rc) ppdl_cluster_model_free(&cl2);
+    inst_free(&x);
+
+    static const struct { const char *text, *want; } bad_costs[] = {
+        {"[]", "non-empty array \"layers\""},
+        {"{\"layers\": []}", "non-empty array"},
+        {"{\"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4}]}", "layers[0].stash_bytes: missing"},
+        {"{\"layers\": [{\"fwd_ms\": -1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1}]}", "layers[0].fwd_ms"},
+        {"{\"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4.5, \"out_bytes\": 4, \"stash_bytes\": 1}]}", "whole number"},
+        {"{\"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1, "
+         "\"recompute\": [{\"stash_bytes\": 1}]}]}", "layers[0].recompute[0].extra_ms: missing"},
+        {"{\"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1, "
+         "\"recompute\": [{\"stash_bytes\": 1, \"extra_ms\": -2}]}]}", "recompute[0].extra_ms is -2"},
+        {"{\"micro_batch_size\": 0, \"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1}]}", "micro_batch_size"},
+        {"{\"layers\": [", "line 1"},
+    };
+    int good = 1;
+    for (size_t k = 0; k < sizeof bad_costs / sizeof bad_costs[0]; k++) {
+        err[0] = '\0';
+        if (ppdl_costs_parse(bad_costs[k].text, "c.json", &c2, err, sizeof err) == 0 || !strstr(err, bad_costs[k].want) ||
+            !strstr(err, "c.json")) {
+            good = 0;
+            diag("bad costs %zu: got '%s', want '%s'", k, err, bad_costs[k].want);
+        }
+    }
+    ok(good, "bad COSTS.json files are rejected with the file and the field named");
+    static const struct { const char *text, *want; } bad_cl[] = {
+        {"{\"ranks\": 0}", "\"ranks\""},
+        {"{\"ranks\": 2, \"mem_bytes\": [1, 1]}", "\"bandwidth_Bps\" is missing"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1]], \"mem_bytes\": [1, 1]}", "bandwidth_Bps[1]: expected a row of 2"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 0], [1, 1]], \"mem_bytes\": [1, 1]}", "bandwidth_Bps[0][1] is 0"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"mem_bytes\": [1, -1]}", "mem_bytes[1] is -1"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"mem_bytes\": [1, 1], \"speed\": [1, 0]}", "speed[1] is 0"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"latency_s\": [[0, -1], [0, 0]], \"mem_bytes\": [1, 1]}", "latency_s[0][1]"},
+    };
+    for (size_t k = 0; k < sizeof bad_cl / sizeof bad_cl[0]; k++) {
+        err[0] = '\0';
+        if (ppdl_cluster_model_parse(bad_cl[k].text, "cl.json", &cl2, err, sizeof err) == 0 || !strstr(err, bad_cl[k].want) ||
+            !strstr(err, "cl.json")) {
+            good = 0;
+            diag("bad cluster %zu: got '%s', want '%s'", k, err, bad_cl[k].want);
+        }
+    }
+    ok(good, "bad CLUSTER.json files are rejected with the file and the field named");
+}
+
+// ----------------------------------------------------------------------------
+// the simulator
+
+/* S equal stages (f, b per micro-batch), links of the given cost */
+static void equal_case(inst *x, int S, double f, double b, double bytes, double bw, double lat)
+{
+    ppdl_costs_alloc(&x->c, S);
+    for (int l = 0; l < S; l++) {
+        x->c.layers[l].fwd_ms = f;
+        x->c.layers[l].bwd_ms = b;
+        x->c.layers[l].out_bytes = bytes;
+    }
+    ppdl_cluster_model_alloc(&x->cl, S);
+    for (int k = 0; k < S * S; k++) {
+        x->cl.bw[k] = bw;
+        x->cl.lat[k] = lat;
+    }
+}
+
+static void test_simulator(void)
+{
+    int bad = 0;
+    for (int S = 1; S <= 6; S++)
+        for (int M = 1; M <= 9; M++)
+            for (int sch = 0; sch < 2; sch++) {
+                inst x;
+                equal_case(&x, S, 1.5, 2.5, 0, 1e9, 0);
+                ppdl_plan p;
+                char err[PPDL_ERR_LEN];
+                ppdl_plan_uniform(S, S, &p, err, sizeof err);
+                ppdl_sim sim;
+                double T = ppdl_cost_apply(&x.c, &x.cl, M, sch, &p);
+                double want = (M + S - 1) * 4.0;
+                if (ppdl_simulate(&x.c, &x.cl, &p, M, sch, 1, &sim, err, sizeof err)) {
+                    fail("S=%d M=%d: %s", S, M, err);
+                } else {
+                    if (fabs(sim.step_ms - want) > 1e-9) fail("S=%d M=%d %s: simulated %.9f, (M+S-1)(f+b) = %.9f", S, M,
+                                                               ppdl_schedule_name(sch), sim.step_ms, want);
+                    if (fabs(T - want) > 1e-9) fail("S=%d M=%d: analytic T %.9f, want %.9f", S, M, T, want);
+                    int nf = 0, nb = 0;
+                    for (int e = 0; e < sim.n_ev; e++) {
+                        nf += sim.ev[e].kind == PPDL_OP_FORWARD;
+                        nb += sim.ev[e].kind == PPDL_OP_BACKWARD;
+                    }
+                    if (nf != S * M || nb != S * M) fail("S=%d M=%d: %d forwards, %d backwards", S, M, nf, nb);
+                    bad += 0;
+                    ppdl_sim_free(&sim);
+                }
+                ppdl_plan_free(&p);
+                inst_free(&x);
+            }
+    report("simulator: equal stages, free links: step = (M+S-1)(f+b) = the analytic T, GPipe and 1F1B");
+
+    /* random plans: dependencies hold in the events, and the step is between bounds */
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 11);
+    for (int k = 0; k < 80; k++) {
+        inst x;
+        int N = 1 + k % 5;
+        gen(&g, N, N + 4, 3, 0, &x);
+        ppdl_plan p;
+        char err[PPDL_ERR_LEN];
+        ppdl_baseline(&x.c, &x.cl, x.M, x.sched, k % 2 ? "time-rc" : "uniform", &p, err, sizeof err);
+        ppdl_sim sim;
+        ppdl_cost_eval ev;
+        ppdl_cost_evaluate(&x.c, &x.cl, x.M, x.sched, &p, &ev, err, sizeof err);
+        if (ppdl_simulate(&x.c, &x.cl, &p, x.M, x.sched, 1, &sim, err, sizeof err)) {
+            fail("case %d: %s", k, err);
+        } else {
+            /* the slowest stage runs M forwards and backwards; nothing runs longer than
+             * doing everything one after the other */
+            double maxt = 0, serial = 0;
+            for (int s = 0; s < N; s++) {
+                maxt = fmax(maxt, ev.time_ms[s]);
+                serial += x.M * (ev.time_ms[s] + 2 * ev.link_ms[s]);
+            }
+            if (sim.step_ms < x.M * maxt * (1 - 1e-9) || sim.step_ms > serial * (1 + 1e-9))
+                fail("case %d: simulated %.6f outside [%.6f, %.6f]", k, sim.step_ms, x.M * maxt, serial);
+            /* F(mb) on stage s+1 starts after F(mb) on s ends; B(mb) on s after B(mb) on s+1 */
+            for (int e = 0; e < sim.n_ev; e++)
+                for (int e2 = 0; e2 < sim.n_ev; e2++) {
+                    const ppdl_event_rec *a = &sim.ev[e], *b = &sim.ev[e2];
+                    if (a->mb != b->mb || a->kind != b->kind) continue;
+                    if (a->kind == PPDL_OP_FORWARD && b->stage == a->stage + 1 && b->t0_ms < a->t1_ms - 1e-9)
+                        fail("case %d: F%d on stage %d starts before stage %d finished it", k, a->mb, b->stage, a->stage);
+                    if (a->kind == PPDL_OP_BACKWARD && b->stage == a->stage - 1 && b->t0_ms < a->t1_ms - 1e-9)
+                        fail("case %d: B%d on stage %d starts before stage %d finished it", k, a->mb, b->stage, a->stage);
+                    if ((a->kind == PPDL_OP_FORWARD || a->kind == PPDL_OP_BACKWARD) && e != e2 && a->rank == b->rank &&
+                        a->t0_ms < b->t1_ms - 1e-9 && b->t0_ms < a->t1_ms - 1e-9)
+                        fail("case %d: two computations overlap on rank %d", k, a->rank);
+                }
+            ppdl_sim_free(&sim);
+        }
+        ppdl_cost_eval_free(&ev);
+        ppdl_plan_free(&p);
+        inst_free(&x);
+    }
+    report("simulator: data dependencies, one computation at a time per rank, bounds");
+
+    /* a slow link: one stage pair on a link slower than compute sets the pace in both
+     * the simulator and the model (links as queues); GPipe and 1F1B agree on equal stages */
+    inst x;
+    equal_case(&x, 2, 1, 2, 1e6, 1e8, 0); /* 10 ms per transfer > 3 ms compute */
+    ppdl_plan p;
+    char err[PPDL_ERR_LEN];
+    ppdl_plan_uniform(2, 2, &p, err, sizeof err);
+    ppdl_sim a, b;
+    double T = ppdl_cost_apply(&x.c, &x.cl, 8, PPDL_SCHED_1F1B, &p);
+    ppdl_simulate(&x.c, &x.cl, &p, 8, PPDL_SCHED_1F1B, 0, &a, err, sizeof err);
+    ppdl_simulate(&x.c, &x.cl, &p, 8, PPDL_SCHED_GPIPE, 0, &b, err, sizeof err);
+    /* forward pipeline: 8 activations queue on the link (80 ms) behind the first
+     * forward (1 ms); the gradients flow back on the other direction's queue */
+    ok(a.step_ms >= 80 && fabs(T - (6 + 20 + 7 * 10)) < 1e-9,
+       "a slow link sets the pace: simulated %.3f ms >= 8 transfers, analytic T = %.3f (= 6 + 2x10 + 7x10)", a.step_ms, T);
+    ok(fabs(a.step_ms - b.step_ms) < 0.5 * a.step_ms, "GPipe %.3f and 1F1B %.3f close when the link is the bottleneck",
+       b.step_ms, a.step_ms);
+    ppdl_sim_free(&a);
+    ppdl_sim_free(&b);
+    ppdl_plan_free(&p);
+    inst_free(&x);
+}
+
+int main(void)
+{
+    double t0 = ppdl_now_s();
+    plan(19);
+    test_brute_force();
+    test_order_solver();
+    test_determinism();
+    test_baselines();
+    test_infeasible_message();
+    test_files();
+    test_simulator();
+    diag("%.1f s", ppdl_now_s() - t0);
+    return exit_status();
+}
