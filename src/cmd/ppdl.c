@@ -40,6 +40,7 @@
 #include "pipe/runtime.h"
 #include "pipe/schedule.h"
 #include "plan/plan.h"
+#include "prof/papi.h"
 #include "prof/timeline.h"
 
 typedef struct options {
@@ -48,6 +49,7 @@ typedef struct options {
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
     int skip_nonfinite;
+    const char *papi;          /* --papi EVENTS */
     double lr, beta1, beta2, eps, weight_decay;
     /* checkpoints: every `checkpoint_every` steps, or every `checkpoint_every_s` s */
     const char *checkpoint, *resume;
@@ -111,6 +113,9 @@ static void usage(FILE *f)
 "                          ranks i, j takes latency + bytes/bandwidth of the link\n"
 "\n"
 "Output:\n"
+"  --papi EVENTS           count PAPI events (e.g. PAPI_TOT_CYC,PAPI_TOT_INS) per stage\n"
+"                          and per forward/backward/optimizer, in the report; where\n"
+"                          the machine has no counters it says why and times only\n"
 "  --log-every K           progress line every K steps (default: about 20 lines per run)\n"
 "  --report FILE.json      losses, throughput, plan and memory per rank\n"
 "  --trace FILE.json       the last step as a Chrome/Perfetto trace (ui.perfetto.dev)\n"
@@ -161,7 +166,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     enum { O_DATA = 256, O_STEPS, O_BATCH, O_MICRO, O_SCHED, O_PLAN, O_MEM, O_LR, O_WD, O_B1, O_B2,
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
-           O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_HELP, O_VERSION };
+           O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"cluster-out", required_argument, 0, O_CLUSTER_OUT}, {"netem", required_argument, 0, O_NETEM},
@@ -176,7 +181,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"save", required_argument, 0, O_SAVE}, {"threads", required_argument, 0, O_THREADS},
         {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
         {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
-        {"skip-nonfinite", no_argument, 0, O_SKIPNF},
+        {"skip-nonfinite", no_argument, 0, O_SKIPNF}, {"papi", required_argument, 0, O_PAPI},
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
         {"step-delay", required_argument, 0, O_STEP_DELAY},
@@ -268,6 +273,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_CLUSTER: o->cluster = a; break;
         case O_CLUSTER_OUT: o->cluster_out = a; break;
         case O_NETEM: o->netem = a; break;
+        case O_PAPI: o->papi = a; break;
         case 'h':
         case O_HELP: return 1;
         case O_VERSION: return 2;
@@ -339,6 +345,34 @@ static double breakdown_of(const ppdl_step_stats *s, int k)
 }
 static const char *const breakdown_names[] = {"forward_ms", "backward_ms", "recompute_ms", "optimizer_ms",
                                               "wait_ms", "step_ms"};
+
+/* the report's "papi" section: what was asked, what counted, and per rank and kind the
+ * PAPI real time and the counts (gathered as doubles, see main) */
+static json_t *papi_report(const ppdl_papi *p, const double *all, int n_ranks, const char *requested)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "requested", json_string(requested));
+    json_t *ev = json_array();
+    for (int e = 0; e < p->n_events; e++) json_array_append_new(ev, json_string(p->names[e]));
+    json_object_set_new(j, "events", ev);
+    json_object_set_new(j, "note", json_string(p->note));
+    json_t *ranks = json_array();
+    for (int r = 0; r < n_ranks; r++) {
+        json_t *jr = json_object();
+        json_object_set_new(jr, "rank", json_integer(r));
+        for (int k = 0; k < PPDL_PAPI_N_KINDS; k++) {
+            const double *v = all + (size_t)r * PPDL_PAPI_N_KINDS * (1 + PPDL_PAPI_MAX_EVENTS) +
+                              (size_t)k * (1 + PPDL_PAPI_MAX_EVENTS);
+            json_t *jk = json_object();
+            json_object_set_new(jk, "real_ns", json_integer((json_int_t)v[0]));
+            for (int e = 0; e < p->n_events; e++) json_object_set_new(jk, p->names[e], json_integer((json_int_t)v[1 + e]));
+            json_object_set_new(jr, ppdl_papi_kind_name(k), jk);
+        }
+        json_array_append_new(ranks, jr);
+    }
+    json_object_set_new(j, "ranks", ranks);
+    return j;
+}
 
 /* forward FLOPs of the whole model for `samples` samples, x3 for forward + backward */
 static double model_train_flops(const ppdl_model *m, long samples)
@@ -575,6 +609,9 @@ int main(int argc, char **argv)
         return 0;
     }
     all_ranks_ok(prc != 0, err, 2);
+    ppdl_papi papi;
+    memset(&papi, 0, sizeof papi);
+    if (o.papi) all_ranks_ok(ppdl_papi_init(&papi, o.papi, err, sizeof err) != 0, err, 2);
     double t_start = ppdl_now_s();
     /* with somewhere to save the run, a batch system's signal stops it cleanly */
     if (o.checkpoint) ppdl_stop_signals_install();
@@ -694,9 +731,10 @@ int main(int argc, char **argv)
         .replica_comm = ps->n_replicas > 1 ? replica_comm : MPI_COMM_NULL,
         .M = (int)o.micro_batches, .batch_size = (int)o.batch_size, .recompute = ps->recompute,
         .lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay, .record_events = o.trace || o.timeline,
-        .skip_nonfinite = o.skip_nonfinite,
+        .skip_nonfinite = o.skip_nonfinite, .papi = o.papi ? &papi : NULL,
     };
     ppdl_runtime *rt = ppdl_runtime_create(&st, &cfg, (ppdl_batch_source){&ds, read_batch}, &comm);
+    if (o.papi && rank == 0 && papi.note[0]) printf("--papi: %s\n", papi.note);
     if (resume) ppdl_runtime_set_adam_t(rt, (int)ck.adam_t);
     /* checkpoints: stage replicas after the first hold the same weights, only the first writes */
     run_ctl ctl = {.o = &o, .st = &st, .rt = rt, .comm = &comm, .ds = &ds, .rank = rank, .n_ranks = n_ranks,
@@ -832,6 +870,18 @@ int main(int argc, char **argv)
                           (double)mb.stash, (double)mb.buffers, (double)stage, (double)mb.allocations};
     enum { MEM_FIELDS = 7 };
     double *bd_all = rank == 0 ? ppdl_xmalloc(N_BREAKDOWN * (size_t)n_ranks * sizeof(double)) : NULL;
+    /* PAPI: per kind, the real time and each event's count (as doubles: exact to 2^53) */
+    enum { PAPI_FIELDS = PPDL_PAPI_N_KINDS * (1 + PPDL_PAPI_MAX_EVENTS) };
+    double papi_mine[PAPI_FIELDS] = {0}, *papi_all = NULL;
+    if (o.papi) {
+        for (int k = 0; k < PPDL_PAPI_N_KINDS; k++) {
+            papi_mine[k * (1 + PPDL_PAPI_MAX_EVENTS)] = (double)papi.real_ns[k];
+            for (int e = 0; e < papi.n_events; e++)
+                papi_mine[k * (1 + PPDL_PAPI_MAX_EVENTS) + 1 + e] = (double)papi.counts[k][e];
+        }
+        papi_all = rank == 0 ? ppdl_xmalloc(PAPI_FIELDS * (size_t)n_ranks * sizeof(double)) : NULL;
+        PPDL_CHECK_MPI(MPI_Gather(papi_mine, PAPI_FIELDS, MPI_DOUBLE, papi_all, PAPI_FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    }
     PPDL_CHECK_MPI(MPI_Gather(breakdown, N_BREAKDOWN, MPI_DOUBLE, bd_all, N_BREAKDOWN, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     double *mem_all = rank == 0 ? ppdl_xmalloc(MEM_FIELDS * (size_t)n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(mem_mine, MEM_FIELDS, MPI_DOUBLE, mem_all, MEM_FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -976,6 +1026,7 @@ int main(int argc, char **argv)
                 json_array_append_new(bd, jb);
             }
             json_object_set_new(rep, "breakdown", bd);
+            if (o.papi) json_object_set_new(rep, "papi", papi_report(&papi, papi_all, n_ranks, o.papi));
             json_object_set_new(rep, "final_loss", isfinite(final_loss) ? json_real(final_loss) : json_null());
             json_object_set_new(rep, "resumed_from", resume ? json_pack("{s:s, s:I}", "file", resume, "step",
                                                                         (json_int_t)start_step) : json_null());
@@ -1010,6 +1061,8 @@ int main(int argc, char **argv)
     free(n_options);
     free(pred);
     free(bd_all);
+    free(papi_all);
+    if (o.papi) ppdl_papi_finish(&papi);
     MPI_Comm_free(&replica_comm);
     ppdl_ckpt_destroy(ctl.ckpt);
     ppdl_ckpt_info_free(&ck);

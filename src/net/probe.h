@@ -15,7 +15,8 @@
  *     message of S one way and a small reply. The one-way time of S from a to b is
  *     round trip - (small one-way), fitted over the sizes to latency + S/bandwidth by
  *     least squares; the bandwidth is the fit's slope. Each size has untimed warm-up
- *     exchanges (connection set-up) and the median of the timed ones counts;
+ *     exchanges (connection set-up), then timed ones of which the fastest counts (noise
+ *     on a shared machine only adds time, see probe.c);
  *   - the sizes: 8 bytes, the model's boundary activation (if given) and a large
  *     message of at least 1 MiB;
  *   - ranks outside the pairs being measured wait for rank 0's "go" in a sleeping loop
@@ -44,7 +45,7 @@ typedef struct ppdl_probe_opts {
     size_t act_bytes;          /* the model's boundary activation per micro-batch; 0: none */
     size_t msg_bytes;          /* the large size; 0: max(1 MiB, act_bytes) */
     int warmup;                /* untimed exchanges per size and direction */
-    int reps_small, reps_large;/* timed exchanges (their median counts) */
+    int reps_small, reps_large;/* timed exchanges (the fastest counts) */
     size_t mem_bytes;          /* this rank's memory; 0: physical / ranks on the host */
     ppdl_backend *be;          /* the speed benchmark's device; NULL: every speed is 1 */
     int all_at_once;           /* 1: run every pair of a round at once, whatever the hosts */

@@ -15,6 +15,7 @@
 #include "pipe/runtime.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "prof/papi.h"
 
 #include <limits.h>
 #include <math.h>
@@ -322,6 +323,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     sl->mb = mb;
     if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
     wait_req(rt, &sl->act_send, mb); /* the send buffer's previous message is gone */
+    ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     double t0 = ppdl_now_s();
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
@@ -338,6 +340,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
         be->ops->softmax_xent(be, rows, rt->classes, sl->out, sl->targets, scale, rt->loss_dev, sl->out);
     }
     record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
+    ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_FORWARD);
 }
 
 static void backward(ppdl_runtime *rt, int mb, int last)
@@ -346,6 +349,7 @@ static void backward(ppdl_runtime *rt, int mb, int last)
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == mb, "backward of micro-batch %d before its forward", mb);
     wait_req(rt, &sl->grad_send, mb);
+    ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
     double t0 = ppdl_now_s();
     float *dout = rt->last_stage ? sl->out : sl->dout;
     for (int i = rt->nl - 1; i >= 0; i--) {
@@ -369,6 +373,7 @@ static void backward(ppdl_runtime *rt, int mb, int last)
     }
     if (last) rt->grads_posted = 1;
     record(rt, PPDL_OP_BACKWARD, mb, t0, ppdl_now_s());
+    ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_BACKWARD);
 }
 
 /* Is anything non-finite this step: the loss (last stage) or a layer's gradient? The
@@ -421,6 +426,7 @@ const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt) { return rt->non
 static void optimizer(ppdl_runtime *rt)
 {
     ppdl_stage *st = rt->st;
+    ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
     double t0 = ppdl_now_s();
     rt->adam_t++;
     rt->be->ops->adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v,
@@ -428,6 +434,7 @@ static void optimizer(ppdl_runtime *rt)
                        rt->adam_t);
     rt->be->ops->zero(rt->be, st->grads, st->n_params * sizeof(float));
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+    ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
 }
 
 void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)

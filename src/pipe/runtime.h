@@ -46,6 +46,7 @@ typedef struct ppdl_runtime_cfg {
     const int *recompute;      /* option per layer of the stage (NULL: all 0) */
     double lr, beta1, beta2, eps, weight_decay;
     int record_events;         /* keep per-op timings for trace/timeline */
+    struct ppdl_papi *papi;    /* counters per op kind (prof/papi.h), or NULL */
     int skip_nonfinite;        /* 1: a step with a non-finite loss or gradient is skipped
                                 * (no update) instead of stopping the run */
 } ppdl_runtime_cfg;

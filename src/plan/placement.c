@@ -13,15 +13,21 @@
  *    speed, or by index. Each candidate is solved exactly (partition + recompute), as is
  *    the plain order 0..N-1, so the result is never worse than a plan that keeps the
  *    ranks in order.
- * 3. Local search. From the best candidate, try swapping two ranks (nearest positions
- *    first) and reversing a run of positions; keep any move that lowers T; repeat until
- *    a full pass finds nothing or the budget of solves is spent. Interchangeable ranks
- *    are never swapped. Each try refills only the rows of the moved ranks and is pruned
- *    by the incumbent T (solve_order_work), so most tries cost one bounded DP.
+ * 3. Local search. From the best candidate: exchange two runs of one group's ranks,
+ *    reverse a run, swap two ranks (nearest positions first), move one rank elsewhere,
+ *    reverse a stretch of positions; keep any move that lowers T; repeat until a pass
+ *    finds nothing. Then, while the budget of solves lasts, kick the best order with two
+ *    random swaps (fixed seed) and descend again (iterated local search). Interchangeable
+ *    ranks are never swapped. Each try refills only the rows of the moved ranks and is
+ *    pruned by the incumbent T (solve_order_work), so most tries cost one bounded DP.
+ * 4. When no candidate fits in memory at all, swaps that lower the largest overflow
+ *    (of the smallest-stash plan) look for an order that fits first.
  * Deterministic: no clocks, no random numbers.
  */
 #include "core/util.h"
 #include "plan/solver_impl.h"
+
+#include <stdint.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -243,33 +249,166 @@ static int try_order(plan_ctx *x, order_work *w, int *order, int *first, double 
     return 1;
 }
 
-void local_search(plan_ctx *x, order_work *w, int *order, int *first, double *T, long budget)
+/* maximal runs of ranks of one group in `order`: run k is [start[k], start[k+1]) */
+static int group_runs(const int *group, const int *order, int N, int *start)
 {
-    int N = x->N;
+    int n = 0;
+    for (int p = 0; p < N; p++)
+        if (p == 0 || group[order[p]] != group[order[p - 1]]) start[n++] = p;
+    start[n] = N;
+    return n;
+}
+
+/* One pass of first-improvement descent over the neighbourhoods, cheapest and most
+ * structural first: exchange two group runs, reverse a run, swap two ranks (nearest
+ * positions first), move one rank elsewhere, reverse any stretch of positions.
+ * Returns 1 when some move improved T. */
+static int descend_pass(plan_ctx *x, order_work *w, const int *group, int *order, int *first, double *T,
+                        long budget, long *used)
+{
+    int N = x->N, improved = 0;
     int *cand = ppdl_xmalloc((size_t)N * sizeof(int)), *f2 = ppdl_xmalloc((size_t)x->S * sizeof(int));
-    long used = 0;
-    int improved = 1;
-    while (improved && used < budget) {
-        improved = 0;
-        /* swaps, nearest positions first */
-        for (int d = 1; d < N && used < budget; d++)
-            for (int p = 0; p + d < N && used < budget; p++) {
-                int q = p + d;
-                if (x->eq[order[p]] == x->eq[order[q]]) continue;
-                memcpy(cand, order, (size_t)N * sizeof(int));
-                cand[p] = order[q];
-                cand[q] = order[p];
-                improved |= try_order(x, w, order, first, T, cand, f2, &used);
+    int *start = ppdl_xmalloc(((size_t)N + 1) * sizeof(int));
+    /* group runs: exchange two runs (keeping each run's inner order), reverse one */
+    int nr = group_runs(group, order, N, start);
+    for (int a = 0; a < nr && *used < budget && nr > 1; a++)
+        for (int b = a + 1; b < nr && *used < budget; b++) {
+            int k = 0;
+            for (int p = 0; p < start[a]; p++) cand[k++] = order[p];
+            for (int p = start[b]; p < start[b + 1]; p++) cand[k++] = order[p];
+            for (int p = start[a + 1]; p < start[b]; p++) cand[k++] = order[p];
+            for (int p = start[a]; p < start[a + 1]; p++) cand[k++] = order[p];
+            for (int p = start[b + 1]; p < N; p++) cand[k++] = order[p];
+            if (try_order(x, w, order, first, T, cand, f2, used)) {
+                improved = 1;
+                nr = group_runs(group, order, N, start);
             }
-        /* reversals of runs of 3 or more positions */
-        for (int d = 2; d < N && used < budget; d++)
-            for (int p = 0; p + d < N && used < budget; p++) {
-                int q = p + d;
-                for (int k = 0; k < N; k++) cand[k] = order[k];
-                for (int k = 0; k <= d; k++) cand[p + k] = order[q - k];
-                improved |= try_order(x, w, order, first, T, cand, f2, &used);
-            }
+        }
+    for (int a = 0; a < nr && *used < budget; a++) {
+        int p0 = start[a], p1 = start[a + 1] - 1;
+        if (p1 - p0 < 1) continue;
+        memcpy(cand, order, (size_t)N * sizeof(int));
+        for (int k = 0; k <= p1 - p0; k++) cand[p0 + k] = order[p1 - k];
+        improved |= try_order(x, w, order, first, T, cand, f2, used);
     }
+    /* swaps, nearest positions first; interchangeable ranks are never swapped */
+    for (int d = 1; d < N && *used < budget; d++)
+        for (int p = 0; p + d < N && *used < budget; p++) {
+            int q = p + d;
+            if (x->eq[order[p]] == x->eq[order[q]]) continue;
+            memcpy(cand, order, (size_t)N * sizeof(int));
+            cand[p] = order[q];
+            cand[q] = order[p];
+            improved |= try_order(x, w, order, first, T, cand, f2, used);
+        }
+    /* move the rank at p to position q (distance 1 is a swap, done) */
+    for (int d = 2; d < N && *used < budget; d++)
+        for (int p = 0; p < N && *used < budget; p++)
+            for (int sgn = -1; sgn <= 1 && *used < budget; sgn += 2) {
+                int q = p + sgn * d;
+                if (q < 0 || q >= N) continue;
+                int k = 0, r = order[p];
+                for (int i = 0; i < N; i++) {
+                    if (i == p) continue;
+                    if (k == q) cand[k++] = r;
+                    cand[k++] = order[i];
+                }
+                if (k == q) cand[k++] = r;
+                improved |= try_order(x, w, order, first, T, cand, f2, used);
+            }
+    /* reverse positions p..q, 3 or more of them */
+    for (int d = 2; d < N && *used < budget; d++)
+        for (int p = 0; p + d < N && *used < budget; p++) {
+            memcpy(cand, order, (size_t)N * sizeof(int));
+            for (int k = 0; k <= d; k++) cand[p + k] = order[p + d - k];
+            improved |= try_order(x, w, order, first, T, cand, f2, used);
+        }
     free(cand);
     free(f2);
+    free(start);
+    return improved;
+}
+
+void local_search(plan_ctx *x, order_work *w, int *order, int *first, double *T, long budget)
+{
+    int N = x->N, S = x->S;
+    int *group = ppdl_xmalloc((size_t)N * sizeof(int));
+    rank_groups(x, group);
+    long used = 0;
+    while (used < budget && descend_pass(x, w, group, order, first, T, budget, &used)) {}
+    /* iterated local search: kick the best order with two random swaps, descend from
+     * there, keep the result when it beats the best; a fixed seed keeps it deterministic */
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 0x9e3779b97f4a7c15ULL);
+    int *o2 = ppdl_xmalloc((size_t)N * sizeof(int)), *f2 = ppdl_xmalloc((size_t)S * sizeof(int));
+    int stale = 0;
+    while (used < budget && N >= 3 && stale < 50) {
+        memcpy(o2, order, (size_t)N * sizeof(int));
+        for (int k = 0; k < 2; k++) {
+            int p = (int)(ppdl_rng_u64(&g) % (uint64_t)N), q = (int)(ppdl_rng_u64(&g) % (uint64_t)N);
+            int t = o2[p];
+            o2[p] = o2[q];
+            o2[q] = t;
+        }
+        used++;
+        double T2 = solve_order_work(x, w, o2, INFINITY, f2);
+        if (!(T2 < INFINITY)) { stale++; continue; }
+        while (used < budget && descend_pass(x, w, group, o2, f2, &T2, budget, &used)) {}
+        if (T2 < *T) {
+            *T = T2;
+            memcpy(order, o2, (size_t)N * sizeof(int));
+            memcpy(first, f2, (size_t)S * sizeof(int));
+            stale = 0;
+        } else {
+            stale++;
+        }
+    }
+    free(o2);
+    free(f2);
+    free(group);
+}
+
+/* Find an order where the smallest-stash plan fits, by swaps and moves of one rank that
+ * lower the largest overflow (least_over), from the given order. Returns 1 when found. */
+int feasible_search(const plan_ctx *x, int *order, long budget)
+{
+    int N = x->N;
+    int *first = ppdl_xmalloc((size_t)N * sizeof(int)), *cand = ppdl_xmalloc((size_t)N * sizeof(int));
+    double best = least_over(x, order, first);
+    long used = 0;
+    int improved = 1;
+    while (best > 0 && improved && used < budget) {
+        improved = 0;
+        for (int p = 0; p < N && best > 0 && used < budget; p++)
+            for (int q = 0; q < N && best > 0 && used < budget; q++) {
+                if (q == p) continue;
+                for (int kind = 0; kind < 2; kind++) {
+                    if (kind == 0) { /* swap p and q */
+                        if (q < p || x->eq[order[p]] == x->eq[order[q]]) continue;
+                        memcpy(cand, order, (size_t)N * sizeof(int));
+                        cand[p] = order[q];
+                        cand[q] = order[p];
+                    } else { /* move the rank at p to position q */
+                        if (q == p + 1 || q == p - 1) continue;
+                        int k = 0;
+                        for (int i = 0; i < N; i++) {
+                            if (i == p) continue;
+                            if (k == q) cand[k++] = order[p];
+                            cand[k++] = order[i];
+                        }
+                        if (k == q) cand[k++] = order[p];
+                    }
+                    used++;
+                    double v = least_over(x, cand, first);
+                    if (v < best) {
+                        best = v;
+                        memcpy(order, cand, (size_t)N * sizeof(int));
+                        improved = 1;
+                    }
+                }
+            }
+    }
+    free(first);
+    free(cand);
+    return best <= 0;
 }

@@ -593,7 +593,7 @@ static void make_plan(const plan_ctx *x, int mode, const int *order, const int *
 // nothing fits: the least-over plan and a message
 
 /* min over cuts of the largest (mem_s - limit) with smallest-stash options */
-static double least_over(const plan_ctx *x, const int *order, int *first)
+double least_over(const plan_ctx *x, const int *order, int *first)
 {
     int S = x->S, L = x->L;
     double sm = x->c->state_multiplier;
@@ -750,6 +750,27 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
             b_mode = MODE_MINSTASH;
             memcpy(b_order, o2, (size_t)N * sizeof(int));
             memcpy(b_first, first, (size_t)S * sizeof(int));
+        }
+        free(o2);
+    }
+    if (!(bT < INFINITY) && !exact_ok && !fixed_order && opts->placement) {
+        /* too many ranks for the exact check: search for an order that fits, from every
+         * candidate in turn */
+        int *o2 = ppdl_xmalloc((size_t)N * sizeof(int));
+        for (int k = 0; k < n_cand && !(bT < INFINITY); k++) {
+            memcpy(o2, &cand[(size_t)k * N], (size_t)N * sizeof(int));
+            if (!feasible_search(&x, o2, 4L * N * N)) continue;
+            order_work w2;
+            work_init(&w2, &x, MODE_MINSTASH);
+            double T = solve_order_work(&x, &w2, o2, INFINITY, first);
+            work_free(&w2);
+            if (T < bT) {
+                bT = T;
+                b_mode = MODE_MINSTASH;
+                memcpy(b_order, o2, (size_t)N * sizeof(int));
+                memcpy(b_first, first, (size_t)S * sizeof(int));
+                if (n_cand < max_cand) memcpy(&cand[(size_t)n_cand++ * N], o2, (size_t)N * sizeof(int));
+            }
         }
         free(o2);
     }

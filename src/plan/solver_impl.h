@@ -67,7 +67,13 @@ int rank_groups(const plan_ctx *x, int *group);
 /* candidate orders (ranks in order first), written to orders[k*N..]; returns how many
  * (at most max) */
 int candidate_orders(const plan_ctx *x, int *orders, int max, int *n_groups);
-/* Improve (order, first, T) by swaps and reversals, at most `budget` solves. */
+/* Improve (order, first, T) by local search, at most about `budget` solves. */
 void local_search(plan_ctx *x, order_work *w, int *order, int *first, double *T, long budget);
+/* swaps towards an order whose smallest-stash plan fits; 1 when found */
+int feasible_search(const plan_ctx *x, int *order, long budget);
+
+/* solver.c: the least possible largest (mem_s - limit) over cuts of this order with
+ * smallest-stash options, and that cut */
+double least_over(const plan_ctx *x, const int *order, int *first);
 
 #endif

@@ -1,0 +1,32 @@
+#!/bin/sh
+# papi.sh — --papi: counters (or, where the machine has none, a one-line reason) and
+# PAPI's timers per rank and per forward/backward/optimizer in the report; the run
+# itself is unaffected; a malformed event list is refused naming the option.
+. "$top_srcdir/tests/lib.sh"
+make_case m mlp
+mpirun_n 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 3 --batch-size 8 --threads 1 \
+  --papi PAPI_TOT_CYC,PAPI_TOT_INS --report "$tmp/r.json" >"$tmp/log" 2>&1
+ok $? "a run with --papi completes"
+mpirun_n 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 3 --batch-size 8 --threads 1 --report "$tmp/plain.json" >/dev/null 2>&1
+[ "$(losses "$tmp/r.json")" = "$(losses "$tmp/plain.json")" ]
+ok $? "counting changes nothing in the training"
+"$PYTHON_ORACLE" - "$tmp/r.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["papi"]
+assert len(p["ranks"]) == 2
+for r in p["ranks"]:
+    for k in ("forward", "backward", "optimizer"):
+        assert r[k]["real_ns"] > 0, (r, k)
+        for e in p["events"]:
+            assert r[k][e] > 0, (r, k, e)
+# counting, or a reason why not
+assert p["events"] or p["note"], p
+print("# events counted:", p["events"] or "none", "--", p["note"])
+PY
+ok $? "the report has per rank and kind PAPI times, counts or the reason there are none"
+grep -q -- "--papi:" "$tmp/log" || grep -q "PAPI" "$tmp/r.json"
+ok $? "the reason (if any) is printed in one line"
+mpirun_n 1 "$tmp/m.h5" --data "$tmp/m-data.h5" --papi "" >"$tmp/bad" 2>&1
+[ $? != 0 ] && grep -q -- "--papi" "$tmp/bad"
+ok $? "an empty event list is refused naming --papi"
+finish
