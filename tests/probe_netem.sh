@@ -4,7 +4,7 @@
 # different speeds each way; one slow rank), each emulated with --netem and probed:
 # every ordered pair's bandwidth within 10% (1 MiB messages) and latency within 20% or
 # 20 us of the file. Why these tolerances hold: the emulated time of a 1 MiB message
-# (>= 1 ms at <= 1 GB/s) dwarfs the real shared-memory copy (~0.1 ms, overlapped) and
+# (>= 4 ms at <= 0.25 GB/s) dwarfs the real shared-memory copy (~0.1 ms, overlapped) and
 # a wake-up (~10 us); the latency's 20 us covers a late wake-up on a loaded 2-core
 # machine. Also: the probe on 1 rank and on ranks sharing a host writes finite,
 # positive numbers; --cluster reads a saved file (and rejects a wrong one by name); a
@@ -49,22 +49,31 @@ EOF
 nodes_of() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["nodes"])' "$1"; }
 
 # ---- three emulated networks, probed ----
-# Emulated rates stay <= 1 GB/s: netem can only slow the real link down, and shared
-# memory here gives 2.5-10 GB/s for 1 MiB (less when a pair lands on one core).
-# two nodes {0,1} {2,3}: 1 GB/s and 5 us inside, 1 Gbit/s and 50 us between
-mk two 4 '1 * G if i // 2 == j // 2 else 0.125 * G' '5 * us if i // 2 == j // 2 else 50 * us'
-# a ring 0-1-2-3-0: 1 GB/s clockwise, 0.5 GB/s back, 0.2 GB/s across; 10 / 100 us
-mk ring 4 '1 * G if (j - i) % 4 == 1 else (0.5 * G if (i - j) % 4 == 1 else 0.2 * G)' \
-          '10 * us if (j - i) % 4 in (1, 3) else 100 * us'
-# one slow rank: rank 2 talks at 0.1 GB/s with 300 us latency (the sleeping path of
-# netem's wait), the others at 1 GB/s and 20 us
-mk slow 3 '0.1 * G if 2 in (i, j) else 1 * G' '300 * us if 2 in (i, j) else 20 * us'
+# Emulated rates stay <= 0.25 GB/s: netem can only slow the real link down, and
+# shared memory here gives 2.5-10 GB/s for 1 MiB on an idle machine, much less when
+# the copying ranks share their cores with other work (make -j2 check).
+# two nodes {0,1} {2,3}: 0.25 GB/s and 10 us inside, 0.5 Gbit/s and 100 us between
+mk two 4 '0.25 * G if i // 2 == j // 2 else 0.0625 * G' '10 * us if i // 2 == j // 2 else 100 * us'
+# a ring 0-1-2-3-0: 0.25 GB/s clockwise, 0.15 GB/s back, 0.05 GB/s across; 25 / 200 us
+mk ring 4 '0.25 * G if (j - i) % 4 == 1 else (0.15 * G if (i - j) % 4 == 1 else 0.05 * G)' \
+          '25 * us if (j - i) % 4 in (1, 3) else 200 * us'
+# one slow rank: rank 2 talks at 0.025 GB/s with 500 us latency, the others at
+# 0.25 GB/s and 20 us
+mk slow 3 '0.025 * G if 2 in (i, j) else 0.25 * G' '500 * us if 2 in (i, j) else 20 * us'
 for case in two:4:'[[0, 1], [2, 3]]' ring:4:'[[0, 1, 2, 3]]' slow:3:'[[0, 1], [2]]'; do
   name=${case%%:*}; rest=${case#*:}; n=${rest%%:*}; want=${rest#*:}
-  mpirun_n "$n" --probe-only --netem "$tmp/$name.json" --cluster-out "$tmp/$name-probed.json" \
-    >"$tmp/$name.log" 2>&1
-  ok $? "$name: $n ranks probe the emulated network"
-  out=$(compare "$tmp/$name.json" "$tmp/$name-probed.json" 2>&1)
+  # up to two retries: another job on the 2 cores (make -j2 check) can delay every
+  # repetition of a pair; an error of the probe or of netem fails every attempt
+  for attempt in 1 2 3; do
+    mpirun_n "$n" --probe-only --netem "$tmp/$name.json" --cluster-out "$tmp/$name-probed.json" \
+      >"$tmp/$name.log" 2>&1
+    rc=$?
+    out=$(compare "$tmp/$name.json" "$tmp/$name-probed.json" 2>&1) && break
+    [ $attempt != 3 ] && diag "$name: attempt $attempt out of tolerance (load: $(cut -d' ' -f1-3 /proc/loadavg)), again:" &&
+      echo "$out"
+  done
+  ok $rc "$name: $n ranks probe the emulated network"
+  [ -z "$out" ]
   ok $? "$name: every pair's bandwidth within 10% and latency within 20% or 20 us"
   [ -n "$out" ] && echo "$out" && sed 's/^/#   /' "$tmp/$name.log"
   got=$(nodes_of "$tmp/$name-probed.json" 2>&1)

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/util.h"
@@ -192,6 +193,17 @@ static int run(const options *o, char *err, size_t errlen)
     ppdl_model m;
     if (make_model(o, &m, err, errlen)) return -1;
     size_t n = ppdl_model_param_count(&m);
+    /* every --set value can be in range and the model still need terabytes: refuse
+     * what this machine's memory cannot hold instead of aborting in malloc */
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (phys > 0 && (double)n * sizeof(float) > phys) {
+        char np[64], need[32], have[32];
+        ppdl_errf(err, errlen, "--preset %s%s: %s need %s, more than this machine's memory (%s)",
+                  o->preset, o->n_sets ? " with the --set values" : "", fmt_params(n, np, sizeof np),
+                  ppdl_fmt_bytes(n * sizeof(float), need, sizeof need), ppdl_fmt_bytes((size_t)phys, have, sizeof have));
+        ppdl_model_free(&m);
+        return -1;
+    }
     float *host = ppdl_xmalloc((n ? n : 1) * sizeof *host), *p = host;
     for (int i = 0; i < m.L; i++) {
         ppdl_layer_init_params(&m, &m.layers[i], o->seed, p);

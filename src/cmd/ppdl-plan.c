@@ -285,7 +285,7 @@ int main(int argc, char **argv)
         if (!strncmp(o.method, "ppdl", 4) && info.placement[0])
             printf(": placement %s%s; %ld order solves, %ld frontier points", info.placement,
                    info.exact ? " (optimal)" : "", info.orders_solved, info.frontier_points);
-        printf("; planned in %.3f s\n", plan_s);
+        printf("; planned in %.1f ms\n", 1e3 * plan_s);
         print_table(&costs, &cl, M, o.schedule, &plan);
         if (sim_rc == 0)
             printf("simulated T  %10.3f ms per step (the %s op lists played with these costs, links as queues; "

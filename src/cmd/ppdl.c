@@ -13,8 +13,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,10 +39,13 @@
 #include "net/comm.h"
 #include "net/probe.h"
 #include "nn/model.h"
+#include "nn/profile.h"
 #include "nn/stage.h"
 #include "pipe/runtime.h"
 #include "pipe/schedule.h"
 #include "plan/plan.h"
+#include "plan/planner.h"
+#include "plan/simulate.h"
 #include "prof/papi.h"
 #include "prof/timeline.h"
 
@@ -50,6 +56,7 @@ typedef struct options {
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
     int skip_nonfinite;
     const char *papi;          /* --papi EVENTS */
+    const char *method;        /* --method: the planner's method for --plan auto */
     double lr, beta1, beta2, eps, weight_decay;
     /* checkpoints: every `checkpoint_every` steps, or every `checkpoint_every_s` s */
     const char *checkpoint, *resume;
@@ -58,6 +65,8 @@ typedef struct options {
     /* the network: a saved cluster, where to write the measured one, an emulated one */
     const char *cluster, *cluster_out, *netem;
     int probe_only;
+    /* the layers' costs for the planner: where to write the profile, a saved one */
+    const char *costs, *costs_out;
 } options;
 
 static void usage(FILE *f)
@@ -84,7 +93,11 @@ static void usage(FILE *f)
 "Pipeline:\n"
 "  --schedule 1f1b|gpipe   1f1b (default): PipeDream-Flush, stage s keeps at most\n"
 "                          min(M, N-s) micro-batches of activations; gpipe keeps M\n"
-"  --plan uniform|dp|FILE  uniform (default): equal layer counts on ranks 0..N-1;\n"
+"  --plan auto|uniform|dp|FILE\n"
+"                          auto: measure the network, profile the layers, and solve\n"
+"                          for the stages, their ranks and recompute (--method picks\n"
+"                          ppdl's solver, the default, or a baseline; see ppdl-plan);\n"
+"                          uniform (default): equal layer counts on ranks 0..N-1;\n"
 "                          dp: data parallelism, the whole model on every rank;\n"
 "                          FILE: a plan JSON (stages, ranks or replicas, recompute;\n"
 "                          see README)\n"
@@ -111,6 +124,12 @@ static void usage(FILE *f)
 "  --cluster FILE.json     use a saved measurement instead of probing\n"
 "  --netem FILE.json       emulate that cluster's network: every message between\n"
 "                          ranks i, j takes latency + bytes/bandwidth of the link\n"
+"  --costs-out FILE.json   profile every layer on rank 0's device at this run's\n"
+"                          micro-batch size (forward, backward, each recompute option,\n"
+"                          bytes; median of 5 timed runs) and write COSTS.json, what\n"
+"                          ppdl-plan plans with (well under a second for gpt-tiny)\n"
+"  --costs FILE.json       use saved layer costs instead (checked against the model\n"
+"                          and the micro-batch size)\n"
 "\n"
 "Output:\n"
 "  --papi EVENTS           count PAPI events (e.g. PAPI_TOT_CYC,PAPI_TOT_INS) per stage\n"
@@ -155,6 +174,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     o->micro_batches = 4;
     o->schedule = PPDL_SCHED_1F1B;
     o->plan = "uniform";
+    o->method = "ppdl";
     o->backend = "cpu";
     o->wait = -1;
     o->lr = 1e-3;
@@ -166,9 +186,10 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     enum { O_DATA = 256, O_STEPS, O_BATCH, O_MICRO, O_SCHED, O_PLAN, O_MEM, O_LR, O_WD, O_B1, O_B2,
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
-           O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_HELP, O_VERSION };
+           O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
+        {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
         {"cluster-out", required_argument, 0, O_CLUSTER_OUT}, {"netem", required_argument, 0, O_NETEM},
         {"data", required_argument, 0, O_DATA}, {"steps", required_argument, 0, O_STEPS},
         {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
@@ -182,6 +203,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
         {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
         {"skip-nonfinite", no_argument, 0, O_SKIPNF}, {"papi", required_argument, 0, O_PAPI},
+        {"method", required_argument, 0, O_METHOD},
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
         {"step-delay", required_argument, 0, O_STEP_DELAY},
@@ -273,7 +295,16 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_CLUSTER: o->cluster = a; break;
         case O_CLUSTER_OUT: o->cluster_out = a; break;
         case O_NETEM: o->netem = a; break;
+        case O_COSTS: o->costs = a; break;
+        case O_COSTS_OUT: o->costs_out = a; break;
         case O_PAPI: o->papi = a; break;
+        case O_METHOD: {
+            int known = 0;
+            for (int i = 0; ppdl_plan_methods[i]; i++) known |= !strcmp(a, ppdl_plan_methods[i]);
+            if (!known) return ppdl_errf(err, errlen, "--method %s: unknown (see ppdl-plan --help for the methods)", a);
+            o->method = a;
+            break;
+        }
         case 'h':
         case O_HELP: return 1;
         case O_VERSION: return 2;
@@ -389,9 +420,10 @@ static int parse_mem_limit(const char *s, int rank, size_t *bytes, char *err, si
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", s);
     int n = 0;
-    char *save = NULL;
+    char *rest = buf;
     size_t v = 0, mine = 0;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
+    /* strsep, not strtok: an empty item ("1G,,1G") is a mistake, not a separator */
+    for (char *t = strsep(&rest, ","); t; t = strsep(&rest, ","), n++) {
         if (ppdl_parse_size(t, &v) || v == 0)
             return ppdl_errf(err, errlen, "--mem-limit %s: '%s' is not a size like 512M or 2G", s, t);
         if (n == rank) mine = v;
@@ -401,6 +433,31 @@ static int parse_mem_limit(const char *s, int rank, size_t *bytes, char *err, si
         return ppdl_errf(err, errlen, "--mem-limit %s: %d sizes for more ranks; give one size, or one per rank", s, n);
     *bytes = mine;
     return 0;
+}
+
+/* An output rank 0 writes at the end of the run must be writable now: the path names no
+ * folder and its folder takes new files. (A run of hours must not end in "cannot write".) */
+static int check_output(const char *opt, const char *path, char *err, size_t errlen)
+{
+    if (!path) return 0;
+    struct stat sb;
+    if (!*path) return ppdl_errf(err, errlen, "%s needs a file name", opt);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return ppdl_errf(err, errlen, "%s %s: is a folder; expected a file name", opt, path);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    const char *d = dirname(dir);
+    if (access(d, W_OK | X_OK) != 0)
+        return ppdl_errf(err, errlen, "%s %s: cannot create files in folder %s: %s", opt, path, d, strerror(errno));
+    return 0;
+}
+
+static int check_outputs(const options *o, char *err, size_t errlen)
+{
+    return check_output("--report", o->report, err, errlen) || check_output("--trace", o->trace, err, errlen) ||
+           check_output("--timeline", o->timeline, err, errlen) || check_output("--save", o->save, err, errlen) ||
+           check_output("--cluster-out", o->cluster_out, err, errlen) ||
+           check_output("--costs-out", o->costs_out, err, errlen);
 }
 
 /* ---- the network (net/probe.h, net/cluster.h, net/netem.h) ---- */
@@ -429,7 +486,7 @@ static int setup_network(const options *o, const ppdl_model *m, ppdl_backend *be
         rc = ppdl_cluster_read(o->cluster, comm->size, cl, err, sizeof err);
         snprintf(msg, sizeof msg, "--cluster %s", err);
         all_ranks_ok(rc != 0, msg, 1);
-    } else if (o->probe_only || o->cluster_out || o->report) {
+    } else if (o->probe_only || o->cluster_out || o->report || !strcmp(o->plan, "auto")) {
         ppdl_probe_opts po;
         ppdl_probe_defaults(&po);
         long b = o->batch_size / o->micro_batches;
@@ -450,6 +507,117 @@ static int setup_network(const options *o, const ppdl_model *m, ppdl_backend *be
     }
     all_ranks_ok(failed, err, 1);
     return 1;
+}
+
+/* ---- the layers' costs (nn/profile.h, plan/costs.h) ---- */
+
+/* What each layer costs, the planner's input. --costs: every rank reads the file and
+ * checks it against the model and this run's micro-batch size. --costs-out: rank 0
+ * times every layer alone on its device and writes the file, while the other ranks
+ * wait napping (a spinning rank on the same cores would slow the timings). Returns 1
+ * when `c` holds costs: with --costs on every rank, with --costs-out on rank 0. */
+static int setup_costs(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm, ppdl_costs *c)
+{
+    char err[PPDL_ERR_LEN] = "", msg[PPDL_ERR_LEN + 32] = "";
+    int b = (int)(o->batch_size / o->micro_batches), rc = 0;
+    memset(c, 0, sizeof *c);
+    if (o->costs) {
+        rc = ppdl_costs_read(o->costs, c, err, sizeof err);
+        if (!rc && ppdl_costs_check_model(c, m, b, o->costs, err, sizeof err)) {
+            ppdl_costs_free(c);
+            rc = -1;
+        }
+        snprintf(msg, sizeof msg, "--costs %s", err);
+        all_ranks_ok(rc != 0, msg, 1);
+        return 1;
+    }
+    if (!o->costs_out && strcmp(o->plan, "auto")) return 0;
+    if (comm->rank == 0) {
+        double t0 = ppdl_now_s();
+        size_t peak = be->bytes_peak;
+        rc = ppdl_profile_layers(m, be, b, NULL, c, err, sizeof err);
+        be->bytes_peak = peak; /* the report's peak is the training's, not the profile's */
+        if (!rc && o->costs_out && ppdl_costs_write(o->costs_out, c, err, sizeof err)) {
+            ppdl_costs_free(c);
+            rc = -1;
+        }
+        if (!rc) {
+            double f = 0, bw = 0;
+            for (int l = 0; l < c->L; l++) f += c->layers[l].fwd_ms, bw += c->layers[l].bwd_ms;
+            printf("costs: %d layers profiled on rank 0 (%s) at micro-batch size %d in %.2f s: forward %.3f ms, "
+                   "backward %.3f ms per micro-batch%s%s\n", c->L, be->ops->name, b, ppdl_now_s() - t0,
+                   f, bw, o->costs_out ? "; written to " : "", o->costs_out ? o->costs_out : "");
+            fflush(stdout);
+        }
+        snprintf(msg, sizeof msg, "%s %s", o->costs_out ? "--costs-out" : "--plan auto: profiling:", err);
+    }
+    /* everyone learns whether rank 0 succeeded */
+    int mine = rc != 0, any = 0;
+    MPI_Request req;
+    PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
+    ppdl_comm_waitall_idle(1, &req);
+    if (any) {
+        if (comm->rank == 0) fprintf(stderr, "ppdl: %s\n", msg);
+        MPI_Finalize();
+        exit(1);
+    }
+    return comm->rank == 0;
+}
+
+/* ---- --plan auto: rank 0 solves, every rank gets the same plan ---- */
+
+/* Rank 0 (which holds the probed cluster and the profiled costs) solves for the plan
+ * with --method and simulates its step; the plan travels to every rank as JSON text
+ * and is read back there like a plan file, so every rank runs exactly what rank 0
+ * printed. Returns 0 on every rank, or -1 with the same message on every rank. */
+static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster *cl,
+                     const int *n_options, ppdl_plan *plan, double *simulated_ms, char *err, size_t errlen)
+{
+    int rank, n_ranks;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n_ranks);
+    char *text = NULL;
+    long len = 0;
+    double sim_ms = 0;
+    if (rank == 0) {
+        ppdl_cluster_model cm;
+        ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, cl->mem, cl->speed);
+        ppdl_plan p;
+        memset(&p, 0, sizeof p);
+        if (ppdl_plan_solve(costs, &cm, (int)o->micro_batches, o->schedule, o->method, &p, err, errlen) == 0) {
+            ppdl_sim sim;
+            char serr[PPDL_ERR_LEN];
+            if (ppdl_simulate(costs, &cm, &p, (int)o->micro_batches, o->schedule, 0, &sim, serr, sizeof serr) == 0) {
+                sim_ms = sim.step_ms;
+                ppdl_sim_free(&sim);
+            }
+            text = ppdl_plan_to_json(&p);
+            len = (long)strlen(text) + 1;
+        } else {
+            char msg[PPDL_ERR_LEN + 16];
+            snprintf(msg, sizeof msg, "--plan auto: %s", err);
+            text = strdup(msg);
+            PPDL_CHECK(text, "out of host memory");
+            len = -(long)strlen(text) - 1; /* a failure: the message travels instead */
+        }
+        ppdl_plan_free(&p);
+    }
+    PPDL_CHECK_MPI(MPI_Bcast(&len, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+    PPDL_CHECK_MPI(MPI_Bcast(&sim_ms, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    long n = len < 0 ? -len : len;
+    if (rank != 0) text = ppdl_xmalloc((size_t)n);
+    PPDL_CHECK_MPI(MPI_Bcast(text, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD));
+    int rc;
+    if (len < 0) {
+        snprintf(err, errlen, "%s", text);
+        rc = -1;
+    } else {
+        rc = ppdl_plan_parse(text, "--plan auto", m->L, n_ranks, n_options, plan, err, errlen);
+        if (!rc) snprintf(plan->method, sizeof plan->method, "auto (%s)", o->method);
+    }
+    free(text);
+    *simulated_ms = sim_ms;
+    return rc;
 }
 
 /* ---- checkpoints and early stops (io/checkpoint.h, core/stop.h) ---- */
@@ -609,6 +777,7 @@ int main(int argc, char **argv)
         return 0;
     }
     all_ranks_ok(prc != 0, err, 2);
+    all_ranks_ok(rank == 0 && check_outputs(&o, err, sizeof err), err, 2);
     ppdl_papi papi;
     memset(&papi, 0, sizeof papi);
     if (o.papi) all_ranks_ok(ppdl_papi_init(&papi, o.papi, err, sizeof err) != 0, err, 2);
@@ -639,6 +808,7 @@ int main(int argc, char **argv)
         ppdl_comm_free(&comm);
         ppdl_backend_destroy(be);
         ppdl_model_free(&model);
+        PPDL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
         MPI_Finalize();
         return 0;
     }
@@ -656,12 +826,17 @@ int main(int argc, char **argv)
     rc = resume ? ppdl_ckpt_read_info(resume, &model, &ck, err, sizeof err) : 0;
     all_ranks_ok(rc != 0, err, 1);
     long start_step = resume ? (long)ck.step : 0;
+    /* what each layer costs: profiled on rank 0's device (--costs-out) or read (--costs) */
+    ppdl_costs costs;
+    int have_costs = setup_costs(&o, &model, be, &comm, &costs);
 
     /* ---- 3. the plan ---- */
     int *n_options = ppdl_xcalloc((size_t)model.L, sizeof(int));
     for (int l = 0; l < model.L; l++) n_options[l] = model.layers[l].kind->n_options;
     ppdl_plan plan;
-    if (!strcmp(o.plan, "uniform")) rc = ppdl_plan_uniform(model.L, n_ranks, &plan, err, sizeof err);
+    double simulated_ms = 0;
+    if (!strcmp(o.plan, "auto")) rc = plan_auto(&o, &model, &costs, &cluster, n_options, &plan, &simulated_ms, err, sizeof err);
+    else if (!strcmp(o.plan, "uniform")) rc = ppdl_plan_uniform(model.L, n_ranks, &plan, err, sizeof err);
     else if (!strcmp(o.plan, "dp")) rc = ppdl_plan_data_parallel(model.L, n_ranks, &plan, err, sizeof err);
     else rc = ppdl_plan_read(o.plan, model.L, n_ranks, n_options, &plan, err, sizeof err);
     all_ranks_ok(rc != 0, err, 1);
@@ -718,6 +893,7 @@ int main(int argc, char **argv)
         all_ranks_ok(rc != 0, err, 1);
         host_state_put(&h, &st);
         host_state_free(&h);
+        PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &resume_read_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     }
 
     data_source ds = {&data, o.batch_size, start_step, resume ? ck.data_position : 0};
@@ -770,15 +946,21 @@ int main(int argc, char **argv)
                                         model.layers[l].kind->name,
                                         opt == PPDL_RC_FULL ? "(rc)" : opt == PPDL_RC_SELECTIVE ? "(sel)" : "");
             }
-            char mb1[32];
-            printf("  %5d  %4d  %4d-%-5d %10s             %s\n", s, p->rank, p->first, p->last,
+            char mb1[32], ranks[64] = "";
+            size_t rl = 0;
+            for (int i = 0; i < p->n_replicas && rl + 12 < sizeof ranks; i++)
+                rl += (size_t)snprintf(ranks + rl, sizeof ranks - rl, "%s%d", i ? "," : "", p->ranks[i]);
+            printf("  %5d  %4s  %4d-%-5d %10s             %s\n", s, ranks, p->first, p->last,
                    ppdl_fmt_bytes((size_t)pred[s].total, mb1, sizeof mb1), kinds);
         }
+        if (plan.predicted_iter_ms > 0)
+            printf("predicted step: %.2f ms by the cost model, %.2f ms by the simulator (bottleneck %.2f ms)\n",
+                   plan.predicted_iter_ms, simulated_ms, plan.bottleneck_ms);
         fflush(stdout);
     }
     if (resume && rank == 0) {
         printf("resumed from %s: %lld steps done (AdamW step %lld, data position %lld), written by %lld rank%s "
-               "(%s); this rank read its layers in %.2f s\n", resume, ck.step, ck.adam_t, ck.data_position,
+               "(%s); read in %.2f s (the slowest rank)\n", resume, ck.step, ck.adam_t, ck.data_position,
                ck.ranks, ck.ranks > 1 ? "s" : "", ck.schedule, resume_read_s);
         if (ck.batch_size != o.batch_size)
             printf("note: the checkpoint ran with --batch-size %lld, now %ld: the data goes on from sample %lld\n",
@@ -1026,10 +1208,17 @@ int main(int argc, char **argv)
                 json_array_append_new(bd, jb);
             }
             json_object_set_new(rep, "breakdown", bd);
+            /* what the planner predicted next to what was measured (steps after the first) */
+            json_t *pv = json_object();
+            json_object_set_new(pv, "cost_model_ms", plan.predicted_iter_ms > 0 ? json_real(plan.predicted_iter_ms) : json_null());
+            json_object_set_new(pv, "simulated_ms", simulated_ms > 0 ? json_real(simulated_ms) : json_null());
+            json_object_set_new(pv, "measured_ms", json_real(mean_ms));
+            json_object_set_new(rep, "prediction", pv);
             if (o.papi) json_object_set_new(rep, "papi", papi_report(&papi, papi_all, n_ranks, o.papi));
             json_object_set_new(rep, "final_loss", isfinite(final_loss) ? json_real(final_loss) : json_null());
-            json_object_set_new(rep, "resumed_from", resume ? json_pack("{s:s, s:I}", "file", resume, "step",
-                                                                        (json_int_t)start_step) : json_null());
+            json_object_set_new(rep, "resumed_from", resume ? json_pack("{s:s, s:I, s:f}", "file", resume, "step",
+                                                                        (json_int_t)start_step, "read_s",
+                                                                        resume_read_s) : json_null());
             json_object_set_new(rep, "checkpoints", json_incref(ctl.log));
             json_object_set_new(rep, "stopped", !ctl.stopped ? json_null()
                                 : json_string(ctl.stopped == SIGUSR1 ? "SIGUSR1" : ctl.stopped == SIGTERM ? "SIGTERM"
@@ -1051,6 +1240,7 @@ int main(int argc, char **argv)
     ppdl_stage_free(&st);
     ppdl_data_close(&data);
     ppdl_plan_free(&plan);
+    if (have_costs) ppdl_costs_free(&costs);
     ppdl_model_free(&model);
     ppdl_backend_destroy(be);
     ppdl_comm_free(&comm);

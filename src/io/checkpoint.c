@@ -930,8 +930,8 @@ int ppdl_ckpt_read_info(const char *path, const ppdl_model *m, ppdl_ckpt_info *i
     const char *diff = model_difference(&cm, m, va, vb, sizeof va);
     ppdl_model_free(&cm);
     if (diff)
-        return fail(&c, "a checkpoint of another model: its %s is %s, the model being trained has %s",
-                    diff, va, vb);
+        return fail(&c, "a checkpoint of another model: its %s is %s, the model being trained has %s "
+                        "(another run's file? give each run its own --checkpoint)", diff, va, vb);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return fail(&c, "cannot be opened");
     int rc = read_info(&c, f, m, info);

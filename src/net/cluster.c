@@ -98,8 +98,8 @@ static int read_matrix(const json_t *root, const char *key, int n, double *out, 
         if (!json_is_array(row) || (int)json_array_size(row) != n)
             return ppdl_errf(err, errlen, "%s: %s[%d] must be an array of %d numbers (a square matrix), "
                              "it has %d", what, key, i, n, json_is_array(row) ? (int)json_array_size(row) : 0);
-        for (int j = 0; j < n; j++)
-            if (read_number(json_array_get(row, (size_t)j), &out[i * n + j]))
+        for (int j = 0; j < n && out; j++)   /* out NULL: the shape only */
+            if (read_number(json_array_get(row, (size_t)j), &out[(size_t)i * n + j]))
                 return ppdl_errf(err, errlen, "%s: %s[%d][%d] is not a number", what, key, i, j);
     }
     return 0;
@@ -117,6 +117,11 @@ static int from_json(const json_t *root, const char *what, int n_expected, ppdl_
         return ppdl_errf(err, errlen, "%s: describes %d rank%s but the job has %d; probe this job "
                          "(--cluster-out) or write a file for %d ranks", what, n, n == 1 ? "" : "s",
                          n_expected, n_expected);
+    /* the shapes before allocating: a few bytes claiming 2^20 ranks must not allocate
+     * two 8 TiB matrices */
+    if (read_matrix(root, "bandwidth_Bps", n, NULL, what, err, errlen) ||
+        read_matrix(root, "latency_s", n, NULL, what, err, errlen))
+        return -1;
     ppdl_cluster_alloc(cl, n);
     if (read_matrix(root, "bandwidth_Bps", n, cl->bw, what, err, errlen) ||
         read_matrix(root, "latency_s", n, cl->lat, what, err, errlen) ||

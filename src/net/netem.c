@@ -32,16 +32,17 @@ struct ppdl_netem {
 
 void ppdl_sleep_until(double t)
 {
-    /* Sleep, then spin the last 20 us. In this VM a nanosleep overshoots by ~14 us
-     * (with the 1 us timer slack set at creation), so waking 20 us early lands just
-     * before t. Sleeping rather than sched_yield matters on a busy machine: a yielding
-     * rank hands its core to any runnable process for a whole time slice (ms), while
-     * a sleeper that wakes preempts it at once. */
+    /* Sleep, waking 50 us early, then spin. A nanosleep here overshoots by ~15 us (and
+     * more on a busy machine) even with the 1 us timer slack set at creation; the spin
+     * ends on time. Spinning, not sched_yield: a rank that yields while other
+     * processes are runnable on its core can lose it for a whole time slice (ms). On
+     * this 2-core machine at load 4-6 this kept emulated latencies within a few us,
+     * where sleeping to 20 us before t missed by up to 50 us. */
     for (;;) {
         double d = t - ppdl_now_s();
         if (d <= 0) return;
-        if (d > 25e-6) {
-            double s = d - 20e-6;
+        if (d > 100e-6) {
+            double s = d - 50e-6;
             struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
             nanosleep(&ts, NULL);
         }
@@ -137,11 +138,15 @@ int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield)
     if (k == ne->n_live) return 0;
     pending *p = ne->live[k];
     if (yield) {
+        /* the comm layer's yielding wait, for data and header together (napping here
+         * instead was far worse on a busy machine: a rank that naps for microseconds
+         * earns no scheduler credit and waits for the running process's slice to end) */
         int d = 0, h = 0;
-        while (!(d && h)) {
+        for (;;) {
             if (!d) PPDL_CHECK_MPI(MPI_Test(req, &d, MPI_STATUS_IGNORE));
             if (!h) PPDL_CHECK_MPI(MPI_Test(&p->hdr, &h, MPI_STATUS_IGNORE));
-            if (!(d && h)) sched_yield();
+            if (d && h) break;
+            sched_yield();
         }
     } else {
         PPDL_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));

@@ -50,7 +50,7 @@ void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request data);
 int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield);
 
 /* Sleep until CLOCK_MONOTONIC (ppdl_now_s) reaches t: nanosleep for the bulk, then
- * spin the last ~20 us. */
+ * spin the last ~50 us. */
 void ppdl_sleep_until(double t);
 
 #endif

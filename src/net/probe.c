@@ -146,18 +146,11 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Round trips take the minimum, not the median: whatever disturbs a round trip (another
- * process on the core, a late wake-up) only ever adds time, and under --netem no message
- * can arrive before its emulated time, so the fastest repetition is the least
- * disturbed one. Measured on this 2-core machine with a busy loop beside the probe:
- * medians were 20-50% off the emulated values, minima within a few %. */
-static double fastest(const double *v, int n)
-{
-    double m = v[0];
-    for (int i = 1; i < n; i++)
-        if (v[i] < m) m = v[i];
-    return m;
-}
+/* Round trips keep the minimum, not the median: whatever disturbs a round trip
+ * (another process on the core, a late wake-up) only ever adds time, and under --netem
+ * no message can arrive before its emulated time, so the fastest repetition is the
+ * least disturbed one. Measured on this 2-core machine with a busy loop beside the
+ * probe: medians were 20-50% off the emulated values, minima within a few %. */
 
 /* One exchange: the driver sends `fwd` bytes and receives `back` bytes; returns the
  * round trip on the driver (0 on the other side). */
@@ -179,26 +172,44 @@ static double exchange(ctx *x, int peer, int driver, size_t fwd, size_t back)
     return 0;
 }
 
-/* the fastest round trip of `reps` exchanges after `warmup` untimed ones */
-static double exchanges(ctx *x, int peer, int driver, size_t fwd, size_t back, int reps)
+/* keep the fastest of the round trips seen in best[i] */
+static void keep_min(double *best, double t)
 {
-    double *t = ppdl_xmalloc((size_t)reps * sizeof(double));
-    for (int k = 0; k < x->o->warmup; k++) exchange(x, peer, driver, fwd, back);
-    for (int k = 0; k < reps; k++) t[k] = exchange(x, peer, driver, fwd, back);
-    double m = fastest(t, reps);
-    free(t);
-    return m;
+    if (*best <= 0 || t < *best) *best = t;
 }
 
-/* res = [small round trip, then per large size: S out + small back, small out + S back] */
+/* One direction of a pair: the driver sends the large sizes (out = 1) or receives them
+ * (out = 0), always answered by / answering a small message. Warm-up first (it sets up
+ * connections and drains a shaped link's token bucket), then reps_large rounds of
+ * [a few small exchanges, one of each large size]: the latency samples are spread over
+ * the whole measurement instead of bunched into 2 ms, so one burst of other work on
+ * the machine cannot spoil all of them; and the large messages of one direction still
+ * follow each other closely, so a token bucket (tc tbf) cannot refill between them. */
+static void one_direction(ctx *x, int peer, int driver, int out, double *res)
+{
+    const ppdl_probe_opts *o = x->o;
+    int small_per_round = (o->reps_small + 2 * o->reps_large - 1) / (2 * o->reps_large);
+    for (int w = 0; w < o->warmup; w++) {
+        exchange(x, peer, driver, SMALL_BYTES, SMALL_BYTES);
+        for (int k = 0; k < x->n_large; k++)
+            exchange(x, peer, driver, out ? x->large[k] : SMALL_BYTES, out ? SMALL_BYTES : x->large[k]);
+    }
+    for (int r = 0; r < o->reps_large; r++) {
+        for (int q = 0; q < small_per_round; q++) keep_min(&res[0], exchange(x, peer, driver, SMALL_BYTES, SMALL_BYTES));
+        for (int k = 0; k < x->n_large; k++)
+            keep_min(&res[1 + 2 * k + !out],
+                     exchange(x, peer, driver, out ? x->large[k] : SMALL_BYTES, out ? SMALL_BYTES : x->large[k]));
+    }
+}
+
+/* res = [small round trip, then per large size: S out + small back, small out + S back],
+ * each the fastest of its repetitions (on the driver a; zeros on b) */
 static void run_pair(ctx *x, int a, int b, double *res)
 {
     int me = x->c->rank, driver = me == a, peer = driver ? b : a;
-    res[0] = exchanges(x, peer, driver, SMALL_BYTES, SMALL_BYTES, x->o->reps_small);
-    for (int k = 0; k < x->n_large; k++) {
-        res[1 + 2 * k] = exchanges(x, peer, driver, x->large[k], SMALL_BYTES, x->o->reps_large);
-        res[2 + 2 * k] = exchanges(x, peer, driver, SMALL_BYTES, x->large[k], x->o->reps_large);
-    }
+    for (int i = 0; i < RES_LEN; i++) res[i] = 0;
+    one_direction(x, peer, driver, 1, res);
+    one_direction(x, peer, driver, 0, res);
 }
 
 /* GFLOP/s of a GEMM_N^3 SGEMM on the backend (median of 7 after one warm-up); 0 when

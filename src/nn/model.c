@@ -132,8 +132,15 @@ int ppdl_model_build(ppdl_model *m, char *err, size_t errlen)
             m->n_blocks < 0 || m->hidden < 1 || m->n_classes < 1)
             return ppdl_errf(err, errlen, "cnn: in_channels, height, width, channels, hidden, n_classes must be >= 1");
         if ((m->height >> m->n_blocks) < 1 || (m->width >> m->n_blocks) < 1)
-            return ppdl_errf(err, errlen, "cnn: %dx%d images are too small for %d pooling blocks",
-                             m->height, m->width, m->n_blocks);
+            return ppdl_errf(err, errlen, "cnn: %dx%d images (height x width) are too small for %d pooling "
+                             "blocks (n_blocks)", m->height, m->width, m->n_blocks);
+        /* the flatten's values per sample must fit an int (each factor alone is in range,
+         * their product need not be) */
+        long long c_last = m->n_blocks ? (long long)m->channels << (m->n_blocks - 1) : m->in_channels;
+        long long flat = c_last * (m->height >> m->n_blocks) * (m->width >> m->n_blocks);
+        if (flat > (1LL << 30))
+            return ppdl_errf(err, errlen, "cnn: the flattened feature map has %lld values per sample (channels, "
+                             "height, width, n_blocks): at most 2^30", flat);
         m->L = 2 * m->n_blocks + 3;
         m->layers = ppdl_xcalloc((size_t)m->L, sizeof *m->layers);
         int c = m->in_channels, h = m->height, w = m->width, li = 0;

@@ -83,7 +83,7 @@ static int get_mat(json_t *root, const char *key, int N, double *out, int requir
         json_t *row = json_array_get(v, (size_t)a);
         if (!json_is_array(row) || (int)json_array_size(row) != N)
             return ppdl_errf(err, errlen, "%s: %s[%d]: expected a row of %d numbers", what, key, a, N);
-        for (int b = 0; b < N; b++) {
+        for (int b = 0; b < N && out; b++) {   /* out NULL: the shape only */
             json_t *x = json_array_get(row, (size_t)b);
             if (!json_is_number(x)) return ppdl_errf(err, errlen, "%s: %s[%d][%d]: expected a number", what, key, a, b);
             out[(size_t)a * N + b] = json_number_value(x);
@@ -100,6 +100,11 @@ static int parse_root(json_t *root, const char *what, ppdl_cluster_model *c, cha
         return ppdl_errf(err, errlen, "%s: expected an object with \"ranks\": an integer 1..%d (CLUSTER.json, "
                                       "see DESIGN.md)", what, MAX_RANKS);
     int N = (int)json_integer_value(ranks);
+    /* the shapes before allocating: a few bytes claiming 65536 ranks must not allocate
+     * and fill two 32 GiB matrices */
+    if (get_mat(root, "bandwidth_Bps", N, NULL, 1, what, err, errlen) ||
+        get_mat(root, "latency_s", N, NULL, 0, what, err, errlen))
+        return -1;
     ppdl_cluster_model_alloc(c, N);
     if (get_mat(root, "bandwidth_Bps", N, c->bw, 1, what, err, errlen) ||
         get_mat(root, "latency_s", N, c->lat, 0, what, err, errlen) ||

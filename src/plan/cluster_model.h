@@ -22,6 +22,18 @@ typedef struct ppdl_cluster_model {
     double *speed;             /* [N] */
 } ppdl_cluster_model;
 
+/* A view of arrays someone else owns (e.g. net/cluster.h's ppdl_cluster, which has the
+ * same layout): no copy, and never ppdl_cluster_model_free it. */
+static inline void ppdl_cluster_model_wrap(ppdl_cluster_model *c, int N, double *bw, double *lat, double *mem,
+                                           double *speed)
+{
+    c->N = N;
+    c->bw = bw;
+    c->lat = lat;
+    c->mem = mem;
+    c->speed = speed;
+}
+
 /* N ranks, bandwidth 1e9 B/s everywhere, latency 0, memory 1e12, speed 1 */
 void ppdl_cluster_model_alloc(ppdl_cluster_model *c, int N);
 void ppdl_cluster_model_free(ppdl_cluster_model *c);

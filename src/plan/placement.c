@@ -22,14 +22,14 @@
  *    pruned by the incumbent T (solve_order_work), so most tries cost one bounded DP.
  * 4. When no candidate fits in memory at all, swaps that lower the largest overflow
  *    (of the smallest-stash plan) look for an order that fits first.
- * Deterministic: no clocks, no random numbers.
+ * Deterministic: budgets count solves, never seconds, and the kicks' random numbers
+ * come from a fixed seed.
  */
 #include "core/util.h"
 #include "plan/solver_impl.h"
 
-#include <stdint.h>
-
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -4,6 +4,7 @@
 #include "core/util.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,14 +110,23 @@ int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_opti
     return 0;
 }
 
-static int get_int(json_t *obj, const char *key, int *out, const char *path, int s, char *err, size_t errlen)
+/* a JSON integer that fits an int: a larger one (rank 2^32) must not wrap into a valid value */
+static int json_int(const json_t *v, int *out)
 {
-    json_t *v = json_object_get(obj, key);
-    if (!json_is_integer(v))
-        return ppdl_errf(err, errlen, "%s: stages[%d].%s: expected an integer", path, s, key);
+    if (!json_is_integer(v) || json_integer_value(v) < INT_MIN || json_integer_value(v) > INT_MAX) return -1;
     *out = (int)json_integer_value(v);
     return 0;
 }
+
+static int get_int(json_t *obj, const char *key, int *out, const char *path, int s, char *err, size_t errlen)
+{
+    if (json_int(json_object_get(obj, key), out))
+        return ppdl_errf(err, errlen, "%s: stages[%d].%s: expected an integer (below 2^31)", path, s, key);
+    return 0;
+}
+
+static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, const int *n_options,
+                          ppdl_plan *p, char *err, size_t errlen);
 
 int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, ppdl_plan *p,
                    char *err, size_t errlen)
@@ -126,6 +136,24 @@ int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, p
     json_t *root = json_load_file(path, 0, &je);
     if (!root)
         return ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+    return plan_from_json(root, path, L, n_ranks, n_options, p, err, errlen);
+}
+
+int ppdl_plan_parse(const char *text, const char *what, int L, int n_ranks, const int *n_options,
+                    ppdl_plan *p, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    if (!root)
+        return ppdl_errf(err, errlen, "%s: line %d: %s", what, je.line, je.text);
+    return plan_from_json(root, what, L, n_ranks, n_options, p, err, errlen);
+}
+
+/* takes the reference to root */
+static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, const int *n_options,
+                          ppdl_plan *p, char *err, size_t errlen)
+{
     int rc = -1;
     json_t *stages = json_object_get(root, "stages");
     if (!json_is_object(root) || !json_is_array(stages) || json_array_size(stages) == 0) {
@@ -135,6 +163,9 @@ int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, p
     json_t *m = json_object_get(root, "method");
     snprintf(p->method, sizeof p->method, "%s", json_is_string(m) ? json_string_value(m) : "file");
     p->feasible = 1;
+    json_t *pt = json_object_get(root, "predicted_iter_ms"), *bn = json_object_get(root, "bottleneck_ms");
+    p->predicted_iter_ms = json_is_number(pt) ? json_number_value(pt) : 0;
+    p->bottleneck_ms = json_is_number(bn) ? json_number_value(bn) : 0;
     p->S = (int)json_array_size(stages);
     p->stages = ppdl_xcalloc((size_t)p->S, sizeof *p->stages);
     for (int s = 0; s < p->S; s++) {
@@ -154,11 +185,10 @@ int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, p
             ps->ranks = ppdl_xcalloc((size_t)ps->n_replicas, sizeof(int));
             for (int i = 0; i < ps->n_replicas; i++) {
                 json_t *v = json_array_get(jranks, (size_t)i);
-                if (!json_is_integer(v)) {
-                    ppdl_errf(err, errlen, "%s: stages[%d].ranks[%d]: expected an integer", path, s, i);
+                if (json_int(v, &ps->ranks[i])) {
+                    ppdl_errf(err, errlen, "%s: stages[%d].ranks[%d]: expected an integer (below 2^31)", path, s, i);
                     goto out;
                 }
-                ps->ranks[i] = (int)json_integer_value(v);
             }
             ps->rank = ps->ranks[0];
             json_t *jr = json_object_get(st, "rank");
@@ -182,6 +212,9 @@ int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, p
         }
         int n = ps->last - ps->first + 1;
         ps->recompute = ppdl_xcalloc((size_t)n, sizeof(int));
+        json_t *tm = json_object_get(st, "time_ms"), *mm = json_object_get(st, "mem_bytes");
+        ps->time_ms = json_is_number(tm) ? json_number_value(tm) : 0;
+        ps->mem_bytes = json_is_number(mm) ? json_number_value(mm) : 0;
         json_t *rc_arr = json_object_get(st, "recompute");
         if (rc_arr) {
             if (!json_is_array(rc_arr) || (int)json_array_size(rc_arr) != n) {
@@ -191,11 +224,11 @@ int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, p
             }
             for (int i = 0; i < n; i++) {
                 json_t *v = json_array_get(rc_arr, (size_t)i);
-                if (!json_is_integer(v)) {
-                    ppdl_errf(err, errlen, "%s: stages[%d].recompute[%d]: expected an integer", path, s, i);
+                if (json_int(v, &ps->recompute[i])) {
+                    ppdl_errf(err, errlen, "%s: stages[%d].recompute[%d]: expected an integer (below 2^31)", path,
+                              s, i);
                     goto out;
                 }
-                ps->recompute[i] = (int)json_integer_value(v);
             }
         }
     }

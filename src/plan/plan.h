@@ -39,6 +39,9 @@ int ppdl_plan_data_parallel(int L, int N, ppdl_plan *p, char *err, size_t errlen
  * recompute arrays of the right length with options in [0, n_options[l]). */
 int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, ppdl_plan *p,
                    char *err, size_t errlen);
+/* The same from JSON text; `what` names the source in messages. */
+int ppdl_plan_parse(const char *text, const char *what, int L, int n_ranks, const int *n_options,
+                    ppdl_plan *p, char *err, size_t errlen);
 /* Validate a plan (as above); used by the reader and for built plans. */
 int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_options,
                        const char *what, char *err, size_t errlen);

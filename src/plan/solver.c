@@ -22,18 +22,26 @@
  *
  * 2. One rank order. T is not a plain bottleneck, so: for a bound B, a DP over
  *    (stage s, last layer j) finds inner(B) = min sum_s time_s + 2 sum link_s over
- *    plans whose every time_s and link_s is <= B (O(S L len) with len the longest stage
- *    under B). If that plan's largest term is B' <= B, then inner is constant = inner(B)
- *    on [B', B], so the best T over plans with max in [B', B] is inner(B) + (M-1) B'.
- *    Start at B = T_ub/M and repeat with "< B'" until no plan exists or
- *    inner + (M-1) LB >= best T (LB: a lower bound on any bottleneck; inner only grows
- *    as B shrinks). Every step lowers B' to the next value the plans can take, so this
- *    is exact; it needs one DP per step of the (max, sum) Pareto staircase, usually 1-5.
+ *    plans whose every time_s and link_s is <= B: O(S L len), len the longest stage
+ *    under B, and only the last layers j that the ranks' capacity B x speed allows for
+ *    stages 0..s. If that plan's largest term is B' <= B, inner is constant on [B', B],
+ *    so the best T over plans with their largest term there is inner(B) + (M-1) B'.
+ *    The optimum is min over B of inner(B) + (M-1) B, a finite staircase:
+ *     - a first pass under B0 = T_inc/M (no plan better than T_inc can have a term above
+ *       it) gives the least sum, the least bottleneck bmin and the least
+ *       sum (1 + (M-1)/S) time_s + 2 sum link_s (<= T, the largest stage time being at
+ *       least the average), with the three plans behind them as candidates;
+ *     - then inner(bmin), the cheapest plan of the least bottleneck;
+ *     - then down the staircase from (best - sum_min)/(M-1): "every term < the last
+ *       plan's largest", until sum + (M-1) bmin >= best (inner only grows as B shrinks)
+ *       or the average bound reaches best.
+ *    Exact; a few DPs per order in practice (one or two to reject an order that cannot
+ *    beat the incumbent).
  *
  * 3. Placement. The objective sees the order only through consecutive pairs, and stage
  *    s's in-flight count depends on s alone, so a DP over (set U of ranks used by
  *    stages 0..|U|-1, rank r of the last of them, its last layer j) is exact:
- *    O(2^N N L) states, O(N len) moves each, run inside the same B loop. Ranks that
+ *    O(2^N N L) states, O(N len) moves each, down the same staircase of B. Ranks that
  *    are interchangeable (a swap leaves speeds, memories and both matrices unchanged)
  *    are used in index order only, which shrinks the search on regular clusters.
  *    Larger N: placement.c (groups of fast-linked ranks, orders, local search).
@@ -56,7 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MAX 40000000L        /* frontier points kept at most (~0.9 GB) */
+#define POOL_MAX 20000000L        /* frontier points kept at most (~0.4 GB) */
 #define TT_MAX 16000000L          /* tabulated stage times at most, else computed on demand */
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o)
@@ -135,6 +143,7 @@ static void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model 
             }
     }
     x->MLmax = L - x->S + 1;
+    x->tcap = INFINITY;
 }
 
 static void ctx_free(plan_ctx *x)
@@ -183,6 +192,7 @@ static void build_frontiers(plan_ctx *x, double T_ub)
     int L = x->L, MLmax = x->MLmax;
     const ppdl_costs *c = x->c;
     double tcap = T_ub / x->M * (1 + 1e-9); /* slack: a stage exactly at the cap stays */
+    x->tcap = tcap;
     x->jmax = ppdl_xmalloc((size_t)L * sizeof(int));
     x->fr_off = ppdl_xcalloc((size_t)L * MLmax, sizeof(long));
     x->fr_n = ppdl_xcalloc((size_t)L * MLmax, sizeof(int));
@@ -308,7 +318,13 @@ void work_init(order_work *w, const plan_ctx *x, int mode)
         w->tt = ppdl_xmalloc((size_t)S * L * (w->ML ? w->ML : 1) * sizeof(double));
     w->lk = ppdl_xcalloc((size_t)S * L, sizeof(double));
     w->f = ppdl_xmalloc((size_t)S * L * sizeof(double));
+    w->g = ppdl_xmalloc((size_t)S * L * sizeof(double));
+    w->h = ppdl_xmalloc((size_t)S * L * sizeof(double));
+    w->jlo = ppdl_xmalloc((size_t)S * sizeof(int));
+    w->jhi = ppdl_xmalloc((size_t)S * sizeof(int));
     w->arg = ppdl_xmalloc((size_t)S * L * sizeof(int));
+    w->argg = ppdl_xmalloc((size_t)S * L * sizeof(int));
+    w->argh = ppdl_xmalloc((size_t)S * L * sizeof(int));
 }
 
 void work_free(order_work *w)
@@ -319,11 +335,18 @@ void work_free(order_work *w)
     free(w->tt);
     free(w->lk);
     free(w->f);
+    free(w->g);
+    free(w->h);
+    free(w->jlo);
+    free(w->jhi);
     free(w->arg);
+    free(w->argg);
+    free(w->argh);
     memset(w, 0, sizeof *w);
 }
 
-/* refill the rows whose rank changed */
+/* refill the rows whose rank changed. The time table is indexed by the stage's last
+ * layer j and its length, so the DP's scan over first layers reads memory in order. */
 static void work_fill(const plan_ctx *x, order_work *w, const int *order)
 {
     int S = x->S, L = x->L, ML = w->ML;
@@ -331,16 +354,16 @@ static void work_fill(const plan_ctx *x, order_work *w, const int *order)
         int r = order[s];
         if (w->tt && w->row_rank[s] != r) {
             int n = in_flight(x, s);
-            for (int i = s; i <= L - S + s; i++) {
-                double *row = &w->tt[((size_t)s * L + i) * ML];
-                int len = 1;
-                for (; len <= ML && i + len - 1 <= L - S + s; len++) {
+            double *rows = &w->tt[(size_t)s * L * ML];
+            for (size_t k = 0; k < (size_t)L * ML; k++) rows[k] = INFINITY;
+            for (int i = s; i <= L - S + s; i++)
+                for (int len = 1; len <= ML && i + len - 1 <= L - S + s; len++) {
                     double t = seg_time(x, w->mode, i, i + len - 1, r, n, NULL);
-                    row[len - 1] = t;
-                    if (!(t < INFINITY)) { len++; break; } /* longer ones do not fit either */
+                    /* longer stages do not fit either, or are slower than any stage of a
+                     * plan that beats the known one (T >= M time_s) */
+                    if (!(t <= x->tcap)) break;
+                    rows[(size_t)(i + len - 1) * ML + len - 1] = t;
                 }
-                for (; len <= ML; len++) row[len - 1] = INFINITY;
-            }
         }
         w->row_rank[s] = r;
         if (s + 1 < S && (w->lk_a[s] != r || w->lk_b[s] != order[s + 1])) {
@@ -354,34 +377,59 @@ static void work_fill(const plan_ctx *x, order_work *w, const int *order)
 static inline double stage_t(const plan_ctx *x, const order_work *w, const int *order, int s, int i, int j)
 {
     if (j - i + 1 > w->ML) return INFINITY;
-    if (w->tt) return w->tt[((size_t)s * x->L + i) * w->ML + (j - i)];
+    if (w->tt) return w->tt[((size_t)s * x->L + j) * w->ML + (j - i)];
     return seg_time(x, w->mode, i, j, order[s], in_flight(x, s), NULL);
 }
 
 #define FITS(v) ((v) < INFINITY && (strict ? (v) < B : (v) <= B))
 
-/* inner(B): min sum of times + 2 links with every term <= B (strict: < B). Returns 1
- * and the cut (first layer of each stage), the sum and the largest term; 0 if none. */
-static int run_dp(const plan_ctx *x, order_work *w, const int *order, double B, int strict, int *first,
-                  double *sum, double *mx)
+/* inner(B): the least sum of times + 2 links over the plans whose every term is <= B
+ * (strict: < B), into w->f, and the first layer of each stage's best predecessor into
+ * w->arg. extras: from the same scan, over the same plans,
+ *   w->g  the least possible largest term, and its choices in w->argg;
+ *   w->h  the least possible sum_s (1 + (M-1)/S) time_s + 2 sum_s link_s, which is <= T
+ *         (the largest stage time is at least their average) and close to T when the
+ *         optimum is balanced, as it usually is; its choices in w->argh.
+ * Returns 1 when some plan is under the bound. */
+static int run_dp(const plan_ctx *x, order_work *w, const int *order, double B, int strict, int extras)
 {
+    ((plan_ctx *)x)->n_dp++;
     int S = x->S, L = x->L, ML = w->ML;
-    double *f = w->f;
-    int *arg = w->arg;
-    for (int j = 0; j < L; j++) f[j] = INFINITY;
-    for (int j = 0; j <= L - S && j < ML; j++) {
+    double *f = w->f, *g = w->g, *h = w->h, avg = 1 + (double)(x->M - 1) / S;
+    int *arg = w->arg, *argg = w->argg, *argh = w->argh;
+    for (size_t k = 0; k < (size_t)S * L; k++) f[k] = g[k] = h[k] = INFINITY;
+    /* Capacity: a stage on a rank of speed v with time <= B holds layers of at most
+     * B v fwd+bwd ms, so stages 0..s end at a layer j with W[j+1] <= B (v_0 + ... + v_s)
+     * and leave W[L] - W[j+1] <= B (v_s+1 + ... + v_S-1) for the rest: a window of j per
+     * stage, narrow when B is near the optimum. */
+    int *jlo = w->jlo, *jhi = w->jhi;
+    double tot_v = 0, pre_v = 0, slack = 1 + 1e-12;
+    for (int s = 0; s < S; s++) tot_v += x->cl->speed[order[s]];
+    for (int s = 0, a = 0, b = 0; s < S; s++) {
+        pre_v += x->cl->speed[order[s]];
+        double head = B < INFINITY ? B * pre_v * slack : INFINITY;
+        double rest = B < INFINITY ? B * (tot_v - pre_v) * slack : INFINITY;
+        while (a < L - 1 && x->W[L] - x->W[a + 1] > rest) a++;
+        while (b < L - 1 && x->W[b + 2] <= head) b++;
+        jlo[s] = a > s ? a : s;
+        jhi[s] = b < L - S + s ? b : L - S + s;
+    }
+    for (int j = 0; j <= jhi[0] && j < ML; j++) {
         double t = stage_t(x, w, order, 0, 0, j);
         if (!FITS(t)) break;
-        f[j] = t;
-        arg[j] = 0;
+        f[j] = g[j] = t;
+        h[j] = avg * t;
+        arg[j] = argg[j] = argh[j] = 0;
     }
     for (int s = 1; s < S; s++) {
         double *fs = &f[(size_t)s * L], *fp = &f[(size_t)(s - 1) * L];
+        double *gs = &g[(size_t)s * L], *gp = &g[(size_t)(s - 1) * L];
+        double *hs = &h[(size_t)s * L], *hp = &h[(size_t)(s - 1) * L];
         const double *lk = &w->lk[(size_t)(s - 1) * L];
-        int *as = &arg[(size_t)s * L];
-        for (int j = s; j <= L - S + s; j++) {
-            double best = INFINITY;
-            int bi = -1;
+        int *as = &arg[(size_t)s * L], *ag = &argg[(size_t)s * L], *ah = &argh[(size_t)s * L];
+        for (int j = jlo[s]; j <= jhi[s]; j++) {
+            double best = INFINITY, gbest = INFINITY, hbest = INFINITY;
+            int bi = -1, gi = -1, hi = -1;
             int ilo = j - ML + 1 > s ? j - ML + 1 : s;
             for (int i = j; i >= ilo; i--) {
                 double t = stage_t(x, w, order, s, i, j);
@@ -393,49 +441,98 @@ static int run_dp(const plan_ctx *x, order_work *w, const int *order, double B, 
                     best = v;
                     bi = i;
                 }
+                if (extras) {
+                    double m = fmax(t, fmax(l, gp[i - 1])), a = hp[i - 1] + 2 * l + avg * t;
+                    if (m < gbest) gbest = m, gi = i;
+                    if (a < hbest) hbest = a, hi = i;
+                }
             }
             fs[j] = best;
+            gs[j] = gbest;
+            hs[j] = hbest;
             as[j] = bi;
+            ag[j] = gi;
+            ah[j] = hi;
         }
     }
-    double total = f[(size_t)(S - 1) * L + L - 1];
-    if (!(total < INFINITY)) return 0;
-    int j = L - 1;
-    double m = 0;
+    return f[(size_t)(S - 1) * L + L - 1] < INFINITY;
+}
+
+/* the plan behind the choices arg (w->arg, w->argg or w->argh): its cut, the sum of
+ * its terms (times + 2 links) and its largest term */
+static void walk(const plan_ctx *x, const order_work *w, const int *order, const int *arg, int *first,
+                 double *sum, double *mx)
+{
+    int S = x->S, L = x->L, j = L - 1;
+    double m = 0, total = 0;
     for (int s = S - 1; s >= 0; s--) {
         int i = arg[(size_t)s * L + j];
         first[s] = i;
         double t = stage_t(x, w, order, s, i, j);
+        total += t;
         if (t > m) m = t;
-        if (s + 1 < S && w->lk[(size_t)s * L + j] > m) m = w->lk[(size_t)s * L + j];
+        if (s + 1 < S) {
+            double l = w->lk[(size_t)s * L + j];
+            total += 2 * l;
+            if (l > m) m = l;
+        }
         j = i - 1;
     }
     *sum = total;
     *mx = m;
-    return 1;
 }
 
 double solve_order_work(plan_ctx *x, order_work *w, const int *order, double T_inc, int *first)
 {
     x->n_solved++;
     work_fill(x, w, order);
-    int M = x->M, found = 0;
-    int *cur = ppdl_xmalloc((size_t)x->S * sizeof(int));
-    double best = T_inc, B = T_inc < INFINITY ? T_inc / M : INFINITY;
-    int strict = 0;
-    for (;;) {
-        double sum, mx;
-        if (!run_dp(x, w, order, B, strict, cur, &sum, &mx)) break;
-        double T = sum + (M - 1) * mx;
-        if (T < best) {
-            best = T;
+    int S = x->S, L = x->L, M = x->M, found = 0;
+    int *cur = ppdl_xmalloc((size_t)S * sizeof(int));
+    double best = T_inc, sum, mx;
+    /* first pass, over the plans that could beat T_inc (all terms <= T_inc/M, since
+     * T >= M time_s and T >= (M+1) link_s): the least-sum, least-bottleneck and
+     * least-average plans are candidates, and their values bound every plan */
+    if (!run_dp(x, w, order, T_inc < INFINITY ? T_inc / M : INFINITY, 0, 1)) goto out;
+    const int *args[3] = {w->arg, w->argg, w->argh};
+    for (int k = 0; k < (M > 1 ? 3 : 1); k++) {
+        walk(x, w, order, args[k], cur, &sum, &mx);
+        if (sum + (M - 1) * mx < best) {
+            best = sum + (M - 1) * mx;
             found = 1;
-            memcpy(first, cur, (size_t)x->S * sizeof(int));
+            memcpy(first, cur, (size_t)S * sizeof(int));
         }
-        if (M == 1 || sum + (M - 1) * x->lb >= best) break;
-        B = mx;
+    }
+    if (M == 1) goto out;
+    /* Every plan of this order that could beat `best` has T >= sum_min + (M-1) bmin and
+     * T >= lb_avg, and its largest term below (best - sum_min) / (M-1). First the least
+     * sum among the plans of the least bottleneck (usually close to the optimum, which
+     * narrows that window), then down the staircase from the window's top: the least
+     * sum under "every term < the last plan's largest", until the bounds stop it. */
+    double sum_min = w->f[(size_t)(S - 1) * L + L - 1];
+    double bmin = fmax(w->g[(size_t)(S - 1) * L + L - 1], x->lb), lb_avg = w->h[(size_t)(S - 1) * L + L - 1];
+    if (sum_min + (M - 1) * bmin < best && lb_avg < best && run_dp(x, w, order, bmin, 0, 0)) {
+        walk(x, w, order, w->arg, cur, &sum, &mx);
+        if (sum + (M - 1) * mx < best) {
+            best = sum + (M - 1) * mx;
+            found = 1;
+            memcpy(first, cur, (size_t)S * sizeof(int));
+        }
+    }
+    double B = (best - sum_min) / (M - 1);
+    int strict = 0;
+    while (sum_min + (M - 1) * bmin < best && lb_avg < best) {
+        if (!run_dp(x, w, order, B, strict, 0)) break;
+        walk(x, w, order, w->arg, cur, &sum, &mx);
+        if (sum + (M - 1) * mx < best) {
+            best = sum + (M - 1) * mx;
+            found = 1;
+            memcpy(first, cur, (size_t)S * sizeof(int));
+        }
+        if (sum + (M - 1) * bmin >= best) break;
+        B = fmin(mx, (best - sum_min) / (M - 1));
         strict = 1;
     }
+out:
     free(cur);
     return found ? best : INFINITY;
 }
@@ -481,7 +578,7 @@ static double solve_subsets(plan_ctx *x, int mode, double T_inc, int *order_out,
 #define ST(U, r, j) ((((size_t)(U)) * N + (size_t)(r)) * L + (size_t)(j))
 #define TAB(s, r, i, len) tab[(((size_t)(s) * N + (r)) * L + (i)) * ML + (len) - 1]
 
-    double best = T_inc, B = T_inc < INFINITY ? T_inc / M : INFINITY;
+    double best = T_inc, B = T_inc < INFINITY ? T_inc / M : INFINITY, sum_lb = 0;
     int strict = 0, found = 0;
     int *ord = ppdl_xmalloc((size_t)S * sizeof(int)), *fst = ppdl_xmalloc((size_t)S * sizeof(int));
     for (;;) {
@@ -553,7 +650,10 @@ static double solve_subsets(plan_ctx *x, int mode, double T_inc, int *order_out,
             memcpy(first_out, fst, (size_t)S * sizeof(int));
         }
         if (M == 1 || total + (M - 1) * x->lb >= best) break;
-        B = mx;
+        /* the first run's sum is the least of any plan that matters: a plan that beats
+         * `best` has its largest term below (best - that sum) / (M-1) */
+        if (!strict) sum_lb = total;
+        B = fmin(mx, (best - sum_lb) / (M - 1));
         strict = 1;
     }
 #undef ST
@@ -653,21 +753,19 @@ static void report_infeasible(const plan_ctx *x, const int *orders, int n_orders
         for (int r = 0; r < x->N; r++) total_mem += x->cl->mem[r];
         double need_params = x->c->state_multiplier * x->P[x->L];
         int n = ev.in_flight[s];
-        if (need_params > total_mem)
-            ppdl_errf(err, errlen, "no plan fits in memory: parameters and optimizer state alone need %s "
-                                   "(%g x parameter bytes) but the %d ranks have %s together",
-                      ppdl_fmt_bytes((size_t)need_params, a, sizeof a), x->c->state_multiplier, x->N,
-                      ppdl_fmt_bytes((size_t)total_mem, b, sizeof b));
-        else
-            ppdl_errf(err, errlen, "no plan fits in memory: even with full recompute (every layer on its "
-                                   "smallest-stash option), the best split leaves stage %d (layers %d-%d on "
-                                   "rank %d, %d micro-batch%s in flight) %s over its limit: it needs %s, the "
-                                   "rank has %s. Give the ranks more memory, use fewer micro-batches in "
-                                   "flight (1f1b, smaller M) or a smaller micro-batch",
-                      s, st->first, st->last, st->rank, n, n == 1 ? "" : "es",
-                      ppdl_fmt_bytes((size_t)ev.worst_over, a, sizeof a),
-                      ppdl_fmt_bytes((size_t)ev.mem_bytes[s], b, sizeof b),
-                      ppdl_fmt_bytes((size_t)ev.mem_limit[s], d, sizeof d));
+        size_t len = (size_t)snprintf(err, errlen,
+            "no plan fits in memory: even with full recompute (every layer on its smallest-stash option), the best "
+            "split leaves stage %d (layers %d-%d on rank %d, %d micro-batch%s in flight) %s over its limit: it needs "
+            "%s, the rank has %s", s, st->first, st->last, st->rank, n, n == 1 ? "" : "es",
+            ppdl_fmt_bytes((size_t)ev.worst_over, a, sizeof a), ppdl_fmt_bytes((size_t)ev.mem_bytes[s], b, sizeof b),
+            ppdl_fmt_bytes((size_t)ev.mem_limit[s], d, sizeof d));
+        if (len < errlen && need_params > total_mem)
+            snprintf(err + len, errlen - len, ". Parameters and optimizer state alone need %s (%g x parameter bytes), "
+                     "the %d ranks have %s together", ppdl_fmt_bytes((size_t)need_params, a, sizeof a),
+                     x->c->state_multiplier, x->N, ppdl_fmt_bytes((size_t)total_mem, b, sizeof b));
+        else if (len < errlen)
+            snprintf(err + len, errlen - len, ". Give the ranks more memory, use fewer micro-batches in flight "
+                     "(1f1b, smaller M) or a smaller micro-batch");
         ppdl_cost_eval_free(&ev);
     } else {
         ppdl_errf(err, errlen, "no plan fits in memory (%s)", e2);
@@ -823,7 +921,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
                 }
             }
             if (b_mode == MODE_BEST) {
-                long budget = opts->local_search_evals > 0 ? opts->local_search_evals : 40L * N;
+                long budget = opts->local_search_evals > 0 ? opts->local_search_evals : N < 25 ? 200 : 8L * N;
                 local_search(&x, &w, b_order, b_first, &bT, budget);
             }
             snprintf(info->placement, sizeof info->placement, "heuristic: %d group%s of fast-linked ranks, "
@@ -847,6 +945,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
 
 done:
     info->orders_solved = x.n_solved;
+    info->dp_runs = x.n_dp;
     free(cand);
     free(b_order);
     free(b_first);

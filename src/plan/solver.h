@@ -26,7 +26,7 @@ typedef struct ppdl_solve_opts {
     int exact_max_ranks;       /* exact placement up to this many ranks (default 10) */
     long exact_max_states;     /* ... and at most this many DP states 2^N*N*L (default 2e7) */
     long local_search_evals;   /* heuristic placement: orders tried in the local search
-                                  (default 0 = automatic: 40 N) */
+                                  (default 0 = automatic: 8 N, at least 200) */
 } ppdl_solve_opts;
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o);
@@ -35,6 +35,7 @@ typedef struct ppdl_solve_info {
     int exact;                 /* the plan is optimal (over all orders, or over the one order asked) */
     char placement[96];        /* how the order was chosen, for messages */
     long orders_solved;        /* exact solves of one rank order (partition + recompute) */
+    long dp_runs;              /* DP passes over one order they took (the B steps of solver.c) */
     long frontier_points;      /* Pareto points stored for the recompute choice */
     int n_groups;              /* groups of fast-linked ranks found (heuristic placement) */
     int infeasible;            /* no plan fits: see the message in err */

@@ -24,6 +24,7 @@ typedef struct plan_ctx {
     double vmax;               /* fastest rank */
     double maxmem;             /* largest memory */
     double lb;                 /* lower bound on the bottleneck of any plan */
+    double tcap;               /* no stage of a plan worth finding is slower (T_ub / M) */
     int *eq;                   /* [N] smallest rank interchangeable with each rank */
     /* Pareto frontiers of (stash, extra) for segments i..i+len-1, len <= MLmax */
     int MLmax;                 /* L - S + 1: the longest stage possible */
@@ -37,6 +38,7 @@ typedef struct plan_ctx {
     long n_pts, cap_pts;
     int inexact;               /* a frontier was cut short (pool limit): not proven optimal */
     long n_solved;             /* per-order solves, for info */
+    long n_dp;                 /* bounded DP runs over one order */
 } plan_ctx;
 
 /* Per-order working tables; rows are refilled only when their rank changes. */
@@ -44,10 +46,11 @@ typedef struct order_work {
     int mode, ML;
     int *row_rank;             /* [S] rank the time row of stage s holds, -1 none */
     int *lk_a, *lk_b;          /* [S] ranks the link row of stage s holds */
-    double *tt;                /* [S][L][ML] time of stage s over layers i..i+len-1 (INF: no) */
+    double *tt;                /* [S][L][ML] time of stage s over the len layers ending at j (INF: no) */
     double *lk;                /* [S][L] link after layer j from stage s to s+1 */
-    double *f;                 /* [S][L] DP values */
-    int *arg;                  /* [S][L] first layer of stage s when it ends at j */
+    double *f, *g, *h;         /* [S][L] DP values: least sum, least bottleneck, least averaged T */
+    int *arg, *argg, *argh;    /* [S][L] first layer of stage s when it ends at j, for f, g, h */
+    int *jlo, *jhi;            /* [S] the last layers stage s can end at under the bound */
 } order_work;
 
 /* time of layers i..j on rank r holding n micro-batches under `mode`; INFINITY when it

@@ -1,0 +1,366 @@
+/* bench-planner.c — the planner's speed and the quality of its plans, on generated
+ * models and clusters (driven by perf/bench-planner; no MPI, no device).
+ *
+ * Models: a GPT-like chain (embedding, L-2 transformer blocks, head) with costs of the
+ * shape ppdl's profiler measures: blocks ~1 ms forward, ~2 ms backward (3% noise, as
+ * measured costs have), three recompute options (keep; full: the forward again, stash =
+ * the input; selective: ~15% of the forward again, stash in between), a head with a
+ * large logits stash.
+ * Clusters: G nodes of R ranks, ranks numbered node by node (as Slurm's block
+ * distribution does); links inside a node 100-300 GB/s, between nodes 10-100x slower,
+ * 5% measurement noise per entry; heterogeneous: some ranks are older devices (half
+ * the speed, half the memory); memory tight: around what an even split needs without
+ * recompute, so some stages must recompute. Homogeneous: equal devices, one bandwidth,
+ * ample memory.
+ *
+ *   bench-planner-bin speed [L N M]     planner time for one case (default 200 64 128)
+ *   bench-planner-bin exact [N L M]     exact placement time (default 10 64 32)
+ *   bench-planner-bin quality [CASES [1]] ppdl vs every baseline on generated clusters
+ *                                       (1: print every case, not the first dozen)
+ *   bench-planner-bin heuristic [CASES] heuristic placement vs exact on N = 6..10
+ *   bench-planner-bin write L G R M DIR write costs.json and cluster.json of one case
+ * Each prints a table and "result KEY VALUE" lines.
+ */
+#include "core/error.h"
+#include "core/util.h"
+#include "pipe/schedule.h"
+#include "plan/baselines.h"
+#include "plan/cluster_model.h"
+#include "plan/costmodel.h"
+#include "plan/costs.h"
+#include "plan/planner.h"
+#include "plan/simulate.h"
+#include "plan/solver.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* this process's CPU seconds: the machine is shared, so wall time alone overstates */
+static double cpu_s(void) { return (double)clock() / CLOCKS_PER_SEC; }
+
+static double uni(ppdl_rng *g, double a, double b) { return a + (b - a) * ppdl_rng_uniform(g); }
+
+/* a GPT-like chain of L layers (micro-batch 4 x 512 tokens, width 768, 12 heads) */
+static void gen_model(ppdl_rng *g, int L, ppdl_costs *c)
+{
+    ppdl_costs_alloc(c, L);
+    c->micro_batch_size = 4;
+    double act = 4.0 * 512 * 768 * 4; /* one activation [b, T, C] in bytes */
+    for (int l = 0; l < L; l++) {
+        ppdl_layer_cost *lc = &c->layers[l];
+        double noise = uni(g, 0.97, 1.03);
+        if (l == 0) {
+            snprintf(lc->name, sizeof lc->name, "embedding");
+            lc->fwd_ms = 0.05 * noise;
+            lc->bwd_ms = 0.2 * noise;
+            lc->param_bytes = 4.0 * (50257 + 1024) * 768;
+            lc->out_bytes = act;
+            lc->n_opts = 2;
+            lc->stash_bytes[0] = lc->stash_bytes[1] = 4.0 * 512 * 4;
+            lc->extra_ms[1] = lc->fwd_ms;
+        } else if (l == L - 1) {
+            snprintf(lc->name, sizeof lc->name, "head");
+            lc->fwd_ms = 2.2 * noise;
+            lc->bwd_ms = 4.4 * noise;
+            lc->param_bytes = 4.0 * 50257 * 768;
+            lc->out_bytes = 4.0 * 4 * 512 * 50257;
+            lc->n_opts = 2;
+            lc->stash_bytes[0] = act + act + lc->out_bytes; /* input, layernorm out, logits */
+            lc->stash_bytes[1] = act + lc->out_bytes;
+            lc->extra_ms[1] = lc->fwd_ms;
+        } else {
+            snprintf(lc->name, sizeof lc->name, "block%d", l - 1);
+            lc->fwd_ms = 1.0 * noise;
+            lc->bwd_ms = 2.0 * noise;
+            lc->param_bytes = 4.0 * 12 * 768 * 768;
+            lc->out_bytes = act;
+            lc->n_opts = 3;
+            double att = 4.0 * 4 * 12 * 512 * 512;
+            lc->stash_bytes[0] = act + 15 * act + att; /* input + saved (7NC, 8NC, attention) */
+            lc->stash_bytes[1] = act;
+            lc->extra_ms[1] = lc->fwd_ms;
+            lc->stash_bytes[2] = act + 7 * act;
+            lc->extra_ms[2] = 0.15 * lc->fwd_ms * uni(g, 0.95, 1.05);
+        }
+        for (int o = 0; o < lc->n_opts; o++) lc->stash_bytes[o] = floor(lc->stash_bytes[o]);
+        lc->param_bytes = floor(lc->param_bytes);
+        lc->out_bytes = floor(lc->out_bytes);
+    }
+}
+
+/* G nodes x R ranks. hetero: slower ranks, 10-100x slower links between nodes, tight
+ * memory. Returns the inter-node slowdown used. */
+static double gen_cluster(ppdl_rng *g, const ppdl_costs *c, int G, int R, int M, int sched, int hetero,
+                          ppdl_cluster_model *cl)
+{
+    int N = G * R;
+    ppdl_cluster_model_alloc(cl, N);
+    double intra = uni(g, 1e11, 3e11), ratio = hetero ? exp(uni(g, log(10), log(100))) : 1;
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++) {
+            int same = a / R == b / R;
+            double noise = hetero ? uni(g, 0.95, 1.05) : 1;
+            cl->bw[a * N + b] = (same ? intra : intra / ratio) * noise;
+            cl->lat[a * N + b] = a == b ? 0 : same ? 3e-6 : 2e-5;
+        }
+    /* memory: what an even split needs with no recompute, at the first stage's count */
+    double P = 0, S0 = 0;
+    for (int l = 0; l < c->L; l++) {
+        P += c->layers[l].param_bytes;
+        S0 += c->layers[l].stash_bytes[0];
+    }
+    int n0 = sched == PPDL_SCHED_GPIPE ? M : (M < N ? M : N);
+    double even = c->state_multiplier * P / N + n0 * S0 / N;
+    for (int r = 0; r < N; r++) {
+        int old = hetero && ppdl_rng_uniform(g) < 0.2;
+        cl->speed[r] = old ? 0.5 : hetero ? uni(g, 0.97, 1.03) : 1;
+        cl->mem[r] = floor((hetero ? uni(g, 0.6, 1.0) : 4.0) * even * (old ? 0.5 : 1));
+    }
+    return ratio;
+}
+
+static double plan_T(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sched, const char *method,
+                     int *fits)
+{
+    ppdl_plan p;
+    char err[PPDL_ERR_LEN];
+    int rc = ppdl_plan_solve(c, cl, M, sched, method, &p, err, sizeof err);
+    double T = p.S ? p.predicted_iter_ms : INFINITY;
+    *fits = rc == 0;
+    if (p.S) ppdl_plan_free(&p);
+    return T;
+}
+
+static int cmd_speed(int L, int N, int M)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 1);
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    gen_model(&g, L, &c);
+    int R = N >= 8 ? 8 : N, G = N / R;
+    if (G * R != N) G = 1, R = N;
+    gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+    printf("planner speed: L = %d layers, N = %d ranks (%d nodes x %d), M = %d, 1f1b, heterogeneous\n", L, N, G, R, M);
+    printf("  method        wall s   CPU s   T ms      orders solved  DP passes  frontier points  placement\n");
+    const char *methods[] = {"ppdl", "ppdl-inorder", "time-rc"};
+    for (int k = 0; k < 3; k++) {
+        double t0 = ppdl_now_s(), c0 = cpu_s();
+        ppdl_plan p;
+        ppdl_solve_info info;
+        memset(&info, 0, sizeof info);
+        char err[PPDL_ERR_LEN];
+        int rc;
+        if (k < 2) {
+            ppdl_solve_opts o;
+            ppdl_solve_opts_default(&o);
+            o.placement = k == 0;
+            if (getenv("BENCH_LS_EVALS")) o.local_search_evals = atol(getenv("BENCH_LS_EVALS"));
+            rc = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &p, &info, err, sizeof err);
+        } else {
+            rc = ppdl_plan_solve(&c, &cl, M, PPDL_SCHED_1F1B, methods[k], &p, err, sizeof err);
+        }
+        double dt = ppdl_now_s() - t0, dc = cpu_s() - c0;
+        printf("  %-12s %7.3f %7.3f  %9.2f  %13ld  %9ld  %15ld  %s%s\n", methods[k], dt, dc, p.S ? p.predicted_iter_ms : NAN,
+               info.orders_solved, info.dp_runs, info.frontier_points, k < 2 ? info.placement : "-", rc ? " (does not fit)" : "");
+        printf("result planner_seconds_%s_L%d_N%d_M%d %.4f\nresult planner_cpu_seconds_%s_L%d_N%d_M%d %.4f\n",
+               methods[k], L, N, M, dt, methods[k], L, N, M, dc);
+        if (p.S) ppdl_plan_free(&p);
+    }
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+    return 0;
+}
+
+static int cmd_exact(int N, int L, int M)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 2);
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    gen_model(&g, L, &c);
+    int G = N % 2 == 0 ? 2 : 1, R = N / G;
+    gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+    /* make every rank distinct (no interchangeable ranks to exploit): the worst case */
+    for (int r = 0; r < N; r++) cl.speed[r] *= 1 + 1e-3 * r;
+    double t0 = ppdl_now_s(), c0 = cpu_s();
+    ppdl_plan p;
+    ppdl_solve_info info;
+    char err[PPDL_ERR_LEN];
+    int rc = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, NULL, &p, &info, err, sizeof err);
+    double dt = ppdl_now_s() - t0, dc = cpu_s() - c0;
+    printf("exact placement: N = %d distinct ranks (%d nodes), L = %d, M = %d: %.3f s wall, %.3f s CPU, T = %.3f ms, "
+           "%s, %ld solves (orders and subset-DP passes)%s\n", N, G, L, M, dt, dc, p.S ? p.predicted_iter_ms : NAN, info.placement,
+           info.orders_solved, rc ? " (does not fit)" : "");
+    printf("result exact_placement_seconds_N%d_L%d %.4f\nresult exact_placement_cpu_seconds_N%d_L%d %.4f\n", N, L, dt,
+           N, L, dc);
+    if (p.S) ppdl_plan_free(&p);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+    return 0;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_quality(int cases, int all)
+{
+    static const char *bl[] = {"uniform", "uniform-rc", "params", "params-rc", "time", "time-rc", "pipedream", "pipedream-rc"};
+    enum { NB = 8 };
+    for (int hetero = 1; hetero >= 0; hetero--) {
+        ppdl_rng g;
+        ppdl_rng_seed(&g, 100 + hetero);
+        printf("\n%s clusters (%d cases; 2-8 nodes of 2-8 ranks, GPT-like model of 2N+2..4N+2 layers, "
+               "M = 2N, 1f1b):\n", hetero ? "heterogeneous" : "homogeneous", cases);
+        printf("  case  nodes x ranks  layers  inter-node  ppdl ms   best baseline      ratio  (T ms of each "
+               "baseline; - = does not fit)\n");
+        double *ratio = ppdl_xmalloc((size_t)cases * sizeof(double));
+        int n_ratio = 0, none_fit = 0, ppdl_fail = 0;
+        int wins[NB] = {0};
+        double plan_s = 0;
+        for (int k = 0; k < cases; k++) {
+            int G = 2 + (int)(ppdl_rng_u64(&g) % 7), R = 2 + (int)(ppdl_rng_u64(&g) % 7), N = G * R;
+            int L = 2 * N + 2 + (int)(ppdl_rng_u64(&g) % (uint64_t)(2 * N + 1)), M = 2 * N;
+            ppdl_costs c;
+            ppdl_cluster_model cl;
+            gen_model(&g, L, &c);
+            double slow = gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, hetero, &cl);
+            int fits;
+            double t0 = ppdl_now_s();
+            double Tp = plan_T(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", &fits);
+            plan_s += ppdl_now_s() - t0;
+            if (!fits) ppdl_fail++;
+            double best = INFINITY, Tb[NB];
+            int bi = -1;
+            for (int b = 0; b < NB; b++) {
+                int f;
+                Tb[b] = plan_T(&c, &cl, M, PPDL_SCHED_1F1B, bl[b], &f);
+                if (!f) Tb[b] = INFINITY;
+                if (Tb[b] < best) best = Tb[b], bi = b;
+            }
+            if (bi >= 0) wins[bi]++;
+            char line[512], rs[16] = "-";
+            if (bi >= 0 && fits) {
+                ratio[n_ratio++] = best / Tp;
+                snprintf(rs, sizeof rs, "%.2fx", best / Tp);
+            } else if (bi < 0) {
+                none_fit++;
+            }
+            int n = snprintf(line, sizeof line, "  %4d  %5d x %-5d  %6d  %9.0fx  %8.2f  %-12s %6s", k, G, R, L, slow, Tp,
+                             bi >= 0 ? bl[bi] : "none fits", rs);
+            for (int b = 0; b < NB && n < (int)sizeof line - 12; b++)
+                n += snprintf(line + n, sizeof line - n, Tb[b] < INFINITY ? " %.1f" : " -", Tb[b]);
+            if (all || k < 12 || k == cases - 1) printf("%s\n", line);
+            else if (k == 12) printf("  ...\n");
+            ppdl_costs_free(&c);
+            ppdl_cluster_model_free(&cl);
+        }
+        qsort(ratio, (size_t)n_ratio, sizeof *ratio, cmp_d);
+        double geo = 0;
+        int ge13 = 0;
+        for (int k = 0; k < n_ratio; k++) {
+            geo += log(ratio[k]);
+            ge13 += ratio[k] >= 1.3;
+        }
+        geo = n_ratio ? exp(geo / n_ratio) : NAN;
+        const char *tag = hetero ? "hetero" : "homo";
+        printf("  best baseline / ppdl over %d cases where both fit: geometric mean %.3fx, min %.3fx, median %.3fx, "
+               "max %.3fx; >= 1.3x in %d; no baseline fits in %d; ppdl finds nothing in %d; mean planner time %.3f s\n",
+               n_ratio, geo, n_ratio ? ratio[0] : NAN, n_ratio ? ratio[n_ratio / 2] : NAN,
+               n_ratio ? ratio[n_ratio - 1] : NAN, ge13, none_fit, ppdl_fail, plan_s / cases);
+        printf("  best baseline was:");
+        for (int b = 0; b < NB; b++)
+            if (wins[b]) printf(" %s %d", bl[b], wins[b]);
+        printf("\n");
+        printf("result quality_%s_geomean %.4f\nresult quality_%s_min %.4f\nresult quality_%s_cases_ge_1.3 %d/%d\n",
+               tag, geo, tag, n_ratio ? ratio[0] : NAN, tag, ge13, n_ratio);
+        printf("result quality_%s_no_baseline_fits %d/%d\n", tag, none_fit, cases);
+        free(ratio);
+    }
+    return 0;
+}
+
+static int cmd_heuristic(int cases)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 7);
+    printf("heuristic placement vs exact (the same instance, N = 6..10, heterogeneous, 1f1b, M = 2N):\n");
+    int n = 0, equal = 0;
+    double worst = 1, sum_t_exact = 0, sum_t_heur = 0, geo = 0;
+    for (int k = 0; k < cases; k++) {
+        int N = 6 + k % 5, G = N % 2 == 0 ? 2 : 1;
+        if (N == 9) G = 3;
+        int R = N / G, L = 3 * N + (int)(ppdl_rng_u64(&g) % (uint64_t)N), M = 2 * N;
+        ppdl_costs c;
+        ppdl_cluster_model cl;
+        gen_model(&g, L, &c);
+        gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+        ppdl_plan pe, ph;
+        char err[PPDL_ERR_LEN];
+        ppdl_solve_opts o;
+        ppdl_solve_opts_default(&o);
+        double t0 = ppdl_now_s();
+        int re = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &pe, NULL, err, sizeof err);
+        double t1 = ppdl_now_s();
+        o.exact_max_ranks = 0;
+        int rh = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &ph, NULL, err, sizeof err);
+        double t2 = ppdl_now_s();
+        if (re == 0 && rh == 0) {
+            double r = ph.predicted_iter_ms / pe.predicted_iter_ms;
+            n++;
+            equal += r <= 1 + 1e-9;
+            if (r > worst) worst = r;
+            geo += log(r);
+            sum_t_exact += t1 - t0;
+            sum_t_heur += t2 - t1;
+        }
+        if (pe.S) ppdl_plan_free(&pe);
+        if (ph.S) ppdl_plan_free(&ph);
+        ppdl_costs_free(&c);
+        ppdl_cluster_model_free(&cl);
+    }
+    printf("  %d cases: heuristic optimal in %d, worst %.3fx the optimum, geometric mean %.4fx; mean time exact "
+           "%.3f s, heuristic %.3f s\n", n, equal, worst, exp(geo / (n ? n : 1)), sum_t_exact / (n ? n : 1),
+           sum_t_heur / (n ? n : 1));
+    printf("result heuristic_optimal %d/%d\nresult heuristic_worst_ratio %.4f\n", equal, n, worst);
+    return 0;
+}
+
+static int cmd_write(int L, int G, int R, int M, const char *dir)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 3);
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    gen_model(&g, L, &c);
+    gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+    char path[4096], err[PPDL_ERR_LEN];
+    snprintf(path, sizeof path, "%s/costs.json", dir);
+    int rc = ppdl_costs_write(path, &c, err, sizeof err);
+    snprintf(path, sizeof path, "%s/cluster.json", dir);
+    if (!rc) rc = ppdl_cluster_model_write(path, &cl, err, sizeof err);
+    if (rc) fprintf(stderr, "bench-planner: %s\n", err);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd = argc > 1 ? argv[1] : "";
+    int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0, c = argc > 4 ? atoi(argv[4]) : 0;
+    if (!strcmp(cmd, "speed")) return cmd_speed(a ? a : 200, b ? b : 64, c ? c : 128);
+    if (!strcmp(cmd, "exact")) return cmd_exact(a ? a : 10, b ? b : 64, c ? c : 32);
+    if (!strcmp(cmd, "quality")) return cmd_quality(a ? a : 60, b);
+    if (!strcmp(cmd, "heuristic")) return cmd_heuristic(a ? a : 20);
+    if (!strcmp(cmd, "write") && argc == 7) return cmd_write(a, b, c, atoi(argv[5]), argv[6]);
+    fprintf(stderr, "usage: bench-planner-bin speed [L N M] | exact [N L M] | quality [CASES [1]] | heuristic [CASES] | "
+                    "write L G R M DIR\n");
+    return 2;
+}

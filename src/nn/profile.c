@@ -1,0 +1,234 @@
+/* profile.c — time each layer alone on the device: the costs the planner plans with. */
+#include "nn/profile.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "nn/stage.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ppdl_profile_opts_default(ppdl_profile_opts *o)
+{
+    o->reps = 5;
+    o->warmup = 1;
+    o->seed = 1;
+}
+
+void ppdl_costs_from_model(const ppdl_model *m, int b, ppdl_costs *out)
+{
+    ppdl_costs_alloc(out, m->L);
+    out->micro_batch_size = b;
+    out->state_multiplier = 4; /* values, gradients, AdamW m and v */
+    for (int l = 0; l < m->L; l++) {
+        const ppdl_layer *ly = &m->layers[l];
+        ppdl_layer_cost *lc = &out->layers[l];
+        snprintf(lc->name, sizeof lc->name, "%s", ly->kind->name);
+        lc->param_bytes = (double)(ppdl_layer_param_count(ly) * sizeof(float));
+        lc->out_bytes = (double)b * (double)ly->out_bytes;
+        lc->n_opts = ly->kind->n_options < PPDL_MAX_RC_OPTS ? ly->kind->n_options : PPDL_MAX_RC_OPTS;
+        for (int o = 0; o < lc->n_opts; o++) lc->stash_bytes[o] = (double)ppdl_model_stash_bytes(m, l, b, o);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* the buffers one layer needs, on the device */
+typedef struct layer_bufs {
+    void *in;
+    float *out, *saved, *work, *dout, *dout_ref, *din, *loss;
+    int32_t *targets;
+} layer_bufs;
+
+static void *try_alloc(ppdl_backend *be, size_t n, const char *what, int *failed)
+{
+    if (*failed) return NULL;
+    void *p = ppdl_be_try_alloc(be, n ? n : 1, what);
+    if (!p) *failed = 1;
+    return p;
+}
+
+static void bufs_free(ppdl_backend *be, layer_bufs *B)
+{
+    void *all[] = {B->in, B->out, B->saved, B->work, B->dout, B->dout_ref, B->din, B->loss, B->targets};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        if (all[k]) ppdl_be_free(be, all[k]);
+    memset(B, 0, sizeof *B);
+}
+
+static double now_synced(ppdl_backend *be)
+{
+    be->ops->sync(be);
+    return ppdl_now_s();
+}
+
+static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend *be, int b,
+                       const ppdl_profile_opts *o, ppdl_layer_cost *lc, char *err, size_t errlen)
+{
+    ppdl_layer *ly = &mc->layers[l];
+    const ppdl_layer_kind *k = ly->kind;
+    int last = l == m->L - 1, first = l == 0, failed = 0;
+    int rows = b * ppdl_model_loss_rows(m), classes = ppdl_model_classes(m);
+    size_t in_b = (size_t)b * ly->in_bytes, out_b = (size_t)b * ly->out_bytes;
+    size_t saved_n = 0;
+    for (int opt = 0; opt < k->n_options; opt++)
+        if (k->saved_floats(ly, b, opt) > saved_n) saved_n = k->saved_floats(ly, b, opt);
+
+    /* parameters: this layer alone in a stage arena, initialised as the model would be */
+    ppdl_stage st;
+    ppdl_stage_alloc_params(&st, mc, be, l, l);
+    float *host = ppdl_xmalloc((st.n_params ? st.n_params : 1) * sizeof(float));
+    ppdl_layer_init_params(m, ly, o->seed, host);
+    be->ops->copy_h2d(be, st.params, host, st.n_params * sizeof(float));
+    free(host);
+
+    layer_bufs B;
+    memset(&B, 0, sizeof B);
+    B.in = try_alloc(be, in_b, "profile: layer input", &failed);
+    B.out = try_alloc(be, out_b, "profile: layer output", &failed);
+    B.saved = try_alloc(be, saved_n * sizeof(float), "profile: saved tensors", &failed);
+    B.work = try_alloc(be, k->work_floats(ly, b) * sizeof(float), "profile: work space", &failed);
+    B.dout = try_alloc(be, out_b, "profile: output gradient", &failed);
+    B.dout_ref = try_alloc(be, out_b, "profile: output gradient", &failed);
+    if (!first) B.din = try_alloc(be, in_b, "profile: input gradient", &failed);
+    if (last) {
+        B.targets = try_alloc(be, (size_t)rows * sizeof(int32_t), "profile: targets", &failed);
+        B.loss = try_alloc(be, sizeof(float), "profile: loss", &failed);
+    }
+    if (failed) {
+        bufs_free(be, &B);
+        ppdl_stage_free(&st);
+        char a[32];
+        return ppdl_errf(err, errlen, "profiling layer %d (%s) at micro-batch size %d: the device has no room "
+                                      "for its buffers (%s in use); try a smaller micro-batch",
+                         l, k->name, b, ppdl_fmt_bytes(be->bytes_in_use, a, sizeof a));
+    }
+
+    /* inputs: token ids for the embedding, N(0,1) floats otherwise; a gradient of the
+     * output scaled like a loss gradient; random targets */
+    ppdl_rng rng;
+    ppdl_rng_seed(&rng, o->seed * 7919 + (unsigned long long)l);
+    size_t nmax = in_b > out_b ? in_b : out_b;
+    if ((size_t)rows * sizeof(int32_t) > nmax) nmax = (size_t)rows * sizeof(int32_t);
+    void *h = ppdl_xmalloc(nmax ? nmax : 1);
+    if (first && !strcmp(m->family, "gpt")) {
+        int32_t *t = h;
+        for (size_t i = 0; i < in_b / sizeof(int32_t); i++) t[i] = (int32_t)(ppdl_rng_u64(&rng) % (uint64_t)m->vocab_size);
+    } else {
+        float *f = h;
+        for (size_t i = 0; i < in_b / sizeof(float); i++) f[i] = (float)ppdl_rng_normal(&rng);
+    }
+    be->ops->copy_h2d(be, B.in, h, in_b);
+    float *f = h;
+    for (size_t i = 0; i < out_b / sizeof(float); i++) f[i] = (float)(1e-3 * ppdl_rng_normal(&rng));
+    be->ops->copy_h2d(be, B.dout_ref, h, out_b);
+    if (last) {
+        int32_t *t = h;
+        for (int i = 0; i < rows; i++) t[i] = (int32_t)(ppdl_rng_u64(&rng) % (uint64_t)classes);
+        be->ops->copy_h2d(be, B.targets, h, (size_t)rows * sizeof(int32_t));
+    }
+    be->ops->sync(be);
+    free(h);
+
+    int n = o->warmup + o->reps;
+    double *tf = ppdl_xmalloc((size_t)n * sizeof(double)), *tx = ppdl_xmalloc((size_t)n * sizeof(double));
+    double *tb = ppdl_xmalloc((size_t)n * sizeof(double));
+    double fwd0 = 0, xent = 0, bwd[3] = {0, 0, 0};
+    /* option 0, then the kind's own option 2 (selective) when it has one */
+    for (int opt = 0; opt < k->n_options; opt++) {
+        if (opt == PPDL_RC_FULL) continue; /* the runtime's full recompute: forward again */
+        for (int r = 0; r < n; r++) {
+            double t0 = now_synced(be);
+            k->forward(ly, be, b, B.in, B.out, B.saved, B.work, opt);
+            double t1 = now_synced(be);
+            if (last) {
+                be->ops->softmax_xent(be, rows, classes, B.out, B.targets, 1.0f / (float)rows, B.loss, B.dout_ref);
+                tx[r] = now_synced(be) - t1;
+            }
+            be->ops->copy_d2d(be, B.dout, B.dout_ref, out_b); /* backward may clobber dout */
+            double t2 = now_synced(be);
+            k->backward(ly, be, b, B.in, B.saved, B.dout, B.din, B.work, opt);
+            double t3 = now_synced(be);
+            tf[r] = t1 - t0;
+            tb[r] = t3 - t2;
+        }
+        bwd[opt] = 1e3 * median(tb + o->warmup, o->reps);
+        if (opt == 0) {
+            fwd0 = 1e3 * median(tf + o->warmup, o->reps);
+            if (last) xent = 1e3 * median(tx + o->warmup, o->reps);
+        }
+    }
+    lc->fwd_ms = fwd0 + xent;
+    lc->bwd_ms = bwd[0];
+    if (lc->n_opts > PPDL_RC_FULL) lc->extra_ms[PPDL_RC_FULL] = fwd0;
+    if (lc->n_opts > PPDL_RC_SELECTIVE) lc->extra_ms[PPDL_RC_SELECTIVE] = fmax(0, bwd[PPDL_RC_SELECTIVE] - bwd[0]);
+    free(tf);
+    free(tx);
+    free(tb);
+    bufs_free(be, &B);
+    ppdl_stage_free(&st);
+    return 0;
+}
+
+int ppdl_profile_layers(const ppdl_model *m, ppdl_backend *be, int b, const ppdl_profile_opts *opts,
+                        ppdl_costs *out, char *err, size_t errlen)
+{
+    ppdl_profile_opts def;
+    if (!opts) {
+        ppdl_profile_opts_default(&def);
+        opts = &def;
+    }
+    if (b < 1 || opts->reps < 1 || opts->warmup < 0)
+        return ppdl_errf(err, errlen, "profile: micro-batch size %d, %d repetitions: expected >= 1", b, opts->reps);
+    ppdl_costs_from_model(m, b, out);
+    /* a private copy of the layer table: the stage allocator points the copy's
+     * parameters at its arenas, and the caller's model is left as it was */
+    ppdl_model mc = *m;
+    mc.layers = ppdl_xmalloc((size_t)m->L * sizeof *mc.layers);
+    memcpy(mc.layers, m->layers, (size_t)m->L * sizeof *mc.layers);
+    int rc = 0;
+    for (int l = 0; l < m->L && !rc; l++) rc = profile_one(m, &mc, l, be, b, opts, &out->layers[l], err, errlen);
+    free(mc.layers);
+    if (rc) ppdl_costs_free(out);
+    return rc;
+}
+
+int ppdl_costs_check_model(const ppdl_costs *c, const ppdl_model *m, int b, const char *what, char *err,
+                           size_t errlen)
+{
+    if (c->L != m->L)
+        return ppdl_errf(err, errlen, "%s: costs of %d layers, but the model has %d: profile this model with "
+                                      "--costs-out", what, c->L, m->L);
+    if (c->micro_batch_size != b)
+        return ppdl_errf(err, errlen, "%s: profiled at micro-batch size %d, but this run uses %d (batch size / "
+                                      "micro-batches): profile again with --costs-out", what, c->micro_batch_size, b);
+    ppdl_costs ref;
+    ppdl_costs_from_model(m, b, &ref);
+    int rc = 0;
+    for (int l = 0; l < m->L && !rc; l++) {
+        const ppdl_layer_cost *a = &c->layers[l], *r = &ref.layers[l];
+        if (a->name[0] && strcmp(a->name, r->name))
+            rc = ppdl_errf(err, errlen, "%s: layers[%d] is \"%s\" but the model's layer %d is a %s", what, l, a->name,
+                           l, r->name);
+        else if (a->n_opts != r->n_opts)
+            rc = ppdl_errf(err, errlen, "%s: layers[%d] has %d recompute options, the model's %s layer has %d", what,
+                           l, a->n_opts - 1, r->name, r->n_opts - 1);
+        else if (a->param_bytes != r->param_bytes || a->out_bytes != r->out_bytes)
+            rc = ppdl_errf(err, errlen, "%s: layers[%d]: param_bytes/out_bytes %.0f/%.0f, but the model's layer has "
+                                        "%.0f/%.0f: these costs are of another model", what, l, a->param_bytes,
+                           a->out_bytes, r->param_bytes, r->out_bytes);
+    }
+    ppdl_costs_free(&ref);
+    return rc;
+}

@@ -1,0 +1,132 @@
+#!/bin/sh
+# plan_cli.sh — ppdl-plan end to end, and the profile -> plan -> train path:
+#   ppdl --costs-out profiles a real model, ppdl-plan plans it for a 3-rank cluster whose
+#   rank 1 is slow and whose rank 2 is short of memory, ppdl trains with that plan
+#   (--plan FILE) and gets the losses of the 1-rank run. Bad command lines and files
+#   fail with the option or field named; a cluster too small says which stage is over
+#   and by how much; the same input gives the same plan; --timeline draws an SVG.
+. "$top_srcdir/tests/lib.sh"
+PLAN=$top_builddir/ppdl-plan
+make_case g gpt   # 5 layers: embedding, 3 blocks, head
+
+# ---- the program's surface ----
+"$PLAN" --help >"$tmp/help" 2>&1
+ok $? "--help exits 0"
+grep -q -- "--costs FILE" "$tmp/help" && grep -q "(M-1)" "$tmp/help" && grep -q "pipedream" "$tmp/help"
+ok $? "--help explains the inputs, the objective and the methods"
+expect_fail() {  # expect_fail "description" EXIT-STATUS "message pattern" ARGS...
+  local what=$1 want=$2 pat=$3; shift 3
+  "$PLAN" "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc = "$want" ] && grep -q -- "$pat" "$tmp/out"
+  ok $? "$what (exit $rc)"
+  grep -q -- "$pat" "$tmp/out" || sed 's/^/#   /' "$tmp/out" | tail -3
+}
+
+# ---- profile a real model (1 rank: rank 0 profiles at micro-batch size 16/4 = 4) ----
+mpirun_n 1 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 1 --batch-size 16 --micro-batches 4 \
+  --costs-out "$tmp/costs.json" --report "$tmp/r1.json" >"$tmp/p.out" 2>&1
+ok $? "ppdl --costs-out profiles the model and trains"
+grep -q "costs: 5 layers profiled" "$tmp/p.out" && grep -q '"recompute"' "$tmp/costs.json"
+ok $? "COSTS.json written, with recompute options"
+if [ -x "$PYTHON_ORACLE" ] && "$PYTHON_ORACLE" -c 'import json' 2>/dev/null; then
+  # the byte counts follow from the shapes (d_model 32, seq 16, vocab 256, micro-batch
+  # 4): the embedding sends [4,16,32] floats, the head keeps its input and the logits
+  "$PYTHON_ORACLE" - "$tmp/costs.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+L = c["layers"]
+assert c["micro_batch_size"] == 4 and len(L) == 5, c
+assert [l["name"] for l in L] == ["embedding", "block", "block", "block", "head"]
+for l in L:
+    assert l["fwd_ms"] > 0 and l["bwd_ms"] > 0, l
+    opts = l["recompute"]
+    assert opts[0]["stash_bytes"] <= l["stash_bytes"] and opts[0]["extra_ms"] > 0, l   # full
+    for o in opts: assert o["extra_ms"] >= 0
+assert all(len(l["recompute"]) == 2 for l in L[1:4])                             # + selective
+assert L[1]["recompute"][1]["stash_bytes"] < L[1]["stash_bytes"]
+assert L[0]["out_bytes"] == 4 * 16 * 32 * 4 and L[4]["out_bytes"] == 4 * 16 * 256 * 4
+assert L[4]["recompute"][0]["stash_bytes"] == 4 * 16 * 32 * 4 + L[4]["out_bytes"]
+PY
+  ok $? "the profiled costs: positive times, recompute options, bytes from the shapes"
+else
+  ok 0 "# SKIP no Python for the JSON check"
+fi
+
+expect_fail "--costs is required" 2 "costs is required" --cluster x.json --micro-batches 4
+expect_fail "--micro-batches is required" 2 "micro-batches is required" --costs "$tmp/costs.json" --cluster x.json
+expect_fail "an unknown method is named with the known ones" 2 "uniform-rc" --costs "$tmp/costs.json" \
+  --cluster x.json --micro-batches 4 --method fastest
+expect_fail "a missing cluster file is named" 1 "x.json" --costs "$tmp/costs.json" --cluster "$tmp/x.json" --micro-batches 4
+echo '{"micro_batch_size": 4, "layers": [{"fwd_ms": 1, "bwd_ms": 2, "param_bytes": 4, "out_bytes": 8}]}' >"$tmp/bad.json"
+expect_fail "a costs file without stash_bytes names the field" 1 "layers\[0\].stash_bytes" --costs "$tmp/bad.json" \
+  --cluster x.json --micro-batches 4
+
+# ---- a 3-rank cluster: rank 1 at half speed, rank 2 with little memory ----
+cat >"$tmp/cluster.json" <<'JSON'
+{"ranks": 3,
+ "bandwidth_Bps": [[1e11, 1e10, 1e10], [1e10, 1e11, 1e10], [1e10, 1e10, 1e11]],
+ "latency_s": [[0, 1e-5, 1e-5], [1e-5, 0, 1e-5], [1e-5, 1e-5, 0]],
+ "mem_bytes": [1e9, 1e9, 3.2e6],
+ "speed": [1.0, 0.5, 1.0]}
+JSON
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/cluster.json" --micro-batches 4 --compare \
+  --timeline "$tmp/plan.svg" >"$tmp/table" 2>&1
+ok $? "ppdl-plan plans the profiled model for the cluster"
+grep -q "predicted T" "$tmp/table" && grep -q "simulated T" "$tmp/table" && grep -q "pipedream-rc" "$tmp/table"
+ok $? "the table shows predicted and simulated T and every method in --compare"
+[ "$(grep -c '^ *[0-2]  *[0-2]  *[0-9]*-[0-9]' "$tmp/table")" = 3 ]
+ok $? "three stages in the table"
+grep -q "<svg" "$tmp/plan.svg" && grep -q "simulated" "$tmp/plan.svg"
+ok $? "--timeline draws the simulated step as SVG"
+sed 's/^/# /' "$tmp/table" | head -12
+
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/cluster.json" --micro-batches 4 --json >"$tmp/plan.json" 2>"$tmp/err"
+ok $? "--json prints the plan"
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/cluster.json" --micro-batches 4 --json >"$tmp/plan2.json" 2>&1
+cmp -s "$tmp/plan.json" "$tmp/plan2.json"
+ok $? "the same input gives the same plan"
+if [ -x "$PYTHON_ORACLE" ] && "$PYTHON_ORACLE" -c 'import json' 2>/dev/null; then
+  "$PYTHON_ORACLE" - "$tmp/plan.json" "$tmp/costs.json" <<'PY'
+import json, sys
+p, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+st = p["stages"]
+assert p["feasible"] is True and p["method"] == "ppdl", p
+assert sorted(s["rank"] for s in st) == [0, 1, 2], st
+assert st[0]["first_layer"] == 0 and st[-1]["last_layer"] == len(c["layers"]) - 1
+assert all(len(s["recompute"]) == s["last_layer"] - s["first_layer"] + 1 for s in st)
+# rank 2 has 3.2 MB: whatever it runs fits, and the slow rank 1 is not the bottleneck's
+# cause: its stage time is at most the bottleneck
+for s in st:
+    assert s["time_ms"] <= p["bottleneck_ms"] + 1e-9
+    if s["rank"] == 2: assert s["mem_bytes"] <= 3.2e6, s
+assert p["predicted_iter_ms"] > 0
+PY
+  ok $? "the plan JSON has DESIGN.md's fields, covers every layer, and respects rank 2's memory"
+else
+  ok 0 "# SKIP no Python for the JSON check"
+fi
+
+# ---- the plan trains, and gives the 1-rank losses ----
+mpirun_n 3 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 1 --batch-size 16 --micro-batches 4 \
+  --plan "$tmp/plan.json" --report "$tmp/r3.json" >"$tmp/t.out" 2>&1
+ok $? "ppdl trains with the plan ppdl-plan wrote (3 ranks)"
+[ "$(losses "$tmp/r1.json")" = "$(losses "$tmp/r3.json")" ]
+ok $? "and gets the losses of the 1-rank run"
+
+# ---- costs of another set-up are refused ----
+mpirun_n 1 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 1 --batch-size 16 --micro-batches 2 \
+  --costs "$tmp/costs.json" >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q "micro-batch size 4, but this run uses 8" "$tmp/o"
+ok $? "ppdl --costs refuses costs profiled at another micro-batch size (exit $rc)"
+
+# ---- a cluster too small for the model ----
+sed 's/3.2e6/1e5/; s/\[1e9, 1e9/[1e5, 1e5/' "$tmp/cluster.json" >"$tmp/tiny.json"
+expect_fail "a cluster too small: the stage and the bytes over are named" 1 "over its limit" \
+  --costs "$tmp/costs.json" --cluster "$tmp/tiny.json" --micro-batches 4
+grep -q "stage [0-2] (layers" "$tmp/out"
+ok $? "the message says which stage and which layers"
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/tiny.json" --micro-batches 4 --json 2>/dev/null | grep -q '"feasible": false'
+ok $? "--json still prints the least-over plan, marked infeasible"
+finish
