@@ -145,27 +145,31 @@ static int cmd_speed(int L, int N, int M)
     if (G * R != N) G = 1, R = N;
     gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
     printf("planner speed: L = %d layers, N = %d ranks (%d nodes x %d), M = %d, 1f1b, heterogeneous\n", L, N, G, R, M);
-    printf("  method        wall s   CPU s   T ms      orders solved  DP passes  frontier points  placement\n");
-    const char *methods[] = {"ppdl", "ppdl-inorder", "time-rc"};
-    for (int k = 0; k < 3; k++) {
+    printf("  method         wall s   CPU s   T ms      orders solved  DP passes  frontier points  layouts  placement\n");
+    const char *methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder", "time-rc"};
+    for (int k = 0; k < 4; k++) {
         double t0 = ppdl_now_s(), c0 = cpu_s();
         ppdl_plan p;
         ppdl_solve_info info;
         memset(&info, 0, sizeof info);
         char err[PPDL_ERR_LEN];
         int rc;
-        if (k < 2) {
+        if (k < 3) {
             ppdl_solve_opts o;
             ppdl_solve_opts_default(&o);
-            o.placement = k == 0;
+            o.placement = k < 2;
+            o.replicate = k == 0;
             if (getenv("BENCH_LS_EVALS")) o.local_search_evals = atol(getenv("BENCH_LS_EVALS"));
+            if (getenv("BENCH_HYBRID_EVALS")) o.hybrid_evals = atol(getenv("BENCH_HYBRID_EVALS"));
             rc = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &p, &info, err, sizeof err);
         } else {
             rc = ppdl_plan_solve(&c, &cl, M, PPDL_SCHED_1F1B, methods[k], &p, err, sizeof err);
         }
         double dt = ppdl_now_s() - t0, dc = cpu_s() - c0;
-        printf("  %-12s %7.3f %7.3f  %9.2f  %13ld  %9ld  %15ld  %s%s\n", methods[k], dt, dc, p.S ? p.predicted_iter_ms : NAN,
-               info.orders_solved, info.dp_runs, info.frontier_points, k < 2 ? info.placement : "-", rc ? " (does not fit)" : "");
+        printf("  %-13s %7.3f %7.3f  %9.2f  %13ld  %9ld  %15ld  %7ld  %s%s%s%s\n", methods[k], dt, dc,
+               p.S ? p.predicted_iter_ms : NAN, info.orders_solved, info.dp_runs, info.frontier_points,
+               info.layouts_solved, k < 3 ? info.placement : "-", k == 0 ? "; " : "", k == 0 ? info.hybrid : "",
+               rc ? " (does not fit)" : "");
         printf("result planner_seconds_%s_L%d_N%d_M%d %.4f\nresult planner_cpu_seconds_%s_L%d_N%d_M%d %.4f\n",
                methods[k], L, N, M, dt, methods[k], L, N, M, dc);
         if (p.S) ppdl_plan_free(&p);

@@ -64,6 +64,14 @@ interrupt term TERM 0
 interrupt usr1-storm USR1 1
 interrupt term-storm TERM 1
 
+# --checkpoint-every DURATION: 40 steps of >= 50 ms, a checkpoint every 0.5 s: at
+# least 3 before the final one (4 on an idle machine, fewer steps per second only add more)
+mpirun_n 2 "$m" --data "$d" --steps 40 --batch-size 8 --micro-batches 4 --threads 1 --step-delay 50 \
+  --checkpoint "$tmp/every.h5" --checkpoint-every 0.5s >"$tmp/every.log" 2>&1
+n=$(grep -c "^checkpoint .*every.h5: step [0-9]*," "$tmp/every.log")
+[ "$n" -ge 4 ] && grep -q "^checkpoint .*every.h5: step 40," "$tmp/every.log"
+ok $? "--checkpoint-every 0.5s: $n checkpoints in a 2-second run, the last at step 40"
+
 # --time-limit: the run stops by itself, with a checkpoint, before the limit; the
 # estimate before the first checkpoint is pessimistic (1 s + 50 MB/s), so a 4 s
 # limit leaves about 2 s of training (of the 7.5 s that 300 steps take)

@@ -211,6 +211,13 @@ template <typename T> T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
     return emu::shfl_xor(v, lane_mask);
 }
 
+// single-rounding arithmetic (compiled with -ffp-contract=off, so never fused)
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+
 #define PPDL_LAUNCH(kernel, grid, block, stream, ...)                                     \
     do {                                                                                  \
         (void)(stream);                                                                   \

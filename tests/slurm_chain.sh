@@ -2,9 +2,9 @@
 # slurm_chain.sh — a real single-node Slurm (munged, slurmctld, slurmd from Debian),
 # started here in a private folder and stopped by PID at the end, runs
 # scripts/slurm/ppdl-chain.sbatch with a 1-minute time limit on a run that needs
-# about 50 s of training plus start-ups: Slurm signals the job (--signal=B:USR1@15:
-# slurmctld looks every 30 s and signals when 15 s + 30 s or less would be left, so
-# 15-45 s into each link), ppdl checkpoints and exits 75,
+# about 50 s of training plus start-ups: Slurm signals the job (--signal=B:USR1@15;
+# slurmctld checks time limits periodically and may signal up to a minute early,
+# sbatch(1): seen 15-21 s into each link), ppdl checkpoints and exits 75,
 # the script requeues the job, and the last link ends with bitwise the final loss and
 # weights of the same run made in one go without Slurm. Then ppdl.sbatch runs a short
 # job through the mpiexec launcher. The node advertises 2 GPUs backed by /dev/null and
@@ -24,6 +24,11 @@ S=$tmp/slurm
 mkdir -m 700 "$S" "$S/state" "$S/spool" "$S/log"
 pids=""
 stop_slurm() {
+  # jobs of our private cluster first (their slurmstepd outlives slurmd), then the daemons
+  if [ -n "${SLURM_CONF:-}" ] && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; then
+    scancel -u "$(id -un)" 2>/dev/null
+    sleep 2
+  fi
   [ -n "$pids" ] && kill $pids 2>/dev/null
   sleep 0.5
   [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
@@ -88,7 +93,7 @@ diag "Slurm $(sinfo -V | cut -d' ' -f2) up: node $(sinfo -h -o '%N %c CPUs %G'),
 
 make_case gpt gpt || { ok 1 "model and data"; finish; exit; }
 m=$tmp/gpt.h5 d=$tmp/gpt-data.h5
-steps=400 delay=125   # 50 s of training: more than any link gets (at most 45 s)
+steps=400 delay=125   # 50 s of training: more than a 1-minute link with a signal 15 s before its end
 run_args() { echo "$m" --data "$d" --steps $steps --batch-size 8 --micro-batches 4 --log-every 50; }
 mpirun_n 2 $(run_args) --threads 1 --report "$tmp/ref.json" --save "$tmp/ref.h5" >"$tmp/ref.log" 2>&1
 ok $? "the run in one go, without Slurm (the reference)"

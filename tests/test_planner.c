@@ -125,104 +125,214 @@ static void inst_free(inst *x)
 }
 
 // ----------------------------------------------------------------------------
-// this file's own cost model (written from DESIGN.md, not from costmodel.c)
+// this file's own cost model (written from DESIGN.md and the replication extension in
+// README.md's "Planner" section, not from costmodel.c)
 
-/* T of (order, first[], opt[]) or INFINITY if a stage is over its memory */
-static double eval_T(const inst *x, const int *order, const int *first, const int *opt)
+/* a layout: S stages, stage s on ranks R[s][0..k[s]-1] in replica order */
+typedef struct lay {
+    int S;
+    int k[8];
+    int R[8][8];
+} lay;
+
+/* micro-batches j < M with j mod k == q */
+static int mbs_of(int M, int k, int q)
+{
+    int n = 0;
+    for (int j = 0; j < M; j++) n += j % k == q;
+    return n;
+}
+
+/* micro-batches replica q of k of stage s holds at once: the peak of the stage's op
+ * list restricted to its micro-batches (what the runtime runs) */
+static int in_flight_of(const inst *x, int S, int s, int q, int k)
+{
+    /* remembered: the brute force asks for the same few lists millions of times */
+    static int memo[2][17][13][13][13][13];
+    int small = x->M <= 16 && S <= 12 && k <= 12;
+    if (small && memo[x->sched][x->M][S][s][k][q]) return memo[x->sched][x->M][S][s][k][q] - 1;
+    ppdl_op_list l;
+    ppdl_schedule_build(x->sched, S, x->M, s, &l);
+    int held = 0, most = 0;
+    for (int i = 0; i < l.n; i++) {
+        if (l.ops[i].mb < 0 || l.ops[i].mb % k != q) continue;
+        held += (l.ops[i].kind == PPDL_OP_FORWARD) - (l.ops[i].kind == PPDL_OP_BACKWARD);
+        if (held > most) most = held;
+    }
+    ppdl_op_list_free(&l);
+    if (small) memo[x->sched][x->M][S][s][k][q] = most + 1;
+    return most;
+}
+
+/* does a stage of P parameter bytes and `stash` stash bytes fit every replica? */
+static int stage_fits(const inst *x, const lay *y, int s, double P, double stash)
+{
+    for (int q = 0; q < y->k[s]; q++)
+        if (x->c.state_multiplier * P + in_flight_of(x, y->S, s, q, y->k[s]) * stash > x->cl.mem[y->R[s][q]]) return 0;
+    return 1;
+}
+
+/* T of the layout with stages starting at first[] whose extra times are E[s] (the
+ * memory is checked by the caller): micro-batch 0's path, the busiest replica or rank
+ * pair, the slowest all-reduce */
+static double assemble_T(const inst *x, const lay *y, const int *first, const double *E)
 {
     const ppdl_costs *c = &x->c;
-    int S = x->cl.N, L = c->L, N = x->cl.N;
-    double sum = 0, mx = 0;
+    int S = y->S, L = c->L, N = x->cl.N, M = x->M;
+    double sum = 0, pace = 0, ar = 0;
     for (int s = 0; s < S; s++) {
-        int i = first[s], j = s + 1 < S ? first[s + 1] - 1 : L - 1, r = order[s];
-        int n = x->sched == PPDL_SCHED_GPIPE ? x->M : (x->M < S - s ? x->M : S - s);
-        double t = 0, P = 0, st = 0;
+        int i = first[s], j = s + 1 < S ? first[s + 1] - 1 : L - 1, k = y->k[s], nmsg = 0;
+        double W = 0, P = 0;
         for (int l = i; l <= j; l++) {
-            t += c->layers[l].fwd_ms + c->layers[l].bwd_ms + c->layers[l].extra_ms[opt[l]];
+            W += c->layers[l].fwd_ms + c->layers[l].bwd_ms;
+            P += c->layers[l].param_bytes;
+            nmsg += c->layers[l].param_bytes > 0;
+        }
+        for (int q = 0; q < k; q++) {
+            double tau = (W + E[s]) / x->cl.speed[y->R[s][q]];
+            if (q == 0) sum += tau;
+            pace = fmax(pace, (mbs_of(M, k, q) - 1) * tau);
+        }
+        if (k > 1 && P > 0) {
+            double bw = INFINITY, lat = 0;
+            for (int a = 0; a < k; a++)
+                for (int b = 0; b < k; b++)
+                    if (a != b) {
+                        bw = fmin(bw, x->cl.bw[y->R[s][a] * N + y->R[s][b]]);
+                        lat = fmax(lat, x->cl.lat[y->R[s][a] * N + y->R[s][b]]);
+                    }
+            ar = fmax(ar, 1000 * (2.0 * (k - 1) / k * P / bw + nmsg * 2.0 * (k - 1) * lat));
+        }
+        if (s + 1 < S) {
+            int k2 = y->k[s + 1];
+            for (int a = 0; a < k; a++)
+                for (int b = 0; b < k2; b++) {
+                    int m = 0, ra = y->R[s][a], rb = y->R[s + 1][b];
+                    for (int mb = 0; mb < M; mb++) m += mb % k == a && mb % k2 == b;
+                    if (!m) continue;
+                    double lk = 1000 * (x->cl.lat[ra * N + rb] + c->layers[j].out_bytes / x->cl.bw[ra * N + rb]);
+                    if (a == 0 && b == 0) sum += 2 * lk;
+                    pace = fmax(pace, (m - 1) * lk);
+                }
+        }
+    }
+    return sum + pace + ar;
+}
+
+/* T of (layout, first[], opt[]) or INFINITY if a replica is over its memory */
+static double eval_T(const inst *x, const lay *y, const int *first, const int *opt)
+{
+    const ppdl_costs *c = &x->c;
+    double E[8];
+    for (int s = 0; s < y->S; s++) {
+        int i = first[s], j = s + 1 < y->S ? first[s + 1] - 1 : c->L - 1;
+        double P = 0, st = 0;
+        E[s] = 0;
+        for (int l = i; l <= j; l++) {
+            E[s] += c->layers[l].extra_ms[opt[l]];
             P += c->layers[l].param_bytes;
             st += c->layers[l].stash_bytes[opt[l]];
         }
-        if (c->state_multiplier * P + n * st > x->cl.mem[r]) return INFINITY;
-        t /= x->cl.speed[r];
-        sum += t;
-        if (t > mx) mx = t;
-        if (s + 1 < S) {
-            int r2 = order[s + 1];
-            double lk = 1000 * (x->cl.lat[r * N + r2] + c->layers[j].out_bytes / x->cl.bw[r * N + r2]);
-            sum += 2 * lk;
-            if (lk > mx) mx = lk;
-        }
+        if (!stage_fits(x, y, s, P, st)) return INFINITY;
     }
-    return sum + (x->M - 1) * mx;
+    return assemble_T(x, y, first, E);
 }
 
 // ----------------------------------------------------------------------------
 // brute force
 
+/* every option assignment of layers i..j: (stash, least extra among those of no more
+ * stash), sorted by stash, so a stage's fastest fitting assignment is one search */
+typedef struct combos {
+    int n;
+    double *stash, *extra;
+} combos;
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static void combos_build(const inst *x, int i, int j, combos *cb)
+{
+    const ppdl_costs *c = &x->c;
+    int len = j - i + 1, n = 1, k[16] = {0};
+    for (int l = i; l <= j; l++) n *= c->layers[l].n_opts;
+    double *pairs = malloc((size_t)n * 2 * sizeof(double));
+    for (int m = 0; m < n; m++) {
+        double st = 0, e = 0;
+        for (int q = 0; q < len; q++) {
+            st += c->layers[i + q].stash_bytes[k[q]];
+            e += c->layers[i + q].extra_ms[k[q]];
+        }
+        pairs[2 * m] = st;
+        pairs[2 * m + 1] = e;
+        int q = 0;
+        while (q < len && ++k[q] == c->layers[i + q].n_opts) k[q++] = 0;
+    }
+    qsort(pairs, (size_t)n, 2 * sizeof(double), cmp_pair);
+    cb->n = n;
+    cb->stash = malloc((size_t)n * sizeof(double));
+    cb->extra = malloc((size_t)n * sizeof(double));
+    for (int m = 0; m < n; m++) {
+        cb->stash[m] = pairs[2 * m];
+        cb->extra[m] = m ? fmin(cb->extra[m - 1], pairs[2 * m + 1]) : pairs[2 * m + 1];
+    }
+    free(pairs);
+}
+
 typedef struct brute {
     const inst *x;
     int joint;                 /* enumerate all layers' options jointly */
-    int order[8], first[8], used[8];
+    lay y;
+    int first[8];
     int opt[16];
+    combos *cb;                /* [L*L] by (i, j) */
     double best;
-    const int *fixed_order;
+    long n_layouts;
 } brute;
 
-/* per stage: the fastest fitting options of layers i..j (all combinations) */
-static double stage_best(const inst *x, int s, int i, int j, int r)
+/* per stage: the least extra of layers i..j that fits every replica of stage s */
+static double stage_extra(brute *b, int s, int i, int j)
 {
-    const ppdl_costs *c = &x->c;
-    int S = x->cl.N, n = x->sched == PPDL_SCHED_GPIPE ? x->M : (x->M < S - s ? x->M : S - s);
-    int k[16] = {0}, len = j - i + 1;
-    double best = INFINITY;
-    for (;;) {
-        double t = 0, P = 0, st = 0;
-        for (int q = 0; q < len; q++) {
-            const ppdl_layer_cost *lc = &c->layers[i + q];
-            t += lc->fwd_ms + lc->bwd_ms + lc->extra_ms[k[q]];
-            P += lc->param_bytes;
-            st += lc->stash_bytes[k[q]];
-        }
-        if (c->state_multiplier * P + n * st <= x->cl.mem[r] && t < best) best = t;
-        int q = 0;
-        while (q < len && ++k[q] == c->layers[i + q].n_opts) k[q++] = 0;
-        if (q == len) break;
+    const inst *x = b->x;
+    const combos *cb = &b->cb[i * x->c.L + j];
+    double P = 0;
+    for (int l = i; l <= j; l++) P += x->c.layers[l].param_bytes;
+    if (!stage_fits(x, &b->y, s, P, cb->stash[0])) return INFINITY;
+    int lo = 0, hi = cb->n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (stage_fits(x, &b->y, s, P, cb->stash[mid])) lo = mid;
+        else hi = mid - 1;
     }
-    return best / x->cl.speed[r];
+    return cb->extra[lo];
 }
 
 static void brute_partition(brute *b, int s, int start)
 {
     const inst *x = b->x;
-    int S = x->cl.N, L = x->c.L, N = x->cl.N;
+    int S = b->y.S, L = x->c.L;
     if (s == S) {
         if (start != L) return;
         if (b->joint) {
             int *o = b->opt;
             for (int l = 0; l < L; l++) o[l] = 0;
             for (;;) {
-                double T = eval_T(x, b->order, b->first, o);
+                double T = eval_T(x, &b->y, b->first, o);
                 if (T < b->best) b->best = T;
                 int l = 0;
                 while (l < L && ++o[l] == x->c.layers[l].n_opts) o[l++] = 0;
                 if (l == L) break;
             }
         } else {
-            double sum = 0, mx = 0;
+            double E[8];
             for (int q = 0; q < S; q++) {
-                int i = b->first[q], j = q + 1 < S ? b->first[q + 1] - 1 : L - 1;
-                double t = stage_best(x, q, i, j, b->order[q]);
-                if (!(t < INFINITY)) return;
-                sum += t;
-                mx = fmax(mx, t);
-                if (q + 1 < S) {
-                    int r = b->order[q], r2 = b->order[q + 1];
-                    double lk = 1000 * (x->cl.lat[r * N + r2] + x->c.layers[j].out_bytes / x->cl.bw[r * N + r2]);
-                    sum += 2 * lk;
-                    mx = fmax(mx, lk);
-                }
+                E[q] = stage_extra(b, q, b->first[q], q + 1 < S ? b->first[q + 1] - 1 : L - 1);
+                if (!(E[q] < INFINITY)) return;
             }
-            double T = sum + (x->M - 1) * mx;
+            double T = assemble_T(x, &b->y, b->first, E);
             if (T < b->best) b->best = T;
         }
         return;
@@ -239,60 +349,109 @@ static void brute_partition(brute *b, int s, int start)
     }
 }
 
-static void brute_orders(brute *b, int s)
+/* the planner's replica order, restated: faster first, then more memory, then index */
+static void sort_replicas(const inst *x, int *R, int k)
 {
-    int N = b->x->cl.N;
-    if (s == N) {
+    for (int a = 0; a < k; a++)
+        for (int c2 = a + 1; c2 < k; c2++) {
+            int u = R[a], v = R[c2];
+            double su = x->cl.speed[u], sv = x->cl.speed[v], mu = x->cl.mem[u], mv = x->cl.mem[v];
+            if (sv > su || (sv == su && (mv > mu || (mv == mu && v < u)))) {
+                R[a] = v;
+                R[c2] = u;
+            }
+        }
+}
+
+/* every stage (0..S-1) for each rank r.. (all stages used, at most M ranks each) */
+static void brute_layouts(brute *b, int *grp, int r, int S)
+{
+    const inst *x = b->x;
+    int N = x->cl.N;
+    if (r == N) {
+        lay *y = &b->y;
+        y->S = S;
+        for (int s = 0; s < S; s++) {
+            y->k[s] = 0;
+            for (int q = 0; q < N; q++)
+                if (grp[q] == s) y->R[s][y->k[s]++] = q;
+            if (y->k[s] == 0 || y->k[s] > x->M) return;
+            sort_replicas(x, y->R[s], y->k[s]);
+        }
+        b->n_layouts++;
         brute_partition(b, 0, 0);
         return;
     }
-    for (int r = 0; r < N; r++) {
-        if (b->used[r]) continue;
-        b->used[r] = 1;
-        b->order[s] = r;
-        brute_orders(b, s + 1);
-        b->used[r] = 0;
+    for (int s = 0; s < S; s++) {
+        grp[r] = s;
+        brute_layouts(b, grp, r + 1, S);
     }
 }
 
-static double brute_force(const inst *x, int joint, const int *fixed_order)
+/* the optimum over every layout (or the one-rank-per-stage layout of fixed_order) x
+ * every partition x every option; replicate 0: one rank per stage only */
+static double brute_force(const inst *x, int joint, const int *fixed_order, int replicate)
 {
     brute b;
     memset(&b, 0, sizeof b);
     b.x = x;
     b.joint = joint;
     b.best = INFINITY;
+    int L = x->c.L, N = x->cl.N, grp[8];
+    b.cb = calloc((size_t)L * L, sizeof *b.cb);
+    for (int i = 0; i < L; i++)
+        for (int j = i; j < L; j++) combos_build(x, i, j, &b.cb[i * L + j]);
     if (fixed_order) {
-        memcpy(b.order, fixed_order, (size_t)x->cl.N * sizeof(int));
+        b.y.S = N;
+        for (int s = 0; s < N; s++) {
+            b.y.k[s] = 1;
+            b.y.R[s][0] = fixed_order[s];
+        }
         brute_partition(&b, 0, 0);
     } else {
-        brute_orders(&b, 0);
+        for (int S = replicate ? 1 : N; S <= N && S <= L; S++) brute_layouts(&b, grp, 0, S);
     }
+    for (int k = 0; k < L * L; k++) {
+        free(b.cb[k].stash);
+        free(b.cb[k].extra);
+    }
+    free(b.cb);
     return b.best;
 }
 
 /* T of a returned plan by this file's evaluation; checks its shape too */
 static double plan_T(const inst *x, const ppdl_plan *p, char *why, size_t len)
 {
-    int S = x->cl.N, L = x->c.L;
-    int order[8], first[8], opt[16], seen[8] = {0};
-    if (p->S != S) { snprintf(why, len, "plan has %d stages, not %d", p->S, S); return NAN; }
-    for (int s = 0; s < S; s++) {
+    int N = x->cl.N, L = x->c.L, first[8], opt[16], seen[8] = {0};
+    lay y;
+    if (p->S < 1 || p->S > N) { snprintf(why, len, "plan has %d stages", p->S); return NAN; }
+    y.S = p->S;
+    int used = 0;
+    for (int s = 0; s < p->S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
         int expect_first = s ? p->stages[s - 1].last + 1 : 0;
-        if (st->rank < 0 || st->rank >= S || seen[st->rank]++ || st->first != expect_first || st->last < st->first) {
-            snprintf(why, len, "stage %d malformed (rank %d, layers %d-%d)", s, st->rank, st->first, st->last);
+        int k = st->n_replicas > 0 ? st->n_replicas : 1;
+        if (st->first != expect_first || st->last < st->first || k > x->M || k > 8) {
+            snprintf(why, len, "stage %d malformed (layers %d-%d, %d replicas)", s, st->first, st->last, k);
             return NAN;
         }
-        order[s] = st->rank;
+        y.k[s] = k;
+        for (int q = 0; q < k; q++) {
+            int r = st->n_replicas > 0 ? st->ranks[q] : st->rank;
+            if (r < 0 || r >= N || seen[r]++) { snprintf(why, len, "stage %d: rank %d repeated or out of range", s, r); return NAN; }
+            y.R[s][q] = r;
+            used++;
+        }
+        if (y.R[s][0] != st->rank) { snprintf(why, len, "stage %d: rank is not ranks[0]", s); return NAN; }
         first[s] = st->first;
         for (int l = st->first; l <= st->last; l++) {
             opt[l] = st->recompute[l - st->first];
             if (opt[l] < 0 || opt[l] >= x->c.layers[l].n_opts) { snprintf(why, len, "bad option"); return NAN; }
         }
     }
-    if (p->stages[S - 1].last != L - 1) { snprintf(why, len, "does not end at the last layer"); return NAN; }
-    return eval_T(x, order, first, opt);
+    if (used != N) { snprintf(why, len, "plan uses %d of %d ranks", used, N); return NAN; }
+    if (p->stages[p->S - 1].last != L - 1) { snprintf(why, len, "does not end at the last layer"); return NAN; }
+    return eval_T(x, &y, first, opt);
 }
 
 static size_t prod_opts(const inst *x)
@@ -302,6 +461,13 @@ static size_t prod_opts(const inst *x)
     return n;
 }
 
+static int replicated(const ppdl_plan *p)
+{
+    for (int s = 0; s < p->S; s++)
+        if (p->stages[s].n_replicas > 1) return 1;
+    return 0;
+}
+
 // ----------------------------------------------------------------------------
 
 static void test_brute_force(void)
@@ -309,16 +475,16 @@ static void test_brute_force(void)
     ppdl_rng g;
     ppdl_rng_seed(&g, 20240601);
     int n_cases = 320, n_feasible = 0, n_infeasible = 0, n_joint = 0, n_recompute = 0, n_nonident = 0;
-    int n_place_fail = 0;
-    double worst = 0;
+    int n_place_fail = 0, n_rep = 0, n_dp = 0, n_pipe = 0;
+    double worst = 0, sim_lo = INFINITY, sim_hi = 0;
     for (int k = 0; k < n_cases; k++) {
         int N = 1 + (int)(ppdl_rng_u64(&g) % 5);
         int L = N + (int)(ppdl_rng_u64(&g) % (uint64_t)(11 - N));
         inst x;
         gen(&g, N, L, 3, k % 4 != 0, &x);
-        int joint = N <= 4 && prod_opts(&x) <= 32;
+        int joint = N <= 3 && prod_opts(&x) <= 32;
         n_joint += joint;
-        double bT = brute_force(&x, joint, NULL);
+        double bT = brute_force(&x, joint, NULL, 1);
         ppdl_plan p;
         ppdl_solve_info info;
         char err[PPDL_ERR_LEN] = "", why[128] = "";
@@ -345,34 +511,74 @@ static void test_brute_force(void)
                 else if (rel > 0.005)
                     fail("case %d (N=%d L=%d M=%d %s%s): solver T=%.6f, brute force %.6f", k, N, L, x.M,
                          ppdl_schedule_name(x.sched), joint ? ", joint" : "", p.predicted_iter_ms, bT);
-                if (!info.exact) fail("case %d: N=%d should be solved with exact placement", k, N);
+                if (!info.exact) fail("case %d: N=%d should be solved exactly", k, N);
+                if (replicated(&p) != info.replicated) fail("case %d: info.replicated is wrong", k);
+                n_rep += replicated(&p);
+                n_dp += p.S == 1 && N > 1;
+                n_pipe += p.S == N && N > 1;
                 for (int s = 0; s < p.S; s++) {
                     if (p.stages[s].rank != s) { n_nonident++; break; }
                 }
                 for (int s = 0; s < p.S; s++)
                     for (int l = p.stages[s].first; l <= p.stages[s].last; l++)
                         if (p.stages[s].recompute[l - p.stages[s].first]) { n_recompute++; s = p.S; break; }
+                /* the simulator plays the same plan: never faster than its busiest rank */
+                ppdl_sim sim;
+                if (ppdl_simulate(&x.c, &x.cl, &p, x.M, x.sched, 0, &sim, err, sizeof err)) {
+                    fail("case %d: the simulator fails on the plan: %s", k, err);
+                } else {
+                    ppdl_cost_eval ev;
+                    ppdl_cost_evaluate(&x.c, &x.cl, x.M, x.sched, &p, &ev, err, sizeof err);
+                    if (sim.step_ms < ev.bottleneck * x.M * (1 - 1e-9) || !isfinite(sim.step_ms))
+                        fail("case %d: simulated %.6f ms, but the busiest resource needs %.6f", k, sim.step_ms,
+                             ev.bottleneck * x.M);
+                    if (getenv("PLAN_DEBUG") && sim.step_ms > 1.5 * p.predicted_iter_ms) {
+                        char *js = ppdl_plan_to_json(&p);
+                        diag("sim case %d N=%d L=%d M=%d %s: sim %.3f pred %.3f\n%s", k, N, L, x.M,
+                             ppdl_schedule_name(x.sched), sim.step_ms, p.predicted_iter_ms, js);
+                        char fn[64];
+                        snprintf(fn, sizeof fn, "/tmp/plan2-case%d-costs.json", k);
+                        ppdl_costs_write(fn, &x.c, err, sizeof err);
+                        snprintf(fn, sizeof fn, "/tmp/plan2-case%d-cluster.json", k);
+                        ppdl_cluster_model_write(fn, &x.cl, err, sizeof err);
+                        free(js);
+                    }
+                    sim_lo = fmin(sim_lo, sim.step_ms / p.predicted_iter_ms);
+                    sim_hi = fmax(sim_hi, sim.step_ms / p.predicted_iter_ms);
+                    ppdl_cost_eval_free(&ev);
+                    ppdl_sim_free(&sim);
+                }
             }
         }
-        /* heuristic placement: between the optimum and the in-order optimum */
+        /* heuristic placement and layouts: between the optimum and the in-order pipeline */
         if (bT < INFINITY && rc == 0) {
             ppdl_solve_opts o;
             ppdl_solve_opts_default(&o);
             o.exact_max_ranks = 0;
+            o.exact_hybrid_ranks = 0;
             ppdl_plan h;
             int hrc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, &o, &h, NULL, err, sizeof err);
             o.placement = 0;
             ppdl_plan io;
             int irc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, &o, &io, NULL, err, sizeof err);
-            if (hrc) fail("case %d: heuristic placement failed where a plan exists: %s", k, err);
+            ppdl_plan dp;
+            int drc = ppdl_baseline(&x.c, &x.cl, x.M, x.sched, "dp", &dp, err, sizeof err);
+            if (hrc) fail("case %d: heuristic search failed where a plan exists: %s", k, err);
             else {
                 if (h.predicted_iter_ms < bT * (1 - 1e-9)) fail("case %d: heuristic %.9f below the optimum %.9f", k, h.predicted_iter_ms, bT);
                 if (irc == 0 && h.predicted_iter_ms > io.predicted_iter_ms * (1 + 1e-9))
                     fail("case %d: heuristic %.6f worse than ranks in order %.6f", k, h.predicted_iter_ms, io.predicted_iter_ms);
+                if (drc == 0 && dp.feasible && h.predicted_iter_ms > dp.predicted_iter_ms * (1 + 1e-9))
+                    fail("case %d: heuristic %.6f worse than data parallelism %.6f", k, h.predicted_iter_ms, dp.predicted_iter_ms);
                 if (h.predicted_iter_ms > bT * 1.005) {
                     n_place_fail++;
                     if (getenv("PLAN_DEBUG")) {
                         diag("miss case %d N=%d L=%d M=%d: %.4f vs %.4f (%.3fx)", k, N, L, x.M, h.predicted_iter_ms, bT, h.predicted_iter_ms / bT);
+                        char fn[64];
+                        snprintf(fn, sizeof fn, "/tmp/plan2-miss%d-costs.json", k);
+                        ppdl_costs_write(fn, &x.c, err, sizeof err);
+                        snprintf(fn, sizeof fn, "/tmp/plan2-miss%d-cluster.json", k);
+                        ppdl_cluster_model_write(fn, &x.cl, err, sizeof err);
                         char *j1 = ppdl_plan_to_json(&h), *j2 = ppdl_plan_to_json(&p);
                         if (getenv("PLAN_DEBUG")[0] == '2') diag("heuristic %s\nexact %s", j1, j2);
                         free(j1); free(j2);
@@ -381,20 +587,26 @@ static void test_brute_force(void)
             }
             if (h.S) ppdl_plan_free(&h);
             if (io.S) ppdl_plan_free(&io);
+            if (drc == 0) ppdl_plan_free(&dp);
         }
         ppdl_plan_free(&p);
         inst_free(&x);
     }
     diag("%d instances: %d with a plan, %d with none; %d brute-forced jointly over all options; "
-         "%d optimal plans recompute, %d reorder ranks; worst relative gap %.2e; heuristic placement "
-         "above the optimum on %d",
-         n_cases, n_feasible, n_infeasible, n_joint, n_recompute, n_nonident, worst, n_place_fail);
-    report("ppdl_solve finds the brute-force optimum (orders x partitions x options) on random instances");
-    ok(n_infeasible >= 20 && n_feasible >= 200 && n_recompute >= 30 && n_nonident >= 30 && n_joint >= 40,
-       "the random instances exercise infeasibility, recompute, placement and joint enumeration");
+         "%d optimal plans recompute, %d reorder ranks, %d replicate a stage (%d data parallel), %d one stage per "
+         "rank; worst relative gap %.2e; simulated / predicted step %.3f .. %.3f; heuristic search above the "
+         "optimum on %d",
+         n_cases, n_feasible, n_infeasible, n_joint, n_recompute, n_nonident, n_rep, n_dp, n_pipe, worst, sim_lo,
+         sim_hi, n_place_fail);
+    report("ppdl_solve finds the brute-force optimum (layouts of replicas x partitions x options) on random instances");
+    ok(n_infeasible >= 20 && n_feasible >= 200 && n_recompute >= 30 && n_nonident >= 30 && n_joint >= 30 &&
+       n_rep >= 30 && n_pipe >= 30 && n_dp >= 5,
+       "the random instances exercise infeasibility, recompute, placement, replication, data parallelism, "
+       "pipelines and joint enumeration");
     /* the heuristic has no optimality guarantee; on these small instances it should
      * still be optimal almost always (a regression would show here) */
-    ok(n_place_fail <= n_feasible / 10, "heuristic placement optimal on >= 90%% of instances (%d misses)", n_place_fail);
+    ok(n_place_fail <= n_feasible / 10, "heuristic placement and layouts optimal on >= 90%% of instances (%d misses)",
+       n_place_fail);
 }
 
 static void test_order_solver(void)
@@ -412,7 +624,7 @@ static void test_order_solver(void)
             used[r] = 1;
             order[s] = r;
         }
-        double bT = brute_force(&x, N <= 4 && prod_opts(&x) <= 64, order);
+        double bT = brute_force(&x, N <= 4 && prod_opts(&x) <= 64, order, 0);
         ppdl_plan p;
         char err[PPDL_ERR_LEN], why[128];
         int rc = ppdl_solve_order(&x.c, &x.cl, x.M, x.sched, order, &p, err, sizeof err);

@@ -49,10 +49,10 @@ int main(void)
            p.stages[2].first == 5 && p.stages[2].last == 6,
        "layer counts 3, 2, 2");
     ok(ppdl_plan_validate(&p, 7, 3, NULL, "plan", err, sizeof err) == 0, "the uniform plan validates");
-    p.stages[1].rank = 0;
+    p.stages[1].rank = p.stages[1].ranks[0] = 0;
     ok(ppdl_plan_validate(&p, 7, 3, NULL, "plan", err, sizeof err) == -1 && strstr(err, "rank 0 runs both"),
        "a rank with two stages is rejected: %s", err);
-    p.stages[1].rank = 1;
+    p.stages[1].rank = p.stages[1].ranks[0] = 1;
     p.stages[2].last = 5;
     ok(ppdl_plan_validate(&p, 7, 3, NULL, "plan", err, sizeof err) == -1 && strstr(err, "cover"),
        "a plan that misses the last layer is rejected: %s", err);

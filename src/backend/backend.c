@@ -99,6 +99,7 @@ void ppdl_be_free(ppdl_backend *be, void *p)
 void ppdl_backend_destroy(ppdl_backend *be)
 {
     if (!be) return;
+    if (be->ops->destroy) be->ops->destroy(be);
     free(be->impl);
     free(be);
 }

@@ -566,6 +566,27 @@ static int setup_costs(const options *o, const ppdl_model *m, ppdl_backend *be, 
 
 /* ---- --plan auto: rank 0 solves, every rank gets the same plan ---- */
 
+/* An upper bound of any stage's runtime buffers (runtime.h: ppdl_mem_prediction's
+ * buffers) for micro-batches of b samples and at most `slots` in flight: the largest
+ * layer's saved tensors, work space and activations, as if every boundary were the
+ * largest one. */
+static double runtime_buffer_bound(const ppdl_model *m, int b, int slots)
+{
+    double max_act = 0, max_saved = 0, max_work = 0;
+    for (int l = 0; l < m->L; l++) {
+        const ppdl_layer *ly = &m->layers[l];
+        double in = (double)b * ly->in_bytes, out = (double)b * ly->out_bytes;
+        max_act = in > max_act ? in : max_act;
+        max_act = out > max_act ? out : max_act;
+        double sv = 4.0 * ly->kind->saved_floats(ly, b, 0), wk = 4.0 * ly->kind->work_floats(ly, b);
+        max_saved = sv > max_saved ? sv : max_saved;
+        max_work = wk > max_work ? wk : max_work;
+    }
+    /* per slot: send + receive + gradient-send buffers; shared: scratch, 3 activations,
+     * work; plus 256 bytes of allocator rounding per buffer */
+    return slots * 3.0 * max_act + max_saved + 3.0 * max_act + max_work + 256.0 * (4.0 * slots + 16);
+}
+
 /* Rank 0 (which holds the probed cluster and the profiled costs) solves for the plan
  * with --method and simulates its step; the plan travels to every rank as JSON text
  * and is read back there like a plan file, so every rank runs exactly what rank 0
@@ -580,8 +601,16 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     long len = 0;
     double sim_ms = 0;
     if (rank == 0) {
+        /* The cost model counts parameters, optimizer state and stashes; the runtime
+         * also needs its buffers (messages in flight, recompute scratch, work space).
+         * Plan with each rank's memory less a bound on those, so that a plan that fits
+         * the model fits the device. */
+        double reserve = runtime_buffer_bound(m, (int)(o->batch_size / o->micro_batches),
+                                              o->schedule == PPDL_SCHED_1F1B ? n_ranks : (int)o->micro_batches);
+        double *mem = ppdl_xmalloc((size_t)cl->n * sizeof(double));
+        for (int r = 0; r < cl->n; r++) mem[r] = cl->mem[r] > reserve ? cl->mem[r] - reserve : 1;
         ppdl_cluster_model cm;
-        ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, cl->mem, cl->speed);
+        ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, mem, cl->speed);
         ppdl_plan p;
         memset(&p, 0, sizeof p);
         if (ppdl_plan_solve(costs, &cm, (int)o->micro_batches, o->schedule, o->method, &p, err, errlen) == 0) {
@@ -601,6 +630,7 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             len = -(long)strlen(text) - 1; /* a failure: the message travels instead */
         }
         ppdl_plan_free(&p);
+        free(mem);
     }
     PPDL_CHECK_MPI(MPI_Bcast(&len, 1, MPI_LONG, 0, MPI_COMM_WORLD));
     PPDL_CHECK_MPI(MPI_Bcast(&sim_ms, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -808,7 +838,6 @@ int main(int argc, char **argv)
         ppdl_comm_free(&comm);
         ppdl_backend_destroy(be);
         ppdl_model_free(&model);
-        PPDL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
         MPI_Finalize();
         return 0;
     }

@@ -258,7 +258,9 @@ char *ppdl_cluster_to_json(const ppdl_cluster *cl)
     put_matrix(&t, "bandwidth_Bps", cl->bw, n);
     put_matrix(&t, "latency_s", cl->lat, n);
     put(&t, "  \"mem_bytes\": [");
-    for (int i = 0; i < n; i++) put(&t, "%s%.0f", i ? ", " : "", cl->mem[i]);
+    /* %.17g, not %.0f: 1e20 bytes as 21 digits is an integer too big to read back, and
+     * 0.4 would become 0, which the reader refuses (found by perf/fuzz) */
+    for (int i = 0; i < n; i++) put(&t, "%s%.17g", i ? ", " : "", cl->mem[i]);
     put(&t, "],\n  \"speed\": [");
     for (int i = 0; i < n; i++) put(&t, "%s%.4g", i ? ", " : "", cl->speed[i]);
     put(&t, "],\n  \"nodes\": [");

@@ -171,8 +171,14 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     }
     lc->fwd_ms = fwd0 + xent;
     lc->bwd_ms = bwd[0];
-    if (lc->n_opts > PPDL_RC_FULL) lc->extra_ms[PPDL_RC_FULL] = fwd0;
-    if (lc->n_opts > PPDL_RC_SELECTIVE) lc->extra_ms[PPDL_RC_SELECTIVE] = fmax(0, bwd[PPDL_RC_SELECTIVE] - bwd[0]);
+    /* A recompute option always costs time. Measured as a difference of two noisy
+     * medians it can come out <= 0 on a shared machine, and the planner would then
+     * recompute for free even with memory to spare: at least 1% of the layer's
+     * forward (and 1 ns) */
+    double floor_ms = fmax(0.01 * fwd0, 1e-6);
+    if (lc->n_opts > PPDL_RC_FULL) lc->extra_ms[PPDL_RC_FULL] = fmax(fwd0, floor_ms);
+    if (lc->n_opts > PPDL_RC_SELECTIVE)
+        lc->extra_ms[PPDL_RC_SELECTIVE] = fmax(bwd[PPDL_RC_SELECTIVE] - bwd[0], floor_ms);
     free(tf);
     free(tx);
     free(tb);

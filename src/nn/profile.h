@@ -10,7 +10,10 @@
  *   bwd_ms      backward with everything kept (option 0)
  *   option 1    full recompute: extra = the layer's forward again (without the loss)
  *   option 2    selective (kinds that offer it): extra = backward(2) - backward(0), the
- *               recompute done inside backward (at least 0)
+ *               recompute done inside backward
+ *               (every extra is at least 1% of the layer's forward: a difference of
+ *               noisy medians can come out <= 0, and a free recompute would be chosen
+ *               where memory is ample)
  *   bytes       param_bytes = 4 x parameters; out_bytes = b x the output per sample;
  *               stash bytes of each option as the runtime allocates them
  *               (ppdl_model_stash_bytes: the layer's input, its saved tensors unless

@@ -15,7 +15,9 @@
 #include "pipe/runtime.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "backend/xfer.h"
 #include "prof/papi.h"
+#include "prof/range.h"
 
 #include <limits.h>
 #include <math.h>
@@ -30,6 +32,9 @@ typedef struct slot {
     float *out, *dout, *din;
     int32_t *targets;
     MPI_Request act_send, grad_send, act_recv, grad_recv;
+    /* host staging of each message when the backend's memory is not MPI's (xfer.h);
+     * on the CPU backend they pass the device pointer through */
+    ppdl_xfer x_act_send, x_grad_send, x_act_recv, x_grad_recv;
     int act_recv_mb, grad_recv_mb; /* micro-batch of a posted receive, -1 when none */
 } slot;
 
@@ -64,6 +69,7 @@ struct ppdl_runtime {
     int k;                     /* replicas of this stage */
     int last_backward;         /* index in ops of this step's last BACKWARD, -1 if none */
     MPI_Request *grad_reqs;    /* [nl] gradient allreduce of each layer across replicas */
+    ppdl_xfer *grad_x;         /* [nl] their host staging */
     int grads_posted;          /* this step's allreduces have been started */
     double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
     char nonfinite_what[256];
@@ -168,6 +174,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     for (int i = 0; i < rt->ops.n; i++)
         if (rt->ops.ops[i].kind == PPDL_OP_BACKWARD) rt->last_backward = i;
     rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
+    rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
     for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
     rt->n_slots = ppdl_schedule_max_in_flight(&rt->ops);
 
@@ -267,9 +274,10 @@ static void allreduce_layer_grads(ppdl_runtime *rt, int i)
     size_t n = 0;
     for (int j = 0; j < l->n_params; j++) n += l->params[j].numel;
     PPDL_CHECK(n <= INT_MAX, "layer %d has too many parameters for one allreduce", l->index);
-    rt->be->ops->sync(rt->be);
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, l->params[0].grad, (int)n, MPI_FLOAT, MPI_SUM,
-                                  rt->cfg.replica_comm, &rt->grad_reqs[i]));
+    /* in place on the gradients, or on their host copy when the backend stages */
+    void *buf = (void *)ppdl_xfer_send_buf(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
+    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, rt->cfg.replica_comm,
+                                  &rt->grad_reqs[i]));
 }
 
 static void allreduce_all_pending(ppdl_runtime *rt)
@@ -289,7 +297,8 @@ static void post_receives(ppdl_runtime *rt)
         if (op->kind != PPDL_OP_RECV_ACT) { rt->next_act_recv++; continue; }
         slot *sl = slot_of(rt, op->mb);
         if (sl->mb != -1 || sl->act_recv_mb != -1) break;
-        ppdl_comm_irecv(rt->comm, sl->act[0], rt->in_bytes, prev_rank(rt, op->mb), tag_act(op->mb), &sl->act_recv);
+        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_act_recv, sl->act[0], rt->in_bytes),
+                        rt->in_bytes, prev_rank(rt, op->mb), tag_act(op->mb), &sl->act_recv);
         sl->act_recv_mb = op->mb;
         rt->next_act_recv++;
     }
@@ -298,7 +307,8 @@ static void post_receives(ppdl_runtime *rt)
         if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
         slot *sl = slot_of(rt, op->mb);
         if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
-        ppdl_comm_irecv(rt->comm, sl->dout, rt->out_bytes, next_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_recv);
+        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes),
+                        rt->out_bytes, next_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_recv);
         sl->grad_recv_mb = op->mb;
         rt->next_grad_recv++;
     }
@@ -324,6 +334,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
     wait_req(rt, &sl->act_send, mb); /* the send buffer's previous message is gone */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
+    ppdl_range_push("forward", mb);
     double t0 = ppdl_now_s();
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
@@ -340,6 +351,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
         be->ops->softmax_xent(be, rows, rt->classes, sl->out, sl->targets, scale, rt->loss_dev, sl->out);
     }
     record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
+    ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_FORWARD);
 }
 
@@ -350,6 +362,7 @@ static void backward(ppdl_runtime *rt, int mb, int last)
     PPDL_CHECK(sl->mb == mb, "backward of micro-batch %d before its forward", mb);
     wait_req(rt, &sl->grad_send, mb);
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
+    ppdl_range_push("backward", mb);
     double t0 = ppdl_now_s();
     float *dout = rt->last_stage ? sl->out : sl->dout;
     for (int i = rt->nl - 1; i >= 0; i--) {
@@ -360,7 +373,9 @@ static void backward(ppdl_runtime *rt, int mb, int last)
         if (opt == PPDL_RC_FULL) {
             /* the recompute hook: run forward again from the kept input */
             double r0 = ppdl_now_s();
+            ppdl_range_push("recompute", mb);
             l->kind->forward(l, be, rt->b, sl->act[i], rt->scratch_out, rt->scratch_saved, rt->work, 0);
+            ppdl_range_pop();
             record(rt, PPDL_EV_RECOMPUTE, mb, r0, ppdl_now_s());
             saved = rt->scratch_saved;
             opt = 0;
@@ -373,6 +388,7 @@ static void backward(ppdl_runtime *rt, int mb, int last)
     }
     if (last) rt->grads_posted = 1;
     record(rt, PPDL_OP_BACKWARD, mb, t0, ppdl_now_s());
+    ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_BACKWARD);
 }
 
@@ -427,6 +443,7 @@ static void optimizer(ppdl_runtime *rt)
 {
     ppdl_stage *st = rt->st;
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
+    ppdl_range_push("optimizer", -1);
     double t0 = ppdl_now_s();
     rt->adam_t++;
     rt->be->ops->adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v,
@@ -434,6 +451,7 @@ static void optimizer(ppdl_runtime *rt)
                        rt->adam_t);
     rt->be->ops->zero(rt->be, st->grads, st->n_params * sizeof(float));
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+    ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
 }
 
@@ -458,7 +476,10 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         switch (op->kind) {
         case PPDL_OP_RECV_ACT:
             PPDL_CHECK(sl->act_recv_mb == op->mb, "receive of activation %d was not posted", op->mb);
+            ppdl_range_push("recv", op->mb);
             wait_req(rt, &sl->act_recv, op->mb);
+            ppdl_xfer_recv_done(rt->be, &sl->x_act_recv, sl->act[0], rt->in_bytes);
+            ppdl_range_pop();
             record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             sl->act_recv_mb = -1;
             sl->mb = op->mb;
@@ -467,12 +488,18 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             forward(rt, step, op->mb);
             break;
         case PPDL_OP_SEND_ACT:
-            ppdl_comm_isend(rt->comm, sl->out, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+            ppdl_range_push("send", op->mb);
+            ppdl_comm_isend(rt->comm, ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes),
+                            rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+            ppdl_range_pop();
             record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             break;
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
+            ppdl_range_push("recv", op->mb);
             wait_req(rt, &sl->grad_recv, op->mb);
+            ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
+            ppdl_range_pop();
             record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             sl->grad_recv_mb = -1;
             break;
@@ -481,7 +508,10 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             if (rt->first_stage) sl->mb = -1; /* nothing more to send: the slot is free */
             break;
         case PPDL_OP_SEND_GRAD:
-            ppdl_comm_isend(rt->comm, sl->din, rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
+            ppdl_range_push("send", op->mb);
+            ppdl_comm_isend(rt->comm, ppdl_xfer_send_buf(rt->be, &sl->x_grad_send, sl->din, rt->in_bytes),
+                            rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
+            ppdl_range_pop();
             record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
             sl->mb = -1;
             break;
@@ -493,7 +523,14 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             }
             /* a replica without micro-batches this step still joins the sums */
             allreduce_all_pending(rt);
-            for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1);
+            for (int i = rt->nl - 1; i >= 0; i--) {
+                if (rt->grad_reqs[i] == MPI_REQUEST_NULL) continue;
+                wait_req(rt, &rt->grad_reqs[i], -1);
+                const ppdl_layer *l = layer(rt, i);
+                size_t n = 0;
+                for (int j = 0; j < l->n_params; j++) n += l->params[j].numel;
+                ppdl_xfer_recv_done(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
+            }
             stats->nonfinite_stage = agree_nonfinite(rt);
             if (stats->nonfinite_stage < 0) {
                 optimizer(rt);
@@ -549,6 +586,10 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
         ppdl_be_free(rt->be, sl->dout);
         ppdl_be_free(rt->be, sl->din);
         ppdl_be_free(rt->be, sl->targets);
+        ppdl_xfer_free(rt->be, &sl->x_act_send);
+        ppdl_xfer_free(rt->be, &sl->x_grad_send);
+        ppdl_xfer_free(rt->be, &sl->x_act_recv);
+        ppdl_xfer_free(rt->be, &sl->x_grad_recv);
     }
     free(rt->slots);
     ppdl_be_free(rt->be, rt->scratch_saved);
@@ -562,6 +603,8 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     free(rt->rc);
     free(rt->ev);
     free(rt->grad_reqs);
+    for (int i = 0; i < rt->nl; i++) ppdl_xfer_free(rt->be, &rt->grad_x[i]);
+    free(rt->grad_x);
     ppdl_op_list_free(&rt->ops);
     free(rt);
 }

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const names[] = {"uniform", "uniform-rc", "params", "params-rc", "time",
+static const char *const names[] = {"dp", "dp-rc", "uniform", "uniform-rc", "params", "params-rc", "time",
                                     "time-rc", "pipedream", "pipedream-rc", NULL};
 
 int ppdl_is_baseline(const char *name)
@@ -88,12 +88,17 @@ int ppdl_baseline(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int 
     memset(out, 0, sizeof *out);
     if (!ppdl_is_baseline(method)) return ppdl_errf(err, errlen, "unknown baseline method '%s'", method);
     int L = c->L, S = cl->N;
-    if (L < S)
-        return ppdl_errf(err, errlen, "the model has %d layers but the cluster has %d ranks: every rank "
-                                      "runs one stage of at least one layer", L, S);
     size_t blen = strcspn(method, "-");
     int rc_all = strstr(method, "-rc") != NULL;
-    if (!strncmp(method, "uniform", blen)) {
+    if (!strncmp(method, "dp", blen)) {
+        if (M < S)
+            return ppdl_errf(err, errlen, "data parallelism on %d ranks needs at least %d micro-batches (one per "
+                                          "replica), not %d", S, S, M);
+        if (ppdl_plan_data_parallel(L, S, out, err, errlen)) return -1;
+    } else if (L < S) {
+        return ppdl_errf(err, errlen, "the model has %d layers but the cluster has %d ranks: every rank "
+                                      "runs one stage of at least one layer", L, S);
+    } else if (!strncmp(method, "uniform", blen)) {
         if (ppdl_plan_uniform(L, S, out, err, errlen)) return -1;
     } else {
         double *w = ppdl_xmalloc((size_t)L * sizeof(double)), *bnd = NULL;

@@ -1,10 +1,11 @@
-/* costmodel.c — evaluate the cost model of DESIGN.md for one plan, term by term,
+/* costmodel.c — evaluate the cost model (costmodel.h) for one plan, term by term,
  * straight from the formulas (no prefix sums, no caching): the reference the solver
  * and the tests are checked against. */
 #include "plan/costmodel.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "pipe/schedule.h"
+#include "plan/replica.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -45,8 +46,28 @@ void ppdl_cost_eval_free(ppdl_cost_eval *ev)
     free(ev->mem_bytes);
     free(ev->mem_limit);
     free(ev->link_ms);
+    free(ev->allreduce_ms);
     free(ev->in_flight);
+    free(ev->replicas);
     memset(ev, 0, sizeof *ev);
+}
+
+/* a stage built without replicas (n_replicas 0) runs on `rank` alone */
+static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
+static int rep_rank(const ppdl_plan_stage *st, int q) { return st->n_replicas > 0 ? st->ranks[q] : st->rank; }
+
+/* a resource with n micro-batches of t ms each: the pace term and the bottleneck */
+static void resource(ppdl_cost_eval *ev, int M, int n, double t, int s, int is_link, double *busiest)
+{
+    if (n < 1) return;
+    double p = (n - 1) * t;
+    if (p > ev->pace) ev->pace = p;
+    if (n * t > *busiest) {
+        *busiest = n * t;
+        ev->bottleneck = t * ((double)n / M); /* exactly t when n = M */
+        ev->bottleneck_stage = s;
+        ev->bottleneck_is_link = is_link;
+    }
 }
 
 int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
@@ -60,53 +81,76 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     free(nopt);
     if (rc) return -1;
     for (int s = 0; s < p->S; s++)
-        if (p->stages[s].n_replicas > 1)
-            return ppdl_errf(err, errlen, "plan: stage %d has %d replicas; the cost model covers one rank per "
-                                          "stage", s, p->stages[s].n_replicas);
-    if (p->S != cl->N)
-        return ppdl_errf(err, errlen, "plan: %d stages on a cluster of %d ranks; the cost model needs one "
-                                      "stage per rank", p->S, cl->N);
+        if (n_rep(&p->stages[s]) > M)
+            return ppdl_errf(err, errlen, "plan: stage %d has %d replicas but a step has %d micro-batches: each "
+                                          "replica needs at least one", s, n_rep(&p->stages[s]), M);
     int S = p->S;
     ev->S = S;
     ev->time_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->mem_bytes = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->mem_limit = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->link_ms = ppdl_xcalloc((size_t)S, sizeof(double));
+    ev->allreduce_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->in_flight = ppdl_xcalloc((size_t)S, sizeof(int));
+    ev->replicas = ppdl_xcalloc((size_t)S, sizeof(int));
     ev->feasible = 1;
     ev->worst_over = -INFINITY;
-    double maxv = -1;
+    ev->bottleneck = -1;
+    double busiest = -1;
     for (int s = 0; s < S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
-        int r = st->rank, n = ppdl_in_flight(schedule, S, M, s);
-        ev->in_flight[s] = n;
-        ev->time_ms[s] = ppdl_stage_time(c, st->first, st->last, st->recompute, cl->speed[r]);
-        ev->mem_bytes[s] = ppdl_stage_mem(c, st->first, st->last, st->recompute, n);
-        ev->mem_limit[s] = cl->mem[r];
-        if (ev->mem_bytes[s] > cl->mem[r]) ev->feasible = 0;
-        double over = ev->mem_bytes[s] - cl->mem[r];
-        if (over > ev->worst_over) {
-            ev->worst_over = over;
+        int k = n_rep(st);
+        ev->replicas[s] = k;
+        double params = 0;
+        int n_msgs = 0; /* one all-reduce per layer with parameters */
+        for (int l = st->first; l <= st->last; l++) {
+            params += c->layers[l].param_bytes;
+            n_msgs += c->layers[l].param_bytes > 0;
+        }
+        /* every replica: its memory, and its micro-batches as a resource */
+        double stage_over = -INFINITY;
+        for (int q = 0; q < k; q++) {
+            int r = rep_rank(st, q), n = ppdl_replica_in_flight(schedule, S, M, s, q, k);
+            double mem = ppdl_stage_mem(c, st->first, st->last, st->recompute, n);
+            double t = ppdl_stage_time(c, st->first, st->last, st->recompute, cl->speed[r]);
+            if (mem > cl->mem[r]) ev->feasible = 0;
+            if (mem - cl->mem[r] > stage_over) {
+                stage_over = mem - cl->mem[r];
+                ev->mem_bytes[s] = mem;
+                ev->mem_limit[s] = cl->mem[r];
+                ev->in_flight[s] = n;
+            }
+            if (q == 0) {
+                ev->time_ms[s] = t;
+                ev->sum_time += t;
+            }
+            resource(ev, M, ppdl_replica_mbs(M, k, q), t, s, 0, &busiest);
+        }
+        if (stage_over > ev->worst_over) {
+            ev->worst_over = stage_over;
             ev->worst_stage = s;
         }
-        ev->sum_time += ev->time_ms[s];
-        if (ev->time_ms[s] > maxv) {
-            maxv = ev->time_ms[s];
-            ev->bottleneck_stage = s;
-            ev->bottleneck_is_link = 0;
+        if (k > 1) {
+            int *ranks = ppdl_xmalloc((size_t)k * sizeof(int));
+            for (int q = 0; q < k; q++) ranks[q] = rep_rank(st, q);
+            ev->allreduce_ms[s] = ppdl_allreduce_ms(cl, ranks, k, params, n_msgs);
+            free(ranks);
+            if (ev->allreduce_ms[s] > ev->allreduce) ev->allreduce = ev->allreduce_ms[s];
         }
         if (s + 1 < S) {
-            ev->link_ms[s] = ppdl_link_ms(c, cl, st->last, r, p->stages[s + 1].rank);
+            const ppdl_plan_stage *nx = &p->stages[s + 1];
+            int k2 = n_rep(nx);
+            ev->link_ms[s] = ppdl_link_ms(c, cl, st->last, rep_rank(st, 0), rep_rank(nx, 0));
             ev->sum_link += ev->link_ms[s];
-            if (ev->link_ms[s] > maxv) {
-                maxv = ev->link_ms[s];
-                ev->bottleneck_stage = s;
-                ev->bottleneck_is_link = 1;
-            }
+            for (int a = 0; a < k; a++)
+                for (int b = 0; b < k2; b++) {
+                    double lk = a == 0 && b == 0 ? ev->link_ms[s]
+                                                 : ppdl_link_ms(c, cl, st->last, rep_rank(st, a), rep_rank(nx, b));
+                    resource(ev, M, ppdl_pair_mbs(M, k, a, k2, b), lk, s, 1, &busiest);
+                }
         }
     }
-    ev->bottleneck = maxv;
-    ev->T = ev->sum_time + 2 * ev->sum_link + (M - 1) * maxv;
+    ev->T = ev->sum_time + 2 * ev->sum_link + ev->pace + ev->allreduce;
     return 0;
 }
 
@@ -118,6 +162,7 @@ void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev)
     for (int s = 0; s < p->S && s < ev->S; s++) {
         p->stages[s].time_ms = ev->time_ms[s];
         p->stages[s].mem_bytes = ev->mem_bytes[s];
+        p->stages[s].allreduce_ms = ev->allreduce_ms[s];
     }
 }
 

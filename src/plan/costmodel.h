@@ -1,7 +1,8 @@
-/* costmodel.h — the cost model of DESIGN.md, evaluated for one plan.
+/* costmodel.h — the cost model of DESIGN.md, evaluated for one plan, and its extension
+ * to replicated stages (issue 9).
  *
- * Stages s = 0..S-1 (S = number of ranks), stage s holds layers first..last on rank r_s
- * with recompute option c_l for each layer l:
+ * One rank per stage (S = N, DESIGN.md, unchanged): stage s holds layers first..last
+ * on rank r_s with recompute option c_l for each layer l:
  *
  *   n_s    = min(M, S - s) for 1F1B, M for GPipe             (micro-batches in flight)
  *   time_s = sum_{l in s} (fwd_ms_l + bwd_ms_l + extra_ms_l(c_l)) / speed[r_s]
@@ -12,6 +13,38 @@
  * feasible when mem_s <= mem_bytes[r_s] for every s. T reads: the first micro-batch
  * goes through every stage and link forward and back (the sum), then the other M-1
  * follow at the pace of the slowest stage or link (the bottleneck).
+ *
+ * Replicated stages (S <= N, every rank holds one replica of one stage): stage s has
+ * k_s replicas on ranks R_s[0..k_s-1]; as the runtime runs them, micro-batch j runs on
+ * replica j mod k_s and crosses from R_s[j mod k_s] to R_s+1[j mod k_s+1]
+ * (replica.h). With
+ *
+ *   n_sq    = micro-batches of replica q = ceil((M - q) / k_s)
+ *   tau_sq  = sum_{l in s} (fwd_ms_l + bwd_ms_l + extra_ms_l(c_l)) / speed[R_s[q]]
+ *   f_sq    = micro-batches replica q holds at once (the peak of its op list)
+ *   mem_sq  = state_multiplier * sum param_bytes + f_sq * sum stash_bytes(c_l)
+ *   lam_s(a, b) = 1000 * (latency[a][b] + out_bytes_{last(s)} / bandwidth[a][b])
+ *   m_s(a, b)   = micro-batches from replica a of stage s to replica b of stage s+1
+ *   AR_s    = ring all-reduce of the stage's gradients (sum param_bytes) among R_s,
+ *             one per layer with parameters (replica.h: 2 (k-1)/k bytes / slowest
+ *             pair + layers x 2 (k-1) latencies; 0 if k = 1)
+ *
+ *   time_s = tau_s0,  link_s = lam_s(R_s[0], R_s+1[0])       (micro-batch 0's path)
+ *   P      = max over the resources of (micro-batches through it - 1) * its time:
+ *              replicas (n_sq - 1) tau_sq, and rank pairs (m_s(a, b) - 1) lam_s(a, b)
+ *   T      = sum_s time_s + 2 * sum_{s<S-1} link_s + P + max_s AR_s
+ *
+ * feasible when mem_sq <= mem_bytes[R_s[q]] for every replica. With k_s = 1 for all s
+ * this is the formula above exactly (P = (M-1) max(...), AR = 0). It reads: micro-batch
+ * 0 goes through the pipeline (the sum), the busiest rank or link then works through
+ * its other micro-batches (P: a replica has only its own n_sq), and the step ends with
+ * the slowest stage's gradient all-reduce. That last term is counted without any
+ * overlap: the runtime starts a stage's all-reduce at its last backward, which for
+ * stage 0 is the end of the pipeline, and on a CPU an MPI_Iallreduce progresses only
+ * inside MPI calls, i.e. mostly once the replica waits for it. For a later stage the
+ * remaining backward of the stages before it overlaps its all-reduce; the model does
+ * not credit that (it overestimates those plans a little; the simulator plays it).
+ * Plain data parallelism (S = 1, k = N): T = ceil(M/N) tau + AR.
  * The planner (solver.h) minimises exactly this T; this file is the independent check.
  */
 #ifndef PPDL_COSTMODEL_H
@@ -35,28 +68,35 @@ double ppdl_link_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int j, in
 
 typedef struct ppdl_cost_eval {
     int S;
-    int feasible;              /* every stage fits its rank's memory */
+    int feasible;              /* every replica fits its rank's memory */
     double T;                  /* predicted iteration ms */
-    double bottleneck;         /* max(max time_s, max link_s) */
+    double bottleneck;         /* the busiest resource's time per micro-batch of the step:
+                                  max over replicas and links of (its micro-batches x its
+                                  time) / M; max(max time_s, max link_s) when S = N */
     int bottleneck_stage;      /* stage (or link after stage) that sets it */
     int bottleneck_is_link;
     double sum_time, sum_link;
-    double *time_ms;           /* [S] */
-    double *mem_bytes;         /* [S] */
-    double *mem_limit;         /* [S] mem_bytes of the stage's rank */
+    double pace;               /* P: (M-1) * bottleneck when S = N */
+    double allreduce;          /* max_s AR_s */
+    double *time_ms;           /* [S] replica 0's time_s */
+    double *mem_bytes;         /* [S] of the replica furthest over (or closest to) its limit */
+    double *mem_limit;         /* [S] mem_bytes of that replica's rank */
     double *link_ms;           /* [S] link after stage s (0 for the last) */
-    int *in_flight;            /* [S] n_s */
+    double *allreduce_ms;      /* [S] AR_s */
+    int *in_flight;            /* [S] that replica's in-flight micro-batches */
+    int *replicas;             /* [S] k_s */
     int worst_stage;           /* the stage furthest over (or closest to) its limit */
     double worst_over;         /* mem - limit of that stage, bytes (> 0 when infeasible) */
 } ppdl_cost_eval;
 
-/* Evaluate plan p (which must cover the costs' L layers on the cluster's N ranks with
- * valid recompute options; -1 with a message otherwise). */
+/* Evaluate plan p (which must cover the costs' L layers with every one of the
+ * cluster's N ranks in one stage, valid recompute options and at most M replicas per
+ * stage; -1 with a message otherwise). */
 int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                        const ppdl_plan *p, ppdl_cost_eval *ev, char *err, size_t errlen);
 void ppdl_cost_eval_free(ppdl_cost_eval *ev);
 /* Copy the evaluation into the plan: feasible, predicted_iter_ms, bottleneck_ms and
- * each stage's time_ms and mem_bytes. */
+ * each stage's time_ms, mem_bytes and allreduce_ms. */
 void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev);
 /* Evaluate and annotate in one call; returns T (INFINITY when p is not valid). */
 double ppdl_cost_apply(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, ppdl_plan *p);

@@ -91,8 +91,7 @@ int rank_groups(const plan_ctx *x, int *group)
     return G;
 }
 
-/* order of G groups minimising the sum of 1/(best bandwidth between consecutive groups) */
-static void order_groups(const ppdl_cluster_model *cl, const int *group, int G, int *gorder)
+void order_groups(const ppdl_cluster_model *cl, const int *group, int G, int *gorder)
 {
     int N = cl->N;
     double *d = ppdl_xmalloc((size_t)G * G * sizeof(double));

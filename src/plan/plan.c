@@ -215,6 +215,8 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
         json_t *tm = json_object_get(st, "time_ms"), *mm = json_object_get(st, "mem_bytes");
         ps->time_ms = json_is_number(tm) ? json_number_value(tm) : 0;
         ps->mem_bytes = json_is_number(mm) ? json_number_value(mm) : 0;
+        json_t *am = json_object_get(st, "allreduce_ms");
+        ps->allreduce_ms = json_is_number(am) ? json_number_value(am) : 0;
         json_t *rc_arr = json_object_get(st, "recompute");
         if (rc_arr) {
             if (!json_is_array(rc_arr) || (int)json_array_size(rc_arr) != n) {
@@ -273,6 +275,7 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
         json_object_set_new(o, "recompute", rc);
         json_object_set_new(o, "time_ms", json_real(st->time_ms));
         json_object_set_new(o, "mem_bytes", json_real(st->mem_bytes));
+        if (st->n_replicas > 1) json_object_set_new(o, "allreduce_ms", json_real(st->allreduce_ms));
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "stages", arr);

@@ -17,6 +17,8 @@ typedef struct ppdl_plan_stage {
     int *recompute;            /* [last-first+1] option per layer (0 = keep everything) */
     double time_ms;            /* predicted compute time per micro-batch (0 if unknown) */
     double mem_bytes;          /* predicted peak bytes (0 if unknown) */
+    double allreduce_ms;       /* predicted gradient all-reduce among the replicas (0: none
+                                  or unknown); JSON "allreduce_ms", only when replicated */
 } ppdl_plan_stage;
 
 typedef struct ppdl_plan {

@@ -9,17 +9,19 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const ppdl_plan_methods[] = {"ppdl", "ppdl-inorder", "uniform", "uniform-rc", "params",
-                                         "params-rc", "time", "time-rc", "pipedream", "pipedream-rc", NULL};
+const char *const ppdl_plan_methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder", "dp", "dp-rc", "uniform",
+                                         "uniform-rc", "params", "params-rc", "time", "time-rc", "pipedream",
+                                         "pipedream-rc", NULL};
 
 int ppdl_plan_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                     const char *method, ppdl_plan *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (!strcmp(method, "ppdl") || !strcmp(method, "ppdl-inorder")) {
+    if (!strcmp(method, "ppdl") || !strcmp(method, "ppdl-pipeline") || !strcmp(method, "ppdl-inorder")) {
         ppdl_solve_opts o;
         ppdl_solve_opts_default(&o);
-        o.placement = !strcmp(method, "ppdl");
+        o.placement = strcmp(method, "ppdl-inorder") != 0;
+        o.replicate = !strcmp(method, "ppdl");
         return ppdl_solve(c, cl, M, schedule, &o, out, NULL, err, errlen);
     }
     if (!ppdl_is_baseline(method)) {
@@ -35,9 +37,10 @@ int ppdl_plan_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, in
     if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, err, errlen)) return -1;
     int s = ev.worst_stage;
     char a[32], b[32], d[32];
-    ppdl_errf(err, errlen, "the %s plan does not fit in memory: stage %d (layers %d-%d on rank %d) needs %s, "
+    ppdl_errf(err, errlen, "the %s plan does not fit in memory: stage %d (layers %d-%d on rank%s %d) needs %s, "
                            "%s over the rank's %s",
-              method, s, out->stages[s].first, out->stages[s].last, out->stages[s].rank,
+              method, s, out->stages[s].first, out->stages[s].last,
+              out->stages[s].n_replicas > 1 ? "s including" : "", out->stages[s].rank,
               ppdl_fmt_bytes((size_t)ev.mem_bytes[s], a, sizeof a), ppdl_fmt_bytes((size_t)ev.worst_over, b, sizeof b),
               ppdl_fmt_bytes((size_t)ev.mem_limit[s], d, sizeof d));
     ppdl_cost_eval_free(&ev);

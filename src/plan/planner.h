@@ -9,10 +9,11 @@
 #include "plan/costs.h"
 #include "plan/plan.h"
 
-/* method names, NULL-terminated: "ppdl" (the default: partition, placement and
- * recompute), "ppdl-inorder" (ranks in order 0..N-1, partition and recompute), then the
- * baselines of baselines.h: uniform, uniform-rc, params, params-rc, time, time-rc,
- * pipedream, pipedream-rc */
+/* method names, NULL-terminated: "ppdl" (the default: stages, their replicas, placement
+ * and recompute), "ppdl-pipeline" (one stage per rank: partition, placement and
+ * recompute), "ppdl-inorder" (one stage per rank, ranks in order 0..N-1, partition and
+ * recompute), then the baselines of baselines.h: dp, dp-rc, uniform, uniform-rc,
+ * params, params-rc, time, time-rc, pipedream, pipedream-rc */
 extern const char *const ppdl_plan_methods[];
 
 /* Plan with `method` for M micro-batches under `schedule` (PPDL_SCHED_*). Returns 0

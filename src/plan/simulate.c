@@ -1,32 +1,35 @@
-/* simulate.c — a discrete-event play of the schedule's op lists.
+/* simulate.c — a discrete-event play of the schedule's op lists, one per replica.
  *
- * A stage's timeline depends only on its own ops and on when messages reach it, and a
- * message's arrival is fixed the moment its sender runs the SEND (each link has one
- * sender, which sends in list order, so FIFO order is list order). So the simulator
- * advances every stage as far as it can — until a RECV whose message has not been sent
- * yet — and sweeps over the stages until all lists are done. A sweep that moves no
- * stage is a deadlock (the schedule checker rules it out; this is a second guard).
+ * A replica's timeline depends only on its own ops, on when messages reach it and on
+ * when its stage's all-reduce ends; a message's arrival is fixed the moment its sender
+ * runs the SEND (each directed rank pair has one sender, which sends in list order, so
+ * FIFO order is list order). So the simulator advances every replica as far as it can
+ * — until a RECV whose message has not been sent yet, or an OPTIMIZER whose stage has
+ * a replica still before its last backward — and sweeps over the replicas until all
+ * lists are done. A sweep that moves nothing is a deadlock (the schedule checker rules
+ * it out; this is a second guard).
  */
 #include "plan/simulate.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "pipe/schedule.h"
 #include "plan/costmodel.h"
+#include "plan/replica.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sim_stage {
+typedef struct sim_unit {
+    int s, q, k;               /* stage, replica, replicas of the stage */
     int rank;
     double f_ms, b_ms, rc_ms;  /* forward, backward (with recompute), the recompute part */
-    double act_ser, act_lat;   /* link to the next stage: service ms, latency ms */
-    double grad_ser, grad_lat; /* link to the previous stage */
     double t;                  /* current time */
     int pc;                    /* next op */
-    int slots;
-    double link_free_act, link_free_grad; /* when the outgoing links are free */
-} sim_stage;
+    int slots;                 /* micro-batches it holds at once */
+    int last_bwd;              /* index of its last BACKWARD */
+    ppdl_op_list ops;
+} sim_unit;
 
 static void add_ev(ppdl_sim *o, int *cap, int record, int rank, int stage, int kind, int mb, double t0, double t1)
 {
@@ -39,57 +42,77 @@ static void add_ev(ppdl_sim *o, int *cap, int record, int rank, int stage, int k
     o->ev[o->n_ev++] = (ppdl_event_rec){.rank = rank, .stage = stage, .kind = kind, .mb = mb, .t0_ms = t0, .t1_ms = t1};
 }
 
+static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
+static int rep_rank(const ppdl_plan_stage *st, int q) { return st->n_replicas > 0 ? st->ranks[q] : st->rank; }
+
 int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M,
                   int schedule, int record, ppdl_sim *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     ppdl_cost_eval ev;
     if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) return -1; /* validates p */
-    ppdl_cost_eval_free(&ev);
-    int S = p->S, N = cl->N;
+    int S = p->S, N = cl->N, rc = 0;
+    /* the schedule is proven on its unreplicated lists, as the runtime does */
     ppdl_op_list *lists = ppdl_xcalloc((size_t)S, sizeof *lists);
     for (int s = 0; s < S; s++) ppdl_schedule_build(schedule, S, M, s, &lists[s]);
-    int rc = ppdl_schedule_check(S, M, lists, err, errlen);
-    if (rc) goto done;
+    rc = ppdl_schedule_check(S, M, lists, err, errlen);
+    for (int s = 0; s < S; s++) ppdl_op_list_free(&lists[s]);
+    free(lists);
+    if (rc) {
+        ppdl_cost_eval_free(&ev);
+        return -1;
+    }
 
-    sim_stage *st = ppdl_xcalloc((size_t)S, sizeof *st);
+    /* units: (stage, replica), stage by stage */
+    int nu = 0, *u0 = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
+    for (int s = 0; s < S; s++) {
+        u0[s] = nu;
+        nu += n_rep(&p->stages[s]);
+    }
+    u0[S] = nu;
+    sim_unit *U = ppdl_xcalloc((size_t)nu, sizeof *U);
+    for (int s = 0; s < S; s++) {
+        const ppdl_plan_stage *ps = &p->stages[s];
+        int k = n_rep(ps);
+        for (int q = 0; q < k; q++) {
+            sim_unit *x = &U[u0[s] + q];
+            x->s = s;
+            x->q = q;
+            x->k = k;
+            x->rank = rep_rank(ps, q);
+            double v = cl->speed[x->rank];
+            for (int l = ps->first; l <= ps->last; l++) {
+                const ppdl_layer_cost *lc = &c->layers[l];
+                double e = lc->extra_ms[ps->recompute[l - ps->first]];
+                x->f_ms += lc->fwd_ms / v;
+                x->b_ms += (lc->bwd_ms + e) / v;
+                x->rc_ms += e / v;
+            }
+            ppdl_replica_ops(schedule, S, M, s, q, k, &x->ops);
+            x->slots = ppdl_schedule_max_in_flight(&x->ops);
+            x->last_bwd = -1;
+            for (int i = 0; i < x->ops.n; i++)
+                if (x->ops.ops[i].kind == PPDL_OP_BACKWARD) x->last_bwd = i;
+        }
+    }
     /* arrival times: act_arr[s*M+mb] at stage s+1 from s; grad_arr[s*M+mb] at s-1 from s */
     double *act_arr = ppdl_xmalloc((size_t)S * M * sizeof(double));
     double *grad_arr = ppdl_xmalloc((size_t)S * M * sizeof(double));
     for (size_t k = 0; k < (size_t)S * M; k++) act_arr[k] = grad_arr[k] = NAN;
-    for (int s = 0; s < S; s++) {
-        const ppdl_plan_stage *ps = &p->stages[s];
-        sim_stage *x = &st[s];
-        x->rank = ps->rank;
-        double v = cl->speed[ps->rank];
-        for (int l = ps->first; l <= ps->last; l++) {
-            const ppdl_layer_cost *lc = &c->layers[l];
-            x->f_ms += lc->fwd_ms / v;
-            x->b_ms += (lc->bwd_ms + lc->extra_ms[ps->recompute[l - ps->first]]) / v;
-            x->rc_ms += lc->extra_ms[ps->recompute[l - ps->first]] / v;
-        }
-        if (s + 1 < S) {
-            int b = p->stages[s + 1].rank;
-            x->act_ser = 1000.0 * c->layers[ps->last].out_bytes / cl->bw[ps->rank * N + b];
-            x->act_lat = 1000.0 * cl->lat[ps->rank * N + b];
-        }
-        if (s > 0) {
-            int a = p->stages[s - 1].rank;
-            x->grad_ser = 1000.0 * c->layers[ps->first - 1].out_bytes / cl->bw[ps->rank * N + a];
-            x->grad_lat = 1000.0 * cl->lat[ps->rank * N + a];
-        }
-        x->slots = ppdl_schedule_max_in_flight(&lists[s]);
-    }
+    double *link_free = ppdl_xcalloc((size_t)N * N, sizeof(double)); /* directed pair a->b */
+    double *bwd_done = ppdl_xmalloc((size_t)nu * sizeof(double));     /* end of each unit's last backward */
+    for (int u = 0; u < nu; u++) bwd_done[u] = NAN;
 
-    int cap = 0, done_stages = 0;
-    while (done_stages < S) {
+    int cap = 0, done_units = 0;
+    while (done_units < nu) {
         int moved = 0;
-        done_stages = 0;
-        for (int s = 0; s < S; s++) {
-            sim_stage *x = &st[s];
-            const ppdl_op_list *ol = &lists[s];
-            while (x->pc < ol->n) {
-                const ppdl_op *op = &ol->ops[x->pc];
+        done_units = 0;
+        for (int u = 0; u < nu; u++) {
+            sim_unit *x = &U[u];
+            int s = x->s;
+            const ppdl_plan_stage *ps = &p->stages[s];
+            while (x->pc < x->ops.n) {
+                const ppdl_op *op = &x->ops.ops[x->pc];
                 int mb = op->mb;
                 double arr;
                 switch (op->kind) {
@@ -104,40 +127,57 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                     add_ev(out, &cap, record, x->rank, s, op->kind, mb, x->t, x->t);
                     break;
                 case PPDL_OP_FORWARD:
-                    /* the slot's send buffer must be free: its previous activation arrived */
-                    if (s + 1 < S && mb >= x->slots) x->t = fmax(x->t, act_arr[(size_t)s * M + mb - x->slots]);
+                    /* the slot's send buffer must be free: its previous activation arrived
+                     * (replica q's slot of mb held mb - slots*k before) */
+                    if (s + 1 < S && mb >= x->slots * x->k)
+                        x->t = fmax(x->t, act_arr[(size_t)s * M + mb - x->slots * x->k]);
                     add_ev(out, &cap, record, x->rank, s, PPDL_OP_FORWARD, mb, x->t, x->t + x->f_ms);
                     x->t += x->f_ms;
                     break;
                 case PPDL_OP_BACKWARD:
-                    if (s > 0 && mb >= x->slots) x->t = fmax(x->t, grad_arr[(size_t)s * M + mb - x->slots]);
+                    if (s > 0 && mb >= x->slots * x->k)
+                        x->t = fmax(x->t, grad_arr[(size_t)s * M + mb - x->slots * x->k]);
                     add_ev(out, &cap, record, x->rank, s, PPDL_OP_BACKWARD, mb, x->t, x->t + x->b_ms);
                     if (x->rc_ms > 0)
                         add_ev(out, &cap, record, x->rank, s, PPDL_EV_RECOMPUTE, mb, x->t, x->t + x->rc_ms);
                     x->t += x->b_ms;
+                    if (x->pc == x->last_bwd) bwd_done[u] = x->t;
                     break;
-                case PPDL_OP_SEND_ACT: {
-                    double start = fmax(x->t, x->link_free_act);
-                    x->link_free_act = start + x->act_ser;
-                    act_arr[(size_t)s * M + mb] = x->link_free_act + x->act_lat;
-                    add_ev(out, &cap, record, x->rank, s, op->kind, mb, x->t, x->t);
-                    break;
-                }
+                case PPDL_OP_SEND_ACT:
                 case PPDL_OP_SEND_GRAD: {
-                    double start = fmax(x->t, x->link_free_grad);
-                    x->link_free_grad = start + x->grad_ser;
-                    grad_arr[(size_t)s * M + mb] = x->link_free_grad + x->grad_lat;
+                    int act = op->kind == PPDL_OP_SEND_ACT;
+                    const ppdl_plan_stage *peer = &p->stages[act ? s + 1 : s - 1];
+                    int a = x->rank, b = rep_rank(peer, mb % n_rep(peer));
+                    double bytes = c->layers[act ? ps->last : ps->first - 1].out_bytes;
+                    double start = fmax(x->t, link_free[(size_t)a * N + b]);
+                    link_free[(size_t)a * N + b] = start + 1000.0 * bytes / cl->bw[a * N + b];
+                    double t_arr = link_free[(size_t)a * N + b] + 1000.0 * cl->lat[a * N + b];
+                    if (act) act_arr[(size_t)s * M + mb] = t_arr;
+                    else grad_arr[(size_t)s * M + mb] = t_arr;
                     add_ev(out, &cap, record, x->rank, s, op->kind, mb, x->t, x->t);
                     break;
                 }
-                case PPDL_OP_OPTIMIZER:
+                case PPDL_OP_OPTIMIZER: {
                     /* every send of the step has arrived before the weights change */
-                    for (int k = 0; k < M; k++) {
-                        if (s + 1 < S) x->t = fmax(x->t, act_arr[(size_t)s * M + k]);
-                        if (s > 0) x->t = fmax(x->t, grad_arr[(size_t)s * M + k]);
+                    double t = x->t;
+                    for (int j = x->q; j < M; j += x->k) {
+                        if (s + 1 < S) t = fmax(t, act_arr[(size_t)s * M + j]);
+                        if (s > 0) t = fmax(t, grad_arr[(size_t)s * M + j]);
                     }
+                    /* the all-reduce starts once every replica has its gradients */
+                    if (x->k > 1) {
+                        double start = 0;
+                        for (int v = u0[s]; v < u0[s + 1]; v++) {
+                            if (isnan(bwd_done[v])) goto blocked;
+                            start = fmax(start, bwd_done[v]);
+                        }
+                        t = fmax(t, start + ev.allreduce_ms[s]);
+                    }
+                    if (t > x->t) add_ev(out, &cap, record, x->rank, s, PPDL_EV_WAIT, -1, x->t, t);
+                    x->t = t;
                     add_ev(out, &cap, record, x->rank, s, PPDL_OP_OPTIMIZER, -1, x->t, x->t);
                     break;
+                }
                 default:
                     break;
                 }
@@ -145,9 +185,9 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                 moved = 1;
             }
         blocked:
-            if (x->pc == ol->n) done_stages++;
+            if (x->pc == x->ops.n) done_units++;
         }
-        if (!moved && done_stages < S) {
+        if (!moved && done_units < nu) {
             rc = ppdl_errf(err, errlen, "simulator: the %s schedule deadlocks with %d stages and %d micro-batches",
                            ppdl_schedule_name(schedule), S, M);
             break;
@@ -155,18 +195,20 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     }
     if (!rc) {
         double busy = 0;
-        for (int s = 0; s < S; s++) {
-            if (st[s].t > out->step_ms) out->step_ms = st[s].t;
-            busy += M * (st[s].f_ms + st[s].b_ms);
+        for (int u = 0; u < nu; u++) {
+            if (U[u].t > out->step_ms) out->step_ms = U[u].t;
+            busy += ppdl_replica_mbs(M, U[u].k, U[u].q) * (U[u].f_ms + U[u].b_ms);
         }
-        out->busy_frac = out->step_ms > 0 ? busy / (S * out->step_ms) : 1;
+        out->busy_frac = out->step_ms > 0 ? busy / (nu * out->step_ms) : 1;
     }
-    free(st);
+    for (int u = 0; u < nu; u++) ppdl_op_list_free(&U[u].ops);
+    free(U);
+    free(u0);
     free(act_arr);
     free(grad_arr);
-done:
-    for (int s = 0; s < S; s++) ppdl_op_list_free(&lists[s]);
-    free(lists);
+    free(link_free);
+    free(bwd_done);
+    ppdl_cost_eval_free(&ev);
     if (rc) ppdl_sim_free(out);
     return rc;
 }

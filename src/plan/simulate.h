@@ -1,18 +1,26 @@
 /* simulate.h — play a plan's real schedule (the op lists of src/pipe/schedule.h, the
- * same lists the runtime executes) with the costs, and predict the step time.
+ * same lists the runtime executes, filtered per replica as the runtime filters them)
+ * with the costs, and predict the step time.
  *
  * The model, one step:
- *  - each stage runs its op list in order on its rank, one op at a time;
- *    FORWARD(mb) takes sum fwd_ms / speed, BACKWARD(mb) sum (bwd_ms + extra_ms) / speed;
- *  - a SEND enters the link's FIFO queue (one queue per direction of each adjacent
- *    pair): the transfer starts when the link is free, occupies it for
- *    bytes / bandwidth, and arrives latency later; sends do not block the sender;
+ *  - each replica of each stage runs its op list in order on its rank, one op at a
+ *    time; FORWARD(mb) takes sum fwd_ms / speed, BACKWARD(mb) sum (bwd_ms + extra_ms)
+ *    / speed of that rank;
+ *  - micro-batch mb goes from replica mb mod k_s of stage s to replica mb mod k_s+1 of
+ *    the next (replica.h); a SEND enters the FIFO queue of its directed rank pair:
+ *    the transfer starts when the link is free, occupies it for bytes / bandwidth, and
+ *    arrives latency later; sends do not block the sender;
  *  - a RECV waits for the arrival (recorded as a wait);
  *  - like the runtime, a slot's send buffer is reused only after its previous message
- *    arrived, and OPTIMIZER waits for all of the stage's sends; it takes no time.
- * The step ends when the last stage finishes. Unlike the analytic T of costmodel.h
- * there is no formula: bubbles, warm-up, cool-down, queueing and the gradient direction
- * come out of the play itself, so the two can be compared.
+ *    arrived, and OPTIMIZER waits for all of the replica's sends;
+ *  - a replicated stage sums its gradients once every replica has finished its last
+ *    backward: the all-reduce (replica.h's ring cost) runs from then, and each
+ *    replica's OPTIMIZER waits for it (recorded as a wait); the optimizer itself takes
+ *    no time.
+ * The step ends when the last rank finishes. Unlike the analytic T of costmodel.h
+ * there is no formula: bubbles, warm-up, cool-down, queueing, the gradient direction
+ * and the overlap of an all-reduce with other stages' work come out of the play
+ * itself, so the two can be compared.
  */
 #ifndef PPDL_SIMULATE_H
 #define PPDL_SIMULATE_H
@@ -26,7 +34,7 @@
 
 typedef struct ppdl_sim {
     double step_ms;            /* predicted time of one step */
-    double busy_frac;          /* compute time / (S * step_ms) */
+    double busy_frac;          /* compute time / (ranks * step_ms) */
     ppdl_event_rec *ev;        /* per-rank timed events (when recorded), for timeline.h */
     int n_ev;
 } ppdl_sim;

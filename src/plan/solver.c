@@ -59,6 +59,7 @@
 #include "plan/costmodel.h"
 #include "plan/solver_impl.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,9 @@ void ppdl_solve_opts_default(ppdl_solve_opts *o)
     o->exact_max_ranks = 10;
     o->exact_max_states = 20000000L;
     o->local_search_evals = 0;
+    o->replicate = 1;
+    o->exact_hybrid_ranks = 6;
+    o->hybrid_evals = 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -92,13 +96,14 @@ static int swappable(const ppdl_cluster_model *cl, int a, int b)
     return 1;
 }
 
-static void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
+void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int S)
 {
     memset(x, 0, sizeof *x);
     x->c = c;
     x->cl = cl;
     x->L = c->L;
-    x->N = x->S = cl->N;
+    x->N = cl->N;
+    x->S = S;
     x->M = M;
     x->schedule = schedule;
     int L = c->L;
@@ -146,7 +151,7 @@ static void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model 
     x->tcap = INFINITY;
 }
 
-static void ctx_free(plan_ctx *x)
+void ctx_free(plan_ctx *x)
 {
     free(x->W);
     free(x->P);
@@ -160,6 +165,7 @@ static void ctx_free(plan_ctx *x)
     free(x->fr_n);
     free(x->pt_stash);
     free(x->pt_extra);
+    free(x->pt_nrc);
     free(x->pt_parent);
     free(x->pt_opt);
     memset(x, 0, sizeof *x);
@@ -168,30 +174,31 @@ static void ctx_free(plan_ctx *x)
 // ----------------------------------------------------------------------------
 // Pareto frontiers of (stash, extra) per segment
 
-static void pool_push(plan_ctx *x, double stash, double extra, int parent, int opt)
+static void pool_push(plan_ctx *x, double stash, double extra, int nrc, int parent, int opt)
 {
     if (x->n_pts == x->cap_pts) {
         x->cap_pts = x->cap_pts ? 2 * x->cap_pts : 4096;
         x->pt_stash = realloc(x->pt_stash, (size_t)x->cap_pts * sizeof(double));
         x->pt_extra = realloc(x->pt_extra, (size_t)x->cap_pts * sizeof(double));
+        x->pt_nrc = realloc(x->pt_nrc, (size_t)x->cap_pts * sizeof(int));
         x->pt_parent = realloc(x->pt_parent, (size_t)x->cap_pts * sizeof(int));
         x->pt_opt = realloc(x->pt_opt, (size_t)x->cap_pts);
-        PPDL_CHECK(x->pt_stash && x->pt_extra && x->pt_parent && x->pt_opt,
+        PPDL_CHECK(x->pt_stash && x->pt_extra && x->pt_nrc && x->pt_parent && x->pt_opt,
                    "out of host memory for the planner's frontiers (%ld points)", x->cap_pts);
     }
     x->pt_stash[x->n_pts] = stash;
     x->pt_extra[x->n_pts] = extra;
+    x->pt_nrc[x->n_pts] = nrc;
     x->pt_parent[x->n_pts] = parent;
     x->pt_opt[x->n_pts] = (unsigned char)opt;
     x->n_pts++;
 }
 
-/* Frontiers for every segment that a plan with T <= T_ub could use. */
-static void build_frontiers(plan_ctx *x, double T_ub)
+void build_frontiers(plan_ctx *x, double tcap)
 {
     int L = x->L, MLmax = x->MLmax;
     const ppdl_costs *c = x->c;
-    double tcap = T_ub / x->M * (1 + 1e-9); /* slack: a stage exactly at the cap stays */
+    tcap *= 1 + 1e-9; /* slack: a stage exactly at the cap stays */
     x->tcap = tcap;
     x->jmax = ppdl_xmalloc((size_t)L * sizeof(int));
     x->fr_off = ppdl_xcalloc((size_t)L * MLmax, sizeof(long));
@@ -213,25 +220,32 @@ static void build_frontiers(plan_ctx *x, double T_ub)
             int k = lc->n_opts, pos[PPDL_MAX_RC_OPTS] = {0};
             long start = x->n_pts;
             double best_extra = INFINITY;
-            /* k-way merge of the lists "prev + option o" by (stash, extra, o) */
+            int best_nrc = INT_MAX;
+            /* k-way merge of the lists "prev + option o" by (stash, extra, recomputed
+             * layers, o); a point stays when it beats every point of less stash in
+             * (extra, recomputed layers): equal times prefer fewer recomputes */
             for (;;) {
-                int pick = -1;
+                int pick = -1, pn = 0;
                 double ps = 0, pe = 0;
                 for (int o = 0; o < k; o++) {
                     if (pos[o] >= prev_n) continue;
                     double s0 = prev_off < 0 ? 0 : x->pt_stash[prev_off + pos[o]];
                     double e0 = prev_off < 0 ? 0 : x->pt_extra[prev_off + pos[o]];
+                    int n0 = prev_off < 0 ? 0 : x->pt_nrc[prev_off + pos[o]];
                     double s = s0 + lc->stash_bytes[o], e = e0 + lc->extra_ms[o];
-                    if (pick < 0 || s < ps || (s == ps && e < pe)) {
+                    int n = n0 + (o != 0);
+                    if (pick < 0 || s < ps || (s == ps && (e < pe || (e == pe && n < pn)))) {
                         pick = o;
                         ps = s;
                         pe = e;
+                        pn = n;
                     }
                 }
                 if (pick < 0 || ps > hi) break; /* lists ascend in stash: nothing more fits */
-                if (pe < best_extra && pe <= ecap) {
-                    pool_push(x, ps, pe, prev_off < 0 ? -1 : (int)(prev_off + pos[pick]), pick);
+                if ((pe < best_extra || (pe == best_extra && pn < best_nrc)) && pe <= ecap) {
+                    pool_push(x, ps, pe, pn, prev_off < 0 ? -1 : (int)(prev_off + pos[pick]), pick);
                     best_extra = pe;
+                    best_nrc = pn;
                 }
                 pos[pick]++;
             }
@@ -800,9 +814,10 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
     memset(info, 0, sizeof *info);
     if (check_input(c, cl, M, schedule, err, errlen)) return -1;
     plan_ctx x;
-    ctx_init(&x, c, cl, M, schedule);
+    ctx_init(&x, c, cl, M, schedule, cl->N);
     int N = x.N, S = x.S;
-    const char *method = fixed_order ? "ppdl-order" : opts->placement ? "ppdl" : "ppdl-inorder";
+    const char *method = fixed_order ? "ppdl-order" : !opts->placement ? "ppdl-inorder"
+                                                    : opts->replicate ? "ppdl" : "ppdl-pipeline";
 
     /* candidate orders */
     int max_cand = 16, n_cand;
@@ -881,7 +896,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
     }
 
     /* the recompute frontiers, then the exact per-order optimum on every candidate */
-    build_frontiers(&x, bT);
+    build_frontiers(&x, bT / x.M);
     info->frontier_points = x.n_pts;
     order_work w;
     work_init(&w, &x, MODE_BEST);
@@ -954,6 +969,42 @@ done:
     return rc;
 }
 
+/* No plan fits and the model has fewer layers than ranks (so no one-rank-per-stage
+ * plan exists): report data parallelism with the smallest-stash options, the plan that
+ * needs the fewest micro-batches in flight. */
+static void report_infeasible_replicated(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                         ppdl_plan *out, char *err, size_t errlen)
+{
+    char e2[PPDL_ERR_LEN];
+    if (ppdl_plan_data_parallel(c->L, cl->N, out, e2, sizeof e2)) {
+        ppdl_errf(err, errlen, "no plan fits in memory (%s)", e2);
+        return;
+    }
+    snprintf(out->method, sizeof out->method, "ppdl");
+    for (int l = 0; l < c->L; l++) {
+        const ppdl_layer_cost *lc = &c->layers[l];
+        int o = 0;
+        for (int k = 1; k < lc->n_opts; k++)
+            if (lc->stash_bytes[k] < lc->stash_bytes[o]) o = k;
+        out->stages[0].recompute[l] = o;
+    }
+    ppdl_cost_eval ev;
+    if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, e2, sizeof e2)) {
+        ppdl_errf(err, errlen, "no plan fits in memory: the model has %d layers for %d ranks, so every plan "
+                  "replicates stages, and none fits (%s)", c->L, cl->N, e2);
+        return;
+    }
+    ppdl_cost_annotate(out, &ev);
+    char a[32], b[32], d[32];
+    ppdl_errf(err, errlen, "no plan fits in memory: the model has %d layers for %d ranks, so every plan "
+              "replicates stages, and none fits even with full recompute; data parallelism, which holds the "
+              "fewest micro-batches, is %s over its limit on a rank (it needs %s, the rank has %s). Give the "
+              "ranks more memory or use a smaller micro-batch", c->L, cl->N,
+              ppdl_fmt_bytes((size_t)fmax(ev.worst_over, 0), a, sizeof a), ppdl_fmt_bytes((size_t)ev.mem_bytes[0], b, sizeof b),
+              ppdl_fmt_bytes((size_t)ev.mem_limit[0], d, sizeof d));
+    ppdl_cost_eval_free(&ev);
+}
+
 int ppdl_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, char *err, size_t errlen)
 {
@@ -962,7 +1013,66 @@ int ppdl_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sch
         ppdl_solve_opts_default(&def);
         opts = &def;
     }
-    return solve_impl(c, cl, M, schedule, opts, NULL, out, info, err, errlen);
+    if (!opts->replicate || !opts->placement) return solve_impl(c, cl, M, schedule, opts, NULL, out, info, err, errlen);
+    ppdl_solve_info dummy;
+    if (!info) info = &dummy;
+    memset(info, 0, sizeof *info);
+    memset(out, 0, sizeof *out);
+    if (M < 1) return ppdl_errf(err, errlen, "--micro-batches %d: expected >= 1", M);
+    if (schedule != PPDL_SCHED_1F1B && schedule != PPDL_SCHED_GPIPE)
+        return ppdl_errf(err, errlen, "unknown schedule %d", schedule);
+    /* 1. one rank per stage (needs L >= N), exact or heuristic placement */
+    ppdl_plan pipe;
+    memset(&pipe, 0, sizeof pipe);
+    char perr[PPDL_ERR_LEN] = "";
+    int rc = -1, pipe_exact = 1;
+    if (c->L >= cl->N) {
+        rc = solve_impl(c, cl, M, schedule, opts, NULL, &pipe, info, perr, sizeof perr);
+        pipe_exact = info->exact;
+    }
+    double T_inc = rc == 0 ? pipe.predicted_iter_ms : INFINITY;
+    /* 2. replicated stages, under that plan's T */
+    ppdl_plan hyb;
+    int *order = NULL;
+    if (rc == 0) {
+        order = ppdl_xmalloc((size_t)cl->N * sizeof(int));
+        for (int s = 0; s < pipe.S; s++) order[s] = pipe.stages[s].rank;
+    }
+    int hrc = solve_hybrid(c, cl, M, schedule, opts, T_inc, order, &hyb, info);
+    free(order);
+    info->exact = pipe_exact && info->hybrid_exact;
+    if (hrc == 0) {
+        ppdl_cost_eval ev;
+        if (ppdl_cost_evaluate(c, cl, M, schedule, &hyb, &ev, err, errlen)) {
+            ppdl_plan_free(&hyb);
+            ppdl_plan_free(&pipe);
+            return -1;
+        }
+        ppdl_cost_annotate(&hyb, &ev);
+        PPDL_CHECK(ev.feasible, "planner bug: the replicated plan it chose does not fit (stage %d over by %g bytes)",
+                   ev.worst_stage, ev.worst_over);
+        ppdl_cost_eval_free(&ev);
+        if (hyb.predicted_iter_ms < T_inc) {
+            ppdl_plan_free(&pipe);
+            *out = hyb;
+            info->replicated = 1;
+            info->infeasible = 0;
+            return 0;
+        }
+        ppdl_plan_free(&hyb);
+    }
+    if (rc == 0) {
+        *out = pipe;
+        return 0;
+    }
+    info->infeasible = 1;
+    if (c->L >= cl->N) {
+        *out = pipe; /* the least-over plan, and the message of step 1 */
+        snprintf(err, errlen, "%s", perr);
+    } else {
+        report_infeasible_replicated(c, cl, M, schedule, out, err, errlen);
+    }
+    return -1;
 }
 
 int ppdl_solve_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,

@@ -1,16 +1,26 @@
-/* solver.h — the planner: the stages, the rank of each stage and the recompute option
- * of each layer that minimise the cost model's T (costmodel.h) with every stage inside
+/* solver.h — the planner: the stages, the ranks of each stage and the recompute option
+ * of each layer that minimise the cost model's T (costmodel.h) with every replica inside
  * its rank's memory. Pure C, no MPI, no device.
  *
- * What is exact:
- *  - for a fixed rank order, the partition and the options are optimal (ppdl_solve_order);
- *  - over rank orders, the optimum is exact up to opts.exact_max_ranks ranks (a DP over
- *    subsets of ranks); above that a heuristic that exploits the matrix's structure
- *    (groups of fast-linked ranks, ordered within and between groups, then local
- *    improvement by swaps and reversals). Its candidates include ranks in order 0..N-1,
- *    solved exactly, so it is never worse than any plan that keeps the ranks in order
- *    (every baseline of baselines.h).
- * The algorithms and their complexity are described at the top of solver.c.
+ * The search space: S <= N stages of contiguous layers; each stage on k_s >= 1 ranks
+ * (its replicas, k_s <= M), every rank in exactly one stage; inside a stage the
+ * replicas are in ppdl_sort_replicas order (fastest first). Two parts:
+ *  - one rank per stage (S = N, issue 6): for a fixed rank order the partition and the
+ *    options are optimal (ppdl_solve_order); over rank orders exact up to
+ *    opts.exact_max_ranks ranks (a DP over subsets of ranks), above that a heuristic
+ *    that exploits the matrix's structure (groups of fast-linked ranks, ordered within
+ *    and between groups, then local improvement by swaps and reversals). Its
+ *    candidates include ranks in order 0..N-1, solved exactly, so it is never worse
+ *    than any plan that keeps the ranks in order (every pipeline baseline).
+ *  - replicated stages (S < N, issue 9, hybrid.c): for a fixed layout (which ranks
+ *    form each stage, in pipeline order) the partition and the options are optimal;
+ *    over layouts exact up to opts.exact_hybrid_ranks ranks (every layout is solved),
+ *    above that candidate layouts from the groups of fast-linked ranks (data
+ *    parallelism; one stage per node, or per part of a node; the i-th ranks of the
+ *    nodes together) and local moves. Plain data parallelism (one stage on every rank)
+ *    is always a candidate, so where it is best the planner returns it.
+ * The algorithms and their complexity are described at the top of solver.c and
+ * hybrid.c.
  */
 #ifndef PPDL_SOLVER_H
 #define PPDL_SOLVER_H
@@ -27,6 +37,12 @@ typedef struct ppdl_solve_opts {
     long exact_max_states;     /* ... and at most this many DP states 2^N*N*L (default 2e7) */
     long local_search_evals;   /* heuristic placement: orders tried in the local search
                                   (default 0 = automatic: 8 N, at least 200) */
+    int replicate;             /* 1: also plans with replicated stages (default); 0: one
+                                  stage per rank only */
+    int exact_hybrid_ranks;    /* every replica layout is solved up to this many ranks
+                                  (default 6: 3963 layouts) */
+    long hybrid_evals;         /* layouts solved by the local search above that
+                                  (default 0 = automatic) */
 } ppdl_solve_opts;
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o);
@@ -39,12 +55,17 @@ typedef struct ppdl_solve_info {
     long frontier_points;      /* Pareto points stored for the recompute choice */
     int n_groups;              /* groups of fast-linked ranks found (heuristic placement) */
     int infeasible;            /* no plan fits: see the message in err */
+    int replicated;            /* the plan has a stage with several replicas */
+    long layouts_solved;       /* replica layouts solved exactly (partition + recompute) */
+    int hybrid_exact;          /* every replica layout was considered */
+    char hybrid[96];           /* how the layouts were chosen, for messages */
 } ppdl_solve_info;
 
-/* Plan L = c->L layers onto all N = cl->N ranks (one stage per rank, so L >= N) for M
- * micro-batches under `schedule` (PPDL_SCHED_*). On success 0 and *out holds the plan,
- * annotated with the cost model (feasible, predicted_iter_ms, bottleneck_ms, per-stage
- * time_ms and mem_bytes); method "ppdl" (or "ppdl-inorder" without placement).
+/* Plan L = c->L layers onto all N = cl->N ranks for M micro-batches under `schedule`
+ * (PPDL_SCHED_*). On success 0 and *out holds the plan, annotated with the cost model
+ * (feasible, predicted_iter_ms, bottleneck_ms, per-stage time_ms, mem_bytes and
+ * allreduce_ms); method "ppdl" ("ppdl-pipeline" without replication, "ppdl-inorder"
+ * without placement and replication; those two need L >= N).
  * When no plan fits in memory: -1, info->infeasible = 1, err says which stage cannot fit
  * even with the smallest-stash option of every layer and by how many bytes, and *out
  * holds that least-over plan (feasible = 0). Other errors: -1 and out->S = 0.

@@ -33,6 +33,7 @@ typedef struct plan_ctx {
     long *fr_off;              /* [L*MLmax] first point of frontier(i, i+len-1) in the pool */
     int *fr_n;                 /* [L*MLmax] its size */
     double *pt_stash, *pt_extra;
+    int *pt_nrc;               /* layers of the assignment that recompute (option != 0) */
     int *pt_parent;            /* point of frontier(i, j-1) it extends; -1 at j = i */
     unsigned char *pt_opt;     /* option of layer j */
     long n_pts, cap_pts;
@@ -53,6 +54,13 @@ typedef struct order_work {
     int *jlo, *jhi;            /* [S] the last layers stage s can end at under the bound */
 } order_work;
 
+/* prefix sums, bounds and interchangeable ranks; frontiers for stages of up to
+ * L - S + 1 layers once built. S: the stages the plans have (N for one per rank). */
+void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int S);
+void ctx_free(plan_ctx *x);
+/* The Pareto frontiers of every segment a stage of fill time <= tcap (ms) could use. */
+void build_frontiers(plan_ctx *x, double tcap);
+
 /* time of layers i..j on rank r holding n micro-batches under `mode`; INFINITY when it
  * does not fit. *pt (may be NULL): the frontier point used (MODE_BEST), else -1. */
 double seg_time(const plan_ctx *x, int mode, int i, int j, int r, int n, long *pt);
@@ -67,6 +75,9 @@ double solve_order_work(plan_ctx *x, order_work *w, const int *order, double T_i
 /* placement.c */
 /* groups of fast-linked ranks: group[r] in 0..n-1; returns n */
 int rank_groups(const plan_ctx *x, int *group);
+/* the order of G groups minimising the sum of 1/(best bandwidth between consecutive
+ * groups): an exact path over subsets up to 12 groups, else nearest neighbour */
+void order_groups(const ppdl_cluster_model *cl, const int *group, int G, int *gorder);
 /* candidate orders (ranks in order first), written to orders[k*N..]; returns how many
  * (at most max) */
 int candidate_orders(const plan_ctx *x, int *orders, int max, int *n_groups);
@@ -78,5 +89,13 @@ int feasible_search(const plan_ctx *x, int *order, long budget);
 /* solver.c: the least possible largest (mem_s - limit) over cuts of this order with
  * smallest-stash options, and that cut */
 double least_over(const plan_ctx *x, const int *order, int *first);
+
+/* hybrid.c: the best plan with at least one replicated stage (S < N) whose T is below
+ * T_inc, the T of the one-rank-per-stage plan with ranks pipe_order[0..N-1] (NULL and
+ * INFINITY: none). 0 and *out (not yet annotated) when found; 1 when none beats T_inc
+ * (out->S = 0). info gets the layouts solved and whether the search was exhaustive. */
+int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                 const ppdl_solve_opts *opts, double T_inc, const int *pipe_order, ppdl_plan *out,
+                 ppdl_solve_info *info);
 
 #endif

@@ -314,7 +314,11 @@ static void cu_adamw(ppdl_backend *be, size_t n, float *p, const float *g, float
 
 /* ------------------------------------------------------------------ cuDNN convolution */
 
-static int tf32_ok(cudnnMathType_t mt, int tf32) { return tf32 || mt == CUDNN_FMA_MATH; }
+/* cuDNN's heuristics do not always honour the descriptor's math type (PyTorch notes
+ * the same): in fp32 mode an algorithm that needs tensor-op math is passed over, and
+ * the one taken runs with CUDNN_FMA_MATH (DEFAULT_MATH would allow TF32 on sm_80+) */
+static int math_ok(cudnnMathType_t mt, int tf32) { return tf32 || mt == CUDNN_FMA_MATH || mt == CUDNN_DEFAULT_MATH; }
+static cudnnMathType_t math_for(cudnnMathType_t mt, int tf32) { return tf32 ? mt : CUDNN_FMA_MATH; }
 
 /* Pick the first algorithm of cuDNN's heuristic ranking that is allowed: fp32 math
  * unless TF32 is on, deterministic (backward), and a workspace under the cap. */
@@ -325,10 +329,10 @@ static void plan_forward(cuda_impl *ci, conv_plan *p, int tf32)
     CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ci->cudnn, p->x, p->w, p->fwd_desc, p->y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
     for (int i = 0; i < n; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && tf32_ok(perf[i].mathType, tf32) &&
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && math_ok(perf[i].mathType, tf32) &&
             perf[i].memory <= CUDNN_WORKSPACE_CAP) {
             p->fwd = perf[i].algo;
-            CUDNN_CHECK(cudnnSetConvolutionMathType(p->fwd_desc, perf[i].mathType));
+            CUDNN_CHECK(cudnnSetConvolutionMathType(p->fwd_desc, math_for(perf[i].mathType, tf32)));
             CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ci->cudnn, p->x, p->w, p->fwd_desc, p->y, p->fwd,
                                                                 &p->ws_fwd));
             return;
@@ -346,9 +350,9 @@ static void plan_backward(cuda_impl *ci, conv_plan *p, int tf32)
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, pd));
     for (int i = 0; i < n && !found; i++)
         if (pd[i].status == CUDNN_STATUS_SUCCESS && pd[i].determinism == CUDNN_DETERMINISTIC &&
-            tf32_ok(pd[i].mathType, tf32) && pd[i].memory <= CUDNN_WORKSPACE_CAP) {
+            math_ok(pd[i].mathType, tf32) && pd[i].memory <= CUDNN_WORKSPACE_CAP) {
             p->bwd_data = pd[i].algo;
-            CUDNN_CHECK(cudnnSetConvolutionMathType(p->data_desc, pd[i].mathType));
+            CUDNN_CHECK(cudnnSetConvolutionMathType(p->data_desc, math_for(pd[i].mathType, tf32)));
             found = 1;
         }
     PPDL_CHECK(found, "cuDNN offers no deterministic %s backward-data algorithm for this convolution",
@@ -360,9 +364,9 @@ static void plan_backward(cuda_impl *ci, conv_plan *p, int tf32)
                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, pf));
     for (int i = 0; i < n && !found; i++)
         if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].determinism == CUDNN_DETERMINISTIC &&
-            tf32_ok(pf[i].mathType, tf32) && pf[i].memory <= CUDNN_WORKSPACE_CAP) {
+            math_ok(pf[i].mathType, tf32) && pf[i].memory <= CUDNN_WORKSPACE_CAP) {
             p->bwd_filter = pf[i].algo;
-            CUDNN_CHECK(cudnnSetConvolutionMathType(p->filter_desc, pf[i].mathType));
+            CUDNN_CHECK(cudnnSetConvolutionMathType(p->filter_desc, math_for(pf[i].mathType, tf32)));
             found = 1;
         }
     PPDL_CHECK(found, "cuDNN offers no deterministic %s backward-filter algorithm for this convolution",

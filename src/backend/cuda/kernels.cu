@@ -58,10 +58,13 @@ __global__ void add_kernel(size_t n, const float *x, const float *y, float *out)
     if (i < n) out[i] = x[i] + y[i];
 }
 
+// The _rn intrinsics are never fused into multiply-adds: axpy and AdamW round each
+// operation as cpu.c does, so their results are bitwise the CPU's (nvcc would contract
+// a*b + c into one fma, one rounding instead of two).
 __global__ void axpy_kernel(size_t n, float alpha, const float *x, float *y)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i < n) y[i] += alpha * x[i];
+    if (i < n) y[i] = __fadd_rn(y[i], __fmul_rn(alpha, x[i]));
 }
 
 __global__ void bias_add_kernel(size_t n, int cols, float *x, const float *bias)
@@ -106,12 +109,15 @@ __global__ void adamw_kernel(size_t n, float *p, const float *g, float *m, float
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float w = p[i] * decay;
-    float mi = b1 * m[i] + a1 * g[i];
-    float vi = b2 * v[i] + a2 * g[i] * g[i];
+    // cpu.c's expressions, operation by operation and in its order
+    float gi = g[i];
+    float w = __fmul_rn(p[i], decay);
+    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(a1, gi));
+    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(a2, gi), gi));
     m[i] = mi;
     v[i] = vi;
-    p[i] = w - step * mi / (sqrtf(vi) / c2s + eps);
+    float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), c2s), eps);
+    p[i] = __fsub_rn(w, __fdiv_rn(__fmul_rn(step, mi), den));
 }
 
 // ------------------------------------------------------------------ column sums

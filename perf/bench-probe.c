@@ -1,0 +1,122 @@
+/* bench-probe.c — the helper of perf/bench-probe.
+ *
+ *   bench-probe-bin schedule N [RANKS_PER_HOST ...]
+ *       the probe's schedule for N ranks: tournament rounds, and the slots (groups of
+ *       pairs measured at once) when ranks fill hosts of RANKS_PER_HOST (no MPI)
+ *   mpiexec -n 2 bench-probe-bin pingpong [BYTES] [REPS]
+ *       plain blocking MPI between ranks 0 and 1, the references for the probe's
+ *       bandwidth of the pair: a ping-pong of BYTES both ways (bandwidth = BYTES /
+ *       half the round trip) and the osu_bw method (a window of 64 MPI_Isend of BYTES,
+ *       then a 4-byte ack; bandwidth = 64 BYTES / time); each the median of REPS
+ *       after 2 warm-ups, printed as "pingpong_Bps X" and "osu_bw_Bps Y".
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/util.h"
+#include "net/probe.h"
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int schedule(int argc, char **argv)
+{
+    int n = atoi(argv[2]);
+    if (n < 1 || n > 4096) { fprintf(stderr, "schedule N: N in 1..4096\n"); return 2; }
+    int rounds = ppdl_probe_rounds(n);
+    printf("ranks %d: %d rounds of up to %d disjoint pairs, %d ordered pairs\n", n, rounds, n / 2, n * (n - 1));
+    int *a = malloc(sizeof(int) * (size_t)(n / 2 + 1)), *b = malloc(sizeof(int) * (size_t)(n / 2 + 1));
+    int *slot = malloc(sizeof(int) * (size_t)(n / 2 + 1)), *host = malloc(sizeof(int) * (size_t)n);
+    for (int k = 3; k < argc; k++) {
+        int per = atoi(argv[k]);
+        if (per < 1) continue;
+        for (int i = 0; i < n; i++) host[i] = i / per;
+        int slots = 0;
+        for (int r = 0; r < rounds; r++) {
+            int np = ppdl_probe_round_pairs(n, r, a, b);
+            slots += ppdl_probe_slots(np, a, b, host, 0, slot);
+        }
+        printf("  %d ranks per host (%d hosts): %d slots of pairs\n", per, (n + per - 1) / per, slots);
+    }
+    free(a);
+    free(b);
+    free(slot);
+    free(host);
+    return 0;
+}
+
+static int pingpong(int argc, char **argv)
+{
+    size_t bytes = argc > 2 ? (size_t)atol(argv[2]) : (size_t)1 << 20;
+    int reps = argc > 3 ? atoi(argv[3]) : 21, rank, size;
+    enum { WINDOW = 64 };
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    PPDL_CHECK(size >= 2 && reps >= 1, "pingpong needs 2 ranks and REPS >= 1");
+    char *buf = ppdl_xcalloc(bytes * WINDOW, 1);
+    double *t = ppdl_xmalloc((size_t)(reps + 2) * sizeof(double));
+    MPI_Request req[WINDOW];
+    MPI_Status st[WINDOW]; /* (MPI_STATUSES_IGNORE trips gcc's -Wstringop-overflow) */
+    int ack = 0;
+    /* ping-pong: BYTES there and back */
+    for (int k = 0; k < reps + 2; k++) {
+        PPDL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        double t0 = MPI_Wtime();
+        if (rank == 0) {
+            PPDL_CHECK_MPI(MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD));
+            PPDL_CHECK_MPI(MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        } else if (rank == 1) {
+            PPDL_CHECK_MPI(MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            PPDL_CHECK_MPI(MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD));
+        }
+        t[k] = MPI_Wtime() - t0;
+    }
+    double pp = (double)bytes / (median(t + 2, reps) / 2);
+    /* osu_bw: a window of sends, one ack */
+    for (int k = 0; k < reps + 2; k++) {
+        PPDL_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        double t0 = MPI_Wtime();
+        if (rank == 0) {
+            for (int w = 0; w < WINDOW; w++)
+                PPDL_CHECK_MPI(MPI_Isend(buf + (size_t)w * bytes, (int)bytes, MPI_BYTE, 1, 2, MPI_COMM_WORLD, &req[w]));
+            PPDL_CHECK_MPI(MPI_Waitall(WINDOW, req, st));
+            PPDL_CHECK_MPI(MPI_Recv(&ack, 1, MPI_INT, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        } else if (rank == 1) {
+            for (int w = 0; w < WINDOW; w++)
+                PPDL_CHECK_MPI(MPI_Irecv(buf + (size_t)w * bytes, (int)bytes, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &req[w]));
+            PPDL_CHECK_MPI(MPI_Waitall(WINDOW, req, st));
+            PPDL_CHECK_MPI(MPI_Send(&ack, 1, MPI_INT, 0, 3, MPI_COMM_WORLD));
+        }
+        t[k] = MPI_Wtime() - t0;
+    }
+    double bw = (double)bytes * WINDOW / median(t + 2, reps);
+    if (rank == 0) printf("pingpong_Bps %.6g\nosu_bw_Bps %.6g\n", pp, bw);
+    free(buf);
+    free(t);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "schedule")) return schedule(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "pingpong")) {
+        PPDL_CHECK_MPI(MPI_Init(&argc, &argv));
+        int rc = pingpong(argc, argv);
+        MPI_Finalize();
+        return rc;
+    }
+    fprintf(stderr, "usage: bench-probe-bin schedule N [RANKS_PER_HOST...] | pingpong [BYTES] [REPS]\n");
+    return 2;
+}

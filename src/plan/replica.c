@@ -1,0 +1,81 @@
+/* replica.c — micro-batches per replica, in-flight counts, ring all-reduce cost. */
+#include "plan/replica.h"
+#include "plan/costmodel.h"
+
+#include <math.h>
+
+int ppdl_replica_mbs(int M, int k, int q)
+{
+    if (k < 1 || q < 0 || q >= k || q >= M) return 0;
+    return (M - q + k - 1) / k;
+}
+
+int ppdl_pair_mbs(int M, int ka, int a, int kb, int b)
+{
+    int n = 0;
+    for (int j = a; j < M; j += ka) n += j % kb == b;
+    return n;
+}
+
+void ppdl_replica_ops(int schedule, int S, int M, int s, int q, int k, ppdl_op_list *out)
+{
+    /* the filter of ppdl_runtime_replica_ops (src/pipe/runtime.c), kept free of MPI */
+    ppdl_schedule_build(schedule, S, M, s, out);
+    if (k <= 1) return;
+    int n = 0;
+    for (int i = 0; i < out->n; i++) {
+        const ppdl_op *op = &out->ops[i];
+        if (op->mb < 0 || op->mb % k == q) out->ops[n++] = *op;
+    }
+    out->n = n;
+}
+
+int ppdl_replica_in_flight(int schedule, int S, int M, int s, int q, int k)
+{
+    if (k <= 1) return ppdl_in_flight(schedule, S, M, s);
+    ppdl_op_list l;
+    ppdl_replica_ops(schedule, S, M, s, q, k, &l);
+    int n = ppdl_schedule_max_in_flight(&l);
+    ppdl_op_list_free(&l);
+    return n;
+}
+
+double ppdl_group_min_bw(const ppdl_cluster_model *cl, const int *ranks, int k)
+{
+    double bw = INFINITY;
+    for (int a = 0; a < k; a++)
+        for (int b = 0; b < k; b++)
+            if (a != b) bw = fmin(bw, cl->bw[ranks[a] * cl->N + ranks[b]]);
+    return bw;
+}
+
+double ppdl_group_max_lat(const ppdl_cluster_model *cl, const int *ranks, int k)
+{
+    double lat = 0;
+    for (int a = 0; a < k; a++)
+        for (int b = 0; b < k; b++)
+            if (a != b) lat = fmax(lat, cl->lat[ranks[a] * cl->N + ranks[b]]);
+    return lat;
+}
+
+double ppdl_allreduce_ms(const ppdl_cluster_model *cl, const int *ranks, int k, double bytes, int n_msgs)
+{
+    if (k < 2 || bytes <= 0) return 0;
+    return ppdl_allreduce_ms_bw(k, bytes, n_msgs, ppdl_group_min_bw(cl, ranks, k), ppdl_group_max_lat(cl, ranks, k));
+}
+
+static int before(const ppdl_cluster_model *cl, int a, int b)
+{
+    if (cl->speed[a] != cl->speed[b]) return cl->speed[a] > cl->speed[b];
+    if (cl->mem[a] != cl->mem[b]) return cl->mem[a] > cl->mem[b];
+    return a < b;
+}
+
+void ppdl_sort_replicas(const ppdl_cluster_model *cl, int *ranks, int k)
+{
+    for (int i = 1; i < k; i++) { /* insertion sort: a stage has few replicas */
+        int v = ranks[i], j = i;
+        for (; j > 0 && before(cl, v, ranks[j - 1]); j--) ranks[j] = ranks[j - 1];
+        ranks[j] = v;
+    }
+}

@@ -1,0 +1,61 @@
+/* replica.h — what replicating a stage changes in the cost model (issue 9): how the
+ * micro-batches divide among a stage's replicas, how many each holds at once, which
+ * pairs of ranks carry them between stages, and what summing the gradients costs.
+ * Pure C (no MPI): the planner, the cost model and the simulator share these.
+ *
+ * The runtime's rules (src/pipe/runtime.c), restated here without MPI:
+ *  - micro-batch j runs on replica j mod k of a stage with k replicas;
+ *  - replica q runs the schedule's op list of its stage restricted to its micro-batches
+ *    (ppdl_replica_ops: the same filter as ppdl_runtime_replica_ops);
+ *  - micro-batch j goes from replica j mod k_s of stage s to replica j mod k_{s+1};
+ *  - after its last backward a replica sums its gradients with the stage's other
+ *    replicas (MPI_Iallreduce), and the optimizer waits for that sum.
+ */
+#ifndef PPDL_REPLICA_H
+#define PPDL_REPLICA_H
+
+#include "pipe/schedule.h"
+#include "plan/cluster_model.h"
+
+/* micro-batches j < M with j mod k == q: ceil((M - q) / k) */
+int ppdl_replica_mbs(int M, int k, int q);
+
+/* micro-batches j < M that go from replica a (of ka) of one stage to replica b (of kb)
+ * of the next: j mod ka == a and j mod kb == b */
+int ppdl_pair_mbs(int M, int ka, int a, int kb, int b);
+
+/* The op list of replica q of k of stage s (of S, M micro-batches): the schedule's list
+ * restricted to micro-batches j mod k == q (and the OPTIMIZER). */
+void ppdl_replica_ops(int schedule, int S, int M, int s, int q, int k, ppdl_op_list *out);
+
+/* Micro-batches replica q of k of stage s holds at once: the peak of its op list.
+ * k = 1 gives ppdl_in_flight (min(M, S - s) for 1F1B, M for GPipe). */
+int ppdl_replica_in_flight(int schedule, int S, int M, int s, int q, int k);
+
+/* The slowest link between two distinct ranks of ranks[0..k-1] (bytes/s, either
+ * direction) and the largest latency between them (s). k < 2: INFINITY and 0. */
+double ppdl_group_min_bw(const ppdl_cluster_model *cl, const int *ranks, int k);
+double ppdl_group_max_lat(const ppdl_cluster_model *cl, const int *ranks, int k);
+
+/* The gradient all-reduce of a stage among ranks[0..k-1], in ms: `bytes` of gradients
+ * in n_msgs all-reduces (the runtime sums each layer with parameters on its own), each
+ * a ring (reduce-scatter then all-gather: every rank sends and receives 2 (k-1) chunks
+ * of 1/k of it):
+ *   1000 * (2 (k-1)/k * bytes / slowest link + n_msgs * 2 (k-1) * largest latency)
+ * "Slowest link" is over every pair of the ranks, not one ring order: MPI picks the
+ * algorithm and the order, and on clusters of nodes any ring over ranks of two nodes
+ * crosses the slow link anyway. 0 when k < 2 or bytes = 0. */
+double ppdl_allreduce_ms(const ppdl_cluster_model *cl, const int *ranks, int k, double bytes, int n_msgs);
+/* the same from the group's slowest link bw and largest latency lat */
+static inline double ppdl_allreduce_ms_bw(int k, double bytes, int n_msgs, double bw, double lat)
+{
+    if (k < 2 || bytes <= 0) return 0;
+    return 1000.0 * (2.0 * (k - 1) / k * bytes / bw + n_msgs * 2.0 * (k - 1) * lat);
+}
+
+/* The order the planner gives a stage's replicas: fastest first (replica 0 takes
+ * micro-batch 0 and, when M mod k != 0, one micro-batch more than the last ones),
+ * then more memory first, then by index. Sorts ranks[0..k-1] in place. */
+void ppdl_sort_replicas(const ppdl_cluster_model *cl, int *ranks, int k);
+
+#endif
