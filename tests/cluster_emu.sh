@@ -43,7 +43,7 @@ EOF
 # scripts/cluster-emu --help): --timeout ends the job; the file is complete by then.
 for attempt in 1 2 3; do
   rm -f "$tmp/emu.json"
-  timeout -k 5 150 "$EMU" --timeout 90 --nodes 2 --ranks-per-node 2 --rate 1gbit -- \
+  timeout -k 5 60 "$EMU" --timeout 20 --nodes 2 --ranks-per-node 2 --rate 1gbit -- \
     "$PPDL" --probe-only --cluster-out "$tmp/emu.json" >"$tmp/emu.log" 2>&1
   rc=$?
   [ $rc = 124 ] && [ -s "$tmp/emu.json" ] &&

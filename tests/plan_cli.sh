@@ -1,10 +1,11 @@
 #!/bin/sh
 # plan_cli.sh — ppdl-plan end to end, and the profile -> plan -> train path:
-#   ppdl --costs-out profiles a real model, ppdl-plan plans it for a 3-rank cluster whose
-#   rank 1 is slow and whose rank 2 is short of memory, ppdl trains with that plan
-#   (--plan FILE) and gets the losses of the 1-rank run. Bad command lines and files
-#   fail with the option or field named; a cluster too small says which stage is over
-#   and by how much; the same input gives the same plan; --timeline draws an SVG.
+#   ppdl --costs-out profiles a real model (every recompute option costs time > 0),
+#   ppdl-plan plans it for a 3-rank cluster whose rank 1 is slow and whose rank 2 is
+#   short of memory, ppdl trains with that plan (--plan FILE; it may replicate a stage)
+#   and gets the losses of the 1-rank run. Bad command lines and files fail with the
+#   option or field named; a cluster too small says which stage is over and by how
+#   much; the same input gives the same plan; --timeline draws an SVG.
 . "$top_srcdir/tests/lib.sh"
 PLAN=$top_builddir/ppdl-plan
 make_case g gpt   # 5 layers: embedding, 3 blocks, head
@@ -42,7 +43,7 @@ for l in L:
     assert l["fwd_ms"] > 0 and l["bwd_ms"] > 0, l
     opts = l["recompute"]
     assert opts[0]["stash_bytes"] <= l["stash_bytes"] and opts[0]["extra_ms"] > 0, l   # full
-    for o in opts: assert o["extra_ms"] >= 0
+    for o in opts: assert o["extra_ms"] > 0, o   # a recompute is never free
 assert all(len(l["recompute"]) == 2 for l in L[1:4])                             # + selective
 assert L[1]["recompute"][1]["stash_bytes"] < L[1]["stash_bytes"]
 assert L[0]["out_bytes"] == 4 * 16 * 32 * 4 and L[4]["out_bytes"] == 4 * 16 * 256 * 4
@@ -73,10 +74,12 @@ JSON
 "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/cluster.json" --micro-batches 4 --compare \
   --timeline "$tmp/plan.svg" >"$tmp/table" 2>&1
 ok $? "ppdl-plan plans the profiled model for the cluster"
-grep -q "predicted T" "$tmp/table" && grep -q "simulated T" "$tmp/table" && grep -q "pipedream-rc" "$tmp/table"
+grep -q "predicted T" "$tmp/table" && grep -q "simulated T" "$tmp/table" && grep -q "pipedream-rc" "$tmp/table" &&
+  grep -q "^  dp-rc " "$tmp/table" && grep -q "^  ppdl-pipeline " "$tmp/table"
 ok $? "the table shows predicted and simulated T and every method in --compare"
-[ "$(grep -c '^ *[0-2]  *[0-2]  *[0-9]*-[0-9]' "$tmp/table")" = 3 ]
-ok $? "three stages in the table"
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/cluster.json" --micro-batches 4 --method ppdl-pipeline >"$tmp/pipe" 2>&1 &&
+  [ "$(grep -c '^ *[0-2]  *[0-2]  *[0-9]*-[0-9]' "$tmp/pipe")" = 3 ]
+ok $? "ppdl-pipeline: three stages, one per rank"
 grep -q "<svg" "$tmp/plan.svg" && grep -q "simulated" "$tmp/plan.svg"
 ok $? "--timeline draws the simulated step as SVG"
 sed 's/^/# /' "$tmp/table" | head -12
@@ -92,14 +95,15 @@ import json, sys
 p, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 st = p["stages"]
 assert p["feasible"] is True and p["method"] == "ppdl", p
-assert sorted(s["rank"] for s in st) == [0, 1, 2], st
+ranks = [r for s in st for r in s.get("ranks", [s["rank"]])]
+assert sorted(ranks) == [0, 1, 2], st                   # every rank, once
+assert all(s.get("ranks", [s["rank"]])[0] == s["rank"] for s in st)
 assert st[0]["first_layer"] == 0 and st[-1]["last_layer"] == len(c["layers"]) - 1
 assert all(len(s["recompute"]) == s["last_layer"] - s["first_layer"] + 1 for s in st)
-# rank 2 has 3.2 MB: whatever it runs fits, and the slow rank 1 is not the bottleneck's
-# cause: its stage time is at most the bottleneck
+# rank 2 has 3.2 MB: whatever it runs fits (mem_bytes is the replica closest to its limit)
 for s in st:
-    assert s["time_ms"] <= p["bottleneck_ms"] + 1e-9
-    if s["rank"] == 2: assert s["mem_bytes"] <= 3.2e6, s
+    if 2 in s.get("ranks", [s["rank"]]): assert s["mem_bytes"] <= 3.2e6, s
+    if len(s.get("ranks", [0])) > 1: assert s["allreduce_ms"] > 0, s
 assert p["predicted_iter_ms"] > 0
 PY
   ok $? "the plan JSON has DESIGN.md's fields, covers every layer, and respects rank 2's memory"
@@ -111,7 +115,14 @@ fi
 mpirun_n 3 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 1 --batch-size 16 --micro-batches 4 \
   --plan "$tmp/plan.json" --report "$tmp/r3.json" >"$tmp/t.out" 2>&1
 ok $? "ppdl trains with the plan ppdl-plan wrote (3 ranks)"
-[ "$(losses "$tmp/r1.json")" = "$(losses "$tmp/r3.json")" ]
+# a replicated stage sums its gradients in another order than one rank: 1e-5 relative
+# (rounding is ~1e-7; a missing or doubled replica is off by far more)
+/usr/bin/python3 - "$tmp/r1.json" "$tmp/r3.json" <<'PY' 2>/dev/null || [ "$(losses "$tmp/r1.json")" = "$(losses "$tmp/r3.json")" ]
+import json, sys
+a = [s["loss"] for s in json.load(open(sys.argv[1]))["steps"]]
+b = [s["loss"] for s in json.load(open(sys.argv[2]))["steps"]]
+sys.exit(0 if len(a) == len(b) and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)) else 1)
+PY
 ok $? "and gets the losses of the 1-rank run"
 
 # ---- costs of another set-up are refused ----

@@ -999,10 +999,194 @@ static void test_simulator(void)
     inst_free(&x);
 }
 
+// ----------------------------------------------------------------------------
+// replication: ties, data parallelism, the simulator's closed forms
+
+/* a plan of S stages of `per` layers each, stage s on ranks s*k .. s*k+k-1 */
+static void grid_plan(int S, int k, int per, ppdl_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->method, sizeof p->method, "grid");
+    p->S = S;
+    p->stages = calloc((size_t)S, sizeof *p->stages);
+    for (int s = 0; s < S; s++) {
+        ppdl_plan_stage *st = &p->stages[s];
+        st->n_replicas = k;
+        st->ranks = calloc((size_t)k, sizeof(int));
+        for (int q = 0; q < k; q++) st->ranks[q] = s * k + q;
+        st->rank = st->ranks[0];
+        st->first = s * per;
+        st->last = s * per + per - 1;
+        st->recompute = calloc((size_t)per, sizeof(int));
+    }
+}
+
+static void test_replication(void)
+{
+    char err[PPDL_ERR_LEN];
+    /* 1. ties: an option with no extra time and less stash is not taken when memory is
+     * ample (a profiled extra of 0 is timing noise, not a free recompute) */
+    inst x;
+    ppdl_costs_alloc(&x.c, 6);
+    for (int l = 0; l < 6; l++) {
+        ppdl_layer_cost *lc = &x.c.layers[l];
+        lc->fwd_ms = 1;
+        lc->bwd_ms = 2;
+        lc->param_bytes = 1000;
+        lc->out_bytes = 1000;
+        lc->n_opts = 3;
+        lc->stash_bytes[0] = 1e6;
+        lc->stash_bytes[1] = 1e5;
+        lc->extra_ms[1] = 0;   /* as a noisy profile can report */
+        lc->stash_bytes[2] = 5e5;
+        lc->extra_ms[2] = 0;
+    }
+    ppdl_cluster_model_alloc(&x.cl, 2);
+    x.M = 4;
+    x.sched = PPDL_SCHED_1F1B;
+    int n_rc = 0, good = 1;
+    for (int rep = 0; rep < 2; rep++) {
+        ppdl_solve_opts o;
+        ppdl_solve_opts_default(&o);
+        o.replicate = rep;
+        ppdl_plan p;
+        if (ppdl_solve(&x.c, &x.cl, x.M, x.sched, &o, &p, NULL, err, sizeof err)) { good = 0; continue; }
+        for (int s = 0; s < p.S; s++)
+            for (int l = p.stages[s].first; l <= p.stages[s].last; l++) n_rc += p.stages[s].recompute[l - p.stages[s].first] != 0;
+        ppdl_plan_free(&p);
+    }
+    ok(good && n_rc == 0, "equal times: no layer recomputes when memory is ample (%d recompute)", n_rc);
+    /* tight: stage 0 holds 2 micro-batches; 3 layers there need recompute on some */
+    x.cl.mem[0] = x.cl.mem[1] = 4 * 3000 + 2 * (1e6 + 1e6 + 1e5);
+    ppdl_plan p;
+    int rc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &p, NULL, err, sizeof err);
+    n_rc = 0;
+    for (int s = 0; rc == 0 && s < p.S; s++)
+        for (int l = p.stages[s].first; l <= p.stages[s].last; l++) n_rc += p.stages[s].recompute[l - p.stages[s].first] != 0;
+    ok(rc == 0 && n_rc >= 1 && p.feasible, "short of memory, the free option is used where needed (%d layers)", n_rc);
+    if (p.S) ppdl_plan_free(&p);
+    inst_free(&x);
+
+    /* 2. data parallelism where it is best: fast links, few parameters: the planner
+     * returns one stage on every rank, with the dp baseline's T */
+    inst y;
+    ppdl_costs_alloc(&y.c, 8);
+    for (int l = 0; l < 8; l++) {
+        y.c.layers[l].fwd_ms = 1;
+        y.c.layers[l].bwd_ms = 2;
+        y.c.layers[l].param_bytes = 1e4;
+        y.c.layers[l].out_bytes = 1e6;
+        y.c.layers[l].stash_bytes[0] = 1e6;
+    }
+    ppdl_cluster_model_alloc(&y.cl, 4);
+    for (int k = 0; k < 16; k++) y.cl.bw[k] = 1e10;
+    ppdl_solve_info info;
+    rc = ppdl_solve(&y.c, &y.cl, 8, PPDL_SCHED_1F1B, NULL, &p, &info, err, sizeof err);
+    ppdl_plan d;
+    ppdl_baseline(&y.c, &y.cl, 8, PPDL_SCHED_1F1B, "dp", &d, err, sizeof err);
+    ok(rc == 0 && p.S == 1 && p.stages[0].n_replicas == 4 && info.replicated &&
+       fabs(p.predicted_iter_ms - d.predicted_iter_ms) <= 1e-9 * d.predicted_iter_ms,
+       "where data parallelism is best the planner chooses it (T %.3f ms, dp %.3f ms, %d stages)",
+       p.predicted_iter_ms, d.predicted_iter_ms, p.S);
+    /* T of dp: ceil(M/N) micro-batches of 24 ms, + the ring all-reduce of 8e4 bytes */
+    double want = 2 * 24 + 1000 * (2.0 * 3 / 4 * 8e4 / 1e10);
+    ok(fabs(d.predicted_iter_ms - want) < 1e-9 * want, "dp's T = ceil(M/N) x stage time + ring all-reduce (%.6f ms)", want);
+    if (p.S) ppdl_plan_free(&p);
+    ppdl_plan_free(&d);
+    /* 3. two nodes of two ranks, a link between them 1000x slower, large parameters,
+     * small activations: stages inside nodes, replicas across them would all-reduce
+     * over the slow link; the planner keeps every all-reduce inside a node */
+    for (int l = 0; l < 8; l++) {
+        y.c.layers[l].param_bytes = 4e7;
+        y.c.layers[l].out_bytes = 1e5;
+    }
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) y.cl.bw[a * 4 + b] = a / 2 == b / 2 ? 1e10 : 1e7;
+    rc = ppdl_solve(&y.c, &y.cl, 8, PPDL_SCHED_1F1B, NULL, &p, &info, err, sizeof err);
+    ppdl_baseline(&y.c, &y.cl, 8, PPDL_SCHED_1F1B, "dp", &d, err, sizeof err);
+    int inside = rc == 0;
+    for (int s = 0; rc == 0 && s < p.S; s++)
+        for (int q = 1; q < p.stages[s].n_replicas; q++) inside &= p.stages[s].ranks[q] / 2 == p.stages[s].ranks[0] / 2;
+    ok(inside && p.predicted_iter_ms * 2 < d.predicted_iter_ms,
+       "large gradients, slow link between nodes: replicas only inside a node, T %.1f ms vs dp %.1f ms", p.predicted_iter_ms,
+       d.predicted_iter_ms);
+    if (p.S) ppdl_plan_free(&p);
+    ppdl_plan_free(&d);
+    inst_free(&y);
+
+    /* 4. the simulator: S stages x k replicas, equal layers, free links: each replica
+     * pipeline runs M/k micro-batches, (M/k + S - 1)(f + b), the cost model's T too;
+     * parameters on stage 0 only add its all-reduce at the end (it starts after the
+     * last backward, which is stage 0's), to both */
+    for (int S = 1; S <= 3; S++)
+        for (int k = 1; k <= 3; k++)
+            for (int M = k; M <= 9; M += k)
+                for (int sch = 0; sch < 2; sch++) {
+                    inst z;
+                    equal_case(&z, S * k, 1.5, 2.5, 0, 1e9, 0);
+                    ppdl_costs_free(&z.c);
+                    ppdl_costs_alloc(&z.c, S);
+                    for (int l = 0; l < S; l++) {
+                        z.c.layers[l].fwd_ms = 1.5;
+                        z.c.layers[l].bwd_ms = 2.5;
+                    }
+                    z.c.layers[0].param_bytes = 1e6; /* all-reduce: 2 (k-1)/k ms at 1e9 B/s */
+                    grid_plan(S, k, 1, &p);
+                    double T = ppdl_cost_apply(&z.c, &z.cl, M, sch, &p);
+                    double want2 = (M / k + S - 1) * 4.0 + 1000 * 2.0 * (k - 1) / k * 1e6 / 1e9;
+                    ppdl_sim sim;
+                    /* 1F1B with replicas on both sides of a link: the runtime's replica
+                     * lists keep the stage's warm-up counted in all micro-batches, so
+                     * each chain of replicas waits for its gradient before its next
+                     * forward; the simulator plays that, the cost model does not */
+                    int chained = sch == PPDL_SCHED_1F1B && S > 1 && k > 1 && M > k;
+                    if (ppdl_simulate(&z.c, &z.cl, &p, M, sch, 1, &sim, err, sizeof err)) {
+                        fail("S=%d k=%d M=%d: %s", S, k, M, err);
+                    } else {
+                        if ((chained ? sim.step_ms < want2 - 1e-9 : fabs(sim.step_ms - want2) > 1e-9) ||
+                            fabs(T - want2) > 1e-9)
+                            fail("S=%d k=%d M=%d %s: simulated %.6f, analytic %.6f, want %.6f", S, k, M,
+                                 ppdl_schedule_name(sch), sim.step_ms, T, want2);
+                        int nf = 0;
+                        for (int e = 0; e < sim.n_ev; e++) nf += sim.ev[e].kind == PPDL_OP_FORWARD;
+                        if (nf != S * M) fail("S=%d k=%d M=%d: %d forwards", S, k, M, nf);
+                        ppdl_sim_free(&sim);
+                    }
+                    ppdl_plan_free(&p);
+                    inst_free(&z);
+                }
+    report("simulator and cost model with replicas: (M/k + S - 1)(f + b) + stage 0's all-reduce (1F1B chains of "
+           "replicas: the simulator no faster)");
+
+    /* 5. determinism, replicated layouts chosen by the heuristic (N = 8, 12) */
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 1234);
+    for (int k = 0; k < 8; k++) {
+        inst w;
+        int N = k < 4 ? 8 : 12;
+        gen(&g, N, N + 6, 3, 0, &w);
+        w.M = 2 * N;
+        ppdl_plan a, b;
+        int ra = ppdl_solve(&w.c, &w.cl, w.M, w.sched, NULL, &a, NULL, err, sizeof err);
+        int rb = ppdl_solve(&w.c, &w.cl, w.M, w.sched, NULL, &b, NULL, err, sizeof err);
+        if (ra != rb) fail("case %d: return codes differ", k);
+        else if (ra == 0) {
+            char *ja = ppdl_plan_to_json(&a), *jb = ppdl_plan_to_json(&b);
+            if (strcmp(ja, jb)) fail("case %d (N=%d): two runs gave different plans", k, N);
+            free(ja);
+            free(jb);
+        }
+        if (a.S) ppdl_plan_free(&a);
+        if (b.S) ppdl_plan_free(&b);
+        inst_free(&w);
+    }
+    report("the same input gives the same plan with replication (heuristic layouts, N = 8 and 12)");
+}
+
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(19);
+    plan(26);
     test_brute_force();
     test_order_solver();
     test_determinism();
@@ -1010,6 +1194,7 @@ int main(void)
     test_infeasible_message();
     test_files();
     test_simulator();
+    test_replication();
     diag("%.1f s", ppdl_now_s() - t0);
     return exit_status();
 }

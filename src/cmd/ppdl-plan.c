@@ -28,7 +28,7 @@
 
 typedef struct options {
     const char *costs, *cluster, *method, *timeline;
-    long M, exact_ranks;
+    long M, exact_ranks, exact_layouts;
     int schedule, json, compare;
 } options;
 
@@ -41,14 +41,20 @@ static void usage(FILE *f)
 "and backward ms, parameter, activation and stash bytes, recompute options); ppdl\n"
 "writes them with `ppdl MODEL.h5 --costs-out COSTS.json`. The cluster says how fast\n"
 "each pair of ranks talks (bandwidth and latency matrices), and each rank's memory and\n"
-"relative speed (DESIGN.md: CLUSTER.json). ppdl-plan chooses, for one stage per rank,\n"
-"which layers each stage runs, which rank runs it and what each layer recomputes, to\n"
-"minimise the predicted time of one training step:\n"
+"relative speed (DESIGN.md: CLUSTER.json). ppdl-plan chooses the stages, which layers\n"
+"each runs, which ranks run it (one, or several replicas that split the micro-batches\n"
+"and sum their gradients) and what each layer recomputes, to minimise the predicted\n"
+"time of one training step. With one rank per stage:\n"
 "\n"
 "  T = sum of stage times + 2 x sum of link times + (M-1) x the slowest stage or link\n"
 "\n"
 "with every stage inside its rank's memory (stage s holds min(M, N-s) micro-batches\n"
-"under 1f1b, M under gpipe). Then it plays the schedule with these costs (links as\n"
+"under 1f1b, M under gpipe). With replicas (micro-batch j on replica j mod k):\n"
+"\n"
+"  T = micro-batch 0's path + the busiest replica or rank pair's other micro-batches\n"
+"      + the slowest stage's gradient all-reduce (ring: 2(k-1)/k bytes / slowest link)\n"
+"\n"
+"(README.md, \"Planner\"). Then it plays the schedule with these costs (links as\n"
 "queues) and prints the simulated step time next to the prediction.\n"
 "\n"
 "Options:\n"
@@ -56,21 +62,28 @@ static void usage(FILE *f)
 "  --cluster FILE          the ranks and their links (CLUSTER.json; required)\n"
 "  --micro-batches M       micro-batches per step (required)\n"
 "  --schedule 1f1b|gpipe   default 1f1b\n"
-"  --method NAME           ppdl (default): partition, placement and recompute together;\n"
-"                          ppdl-inorder: the same with ranks kept in order 0..N-1;\n"
-"                          baselines (ranks in order, no memory awareness; '-rc' adds\n"
-"                          full recompute on every layer): uniform[-rc] (equal layer\n"
+"  --method NAME           ppdl (default): stages, replicas, placement and recompute\n"
+"                          together; ppdl-pipeline: one stage per rank (partition,\n"
+"                          placement, recompute); ppdl-inorder: one stage per rank, ranks\n"
+"                          kept in order 0..N-1; baselines (ranks in order, no memory\n"
+"                          awareness; '-rc' adds full recompute on every layer):\n"
+"                          dp[-rc] (data parallelism: every layer on every rank, as\n"
+"                          ppdl --plan dp), uniform[-rc] (equal layer\n"
 "                          counts), params[-rc] (balanced parameters, DeepSpeed),\n"
 "                          time[-rc] (balanced time, torchgpipe), pipedream[-rc]\n"
 "                          (time and transfers, one bandwidth for every link)\n"
 "  --compare               plan with every method and print their T side by side\n"
 "  --json                  print the plan as JSON (the format `ppdl --plan FILE` reads)\n"
 "  --timeline FILE.svg     draw the simulated step (ranks as rows, time as x)\n"
-"  --exact-ranks N         exact placement up to N ranks (default 10; above: groups\n"
-"                          of fast-linked ranks and local search)\n"
+"  --exact-ranks N         exact placement (one stage per rank) up to N ranks (default\n"
+"                          10; above: groups of fast-linked ranks and local search)\n"
+"  --exact-layouts N       every layout of replicated stages up to N ranks (default 6;\n"
+"                          above: layouts from the groups of fast-linked ranks and local\n"
+"                          moves)\n"
 "  --help, --version\n"
 "\n"
-"Recompute column, one character per layer: . keeps everything, F full recompute (the\n"
+"Ranks column: the stage's replicas (replica 0 first). Recompute column, one character\n"
+"per layer: . keeps everything, F full recompute (the\n"
 "layer's forward runs again before its backward), S selective (transformer blocks:\n"
 "attention and MLP internals recomputed), a digit for any other option.\n"
 "\n"
@@ -91,13 +104,16 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     o->method = "ppdl";
     o->schedule = PPDL_SCHED_1F1B;
     o->exact_ranks = 10;
-    enum { O_COSTS = 256, O_CLUSTER, O_M, O_SCHED, O_METHOD, O_JSON, O_TIMELINE, O_COMPARE, O_EXACT, O_HELP, O_VERSION };
+    o->exact_layouts = 6;
+    enum { O_COSTS = 256, O_CLUSTER, O_M, O_SCHED, O_METHOD, O_JSON, O_TIMELINE, O_COMPARE, O_EXACT, O_LAYOUTS,
+           O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"costs", required_argument, 0, O_COSTS}, {"cluster", required_argument, 0, O_CLUSTER},
         {"micro-batches", required_argument, 0, O_M}, {"schedule", required_argument, 0, O_SCHED},
         {"method", required_argument, 0, O_METHOD}, {"json", no_argument, 0, O_JSON},
         {"timeline", required_argument, 0, O_TIMELINE}, {"compare", no_argument, 0, O_COMPARE},
-        {"exact-ranks", required_argument, 0, O_EXACT}, {"help", no_argument, 0, O_HELP},
+        {"exact-ranks", required_argument, 0, O_EXACT}, {"exact-layouts", required_argument, 0, O_LAYOUTS},
+        {"help", no_argument, 0, O_HELP},
         {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -119,6 +135,10 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_COMPARE: o->compare = 1; break;
         case O_EXACT:
             if (ppdl_parse_int(a, 0, 20, &o->exact_ranks)) return ppdl_errf(err, errlen, "--exact-ranks %s: expected an integer in [0, 20]", a);
+            break;
+        case O_LAYOUTS:
+            if (ppdl_parse_int(a, 0, 8, &o->exact_layouts))
+                return ppdl_errf(err, errlen, "--exact-layouts %s: expected an integer in [0, 8]", a);
             break;
         case 'h':
         case O_HELP: return 1;
@@ -164,6 +184,23 @@ static void recompute_str(const ppdl_plan_stage *st, char *buf, size_t len)
     }
 }
 
+/* "2,3" : the replicas of a stage (at most len chars, "..." when cut) */
+static void ranks_str(const ppdl_plan_stage *st, char *buf, size_t len)
+{
+    int k = st->n_replicas > 0 ? st->n_replicas : 1;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int q = 0; q < k; q++) {
+        char one[16];
+        snprintf(one, sizeof one, "%s%d", q ? "," : "", st->n_replicas > 0 ? st->ranks[q] : st->rank);
+        if (n + strlen(one) + 4 > len) {
+            snprintf(buf + n, len - n, ",..");
+            return;
+        }
+        n += (size_t)snprintf(buf + n, len - n, "%s", one);
+    }
+}
+
 static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const ppdl_plan *p)
 {
     ppdl_cost_eval ev;
@@ -172,29 +209,59 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
         printf("  (cannot evaluate the plan: %s)\n", err);
         return;
     }
-    printf("  stage  rank  layers     recompute                time ms  in flight  memory / limit           link ms\n");
+    int rep = 0;
+    for (int s = 0; s < p->S; s++) rep |= ev.replicas[s] > 1;
+    printf("  stage  ranks     layers     recompute                time ms  in flight  memory / limit           link ms%s\n",
+           rep ? "             all-reduce ms" : "");
     for (int s = 0; s < p->S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
-        char rcs[64], lay[32], m1[32], m2[32], link[48] = "";
+        char rcs[64], lay[32], m1[32], m2[32], link[48] = "", rk[24], ar[24] = "";
         recompute_str(st, rcs, sizeof rcs);
+        ranks_str(st, rk, sizeof rk);
         snprintf(lay, sizeof lay, "%d-%d", st->first, st->last);
         if (s + 1 < p->S) snprintf(link, sizeof link, "%8.3f -> rank %d", ev.link_ms[s], p->stages[s + 1].rank);
-        printf("  %5d  %4d  %-9s  %-24s %8.3f  %9d  %9s / %-9s %s%s\n", s, st->rank, lay, rcs, ev.time_ms[s],
+        if (ev.replicas[s] > 1) snprintf(ar, sizeof ar, "%8.3f", ev.allreduce_ms[s]);
+        printf("  %5d  %-8s  %-9s  %-24s %8.3f  %9d  %9s / %-9s %s%-19s %s\n", s, rk, lay, rcs, ev.time_ms[s],
                ev.in_flight[s], ppdl_fmt_bytes((size_t)ev.mem_bytes[s], m1, sizeof m1),
                ppdl_fmt_bytes((size_t)ev.mem_limit[s], m2, sizeof m2),
-               ev.mem_bytes[s] > ev.mem_limit[s] ? "OVER " : "", link);
+               ev.mem_bytes[s] > ev.mem_limit[s] ? "OVER " : "", link, ar);
     }
-    printf("  recompute: . keep  F full  S selective\n");
-    printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + %d x bottleneck %.3f ms, %s %d)\n",
-           ev.T, ev.sum_time, ev.sum_link, M - 1, ev.bottleneck, ev.bottleneck_is_link ? "link after stage" : "stage",
-           ev.bottleneck_stage);
+    printf("  recompute: . keep  F full  S selective%s\n",
+           rep ? "; time, in flight and memory: of replica 0, or of the replica closest to its memory limit" : "");
+    if (!rep)
+        printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + %d x bottleneck %.3f ms, %s %d)\n",
+               ev.T, ev.sum_time, ev.sum_link, M - 1, ev.bottleneck, ev.bottleneck_is_link ? "link after stage" : "stage",
+               ev.bottleneck_stage);
+    else
+        printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + pace %.3f (busiest: %s %d) + "
+               "all-reduce %.3f ms)\n", ev.T, ev.sum_time, ev.sum_link, ev.pace,
+               ev.bottleneck_is_link ? "link after stage" : "stage", ev.bottleneck_stage, ev.allreduce);
     ppdl_cost_eval_free(&ev);
+}
+
+/* "1 stage x 4" or "2+1+1": replicas per stage */
+static void layout_str(const ppdl_plan *p, char *buf, size_t len)
+{
+    if (p->S == 1) {
+        snprintf(buf, len, "dp x%d", p->stages[0].n_replicas > 0 ? p->stages[0].n_replicas : 1);
+        return;
+    }
+    int all1 = 1;
+    for (int s = 0; s < p->S; s++) all1 &= p->stages[s].n_replicas <= 1;
+    if (all1) {
+        snprintf(buf, len, "%d x 1", p->S);
+        return;
+    }
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int s = 0; s < p->S && n + 8 < len; s++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%d", s ? "+" : "", p->stages[s].n_replicas > 0 ? p->stages[s].n_replicas : 1);
 }
 
 static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
 {
     double T_ppdl = NAN;
-    printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  fits in memory\n");
+    printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  replicas/stage  fits in memory\n");
     for (int k = 0; ppdl_plan_methods[k]; k++) {
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
@@ -217,10 +284,11 @@ static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int
         double sim_ms = NAN;
         if (ppdl_simulate(c, cl, &p, M, schedule, 0, &sim, err, sizeof err) == 0) sim_ms = sim.step_ms;
         ppdl_sim_free(&sim);
-        char ratio[16] = "     -";
+        char ratio[16] = "     -", lay[48];
         if (T_ppdl > 0) snprintf(ratio, sizeof ratio, "%6.2fx", p.predicted_iter_ms / T_ppdl);
-        printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
-               p.bottleneck_ms, sim_ms, fits);
+        layout_str(&p, lay, sizeof lay);
+        printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %-14s  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
+               p.bottleneck_ms, sim_ms, lay, fits);
         ppdl_plan_free(&p);
     }
 }
@@ -256,8 +324,10 @@ int main(int argc, char **argv)
     if (!strncmp(o.method, "ppdl", 4)) {
         ppdl_solve_opts so;
         ppdl_solve_opts_default(&so);
-        so.placement = !strcmp(o.method, "ppdl");
+        so.placement = strcmp(o.method, "ppdl-inorder") != 0;
+        so.replicate = !strcmp(o.method, "ppdl");
         so.exact_max_ranks = (int)o.exact_ranks;
+        so.exact_hybrid_ranks = (int)o.exact_layouts;
         rc = ppdl_solve(&costs, &cl, M, o.schedule, &so, &plan, &info, err, sizeof err);
     } else {
         rc = ppdl_plan_solve(&costs, &cl, M, o.schedule, o.method, &plan, err, sizeof err);
@@ -282,9 +352,13 @@ int main(int argc, char **argv)
         printf("ppdl-plan: %d layers on %d ranks, %s, M = %d micro-batches of %d sample%s\n", costs.L, cl.N,
                ppdl_schedule_name(o.schedule), M, costs.micro_batch_size, costs.micro_batch_size == 1 ? "" : "s");
         printf("method %s", o.method);
-        if (!strncmp(o.method, "ppdl", 4) && info.placement[0])
-            printf(": placement %s%s; %ld order solves, %ld frontier points", info.placement,
-                   info.exact ? " (optimal)" : "", info.orders_solved, info.frontier_points);
+        if (!strncmp(o.method, "ppdl", 4) && (info.placement[0] || info.hybrid[0])) {
+            if (info.placement[0])
+                printf(": placement %s; %ld order solves, %ld frontier points", info.placement, info.orders_solved,
+                       info.frontier_points);
+            if (info.hybrid[0]) printf("; replicas: %s, %ld layouts solved", info.hybrid, info.layouts_solved);
+            if (info.exact) printf(" (optimal)");
+        }
         printf("; planned in %.1f ms\n", 1e3 * plan_s);
         print_table(&costs, &cl, M, o.schedule, &plan);
         if (sim_rc == 0)

@@ -69,13 +69,6 @@ static int agree(MPI_Comm comm, int ok)
     return all;
 }
 
-static double max_over(MPI_Comm comm, double v)
-{
-    double m;
-    PPDL_CHECK_MPI(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm));
-    return m;
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* Fletcher-64 over 32-bit words (each float's bit pattern, so it does not depend on the
  * byte order): a = sum of words, b = sum of the running a, both mod 2^32 - 1. The sums
@@ -726,10 +719,12 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
     PPDL_CHECK_MPI(MPI_Bcast(&all_ok, 1, MPI_INT, 0, comm));
     PPDL_CHECK_MPI(MPI_Bcast(&stats->bytes, 1, MPI_DOUBLE, 0, comm));
     free(sums);
-    stats->write_s = max_over(comm, t1 - t0);
-    stats->sync_s = max_over(comm, t2 - t1);
-    stats->verify_s = max_over(comm, t3 - t2);
-    stats->total_s = max_over(comm, ppdl_now_s() - t0);
+    double mine[4] = {t1 - t0, t2 - t1, t3 - t2, ppdl_now_s() - t0}, slowest[4];
+    PPDL_CHECK_MPI(MPI_Allreduce(mine, slowest, 4, MPI_DOUBLE, MPI_MAX, comm));
+    stats->write_s = slowest[0];
+    stats->sync_s = slowest[1];
+    stats->verify_s = slowest[2];
+    stats->total_s = slowest[3];
     if (rc) return -1;
     if (!all_ok) {
         ppdl_errf(err, errlen, "%s: not written: another rank failed (see its message)", path);

@@ -50,7 +50,7 @@ void ppdl_comm_isend(ppdl_comm *c, const void *buf, size_t n_bytes, int dst, int
 {
     PPDL_CHECK(n_bytes <= INT_MAX, "message of %zu bytes is too large for one MPI send", n_bytes);
     PPDL_CHECK_MPI(MPI_Isend(buf, (int)n_bytes, MPI_BYTE, dst, tag, c->comm, req));
-    if (c->netem) ppdl_netem_on_send(c->netem, dst, n_bytes, tag, *req);
+    if (c->netem) ppdl_netem_on_send(c->netem, dst, n_bytes, tag, req);
     c->n_msgs++;
 }
 
@@ -58,7 +58,7 @@ void ppdl_comm_irecv(ppdl_comm *c, void *buf, size_t n_bytes, int src, int tag, 
 {
     PPDL_CHECK(n_bytes <= INT_MAX, "message of %zu bytes is too large for one MPI receive", n_bytes);
     PPDL_CHECK_MPI(MPI_Irecv(buf, (int)n_bytes, MPI_BYTE, src, tag, c->comm, req));
-    if (c->netem) ppdl_netem_on_recv(c->netem, src, tag, *req);
+    if (c->netem) ppdl_netem_on_recv(c->netem, src, tag, req);
 }
 
 void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req)

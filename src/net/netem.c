@@ -12,9 +12,11 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-/* one message in flight: the caller's request is the key */
+/* One message in flight, known by the address of the caller's MPI_Request variable:
+ * not by the handle's value, since MPICH hands out one shared handle for every send
+ * that completed at once (seen: four MPI_Isend, four times 0x6c000001). */
 typedef struct pending {
-    MPI_Request data;          /* the caller's request (handle value) */
+    MPI_Request *key;          /* where the caller keeps the data's request */
     MPI_Request hdr;           /* the header's send or receive */
     double hdr_buf[2];         /* arrival time (sender's clock, s), bytes */
     double not_before;         /* send: when its last byte left the link */
@@ -92,8 +94,11 @@ ppdl_netem *ppdl_netem_create(MPI_Comm comm, const ppdl_cluster *cl, char *err, 
     return ne;
 }
 
-static pending *track(ppdl_netem *ne, MPI_Request data, int is_recv)
+static pending *track(ppdl_netem *ne, MPI_Request *key, int is_recv)
 {
+    for (int k = 0; k < ne->n_live; k++)
+        PPDL_CHECK(ne->live[k]->key != key, "a request variable was reused before ppdl_comm_wait completed "
+                   "its previous message (the emulated network tracks requests by variable)");
     if (ne->n_live == ne->cap_live) {
         ne->cap_live = ne->cap_live ? 2 * ne->cap_live : 32;
         ne->live = realloc(ne->live, (size_t)ne->cap_live * sizeof *ne->live);
@@ -101,15 +106,15 @@ static pending *track(ppdl_netem *ne, MPI_Request data, int is_recv)
     }
     /* each entry is its own allocation: MPI holds a pointer to its header buffer */
     pending *p = ppdl_xcalloc(1, sizeof *p);
-    p->data = data;
+    p->key = key;
     p->is_recv = is_recv;
     ne->live[ne->n_live++] = p;
     return p;
 }
 
-void ppdl_netem_on_send(ppdl_netem *ne, int dst, size_t n_bytes, int tag, MPI_Request data)
+void ppdl_netem_on_send(ppdl_netem *ne, int dst, size_t n_bytes, int tag, MPI_Request *req)
 {
-    pending *p = track(ne, data, 0);
+    pending *p = track(ne, req, 0);
     double now = ppdl_now_s(), arrival = now;
     p->not_before = now;
     if (dst != ne->rank) { /* a rank's messages to itself are not on the network */
@@ -123,18 +128,18 @@ void ppdl_netem_on_send(ppdl_netem *ne, int dst, size_t n_bytes, int tag, MPI_Re
     PPDL_CHECK_MPI(MPI_Isend(p->hdr_buf, 2, MPI_DOUBLE, dst, tag, ne->meta, &p->hdr));
 }
 
-void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request data)
+void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request *req)
 {
     PPDL_CHECK(src != MPI_ANY_SOURCE && tag != MPI_ANY_TAG,
                "--netem cannot pair a wildcard receive (MPI_ANY_SOURCE/TAG) with its message's header");
-    pending *p = track(ne, data, 1);
+    pending *p = track(ne, req, 1);
     PPDL_CHECK_MPI(MPI_Irecv(p->hdr_buf, 2, MPI_DOUBLE, src, tag, ne->meta, &p->hdr));
 }
 
 int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield)
 {
     int k = 0;
-    while (k < ne->n_live && ne->live[k]->data != *req) k++;
+    while (k < ne->n_live && ne->live[k]->key != req) k++;
     if (k == ne->n_live) return 0;
     pending *p = ne->live[k];
     if (yield) {

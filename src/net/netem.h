@@ -41,9 +41,11 @@ ppdl_netem *ppdl_netem_create(MPI_Comm comm, const struct ppdl_cluster *cl, char
 /* Completes what is still pending (headers of unwaited sends), frees the communicator. */
 void ppdl_netem_free(ppdl_netem *ne);
 
-/* Hooks called by comm.c right after the data's MPI_Isend / MPI_Irecv, with its request. */
-void ppdl_netem_on_send(ppdl_netem *ne, int dst, size_t n_bytes, int tag, MPI_Request data);
-void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request data);
+/* Hooks called by comm.c right after the data's MPI_Isend / MPI_Irecv. A message is
+ * known by the address of the caller's request variable (req), so the caller must
+ * wait on that same variable before reusing it. */
+void ppdl_netem_on_send(ppdl_netem *ne, int dst, size_t n_bytes, int tag, MPI_Request *req);
+void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request *req);
 /* Wait for a request made through the hooks: 1 when it was one of them (then it is
  * complete and *req is MPI_REQUEST_NULL), 0 when netem does not know it (the caller
  * waits as usual). yield: 1 = MPI_Test + sched_yield loop, 0 = MPI_Wait. */

@@ -21,7 +21,9 @@
  *     message of at least 1 MiB;
  *   - ranks outside the pairs being measured wait for rank 0's "go" in a sleeping loop
  *     (MPI_Test, then nanosleep), not spinning: on 2 cores a spinning bystander cuts a
- *     measured rate several-fold (ENVIRONMENT.md).
+ *     measured rate several-fold (ENVIRONMENT.md). The pair itself waits as the job's
+ *     ranks do (ppdl_comm_wait: yielding when ranks outnumber cores); a spinning wait
+ *     was far worse on a busy machine (a partner on the same core waits a time slice).
  * Every message of a pair goes through ppdl_comm, so under --netem the probe measures the
  * emulated network.
  *

@@ -194,7 +194,9 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "layers", arr);
-    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    /* 17 significant digits: the file reads back to the same doubles, so ppdl-plan on
+     * a --costs-out file plans exactly what ppdl --plan auto planned in memory */
+    char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(root);
     return s;
 }

@@ -1,0 +1,103 @@
+#!/bin/sh
+# plan_auto.sh — ppdl --plan auto end to end on an emulated cluster of 2 nodes x 2 ranks
+# (--netem): fast links inside a node (0.2 GB/s, 10 us), a slow one between them
+# (20 MB/s, 200 us), so a plan that all-reduces every gradient across nodes (data
+# parallelism) is far slower than one that crosses the slow link with activations only.
+#   - with the cluster given (--cluster, the same file as --netem): the plan ppdl chose
+#     is exactly what ppdl-plan gives for the same costs (--costs-out) and cluster;
+#   - with the cluster probed: a plan is chosen, it is not data parallelism, and it
+#     crosses the slow link with activations, not gradients;
+#   - both train like one rank (losses within 1e-5 relative: replicated stages sum their
+#     gradients in another order, ~1e-7 of rounding; a lost or doubled micro-batch or
+#     replica is off by far more);
+#   - the report holds the prediction next to the measurement: cost_model_ms,
+#     simulated_ms, measured_ms; and the plan table names the replicas.
+. "$top_srcdir/tests/lib.sh"
+PY=/usr/bin/python3
+[ -x "$PY" ] || skip_all "needs /usr/bin/python3 to write and compare the JSON files"
+PLAN=$top_builddir/ppdl-plan
+make_case g gpt
+
+"$PY" - "$tmp/c.json" <<'PYEOF'
+import json, sys
+n, G, us = 4, 1e9, 1e-6
+same = lambda i, j: i // 2 == j // 2
+bw = [[50 * G if i == j else (0.2 * G if same(i, j) else 2e7) for j in range(n)] for i in range(n)]
+lat = [[0.0 if i == j else (10 * us if same(i, j) else 200 * us) for j in range(n)] for i in range(n)]
+json.dump({"ranks": n, "bandwidth_Bps": bw, "latency_s": lat, "mem_bytes": [2 ** 30] * n,
+           "speed": [1.0] * n}, open(sys.argv[1], "w"))
+PYEOF
+
+common="--steps 3 --batch-size 16 --micro-batches 4 --threads 1"
+mpirun_n 1 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --report "$tmp/r1.json" >"$tmp/r1.log" 2>&1
+ok $? "the 1-rank reference run"
+
+close_losses() {  # close_losses A.json B.json
+  "$PY" - "$1" "$2" <<'PYEOF'
+import json, sys
+a = [s["loss"] for s in json.load(open(sys.argv[1]))["steps"]]
+b = [s["loss"] for s in json.load(open(sys.argv[2]))["steps"]]
+sys.exit(0 if len(a) == len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b)) else 1)
+PYEOF
+}
+
+# ---- the cluster given: ppdl --plan auto plans what ppdl-plan plans ----
+mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --plan auto --netem "$tmp/c.json" --cluster "$tmp/c.json" \
+  --costs-out "$tmp/costs.json" --report "$tmp/a.json" >"$tmp/a.log" 2>&1
+rc=$?
+ok $rc "--plan auto on 4 ranks under --netem (cluster given) trains"
+[ $rc = 0 ] || sed 's/^/#   /' "$tmp/a.log" | tail -5
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/c.json" --micro-batches 4 --json >"$tmp/p.json" 2>"$tmp/p.err"
+ok $? "ppdl-plan plans the profiled costs for the same cluster"
+"$PY" - "$tmp/a.json" "$tmp/p.json" <<'PYEOF'
+import json, sys
+a, p = json.load(open(sys.argv[1]))["plan"], json.load(open(sys.argv[2]))
+key = lambda pl: [(s.get("ranks", [s["rank"]]), s["first_layer"], s["last_layer"], s["recompute"]) for s in pl["stages"]]
+if key(a) != key(p):
+    print("# ppdl --plan auto:", key(a)); print("# ppdl-plan:       ", key(p)); sys.exit(1)
+assert abs(a["predicted_iter_ms"] - p["predicted_iter_ms"]) <= 1e-9 * p["predicted_iter_ms"], (a, p)
+PYEOF
+ok $? "the plan is the one ppdl-plan gives for the same costs and cluster (stages, replicas, recompute, T)"
+close_losses "$tmp/a.json" "$tmp/r1.json"
+ok $? "and it trains like one rank (losses within 1e-5)"
+"$PY" - "$tmp/a.json" <<'PYEOF'
+import json, sys
+pv = json.load(open(sys.argv[1]))["prediction"]
+assert all(isinstance(pv[k], float) and pv[k] > 0 for k in ("cost_model_ms", "simulated_ms", "measured_ms")), pv
+print("# predicted %.2f ms (cost model), %.2f ms (simulator), measured %.2f ms per step" %
+      (pv["cost_model_ms"], pv["simulated_ms"], pv["measured_ms"]))
+PYEOF
+ok $? "the report holds cost_model_ms, simulated_ms and measured_ms"
+grep -q "predicted step:" "$tmp/a.log" && grep -q "plan (auto (ppdl))" "$tmp/a.log"
+ok $? "rank 0 prints the plan table and the predicted step"
+
+# ---- the cluster probed: the slow link carries activations, not gradients ----
+mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --plan auto --netem "$tmp/c.json" \
+  --cluster-out "$tmp/probed.json" --report "$tmp/b.json" >"$tmp/b.log" 2>&1
+rc=$?
+ok $rc "--plan auto on 4 ranks under --netem (cluster probed) trains"
+[ $rc = 0 ] || sed 's/^/#   /' "$tmp/b.log" | tail -5
+"$PY" - "$tmp/b.json" <<'PYEOF'
+import json, sys
+st = json.load(open(sys.argv[1]))["plan"]["stages"]
+node = lambda r: r // 2
+# no stage has replicas on both nodes (its all-reduce would cross the slow link), and
+# the pipeline crosses from one node to the other once
+assert all(len({node(r) for r in s.get("ranks", [s["rank"]])}) == 1 for s in st), st
+seq = [node(s["rank"]) for s in st]
+assert sum(a != b for a, b in zip(seq, seq[1:])) == 1, st
+print("# plan:", [(s.get("ranks", [s["rank"]]), s["first_layer"], s["last_layer"]) for s in st])
+PYEOF
+ok $? "the plan keeps every all-reduce inside a node and crosses the slow link once"
+close_losses "$tmp/b.json" "$tmp/r1.json"
+ok $? "and it trains like one rank (losses within 1e-5)"
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/probed.json" --micro-batches 4 --compare >"$tmp/cmp" 2>&1
+"$PY" - "$tmp/cmp" <<'PYEOF'
+import sys
+T = {l.split()[0]: float(l.split()[1]) for l in open(sys.argv[1]) if l.startswith("  ") and len(l.split()) > 2
+     and l.split()[0] in ("ppdl", "dp")}
+print("# probed cluster: ppdl %.2f ms, dp %.2f ms predicted" % (T["ppdl"], T["dp"]))
+sys.exit(0 if T["ppdl"] * 2 < T["dp"] else 1)
+PYEOF
+ok $? "on the probed cluster data parallelism is predicted more than 2x slower"
+finish
