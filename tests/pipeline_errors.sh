@@ -29,7 +29,7 @@ cat >"$tmp/three.json" <<'JSON'
 {"stages": [{"rank": 0, "first_layer": 0, "last_layer": 0}, {"rank": 1, "first_layer": 1, "last_layer": 1},
             {"rank": 2, "first_layer": 2, "last_layer": 3}]}
 JSON
-expect_fail "a plan for 3 ranks on 2" "3 stages but the job has 2 ranks" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/three.json"
+expect_fail "a plan for 3 ranks on 2" "on 3 ranks but the job has 2 ranks" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/three.json"
 echo '{"stages": [' >"$tmp/bad.json"
 expect_fail "a malformed plan file names the file and line" "bad.json: line" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/bad.json"
 expect_fail "an unknown schedule" "--schedule zigzag" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --schedule zigzag
