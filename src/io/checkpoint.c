@@ -122,6 +122,7 @@ typedef struct snap_obj {
 
 struct ppdl_ckpt {
     const ppdl_model *m;
+    int L;                         /* m->L, kept: the caller may free m before destroy */
     int first, last;
     snap_obj root, *layers;        /* layers: [L] */
 };
@@ -237,6 +238,7 @@ ppdl_ckpt *ppdl_ckpt_create(const char *model_path, const ppdl_model *m, int fir
     }
     ppdl_ckpt *k = ppdl_xcalloc(1, sizeof *k);
     k->m = m;
+    k->L = m->L;
     k->first = first;
     k->last = last;
     k->layers = ppdl_xcalloc((size_t)m->L, sizeof *k->layers);
@@ -275,7 +277,7 @@ void ppdl_ckpt_destroy(ppdl_ckpt *k)
 {
     if (!k) return;
     snap_free(&k->root);
-    for (int l = 0; l < k->m->L; l++) snap_free(&k->layers[l]);
+    for (int l = 0; l < k->L; l++) snap_free(&k->layers[l]);
     free(k->layers);
     free(k);
 }

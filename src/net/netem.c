@@ -34,17 +34,17 @@ struct ppdl_netem {
 
 void ppdl_sleep_until(double t)
 {
-    /* Sleep, waking 50 us early, then spin. A nanosleep here overshoots by ~15 us (and
-     * more on a busy machine) even with the 1 us timer slack set at creation; the spin
-     * ends on time. Spinning, not sched_yield: a rank that yields while other
-     * processes are runnable on its core can lose it for a whole time slice (ms). On
-     * this 2-core machine at load 4-6 this kept emulated latencies within a few us,
-     * where sleeping to 20 us before t missed by up to 50 us. */
+    /* Sleep, waking 300 us early, then spin. A nanosleep here overshoots by ~15 us on an
+     * idle machine and by 100-300 us on a busy one (a woken thread waits for the
+     * running one's slice); the spin ends on time. Spinning, not sched_yield: a rank
+     * that yields while other processes are runnable can lose its core for a whole time
+     * slice (ms). Measured on this 2-core machine at load 7-8 with 500 us links: waking
+     * 50 us early missed by ~100 us, 300 us early by 2-3 us (once 59). */
     for (;;) {
         double d = t - ppdl_now_s();
         if (d <= 0) return;
-        if (d > 100e-6) {
-            double s = d - 50e-6;
+        if (d > 350e-6) {
+            double s = d - 300e-6;
             struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
             nanosleep(&ts, NULL);
         }

@@ -52,7 +52,7 @@ void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request *req);
 int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield);
 
 /* Sleep until CLOCK_MONOTONIC (ppdl_now_s) reaches t: nanosleep for the bulk, then
- * spin the last ~50 us. */
+ * spin the last ~300 us. */
 void ppdl_sleep_until(double t);
 
 #endif

@@ -131,7 +131,9 @@ int ppdl_cluster_model_read(const char *path, ppdl_cluster_model *c, char *err, 
     memset(c, 0, sizeof *c);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
-    if (!root) return ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+    if (!root)   /* line -1: the file could not be opened or read */
+        return je.line < 0 ? ppdl_errf(err, errlen, "%s: cannot read the cluster file: %s", path, je.text)
+                           : ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
     int rc = parse_root(root, path, c, err, errlen);
     json_decref(root);
     if (rc) ppdl_cluster_model_free(c);

@@ -158,7 +158,9 @@ int ppdl_costs_read(const char *path, ppdl_costs *c, char *err, size_t errlen)
     memset(c, 0, sizeof *c);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
-    if (!root) return ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+    if (!root)   /* line -1: the file could not be opened or read */
+        return je.line < 0 ? ppdl_errf(err, errlen, "%s: cannot read the costs file: %s", path, je.text)
+                           : ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
     int rc = parse_root(root, path, c, err, errlen);
     json_decref(root);
     if (rc) ppdl_costs_free(c);

@@ -134,8 +134,9 @@ int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, p
     memset(p, 0, sizeof *p);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
-    if (!root)
-        return ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
+    if (!root)   /* line -1: the file could not be opened or read */
+        return je.line < 0 ? ppdl_errf(err, errlen, "%s: cannot read the plan file: %s", path, je.text)
+                           : ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
     return plan_from_json(root, path, L, n_ranks, n_options, p, err, errlen);
 }
 
