@@ -215,8 +215,9 @@ static int cmp_d(const void *a, const void *b)
 
 static int cmd_quality(int cases, int all)
 {
-    static const char *bl[] = {"uniform", "uniform-rc", "params", "params-rc", "time", "time-rc", "pipedream", "pipedream-rc"};
-    enum { NB = 8 };
+    static const char *bl[] = {"dp",   "dp-rc",   "uniform",   "uniform-rc",   "params", "params-rc",
+                               "time", "time-rc", "pipedream", "pipedream-rc"};
+    enum { NB = 10 };
     for (int hetero = 1; hetero >= 0; hetero--) {
         ppdl_rng g;
         ppdl_rng_seed(&g, 100 + hetero);
@@ -226,8 +227,8 @@ static int cmd_quality(int cases, int all)
                "baseline; - = does not fit)\n");
         double *ratio = ppdl_xmalloc((size_t)cases * sizeof(double));
         int n_ratio = 0, none_fit = 0, ppdl_fail = 0;
-        int wins[NB] = {0};
-        double plan_s = 0;
+        int wins[NB] = {0}, n_rep = 0, n_pipe = 0;
+        double plan_s = 0, geo_pipe = 0;
         for (int k = 0; k < cases; k++) {
             int G = 2 + (int)(ppdl_rng_u64(&g) % 7), R = 2 + (int)(ppdl_rng_u64(&g) % 7), N = G * R;
             int L = 2 * N + 2 + (int)(ppdl_rng_u64(&g) % (uint64_t)(2 * N + 1)), M = 2 * N;
@@ -240,6 +241,14 @@ static int cmd_quality(int cases, int all)
             double Tp = plan_T(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", &fits);
             plan_s += ppdl_now_s() - t0;
             if (!fits) ppdl_fail++;
+            /* what replication adds: the best one-rank-per-stage plan */
+            int fp;
+            double Tpipe = plan_T(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl-pipeline", &fp);
+            if (fits && fp) {
+                geo_pipe += log(Tpipe / Tp);
+                n_pipe++;
+                n_rep += Tpipe > Tp * (1 + 1e-9);
+            }
             double best = INFINITY, Tb[NB];
             int bi = -1;
             for (int b = 0; b < NB; b++) {
@@ -278,6 +287,9 @@ static int cmd_quality(int cases, int all)
                "max %.3fx; >= 1.3x in %d; no baseline fits in %d; ppdl finds nothing in %d; mean planner time %.3f s\n",
                n_ratio, geo, n_ratio ? ratio[0] : NAN, n_ratio ? ratio[n_ratio / 2] : NAN,
                n_ratio ? ratio[n_ratio - 1] : NAN, ge13, none_fit, ppdl_fail, plan_s / cases);
+        printf("  ppdl-pipeline (one rank per stage) / ppdl: geometric mean %.3fx; replication chosen in %d of %d\n",
+               n_pipe ? exp(geo_pipe / n_pipe) : NAN, n_rep, n_pipe);
+        printf("result quality_%s_pipeline_over_ppdl_geomean %.4f\n", tag, n_pipe ? exp(geo_pipe / n_pipe) : NAN);
         printf("  best baseline was:");
         for (int b = 0; b < NB; b++)
             if (wins[b]) printf(" %s %d", bl[b], wins[b]);

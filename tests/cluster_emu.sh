@@ -17,7 +17,6 @@ for t in ip tc; do command -v $t >/dev/null || skip_all "needs '$t' (iproute2)";
 probe_ns=ppdl-test-$$
 ip netns add $probe_ns 2>/dev/null || skip_all "cannot create network namespaces here"
 ip netns del $probe_ns
-before=$(ip netns list | grep -c '^ppdl[0-9]*-')
 
 judge() {  # judge CLUSTER.json: prints the pairs out of tolerance
   "$PY" - "$1" <<'EOF'
@@ -67,9 +66,15 @@ timeout -k 5 60 "$EMU" --nodes 3 --ranks-per-node 1 --link 0-2=100mbit -- /bin/f
 rc=$?
 [ $rc = 1 ]
 ok $? "a failing program: its exit status (1) comes back (got $rc)"
-after=$(ip netns list | grep -c '^ppdl[0-9]*-')
-[ "$after" = "$before" ]
-ok $? "no namespace left behind ($before before, $after after)"
+# the namespaces each run made (it names them on stderr) are gone
+left=
+for log in "$tmp/emu.log" "$tmp/false.log"; do
+  tag=$(sed -n 's/.*namespaces \(ppdl[0-9]*\)-\*.*/\1/p' "$log" | head -1)
+  [ -n "$tag" ] || left="$left (no namespace name in $(basename "$log"))"
+  [ -n "$tag" ] && left="$left$(ip netns list | grep "^$tag-" | tr '\n' ' ')"
+done
+[ -z "$left" ]
+ok $? "no namespace left behind${left:+:$left}"
 "$EMU" --rate fast -- /bin/true >"$tmp/bad.log" 2>&1
 [ $? = 2 ] && grep -q -- '--rate fast: expected a tc rate' "$tmp/bad.log"
 ok $? "a bad option is named (exit status 2)"

@@ -1019,6 +1019,7 @@ int main(int argc, char **argv)
     double mine[3], *all = rank == 0 ? ppdl_xmalloc(3 * (size_t)n_ranks * sizeof(double)) : NULL;
     ctl.t_prev = ppdl_now_s();
     int nonfinite_exit = 0;
+    int output_failed = 0;     /* rank 0: a requested output file could not be written */
     for (long step = start_step; step < o.steps; step++) {
         if (step > start_step && between_steps(&ctl, step)) break;
         ppdl_step_stats stats;
@@ -1115,10 +1116,14 @@ int main(int argc, char **argv)
             char title[256];
             snprintf(title, sizeof title, "ppdl: %s, %d ranks, %s, M=%ld, last step", model.family, n_ranks,
                      ppdl_schedule_name(o.schedule), o.micro_batches);
-            if (o.trace && ppdl_trace_write_json(o.trace, all_ev, n_all, n_ranks, err, sizeof err))
-                fprintf(stderr, "ppdl: %s\n", err);
-            if (o.timeline && ppdl_timeline_write_svg(o.timeline, all_ev, n_all, n_ranks, title, err, sizeof err))
-                fprintf(stderr, "ppdl: %s\n", err);
+            if (o.trace && ppdl_trace_write_json(o.trace, all_ev, n_all, n_ranks, err, sizeof err)) {
+                fprintf(stderr, "ppdl: --trace %s\n", err);
+                output_failed = 1;
+            }
+            if (o.timeline && ppdl_timeline_write_svg(o.timeline, all_ev, n_all, n_ranks, title, err, sizeof err)) {
+                fprintf(stderr, "ppdl: --timeline %s\n", err);
+                output_failed = 1;
+            }
         }
         free(all_ev);
         free(counts);
@@ -1258,6 +1263,7 @@ int main(int argc, char **argv)
                 rename(tmp, o.report)) {
                 fprintf(stderr, "ppdl: --report %s: cannot write the report\n", o.report);
                 remove(tmp);
+                output_failed = 1;
             }
             json_decref(rep);
         }
@@ -1289,5 +1295,5 @@ int main(int argc, char **argv)
     json_decref(ctl.log);
     MPI_Finalize();
     /* stopped early with a checkpoint: the job script resubmits on this status */
-    return nonfinite_exit ? nonfinite_exit : ctl.stopped ? PPDL_EXIT_CHECKPOINTED : 0;
+    return nonfinite_exit ? nonfinite_exit : ctl.stopped ? PPDL_EXIT_CHECKPOINTED : output_failed ? 1 : 0;
 }

@@ -956,5 +956,23 @@ int ppdl_ckpt_check_path(const char *path, char *err, size_t errlen)
         return ppdl_errf(err, errlen, "--checkpoint %s: cannot write in folder %s: %s", path, d, strerror(errno));
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return ppdl_errf(err, errlen, "--checkpoint %s: exists and is not a file", path);
+    /* an existing file is replaced only if it is a ppdl checkpoint: a model, data or
+     * any other file given by mistake stays untouched */
+    if (stat(path, &sb) == 0) {
+        H5E_auto2_t fn;
+        void *data;
+        H5Eget_auto2(H5E_DEFAULT, &fn, &data);
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        int is_ckpt = 0;
+        hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
+        if (f >= 0) {
+            is_ckpt = H5Lexists(f, "/train", H5P_DEFAULT) > 0 && H5Lexists(f, "/optimizer", H5P_DEFAULT) > 0;
+            H5Fclose(f);
+        }
+        H5Eset_auto2(H5E_DEFAULT, fn, data);
+        if (!is_ckpt)
+            return ppdl_errf(err, errlen, "--checkpoint %s: the file exists and is not a ppdl checkpoint; "
+                                          "refusing to replace it (remove it or choose another name)", path);
+    }
     return 0;
 }

@@ -123,6 +123,14 @@ static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
     e->t1_ms = 1e3 * (t1 - rt->t_step0);
 }
 
+/* a zero-length event (a send posted, a receive completed): one clock reading, so
+ * that its end is never before its start */
+static void record_instant(ppdl_runtime *rt, int kind, int mb)
+{
+    double t = ppdl_now_s();
+    record(rt, kind, mb, t, t);
+}
+
 /* wait for a request, recording the time blocked as a WAIT event */
 static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb)
 {
@@ -480,7 +488,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             wait_req(rt, &sl->act_recv, op->mb);
             ppdl_xfer_recv_done(rt->be, &sl->x_act_recv, sl->act[0], rt->in_bytes);
             ppdl_range_pop();
-            record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
+            record_instant(rt, op->kind, op->mb);
             sl->act_recv_mb = -1;
             sl->mb = op->mb;
             break;
@@ -492,7 +500,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             ppdl_comm_isend(rt->comm, ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes),
                             rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
             ppdl_range_pop();
-            record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
+            record_instant(rt, op->kind, op->mb);
             break;
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
@@ -500,7 +508,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             wait_req(rt, &sl->grad_recv, op->mb);
             ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
             ppdl_range_pop();
-            record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
+            record_instant(rt, op->kind, op->mb);
             sl->grad_recv_mb = -1;
             break;
         case PPDL_OP_BACKWARD:
@@ -512,7 +520,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             ppdl_comm_isend(rt->comm, ppdl_xfer_send_buf(rt->be, &sl->x_grad_send, sl->din, rt->in_bytes),
                             rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
             ppdl_range_pop();
-            record(rt, op->kind, op->mb, ppdl_now_s(), ppdl_now_s());
+            record_instant(rt, op->kind, op->mb);
             sl->mb = -1;
             break;
         case PPDL_OP_OPTIMIZER:
