@@ -368,14 +368,16 @@ static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t
 }
 
 /* the report's per-rank time breakdown: forward, backward, recompute, optimizer,
- * waiting for messages, the whole step */
+ * waiting for messages (the bubble), communication (posting and staging messages,
+ * waits excluded), the whole step */
 static double breakdown_of(const ppdl_step_stats *s, int k)
 {
-    const double v[] = {s->forward_ms, s->backward_ms, s->recompute_ms, s->optimizer_ms, s->wait_ms, s->step_ms};
+    const double v[] = {s->forward_ms, s->backward_ms, s->recompute_ms, s->optimizer_ms, s->wait_ms,
+                        s->comm_ms, s->step_ms};
     return v[k];
 }
 static const char *const breakdown_names[] = {"forward_ms", "backward_ms", "recompute_ms", "optimizer_ms",
-                                              "wait_ms", "step_ms"};
+                                              "wait_ms", "comm_ms", "step_ms"};
 
 /* the report's "papi" section: what was asked, what counted, and per rank and kind the
  * PAPI real time and the counts (gathered as doubles, see main) */
@@ -708,6 +710,7 @@ typedef struct run_ctl {
     double t0, t_prev;             /* this rank's clock: the run's start, the last agreement */
     double step_est_s;             /* the slowest step so far, over all ranks */
     double ckpt_est_s;             /* the last checkpoint's duration (a guess before the first) */
+    double ckpt_total_s;           /* all checkpoints' time on this rank, for the report */
     double ckpt_at_s;              /* the agreed time of the last checkpoint */
     long ckpt_step;                /* steps done at the last checkpoint, -1: none yet */
     int stopped;                   /* the stopping signal, -1: the time limit, 0: not stopped */
@@ -734,6 +737,7 @@ static void write_checkpoint(run_ctl *c, long done, double at_s)
     all_ranks_ok(rc == -1, err, 1);   /* the rank that failed explains */
     all_ranks_ok(rc != 0, err, 1);
     c->ckpt_est_s = cs.total_s;
+    c->ckpt_total_s += cs.total_s;
     c->ckpt_at_s = at_s + cs.total_s;
     c->ckpt_step = done;
     if (c->rank != 0) return;
@@ -1014,7 +1018,7 @@ int main(int argc, char **argv)
     double sum_bubble = 0;
     /* per rank per step: loss sum (last stage), step ms, compute ms */
     /* where each rank's time went, summed over the run (the report's breakdown) */
-    enum { N_BREAKDOWN = 6 };
+    enum { N_BREAKDOWN = 7 };
     double breakdown[N_BREAKDOWN] = {0};
     double mine[3], *all = rank == 0 ? ppdl_xmalloc(3 * (size_t)n_ranks * sizeof(double)) : NULL;
     ctl.t_prev = ppdl_now_s();
@@ -1095,6 +1099,8 @@ int main(int argc, char **argv)
         PPDL_CHECK_MPI(MPI_Gather(papi_mine, PAPI_FIELDS, MPI_DOUBLE, papi_all, PAPI_FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     }
     PPDL_CHECK_MPI(MPI_Gather(breakdown, N_BREAKDOWN, MPI_DOUBLE, bd_all, N_BREAKDOWN, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    double ckpt_ms = 1e3 * ctl.ckpt_total_s, *ckpt_ms_all = rank == 0 ? ppdl_xmalloc((size_t)n_ranks * sizeof(double)) : NULL;
+    PPDL_CHECK_MPI(MPI_Gather(&ckpt_ms, 1, MPI_DOUBLE, ckpt_ms_all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     double *mem_all = rank == 0 ? ppdl_xmalloc(MEM_FIELDS * (size_t)n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(mem_mine, MEM_FIELDS, MPI_DOUBLE, mem_all, MEM_FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD));
 
@@ -1239,6 +1245,8 @@ int main(int argc, char **argv)
                     if (k < N_BREAKDOWN - 1) accounted += b[k];
                 }
                 json_object_set_new(jb, "other_ms", json_real(b[N_BREAKDOWN - 1] - accounted));
+                /* checkpoints are written between steps, outside step_ms */
+                json_object_set_new(jb, "checkpoint_ms", json_real(ckpt_ms_all ? ckpt_ms_all[r] : 0));
                 json_array_append_new(bd, jb);
             }
             json_object_set_new(rep, "breakdown", bd);
@@ -1286,6 +1294,7 @@ int main(int argc, char **argv)
     free(n_options);
     free(pred);
     free(bd_all);
+    free(ckpt_ms_all);
     free(papi_all);
     if (o.papi) ppdl_papi_finish(&papi);
     MPI_Comm_free(&replica_comm);

@@ -66,6 +66,7 @@ struct ppdl_runtime {
     int n_ev, cap_ev;
     double t_step0;
     double busy_s;             /* compute time of the current step */
+    double comm_s;             /* time posting messages and staging them, this step */
     int k;                     /* replicas of this stage */
     int last_backward;         /* index in ops of this step's last BACKWARD, -1 if none */
     MPI_Request *grad_reqs;    /* [nl] gradient allreduce of each layer across replicas */
@@ -472,6 +473,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     rt->nonfinite_what[0] = 0;
     rt->n_ev = 0;
     rt->busy_s = 0;
+    rt->comm_s = 0;
     rt->t_step0 = ppdl_now_s();
     double wait0 = rt->comm->wait_s;
     if (rt->last_stage) be->ops->zero(be, rt->loss_dev, sizeof(float));
@@ -480,6 +482,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     post_receives(rt);
     for (int k = 0; k < rt->ops.n; k++) {
         const ppdl_op *op = &rt->ops.ops[k];
+        double t_op = ppdl_now_s(), w_op = rt->comm->wait_s;
         slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
         switch (op->kind) {
         case PPDL_OP_RECV_ACT:
@@ -551,6 +554,10 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         default:
             ppdl_die("unknown op %d", op->kind);
         }
+        /* communication: what sends and receives cost beyond waiting for the peer */
+        if (op->kind == PPDL_OP_SEND_ACT || op->kind == PPDL_OP_SEND_GRAD || op->kind == PPDL_OP_RECV_ACT ||
+            op->kind == PPDL_OP_RECV_GRAD)
+            rt->comm_s += (ppdl_now_s() - t_op) - (rt->comm->wait_s - w_op);
         post_receives(rt);
     }
     be->ops->sync(be);
@@ -561,6 +568,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     }
     stats->step_ms = 1e3 * (ppdl_now_s() - rt->t_step0);
     stats->wait_ms = 1e3 * (rt->comm->wait_s - wait0);
+    stats->comm_ms = 1e3 * rt->comm_s;
     stats->compute_ms = 1e3 * rt->busy_s;
     stats->forward_ms = 1e3 * rt->t_kind[PPDL_OP_FORWARD];
     stats->recompute_ms = 1e3 * rt->t_kind[PPDL_OP_N_KINDS];

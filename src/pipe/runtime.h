@@ -81,6 +81,7 @@ typedef struct ppdl_step_stats {
     double wait_ms;            /* blocked in receives/sends */
     /* where the time went: backward_ms excludes recompute_ms */
     double forward_ms, backward_ms, recompute_ms, optimizer_ms;
+    double comm_ms;            /* posting sends and receives, staging copies (waits excluded) */
     /* non-finite values: the first stage (lowest index) with a non-finite loss or
      * gradient this step, -1 when all were finite; every rank gets the same value.
      * The step's update was not applied. */
