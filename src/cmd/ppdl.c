@@ -851,12 +851,13 @@ int main(int argc, char **argv)
     all_ranks_ok(rc != 0, err, 1);
     /* the run to continue, if any: a checkpoint of this model, whose state and step
      * replace the model file's weights and a fresh optimizer */
-    rc = o.checkpoint ? ppdl_ckpt_check_path(o.checkpoint, err, sizeof err) : 0;
-    all_ranks_ok(rc != 0, err, 1);
     const char *resume = resume_path(&o);
     ppdl_ckpt_info ck;
     memset(&ck, 0, sizeof ck);
     rc = resume ? ppdl_ckpt_read_info(resume, &model, &ck, err, sizeof err) : 0;
+    all_ranks_ok(rc != 0, err, 1);
+    /* after the resume file's own checks, so that a bad one is named as such */
+    rc = o.checkpoint ? ppdl_ckpt_check_path(o.checkpoint, err, sizeof err) : 0;
     all_ranks_ok(rc != 0, err, 1);
     long start_step = resume ? (long)ck.step : 0;
     /* what each layer costs: profiled on rank 0's device (--costs-out) or read (--costs) */
