@@ -306,7 +306,8 @@ static int cmd_heuristic(int cases)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 7);
-    printf("heuristic placement vs exact (the same instance, N = 6..10, heterogeneous, 1f1b, M = 2N):\n");
+    printf("heuristic placement vs exact (one rank per stage; the same instance, N = 6..10, heterogeneous, 1f1b, "
+           "M = 2N):\n");
     int n = 0, equal = 0;
     double worst = 1, sum_t_exact = 0, sum_t_heur = 0, geo = 0;
     for (int k = 0; k < cases; k++) {
@@ -321,6 +322,7 @@ static int cmd_heuristic(int cases)
         char err[PPDL_ERR_LEN];
         ppdl_solve_opts o;
         ppdl_solve_opts_default(&o);
+        o.replicate = 0;
         double t0 = ppdl_now_s();
         int re = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &pe, NULL, err, sizeof err);
         double t1 = ppdl_now_s();
@@ -345,6 +347,44 @@ static int cmd_heuristic(int cases)
            "%.3f s, heuristic %.3f s\n", n, equal, worst, exp(geo / (n ? n : 1)), sum_t_exact / (n ? n : 1),
            sum_t_heur / (n ? n : 1));
     printf("result heuristic_optimal %d/%d\nresult heuristic_worst_ratio %.4f\n", equal, n, worst);
+    /* replica layouts: every layout (N = 6) against the candidates and local moves */
+    printf("heuristic replica layouts vs every layout (N = 6: 2 nodes x 3 or 3 x 2, heterogeneous, 1f1b, M = 2N):\n");
+    n = equal = 0;
+    worst = 1, sum_t_exact = sum_t_heur = geo = 0;
+    for (int k = 0; k < cases; k++) {
+        int N = 6, G = k % 2 ? 2 : 3, R = N / G, L = 3 * N + (int)(ppdl_rng_u64(&g) % (uint64_t)N), M = 2 * N;
+        ppdl_costs c;
+        ppdl_cluster_model cl;
+        gen_model(&g, L, &c);
+        gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+        ppdl_plan pe, ph;
+        char err[PPDL_ERR_LEN];
+        ppdl_solve_opts o;
+        ppdl_solve_opts_default(&o);
+        double t0 = ppdl_now_s();
+        int re = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &pe, NULL, err, sizeof err);
+        double t1 = ppdl_now_s();
+        o.exact_hybrid_ranks = 0;
+        int rh = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &ph, NULL, err, sizeof err);
+        double t2 = ppdl_now_s();
+        if (re == 0 && rh == 0) {
+            double r = ph.predicted_iter_ms / pe.predicted_iter_ms;
+            n++;
+            equal += r <= 1 + 1e-9;
+            if (r > worst) worst = r;
+            geo += log(r);
+            sum_t_exact += t1 - t0;
+            sum_t_heur += t2 - t1;
+        }
+        if (pe.S) ppdl_plan_free(&pe);
+        if (ph.S) ppdl_plan_free(&ph);
+        ppdl_costs_free(&c);
+        ppdl_cluster_model_free(&cl);
+    }
+    printf("  %d cases: heuristic layouts optimal in %d, worst %.3fx the optimum, geometric mean %.4fx; mean time "
+           "every layout %.3f s, heuristic %.3f s\n", n, equal, worst, exp(geo / (n ? n : 1)),
+           sum_t_exact / (n ? n : 1), sum_t_heur / (n ? n : 1));
+    printf("result heuristic_layouts_optimal %d/%d\nresult heuristic_layouts_worst_ratio %.4f\n", equal, n, worst);
     return 0;
 }
 

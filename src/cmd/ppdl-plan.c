@@ -227,7 +227,7 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
                ev.mem_bytes[s] > ev.mem_limit[s] ? "OVER " : "", link, ar);
     }
     printf("  recompute: . keep  F full  S selective%s\n",
-           rep ? "; time, in flight and memory: of replica 0, or of the replica closest to its memory limit" : "");
+           rep ? "; time: the slowest replica's; in flight and memory: the replica closest to its memory limit" : "");
     if (!rep)
         printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + %d x bottleneck %.3f ms, %s %d)\n",
                ev.T, ev.sum_time, ev.sum_link, M - 1, ev.bottleneck, ev.bottleneck_is_link ? "link after stage" : "stage",

@@ -120,12 +120,11 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
                 ev->mem_limit[s] = cl->mem[r];
                 ev->in_flight[s] = n;
             }
-            if (q == 0) {
-                ev->time_ms[s] = t;
-                ev->sum_time += t;
-            }
+            /* the slowest replica: its first micro-batch is on the path of the step */
+            if (t > ev->time_ms[s]) ev->time_ms[s] = t;
             resource(ev, M, ppdl_replica_mbs(M, k, q), t, s, 0, &busiest);
         }
+        ev->sum_time += ev->time_ms[s];
         if (stage_over > ev->worst_over) {
             ev->worst_over = stage_over;
             ev->worst_stage = s;
@@ -140,14 +139,16 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         if (s + 1 < S) {
             const ppdl_plan_stage *nx = &p->stages[s + 1];
             int k2 = n_rep(nx);
-            ev->link_ms[s] = ppdl_link_ms(c, cl, st->last, rep_rank(st, 0), rep_rank(nx, 0));
-            ev->sum_link += ev->link_ms[s];
+            /* the slowest pair of ranks that carries a micro-batch */
             for (int a = 0; a < k; a++)
                 for (int b = 0; b < k2; b++) {
-                    double lk = a == 0 && b == 0 ? ev->link_ms[s]
-                                                 : ppdl_link_ms(c, cl, st->last, rep_rank(st, a), rep_rank(nx, b));
-                    resource(ev, M, ppdl_pair_mbs(M, k, a, k2, b), lk, s, 1, &busiest);
+                    int m = ppdl_pair_mbs(M, k, a, k2, b);
+                    if (m < 1) continue;
+                    double lk = ppdl_link_ms(c, cl, st->last, rep_rank(st, a), rep_rank(nx, b));
+                    if (lk > ev->link_ms[s]) ev->link_ms[s] = lk;
+                    resource(ev, M, m, lk, s, 1, &busiest);
                 }
+            ev->sum_link += ev->link_ms[s];
         }
     }
     ev->T = ev->sum_time + 2 * ev->sum_link + ev->pace + ev->allreduce;

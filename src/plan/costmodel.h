@@ -29,16 +29,19 @@
  *             one per layer with parameters (replica.h: 2 (k-1)/k bytes / slowest
  *             pair + layers x 2 (k-1) latencies; 0 if k = 1)
  *
- *   time_s = tau_s0,  link_s = lam_s(R_s[0], R_s+1[0])       (micro-batch 0's path)
+ *   time_s = max_q tau_sq,  link_s = max over pairs with m_s(a, b) >= 1 of lam_s(a, b)
  *   P      = max over the resources of (micro-batches through it - 1) * its time:
  *              replicas (n_sq - 1) tau_sq, and rank pairs (m_s(a, b) - 1) lam_s(a, b)
  *   T      = sum_s time_s + 2 * sum_{s<S-1} link_s + P + max_s AR_s
  *
  * feasible when mem_sq <= mem_bytes[R_s[q]] for every replica. With k_s = 1 for all s
- * this is the formula above exactly (P = (M-1) max(...), AR = 0). It reads: micro-batch
- * 0 goes through the pipeline (the sum), the busiest rank or link then works through
- * its other micro-batches (P: a replica has only its own n_sq), and the step ends with
- * the slowest stage's gradient all-reduce. That last term is counted without any
+ * this is the formula above exactly (P = (M-1) max(...), AR = 0). It reads: the first
+ * micro-batches go through the pipeline side by side, the slowest of them on each
+ * stage and link setting the pace (the sum: replicas start together, but a replica or
+ * a pair of ranks that is slower than the others delays the micro-batches it carries);
+ * the busiest rank or link then works through its other micro-batches (P: a replica
+ * has only its own n_sq), and the step ends with the slowest stage's gradient
+ * all-reduce. That last term is counted without any
  * overlap: the runtime starts a stage's all-reduce at its last backward, which for
  * stage 0 is the end of the pipeline, and on a CPU an MPI_Iallreduce progresses only
  * inside MPI calls, i.e. mostly once the replica waits for it. For a later stage the
@@ -78,10 +81,10 @@ typedef struct ppdl_cost_eval {
     double sum_time, sum_link;
     double pace;               /* P: (M-1) * bottleneck when S = N */
     double allreduce;          /* max_s AR_s */
-    double *time_ms;           /* [S] replica 0's time_s */
+    double *time_ms;           /* [S] time_s: the slowest replica's */
     double *mem_bytes;         /* [S] of the replica furthest over (or closest to) its limit */
     double *mem_limit;         /* [S] mem_bytes of that replica's rank */
-    double *link_ms;           /* [S] link after stage s (0 for the last) */
+    double *link_ms;           /* [S] link_s after stage s, its slowest pair (0 for the last) */
     double *allreduce_ms;      /* [S] AR_s */
     int *in_flight;            /* [S] that replica's in-flight micro-batches */
     int *replicas;             /* [S] k_s */

@@ -9,11 +9,12 @@
  *    (sm P + f_sq stash <= mem[R_s[q]]: one query of solver.c's Pareto frontier of
  *    (stash, extra) with that predicate; T grows with every stage time, so that is
  *    the stage's best), and then, with W = fwd + bwd ms and P = parameter bytes,
- *       fill_s = (W + extra) / speed[R_s[0]]          (micro-batch 0's path)
+ *       fill_s = (W + extra) / min_q speed[R_s[q]]    (the slowest replica)
  *       pace_s = (W + extra) max_q (n_sq - 1) / speed[R_s[q]]
  *       ar_s   = the gradient all-reduce of P among R_s (replica.h)
  *    and for the cut after layer j between stages s and s+1
- *       link_s = lam(R_s[0], R_s+1[0], j),   lpace_s = max over pairs (m_ab - 1) lam(a, b, j)
+ *       link_s = max over pairs lam(a, b, j),   lpace_s = max over pairs (m_ab - 1) lam(a, b, j)
+ *    (pairs: the ranks a of stage s and b of s+1 that carry m_ab >= 1 micro-batches)
  *    so T = sum fill + 2 sum link + max(all pace, lpace) + max ar (costmodel.h).
  *    Two maxima: a DP over (stage, last layer) finds, for bounds B and A, the least
  *    sum over the plans whose every pace term is <= B and every ar <= A, O(S L len)
@@ -21,12 +22,15 @@
  *    the staircase of B as in solver.c (each step: the least sum under "every pace <
  *    the last plan's largest"). The plan that reaches V(A) has some largest ar a <= A,
  *    and every plan with its largest ar in [a, A] has T >= V(A) + a, that plan's T. So
- *    the next bound is "ar < a", until no plan is left under it or the least sum plus
- *    the least pace under it cannot beat the best T. Exact; one or two A steps in
- *    practice (an ar changes only with a replicated stage's parameters).
+ *    the next bound is "ar < a", until no plan is left under it or a lower bound of
+ *    sum + pace under it (the least sum plus the least largest pace, or the least sum
+ *    plus the mean of the stages' pace terms, from the same DP) cannot beat the best T.
+ *    Exact; one or two A steps in practice (an ar changes only with a replicated
+ *    stage's parameters). In the heuristic search (many ranks) a layout's search stops
+ *    within 0.1% of the best T: the staircase's last steps trade hundredths of a percent.
  *    Tables of fill/pace/ar per (stage, last layer, length) are filled once per layout;
- *    a stage of fill time t is left out when ceil(M/k_s) t reaches the incumbent T
- *    (T >= fill + pace >= n_s0 fill).
+ *    a stage of fill time t is left out when floor(M/k_s) t reaches the incumbent T
+ *    (T >= fill + pace >= the slowest replica's micro-batches x fill).
  * 2. Layouts. Up to opts.exact_hybrid_ranks ranks: every assignment of the ranks to
  *    S < N ordered stages of at most M replicas each (ordered set partitions: 3963 for
  *    6 ranks), each solved under the incumbent T (most end at the first DP).
@@ -35,10 +39,13 @@
  *    into parts of k ranks, one stage per part (pipeline between nodes, data
  *    parallelism inside); with equal groups, the i-th ranks of c consecutive groups
  *    as one stage (pipeline inside nodes, data parallelism across); runs of k ranks
- *    in that order. Then first-improvement local moves from the best: exchange two
- *    adjacent stages, merge two, split one in halves, and (up to 16 ranks) move a rank
- *    to another stage or exchange two ranks of different stages, within a budget of
- *    layout solves.
+ *    in that order. Then first-improvement local moves, from the best candidate and
+ *    from the one-rank-per-stage plan of solver.c: merge two adjacent stages, split one
+ *    in halves, exchange two adjacent stages, and up to 16 ranks also move a stage
+ *    anywhere, take a rank out into a stage of its own, move a rank to another stage,
+ *    exchange two ranks of different stages; then (up to 16 ranks) kicks of two random
+ *    rank moves followed by descents (iterated local search, fixed seed), all within a
+ *    budget of layout solves (opts.hybrid_evals: 400 up to 16 ranks, 40 above).
  *    Before the frontiers exist (no incumbent from the one-rank-per-stage search), the
  *    same layouts are solved with every layer on option 0 and then on its
  *    smallest-stash option, from prefix sums, for a first T.
@@ -66,9 +73,9 @@ typedef struct hyb {
     int *grp;                  /* [N] stage of each rank */
     int *start, *ranks;        /* [N+1], [N]: stage s is ranks[start[s] .. start[s+1]-1] */
     int *fl;                   /* [N] in-flight micro-batches of each replica, as ranks */
-    double *cfill, *cpace;     /* [N] per stage: 1/speed of replica 0; max (n_q - 1)/speed_q */
+    double *cfill, *cpace;     /* [N] per stage: max 1/speed_q; max (n_q - 1)/speed_q */
     double *arbw, *arlat;      /* [N] per stage: slowest link and largest latency inside */
-    int *n0;                   /* [N] per stage: micro-batches of replica 0 */
+    int *n0;                   /* [N] per stage: the fewest micro-batches of a replica */
     int *poff, *pa, *pb, *pm;  /* link pairs after stage s: poff[s] .. poff[s+1]-1 */
     int cap_pairs;
     /* tables and DP, sized for the layout */
@@ -149,13 +156,14 @@ static int set_layout(hyb *h, const int *grp)
     for (int s = 0; s < S; s++) {
         const int *R = &h->ranks[h->start[s]];
         int k = h->start[s + 1] - h->start[s];
-        h->cfill[s] = 1.0 / cl->speed[R[0]];
+        h->cfill[s] = 0;
         h->cpace[s] = 0;
         for (int q = 0; q < k; q++) {
+            h->cfill[s] = fmax(h->cfill[s], 1.0 / cl->speed[R[q]]);
             h->fl[h->start[s] + q] = ppdl_replica_in_flight(h->schedule, S, M, s, q, k);
             h->cpace[s] = fmax(h->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
         }
-        h->n0[s] = ppdl_replica_mbs(M, k, 0);
+        h->n0[s] = ppdl_replica_mbs(M, k, k - 1); /* the last replica has the fewest */
         h->arbw[s] = ppdl_group_min_bw(cl, R, k);
         h->arlat[s] = ppdl_group_max_lat(cl, R, k);
         if (s + 1 < S) npairs += k * (h->start[s + 2] - h->start[s + 1]);
@@ -268,7 +276,8 @@ static void fill_tables(hyb *h, double T_inc)
                 double fill = t * h->cfill[s], pace = t * h->cpace[s];
                 double ar = ppdl_allreduce_ms_bw(k, x->P[j + 1] - x->P[i], h->NP[j + 1] - h->NP[i], h->arbw[s],
                                                  h->arlat[s]);
-                /* T >= fill + pace >= n_s0 fill, T >= ar: these only grow with the stage */
+                /* T >= fill + pace >= (micro-batches of the slowest replica) x fill >=
+                 * n0 fill, and T >= ar: these only grow with the stage */
                 if (h->n0[s] * fill >= T_inc || ar >= T_inc) break;
                 h->tf[TIX(h, s, j, len)] = fill;
                 h->tp[TIX(h, s, j, len)] = pace;
@@ -281,10 +290,13 @@ static void fill_tables(hyb *h, double T_inc)
         }
         if (s + 1 < S)
             for (int j = s; j <= L - S + s; j++) {
-                h->lf[(size_t)s * L + j] = ppdl_link_ms(h->c, h->cl, j, h->ranks[h->start[s]], h->ranks[h->start[s + 1]]);
-                double lp = 0;
-                for (int p = h->poff[s]; p < h->poff[s + 1]; p++)
-                    lp = fmax(lp, (h->pm[p] - 1) * ppdl_link_ms(h->c, h->cl, j, h->pa[p], h->pb[p]));
+                double lf = 0, lp = 0;
+                for (int p = h->poff[s]; p < h->poff[s + 1]; p++) {
+                    double lk = ppdl_link_ms(h->c, h->cl, j, h->pa[p], h->pb[p]);
+                    lf = fmax(lf, lk);
+                    lp = fmax(lp, (h->pm[p] - 1) * lk);
+                }
+                h->lf[(size_t)s * L + j] = lf;
                 h->lp[(size_t)s * L + j] = lp;
             }
     }

@@ -64,18 +64,12 @@ double ppdl_allreduce_ms(const ppdl_cluster_model *cl, const int *ranks, int k, 
     return ppdl_allreduce_ms_bw(k, bytes, n_msgs, ppdl_group_min_bw(cl, ranks, k), ppdl_group_max_lat(cl, ranks, k));
 }
 
-static int before(const ppdl_cluster_model *cl, int a, int b)
-{
-    if (cl->speed[a] != cl->speed[b]) return cl->speed[a] > cl->speed[b];
-    if (cl->mem[a] != cl->mem[b]) return cl->mem[a] > cl->mem[b];
-    return a < b;
-}
-
 void ppdl_sort_replicas(const ppdl_cluster_model *cl, int *ranks, int k)
 {
+    (void)cl;
     for (int i = 1; i < k; i++) { /* insertion sort: a stage has few replicas */
         int v = ranks[i], j = i;
-        for (; j > 0 && before(cl, v, ranks[j - 1]); j--) ranks[j] = ranks[j - 1];
+        for (; j > 0 && v < ranks[j - 1]; j--) ranks[j] = ranks[j - 1];
         ranks[j] = v;
     }
 }

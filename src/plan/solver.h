@@ -4,7 +4,7 @@
  *
  * The search space: S <= N stages of contiguous layers; each stage on k_s >= 1 ranks
  * (its replicas, k_s <= M), every rank in exactly one stage; inside a stage the
- * replicas are in ppdl_sort_replicas order (fastest first). Two parts:
+ * replicas are in ppdl_sort_replicas order (rank order). Two parts:
  *  - one rank per stage (S = N, issue 6): for a fixed rank order the partition and the
  *    options are optimal (ppdl_solve_order); over rank orders exact up to
  *    opts.exact_max_ranks ranks (a DP over subsets of ranks), above that a heuristic
