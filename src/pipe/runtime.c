@@ -340,11 +340,13 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
     sl->mb = mb;
-    if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
     wait_req(rt, &sl->act_send, mb); /* the send buffer's previous message is gone */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     ppdl_range_push("forward", mb);
+    /* reading the micro-batch is the end stages' own work, not idle time: it counts
+     * in the forward (and so in the busy time the bubble is measured from) */
     double t0 = ppdl_now_s();
+    if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
         float *out = i + 1 < rt->nl ? (float *)sl->act[i + 1] : sl->out;
@@ -439,7 +441,10 @@ static int local_nonfinite(ppdl_runtime *rt)
  * stage with a non-finite value, or -1. A yielding wait on a non-blocking allreduce. */
 static int agree_nonfinite(ppdl_runtime *rt)
 {
+    double t0 = ppdl_now_s();
     int mine = local_nonfinite(rt) ? rt->cfg.stage : INT_MAX, first = INT_MAX;
+    /* the pass over the gradients is work of the update; the agreement below is a wait */
+    record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
     PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rt->comm->comm, &req));
     ppdl_comm_wait(rt->comm, &req);
