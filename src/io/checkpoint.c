@@ -18,6 +18,7 @@
  * MPI_Allreduce per phase), remove PATH.tmp, and PATH stays as it was.
  */
 #include "io/checkpoint.h"
+#include "io/h5util.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "io/model_io.h"
@@ -38,28 +39,6 @@
 
 /* ------------------------------------------------------------------------------------ */
 /* messages: every one starts with the file name */
-
-typedef struct io_ctx {
-    const char *path;
-    char *err;
-    size_t errlen;
-} io_ctx;
-
-PPDL_PRINTF(2, 3) static int fail(io_ctx *c, const char *fmt, ...)
-{
-    char msg[PPDL_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return ppdl_errf(c->err, c->errlen, "%s: %s", c->path, msg);
-}
-
-static void close_id(hid_t *h, herr_t (*fn)(hid_t))
-{
-    if (*h >= 0) fn(*h);
-    *h = -1;
-}
 
 /* 1 when every rank of comm passes ok != 0 */
 static int agree(MPI_Comm comm, int ok)
@@ -201,9 +180,9 @@ skip:
     H5Aclose(a);
     return 0;
 bad:
-    close_id(&space, H5Sclose);
-    close_id(&type, H5Tclose);
-    close_id(&a, H5Aclose);
+    ppdl_h5_close(&space, H5Sclose);
+    ppdl_h5_close(&type, H5Tclose);
+    ppdl_h5_close(&a, H5Aclose);
     sc->failed = 1;
     return -1;
 }
@@ -230,10 +209,10 @@ static void snap_free(snap_obj *o)
 ppdl_ckpt *ppdl_ckpt_create(const char *model_path, const ppdl_model *m, int first, int last,
                             char *err, size_t errlen)
 {
-    io_ctx c = {model_path, err, errlen};
+    ppdl_h5_ctx c = {model_path, err, errlen};
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (first < 0 || last >= m->L || first > last + 1) {
-        fail(&c, "layers %d..%d requested, the model has layers 0..%d", first, last, m->L - 1);
+        ppdl_h5_fail(&c, "layers %d..%d requested, the model has layers 0..%d", first, last, m->L - 1);
         return NULL;
     }
     ppdl_ckpt *k = ppdl_xcalloc(1, sizeof *k);
@@ -244,11 +223,11 @@ ppdl_ckpt *ppdl_ckpt_create(const char *model_path, const ppdl_model *m, int fir
     k->layers = ppdl_xcalloc((size_t)m->L, sizeof *k->layers);
     hid_t f = H5Fopen(model_path, H5F_ACC_RDONLY, H5P_DEFAULT), layers = -1, g = -1;
     if (f < 0) {
-        fail(&c, "cannot open it again to copy its attributes into checkpoints (was it removed?)");
+        ppdl_h5_fail(&c, "cannot open it again to copy its attributes into checkpoints (was it removed?)");
         goto bad;
     }
     if (snap_read(f, &k->root)) {
-        fail(&c, "cannot read the root attributes");
+        ppdl_h5_fail(&c, "cannot read the root attributes");
         goto bad;
     }
     layers = H5Gopen2(f, "layers", H5P_DEFAULT);
@@ -257,18 +236,18 @@ ppdl_ckpt *ppdl_ckpt_create(const char *model_path, const ppdl_model *m, int fir
         snprintf(name, sizeof name, "%05d", l);
         g = layers >= 0 ? H5Gopen2(layers, name, H5P_DEFAULT) : -1;
         if (g < 0 || snap_read(g, &k->layers[l])) {
-            fail(&c, "cannot read the attributes of /layers/%s", name);
+            ppdl_h5_fail(&c, "cannot read the attributes of /layers/%s", name);
             goto bad;
         }
-        close_id(&g, H5Gclose);
+        ppdl_h5_close(&g, H5Gclose);
     }
     H5Gclose(layers);
     H5Fclose(f);
     return k;
 bad:
-    close_id(&g, H5Gclose);
-    close_id(&layers, H5Gclose);
-    close_id(&f, H5Fclose);
+    ppdl_h5_close(&g, H5Gclose);
+    ppdl_h5_close(&layers, H5Gclose);
+    ppdl_h5_close(&f, H5Fclose);
     ppdl_ckpt_destroy(k);
     return NULL;
 }
@@ -425,7 +404,7 @@ static int first_dset(const ppdl_model *m, int l)
 }
 
 /* write this rank's layers: dataset ids in file_plan order, arrays in arena order */
-static int write_my_layers(const ppdl_ckpt *k, file_plan *fp, const float *const arr[3], io_ctx *c)
+static int write_my_layers(const ppdl_ckpt *k, file_plan *fp, const float *const arr[3], ppdl_h5_ctx *c)
 {
     const ppdl_model *m = k->m;
     size_t off = 0;
@@ -436,7 +415,7 @@ static int write_my_layers(const ppdl_ckpt *k, file_plan *fp, const float *const
             size_t o = off;
             for (int i = 0; i < ly->n_params; i++, d++) {
                 if (H5Dwrite(fp->dset[d], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, arr[a] + o) < 0)
-                    return fail(c, "cannot write %s/%05d/%s (disk full?)",
+                    return ppdl_h5_fail(c, "cannot write %s/%05d/%s (disk full?)",
                                 a == 0 ? "/layers" : a == 1 ? "/optimizer/m" : "/optimizer/v", l,
                                 ly->params[i].name);
                 o += ly->params[i].numel;
@@ -453,17 +432,17 @@ static int write_my_layers(const ppdl_ckpt *k, file_plan *fp, const float *const
 static const char *const group_of[3] = {"layers", "optimizer/m", "optimizer/v"};
 static const char *const what_of[3] = {"parameters", "AdamW first moments", "AdamW second moments"};
 
-static hid_t open_dataset(io_ctx *c, hid_t f, int a, int l, const ppdl_param *p)
+static hid_t open_dataset(ppdl_h5_ctx *c, hid_t f, int a, int l, const ppdl_param *p)
 {
     char name[128];
     snprintf(name, sizeof name, "/%s/%05d/%s", group_of[a], l, p->name);
     if (H5Lexists(f, group_of[a], H5P_DEFAULT) <= 0 || H5Oexists_by_name(f, name, H5P_DEFAULT) <= 0) {
-        fail(c, "%s is missing: not a complete checkpoint", name);
+        ppdl_h5_fail(c, "%s is missing: not a complete checkpoint", name);
         return -1;
     }
     hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
     if (d < 0) {
-        fail(c, "%s is not a dataset", name);
+        ppdl_h5_fail(c, "%s is not a dataset", name);
         return -1;
     }
     hid_t type = H5Dget_type(d), space = H5Dget_space(d);
@@ -472,10 +451,10 @@ static hid_t open_dataset(io_ctx *c, hid_t f, int a, int l, const ppdl_param *p)
     int okay = type >= 0 && H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 4 && ndim == p->ndim &&
                H5Sget_simple_extent_dims(space, dims, NULL) >= 0;
     for (int i = 0; okay && i < ndim; i++) okay = dims[i] == (hsize_t)p->shape[i];
-    close_id(&type, H5Tclose);
-    close_id(&space, H5Sclose);
+    ppdl_h5_close(&type, H5Tclose);
+    ppdl_h5_close(&space, H5Sclose);
     if (!okay) {
-        fail(c, "%s: not a float32 dataset of the parameter's shape", name);
+        ppdl_h5_fail(c, "%s: not a float32 dataset of the parameter's shape", name);
         H5Dclose(d);
         return -1;
     }
@@ -483,25 +462,25 @@ static hid_t open_dataset(io_ctx *c, hid_t f, int a, int l, const ppdl_param *p)
 }
 
 /* /train/checksums, [L, 3] */
-static int read_checksums(io_ctx *c, hid_t f, int L, unsigned long long *sums)
+static int read_checksums(ppdl_h5_ctx *c, hid_t f, int L, unsigned long long *sums)
 {
     if (H5Oexists_by_name(f, "/train/checksums", H5P_DEFAULT) <= 0)
-        return fail(c, "/train/checksums is missing: not a complete checkpoint");
+        return ppdl_h5_fail(c, "/train/checksums is missing: not a complete checkpoint");
     hid_t d = H5Dopen2(f, "/train/checksums", H5P_DEFAULT);
     hid_t space = d >= 0 ? H5Dget_space(d) : -1;
     hsize_t dims[2] = {0, 0};
     int okay = space >= 0 && H5Sget_simple_extent_ndims(space) == 2 &&
                H5Sget_simple_extent_dims(space, dims, NULL) >= 0 && dims[0] == (hsize_t)L && dims[1] == 3;
     okay = okay && H5Dread(d, H5T_NATIVE_ULLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, sums) >= 0;
-    close_id(&space, H5Sclose);
-    close_id(&d, H5Dclose);
-    if (!okay) return fail(c, "/train/checksums: expected uint64 [%d, 3] (layers x params, m, v)", L);
+    ppdl_h5_close(&space, H5Sclose);
+    ppdl_h5_close(&d, H5Dclose);
+    if (!okay) return ppdl_h5_fail(c, "/train/checksums: expected uint64 [%d, 3] (layers x params, m, v)", L);
     return 0;
 }
 
 /* Read layers first..last. dst[a] NULL: read into scratch only to check the checksums
  * (expected given), the check after a write. Collective open and close. */
-static int read_layers(io_ctx *c, MPI_Comm comm, const ppdl_model *m, int first, int last,
+static int read_layers(ppdl_h5_ctx *c, MPI_Comm comm, const ppdl_model *m, int first, int last,
                        float *const dst[3], const unsigned long long *expected)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -509,8 +488,8 @@ static int read_layers(io_ctx *c, MPI_Comm comm, const ppdl_model *m, int first,
     hid_t f = H5Fopen(c->path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (!agree(comm, f >= 0)) {
-        close_id(&f, H5Fclose);
-        return f >= 0 ? fail(c, "cannot be opened on another rank") : fail(c, "not an HDF5 file (or truncated)");
+        ppdl_h5_close(&f, H5Fclose);
+        return f >= 0 ? ppdl_h5_fail(c, "cannot be opened on another rank") : ppdl_h5_fail(c, "not an HDF5 file (or truncated)");
     }
     int rc = 0;
     unsigned long long *sums = NULL;
@@ -536,19 +515,19 @@ static int read_layers(io_ctx *c, MPI_Comm comm, const ppdl_model *m, int first,
                 hid_t d = open_dataset(c, f, a, l, p);
                 if (d < 0) { rc = -1; break; }
                 if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
-                    rc = fail(c, "/%s/%05d/%s: cannot read the data (damaged file?)", group_of[a], l, p->name);
+                    rc = ppdl_h5_fail(c, "/%s/%05d/%s: cannot read the data (damaged file?)", group_of[a], l, p->name);
                 H5Dclose(d);
                 ppdl_ckpt_fletcher(&fl, buf, p->numel);
                 if (out) out += p->numel;
             }
             if (!rc && ppdl_ckpt_fletcher_value(&fl) != expected[3 * l + a])
-                rc = fail(c, "the %s of layer %d do not match their checksum: the file is damaged", what_of[a], l);
+                rc = ppdl_h5_fail(c, "the %s of layer %d do not match their checksum: the file is damaged", what_of[a], l);
         }
         off += ppdl_layer_param_count(ly);
     }
     free(scratch);
     free(sums);
-    if (H5Fclose(f) < 0 && !rc) rc = fail(c, "cannot be closed");
+    if (H5Fclose(f) < 0 && !rc) rc = ppdl_h5_fail(c, "cannot be closed");
     return rc;
 }
 
@@ -556,7 +535,7 @@ int ppdl_ckpt_read_layers(const char *path, MPI_Comm comm, const ppdl_model *m, 
                           float *params, float *adam_m, float *adam_v, double *seconds,
                           char *err, size_t errlen)
 {
-    io_ctx c = {path, err, errlen};
+    ppdl_h5_ctx c = {path, err, errlen};
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     double t0 = ppdl_now_s();
     float *const dst[3] = {params, adam_m, adam_v};
@@ -580,7 +559,7 @@ static int fsync_path(const char *path, int flags)
 /* Checksums of this rank's layers, agreed with the others (each layer has exactly one
  * owner, so XOR-combining zero-filled tables assembles the whole one). */
 static int agree_checksums(const ppdl_ckpt *k, MPI_Comm comm, const float *const arr[3],
-                           unsigned long long *sums, io_ctx *c)
+                           unsigned long long *sums, ppdl_h5_ctx *c)
 {
     const ppdl_model *m = k->m;
     int L = m->L, rc = 0;
@@ -595,7 +574,7 @@ static int agree_checksums(const ppdl_ckpt *k, MPI_Comm comm, const float *const
             size_t bad = ppdl_ckpt_fletcher(&fl, arr[a] + off, n);
             mine[3 * l + a] = ppdl_ckpt_fletcher_value(&fl);
             if (bad && !rc)
-                rc = fail(c, "not written: the %s of layer %d hold %zu non-finite values (the training "
+                rc = ppdl_h5_fail(c, "not written: the %s of layer %d hold %zu non-finite values (the training "
                              "diverged?); the previous checkpoint is kept", what_of[a], l, bad);
         }
         off += n;
@@ -614,7 +593,7 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
                     const float *adam_m, const float *adam_v, const ppdl_ckpt_info *info,
                     ppdl_ckpt_stats *stats, char *err, size_t errlen)
 {
-    io_ctx c = {path, err, errlen};
+    ppdl_h5_ctx c = {path, err, errlen};
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     const ppdl_model *m = k->m;
     int rank;
@@ -623,7 +602,7 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
     double t0 = ppdl_now_s();
     const float *const arr[3] = {params, adam_m, adam_v};
     char tmp[4096 + 8];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return fail(&c, "path too long");
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return ppdl_h5_fail(&c, "path too long");
 
     /* 1. checksums; refuse non-finite state before touching any file */
     unsigned long long *sums = ppdl_xmalloc(3 * (size_t)m->L * sizeof *sums);
@@ -645,7 +624,7 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
     PPDL_CHECK_MPI(MPI_Bcast(&create_errno, 1, MPI_INT, 0, comm));
     if (create_errno) {
         free(sums);
-        return fail(&c, "cannot create %s: %s", tmp, strerror(create_errno));
+        return ppdl_h5_fail(&c, "cannot create %s: %s", tmp, strerror(create_errno));
     }
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
@@ -656,10 +635,10 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (!agree(comm, f >= 0)) {
-        close_id(&f, H5Fclose);
+        ppdl_h5_close(&f, H5Fclose);
         if (rank == 0) unlink(tmp);
         free(sums);
-        return fail(&c, "cannot create %s as an HDF5 file with MPI-IO", tmp);
+        return ppdl_h5_fail(&c, "cannot create %s as an HDF5 file with MPI-IO", tmp);
     }
 
     /* 3. structure (collective), 4. this rank's data (independent) */
@@ -670,7 +649,7 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
     rc = write_my_layers(k, &fp, arr, &c);
     if (!rc && rank == 0 &&
         H5Dwrite(fp.checksums, H5T_NATIVE_ULLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, sums) < 0)
-        rc = fail(&c, "cannot write /train/checksums (disk full?)");
+        rc = ppdl_h5_fail(&c, "cannot write /train/checksums (disk full?)");
     for (int i = 0; i < fp.n_dsets; i++) H5Dclose(fp.dset[i]);
     H5Dclose(fp.checksums);
     free(fp.dset);
@@ -683,19 +662,19 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
         put_attr(train, "complete", H5T_STD_I32LE, H5T_NATIVE_INT, &one, tmp);
         H5Gclose(train);
     }
-    if (H5Fclose(f) < 0 && !rc) rc = fail(&c, "cannot finish writing %s (disk full?)", tmp);
+    if (H5Fclose(f) < 0 && !rc) rc = ppdl_h5_fail(&c, "cannot finish writing %s (disk full?)", tmp);
     all_ok = agree(comm, rc == 0);
     double t1 = ppdl_now_s();
 
     /* 5. to the disk: each rank syncs what it wrote (on a parallel file system each
      * client holds its own dirty pages) */
-    if (all_ok && fsync_path(tmp, O_RDONLY) != 0) rc = fail(&c, "cannot sync %s: %s", tmp, strerror(errno));
+    if (all_ok && fsync_path(tmp, O_RDONLY) != 0) rc = ppdl_h5_fail(&c, "cannot sync %s: %s", tmp, strerror(errno));
     all_ok = all_ok && agree(comm, rc == 0);
     double t2 = ppdl_now_s();
 
     /* 6. read back this rank's layers against the checksums */
     if (all_ok) {
-        io_ctx cv = {tmp, err, errlen};
+        ppdl_h5_ctx cv = {tmp, err, errlen};
         float *const none[3] = {NULL, NULL, NULL};
         rc = read_layers(&cv, comm, m, k->first, k->last, none, sums);
         all_ok = agree(comm, rc == 0);
@@ -707,7 +686,7 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
         struct stat sb;
         if (all_ok && stat(tmp, &sb) == 0) stats->bytes = (double)sb.st_size;
         if (all_ok && rename(tmp, path) != 0) {
-            rc = fail(&c, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+            rc = ppdl_h5_fail(&c, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
             all_ok = 0;
         }
         if (all_ok) {
@@ -738,60 +717,44 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
 /* ------------------------------------------------------------------------------------ */
 /* the state of a checkpoint, read by every rank on its own */
 
-static hid_t open_attr(io_ctx *c, hid_t obj, const char *where, const char *name)
-{
-    if (H5Aexists(obj, name) <= 0) {
-        fail(c, "%s attribute '%s' is missing", where, name);
-        return -1;
-    }
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), space = a >= 0 ? H5Aget_space(a) : -1;
-    hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
-    close_id(&space, H5Sclose);
-    if (n != 1) {
-        fail(c, "%s attribute '%s' must hold one value", where, name);
-        close_id(&a, H5Aclose);
-    }
-    return a;
-}
-
 /* an integer attribute in [lo, hi] */
-static int get_int(io_ctx *c, hid_t obj, const char *where, const char *name, long long lo, long long hi,
+static int get_int(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, long long lo, long long hi,
                    long long *out)
 {
-    hid_t a = open_attr(c, obj, where, name);
+    hid_t a = ppdl_h5_open_scalar_attr(c, obj, where, name);
     if (a < 0) return -1;
     hid_t type = H5Aget_type(a);
     int okay = type >= 0 && H5Tget_class(type) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_LLONG, out) >= 0;
-    close_id(&type, H5Tclose);
+    ppdl_h5_close(&type, H5Tclose);
     H5Aclose(a);
-    if (!okay) return fail(c, "%s attribute '%s' must be an integer", where, name);
+    if (!okay) return ppdl_h5_fail(c, "%s attribute '%s' must be an integer", where, name);
     if (*out < lo || *out > hi)
-        return fail(c, "%s attribute '%s' is %lld, expected %lld ... %lld", where, name, *out, lo, hi);
+        return ppdl_h5_fail(c, "%s attribute '%s' is %lld, expected %lld ... %lld", where, name, *out, lo, hi);
     return 0;
 }
 
-static int get_double(io_ctx *c, hid_t obj, const char *where, const char *name, double *out)
+static int get_double(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, double *out)
 {
-    hid_t a = open_attr(c, obj, where, name);
+    hid_t a = ppdl_h5_open_scalar_attr(c, obj, where, name);
     if (a < 0) return -1;
     hid_t type = H5Aget_type(a);
     H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
     int okay = (cls == H5T_FLOAT || cls == H5T_INTEGER) && H5Aread(a, H5T_NATIVE_DOUBLE, out) >= 0;
-    close_id(&type, H5Tclose);
+    ppdl_h5_close(&type, H5Tclose);
     H5Aclose(a);
-    if (!okay) return fail(c, "%s attribute '%s' must be a number", where, name);
+    if (!okay) return ppdl_h5_fail(c, "%s attribute '%s' must be a number", where, name);
     return 0;
 }
 
-static char *get_string(io_ctx *c, hid_t obj, const char *where, const char *name)
+static char *get_string(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name)
 {
-    hid_t a = open_attr(c, obj, where, name);
+    hid_t a = ppdl_h5_open_scalar_attr(c, obj, where, name);
     if (a < 0) return NULL;
     hid_t type = H5Aget_type(a);
     char *s = type >= 0 && H5Tget_class(type) == H5T_STRING ? read_string(a, type) : NULL;
-    close_id(&type, H5Tclose);
+    ppdl_h5_close(&type, H5Tclose);
     H5Aclose(a);
-    if (!s) fail(c, "%s attribute '%s' must be a string", where, name);
+    if (!s) ppdl_h5_fail(c, "%s attribute '%s' must be a string", where, name);
     return s;
 }
 
@@ -848,28 +811,28 @@ static const char *model_difference(const ppdl_model *a, const ppdl_model *b, ch
     return NULL;
 }
 
-static int read_info(io_ctx *c, hid_t f, const ppdl_model *m, ppdl_ckpt_info *info)
+static int read_info(ppdl_h5_ctx *c, hid_t f, const ppdl_model *m, ppdl_ckpt_info *info)
 {
     const long long big = 1LL << 62;
     long long v;
     if (H5Lexists(f, "train", H5P_DEFAULT) <= 0)
-        return fail(c, "not a checkpoint (no /train group): a model file; to start from its weights with "
+        return ppdl_h5_fail(c, "not a checkpoint (no /train group): a model file; to start from its weights with "
                        "a fresh optimizer, pass it as the MODEL argument without --resume");
     hid_t train = H5Gopen2(f, "train", H5P_DEFAULT), opt = -1;
     int rc = -1;
-    if (train < 0) return fail(c, "/train is not a group");
+    if (train < 0) return ppdl_h5_fail(c, "/train is not a group");
     if (get_int(c, train, "/train", "ppdl_checkpoint_version", LLONG_MIN, LLONG_MAX, &v)) goto out;
     if (v > PPDL_CKPT_VERSION) {
-        fail(c, "checkpoint format version %lld is newer than this ppdl reads (%d): update ppdl", v,
+        ppdl_h5_fail(c, "checkpoint format version %lld is newer than this ppdl reads (%d): update ppdl", v,
              PPDL_CKPT_VERSION);
         goto out;
     }
     if (v < 1) {
-        fail(c, "checkpoint format version %lld is not valid (expected 1 ... %d)", v, PPDL_CKPT_VERSION);
+        ppdl_h5_fail(c, "checkpoint format version %lld is not valid (expected 1 ... %d)", v, PPDL_CKPT_VERSION);
         goto out;
     }
     if (H5Aexists(train, "complete") <= 0 || get_int(c, train, "/train", "complete", 1, 1, &v)) {
-        fail(c, "an unfinished checkpoint (/train attribute 'complete' is not 1): its writer was stopped; "
+        ppdl_h5_fail(c, "an unfinished checkpoint (/train attribute 'complete' is not 1): its writer was stopped; "
                 "use the previous checkpoint");
         goto out;
     }
@@ -887,17 +850,17 @@ static int read_info(io_ctx *c, hid_t f, const ppdl_model *m, ppdl_ckpt_info *in
     if (!(info->plan_json = get_string(c, train, "/train", "plan"))) goto out;
 
     if (H5Lexists(f, "optimizer", H5P_DEFAULT) <= 0) {
-        fail(c, "group /optimizer is missing: not a complete checkpoint");
+        ppdl_h5_fail(c, "group /optimizer is missing: not a complete checkpoint");
         goto out;
     }
     opt = H5Gopen2(f, "optimizer", H5P_DEFAULT);
     if (opt < 0) {
-        fail(c, "/optimizer is not a group");
+        ppdl_h5_fail(c, "/optimizer is not a group");
         goto out;
     }
     if (!(s = get_string(c, opt, "/optimizer", "algorithm"))) goto out;
     int adamw = !strcmp(s, "adamw");
-    if (!adamw) fail(c, "/optimizer attribute 'algorithm' is '%s', this ppdl has only 'adamw'", s);
+    if (!adamw) ppdl_h5_fail(c, "/optimizer attribute 'algorithm' is '%s', this ppdl has only 'adamw'", s);
     free(s);
     if (!adamw || get_double(c, opt, "/optimizer", "lr", &info->lr) ||
         get_double(c, opt, "/optimizer", "beta1", &info->beta1) ||
@@ -910,14 +873,14 @@ static int read_info(io_ctx *c, hid_t f, const ppdl_model *m, ppdl_ckpt_info *in
     rc = read_checksums(c, f, m->L, sums);
     free(sums);
 out:
-    close_id(&opt, H5Gclose);
-    close_id(&train, H5Gclose);
+    ppdl_h5_close(&opt, H5Gclose);
+    ppdl_h5_close(&train, H5Gclose);
     return rc;
 }
 
 int ppdl_ckpt_read_info(const char *path, const ppdl_model *m, ppdl_ckpt_info *info, char *err, size_t errlen)
 {
-    io_ctx c = {path, err, errlen};
+    ppdl_h5_ctx c = {path, err, errlen};
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     memset(info, 0, sizeof *info);
     /* the model part, with every check of the model reader */
@@ -927,10 +890,10 @@ int ppdl_ckpt_read_info(const char *path, const ppdl_model *m, ppdl_ckpt_info *i
     const char *diff = model_difference(&cm, m, va, vb, sizeof va);
     ppdl_model_free(&cm);
     if (diff)
-        return fail(&c, "a checkpoint of another model: its %s is %s, the model being trained has %s "
+        return ppdl_h5_fail(&c, "a checkpoint of another model: its %s is %s, the model being trained has %s "
                         "(another run's file? give each run its own --checkpoint)", diff, va, vb);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return fail(&c, "cannot be opened");
+    if (f < 0) return ppdl_h5_fail(&c, "cannot be opened");
     int rc = read_info(&c, f, m, info);
     H5Fclose(f);
     if (rc) ppdl_ckpt_info_free(info);

@@ -10,6 +10,7 @@
  * features and images as float32 (or float64, converted on reading).
  */
 #include "io/data_io.h"
+#include "io/h5util.h"
 #include "core/error.h"
 #include "core/util.h"
 
@@ -24,53 +25,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* HDF5 knows the signature but cannot open the file: usually a truncated copy; rarely a
- * complete file on a file system without the locks HDF5 1.10 takes */
-#define OPEN_FAILED "not an HDF5 file (or truncated); if the file is complete, its file system " \
-                    "may lack locking: try HDF5_USE_FILE_LOCKING=FALSE"
 
 /* ------------------------------------------------------------------------------------ */
-/* small HDF5 helpers (messages start with the file name) */
-
-PPDL_PRINTF(4, 5) static int fail(const char *path, char *err, size_t errlen, const char *fmt, ...)
-{
-    char msg[PPDL_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return ppdl_errf(err, errlen, "%s: %s", path, msg);
-}
-#define FAIL(...) fail(path, err, errlen, __VA_ARGS__)
-
-static void close_h(hid_t *h, herr_t (*closer)(hid_t))
-{
-    if (*h >= 0) closer(*h);
-    *h = -1;
-}
-
-static const char *type_name(hid_t type, char *buf, size_t len)
-{
-    H5T_class_t cls = H5Tget_class(type);
-    size_t bits = 8 * H5Tget_size(type);
-    if (cls == H5T_INTEGER)
-        snprintf(buf, len, "%s%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int", bits);
-    else if (cls == H5T_FLOAT)
-        snprintf(buf, len, "float%zu", bits);
-    else if (cls == H5T_STRING)
-        snprintf(buf, len, "strings");
-    else
-        snprintf(buf, len, "an HDF5 type of class %d", (int)cls);
-    return buf;
-}
-
-static void fmt_dims(char *buf, size_t len, int ndim, const hsize_t *dims)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < ndim && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
-    if (n < len) snprintf(buf + n, len - n, "]");
-}
+/* messages start with the file name */
+#define FAIL(...) ppdl_h5_fail(&(ppdl_h5_ctx){path, err, errlen}, __VA_ARGS__)
 
 static const char *article(const char *family) { return !strcmp(family, "mlp") ? "an" : "a"; }
 
@@ -87,7 +45,7 @@ static hid_t open_dataset(const char *path, hid_t f, const char *name, H5T_class
     type = H5Dget_type(d);
     if (type < 0 || H5Tget_class(type) != want_class) {
         char tn[64] = "an unreadable type";
-        if (type >= 0) type_name(type, tn, sizeof tn);
+        if (type >= 0) ppdl_h5_type_name(type, tn, sizeof tn);
         FAIL("/%s must hold %s, found %s", name, want_type, tn);
         goto bad;
     }
@@ -97,13 +55,13 @@ static hid_t open_dataset(const char *path, hid_t f, const char *name, H5T_class
         FAIL("/%s: cannot read its shape", name);
         goto bad;
     }
-    close_h(&space, H5Sclose);
-    close_h(&type, H5Tclose);
+    ppdl_h5_close(&space, H5Sclose);
+    ppdl_h5_close(&type, H5Tclose);
     return d;
 bad:
-    close_h(&space, H5Sclose);
-    close_h(&type, H5Tclose);
-    close_h(&d, H5Dclose);
+    ppdl_h5_close(&space, H5Sclose);
+    ppdl_h5_close(&type, H5Tclose);
+    ppdl_h5_close(&d, H5Dclose);
     return -1;
 }
 
@@ -130,9 +88,9 @@ static int read_vocab_attr(const char *path, hid_t f, long long *v, char *err, s
     }
     rc = 0;
 out:
-    close_h(&space, H5Sclose);
-    close_h(&type, H5Tclose);
-    close_h(&a, H5Aclose);
+    ppdl_h5_close(&space, H5Sclose);
+    ppdl_h5_close(&type, H5Tclose);
+    ppdl_h5_close(&a, H5Aclose);
     return rc;
 }
 
@@ -183,7 +141,7 @@ static int open_classif(const char *path, hid_t f, const char *name, const ppdl_
     hid_t ds = open_dataset(path, f, name, H5T_FLOAT, "float32 values", &ndim, dims, err, errlen);
     if (ds < 0) return -1;
     H5Dclose(ds);
-    fmt_dims(got, sizeof got, ndim, dims);
+    ppdl_h5_fmt_dims(got, sizeof got, ndim, dims);
     if (ndim != (images ? 4 : 2))
         return FAIL("/%s must be %s, found shape %s", name, images ? "[N, C, H, W]" : "[N, D]", got);
     if (dims[0] == 0) return FAIL("/%s holds no samples (N = 0)", name);
@@ -211,7 +169,7 @@ static int open_classif(const char *path, hid_t f, const char *name, const ppdl_
     if (ds < 0) return -1;
     H5Dclose(ds);
     if (lnd != 1 || ldims[0] != dims[0]) {
-        fmt_dims(got, sizeof got, lnd, ldims);
+        ppdl_h5_fmt_dims(got, sizeof got, lnd, ldims);
         return FAIL("/labels has shape %s but /%s holds %llu samples (expected [%llu])", got, name,
                     (unsigned long long)dims[0], (unsigned long long)dims[0]);
     }
@@ -231,7 +189,7 @@ int ppdl_data_open(const char *path, const ppdl_model *m, ppdl_data *d, char *er
     if (access(path, R_OK) != 0) return FAIL("cannot read: %s", strerror(errno));
     if (H5Fis_hdf5(path) <= 0) return FAIL("not an HDF5 file (or truncated)");
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return FAIL("%s", OPEN_FAILED);
+    if (f < 0) return FAIL("%s", PPDL_H5_OPEN_FAILED);
 
     const char *names[3] = {"tokens", "features", "images"};
     int found[3], n_found = 0, rc;
@@ -283,8 +241,8 @@ static int read_rows(const char *path, hid_t ds, const char *name, int ndim, lon
     if (H5Dread(ds, mem_type, mspace, fspace, H5P_DEFAULT, buf) < 0) goto out;
     rc = 0;
 out:
-    close_h(&mspace, H5Sclose);
-    close_h(&fspace, H5Sclose);
+    ppdl_h5_close(&mspace, H5Sclose);
+    ppdl_h5_close(&fspace, H5Sclose);
     if (rc) FAIL("/%s: cannot read rows %ld..%ld (damaged file?)", name, row0, row0 + rows - 1);
     return rc;
 }
@@ -373,8 +331,8 @@ int ppdl_data_read(ppdl_data *d, long start, int count, void *inputs, int32_t *t
     }
     rc = 0;
 out:
-    close_h(&ls, H5Dclose);
-    close_h(&xs, H5Dclose);
+    ppdl_h5_close(&ls, H5Dclose);
+    ppdl_h5_close(&xs, H5Dclose);
     return rc;
 }
 
@@ -387,8 +345,8 @@ static int write_dataset(hid_t f, const char *name, hid_t file_type, hid_t mem_t
     hid_t space = H5Screate_simple(ndim, dims, NULL);
     hid_t ds = space >= 0 ? H5Dcreate2(f, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
     int rc = ds >= 0 && H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
-    close_h(&ds, H5Dclose);
-    close_h(&space, H5Sclose);
+    ppdl_h5_close(&ds, H5Dclose);
+    ppdl_h5_close(&space, H5Sclose);
     return rc;
 }
 
@@ -397,8 +355,8 @@ static int write_root_attr(hid_t f, const char *name, hid_t file_type, hid_t mem
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t a = space >= 0 ? H5Acreate2(f, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT) : -1;
     int rc = a >= 0 && H5Awrite(a, mem_type, v) >= 0 ? 0 : -1;
-    close_h(&a, H5Aclose);
-    close_h(&space, H5Sclose);
+    ppdl_h5_close(&a, H5Aclose);
+    ppdl_h5_close(&space, H5Sclose);
     return rc;
 }
 

@@ -13,6 +13,7 @@
  * both variable- and fixed-length strings are read.
  */
 #include "io/model_io.h"
+#include "io/h5util.h"
 #include "core/error.h"
 #include "core/util.h"
 
@@ -29,51 +30,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* HDF5 knows the signature but cannot open the file: usually a truncated copy; rarely a
- * complete file on a file system without the locks HDF5 1.10 takes */
-#define OPEN_FAILED "not an HDF5 file (or truncated); if the file is complete, its file system " \
-                    "may lack locking: try HDF5_USE_FILE_LOCKING=FALSE"
 
 /* ------------------------------------------------------------------------------------ */
 /* error context: every message starts with the file name */
-
-typedef struct io_ctx {
-    const char *path;
-    char *err;
-    size_t errlen;
-} io_ctx;
-
-PPDL_PRINTF(2, 3) static int fail(io_ctx *c, const char *fmt, ...)
-{
-    char msg[PPDL_ERR_LEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return ppdl_errf(c->err, c->errlen, "%s: %s", c->path, msg);
-}
-
-static void close_attr(hid_t *h) { if (*h >= 0) H5Aclose(*h); *h = -1; }
-static void close_type(hid_t *h) { if (*h >= 0) H5Tclose(*h); *h = -1; }
-static void close_space(hid_t *h) { if (*h >= 0) H5Sclose(*h); *h = -1; }
-static void close_dset(hid_t *h) { if (*h >= 0) H5Dclose(*h); *h = -1; }
-static void close_group(hid_t *h) { if (*h >= 0) H5Gclose(*h); *h = -1; }
-
-/* "int32", "uint8", "float64", "a string", ... for messages */
-static const char *type_name(hid_t type, char *buf, size_t len)
-{
-    H5T_class_t cls = H5Tget_class(type);
-    size_t bits = 8 * H5Tget_size(type);
-    if (cls == H5T_INTEGER)
-        snprintf(buf, len, "%s%zu", H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int", bits);
-    else if (cls == H5T_FLOAT)
-        snprintf(buf, len, "float%zu", bits);
-    else if (cls == H5T_STRING)
-        snprintf(buf, len, "a string");
-    else
-        snprintf(buf, len, "an HDF5 type of class %d", (int)cls);
-    return buf;
-}
 
 /* the article-bearing class word used in "must be an integer, found a float" */
 static const char *class_word(hid_t type)
@@ -88,97 +47,64 @@ static const char *class_word(hid_t type)
     }
 }
 
-static void fmt_dims(char *buf, size_t len, int ndim, const hsize_t *dims)
-{
-    size_t n = 0;
-    n += (size_t)snprintf(buf + n, len - n, "[");
-    for (int i = 0; i < ndim && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
-    if (n < len) snprintf(buf + n, len - n, "]");
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* attributes: `where` is "root" or "/layers/00003" and starts every message */
 
-/* Open attribute `name` of obj, checking it holds exactly one value. */
-static hid_t open_attr(io_ctx *c, hid_t obj, const char *where, const char *name)
-{
-    htri_t ex = H5Aexists(obj, name);
-    if (ex <= 0) {
-        fail(c, "%s attribute '%s' is missing", where, name);
-        return -1;
-    }
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0) {
-        fail(c, "%s attribute '%s' cannot be opened", where, name);
-        return -1;
-    }
-    hid_t space = H5Aget_space(a);
-    hssize_t npoints = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
-    close_space(&space);
-    if (npoints != 1) {
-        fail(c, "%s attribute '%s' must hold one value, found %lld", where, name, (long long)npoints);
-        H5Aclose(a);
-        return -1;
-    }
-    return a;
-}
-
-static int read_int_attr(io_ctx *c, hid_t obj, const char *where, const char *name, long long *out)
+static int read_int_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, long long *out)
 {
     int rc = -1;
-    hid_t type = -1, a = open_attr(c, obj, where, name);
+    hid_t type = -1, a = ppdl_h5_open_scalar_attr(c, obj, where, name);
     if (a < 0) return -1;
     type = H5Aget_type(a);
     if (type < 0 || H5Tget_class(type) != H5T_INTEGER) {
-        fail(c, "%s attribute '%s' must be an integer, found %s", where, name,
+        ppdl_h5_fail(c, "%s attribute '%s' must be an integer, found %s", where, name,
              type < 0 ? "an unreadable type" : class_word(type));
         goto out;
     }
     if (H5Aread(a, H5T_NATIVE_LLONG, out) < 0) {
-        fail(c, "%s attribute '%s' cannot be read", where, name);
+        ppdl_h5_fail(c, "%s attribute '%s' cannot be read", where, name);
         goto out;
     }
     rc = 0;
 out:
-    close_type(&type);
-    close_attr(&a);
+    ppdl_h5_close(&type, H5Tclose);
+    ppdl_h5_close(&a, H5Aclose);
     return rc;
 }
 
 /* a number: float or integer class */
-static int read_double_attr(io_ctx *c, hid_t obj, const char *where, const char *name, double *out)
+static int read_double_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, double *out)
 {
     int rc = -1;
-    hid_t type = -1, a = open_attr(c, obj, where, name);
+    hid_t type = -1, a = ppdl_h5_open_scalar_attr(c, obj, where, name);
     if (a < 0) return -1;
     type = H5Aget_type(a);
     H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
     if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
-        fail(c, "%s attribute '%s' must be a number, found %s", where, name,
+        ppdl_h5_fail(c, "%s attribute '%s' must be a number, found %s", where, name,
              type < 0 ? "an unreadable type" : class_word(type));
         goto out;
     }
     if (H5Aread(a, H5T_NATIVE_DOUBLE, out) < 0) {
-        fail(c, "%s attribute '%s' cannot be read", where, name);
+        ppdl_h5_fail(c, "%s attribute '%s' cannot be read", where, name);
         goto out;
     }
     rc = 0;
 out:
-    close_type(&type);
-    close_attr(&a);
+    ppdl_h5_close(&type, H5Tclose);
+    ppdl_h5_close(&a, H5Aclose);
     return rc;
 }
 
 /* A string, variable-length (h5py) or fixed-length; copied into buf, truncated to fit. */
-static int read_str_attr(io_ctx *c, hid_t obj, const char *where, const char *name, char *buf, size_t len)
+static int read_str_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, char *buf, size_t len)
 {
     int rc = -1;
-    hid_t type = -1, mem = -1, a = open_attr(c, obj, where, name);
+    hid_t type = -1, mem = -1, a = ppdl_h5_open_scalar_attr(c, obj, where, name);
     if (a < 0) return -1;
     type = H5Aget_type(a);
     if (type < 0 || H5Tget_class(type) != H5T_STRING) {
-        fail(c, "%s attribute '%s' must be a string, found %s", where, name,
+        ppdl_h5_fail(c, "%s attribute '%s' must be a string, found %s", where, name,
              type < 0 ? "an unreadable type" : class_word(type));
         goto out;
     }
@@ -189,7 +115,7 @@ static int read_str_attr(io_ctx *c, hid_t obj, const char *where, const char *na
         char *s = NULL;
         H5Tset_size(mem, H5T_VARIABLE);
         if (H5Aread(a, mem, &s) < 0 || !s) {
-            fail(c, "%s attribute '%s' cannot be read", where, name);
+            ppdl_h5_fail(c, "%s attribute '%s' cannot be read", where, name);
             if (s) H5free_memory(s);
             goto out;
         }
@@ -198,14 +124,14 @@ static int read_str_attr(io_ctx *c, hid_t obj, const char *where, const char *na
     } else {
         size_t n = H5Tget_size(type);
         if (n == 0 || n > (1u << 20)) {
-            fail(c, "%s attribute '%s' is a string of %zu bytes", where, name, n);
+            ppdl_h5_fail(c, "%s attribute '%s' is a string of %zu bytes", where, name, n);
             goto out;
         }
         char *s = ppdl_xcalloc(n + 1, 1);
         H5Tset_size(mem, n + 1);
         H5Tset_strpad(mem, H5T_STR_NULLTERM);
         if (H5Aread(a, mem, s) < 0) {
-            fail(c, "%s attribute '%s' cannot be read", where, name);
+            ppdl_h5_fail(c, "%s attribute '%s' cannot be read", where, name);
             free(s);
             goto out;
         }
@@ -214,35 +140,35 @@ static int read_str_attr(io_ctx *c, hid_t obj, const char *where, const char *na
     }
     rc = 0;
 out:
-    close_type(&mem);
-    close_type(&type);
-    close_attr(&a);
+    ppdl_h5_close(&mem, H5Tclose);
+    ppdl_h5_close(&type, H5Tclose);
+    ppdl_h5_close(&a, H5Aclose);
     return rc;
 }
 
-static int write_attr(io_ctx *c, hid_t obj, const char *where, const char *name, hid_t file_type,
+static int write_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, hid_t file_type,
                       hid_t mem_type, const void *value)
 {
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t a = space >= 0 ? H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT) : -1;
     int rc = a >= 0 && H5Awrite(a, mem_type, value) >= 0 ? 0 : -1;
-    close_attr(&a);
-    close_space(&space);
-    if (rc) fail(c, "cannot write %s attribute '%s'", where, name);
+    ppdl_h5_close(&a, H5Aclose);
+    ppdl_h5_close(&space, H5Sclose);
+    if (rc) ppdl_h5_fail(c, "cannot write %s attribute '%s'", where, name);
     return rc;
 }
 
-static int write_int_attr(io_ctx *c, hid_t obj, const char *where, const char *name, int v)
+static int write_int_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, int v)
 {
     return write_attr(c, obj, where, name, H5T_STD_I32LE, H5T_NATIVE_INT, &v);
 }
 
-static int write_double_attr(io_ctx *c, hid_t obj, const char *where, const char *name, double v)
+static int write_double_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, double v)
 {
     return write_attr(c, obj, where, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
 }
 
-static int write_str_attr(io_ctx *c, hid_t obj, const char *where, const char *name, const char *v)
+static int write_str_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name, const char *v)
 {
     hid_t type = H5Tcopy(H5T_C_S1);
     H5Tset_size(type, H5T_VARIABLE);
@@ -316,7 +242,7 @@ static void hyper_list(const char *family, char *buf, size_t len)
 
 /* Read one hyperparameter and set it through ppdl_model_set, so the file obeys the
  * same ranges as `ppdl-init --set`. */
-static int read_hyper(io_ctx *c, hid_t root, ppdl_model *m, const hyper *h)
+static int read_hyper(ppdl_h5_ctx *c, hid_t root, ppdl_model *m, const hyper *h)
 {
     char value[128], setmsg[PPDL_ERR_LEN];
     if (h->type == 'i') {
@@ -333,12 +259,12 @@ static int read_hyper(io_ctx *c, hid_t root, ppdl_model *m, const hyper *h)
     if (ppdl_model_set(m, h->key, value, setmsg, sizeof setmsg)) {
         /* setmsg reads "--set key=value: expected ..."; keep the part after the colon */
         const char *why = strstr(setmsg, ": ");
-        return fail(c, "root attribute '%s' is %s, %s", h->key, value, why ? why + 2 : setmsg);
+        return ppdl_h5_fail(c, "root attribute '%s' is %s, %s", h->key, value, why ? why + 2 : setmsg);
     }
     return 0;
 }
 
-static int write_hypers(io_ctx *c, hid_t root, const ppdl_model *m)
+static int write_hypers(ppdl_h5_ctx *c, hid_t root, const ppdl_model *m)
 {
     for (int i = 0; i < N_HYPERS; i++) {
         const hyper *h = &hypers[i];
@@ -399,50 +325,50 @@ static void chain_desc(const ppdl_model *m, char *buf, size_t len)
 /* ------------------------------------------------------------------------------------ */
 /* reading */
 
-static hid_t open_for_reading(io_ctx *c)
+static hid_t open_for_reading(ppdl_h5_ctx *c)
 {
     if (access(c->path, R_OK) != 0) {
-        fail(c, "cannot read: %s", strerror(errno));
+        ppdl_h5_fail(c, "cannot read: %s", strerror(errno));
         return -1;
     }
     if (H5Fis_hdf5(c->path) <= 0) {
-        fail(c, "not an HDF5 file (or truncated)");
+        ppdl_h5_fail(c, "not an HDF5 file (or truncated)");
         return -1;
     }
     hid_t f = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) fail(c, "%s", OPEN_FAILED);
+    if (f < 0) ppdl_h5_fail(c, "%s", PPDL_H5_OPEN_FAILED);
     return f;
 }
 
-static int check_header(io_ctx *c, hid_t root, char *family, size_t family_len)
+static int check_header(ppdl_h5_ctx *c, hid_t root, char *family, size_t family_len)
 {
     char fmt[64];
     long long version;
     if (H5Aexists(root, "ppdl_format") <= 0)
-        return fail(c, "root attribute 'ppdl_format' is missing: not a ppdl model file "
+        return ppdl_h5_fail(c, "root attribute 'ppdl_format' is missing: not a ppdl model file "
                        "(make one with ppdl-init)");
     if (read_str_attr(c, root, "root", "ppdl_format", fmt, sizeof fmt)) return -1;
     if (strcmp(fmt, "ppdl-model"))
-        return fail(c, "root attribute 'ppdl_format' is '%s', expected 'ppdl-model'%s", fmt,
+        return ppdl_h5_fail(c, "root attribute 'ppdl_format' is '%s', expected 'ppdl-model'%s", fmt,
                     !strcmp(fmt, "ppdl-data") ? " (this is a data file: pass it with --data)" : "");
     if (read_int_attr(c, root, "root", "ppdl_version", &version)) return -1;
     if (version > PPDL_FORMAT_VERSION)
-        return fail(c, "ppdl_version %lld is newer than this ppdl (%d): update ppdl", version,
+        return ppdl_h5_fail(c, "ppdl_version %lld is newer than this ppdl (%d): update ppdl", version,
                     PPDL_FORMAT_VERSION);
-    if (version < 1) return fail(c, "ppdl_version %lld is not a valid version (expected 1)", version);
+    if (version < 1) return ppdl_h5_fail(c, "ppdl_version %lld is not a valid version (expected 1)", version);
     if (read_str_attr(c, root, "root", "family", family, family_len)) return -1;
     if (strcmp(family, "gpt") && strcmp(family, "mlp") && strcmp(family, "cnn"))
-        return fail(c, "root attribute 'family' is '%s', expected gpt, mlp or cnn", family);
+        return ppdl_h5_fail(c, "root attribute 'family' is '%s', expected gpt, mlp or cnn", family);
     return 0;
 }
 
 /* a root attribute that is another family's hyperparameter is a mistake */
-static int check_root_extras(io_ctx *c, hid_t root, const char *family)
+static int check_root_extras(ppdl_h5_ctx *c, hid_t root, const char *family)
 {
     name_list nl = {0};
     hsize_t idx = 0;
     if (H5Aiterate2(root, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &nl) < 0)
-        return fail(c, "cannot list the root attributes");
+        return ppdl_h5_fail(c, "cannot list the root attributes");
     for (int i = 0; i < nl.n; i++) {
         const char *k = nl.names[i];
         int other = 0;
@@ -451,7 +377,7 @@ static int check_root_extras(io_ctx *c, hid_t root, const char *family)
         if (other && !is_hyper_of(family, k)) {
             char keys[256];
             hyper_list(family, keys, sizeof keys);
-            return fail(c, "root attribute '%s' is not a hyperparameter of the %s family (%s has: %s)",
+            return ppdl_h5_fail(c, "root attribute '%s' is not a hyperparameter of the %s family (%s has: %s)",
                         k, family, family, keys);
         }
     }
@@ -470,17 +396,17 @@ static int layer_index(const char *name, int L)
     return v < L ? v : -1;
 }
 
-static int check_layer_count(io_ctx *c, hid_t layers, const ppdl_model *m)
+static int check_layer_count(ppdl_h5_ctx *c, hid_t layers, const ppdl_model *m)
 {
     H5G_info_t info;
-    if (H5Gget_info(layers, &info) < 0) return fail(c, "/layers cannot be listed");
+    if (H5Gget_info(layers, &info) < 0) return ppdl_h5_fail(c, "/layers cannot be listed");
     if ((long long)info.nlinks == m->L) {
         /* right count: every name must then be one of 00000 .. L-1 */
         for (hsize_t i = 0; i < info.nlinks; i++) {
             char name[64] = "";
             H5Lget_name_by_idx(layers, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
             if (layer_index(name, m->L) < 0)
-                return fail(c, "/layers/%s is not a layer group name (expected 00000 ... %05d)", name,
+                return ppdl_h5_fail(c, "/layers/%s is not a layer group name (expected 00000 ... %05d)", name,
                             m->L - 1);
         }
         return 0;
@@ -506,60 +432,60 @@ static int check_layer_count(io_ctx *c, hid_t layers, const ppdl_model *m)
             }
         }
     }
-    return fail(c, "/layers has %llu groups but the %s hyperparameters give %d layers (%s)%s",
+    return ppdl_h5_fail(c, "/layers has %llu groups but the %s hyperparameters give %d layers (%s)%s",
                 (unsigned long long)info.nlinks, m->family, m->L, chain, detail);
 }
 
 /* Open dataset `p` of a layer group and check it is float32 with p's shape. */
-static hid_t open_param(io_ctx *c, hid_t group, const char *where, const ppdl_param *p)
+static hid_t open_param(ppdl_h5_ctx *c, hid_t group, const char *where, const ppdl_param *p)
 {
     hid_t d = -1, type = -1, space = -1;
     char want[96], got[96];
     hsize_t want_dims[PPDL_MAX_DIMS];
     for (int i = 0; i < p->ndim; i++) want_dims[i] = (hsize_t)p->shape[i];
-    fmt_dims(want, sizeof want, p->ndim, want_dims);
+    ppdl_h5_fmt_dims(want, sizeof want, p->ndim, want_dims);
     if (H5Lexists(group, p->name, H5P_DEFAULT) <= 0) {
-        fail(c, "%s/%s is missing (expected a float32 dataset of shape %s)", where, p->name, want);
+        ppdl_h5_fail(c, "%s/%s is missing (expected a float32 dataset of shape %s)", where, p->name, want);
         return -1;
     }
     d = H5Dopen2(group, p->name, H5P_DEFAULT);
     if (d < 0) {
-        fail(c, "%s/%s is not a dataset", where, p->name);
+        ppdl_h5_fail(c, "%s/%s is not a dataset", where, p->name);
         return -1;
     }
     type = H5Dget_type(d);
     if (type < 0 || H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 4) {
         char tn[64] = "an unreadable type";
-        if (type >= 0) type_name(type, tn, sizeof tn);
-        fail(c, "%s/%s: expected float32, found %s", where, p->name, tn);
+        if (type >= 0) ppdl_h5_type_name(type, tn, sizeof tn);
+        ppdl_h5_fail(c, "%s/%s: expected float32, found %s", where, p->name, tn);
         goto bad;
     }
     space = H5Dget_space(d);
     int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
     hsize_t dims[H5S_MAX_RANK];
     if (ndim < 0 || ndim > H5S_MAX_RANK || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
-        fail(c, "%s/%s: cannot read its shape", where, p->name);
+        ppdl_h5_fail(c, "%s/%s: cannot read its shape", where, p->name);
         goto bad;
     }
     int same = ndim == p->ndim;
     for (int i = 0; same && i < ndim; i++) same = dims[i] == want_dims[i];
     if (!same) {
-        fmt_dims(got, sizeof got, ndim, dims);
-        fail(c, "%s/%s: expected shape %s, found %s", where, p->name, want, got);
+        ppdl_h5_fmt_dims(got, sizeof got, ndim, dims);
+        ppdl_h5_fail(c, "%s/%s: expected shape %s, found %s", where, p->name, want, got);
         goto bad;
     }
-    close_space(&space);
-    close_type(&type);
+    ppdl_h5_close(&space, H5Sclose);
+    ppdl_h5_close(&type, H5Tclose);
     return d;
 bad:
-    close_space(&space);
-    close_type(&type);
-    close_dset(&d);
+    ppdl_h5_close(&space, H5Sclose);
+    ppdl_h5_close(&type, H5Tclose);
+    ppdl_h5_close(&d, H5Dclose);
     return -1;
 }
 
 /* kind, per-kind attributes, no unexpected attribute or dataset, every parameter */
-static int check_layer(io_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_layer *l)
+static int check_layer(ppdl_h5_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_layer *l)
 {
     char name[16], where[32], kind[64];
     layer_attr want[8];
@@ -567,11 +493,11 @@ static int check_layer(io_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_
     snprintf(name, sizeof name, "%05d", l->index);
     snprintf(where, sizeof where, "/layers/%05d", l->index);
     hid_t g = H5Gopen2(layers, name, H5P_DEFAULT);
-    if (g < 0) return fail(c, "%s is not a group", where);
+    if (g < 0) return ppdl_h5_fail(c, "%s is not a group", where);
 
     if (read_str_attr(c, g, where, "kind", kind, sizeof kind)) goto out;
     if (strcmp(kind, l->kind->name)) {
-        fail(c, "%s: kind is '%s' but the %s hyperparameters give a '%s' layer here", where, kind,
+        ppdl_h5_fail(c, "%s: kind is '%s' but the %s hyperparameters give a '%s' layer here", where, kind,
              m->family, l->kind->name);
         goto out;
     }
@@ -580,7 +506,7 @@ static int check_layer(io_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_
             char s[64];
             if (read_str_attr(c, g, where, want[i].name, s, sizeof s)) goto out;
             if (strcmp(s, want[i].sval)) {
-                fail(c, "%s attribute '%s' is '%s' but the %s hyperparameters give '%s'", where,
+                ppdl_h5_fail(c, "%s attribute '%s' is '%s' but the %s hyperparameters give '%s'", where,
                      want[i].name, s, m->family, want[i].sval);
                 goto out;
             }
@@ -588,7 +514,7 @@ static int check_layer(io_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_
             long long v;
             if (read_int_attr(c, g, where, want[i].name, &v)) goto out;
             if (v != want[i].ival) {
-                fail(c, "%s attribute '%s' is %lld but the %s hyperparameters give %d", where,
+                ppdl_h5_fail(c, "%s attribute '%s' is %lld but the %s hyperparameters give %d", where,
                      want[i].name, v, m->family, want[i].ival);
                 goto out;
             }
@@ -597,14 +523,14 @@ static int check_layer(io_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_
     name_list nl = {0};
     hsize_t idx = 0;
     if (H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr, &nl) < 0) {
-        fail(c, "%s: cannot list its attributes", where);
+        ppdl_h5_fail(c, "%s: cannot list its attributes", where);
         goto out;
     }
     for (int i = 0; i < nl.n; i++) {
         int known = !strcmp(nl.names[i], "kind");
         for (int j = 0; j < n_attrs && !known; j++) known = !strcmp(nl.names[i], want[j].name);
         if (!known) {
-            fail(c, "%s: unexpected attribute '%s' for a %s layer", where, nl.names[i], l->kind->name);
+            ppdl_h5_fail(c, "%s: unexpected attribute '%s' for a %s layer", where, nl.names[i], l->kind->name);
             goto out;
         }
     }
@@ -615,7 +541,7 @@ static int check_layer(io_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_
     }
     H5G_info_t info;
     if (H5Gget_info(g, &info) < 0) {
-        fail(c, "%s cannot be listed", where);
+        ppdl_h5_fail(c, "%s cannot be listed", where);
         goto out;
     }
     for (hsize_t i = 0; i < info.nlinks; i++) {
@@ -629,18 +555,18 @@ static int check_layer(io_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_
             list[0] = 0;
             for (int j = 0; j < l->n_params && n < sizeof list; j++)
                 n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", j ? ", " : "", l->params[j].name);
-            fail(c, "%s: unexpected dataset '%s' (a %s layer has: %s)", where, ln, l->kind->name,
+            ppdl_h5_fail(c, "%s: unexpected dataset '%s' (a %s layer has: %s)", where, ln, l->kind->name,
                  l->n_params ? list : "no parameters");
             goto out;
         }
     }
     rc = 0;
 out:
-    close_group(&g);
+    ppdl_h5_close(&g, H5Gclose);
     return rc;
 }
 
-static int load_desc(io_ctx *c, hid_t f, ppdl_model *m)
+static int load_desc(ppdl_h5_ctx *c, hid_t f, ppdl_model *m)
 {
     char family[64], msg[PPDL_ERR_LEN];
     if (check_header(c, f, family, sizeof family)) return -1;
@@ -648,23 +574,23 @@ static int load_desc(io_ctx *c, hid_t f, ppdl_model *m)
     for (int i = 0; i < N_HYPERS; i++)
         if (!strcmp(hypers[i].family, family) && read_hyper(c, f, m, &hypers[i])) return -1;
     if (check_root_extras(c, f, family)) return -1;
-    if (ppdl_model_build(m, msg, sizeof msg)) return fail(c, "%s", msg);
-    if (H5Lexists(f, "layers", H5P_DEFAULT) <= 0) return fail(c, "group /layers is missing");
+    if (ppdl_model_build(m, msg, sizeof msg)) return ppdl_h5_fail(c, "%s", msg);
+    if (H5Lexists(f, "layers", H5P_DEFAULT) <= 0) return ppdl_h5_fail(c, "group /layers is missing");
     int rc = -1;
     hid_t layers = H5Gopen2(f, "layers", H5P_DEFAULT);
-    if (layers < 0) return fail(c, "/layers is not a group");
+    if (layers < 0) return ppdl_h5_fail(c, "/layers is not a group");
     if (check_layer_count(c, layers, m)) goto out;
     for (int i = 0; i < m->L; i++)
         if (check_layer(c, layers, m, &m->layers[i])) goto out;
     rc = 0;
 out:
-    close_group(&layers);
+    ppdl_h5_close(&layers, H5Gclose);
     return rc;
 }
 
 int ppdl_model_load_desc(const char *path, ppdl_model *m, char *err, size_t errlen)
 {
-    io_ctx c = {path, err, errlen};
+    ppdl_h5_ctx c = {path, err, errlen};
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     memset(m, 0, sizeof *m);
     hid_t f = open_for_reading(&c);
@@ -676,25 +602,25 @@ int ppdl_model_load_desc(const char *path, ppdl_model *m, char *err, size_t errl
 }
 
 /* read one parameter dataset into dst and check every value is finite */
-static int read_param(io_ctx *c, hid_t g, const char *where, const ppdl_param *p, float *dst)
+static int read_param(ppdl_h5_ctx *c, hid_t g, const char *where, const ppdl_param *p, float *dst)
 {
     hid_t d = open_param(c, g, where, p);
     if (d < 0) return -1;
     herr_t st = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst);
     H5Dclose(d);
-    if (st < 0) return fail(c, "%s/%s: cannot read the data (damaged file?)", where, p->name);
+    if (st < 0) return ppdl_h5_fail(c, "%s/%s: cannot read the data (damaged file?)", where, p->name);
     for (size_t i = 0; i < p->numel; i++)
         if (!isfinite(dst[i]))
-            return fail(c, "%s/%s holds a non-finite value at index %zu (%g)", where, p->name, i,
+            return ppdl_h5_fail(c, "%s/%s holds a non-finite value at index %zu (%g)", where, p->name, i,
                         (double)dst[i]);
     return 0;
 }
 
-static int load_params(io_ctx *c, hid_t f, const ppdl_model *m, int first, int last, float *host)
+static int load_params(ppdl_h5_ctx *c, hid_t f, const ppdl_model *m, int first, int last, float *host)
 {
     int rc = -1;
     hid_t layers = H5Gopen2(f, "layers", H5P_DEFAULT), g = -1;
-    if (layers < 0) return fail(c, "group /layers is missing");
+    if (layers < 0) return ppdl_h5_fail(c, "group /layers is missing");
     float *dst = host;
     for (int li = first; li <= last; li++) {
         const ppdl_layer *l = &m->layers[li];
@@ -703,29 +629,29 @@ static int load_params(io_ctx *c, hid_t f, const ppdl_model *m, int first, int l
         snprintf(where, sizeof where, "/layers/%05d", li);
         g = H5Gopen2(layers, name, H5P_DEFAULT);
         if (g < 0) {
-            fail(c, "%s is missing", where);
+            ppdl_h5_fail(c, "%s is missing", where);
             goto out;
         }
         for (int i = 0; i < l->n_params; i++) {
             if (read_param(c, g, where, &l->params[i], dst)) goto out;
             dst += l->params[i].numel;
         }
-        close_group(&g);
+        ppdl_h5_close(&g, H5Gclose);
     }
     rc = 0;
 out:
-    close_group(&g);
-    close_group(&layers);
+    ppdl_h5_close(&g, H5Gclose);
+    ppdl_h5_close(&layers, H5Gclose);
     return rc;
 }
 
 int ppdl_model_load_params(const char *path, const ppdl_model *m, int first, int last,
                            float *host, char *err, size_t errlen)
 {
-    io_ctx c = {path, err, errlen};
+    ppdl_h5_ctx c = {path, err, errlen};
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (first < 0 || last >= m->L || first > last)
-        return fail(&c, "layers %d..%d requested, the model has layers 0..%d", first, last, m->L - 1);
+        return ppdl_h5_fail(&c, "layers %d..%d requested, the model has layers 0..%d", first, last, m->L - 1);
     hid_t f = open_for_reading(&c);
     if (f < 0) return -1;
     int rc = load_params(&c, f, m, first, last, host);
@@ -736,7 +662,7 @@ int ppdl_model_load_params(const char *path, const ppdl_model *m, int first, int
 /* ------------------------------------------------------------------------------------ */
 /* writing */
 
-static int write_param(io_ctx *c, hid_t g, const char *where, const ppdl_param *p, const float *src)
+static int write_param(ppdl_h5_ctx *c, hid_t g, const char *where, const ppdl_param *p, const float *src)
 {
     hsize_t dims[PPDL_MAX_DIMS];
     for (int i = 0; i < p->ndim; i++) dims[i] = (hsize_t)p->shape[i];
@@ -744,13 +670,13 @@ static int write_param(io_ctx *c, hid_t g, const char *where, const ppdl_param *
     hid_t d = space >= 0 ? H5Dcreate2(g, p->name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
                                       H5P_DEFAULT) : -1;
     int rc = d >= 0 && H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, src) >= 0 ? 0 : -1;
-    close_dset(&d);
-    close_space(&space);
-    if (rc) fail(c, "cannot write %s/%s (disk full?)", where, p->name);
+    ppdl_h5_close(&d, H5Dclose);
+    ppdl_h5_close(&space, H5Sclose);
+    if (rc) ppdl_h5_fail(c, "cannot write %s/%s (disk full?)", where, p->name);
     return rc;
 }
 
-static int write_layer(io_ctx *c, hid_t layers, const ppdl_layer *l, const float *src)
+static int write_layer(ppdl_h5_ctx *c, hid_t layers, const ppdl_layer *l, const float *src)
 {
     char name[16], where[32];
     layer_attr a[8];
@@ -758,7 +684,7 @@ static int write_layer(io_ctx *c, hid_t layers, const ppdl_layer *l, const float
     snprintf(name, sizeof name, "%05d", l->index);
     snprintf(where, sizeof where, "/layers/%05d", l->index);
     hid_t g = H5Gcreate2(layers, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (g < 0) return fail(c, "cannot create group %s", where);
+    if (g < 0) return ppdl_h5_fail(c, "cannot create group %s", where);
     if (write_str_attr(c, g, where, "kind", l->kind->name)) goto out;
     for (int i = 0; i < n_attrs; i++) {
         int st = a[i].is_string ? write_str_attr(c, g, where, a[i].name, a[i].sval)
@@ -771,18 +697,18 @@ static int write_layer(io_ctx *c, hid_t layers, const ppdl_layer *l, const float
     }
     rc = 0;
 out:
-    close_group(&g);
+    ppdl_h5_close(&g, H5Gclose);
     return rc;
 }
 
-static int write_model(io_ctx *c, hid_t f, const ppdl_model *m, const float *host)
+static int write_model(ppdl_h5_ctx *c, hid_t f, const ppdl_model *m, const float *host)
 {
     if (write_str_attr(c, f, "root", "ppdl_format", "ppdl-model") ||
         write_int_attr(c, f, "root", "ppdl_version", PPDL_FORMAT_VERSION) ||
         write_str_attr(c, f, "root", "family", m->family) || write_hypers(c, f, m))
         return -1;
     hid_t layers = H5Gcreate2(f, "layers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (layers < 0) return fail(c, "cannot create group /layers");
+    if (layers < 0) return ppdl_h5_fail(c, "cannot create group /layers");
     int rc = 0;
     const float *src = host;
     for (int i = 0; i < m->L && !rc; i++) {
@@ -794,7 +720,7 @@ static int write_model(io_ctx *c, hid_t f, const ppdl_model *m, const float *hos
 }
 
 /* A file we could not load back is not worth writing: refuse non-finite weights. */
-static int check_finite(io_ctx *c, const ppdl_model *m, const float *host)
+static int check_finite(ppdl_h5_ctx *c, const ppdl_model *m, const float *host)
 {
     const float *p = host;
     for (int li = 0; li < m->L; li++)
@@ -802,7 +728,7 @@ static int check_finite(io_ctx *c, const ppdl_model *m, const float *host)
             const ppdl_param *pa = &m->layers[li].params[i];
             for (size_t j = 0; j < pa->numel; j++)
                 if (!isfinite(p[j]))
-                    return fail(c, "not written: /layers/%05d/%s holds a non-finite value at index %zu "
+                    return ppdl_h5_fail(c, "not written: /layers/%05d/%s holds a non-finite value at index %zu "
                                    "(the training diverged?)", li, pa->name, j);
             p += pa->numel;
         }
@@ -811,16 +737,16 @@ static int check_finite(io_ctx *c, const ppdl_model *m, const float *host)
 
 int ppdl_model_save(const char *path, const ppdl_model *m, const float *host, char *err, size_t errlen)
 {
-    io_ctx c = {path, err, errlen};
+    ppdl_h5_ctx c = {path, err, errlen};
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (m->L < 1 || !m->layers) return fail(&c, "not written: the model has no layers (not built?)");
+    if (m->L < 1 || !m->layers) return ppdl_h5_fail(&c, "not written: the model has no layers (not built?)");
     if (check_finite(&c, m, host)) return -1;
 
     char tmp[4096 + 8];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return fail(&c, "path too long");
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return ppdl_h5_fail(&c, "path too long");
     /* open() first: its errno says why a file cannot be created, HDF5 does not */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return fail(&c, "cannot create %s: %s", tmp, strerror(errno));
+    if (fd < 0) return ppdl_h5_fail(&c, "cannot create %s: %s", tmp, strerror(errno));
     close(fd);
 
     /* HDF5's 1.8 file format or later: the superblock and object headers carry checksums,
@@ -831,17 +757,17 @@ int ppdl_model_save(const char *path, const ppdl_model *m, const float *host, ch
     if (fapl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0) {
         if (fapl >= 0) H5Pclose(fapl);
         unlink(tmp);
-        return fail(&c, "cannot set up HDF5 to write %s", tmp);
+        return ppdl_h5_fail(&c, "cannot set up HDF5 to write %s", tmp);
     }
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (f < 0) {
         unlink(tmp);
-        return fail(&c, "cannot create %s as an HDF5 file", tmp);
+        return ppdl_h5_fail(&c, "cannot create %s as an HDF5 file", tmp);
     }
     int rc = write_model(&c, f, m, host);
-    if (H5Fclose(f) < 0 && !rc) rc = fail(&c, "cannot finish writing %s (disk full?)", tmp);
-    if (!rc && rename(tmp, path) != 0) rc = fail(&c, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (H5Fclose(f) < 0 && !rc) rc = ppdl_h5_fail(&c, "cannot finish writing %s (disk full?)", tmp);
+    if (!rc && rename(tmp, path) != 0) rc = ppdl_h5_fail(&c, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     if (rc) unlink(tmp);
     return rc;
 }
