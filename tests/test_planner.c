@@ -99,6 +99,16 @@ static void gen(ppdl_rng *g, int N, int L, int max_opts, int tight, inst *x)
         sumP += lc->param_bytes;
         sumS += lc->stash_bytes[0];
     }
+    /* every other instance has the optional step costs (optimizer, data reading),
+     * from an rng of their own so that the rest of the instance stays as it was */
+    static unsigned long long n_gen = 0;
+    if (n_gen++ % 2) {
+        ppdl_rng g2;
+        ppdl_rng_seed(&g2, 0xabcdefULL + n_gen);
+        x->c.input_ms = uni(&g2, 0, 2);
+        x->c.target_ms = uni(&g2, 0, 2);
+        for (int l = 0; l < L; l++) x->c.layers[l].opt_ms = ppdl_rng_uniform(&g2) < 0.2 ? 0 : uni(&g2, 0, 8);
+    }
     ppdl_cluster_model_alloc(&x->cl, N);
     x->M = 1 + (int)(ppdl_rng_u64(g) % 8);
     x->sched = ppdl_rng_u64(g) % 3 == 0 ? PPDL_SCHED_GPIPE : PPDL_SCHED_1F1B;
@@ -182,17 +192,22 @@ static double assemble_T(const inst *x, const lay *y, const int *first, const do
     double sum = 0, pace = 0, ar = 0;
     for (int s = 0; s < S; s++) {
         int i = first[s], j = s + 1 < S ? first[s + 1] - 1 : L - 1, k = y->k[s], nmsg = 0;
-        double W = 0, P = 0;
+        double W = 0, P = 0, O = 0, ar_s = 0, opt_s = 0;
         for (int l = i; l <= j; l++) {
             W += c->layers[l].fwd_ms + c->layers[l].bwd_ms;
             P += c->layers[l].param_bytes;
+            O += c->layers[l].opt_ms;
             nmsg += c->layers[l].param_bytes > 0;
         }
+        /* the step costs: reading inputs (first stage) and targets (last), per micro-batch */
+        if (i == 0) W += c->input_ms;
+        if (j == L - 1) W += c->target_ms;
         double slowest = 0;
         for (int q = 0; q < k; q++) {
             double tau = (W + E[s]) / x->cl.speed[y->R[s][q]];
             slowest = fmax(slowest, tau);
             pace = fmax(pace, (mbs_of(M, k, q) - 1) * tau);
+            opt_s = fmax(opt_s, O / x->cl.speed[y->R[s][q]]);
         }
         sum += slowest;
         if (k > 1 && P > 0) {
@@ -203,8 +218,10 @@ static double assemble_T(const inst *x, const lay *y, const int *first, const do
                         bw = fmin(bw, x->cl.bw[y->R[s][a] * N + y->R[s][b]]);
                         lat = fmax(lat, x->cl.lat[y->R[s][a] * N + y->R[s][b]]);
                     }
-            ar = fmax(ar, 1000 * (2.0 * (k - 1) / k * P / bw + nmsg * 2.0 * (k - 1) * lat));
+            ar_s = 1000 * (2.0 * (k - 1) / k * P / bw + nmsg * 2.0 * (k - 1) * lat);
         }
+        /* after the flush: the all-reduce, then the optimizer step */
+        ar = fmax(ar, ar_s + opt_s);
         if (s + 1 < S) {
             int k2 = y->k[s + 1];
             double slowest_link = 0;
@@ -803,13 +820,17 @@ static void test_files(void)
     ppdl_rng_seed(&g, 3);
     inst x;
     gen(&g, 3, 7, 3, 0, &x);
+    x.c.input_ms = 0.25; /* the optional step costs travel too */
+    x.c.target_ms = 1.0 / 3;
+    for (int l = 0; l < x.c.L; l++) x.c.layers[l].opt_ms = 0.1 * l + 1.0 / 7;
     char *js = ppdl_costs_to_json(&x.c);
     ppdl_costs c2;
     char err[PPDL_ERR_LEN];
     int rc = ppdl_costs_parse(js, "costs", &c2, err, sizeof err);
-    int same = rc == 0 && c2.L == x.c.L;
+    int same = rc == 0 && c2.L == x.c.L && c2.input_ms == x.c.input_ms && c2.target_ms == x.c.target_ms;
     for (int l = 0; same && l < x.c.L; l++) {
         const ppdl_layer_cost *a = &x.c.layers[l], *b = &c2.layers[l];
+        same &= a->opt_ms == b->opt_ms; /* written to 17 digits: the same doubles */
         same &= a->n_opts == b->n_opts && a->param_bytes == b->param_bytes && a->out_bytes == b->out_bytes &&
                 fabs(a->fwd_ms - b->fwd_ms) <= 1e-9 * a->fwd_ms && !strcmp(a->name, b->name);
         for (int o = 0; o < a->n_opts; o++) same &= a->stash_bytes[o] == b->stash_bytes[o] && fabs(a->extra_ms[o] - b->extra_ms[o]) <= 1e-9;
@@ -840,6 +861,12 @@ static void test_files(void)
          "\"recompute\": [{\"stash_bytes\": 1, \"extra_ms\": -2}]}]}", "recompute[0].extra_ms is -2"},
         {"{\"micro_batch_size\": 0, \"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1}]}", "micro_batch_size"},
         {"{\"layers\": [", "line 1"},
+        {"{\"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1, "
+         "\"optimizer_ms\": \"fast\"}]}", "layers[0].optimizer_ms: expected a number"},
+        {"{\"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1, "
+         "\"optimizer_ms\": -1}]}", "layers[0].optimizer_ms is -1"},
+        {"{\"input_ms\": -0.5, \"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1}]}", "input_ms is -0.5"},
+        {"{\"target_ms\": null, \"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1}]}", "target_ms: expected a number"},
     };
     int good = 1;
     for (size_t k = 0; k < sizeof bad_costs / sizeof bad_costs[0]; k++) {
@@ -944,8 +971,9 @@ static void test_simulator(void)
              * doing everything one after the other */
             double maxt = 0, serial = 0;
             for (int s = 0; s < N; s++) {
-                maxt = fmax(maxt, ev.time_ms[s]);
-                serial += x.M * ev.time_ms[s];
+                /* each stage's optimizer step follows its M forwards and backwards */
+                maxt = fmax(maxt, ev.time_ms[s] + ev.optimizer_ms[s] / x.M);
+                serial += x.M * ev.time_ms[s] + ev.optimizer_ms[s];
                 if (s + 1 < N) { /* both directions: the matrices are not symmetric */
                     int a = p.stages[s].rank, b = p.stages[s + 1].rank;
                     double bytes = x.c.layers[p.stages[s].last].out_bytes;

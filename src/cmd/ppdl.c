@@ -518,7 +518,36 @@ static int setup_network(const options *o, const ppdl_model *m, ppdl_backend *be
  * times every layer alone on its device and writes the file, while the other ranks
  * wait napping (a spinning rank on the same cores would slow the timings). Returns 1
  * when `c` holds costs: with --costs on every rank, with --costs-out on rank 0. */
-static int setup_costs(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm, ppdl_costs *c)
+/* The data reading per micro-batch of b samples (median of 5 after a warm-up): the
+ * first stage reads the inputs, the last the targets (runtime.c's load_batch). */
+static int profile_reading(const ppdl_model *m, ppdl_data *data, int b, ppdl_costs *c, char *err, size_t errlen)
+{
+    size_t in_b = (size_t)b * m->layers[0].in_bytes, tg_b = (size_t)b * ppdl_model_loss_rows(m) * sizeof(int32_t);
+    void *in = ppdl_xmalloc(in_b ? in_b : 1);
+    int32_t *tg = ppdl_xmalloc(tg_b ? tg_b : 1);
+    double t[2][6];
+    int rc = 0;
+    for (int r = 0; r < 6 && !rc; r++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            double t0 = ppdl_now_s();
+            rc = ppdl_data_read(data, (long)r * b % data->n, b, k ? NULL : in, k ? tg : NULL, err, errlen);
+            t[k][r] = 1e3 * (ppdl_now_s() - t0);
+        }
+    for (int k = 0; k < 2 && !rc; k++) { /* median of runs 1..5 */
+        double *v = &t[k][1];
+        for (int a = 0; a < 5; a++)
+            for (int q = a + 1; q < 5; q++)
+                if (v[q] < v[a]) { double x = v[a]; v[a] = v[q]; v[q] = x; }
+        if (k) c->target_ms = v[2];
+        else c->input_ms = v[2];
+    }
+    free(in);
+    free(tg);
+    return rc;
+}
+
+static int setup_costs(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm, ppdl_data *data,
+                       ppdl_costs *c)
 {
     char err[PPDL_ERR_LEN] = "", msg[PPDL_ERR_LEN + 32] = "";
     int b = (int)(o->batch_size / o->micro_batches), rc = 0;
@@ -539,6 +568,7 @@ static int setup_costs(const options *o, const ppdl_model *m, ppdl_backend *be, 
         size_t peak = be->bytes_peak;
         rc = ppdl_profile_layers(m, be, b, NULL, c, err, sizeof err);
         be->bytes_peak = peak; /* the report's peak is the training's, not the profile's */
+        if (!rc && profile_reading(m, data, b, c, err, sizeof err)) ppdl_costs_free(c), rc = -1;
         if (!rc && o->costs_out && ppdl_costs_write(o->costs_out, c, err, sizeof err)) {
             ppdl_costs_free(c);
             rc = -1;
@@ -862,7 +892,7 @@ int main(int argc, char **argv)
     long start_step = resume ? (long)ck.step : 0;
     /* what each layer costs: profiled on rank 0's device (--costs-out) or read (--costs) */
     ppdl_costs costs;
-    int have_costs = setup_costs(&o, &model, be, &comm, &costs);
+    int have_costs = setup_costs(&o, &model, be, &comm, &data, &costs);
 
     /* ---- 3. the plan ---- */
     int *n_options = ppdl_xcalloc((size_t)model.L, sizeof(int));

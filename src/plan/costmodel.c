@@ -21,6 +21,15 @@ double ppdl_stage_time(const ppdl_costs *c, int i, int j, const int *opt, double
 {
     double t = 0;
     for (int l = i; l <= j; l++) t += ppdl_layer_time(&c->layers[l], opt ? opt[l - i] : 0);
+    if (i == 0) t += c->input_ms;         /* the first stage reads the inputs */
+    if (j == c->L - 1) t += c->target_ms; /* the last stage the targets */
+    return t / speed;
+}
+
+double ppdl_stage_opt_ms(const ppdl_costs *c, int i, int j, double speed)
+{
+    double t = 0;
+    for (int l = i; l <= j; l++) t += c->layers[l].opt_ms;
     return t / speed;
 }
 
@@ -47,6 +56,7 @@ void ppdl_cost_eval_free(ppdl_cost_eval *ev)
     free(ev->mem_limit);
     free(ev->link_ms);
     free(ev->allreduce_ms);
+    free(ev->optimizer_ms);
     free(ev->in_flight);
     free(ev->replicas);
     memset(ev, 0, sizeof *ev);
@@ -91,6 +101,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     ev->mem_limit = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->link_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->allreduce_ms = ppdl_xcalloc((size_t)S, sizeof(double));
+    ev->optimizer_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->in_flight = ppdl_xcalloc((size_t)S, sizeof(int));
     ev->replicas = ppdl_xcalloc((size_t)S, sizeof(int));
     ev->feasible = 1;
@@ -122,6 +133,8 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             }
             /* the slowest replica: its first micro-batch is on the path of the step */
             if (t > ev->time_ms[s]) ev->time_ms[s] = t;
+            double u = ppdl_stage_opt_ms(c, st->first, st->last, cl->speed[r]);
+            if (u > ev->optimizer_ms[s]) ev->optimizer_ms[s] = u;
             resource(ev, M, ppdl_replica_mbs(M, k, q), t, s, 0, &busiest);
         }
         ev->sum_time += ev->time_ms[s];
@@ -136,6 +149,8 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             free(ranks);
             if (ev->allreduce_ms[s] > ev->allreduce) ev->allreduce = ev->allreduce_ms[s];
         }
+        /* after the flush: the stage's all-reduce, then its optimizer step */
+        if (ev->allreduce_ms[s] + ev->optimizer_ms[s] > ev->tail) ev->tail = ev->allreduce_ms[s] + ev->optimizer_ms[s];
         if (s + 1 < S) {
             const ppdl_plan_stage *nx = &p->stages[s + 1];
             int k2 = n_rep(nx);
@@ -151,7 +166,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             ev->sum_link += ev->link_ms[s];
         }
     }
-    ev->T = ev->sum_time + 2 * ev->sum_link + ev->pace + ev->allreduce;
+    ev->T = ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail;
     return 0;
 }
 

@@ -48,6 +48,13 @@
  * remaining backward of the stages before it overlaps its all-reduce; the model does
  * not credit that (it overestimates those plans a little; the simulator plays it).
  * Plain data parallelism (S = 1, k = N): T = ceil(M/N) tau + AR.
+ *
+ * Step costs (README, "Planner"; optional COSTS.json fields, 0 when absent, and then
+ * every formula above is unchanged): input_ms is added to the first stage's time
+ * (it reads the inputs before each forward), target_ms to the last stage's, and
+ * after the flush every stage runs its optimizer step OPT_s = sum optimizer_ms /
+ * speed (its slowest replica) once its all-reduce is done:
+ *   T = sum_s time_s + 2 sum link_s + P + max_s (AR_s + OPT_s)
  * The planner (solver.h) minimises exactly this T; this file is the independent check.
  */
 #ifndef PPDL_COSTMODEL_H
@@ -64,6 +71,8 @@ int ppdl_in_flight(int schedule, int S, int M, int s);
 
 /* time_s of layers i..j under options opt[0..j-i] (NULL: all 0) on a rank of `speed` */
 double ppdl_stage_time(const ppdl_costs *c, int i, int j, const int *opt, double speed);
+/* the optimizer step of layers i..j on a rank of `speed` (0 without optimizer_ms) */
+double ppdl_stage_opt_ms(const ppdl_costs *c, int i, int j, double speed);
 /* mem_s of layers i..j under options opt (NULL: all 0) with n micro-batches in flight */
 double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *opt, int n);
 /* link_s after layer j from rank a to rank b, in ms */
@@ -81,11 +90,14 @@ typedef struct ppdl_cost_eval {
     double sum_time, sum_link;
     double pace;               /* P: (M-1) * bottleneck when S = N */
     double allreduce;          /* max_s AR_s */
+    double tail;               /* after the flush: max_s (AR_s + OPT_s); = allreduce
+                                  when the costs have no optimizer_ms */
     double *time_ms;           /* [S] time_s: the slowest replica's */
     double *mem_bytes;         /* [S] of the replica furthest over (or closest to) its limit */
     double *mem_limit;         /* [S] mem_bytes of that replica's rank */
     double *link_ms;           /* [S] link_s after stage s, its slowest pair (0 for the last) */
     double *allreduce_ms;      /* [S] AR_s */
+    double *optimizer_ms;      /* [S] OPT_s: the slowest replica's optimizer step */
     int *in_flight;            /* [S] that replica's in-flight micro-batches */
     int *replicas;             /* [S] k_s */
     int worst_stage;           /* the stage furthest over (or closest to) its limit */

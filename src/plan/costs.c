@@ -27,6 +27,14 @@ void ppdl_costs_free(ppdl_costs *c)
     memset(c, 0, sizeof *c);
 }
 
+int ppdl_costs_has_step_extras(const ppdl_costs *c)
+{
+    if (c->input_ms != 0 || c->target_ms != 0) return 1;
+    for (int l = 0; l < c->L; l++)
+        if (c->layers[l].opt_ms != 0) return 1;
+    return 0;
+}
+
 static int check_ms(double v, const char *what, int l, const char *field, char *err, size_t errlen)
 {
     if (!isfinite(v) || v < 0)
@@ -51,9 +59,14 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
     if (!isfinite(c->state_multiplier) || c->state_multiplier < 0 || c->state_multiplier > 1000)
         return ppdl_errf(err, errlen, "%s: state_multiplier is %g: expected a number in [0, 1000] "
                                       "(4 for values, gradients and AdamW's two moments)", what, c->state_multiplier);
+    if (!isfinite(c->input_ms) || c->input_ms < 0)
+        return ppdl_errf(err, errlen, "%s: input_ms is %g: expected a number of milliseconds >= 0", what, c->input_ms);
+    if (!isfinite(c->target_ms) || c->target_ms < 0)
+        return ppdl_errf(err, errlen, "%s: target_ms is %g: expected a number of milliseconds >= 0", what, c->target_ms);
     for (int l = 0; l < c->L; l++) {
         const ppdl_layer_cost *lc = &c->layers[l];
         if (check_ms(lc->fwd_ms, what, l, "fwd_ms", err, errlen) ||
+            check_ms(lc->opt_ms, what, l, "optimizer_ms", err, errlen) ||
             check_ms(lc->bwd_ms, what, l, "bwd_ms", err, errlen) ||
             check_bytes(lc->param_bytes, what, l, "param_bytes", err, errlen) ||
             check_bytes(lc->out_bytes, what, l, "out_bytes", err, errlen))
@@ -106,6 +119,11 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
         if (get_num(root, "state_multiplier", &d, what, "costs", err, errlen)) return -1;
         c->state_multiplier = d;
     }
+    /* optional step costs (README, "Planner"): absent in older files, 0 then */
+    if (json_object_get(root, "input_ms") && get_num(root, "input_ms", &c->input_ms, what, "costs", err, errlen))
+        return -1;
+    if (json_object_get(root, "target_ms") && get_num(root, "target_ms", &c->target_ms, what, "costs", err, errlen))
+        return -1;
     for (int l = 0; l < c->L; l++) {
         json_t *jl = json_array_get(layers, (size_t)l);
         ppdl_layer_cost *lc = &c->layers[l];
@@ -119,6 +137,8 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
             get_num(jl, "param_bytes", &lc->param_bytes, what, where, err, errlen) ||
             get_num(jl, "out_bytes", &lc->out_bytes, what, where, err, errlen) ||
             get_num(jl, "stash_bytes", &lc->stash_bytes[0], what, where, err, errlen))
+            return -1;
+        if (json_object_get(jl, "optimizer_ms") && get_num(jl, "optimizer_ms", &lc->opt_ms, what, where, err, errlen))
             return -1;
         json_t *rc = json_object_get(jl, "recompute");
         if (rc && !json_is_array(rc))
@@ -175,6 +195,11 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
     json_t *root = json_object();
     json_object_set_new(root, "micro_batch_size", json_integer(c->micro_batch_size));
     json_object_set_new(root, "state_multiplier", json_real(c->state_multiplier));
+    int extras = ppdl_costs_has_step_extras(c);
+    if (extras) { /* files without them stay as they were */
+        json_object_set_new(root, "input_ms", json_real(c->input_ms));
+        json_object_set_new(root, "target_ms", json_real(c->target_ms));
+    }
     json_t *arr = json_array();
     for (int l = 0; l < c->L; l++) {
         const ppdl_layer_cost *lc = &c->layers[l];
@@ -185,6 +210,7 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
         json_object_set_new(o, "param_bytes", jbytes(lc->param_bytes));
         json_object_set_new(o, "out_bytes", jbytes(lc->out_bytes));
         json_object_set_new(o, "stash_bytes", jbytes(lc->stash_bytes[0]));
+        if (extras) json_object_set_new(o, "optimizer_ms", json_real(lc->opt_ms));
         json_t *rc = json_array();
         for (int k = 1; k < lc->n_opts; k++) {
             json_t *ro = json_object();

@@ -25,6 +25,8 @@ typedef struct ppdl_layer_cost {
     int n_opts;                /* 1 + number of recompute options */
     double stash_bytes[PPDL_MAX_RC_OPTS]; /* kept per in-flight micro-batch, by option */
     double extra_ms[PPDL_MAX_RC_OPTS];    /* extra time per micro-batch; extra_ms[0] = 0 */
+    double opt_ms;             /* the optimizer's update of its parameters, once per step
+                                  (COSTS.json "optimizer_ms", optional, default 0) */
 } ppdl_layer_cost;
 
 typedef struct ppdl_costs {
@@ -32,6 +34,10 @@ typedef struct ppdl_costs {
     double state_multiplier;   /* bytes held per parameter byte (values, grads, AdamW m, v: 4) */
     int L;
     ppdl_layer_cost *layers;   /* [L] */
+    /* reading one micro-batch's data (COSTS.json "input_ms", "target_ms", optional,
+     * default 0): the first stage reads the inputs before its forward, the last stage
+     * the targets before its loss; counted in those stages' forward per micro-batch */
+    double input_ms, target_ms;
 } ppdl_costs;
 
 /* L zeroed layers (n_opts = 1), micro_batch_size 1, state_multiplier 4 */
@@ -50,6 +56,9 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
 int ppdl_costs_write(const char *path, const ppdl_costs *c, char *err, size_t errlen);
 /* The JSON text (malloc'd, caller frees). */
 char *ppdl_costs_to_json(const ppdl_costs *c);
+
+/* does the file carry any of the optional step costs (optimizer, data reading)? */
+int ppdl_costs_has_step_extras(const ppdl_costs *c);
 
 /* fwd + bwd + extra of layer l under option opt, in ms at speed 1 */
 static inline double ppdl_layer_time(const ppdl_layer_cost *l, int opt)

@@ -79,7 +79,8 @@ typedef struct hyb {
     int *poff, *pa, *pb, *pm;  /* link pairs after stage s: poff[s] .. poff[s+1]-1 */
     int cap_pairs;
     /* tables and DP, sized for the layout */
-    double *tf, *tp, *ta;      /* [S][L][ML] fill, pace, ar of stage s over the len layers ending at j */
+    double *tf, *tp, *ta;      /* [S][L][ML] fill, pace, ar (+ the optimizer step) of stage s
+                                  over the len layers ending at j */
     int *mlen;                 /* [S][L] stages s ending at j have at most this many layers
                                   (only those entries of tf/tp/ta are filled) */
     double *lf, *lp;           /* [S][L] link after layer j from stage s: fill, pace */
@@ -276,9 +277,16 @@ static void fill_tables(hyb *h, double T_inc)
                 double fill = t * h->cfill[s], pace = t * h->cpace[s];
                 double ar = ppdl_allreduce_ms_bw(k, x->P[j + 1] - x->P[i], h->NP[j + 1] - h->NP[i], h->arbw[s],
                                                  h->arlat[s]);
+                /* after the flush the stage all-reduces, then runs its optimizer step
+                 * (the slowest replica's); both only grow with the stage */
+                if (x->has_opt) ar += (x->O[j + 1] - x->O[i]) * h->cfill[s];
                 /* T >= fill + pace >= (micro-batches of the slowest replica) x fill >=
-                 * n0 fill, and T >= ar: these only grow with the stage */
-                if (h->n0[s] * fill >= T_inc || ar >= T_inc) break;
+                 * n0 fill, and T >= ar; also T >= fill + pace + the other stages' fill,
+                 * which is at least their work at the fastest speed (fill >= t / vmax):
+                 * these only grow with the stage */
+                if (h->n0[s] * fill >= T_inc || ar >= T_inc ||
+                    fill + pace + (x->W[L] - (x->W[j + 1] - x->W[i])) / x->vmax >= T_inc)
+                    break;
                 h->tf[TIX(h, s, j, len)] = fill;
                 h->tp[TIX(h, s, j, len)] = pace;
                 h->ta[TIX(h, s, j, len)] = ar;
@@ -315,6 +323,8 @@ static int run_dp(hyb *h, double B, int sB, double A, int sA, int extras)
     double *f = h->f, *g = h->g, *av = h->av, w = 1.0 / S;
     h->dps++;
     for (size_t k = 0; k < (size_t)S * L; k++) f[k] = g[k] = av[k] = INFINITY;
+    /* stage s-1 reaches (a finite f) only the ends in [flo, fhi] */
+    int flo = 0, fhi = -1;
     for (int j = 0; j <= L - S; j++) {
         size_t t = TIX(h, 0, j, j + 1);
         if (h->mlen[j] < j + 1 || !UNDER(h->tp[t], B, sB) || !UNDER(h->ta[t], A, sA)) break;
@@ -322,15 +332,18 @@ static int run_dp(hyb *h, double B, int sB, double A, int sA, int extras)
         g[j] = h->tp[t];
         av[j] = h->tf[t] + w * h->tp[t];
         h->arg[j] = h->argg[j] = 0;
+        fhi = j;
     }
-    for (int s = 1; s < S; s++) {
+    for (int s = 1; s < S && flo <= fhi; s++) {
         const double *fp = &f[(size_t)(s - 1) * L], *gp = &g[(size_t)(s - 1) * L], *ap = &av[(size_t)(s - 1) * L];
         const double *lf = &h->lf[(size_t)(s - 1) * L], *lp = &h->lp[(size_t)(s - 1) * L];
-        for (int j = s; j <= L - S + s; j++) {
+        int nlo = L, nhi = -1;
+        for (int j = flo + 1; j <= L - S + s; j++) {
             double best = INFINITY, gbest = INFINITY, abest = INFINITY;
             int bi = -1, gi = -1;
             int ilo = j - h->mlen[(size_t)s * L + j] + 1;
-            for (int i = j; i >= ilo; i--) {
+            if (ilo < flo + 1) ilo = flo + 1;
+            for (int i = j < fhi + 1 ? j : fhi + 1; i >= ilo; i--) {
                 size_t t = TIX(h, s, j, j - i + 1);
                 /* pace and ar only grow as the stage grows */
                 if (!UNDER(h->tp[t], B, sB) || !UNDER(h->ta[t], A, sA)) break;
@@ -343,12 +356,18 @@ static int run_dp(hyb *h, double B, int sB, double A, int sA, int extras)
                     abest = fmin(abest, ap[i - 1] + 2 * lf[i - 1] + h->tf[t] + w * h->tp[t]);
                 }
             }
+            if (best < INFINITY) {
+                nlo = j < nlo ? j : nlo;
+                nhi = j;
+            }
             f[(size_t)s * L + j] = best;
             g[(size_t)s * L + j] = gbest;
             av[(size_t)s * L + j] = abest;
             h->arg[(size_t)s * L + j] = bi;
             h->argg[(size_t)s * L + j] = gi;
         }
+        flo = nlo;
+        fhi = nhi;
     }
     return f[(size_t)(S - 1) * L + L - 1] < INFINITY;
 }
@@ -426,7 +445,7 @@ static double solve_layout(hyb *h, double T_inc, int *first_out)
             walk(h, h->arg, cur, &sum, &pm, &am);
             consider(h, &tk, h->arg, cur, first_out);
             if (sum + pmin >= fmin(tk.vbest, tk.best) * keep) break;
-            B = fmin(pm, fmin(tk.vbest, tk.best) - sum_min);
+            B = fmin(pm, fmin(tk.vbest, tk.best) - sum);
         }
         /* every plan with its largest ar in [var, A] is no better than the one found;
          * those under a smaller bound have sum + pace >= V(A) >= min(vbest, best), so

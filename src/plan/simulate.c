@@ -24,6 +24,7 @@ typedef struct sim_unit {
     int s, q, k;               /* stage, replica, replicas of the stage */
     int rank;
     double f_ms, b_ms, rc_ms;  /* forward, backward (with recompute), the recompute part */
+    double opt_ms;             /* its optimizer step (COSTS.json optimizer_ms; 0 without) */
     double t;                  /* current time */
     int pc;                    /* next op */
     int slots;                 /* micro-batches it holds at once */
@@ -88,6 +89,10 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                 x->b_ms += (lc->bwd_ms + e) / v;
                 x->rc_ms += e / v;
             }
+            /* reading a micro-batch's data belongs to the forward of the first and last stage */
+            if (ps->first == 0) x->f_ms += c->input_ms / v;
+            if (ps->last == c->L - 1) x->f_ms += c->target_ms / v;
+            x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, v);
             ppdl_replica_ops(schedule, S, M, s, q, k, &x->ops);
             x->slots = ppdl_schedule_max_in_flight(&x->ops);
             x->last_bwd = -1;
@@ -175,7 +180,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                     }
                     if (t > x->t) add_ev(out, &cap, record, x->rank, s, PPDL_EV_WAIT, -1, x->t, t);
                     x->t = t;
-                    add_ev(out, &cap, record, x->rank, s, PPDL_OP_OPTIMIZER, -1, x->t, x->t);
+                    add_ev(out, &cap, record, x->rank, s, PPDL_OP_OPTIMIZER, -1, x->t, x->t + x->opt_ms);
+                    x->t += x->opt_ms;
                     break;
                 }
                 default:

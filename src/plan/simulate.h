@@ -15,8 +15,10 @@
  *    arrived, and OPTIMIZER waits for all of the replica's sends;
  *  - a replicated stage sums its gradients once every replica has finished its last
  *    backward: the all-reduce (replica.h's ring cost) runs from then, and each
- *    replica's OPTIMIZER waits for it (recorded as a wait); the optimizer itself takes
- *    no time.
+ *    replica's OPTIMIZER waits for it (recorded as a wait); the optimizer step then
+ *    takes the stage's optimizer_ms / speed (0 when COSTS.json has none);
+ *  - the first stage's FORWARD includes reading the inputs (input_ms), the last
+ *    stage's the targets (target_ms).
  * The step ends when the last rank finishes. Unlike the analytic T of costmodel.h
  * there is no formula: bubbles, warm-up, cool-down, queueing, the gradient direction
  * and the overlap of an all-reduce with other stages' work come out of the play

@@ -113,7 +113,8 @@ void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, in
     x->Smin = ppdl_xcalloc((size_t)L + 1, sizeof(double));
     x->Emin = ppdl_xcalloc((size_t)L + 1, sizeof(double));
     x->omin = ppdl_xcalloc((size_t)L, sizeof(int));
-    double maxlayer = 0;
+    x->O = ppdl_xcalloc((size_t)L + 1, sizeof(double));
+    double maxlayer = 0, maxopt = 0;
     for (int l = 0; l < L; l++) {
         const ppdl_layer_cost *lc = &c->layers[l];
         int o = 0;
@@ -123,7 +124,13 @@ void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, in
                 o = k;
         x->omin[l] = o;
         double w = lc->fwd_ms + lc->bwd_ms;
+        /* reading the data: part of the first and the last stage's time */
+        if (l == 0) w += c->input_ms;
+        if (l == L - 1) w += c->target_ms;
         if (w > maxlayer) maxlayer = w;
+        x->O[l + 1] = x->O[l] + lc->opt_ms;
+        if (lc->opt_ms > maxopt) maxopt = lc->opt_ms;
+        if (lc->opt_ms > 0) x->has_opt = 1;
         x->W[l + 1] = x->W[l] + w;
         x->P[l + 1] = x->P[l] + lc->param_bytes;
         x->S0[l + 1] = x->S0[l] + lc->stash_bytes[0];
@@ -138,6 +145,8 @@ void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, in
     }
     /* max_s time_s >= sum_s W_s / sum speeds, and >= the heaviest layer on the fastest rank */
     x->lb = fmax(x->W[L] / sumv, maxlayer / x->vmax);
+    x->optlb = fmax(x->O[L] / sumv, maxopt / x->vmax);
+    x->optcap = INFINITY;
     x->eq = ppdl_xmalloc((size_t)x->N * sizeof(int));
     for (int r = 0; r < x->N; r++) {
         x->eq[r] = r;
@@ -159,6 +168,7 @@ void ctx_free(plan_ctx *x)
     free(x->Smin);
     free(x->Emin);
     free(x->omin);
+    free(x->O);
     free(x->eq);
     free(x->jmax);
     free(x->fr_off);
@@ -285,6 +295,10 @@ double seg_time(const plan_ctx *x, int mode, int i, int j, int r, int n, long *p
     const ppdl_cluster_model *cl = x->cl;
     double sm = x->c->state_multiplier, w = x->W[j + 1] - x->W[i];
     if (pt) *pt = -1;
+    if (x->optcap < INFINITY) { /* the bound on the optimizer step (opt_bounded) */
+        double u = (x->O[j + 1] - x->O[i]) / cl->speed[r];
+        if (x->optstrict ? u >= x->optcap : u > x->optcap) return INFINITY;
+    }
     if (mode == MODE_BEST) {
         long k = fr_query(x, i, j, cl->mem[r], n);
         if (k < 0) return INFINITY;
@@ -374,8 +388,12 @@ static void work_fill(const plan_ctx *x, order_work *w, const int *order)
                 for (int len = 1; len <= ML && i + len - 1 <= L - S + s; len++) {
                     double t = seg_time(x, w->mode, i, i + len - 1, r, n, NULL);
                     /* longer stages do not fit either, or are slower than any stage of a
-                     * plan that beats the known one (T >= M time_s) */
-                    if (!(t <= x->tcap)) break;
+                     * plan that beats the known one: T >= M time_s, and T >= M time_s +
+                     * the other stages' work at the fastest speed (both grow with the
+                     * stage, since time_s >= its work / vmax) */
+                    if (!(t <= x->tcap) ||
+                        x->M * t + (x->W[L] - (x->W[i + len] - x->W[i])) / x->vmax > x->M * x->tcap)
+                        break;
                     rows[(size_t)(i + len - 1) * ML + len - 1] = t;
                 }
         }
@@ -444,8 +462,9 @@ static int run_dp(const plan_ctx *x, order_work *w, const int *order, double B, 
         for (int j = jlo[s]; j <= jhi[s]; j++) {
             double best = INFINITY, gbest = INFINITY, hbest = INFINITY;
             int bi = -1, gi = -1, hi = -1;
-            int ilo = j - ML + 1 > s ? j - ML + 1 : s;
-            for (int i = j; i >= ilo; i--) {
+            /* stage s-1 ends at i-1 inside its window: i in [jlo[s-1]+1, jhi[s-1]+1] */
+            int ilo = j - ML + 1 > jlo[s - 1] + 1 ? j - ML + 1 : jlo[s - 1] + 1;
+            for (int i = j < jhi[s - 1] + 1 ? j : jhi[s - 1] + 1; i >= ilo; i--) {
                 double t = stage_t(x, w, order, s, i, j);
                 if (!FITS(t)) break; /* stage times only grow as the stage grows */
                 double prev = fp[i - 1], l = lk[i - 1];
@@ -496,7 +515,18 @@ static void walk(const plan_ctx *x, const order_work *w, const int *order, const
     *mx = m;
 }
 
-double solve_order_work(plan_ctx *x, order_work *w, const int *order, double T_inc, int *first)
+/* No term of a plan that beats T_inc is above this: T >= M time_s, T >= (M+1) link_s,
+ * and T >= sum_s time_s + (M-1) max >= W[L]/vmax + (M-1) max (every layer runs once,
+ * at most at the fastest speed). The second is the tighter when M is small. */
+static double first_bound(const plan_ctx *x, double T_inc)
+{
+    if (!(T_inc < INFINITY)) return INFINITY;
+    double b = T_inc / x->M;
+    if (x->M > 1) b = fmin(b, (T_inc - x->W[x->L] / x->vmax) / (x->M - 1));
+    return b;
+}
+
+static double order_inner(plan_ctx *x, order_work *w, const int *order, double T_inc, int *first)
 {
     x->n_solved++;
     work_fill(x, w, order);
@@ -506,7 +536,7 @@ double solve_order_work(plan_ctx *x, order_work *w, const int *order, double T_i
     /* first pass, over the plans that could beat T_inc (all terms <= T_inc/M, since
      * T >= M time_s and T >= (M+1) link_s): the least-sum, least-bottleneck and
      * least-average plans are candidates, and their values bound every plan */
-    if (!run_dp(x, w, order, T_inc < INFINITY ? T_inc / M : INFINITY, 0, 1)) goto out;
+    if (!run_dp(x, w, order, first_bound(x, T_inc), 0, 1)) goto out;
     const int *args[3] = {w->arg, w->argg, w->argh};
     for (int k = 0; k < (M > 1 ? 3 : 1); k++) {
         walk(x, w, order, args[k], cur, &sum, &mx);
@@ -543,12 +573,77 @@ double solve_order_work(plan_ctx *x, order_work *w, const int *order, double T_i
             memcpy(first, cur, (size_t)S * sizeof(int));
         }
         if (sum + (M - 1) * bmin >= best) break;
-        B = fmin(mx, (best - sum_min) / (M - 1));
+        B = fmin(mx, (best - sum) / (M - 1));
         strict = 1;
     }
 out:
     free(cur);
     return found ? best : INFINITY;
+}
+
+// ----------------------------------------------------------------------------
+// the optimizer step: T + max_s OPT_s
+
+/* the largest optimizer step of the plan (order, first) */
+static double plan_opt(const plan_ctx *x, const int *order, const int *first)
+{
+    double m = 0;
+    for (int s = 0; s < x->S; s++) {
+        int i = first[s], j = s + 1 < x->S ? first[s + 1] - 1 : x->L - 1;
+        m = fmax(m, (x->O[j + 1] - x->O[i]) / x->cl->speed[order[s]]);
+    }
+    return m;
+}
+
+static void set_optcap(plan_ctx *x, order_work *w, double cap, int strict)
+{
+    x->optcap = cap;
+    x->optstrict = strict;
+    if (w) /* the tabulated stage times depend on the bound */
+        for (int s = 0; s < x->S; s++) w->row_rank[s] = -1;
+}
+
+/* With optimizer_ms, T = T' + max_s OPT_s, T' the form the DPs minimise: a staircase
+ * on a bound A of every stage's optimizer step. inner(A) gives the least T' over the
+ * plans whose every OPT_s <= A; its plan has some largest OPT a <= A, and every plan
+ * whose largest OPT is in [a, A] has T >= T'(A) + a, that plan's T. So the next bound
+ * is OPT < a, until no plan under it has T' < best - (least possible OPT). Without
+ * optimizer_ms: one inner solve, as before. `subsets`: the exact placement's DP
+ * (order_out gets the order), else the order `order` with work w. */
+static double solve_subsets(plan_ctx *x, int mode, double T_inc, int *order_out, int *first_out);
+static double opt_bounded(plan_ctx *x, order_work *w, int subsets, int mode, const int *order, double T_inc,
+                          int *order_out, int *first)
+{
+    if (!x->has_opt)
+        return subsets ? solve_subsets(x, mode, T_inc, order_out, first) : order_inner(x, w, order, T_inc, first);
+    int N = x->N, S = x->S, found = 0;
+    int *o2 = ppdl_xmalloc((size_t)N * sizeof(int)), *f2 = ppdl_xmalloc((size_t)S * sizeof(int));
+    double best = T_inc;
+    set_optcap(x, w, INFINITY, 0);
+    for (;;) {
+        double T = subsets ? solve_subsets(x, mode, best - x->optlb, o2, f2)
+                           : order_inner(x, w, order, best - x->optlb, f2);
+        if (!(T < INFINITY)) break;
+        const int *ord = subsets ? o2 : order;
+        double a = plan_opt(x, ord, f2);
+        if (T + a < best) {
+            best = T + a;
+            found = 1;
+            memcpy(first, f2, (size_t)S * sizeof(int));
+            if (subsets) memcpy(order_out, o2, (size_t)N * sizeof(int));
+        }
+        if (a <= x->optlb) break; /* no plan has a shorter largest step */
+        set_optcap(x, w, a, 1);
+    }
+    set_optcap(x, w, INFINITY, 0);
+    free(o2);
+    free(f2);
+    return found ? best : INFINITY;
+}
+
+double solve_order_work(plan_ctx *x, order_work *w, const int *order, double T_inc, int *first)
+{
+    return opt_bounded(x, w, 0, w->mode, order, T_inc, NULL, first);
 }
 
 // ----------------------------------------------------------------------------
@@ -592,7 +687,7 @@ static double solve_subsets(plan_ctx *x, int mode, double T_inc, int *order_out,
 #define ST(U, r, j) ((((size_t)(U)) * N + (size_t)(r)) * L + (size_t)(j))
 #define TAB(s, r, i, len) tab[(((size_t)(s) * N + (r)) * L + (i)) * ML + (len) - 1]
 
-    double best = T_inc, B = T_inc < INFINITY ? T_inc / M : INFINITY, sum_lb = 0;
+    double best = T_inc, B = first_bound(x, T_inc);
     int strict = 0, found = 0;
     int *ord = ppdl_xmalloc((size_t)S * sizeof(int)), *fst = ppdl_xmalloc((size_t)S * sizeof(int));
     for (;;) {
@@ -664,10 +759,9 @@ static double solve_subsets(plan_ctx *x, int mode, double T_inc, int *order_out,
             memcpy(first_out, fst, (size_t)S * sizeof(int));
         }
         if (M == 1 || total + (M - 1) * x->lb >= best) break;
-        /* the first run's sum is the least of any plan that matters: a plan that beats
-         * `best` has its largest term below (best - that sum) / (M-1) */
-        if (!strict) sum_lb = total;
-        B = fmin(mx, (best - sum_lb) / (M - 1));
+        /* every plan under the last bound has a sum >= total: one that beats `best`
+         * has its largest term below (best - total) / (M-1) */
+        B = fmin(mx, (best - total) / (M - 1));
         strict = 1;
     }
 #undef ST
@@ -857,7 +951,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
     if (!(bT < INFINITY) && exact_ok) {
         /* no candidate order fits: is there any order that does? */
         int *o2 = ppdl_xmalloc((size_t)N * sizeof(int));
-        double T = solve_subsets(&x, MODE_MINSTASH, INFINITY, o2, first);
+        double T = opt_bounded(&x, NULL, 1, MODE_MINSTASH, NULL, INFINITY, o2, first);
         if (T < bT) {
             bT = T;
             b_mode = MODE_MINSTASH;
@@ -915,7 +1009,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
     if (!fixed_order && opts->placement) {
         if (exact_ok && (double)S * N * x.L * x.ML <= TT_MAX) {
             int *o2 = ppdl_xmalloc((size_t)N * sizeof(int));
-            double T = solve_subsets(&x, MODE_BEST, bT, o2, first);
+            double T = opt_bounded(&x, NULL, 1, MODE_BEST, NULL, bT, o2, first);
             if (T < bT) {
                 bT = T;
                 b_mode = MODE_BEST;

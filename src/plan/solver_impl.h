@@ -16,7 +16,14 @@ typedef struct plan_ctx {
     const ppdl_costs *c;
     const ppdl_cluster_model *cl;
     int L, N, S, M, schedule;
-    double *W;                 /* [L+1] prefix sums of fwd_ms + bwd_ms */
+    double *W;                 /* [L+1] prefix sums of fwd_ms + bwd_ms (+ input_ms at layer 0,
+                                  + target_ms at layer L-1) */
+    double *O;                 /* [L+1] prefix sums of optimizer_ms */
+    int has_opt;               /* some layer has optimizer_ms > 0 */
+    double optlb;              /* no plan's largest optimizer step is shorter */
+    double optcap;             /* stages whose optimizer step is over this (or at it, with
+                                  optstrict) do not exist for seg_time; INFINITY: none */
+    int optstrict;
     double *P;                 /* [L+1] prefix sums of param_bytes */
     double *S0;                /* [L+1] prefix sums of option 0's stash */
     double *Smin, *Emin;       /* [L+1] prefix sums of the smallest-stash option's stash, extra */
