@@ -2,8 +2,10 @@
 # hybrid.sh — pipeline + data parallelism: a stage replicated on several ranks (each
 # replica runs every k-th micro-batch; their gradients are summed by an allreduce
 # before the update) trains like one rank, for mixed plans and for plain data
-# parallelism (--plan dp). The allreduce adds the replicas' partial sums in another
-# order than one rank accumulates them, so the comparison has a float tolerance:
+# parallelism (--plan dp). Layouts where the 1F1B warm-up counts the later stages'
+# replicas (stage 0 alone before three replicas) are among them. The all-reduce (a ring
+# through the comm layer) adds the replicas' partial sums in another order than one
+# rank accumulates them, so the comparison with 1 rank has a float tolerance:
 # losses within 1e-5 relative, weights within 1e-5 absolute after 3 AdamW steps
 # (rounding is ~1e-7 relative per sum; AdamW's first steps move weights by ~lr = 1e-3,
 # so a wrong sum, a missing or doubled replica, is off by ~1e-3 and fails).
@@ -35,8 +37,19 @@ JSON
 {"stages": [{"ranks": [0, 2], "first_layer": 0, "last_layer": $((cut - 1))},
             {"ranks": [3, 1], "first_layer": $cut, "last_layer": $((L - 1))}]}
 JSON
+  cat >"$tmp/$fam-4a.json" <<JSON
+{"stages": [{"ranks": [0, 1], "first_layer": 0, "last_layer": 0},
+            {"rank": 2, "first_layer": 1, "last_layer": $((cut - 1))},
+            {"rank": 3, "first_layer": $cut, "last_layer": $((L - 1))}]}
+JSON
+  cat >"$tmp/$fam-4b.json" <<JSON
+{"stages": [{"rank": 0, "first_layer": 0, "last_layer": $((cut - 1))},
+            {"ranks": [1, 2, 3], "first_layer": $cut, "last_layer": $((L - 1))}]}
+JSON
   for case in "3 $fam-3.json stage 0 on ranks {0,1}, stage 1 on rank 2" \
               "4 $fam-4.json 2 stages x 2 replicas on ranks {0,2}, {3,1}" \
+              "4 $fam-4a.json 3 stages on ranks {0,1}, 2, 3" \
+              "4 $fam-4b.json 2 stages on ranks 0, {1,2,3}" \
               "2 dp --plan dp on 2 ranks" "4 dp --plan dp on 4 ranks"; do
     set -- $case
     n=$1 plan=$2; shift 2
@@ -51,6 +64,23 @@ JSON
       [ $rc = 0 ] || sed 's/^/#   /' "$tmp/$name.log" | tail -4
     done
   done
+done
+# --netem changes only timing: the all-reduce goes through the emulated links and
+# sums in the same order, so a replicated plan gives bitwise the losses without it
+"$PYTHON_ORACLE" - "$tmp/netem.json" <<'PY'
+import json, sys
+n = 4
+bw = [[5e10 if i == j else (1e9 if i // 2 == j // 2 else 2e8) for j in range(n)] for i in range(n)]
+lat = [[0.0 if i == j else (5e-6 if i // 2 == j // 2 else 20e-6) for j in range(n)] for i in range(n)]
+json.dump({"ranks": n, "bandwidth_Bps": bw, "latency_s": lat, "mem_bytes": [2 ** 30] * n, "speed": [1.0] * n},
+          open(sys.argv[1], "w"))
+PY
+for sched in 1f1b gpipe; do
+  run gpt-netem-$sched 4 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --plan "$tmp/gpt-4.json" --schedule $sched \
+    --netem "$tmp/netem.json"
+  [ $? = 0 ] && [ "$(losses "$tmp/gpt-netem-$sched.json")" = "$(losses "$tmp/gpt-4-gpt-4-$sched.json")" ] &&
+    h5diff "$tmp/gpt-netem-$sched.h5" "$tmp/gpt-4-gpt-4-$sched.h5" >/dev/null 2>&1
+  ok $? "gpt $sched, 2 stages x 2 replicas under --netem: bitwise the losses and weights without it"
 done
 # too few micro-batches for the replicas is an error, not idle ranks
 mpirun_n 4 "$tmp/mlp.h5" --data "$tmp/mlp-data.h5" --plan dp --micro-batches 2 --batch-size 8 >"$tmp/e.log" 2>&1

@@ -453,6 +453,172 @@ static void test_other_valid(void)
     if (rc != 0) diag("  %s", err);
 }
 
+/* ---- replicated stages (data parallelism inside a stage) ---- */
+
+#define K_MAX 3
+#define S_REP 4
+
+/* Replica q of k[s] of stage s: its compute ops are those of its micro-batches
+ * (mb mod k[s] == q) in the order of the stage's whole list, whose 1F1B warm-up is
+ * W = min(M, k[s+1] + .. + k[S-1]) (positions from expected_pos, written independently
+ * of schedule.c), each wrapped in its recv/send; every one of its micro-batches is
+ * forwarded and backwarded once; the forwards before its first backward are its
+ * micro-batches up to q + W. */
+static void check_replica(int kind, int S, int M, const int *k, int s, int q, const ppdl_op_list *l)
+{
+    const char *name = ppdl_schedule_name(kind);
+    int W = 0;
+    for (int t = s + 1; t < S; t++) W += k[t];
+    if (W > M) W = M;
+    int nq = (M - q + k[s] - 1) / k[s], n_f = 0, n_b = 0, last_pos = -1, fb = 0, seen_b = 0;
+    for (int i = 0; i < l->n; i++) {
+        const ppdl_op *op = &l->ops[i];
+        if (op->kind != PPDL_OP_FORWARD && op->kind != PPDL_OP_BACKWARD) continue;
+        int is_b = op->kind == PPDL_OP_BACKWARD;
+        if (op->mb < 0 || op->mb >= M || op->mb % k[s] != q) {
+            fail("%s S=%d M=%d s=%d q=%d of %d: op %d is micro-batch %d, not its own", name, S, M, s, q, k[s], i,
+                 op->mb);
+            return;
+        }
+        /* expected_pos's 1F1B with warm-up W, written for the one-replica warm-up */
+        int pos = kind == PPDL_SCHED_GPIPE ? expected_pos(kind, S, M, s, is_b, op->mb)
+                                           : (!is_b ? (op->mb < W ? op->mb : 2 * op->mb - W)
+                                                    : (op->mb < M - W ? 2 * op->mb + W + 1 : M + op->mb));
+        if (pos <= last_pos)
+            fail("%s S=%d M=%d s=%d q=%d of %d: %s mb %d out of the stage's order", name, S, M, s, q, k[s],
+                 ppdl_op_name(op->kind), op->mb);
+        last_pos = pos;
+        n_f += !is_b;
+        n_b += is_b;
+        seen_b |= is_b;
+        fb += !is_b && !seen_b;
+        int has_recv = is_b ? s < S - 1 : s > 0, has_send = is_b ? s > 0 : s < S - 1;
+        ppdl_op_kind rk = is_b ? PPDL_OP_RECV_GRAD : PPDL_OP_RECV_ACT;
+        ppdl_op_kind sk = is_b ? PPDL_OP_SEND_GRAD : PPDL_OP_SEND_ACT;
+        if (has_recv && (i == 0 || l->ops[i - 1].kind != rk || l->ops[i - 1].mb != op->mb))
+            fail("%s S=%d M=%d s=%d q=%d: op %d has no %s right before", name, S, M, s, q, i, ppdl_op_name(rk));
+        if (has_send && (i + 1 >= l->n || l->ops[i + 1].kind != sk || l->ops[i + 1].mb != op->mb))
+            fail("%s S=%d M=%d s=%d q=%d: op %d has no %s right after", name, S, M, s, q, i, ppdl_op_name(sk));
+    }
+    if (n_f != nq || n_b != nq)
+        fail("%s S=%d M=%d s=%d q=%d of %d: %d forwards and %d backwards, expected %d", name, S, M, s, q, k[s], n_f,
+             n_b, nq);
+    int want_fb = 0;
+    for (int j = q; j < M && j <= (kind == PPDL_SCHED_GPIPE ? M : q + W); j += k[s]) want_fb++;
+    if (fb != want_fb)
+        fail("%s S=%d M=%d s=%d q=%d of %d: %d forwards before the first backward, expected %d", name, S, M, s, q,
+             k[s], fb, want_fb);
+}
+
+/* Every layout of S = 1..4 stages with 1..3 replicas each, M = (most replicas)..12,
+ * both schedules: the layout's lists pass the checker and each replica's list is its
+ * part of the stage's (check_replica). When every stage has the same k replicas, the
+ * replica's list with its micro-batches renamed 0, 1, .. is exactly the one-replica
+ * list for its count n_q: a proper 1F1B (GPipe) over its own micro-batches. */
+static void test_replicated(void)
+{
+    ppdl_op_list lists[S_REP * K_MAX];
+    char err[1024];
+    int n_layouts = 0;
+    for (int kind = 0; kind <= 1; kind++) {
+        const char *name = ppdl_schedule_name(kind);
+        for (int S = 1; S <= S_REP; S++) {
+            int n_codes = 1;
+            for (int s = 0; s < S; s++) n_codes *= K_MAX;
+            for (int code = 0; code < n_codes; code++) {
+                int k[S_REP], kmax = 1, uniform = 1, c = code;
+                for (int s = 0; s < S; s++, c /= K_MAX) {
+                    k[s] = 1 + c % K_MAX;
+                    if (k[s] > kmax) kmax = k[s];
+                    uniform &= k[s] == k[0];
+                }
+                for (int M = kmax; M <= M_MAX; M++) {
+                    int n = 0;
+                    n_layouts++;
+                    for (int s = 0; s < S; s++)
+                        for (int q = 0; q < k[s]; q++) ppdl_schedule_build_replica(kind, S, M, k, s, q, &lists[n++]);
+                    if (ppdl_schedule_check_layout(S, M, k, lists, err, sizeof err) != 0)
+                        fail("%s S=%d M=%d k=%d,%d,%d,%d rejected: %s", name, S, M, k[0], S > 1 ? k[1] : 0,
+                             S > 2 ? k[2] : 0, S > 3 ? k[3] : 0, err);
+                    n = 0;
+                    for (int s = 0; s < S; s++)
+                        for (int q = 0; q < k[s]; q++, n++) {
+                            const ppdl_op_list *l = &lists[n];
+                            check_replica(kind, S, M, k, s, q, l);
+                            if (!uniform) continue;
+                            int nq = (M - q + k[s] - 1) / k[s];
+                            ppdl_op_list local = {l->stage, l->n, malloc((size_t)l->n * sizeof(ppdl_op))};
+                            if (!local.ops) abort();
+                            for (int i = 0; i < l->n; i++) {
+                                local.ops[i] = l->ops[i];
+                                if (l->ops[i].mb >= 0) local.ops[i].mb = l->ops[i].mb / k[s];
+                            }
+                            check_shape(kind, S, nq, s, &local);
+                            int peak = ppdl_schedule_max_in_flight(l);
+                            int want = kind == PPDL_SCHED_GPIPE ? nq : (nq < S - s ? nq : S - s);
+                            if (peak != want)
+                                fail("%s S=%d M=%d s=%d q=%d of %d: %d in flight, expected %d", name, S, M, s, q,
+                                     k[s], peak, want);
+                            free(local.ops);
+                        }
+                    for (int i = 0; i < n; i++) ppdl_op_list_free(&lists[i]);
+                }
+            }
+        }
+        report(kind == PPDL_SCHED_GPIPE
+                   ? "gpipe, replicated stages (S 1..4, 1..3 replicas each, M up to 12): the checker passes; "
+                     "each replica runs GPipe over its own micro-batches"
+                   : "1f1b, replicated stages (S 1..4, 1..3 replicas each, M up to 12): the checker passes; "
+                     "warm-up = the later stages' replicas; with equal replica counts 1F1B over its own "
+                     "micro-batches");
+    }
+    diag("%d replicated (layout, M, schedule) cases", n_layouts);
+
+    /* the exact lists of 2 stages x 2 replicas, 1F1B, M = 4: two pipelines side by
+     * side, stage 0's replicas with both their forwards before their first backward
+     * (the stage's list filtered to micro-batches 0, 2 would be F0 B0 F2 B2: each
+     * gradient awaited before the next forward) */
+    {
+        ppdl_op_list l[4];
+        int k[2] = {2, 2};
+        for (int s = 0, n = 0; s < 2; s++)
+            for (int q = 0; q < 2; q++) ppdl_schedule_build_replica(PPDL_SCHED_1F1B, 2, 4, k, s, q, &l[n++]);
+        static const ppdl_op want_s0q1[] = {
+            {PPDL_OP_FORWARD, 1, -1},  {PPDL_OP_SEND_ACT, 1, 1},  {PPDL_OP_FORWARD, 3, -1},
+            {PPDL_OP_SEND_ACT, 3, 1},  {PPDL_OP_RECV_GRAD, 1, 1}, {PPDL_OP_BACKWARD, 1, -1},
+            {PPDL_OP_RECV_GRAD, 3, 1}, {PPDL_OP_BACKWARD, 3, -1}, {PPDL_OP_OPTIMIZER, -1, -1},
+        };
+        static const ppdl_op want_s1q0[] = {
+            {PPDL_OP_RECV_ACT, 0, 0},  {PPDL_OP_FORWARD, 0, -1},  {PPDL_OP_BACKWARD, 0, -1},
+            {PPDL_OP_SEND_GRAD, 0, 0}, {PPDL_OP_RECV_ACT, 2, 0},  {PPDL_OP_FORWARD, 2, -1},
+            {PPDL_OP_BACKWARD, 2, -1}, {PPDL_OP_SEND_GRAD, 2, 0}, {PPDL_OP_OPTIMIZER, -1, -1},
+        };
+        int same = l[1].n == 9 && l[2].n == 9 && memcmp(l[1].ops, want_s0q1, sizeof want_s0q1) == 0 &&
+                   memcmp(l[2].ops, want_s1q0, sizeof want_s1q0) == 0;
+        ok(same && ppdl_schedule_check_layout(2, 4, k, l, err, sizeof err) == 0,
+           "1f1b 2 stages x 2 replicas, M=4: the exact lists of stage 0 replica 1 and stage 1 replica 0");
+        /* a replica that takes a micro-batch of its sibling is rejected */
+        l[1].ops[0].mb = 2;
+        ok(ppdl_schedule_check_layout(2, 4, k, l, err, sizeof err) == -1 &&
+               strstr(err, "stage 0 replica 1 op 0") && strstr(err, "belongs to replica 0 of 2"),
+           "a replica running its sibling's micro-batch is rejected: %s", err);
+        l[1].ops[0].mb = 1;
+        /* stage 0 replica 1 waits for gradient 1 before sending activation 3, which
+         * stage 1 replica 1 needs first: a deadlock across replicas */
+        ppdl_op_list_free(&l[3]);
+        ppdl_schedule_build_replica(PPDL_SCHED_GPIPE, 2, 4, k, 1, 1, &l[3]);
+        move_op(&l[1], find_op(&l[1], PPDL_OP_RECV_GRAD, 1), find_op(&l[1], PPDL_OP_SEND_ACT, 3));
+        ok(ppdl_schedule_check_layout(2, 4, k, l, err, sizeof err) == -1 && strstr(err, "deadlock") &&
+               strstr(err, "stage 0 replica 1 op 3 (recv_grad mb 1 from stage 1) waits") &&
+               strstr(err, "stage 0 replica 0 finished"),
+           "a deadlock across replicas is found and names the stuck replicas: %s", err);
+        for (int i = 0; i < 4; i++) ppdl_op_list_free(&l[i]);
+        int bad[2] = {3, 1};
+        ok(ppdl_schedule_check_layout(2, 2, bad, l, err, sizeof err) == -1 && strstr(err, "3 replicas"),
+           "more replicas than micro-batches is rejected: %s", err);
+    }
+}
+
 static void test_names(void)
 {
     ok(ppdl_schedule_parse("gpipe") == PPDL_SCHED_GPIPE && ppdl_schedule_parse("1f1b") == PPDL_SCHED_1F1B &&
@@ -468,12 +634,13 @@ static void test_names(void)
 
 int main(void)
 {
-    plan(23);
+    plan(29);
     test_kind(PPDL_SCHED_GPIPE);
     test_kind(PPDL_SCHED_1F1B);
     test_literal();
     test_negative();
     test_other_valid();
+    test_replicated();
     test_names();
     return exit_status();
 }

@@ -913,9 +913,9 @@ int main(int argc, char **argv)
     int stage = ppdl_plan_stage_of_rank(&plan, rank, &replica);
     PPDL_CHECK(stage >= 0, "rank %d has no stage in the plan", rank);
     const ppdl_plan_stage *ps = &plan.stages[stage];
-    int max_replicas = 1;
+    int max_replicas = 1, *layout = ppdl_xcalloc((size_t)plan.S, sizeof(int)); /* replicas per stage */
     for (int s = 0; s < plan.S; s++)
-        if (plan.stages[s].n_replicas > max_replicas) max_replicas = plan.stages[s].n_replicas;
+        if ((layout[s] = plan.stages[s].n_replicas) > max_replicas) max_replicas = plan.stages[s].n_replicas;
     snprintf(err, sizeof err, "--micro-batches %ld: a stage has %d replicas, each needs at least one "
                               "micro-batch (give at least %d)", o.micro_batches, max_replicas, max_replicas);
     all_ranks_ok(o.micro_batches < max_replicas, err, 2);
@@ -927,12 +927,13 @@ int main(int argc, char **argv)
     for (int s = 0; s < plan.S; s++) {
         ppdl_op_list ol;
         const ppdl_plan_stage *p = &plan.stages[s];
-        ppdl_runtime_replica_ops(o.schedule, plan.S, (int)o.micro_batches, s, 0, p->n_replicas, &ol);
+        ppdl_runtime_replica_ops(o.schedule, plan.S, (int)o.micro_batches, layout, s, 0, &ol);
         pred[s] = ppdl_runtime_predict_memory(&model, p->first, p->last, (int)(o.batch_size / o.micro_batches),
                                               ppdl_schedule_max_in_flight(&ol), p->recompute, s == 0, s == plan.S - 1);
         plan.stages[s].mem_bytes = pred[s].cost_model;
         ppdl_op_list_free(&ol);
     }
+    free(layout);
 
     /* ---- 4. this rank's stage ---- */
     be->stage = stage;

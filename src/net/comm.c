@@ -63,10 +63,13 @@ void ppdl_comm_irecv(ppdl_comm *c, void *buf, size_t n_bytes, int src, int tag, 
 
 void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req)
 {
-    if (*req == MPI_REQUEST_NULL) return;
     double t0 = ppdl_now_s();
+    /* netem first: a message whose data a test already received (*req is then
+     * MPI_REQUEST_NULL) may still be waiting for its emulated arrival */
     if (c->netem && ppdl_netem_wait(c->netem, req, c->yield)) {
         /* an emulated message: complete, and not before its emulated time */
+    } else if (*req == MPI_REQUEST_NULL) {
+        return;
     } else if (c->yield) {
         int done = 0;
         for (;;) {
@@ -78,6 +81,15 @@ void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req)
         PPDL_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
     }
     c->wait_s += ppdl_now_s() - t0;
+}
+
+int ppdl_comm_test(ppdl_comm *c, MPI_Request *req)
+{
+    int done = 0;
+    if (c->netem && ppdl_netem_test(c->netem, req, &done)) return done;
+    if (*req == MPI_REQUEST_NULL) return 1;
+    PPDL_CHECK_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    return done;
 }
 
 void ppdl_comm_waitall_idle(int n, MPI_Request *reqs)

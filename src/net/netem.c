@@ -136,11 +136,37 @@ void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request *req)
     PPDL_CHECK_MPI(MPI_Irecv(p->hdr_buf, 2, MPI_DOUBLE, src, tag, ne->meta, &p->hdr));
 }
 
-int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield)
+static int find_live(const ppdl_netem *ne, const MPI_Request *req)
 {
     int k = 0;
     while (k < ne->n_live && ne->live[k]->key != req) k++;
-    if (k == ne->n_live) return 0;
+    return k < ne->n_live ? k : -1;
+}
+
+static void forget(ppdl_netem *ne, int k)
+{
+    free(ne->live[k]);
+    ne->live[k] = ne->live[--ne->n_live];
+}
+
+int ppdl_netem_test(ppdl_netem *ne, MPI_Request *req, int *done)
+{
+    int k = find_live(ne, req);
+    if (k < 0) return 0;
+    pending *p = ne->live[k];
+    /* MPI_Test of a request already completed (MPI_REQUEST_NULL) says done again */
+    int d = 0, h = 0;
+    PPDL_CHECK_MPI(MPI_Test(req, &d, MPI_STATUS_IGNORE));
+    PPDL_CHECK_MPI(MPI_Test(&p->hdr, &h, MPI_STATUS_IGNORE));
+    *done = d && h && ppdl_now_s() >= (p->is_recv ? p->hdr_buf[0] : p->not_before);
+    if (*done) forget(ne, k);
+    return 1;
+}
+
+int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield)
+{
+    int k = find_live(ne, req);
+    if (k < 0) return 0;
     pending *p = ne->live[k];
     if (yield) {
         /* the comm layer's yielding wait, for data and header together (napping here
@@ -158,8 +184,7 @@ int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield)
         PPDL_CHECK_MPI(MPI_Wait(&p->hdr, MPI_STATUS_IGNORE));
     }
     ppdl_sleep_until(p->is_recv ? p->hdr_buf[0] : p->not_before);
-    ne->live[k] = ne->live[--ne->n_live];
-    free(p);
+    forget(ne, k);
     return 1;
 }
 

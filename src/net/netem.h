@@ -50,6 +50,10 @@ void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request *req);
  * complete and *req is MPI_REQUEST_NULL), 0 when netem does not know it (the caller
  * waits as usual). yield: 1 = MPI_Test + sched_yield loop, 0 = MPI_Wait. */
 int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield);
+/* The same without blocking: 1 when netem knows req, then *done = 1 when data and
+ * header are in and the emulated time has passed (the message is then forgotten, as
+ * after a wait), else 0; 0 when netem does not know req. */
+int ppdl_netem_test(ppdl_netem *ne, MPI_Request *req, int *done);
 
 /* Sleep until CLOCK_MONOTONIC (ppdl_now_s) reaches t: nanosleep for the bulk, then
  * spin the last ~300 us. */

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "backend/xfer.h"
+#include "net/ring.h"
 #include "prof/papi.h"
 #include "prof/range.h"
 
@@ -69,29 +70,24 @@ struct ppdl_runtime {
     double comm_s;             /* time posting messages and staging them, this step */
     int k;                     /* replicas of this stage */
     int last_backward;         /* index in ops of this step's last BACKWARD, -1 if none */
-    MPI_Request *grad_reqs;    /* [nl] gradient allreduce of each layer across replicas */
+    ppdl_ring *rings;          /* [nl] gradient all-reduce of each layer across replicas */
     ppdl_xfer *grad_x;         /* [nl] their host staging */
-    int grads_posted;          /* this step's allreduces have been started */
+    int grads_posted;          /* this step's all-reduces have been started */
     double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
     char nonfinite_what[256];
 };
 
-void ppdl_runtime_replica_ops(int schedule, int S, int M, int s, int replica, int n_replicas,
-                              ppdl_op_list *out)
+void ppdl_runtime_replica_ops(int schedule, int S, int M, const int *k, int s, int replica, ppdl_op_list *out)
 {
-    ppdl_schedule_build(schedule, S, M, s, out);
-    if (n_replicas <= 1) return;
-    int n = 0;
-    for (int i = 0; i < out->n; i++) {
-        const ppdl_op *op = &out->ops[i];
-        if (op->mb < 0 || op->mb % n_replicas == replica) out->ops[n++] = *op;
-    }
-    out->n = n;
+    ppdl_schedule_build_replica(schedule, S, M, k, s, replica, out);
 }
 
-/* tags: direction in the low bit, micro-batch above */
+/* tags: direction in the low bit, micro-batch above; then the gradient all-reduce of
+ * each layer (messages between replicas of one stage, which exchange no activations,
+ * kept apart anyway) */
 static int tag_act(int mb) { return 2 * mb; }
 static int tag_grad(int mb) { return 2 * mb + 1; }
+static int tag_allreduce(const ppdl_runtime *rt, int i) { return 2 * rt->cfg.M + i; }
 
 static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, size_t *category)
 {
@@ -168,23 +164,60 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->mem.optimizer = st->adam_m ? 2 * arena : 0; /* AdamW m and v */
     rt->mem.allocations = st->adam_m ? 4 : 2;
 
-    /* the schedule, proven before it runs: every rank builds and checks all lists */
-    ppdl_op_list *all = ppdl_xcalloc((size_t)cfg->S, sizeof *all);
-    for (int s = 0; s < cfg->S; s++) ppdl_schedule_build(cfg->schedule, cfg->S, cfg->M, s, &all[s]);
-    char err[PPDL_ERR_LEN];
-    if (ppdl_schedule_check(cfg->S, cfg->M, all, err, sizeof err))
-        ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
-                 ppdl_schedule_name(cfg->schedule), cfg->S, cfg->M, err);
-    for (int s = 0; s < cfg->S; s++) ppdl_op_list_free(&all[s]);
-    free(all);
+    /* the layout (replicas of every stage) and the ranks of this stage's replicas, from
+     * every rank's (stage, replica, replicas): collective over the comm layer's ranks */
     rt->k = cfg->n_replicas > 0 ? cfg->n_replicas : 1;
-    ppdl_runtime_replica_ops(cfg->schedule, cfg->S, cfg->M, cfg->stage, cfg->replica, rt->k, &rt->ops);
+    int S = cfg->S, mine[3] = {cfg->stage, cfg->replica, rt->k};
+    int *all_ranks = ppdl_xmalloc(3 * (size_t)comm->size * sizeof(int));
+    PPDL_CHECK_MPI(MPI_Allgather(mine, 3, MPI_INT, all_ranks, 3, MPI_INT, comm->comm));
+    int *layout = ppdl_xcalloc((size_t)S, sizeof(int));     /* replicas of each stage */
+    int *members = ppdl_xmalloc((size_t)rt->k * sizeof(int)); /* rank of each replica of this stage */
+    for (int q = 0; q < rt->k; q++) members[q] = -1;
+    for (int r = 0; r < comm->size; r++) {
+        int s = all_ranks[3 * r], q = all_ranks[3 * r + 1], k = all_ranks[3 * r + 2];
+        PPDL_CHECK(s >= 0 && s < S && q >= 0 && q < k && (layout[s] == 0 || layout[s] == k),
+                   "rank %d says it is replica %d of %d of stage %d (of %d; other ranks say %d replicas)", r, q, k,
+                   s, S, layout[s]);
+        layout[s] = k;
+        if (s != cfg->stage) continue;
+        PPDL_CHECK(members[q] == -1, "ranks %d and %d are both replica %d of stage %d", members[q], r, q, s);
+        members[q] = r;
+    }
+    for (int s = 0; s < S; s++) PPDL_CHECK(layout[s] >= 1, "stage %d of %d has no rank", s, S);
+    for (int q = 0; q < rt->k; q++) PPDL_CHECK(members[q] >= 0, "stage %d has no replica %d", cfg->stage, q);
+    free(all_ranks);
+
+    /* the schedule, proven before it runs: every rank builds and checks the lists of
+     * every replica of every stage */
+    int n_lists = 0;
+    for (int s = 0; s < S; s++) n_lists += layout[s];
+    ppdl_op_list *all = ppdl_xcalloc((size_t)n_lists, sizeof *all);
+    for (int s = 0, i = 0; s < S; s++)
+        for (int q = 0; q < layout[s]; q++) ppdl_runtime_replica_ops(cfg->schedule, S, cfg->M, layout, s, q, &all[i++]);
+    char err[PPDL_ERR_LEN];
+    if (ppdl_schedule_check_layout(S, cfg->M, layout, all, err, sizeof err))
+        ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
+                 ppdl_schedule_name(cfg->schedule), S, cfg->M, err);
+    for (int i = 0; i < n_lists; i++) ppdl_op_list_free(&all[i]);
+    free(all);
+    ppdl_runtime_replica_ops(cfg->schedule, S, cfg->M, layout, cfg->stage, cfg->replica, &rt->ops);
+    free(layout);
     rt->last_backward = -1;
     for (int i = 0; i < rt->ops.n; i++)
         if (rt->ops.ops[i].kind == PPDL_OP_BACKWARD) rt->last_backward = i;
-    rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
+
+    /* the gradient all-reduce: one ring per layer, on the comm layer (so --netem delays
+     * it), its own tag per layer */
+    int *tag_ub = NULL, has_ub = 0;
+    PPDL_CHECK_MPI(MPI_Comm_get_attr(comm->comm, MPI_TAG_UB, &tag_ub, &has_ub));
+    PPDL_CHECK(!has_ub || tag_allreduce(rt, rt->nl - 1) <= *tag_ub,
+               "%d micro-batches and %d layers need message tags up to %d; this MPI allows %d", cfg->M, rt->nl,
+               tag_allreduce(rt, rt->nl - 1), has_ub ? *tag_ub : 0);
+    rt->rings = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rings);
+    for (int i = 0; i < rt->nl; i++)
+        ppdl_ring_init(&rt->rings[i], comm, members, rt->k, cfg->replica, tag_allreduce(rt, i));
+    free(members);
     rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
-    for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
     rt->n_slots = ppdl_schedule_max_in_flight(&rt->ops);
 
     int b = rt->b;
@@ -274,19 +307,28 @@ static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[(mb / rt->k) 
 static int prev_rank(const ppdl_runtime *rt, int mb) { return rt->cfg.prev_ranks[mb % rt->cfg.n_prev]; }
 static int next_rank(const ppdl_runtime *rt, int mb) { return rt->cfg.next_ranks[mb % rt->cfg.n_next]; }
 
-/* Start summing layer i's gradients across the stage's replicas (in place). Every
- * replica starts them in the same order, last layer first, as collectives require. */
+/* layer i's gradients: its parameters' gradients are one run of the stage's arena */
+static size_t layer_grad_floats(const ppdl_runtime *rt, int i)
+{
+    const ppdl_layer *l = layer(rt, i);
+    size_t n = 0;
+    for (int j = 0; j < l->n_params; j++) n += l->params[j].numel;
+    return n;
+}
+
+/* Start summing layer i's gradients across the stage's replicas (in place), a ring
+ * all-reduce through the comm layer (net/ring.h): under --netem every message pays
+ * its emulated link, and the sum's order is fixed (the same bits on every replica, in
+ * every run). Started layer by layer during the last backward, advanced between the
+ * layers below (progress_allreduce), completed at the OPTIMIZER op. */
 static void allreduce_layer_grads(ppdl_runtime *rt, int i)
 {
     const ppdl_layer *l = layer(rt, i);
     if (rt->k <= 1 || l->n_params == 0) return;
-    size_t n = 0;
-    for (int j = 0; j < l->n_params; j++) n += l->params[j].numel;
-    PPDL_CHECK(n <= INT_MAX, "layer %d has too many parameters for one allreduce", l->index);
+    size_t n = layer_grad_floats(rt, i);
     /* in place on the gradients, or on their host copy when the backend stages */
-    void *buf = (void *)ppdl_xfer_send_buf(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, rt->cfg.replica_comm,
-                                  &rt->grad_reqs[i]));
+    float *buf = (float *)ppdl_xfer_send_buf(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
+    ppdl_ring_start(&rt->rings[i], buf, n);
 }
 
 static void allreduce_all_pending(ppdl_runtime *rt)
@@ -294,6 +336,38 @@ static void allreduce_all_pending(ppdl_runtime *rt)
     if (rt->grads_posted) return;
     for (int i = rt->nl - 1; i >= 0; i--) allreduce_layer_grads(rt, i);
     rt->grads_posted = 1;
+}
+
+/* Advance every started all-reduce as far as the messages in allow, without blocking:
+ * called between the layers of the last backward, so the sums of the layers above
+ * move while the layers below compute. */
+static void progress_allreduce(ppdl_runtime *rt)
+{
+    for (int i = rt->nl - 1; i >= 0; i--) ppdl_ring_poll(&rt->rings[i]);
+}
+
+/* Complete every all-reduce (at the OPTIMIZER op). Rings whose messages are in advance
+ * without waiting; when none can, wait for the highest unfinished layer, the one every
+ * replica started first. Deadlock-free: a replica blocks only at its OPTIMIZER, every
+ * replica gets there (it waits on nothing from this stage before), and a ring's step
+ * needs only the step before it on the neighbour. */
+static void finish_allreduce(ppdl_runtime *rt)
+{
+    for (;;) {
+        progress_allreduce(rt);
+        int i = rt->nl - 1;
+        while (i >= 0 && !ppdl_ring_active(&rt->rings[i])) i--;
+        if (i < 0) break;
+        double t0 = ppdl_now_s();
+        ppdl_ring_finish(&rt->rings[i]);
+        double t1 = ppdl_now_s();
+        if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, -1, t0, t1);
+    }
+    for (int i = rt->nl - 1; i >= 0; i--) {
+        if (rt->k <= 1 || layer(rt, i)->n_params == 0) continue;
+        ppdl_xfer_recv_done(rt->be, &rt->grad_x[i], layer(rt, i)->params[0].grad,
+                            layer_grad_floats(rt, i) * sizeof(float));
+    }
 }
 
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
@@ -394,7 +468,10 @@ static void backward(ppdl_runtime *rt, int mb, int last)
         l->kind->backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, opt);
         /* the last backward of the step finalises this layer's gradients: sum them
          * across replicas while the layers below are still computing */
-        if (last) allreduce_layer_grads(rt, i);
+        if (last) {
+            allreduce_layer_grads(rt, i);
+            progress_allreduce(rt);
+        }
         dout = din;
     }
     if (last) rt->grads_posted = 1;
@@ -532,20 +609,13 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             sl->mb = -1;
             break;
         case PPDL_OP_OPTIMIZER:
+            /* a replica without micro-batches this step still joins the sums */
+            allreduce_all_pending(rt);
+            finish_allreduce(rt);
             /* every send of the step is complete before the weights change */
             for (int j = 0; j < rt->n_slots; j++) {
                 wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb);
                 wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb);
-            }
-            /* a replica without micro-batches this step still joins the sums */
-            allreduce_all_pending(rt);
-            for (int i = rt->nl - 1; i >= 0; i--) {
-                if (rt->grad_reqs[i] == MPI_REQUEST_NULL) continue;
-                wait_req(rt, &rt->grad_reqs[i], -1);
-                const ppdl_layer *l = layer(rt, i);
-                size_t n = 0;
-                for (int j = 0; j < l->n_params; j++) n += l->params[j].numel;
-                ppdl_xfer_recv_done(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
             }
             stats->nonfinite_stage = agree_nonfinite(rt);
             if (stats->nonfinite_stage < 0) {
@@ -623,8 +693,11 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     free(rt->host_tg);
     free(rt->rc);
     free(rt->ev);
-    free(rt->grad_reqs);
-    for (int i = 0; i < rt->nl; i++) ppdl_xfer_free(rt->be, &rt->grad_x[i]);
+    for (int i = 0; i < rt->nl; i++) {
+        ppdl_ring_free(&rt->rings[i]);
+        ppdl_xfer_free(rt->be, &rt->grad_x[i]);
+    }
+    free(rt->rings);
     free(rt->grad_x);
     ppdl_op_list_free(&rt->ops);
     free(rt);

@@ -34,13 +34,15 @@ typedef struct ppdl_runtime_cfg {
     int schedule;              /* PPDL_SCHED_* */
     int S, stage;              /* stages, this rank's stage */
     /* data parallelism inside a stage: micro-batch j runs on replica j mod k of each
-     * stage; the replicas' gradients are summed (allreduce) before the update */
+     * stage; the replicas' gradients are summed (a ring all-reduce over comm, ranks of
+     * replicas 0..k-1 in that order) before the update */
     int replica, n_replicas;   /* this rank's replica of its stage, and k */
     const int *prev_ranks;     /* the replicas of stage-1 (NULL on stage 0) */
     int n_prev;
     const int *next_ranks;     /* the replicas of stage+1 (NULL on the last stage) */
     int n_next;
-    MPI_Comm replica_comm;     /* this stage's replicas; MPI_COMM_NULL when n_replicas == 1 */
+    MPI_Comm replica_comm;     /* this stage's replicas; MPI_COMM_NULL when n_replicas == 1
+                                * (the runtime's all-reduce uses comm, not this) */
     int M;                     /* micro-batches per step */
     int batch_size;            /* B: samples per step (M divides it) */
     const int *recompute;      /* option per layer of the stage (NULL: all 0) */
@@ -91,14 +93,11 @@ typedef struct ppdl_step_stats {
 
 typedef struct ppdl_runtime ppdl_runtime;
 
-/* The op list of replica `replica` (of n_replicas) of stage s: the schedule's list for
- * stage s restricted to the micro-batches j with j mod n_replicas == replica. It is
- * deadlock-free whenever the unreplicated schedule is: splitting a stage's sequence
- * into order-preserving subsequences only removes ordering constraints, so the
- * unreplicated execution order remains a valid one. */
-void ppdl_runtime_replica_ops(int schedule, int S, int M, int s, int replica, int n_replicas,
-                              ppdl_op_list *out);
+/* The op list of replica `replica` of stage s when stage t runs on k[t] replicas
+ * (schedule.h: ppdl_schedule_build_replica; k NULL: one rank per stage). */
+void ppdl_runtime_replica_ops(int schedule, int S, int M, const int *k, int s, int replica, ppdl_op_list *out);
 
+/* Collective over comm's ranks (each tells the others its stage and replica). */
 ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                                   ppdl_batch_source src, ppdl_comm *comm);
 /* one training step: all micro-batches forward and backward, then AdamW */

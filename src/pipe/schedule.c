@@ -14,11 +14,15 @@
  *       OPTIMIZER
  *   so the last stage runs F0 B0 F1 B1 .., and stage s never holds more than
  *   min(M, S-s) forwarded-but-not-backwarded micro-batches (GPipe holds M).
+ *   Replicated stages (ppdl_schedule_build_replica): stage s on k_s replicas has the
+ *   warm-up w = min(M, k_{s+1} + .. + k_{S-1}), and replica q keeps the ops of its
+ *   micro-batches mb mod k_s == q.
  *
  * Each list has M*(2 + 2*[s > 0] + 2*[s < S-1]) + 1 ops.
  *
- * The checker (ppdl_schedule_check) first checks each list on its own (the rules are
- * listed above check_list), then plays all S lists against each other under the
+ * The checker (ppdl_schedule_check, ppdl_schedule_check_layout for replicated stages)
+ * first checks each list on its own (the rules are listed above check_list), then plays
+ * all lists (one per stage, or per replica) against each other under the
  * communication model of schedule.h: a SEND always runs; a RECV runs once the peer has
  * issued the matching SEND that no earlier RECV consumed. Every sweep advances each
  * stage as far as it can; the play stops when a sweep advances nothing. If some stage
@@ -98,25 +102,40 @@ static void push_backward(ppdl_op_list *l, int S, int s, int mb)
     if (s > 0) push(l, PPDL_OP_SEND_GRAD, mb, s - 1);
 }
 
-static void build_gpipe(ppdl_op_list *l, int S, int M, int s)
+/* The builders write stage s's list over M micro-batches and keep only the ops of the
+ * micro-batches mb with mb mod k == q (all of them when k = 1): a replica's list. */
+typedef struct sel {
+    int q, k;
+} sel;
+
+static void keep_forward(ppdl_op_list *l, int S, int s, int mb, sel r)
 {
-    for (int mb = 0; mb < M; mb++) push_forward(l, S, s, mb);
-    for (int mb = M - 1; mb >= 0; mb--) push_backward(l, S, s, mb);
+    if (mb % r.k == r.q) push_forward(l, S, s, mb);
 }
 
-static void build_1f1b(ppdl_op_list *l, int S, int M, int s)
+static void keep_backward(ppdl_op_list *l, int S, int s, int mb, sel r)
 {
-    int warmup = S - s - 1 < M ? S - s - 1 : M;
+    if (mb % r.k == r.q) push_backward(l, S, s, mb);
+}
+
+static void build_gpipe(ppdl_op_list *l, int S, int M, int s, sel r)
+{
+    for (int mb = 0; mb < M; mb++) keep_forward(l, S, s, mb, r);
+    for (int mb = M - 1; mb >= 0; mb--) keep_backward(l, S, s, mb, r);
+}
+
+static void build_1f1b(ppdl_op_list *l, int S, int M, int s, int warmup, sel r)
+{
     int next_f = 0, next_b = 0;
-    while (next_f < warmup) push_forward(l, S, s, next_f++);
+    while (next_f < warmup) keep_forward(l, S, s, next_f++, r);
     while (next_f < M) {
-        push_forward(l, S, s, next_f++);
-        push_backward(l, S, s, next_b++);
+        keep_forward(l, S, s, next_f++, r);
+        keep_backward(l, S, s, next_b++, r);
     }
-    while (next_b < M) push_backward(l, S, s, next_b++);
+    while (next_b < M) keep_backward(l, S, s, next_b++, r);
 }
 
-void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out)
+void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out)
 {
     PPDL_CHECK(out != NULL, "ppdl_schedule_build: out is NULL");
     PPDL_CHECK(kind == PPDL_SCHED_GPIPE || kind == PPDL_SCHED_1F1B,
@@ -124,17 +143,33 @@ void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out)
     PPDL_CHECK(S >= 1 && M >= 1 && s >= 0 && s < S,
                "ppdl_schedule_build: need S >= 1, M >= 1, 0 <= s < S (got S=%d M=%d s=%d)",
                S, M, s);
+    sel r = {q, k ? k[s] : 1};
+    PPDL_CHECK(r.k >= 1 && q >= 0 && q < r.k, "ppdl_schedule_build: need 0 <= replica %d < replicas %d of stage %d",
+               q, r.k, s);
+    /* the warm-up: what the later stages hold at once, one micro-batch per replica */
+    int warmup = 0;
+    for (int t = s + 1; t < S; t++) {
+        PPDL_CHECK(!k || k[t] >= 1, "ppdl_schedule_build: stage %d has %d replicas", t, k ? k[t] : 1);
+        warmup += k ? k[t] : 1;
+    }
+    if (warmup > M) warmup = M;
+    int n = q < M ? (M - q + r.k - 1) / r.k : 0; /* micro-batches of this replica */
     int per_mb = 2 + 2 * (s > 0) + 2 * (s < S - 1);
-    int cap = M * per_mb + 1;
+    int cap = n * per_mb + 1;
     out->stage = s;
     out->n = 0;
     out->ops = ppdl_xmalloc((size_t)cap * sizeof(ppdl_op));
     if (kind == PPDL_SCHED_GPIPE)
-        build_gpipe(out, S, M, s);
+        build_gpipe(out, S, M, s, r);
     else
-        build_1f1b(out, S, M, s);
+        build_1f1b(out, S, M, s, warmup, r);
     push(out, PPDL_OP_OPTIMIZER, -1, -1);
     PPDL_CHECK(out->n == cap, "ppdl_schedule_build: built %d ops, expected %d", out->n, cap);
+}
+
+void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out)
+{
+    ppdl_schedule_build_replica(kind, S, M, NULL, s, 0, out);
 }
 
 void ppdl_op_list_free(ppdl_op_list *l)
@@ -183,18 +218,32 @@ static const char *op_str(const ppdl_op *op, char *buf, size_t len)
     return buf;
 }
 
+/* The list's name in messages: "stage 2", or "stage 2 replica 1" when replicated */
+typedef struct who {
+    int s, q, k;
+} who;
+
+static const char *who_str(who w, char *buf, size_t len)
+{
+    if (w.k > 1)
+        snprintf(buf, len, "stage %d replica %d", w.s, w.q);
+    else
+        snprintf(buf, len, "stage %d", w.s);
+    return buf;
+}
+
 /* ppdl_errf with the "stage s op i (op): " prefix every list error carries */
-static int op_err(char *err, size_t errlen, int s, int i, const ppdl_op *op,
+static int op_err(char *err, size_t errlen, who w, int i, const ppdl_op *op,
                   const char *fmt, ...) PPDL_PRINTF(6, 7);
-static int op_err(char *err, size_t errlen, int s, int i, const ppdl_op *op,
+static int op_err(char *err, size_t errlen, who w, int i, const ppdl_op *op,
                   const char *fmt, ...)
 {
-    char what[256], opbuf[96];
+    char what[256], opbuf[96], wbuf[48];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return ppdl_errf(err, errlen, "schedule: stage %d op %d (%s): %s", s, i,
+    return ppdl_errf(err, errlen, "schedule: %s op %d (%s): %s", who_str(w, wbuf, sizeof wbuf), i,
                      op_str(op, opbuf, sizeof opbuf), what);
 }
 
@@ -222,62 +271,69 @@ static int kind_required(ppdl_op_kind kind, int S, int s)
     }
 }
 
-/* Rules for one list (stage s of S, M micro-batches):
+/* Rules for one list (stage s of S, M micro-batches; replica q of k of the stage):
  *  - kinds are known; OPTIMIZER has mb -1 and peer -1 and is the last op, exactly once;
  *    every other op has 0 <= mb < M; compute ops have peer -1; RECV_ACT/SEND_GRAD have
  *    peer s-1, SEND_ACT/RECV_GRAD peer s+1 (so stage 0 has no RECV_ACT/SEND_GRAD and
  *    stage S-1 no SEND_ACT/RECV_GRAD);
- *  - each (kind, mb) the stage needs occurs exactly once;
+ *  - each (kind, mb) the stage needs occurs exactly once for the mb of this replica
+ *    (mb mod k == q), and never for the others' mb;
  *  - per mb: RECV_ACT < FORWARD < SEND_ACT, FORWARD < BACKWARD, RECV_GRAD < BACKWARD <
  *    SEND_GRAD (positions in the list).
  * pos is a scratch array of PPDL_OP_N_KINDS * M ints. */
-static int check_list(int S, int M, int s, const ppdl_op_list *l, int *pos, char *err,
+static int check_list(int S, int M, int idx, who w, const ppdl_op_list *l, int *pos, char *err,
                       size_t errlen)
 {
+    int s = w.s;
+    char wbuf[48];
+    const char *name = who_str(w, wbuf, sizeof wbuf);
     if (l->stage != s)
-        return ppdl_errf(err, errlen, "schedule: list %d says it is stage %d", s, l->stage);
+        return ppdl_errf(err, errlen, "schedule: list %d says it is stage %d", idx, l->stage);
     if (l->n < 1 || !l->ops)
-        return ppdl_errf(err, errlen, "schedule: stage %d has an empty op list", s);
+        return ppdl_errf(err, errlen, "schedule: %s has an empty op list", name);
     for (int j = 0; j < PPDL_OP_N_KINDS * M; j++) pos[j] = -1;
     int n_opt = 0;
     for (int i = 0; i < l->n; i++) {
         const ppdl_op *op = &l->ops[i];
         if ((int)op->kind < 0 || op->kind >= PPDL_OP_N_KINDS)
-            return ppdl_errf(err, errlen, "schedule: stage %d op %d has unknown kind %d", s, i,
+            return ppdl_errf(err, errlen, "schedule: %s op %d has unknown kind %d", name, i,
                              (int)op->kind);
         if (op->kind == PPDL_OP_OPTIMIZER) {
             if (op->mb != -1 || op->peer != -1)
-                return op_err(err, errlen, s, i, op, "optimizer needs mb -1 and peer -1, has mb %d peer %d",
+                return op_err(err, errlen, w, i, op, "optimizer needs mb -1 and peer -1, has mb %d peer %d",
                               op->mb, op->peer);
-            if (++n_opt > 1) return op_err(err, errlen, s, i, op, "second optimizer step");
+            if (++n_opt > 1) return op_err(err, errlen, w, i, op, "second optimizer step");
             if (i != l->n - 1)
-                return op_err(err, errlen, s, i, op, "optimizer is not the last op (%d ops follow)",
+                return op_err(err, errlen, w, i, op, "optimizer is not the last op (%d ops follow)",
                               l->n - 1 - i);
             continue;
         }
         if (op->mb < 0 || op->mb >= M)
-            return op_err(err, errlen, s, i, op, "micro-batch outside 0..%d", M - 1);
+            return op_err(err, errlen, w, i, op, "micro-batch outside 0..%d", M - 1);
+        if (op->mb % w.k != w.q)
+            return op_err(err, errlen, w, i, op, "micro-batch %d belongs to replica %d of %d, not %d", op->mb,
+                          op->mb % w.k, w.k, w.q);
         if (!kind_required(op->kind, S, s))
-            return op_err(err, errlen, s, i, op, "stage %d of %d has no stage %d to talk to", s, S,
+            return op_err(err, errlen, w, i, op, "stage %d of %d has no stage %d to talk to", s, S,
                           expected_peer(op->kind, s));
         int want_peer = expected_peer(op->kind, s);
         if (op->peer != want_peer) {
             if (op->kind == PPDL_OP_FORWARD || op->kind == PPDL_OP_BACKWARD)
-                return op_err(err, errlen, s, i, op, "compute op must have peer -1, has %d", op->peer);
-            return op_err(err, errlen, s, i, op, "peer must be the adjacent stage %d", want_peer);
+                return op_err(err, errlen, w, i, op, "compute op must have peer -1, has %d", op->peer);
+            return op_err(err, errlen, w, i, op, "peer must be the adjacent stage %d", want_peer);
         }
         int *p = &pos[op->kind * M + op->mb];
-        if (*p >= 0) return op_err(err, errlen, s, i, op, "duplicate of op %d", *p);
+        if (*p >= 0) return op_err(err, errlen, w, i, op, "duplicate of op %d", *p);
         *p = i;
     }
     if (n_opt == 0)
-        return ppdl_errf(err, errlen, "schedule: stage %d has no optimizer step (must be last)", s);
+        return ppdl_errf(err, errlen, "schedule: %s has no optimizer step (must be last)", name);
 
-    for (int mb = 0; mb < M; mb++) {
+    for (int mb = w.q; mb < M; mb += w.k) {
         for (int k = 0; k < PPDL_OP_N_KINDS; k++) {
             if (k == PPDL_OP_OPTIMIZER || !kind_required((ppdl_op_kind)k, S, s)) continue;
             if (pos[k * M + mb] < 0)
-                return ppdl_errf(err, errlen, "schedule: stage %d has no %s for mb %d", s,
+                return ppdl_errf(err, errlen, "schedule: %s has no %s for mb %d", name,
                                  ppdl_op_name((ppdl_op_kind)k), mb);
         }
         /* pairs (a, b): op a of mb must come before op b of mb, when both exist */
@@ -289,7 +345,7 @@ static int check_list(int S, int M, int s, const ppdl_op_list *l, int *pos, char
         for (size_t r = 0; r < sizeof before / sizeof before[0]; r++) {
             int ia = pos[before[r][0] * M + mb], ib = pos[before[r][1] * M + mb];
             if (ia < 0 || ib < 0 || ia < ib) continue;
-            return op_err(err, errlen, s, ib, &l->ops[ib],
+            return op_err(err, errlen, w, ib, &l->ops[ib],
                           "comes before op %d (%s mb %d), which must precede it", ia,
                           ppdl_op_name(before[r][0]), mb);
         }
@@ -301,18 +357,21 @@ static int check_list(int S, int M, int s, const ppdl_op_list *l, int *pos, char
 // playing the lists against each other
 
 /* Message slots: act[s*M + mb] counts SEND_ACT(mb) from s to s+1 issued and not yet
- * received; grad[s*M + mb] the same for SEND_GRAD(mb) from s to s-1. */
+ * received; grad[s*M + mb] the same for SEND_GRAD(mb) from s to s-1. A micro-batch
+ * lives on one replica of each stage, so (stage, mb) names the sender and the receiver
+ * of a message also when stages are replicated. */
 typedef struct play_state {
     int S, M;
-    int *pc;               /* (S) next op index of each stage */
+    int n_lists;
+    int *pc;               /* (n_lists) next op index of each list */
     int *act, *grad;       /* (S*M) messages in flight */
 } play_state;
 
-/* Run op pc of stage s if it can run now; 1 when it ran, 0 when blocked */
-static int try_step(play_state *ps, const ppdl_op_list *l, int s)
+/* Run op pc of list i (of stage l->stage) if it can run now; 1 when it ran, 0 when blocked */
+static int try_step(play_state *ps, const ppdl_op_list *l, int i)
 {
-    const ppdl_op *op = &l->ops[ps->pc[s]];
-    int M = ps->M;
+    const ppdl_op *op = &l->ops[ps->pc[i]];
+    int M = ps->M, s = l->stage;
     switch (op->kind) {
     case PPDL_OP_SEND_ACT: ps->act[s * M + op->mb]++; break;
     case PPDL_OP_SEND_GRAD: ps->grad[s * M + op->mb]++; break;
@@ -326,43 +385,45 @@ static int try_step(play_state *ps, const ppdl_op_list *l, int s)
         break;
     default: break;
     }
-    ps->pc[s]++;
+    ps->pc[i]++;
     return 1;
 }
 
 /* "deadlock: stage 0 op 5 (recv_grad mb 0 from stage 1) waits; stage 1 ..." */
-static int report_deadlock(const play_state *ps, const ppdl_op_list *lists, char *err,
+static int report_deadlock(const play_state *ps, const ppdl_op_list *lists, const who *whos, char *err,
                            size_t errlen)
 {
-    char msg[PPDL_ERR_LEN * 2], opbuf[96];
+    char msg[PPDL_ERR_LEN * 2], opbuf[96], wbuf[48];
     size_t used = (size_t)snprintf(msg, sizeof msg,
                                    "schedule: deadlock, no stage can advance:");
-    for (int s = 0; s < ps->S && used < sizeof msg; s++) {
-        if (ps->pc[s] >= lists[s].n)
-            used += (size_t)snprintf(msg + used, sizeof msg - used, " stage %d finished;", s);
+    for (int i = 0; i < ps->n_lists && used < sizeof msg; i++) {
+        const char *name = who_str(whos[i], wbuf, sizeof wbuf);
+        if (ps->pc[i] >= lists[i].n)
+            used += (size_t)snprintf(msg + used, sizeof msg - used, " %s finished;", name);
         else
             used += (size_t)snprintf(msg + used, sizeof msg - used,
-                                     " stage %d op %d (%s) waits;", s, ps->pc[s],
-                                     op_str(&lists[s].ops[ps->pc[s]], opbuf, sizeof opbuf));
+                                     " %s op %d (%s) waits;", name, ps->pc[i],
+                                     op_str(&lists[i].ops[ps->pc[i]], opbuf, sizeof opbuf));
     }
     if (used < sizeof msg && used > 0 && msg[used - 1] == ';') msg[used - 1] = '\0';
     return ppdl_errf(err, errlen, "%s", msg);
 }
 
-static int play(int S, int M, const ppdl_op_list *lists, char *err, size_t errlen)
+static int play(int S, int M, int n_lists, const ppdl_op_list *lists, const who *whos, char *err,
+                size_t errlen)
 {
-    play_state ps = {.S = S, .M = M};
-    ps.pc = ppdl_xcalloc((size_t)S, sizeof(int));
+    play_state ps = {.S = S, .M = M, .n_lists = n_lists};
+    ps.pc = ppdl_xcalloc((size_t)n_lists, sizeof(int));
     ps.act = ppdl_xcalloc((size_t)S * (size_t)M, sizeof(int));
     ps.grad = ppdl_xcalloc((size_t)S * (size_t)M, sizeof(int));
     int progressed = 1, rc = 0;
     while (progressed) {
         progressed = 0;
-        for (int s = 0; s < S; s++)
-            while (ps.pc[s] < lists[s].n && try_step(&ps, &lists[s], s)) progressed = 1;
+        for (int i = 0; i < n_lists; i++)
+            while (ps.pc[i] < lists[i].n && try_step(&ps, &lists[i], i)) progressed = 1;
     }
-    for (int s = 0; s < S && rc == 0; s++)
-        if (ps.pc[s] < lists[s].n) rc = report_deadlock(&ps, lists, err, errlen);
+    for (int i = 0; i < n_lists && rc == 0; i++)
+        if (ps.pc[i] < lists[i].n) rc = report_deadlock(&ps, lists, whos, err, errlen);
     /* per-list counts make every message matched once all lists finish; kept as a
      * guard so the checker stays sound if the list rules above are ever relaxed */
     for (int j = 0; j < S * M && rc == 0; j++) {
@@ -381,16 +442,34 @@ static int play(int S, int M, const ppdl_op_list *lists, char *err, size_t errle
     return rc;
 }
 
-int ppdl_schedule_check(int S, int M, const ppdl_op_list *lists, char *err, size_t errlen)
+int ppdl_schedule_check_layout(int S, int M, const int *k, const ppdl_op_list *lists, char *err,
+                               size_t errlen)
 {
     if (S < 1 || M < 1)
         return ppdl_errf(err, errlen, "schedule: need at least 1 stage and 1 micro-batch (got S=%d M=%d)",
                          S, M);
     if (!lists) return ppdl_errf(err, errlen, "schedule: no op lists given");
+    int n_lists = 0;
+    for (int s = 0; s < S; s++) {
+        int ks = k ? k[s] : 1;
+        if (ks < 1 || ks > M)
+            return ppdl_errf(err, errlen, "schedule: stage %d has %d replicas; each of at most M = %d needs "
+                             "at least one micro-batch", s, ks, M);
+        n_lists += ks;
+    }
+    who *whos = ppdl_xmalloc((size_t)n_lists * sizeof *whos);
+    for (int s = 0, i = 0; s < S; s++)
+        for (int q = 0; q < (k ? k[s] : 1); q++) whos[i++] = (who){s, q, k ? k[s] : 1};
     int *pos = ppdl_xmalloc((size_t)PPDL_OP_N_KINDS * (size_t)M * sizeof(int));
     int rc = 0;
-    for (int s = 0; s < S && rc == 0; s++) rc = check_list(S, M, s, &lists[s], pos, err, errlen);
+    for (int i = 0; i < n_lists && rc == 0; i++) rc = check_list(S, M, i, whos[i], &lists[i], pos, err, errlen);
     free(pos);
-    if (rc == 0) rc = play(S, M, lists, err, errlen);
+    if (rc == 0) rc = play(S, M, n_lists, lists, whos, err, errlen);
+    free(whos);
     return rc;
+}
+
+int ppdl_schedule_check(int S, int M, const ppdl_op_list *lists, char *err, size_t errlen)
+{
+    return ppdl_schedule_check_layout(S, M, NULL, lists, err, errlen);
 }

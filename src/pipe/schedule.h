@@ -48,6 +48,23 @@ const char *ppdl_op_name(ppdl_op_kind k);
  * 1F1B (PipeDream-Flush): warm-up of min(S-s-1, M) forwards, then alternate one
  * forward and one backward, then the cool-down backwards; ends with OPTIMIZER. */
 void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
+/* Data parallelism inside a stage (a layout): stage s runs on k[s] replicas, and
+ * replica q of it takes the micro-batches j with j mod k[s] == q. Its list is the
+ * stage's list restricted to those micro-batches, where the stage's list is built as
+ * above except that 1F1B's warm-up counts the micro-batches the later stages hold at
+ * once, one per replica:
+ *     W_s = min(M, k[s+1] + ... + k[S-1])        (S-s-1 when every k is 1)
+ * so a replica's first backward comes after as many of its own forwards as keep every
+ * later replica busy. When all stages have k replicas, replica q's list is exactly 1F1B
+ * over its own micro-batches q, q+k, .. with warm-up min(S-s-1, its count). (Warm-ups
+ * counted over the stage's M micro-batches, W_s = S-s-1, make two replicated
+ * neighbours wait for each gradient before the next forward.) Deadlock-free: W_s never
+ * increases along the pipeline, so the unreplicated lists with these warm-ups run, and
+ * splitting a stage's list into order-preserving subsequences only removes ordering
+ * constraints; ppdl_schedule_check_layout proves each layout anyway. GPipe's replica
+ * list is GPipe over its own micro-batches. k == NULL: one replica per stage
+ * (ppdl_schedule_build). */
+void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out);
 void ppdl_op_list_free(ppdl_op_list *l);
 
 /* Play the S lists against each other under the communication model above and check:
@@ -56,6 +73,14 @@ void ppdl_op_list_free(ppdl_op_list *l);
  * forwarded and backwarded exactly once per stage, OPTIMIZER last. Returns 0, or -1
  * with a message naming the stage, op index and problem. */
 int ppdl_schedule_check(int S, int M, const ppdl_op_list *lists, char *err, size_t errlen);
+/* The same for a layout with replicated stages: stage s has k[s] >= 1 replicas and
+ * `lists` holds k[0] + ... + k[S-1] lists, stage by stage, replica q of stage s at
+ * index k[0] + ... + k[s-1] + q. Replica q of stage s must do exactly the micro-batches
+ * j mod k[s] == q; a message of micro-batch j goes from the replica of one stage that
+ * holds j to the replica of the next that holds j (so the play matches messages by
+ * stage and micro-batch, as without replicas). k == NULL: one replica per stage. */
+int ppdl_schedule_check_layout(int S, int M, const int *k, const ppdl_op_list *lists, char *err,
+                               size_t errlen);
 
 /* Largest number of micro-batches whose activations a stage holds at once (forwarded,
  * not yet backwarded) in its list: min(M, S-s) for 1F1B, M for GPipe. */
