@@ -1,5 +1,6 @@
 /* cpu_kernels.h — the CPU backend's kernels, one file per family of ops:
  *   cpu.c       memory, GEMM (OpenBLAS), elementwise, loss, AdamW
+ *   cpu_pool.c  the compute threads every kernel splits its work over
  *   cpu_gpt.c   layernorm, embedding, attention reshapes and causal softmax
  *   cpu_conv.c  im2col/col2im, max-pool
  * Signatures are those of ppdl_backend_ops (backend.h), where each is documented. */
@@ -7,6 +8,24 @@
 #define PPDL_CPU_KERNELS_H
 
 #include "backend/backend.h"
+#include "backend/cpu_pool.h"
+
+/* be->impl of the CPU backend */
+typedef struct {
+    cpu_pool *pool;      /* the compute threads (be->threads of them, the caller included) */
+    double *scratch;     /* partial sums of the reductions, grown on demand */
+    size_t scratch_cap;  /* in doubles */
+} cpu_impl;
+
+static inline cpu_pool *cpu_pool_of(ppdl_backend *be)
+{
+    return be->impl ? ((cpu_impl *)be->impl)->pool : NULL;
+}
+
+/* a scratch array of at least n doubles (dies when out of memory); it is reused by the
+ * next kernel, and grows only when a larger one is asked for, so that steady-state
+ * steps allocate nothing */
+double *cpu_scratch(ppdl_backend *be, size_t n);
 
 void cpu_layernorm_fwd(ppdl_backend *be, int rows, int C, float eps, const float *x,
                        const float *w, const float *b, float *y, float *mean, float *rstd);
