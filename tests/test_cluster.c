@@ -117,7 +117,7 @@ static void schedule_checks(int n)
 
 int main(void)
 {
-    plan(68);
+    plan(75);
     char err[PPDL_ERR_LEN] = "";
     ppdl_cluster cl;
 
@@ -193,6 +193,50 @@ int main(void)
     bad_edit("[1, 1, 0.5, 1]", "[1, 1, 0, 1]", "speed[2] is 0", "zero speed");
     bad_edit("[1, 1, 0.5, 1]", "[1, 1, 1e999, 1]", "c.json: line", "an overflowing number (JSON has no inf)");
     bad_edit("\"speed\"", "\"mem_bytes\": [1, 2, 3, 4], \"speed\"", "duplicate", "a duplicated key");
+
+    /* ---- the real machines ("hosts", optional): read, written, printed; bad ones ---- */
+    char *hs = edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1],\n \"hosts\": [{\"name\": \"vm\", "
+                    "\"cores\": 2, \"ranks\": [0, 2, 3]}, {\"name\": \"b\", \"cores\": 4, \"ranks\": [1]}]}");
+    rc = ppdl_cluster_parse(hs, "c.json", 4, &cl, err, sizeof err);
+    if (!ok(rc == 0 && cl.hosts.n == 2 && cl.hosts.of_rank[2] == 0 && cl.hosts.of_rank[1] == 1 &&
+                cl.hosts.cores[0] == 2 && cl.hosts.cores[1] == 4 && !strcmp(cl.hosts.name[0], "vm"),
+            "hosts read: rank -> host, cores, name"))
+        diag("  %s", err);
+    if (rc == 0) {
+        char *js = ppdl_cluster_to_json(&cl);
+        ppdl_cluster back;
+        int rc2 = ppdl_cluster_parse(js, "written", 4, &back, err, sizeof err);
+        ok(rc2 == 0 && back.hosts.n == 2 && back.hosts.of_rank[3] == 0 && back.hosts.cores[1] == 4 &&
+               !strcmp(back.hosts.name[1], "b") && ppdl_hosts_oversubscribed(&back.hosts, 4),
+           "hosts written and read back (3 ranks on a 2-core host: oversubscribed)");
+        if (rc2 == 0) ppdl_cluster_free(&back);
+        free(js);
+        char buf[4096] = "";
+        FILE *mf = fmemopen(buf, sizeof buf - 1, "w");
+        if (mf) {
+            ppdl_cluster_print(&cl, mf);
+            fclose(mf);
+        }
+        ok(strstr(buf, "vm (2)") && strstr(buf, "shares its cores"), "the table names each rank's host and cores");
+        ppdl_cluster_free(&cl);
+    } else {
+        skip(2, "the hosts did not parse");
+    }
+    free(hs);
+    rc = ppdl_cluster_parse(two_nodes, "c.json", 4, &cl, err, sizeof err);
+    ok(rc == 0 && cl.hosts.n == 0 && !ppdl_hosts_oversubscribed(&cl.hosts, 4), "a file without hosts: none known");
+    if (rc == 0) {
+        char *js = ppdl_cluster_to_json(&cl);
+        ok(!strstr(js, "hosts"), "and none written");
+        free(js);
+        ppdl_cluster_free(&cl);
+    } else {
+        skip(1, "no sample");
+    }
+    bad_edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1], \"hosts\": [{\"cores\": 0, \"ranks\": [0, 1, 2, 3]}]}",
+             "c.json: hosts[0].cores is 0", "a host without cores");
+    bad_edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1], \"hosts\": [{\"cores\": 2, \"ranks\": [0, 1, 3]}]}",
+             "c.json: hosts: rank 2 is in no host", "a rank on no host");
 
     /* ---- one rank: a valid file with a diagonal only ---- */
     const char *one = "{\"ranks\": 1, \"bandwidth_Bps\": [[2e10]], \"latency_s\": [[0]], "

@@ -1214,10 +1214,243 @@ static void test_replication(void)
     report("the same input gives the same plan with replication (heuristic layouts, N = 8 and 12)");
 }
 
+// ----------------------------------------------------------------------------
+// processor sharing: ranks on a host with fewer cores than ranks (simulate.h)
+
+/* put rank r on host of[r] (hosts 0..n-1) with cores[host] cores */
+static void set_hosts(ppdl_cluster_model *cl, int n, const int *of, const int *cores)
+{
+    char keys[64][8];
+    const char *kp[64];
+    int cr[64];
+    for (int r = 0; r < cl->N; r++) {
+        snprintf(keys[r], sizeof keys[r], "h%d", of[r]);
+        kp[r] = keys[r];
+        cr[r] = cores[of[r]];
+    }
+    ppdl_hosts_free(&cl->hosts);
+    ppdl_hosts_build(&cl->hosts, cl->N, kp, kp, cr);
+    (void)n;
+}
+
+/* two simulations are the same, bit for bit: the step and every event */
+static int same_sim(const ppdl_sim *a, const ppdl_sim *b)
+{
+    return a->step_ms == b->step_ms && a->busy_frac == b->busy_frac && a->n_ev == b->n_ev &&
+           (a->n_ev == 0 || !memcmp(a->ev, b->ev, (size_t)a->n_ev * sizeof *a->ev));
+}
+
+static void test_sharing(void)
+{
+    char err[PPDL_ERR_LEN];
+    /* 1. k replicas of one stage (no parameters: no all-reduce), each with its own
+     * micro-batches, on one host of c cores: each computes at min(1, c/k) of a core,
+     * so the step is max(1, k/c) x its work; with c >= k, exactly the unshared run */
+    for (int k = 1; k <= 4; k++)
+        for (int c = 1; c <= k + 1; c++)
+            for (int per = 1; per <= 2; per++)
+                for (int sch = 0; sch < 2; sch++) {
+                    inst x;
+                    equal_case(&x, k, 1.25, 2.5, 0, 1e9, 0);
+                    ppdl_plan p;
+                    grid_plan(1, k, k, &p); /* all k layers: k x 3.75 ms per micro-batch */
+                    int M = per * k, of[8] = {0}, cores[1] = {c};
+                    ppdl_sim base, sh;
+                    ppdl_simulate(&x.c, &x.cl, &p, M, sch, 1, &base, err, sizeof err);
+                    set_hosts(&x.cl, 1, of, cores);
+                    if (ppdl_simulate(&x.c, &x.cl, &p, M, sch, 1, &sh, err, sizeof err)) {
+                        fail("k=%d c=%d: %s", k, c, err);
+                    } else {
+                        double want = per * k * 3.75 * (k > c ? (double)k / c : 1.0);
+                        if (fabs(sh.step_ms - want) > 1e-9 * want)
+                            fail("k=%d c=%d M=%d %s: simulated %.9f, want %.9f", k, c, M, ppdl_schedule_name(sch),
+                                 sh.step_ms, want);
+                        if (c >= k && !same_sim(&base, &sh)) fail("k=%d c=%d: not the unshared simulation", k, c);
+                        ppdl_sim_free(&sh);
+                    }
+                    ppdl_sim_free(&base);
+                    ppdl_plan_free(&p);
+                    inst_free(&x);
+                }
+    report("sharing: k independent replicas on c cores take max(1, k/c) x their work; c >= k: the old simulation");
+
+    /* 2. a pipeline of S stages (any times, optimizer steps too) on one host with one
+     * core, free links: at any moment some rank can compute (all waiting at once would
+     * be a deadlock), so the core never idles and the step is all the work:
+     * M x sum_s (f_s + b_s) + sum_s opt_s. Unshared it is less. */
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 77);
+    for (int S = 2; S <= 5; S++)
+        for (int M = 1; M <= 8; M++)
+            for (int sch = 0; sch < 2; sch++) {
+                inst x;
+                equal_case(&x, S, 1, 1, 1e3, 1e15, 0);
+                double want = 0;
+                for (int l = 0; l < S; l++) {
+                    x.c.layers[l].fwd_ms = uni(&g, 0.5, 3);
+                    x.c.layers[l].bwd_ms = uni(&g, 0.5, 5);
+                    x.c.layers[l].opt_ms = uni(&g, 0, 1);
+                    want += M * (x.c.layers[l].fwd_ms + x.c.layers[l].bwd_ms) + x.c.layers[l].opt_ms;
+                }
+                for (int k = 0; k < S * S; k++) x.cl.lat[k] = 0;
+                ppdl_plan p;
+                ppdl_plan_uniform(S, S, &p, err, sizeof err);
+                int of[8] = {0}, cores[1] = {1};
+                set_hosts(&x.cl, 1, of, cores);
+                ppdl_sim sh;
+                if (ppdl_simulate(&x.c, &x.cl, &p, M, sch, 1, &sh, err, sizeof err)) {
+                    fail("S=%d M=%d: %s", S, M, err);
+                } else {
+                    /* transfers of 1e3 B at 1e15 B/s: 1e-9 ms each, a few on the path */
+                    if (fabs(sh.step_ms - want) > 1e-6) fail("S=%d M=%d %s: simulated %.9f, all the work %.9f", S, M,
+                                                               ppdl_schedule_name(sch), sh.step_ms, want);
+                    int nf = 0, nb = 0;
+                    for (int e = 0; e < sh.n_ev; e++) {
+                        nf += sh.ev[e].kind == PPDL_OP_FORWARD;
+                        nb += sh.ev[e].kind == PPDL_OP_BACKWARD;
+                    }
+                    if (nf != S * M || nb != S * M) fail("S=%d M=%d: %d forwards, %d backwards", S, M, nf, nb);
+                    ppdl_sim_free(&sh);
+                }
+                ppdl_plan_free(&p);
+                inst_free(&x);
+            }
+    report("sharing: a pipeline on one core takes M x sum of stage times + the optimizer steps (GPipe, 1F1B)");
+
+    /* 3. random instances and plans (replicas too), random hosts of 1-3 cores:
+     *  - cores >= the plan's ranks on every host: the unshared simulation, bit for bit;
+     *  - else between the unshared one (no op runs faster than alone) and the unshared
+     *    one with every speed / r, r = the largest ranks / cores of a host (no op runs
+     *    slower than that): the play is monotone in op durations;
+     *  - M = 1 without optimizer steps, all on one core: the stages never overlap (one
+     *    micro-batch crosses the pipeline and back), so the unshared step to rounding */
+    int n_same = 0, n_shared = 0;
+    for (int k = 0; k < 240; k++) {
+        inst x;
+        int N = 1 + k % 6;
+        gen(&g, N, N + 3, 2, 0, &x);
+        if (k % 4 == 3) x.M = 1;
+        ppdl_plan p;
+        ppdl_solve_opts so;
+        ppdl_solve_opts_default(&so);
+        so.replicate = k % 2;
+        if (ppdl_solve(&x.c, &x.cl, x.M, x.sched, &so, &p, NULL, err, sizeof err)) {
+            if (p.S) ppdl_plan_free(&p);
+            inst_free(&x);
+            continue;
+        }
+        int of[8], cores[8], nh = 1 + (int)(ppdl_rng_u64(&g) % 3), cnt[8] = {0};
+        for (int h = 0; h < nh; h++) cores[h] = 1 + (int)(ppdl_rng_u64(&g) % 3);
+        for (int r = 0; r < N; r++) cnt[of[r] = (int)(ppdl_rng_u64(&g) % (uint64_t)nh)]++;
+        double ratio = 1;
+        for (int h = 0; h < nh; h++) ratio = fmax(ratio, (double)cnt[h] / cores[h]);
+        ppdl_sim base, sh, slow;
+        ppdl_simulate(&x.c, &x.cl, &p, x.M, x.sched, 1, &base, err, sizeof err);
+        set_hosts(&x.cl, nh, of, cores);
+        if (ppdl_simulate(&x.c, &x.cl, &p, x.M, x.sched, 1, &sh, err, sizeof err)) {
+            fail("case %d: %s", k, err);
+        } else if (ratio <= 1) {
+            n_same++;
+            if (!same_sim(&base, &sh)) fail("case %d: cores >= ranks on every host, but %.17g != %.17g", k, sh.step_ms,
+                                            base.step_ms);
+        } else {
+            n_shared++;
+            ppdl_hosts_free(&x.cl.hosts);
+            for (int r = 0; r < N; r++) x.cl.speed[r] /= ratio;
+            ppdl_simulate(&x.c, &x.cl, &p, x.M, x.sched, 0, &slow, err, sizeof err);
+            if (sh.step_ms < base.step_ms * (1 - 1e-12) || sh.step_ms > slow.step_ms * (1 + 1e-12))
+                fail("case %d: shared %.9f outside [%.9f, %.9f] (ratio %.2f)", k, sh.step_ms, base.step_ms, slow.step_ms,
+                     ratio);
+            ppdl_sim_free(&slow);
+        }
+        ppdl_sim_free(&sh); /* freed already on an error: a no-op then */
+        ppdl_sim_free(&base);
+        /* M = 1, no optimizer steps, everything on one core */
+        if (x.M == 1) {
+            for (int l = 0; l < x.c.L; l++) x.c.layers[l].opt_ms = 0;
+            for (int r = 0; r < N; r++) of[r] = 0;
+            cores[0] = 1;
+            ppdl_hosts_free(&x.cl.hosts);
+            ppdl_simulate(&x.c, &x.cl, &p, 1, x.sched, 0, &base, err, sizeof err);
+            set_hosts(&x.cl, 1, of, cores);
+            ppdl_simulate(&x.c, &x.cl, &p, 1, x.sched, 0, &sh, err, sizeof err);
+            if (fabs(sh.step_ms - base.step_ms) > 1e-9 * base.step_ms)
+                fail("case %d: M = 1 on one core %.9f, unshared %.9f", k, sh.step_ms, base.step_ms);
+            ppdl_sim_free(&base);
+            ppdl_sim_free(&sh);
+        }
+        ppdl_plan_free(&p);
+        inst_free(&x);
+    }
+    if (n_same < 20 || n_shared < 60) fail("only %d unshared and %d shared cases", n_same, n_shared);
+    report("sharing: cores >= ranks gives the old simulation bitwise; shared steps between the unshared and the "
+           "slowed-by-the-worst-host ones; M = 1 on one core is the unshared step");
+
+    /* 4. CLUSTER.json's "hosts": a round trip, files without it (no sharing), bad ones */
+    {
+        inst x;
+        equal_case(&x, 5, 1, 1, 0, 1e9, 0);
+        int of[5] = {1, 0, 1, 2, 0}, cores[3] = {2, 1, 64};
+        set_hosts(&x.cl, 3, of, cores);
+        free(x.cl.hosts.name[2]);
+        x.cl.hosts.name[2] = strdup("n\"7\\"); /* escaped on the way out */
+        char *js = ppdl_cluster_model_to_json(&x.cl);
+        ppdl_cluster_model cl2;
+        int rc = ppdl_cluster_model_parse(js, "cluster", &cl2, err, sizeof err);
+        int same = rc == 0 && cl2.hosts.n == 3;
+        for (int r = 0; same && r < 5; r++) {
+            int a = x.cl.hosts.of_rank[r], b = cl2.hosts.of_rank[r];
+            same &= x.cl.hosts.cores[a] == cl2.hosts.cores[b] && !strcmp(x.cl.hosts.name[a], cl2.hosts.name[b]);
+            for (int q = 0; q < 5; q++) same &= (x.cl.hosts.of_rank[q] == a) == (cl2.hosts.of_rank[q] == b);
+        }
+        ok(same && ppdl_hosts_oversubscribed(&cl2.hosts, 5) && strstr(js, "\"hosts\""),
+           "CLUSTER.json round trip with hosts (name, cores, ranks): %s", rc ? err : "same hosts");
+        if (!rc) ppdl_cluster_model_free(&cl2);
+        free(js);
+        ppdl_hosts_free(&x.cl.hosts);
+        js = ppdl_cluster_model_to_json(&x.cl);
+        rc = ppdl_cluster_model_parse(js, "cluster", &cl2, err, sizeof err);
+        int none = rc == 0 && cl2.hosts.n == 0 && !strstr(js, "hosts") && !ppdl_hosts_oversubscribed(&cl2.hosts, 5);
+        if (!rc) ppdl_cluster_model_free(&cl2);
+        free(js);
+        inst_free(&x);
+        static const char *head = "{\"ranks\": 3, \"bandwidth_Bps\": [[1, 1, 1], [1, 1, 1], [1, 1, 1]], "
+                                  "\"mem_bytes\": [1, 1, 1], ";
+        static const struct { const char *hosts, *want; } bad_h[] = {
+            {"\"hosts\": 3}", "hosts: expected an array of 1..3 hosts"},
+            {"\"hosts\": []}", "hosts: expected an array of 1..3 hosts"},
+            {"\"hosts\": [{\"cores\": 2, \"ranks\": [0, 1, 2]}, 5]}", "hosts[1]: expected an object"},
+            {"\"hosts\": [{\"ranks\": [0, 1, 2]}]}", "hosts[0].cores is missing"},
+            {"\"hosts\": [{\"cores\": 0, \"ranks\": [0, 1, 2]}]}", "hosts[0].cores is 0: expected an integer"},
+            {"\"hosts\": [{\"cores\": 1.5, \"ranks\": [0, 1, 2]}]}", "hosts[0].cores is 1.5"},
+            {"\"hosts\": [{\"cores\": \"2\", \"ranks\": [0, 1, 2]}]}", "hosts[0].cores: expected an integer"},
+            {"\"hosts\": [{\"name\": 7, \"cores\": 2, \"ranks\": [0, 1, 2]}]}", "hosts[0].name: expected a string"},
+            {"\"hosts\": [{\"cores\": 2, \"ranks\": []}]}", "hosts[0].ranks: expected a non-empty array"},
+            {"\"hosts\": [{\"cores\": 2, \"ranks\": [0, 3]}]}", "hosts[0].ranks[1]: expected a rank 0..2"},
+            {"\"hosts\": [{\"cores\": 2, \"ranks\": [0, 1]}, {\"cores\": 1, \"ranks\": [2, 1]}]}",
+             "hosts[1].ranks[1]: rank 1 is already in hosts[0]"},
+            {"\"hosts\": [{\"cores\": 2, \"ranks\": [0, 2]}]}", "hosts: rank 1 is in no host"},
+        };
+        int good = 1;
+        for (size_t k = 0; k < sizeof bad_h / sizeof bad_h[0]; k++) {
+            char text[512];
+            snprintf(text, sizeof text, "%s%s", head, bad_h[k].hosts);
+            err[0] = '\0';
+            if (ppdl_cluster_model_parse(text, "cl.json", &cl2, err, sizeof err) == 0 || !strstr(err, bad_h[k].want) ||
+                !strstr(err, "cl.json")) {
+                good = 0;
+                diag("bad hosts %zu: got '%s', want '%s'", k, err, bad_h[k].want);
+            }
+        }
+        ok(good && none, "a file without hosts has none (a core per rank); bad hosts are rejected with the file and "
+                         "the field named");
+    }
+}
+
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(26);
+    plan(31);
     test_brute_force();
     test_order_solver();
     test_determinism();
@@ -1226,6 +1459,7 @@ int main(void)
     test_files();
     test_simulator();
     test_replication();
+    test_sharing();
     diag("%.1f s", ppdl_now_s() - t0);
     return exit_status();
 }

@@ -468,8 +468,9 @@ static int check_outputs(const options *o, char *err, size_t errlen)
  * from now on (so the probe below measures them too). --cluster: a saved measurement.
  * Otherwise the probe measures when something uses it (--probe-only, --cluster-out,
  * --report), with messages of the model's largest boundary activation per
- * micro-batch; a plain training run skips it. Rank 0 prints the table and writes
- * --cluster-out. Returns 1 when `cl` holds a cluster. */
+ * micro-batch; a plain training run skips it. Either way the cluster knows the job's
+ * machines (a --cluster file's "hosts", else the job's own). Rank 0 prints the table
+ * and writes --cluster-out. Returns 1 when `cl` holds a cluster. */
 static int setup_network(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm,
                          ppdl_cluster *cl)
 {
@@ -488,6 +489,8 @@ static int setup_network(const options *o, const ppdl_model *m, ppdl_backend *be
         rc = ppdl_cluster_read(o->cluster, comm->size, cl, err, sizeof err);
         snprintf(msg, sizeof msg, "--cluster %s", err);
         all_ranks_ok(rc != 0, msg, 1);
+        /* a file without the machines ("hosts"): this job's, whose cores its ranks share */
+        if (cl->hosts.n == 0) ppdl_probe_hosts(comm->comm, be && be->ops->device_memory, &cl->hosts);
     } else if (o->probe_only || o->cluster_out || o->report || !strcmp(o->plan, "auto")) {
         ppdl_probe_opts po;
         ppdl_probe_defaults(&po);
@@ -643,6 +646,7 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         for (int r = 0; r < cl->n; r++) mem[r] = cl->mem[r] > reserve ? cl->mem[r] - reserve : 1;
         ppdl_cluster_model cm;
         ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, mem, cl->speed);
+        cm.hosts = cl->hosts; /* the simulator shares a host's cores among its ranks */
         ppdl_plan p;
         memset(&p, 0, sizeof p);
         if (ppdl_plan_solve(costs, &cm, (int)o->micro_batches, o->schedule, o->method, &p, err, errlen) == 0) {

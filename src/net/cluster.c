@@ -32,6 +32,7 @@ void ppdl_cluster_free(ppdl_cluster *cl)
     free(cl->mem);
     free(cl->speed);
     free(cl->node);
+    ppdl_hosts_free(&cl->hosts);
     memset(cl, 0, sizeof *cl);
 }
 
@@ -127,7 +128,8 @@ static int from_json(const json_t *root, const char *what, int n_expected, ppdl_
         read_matrix(root, "latency_s", n, cl->lat, what, err, errlen) ||
         read_vector(root, "mem_bytes", n, cl->mem, what, err, errlen) ||
         read_vector(root, "speed", n, cl->speed, what, err, errlen) ||
-        ppdl_cluster_validate(cl, what, err, errlen)) {
+        ppdl_cluster_validate(cl, what, err, errlen) ||
+        ppdl_hosts_from_json(root, n, what, &cl->hosts, err, errlen)) {
         ppdl_cluster_free(cl);
         return -1;
     }
@@ -275,6 +277,9 @@ char *ppdl_cluster_to_json(const ppdl_cluster *cl)
         put(&t, "]");
     }
     put(&t, "]");
+    char *hs = ppdl_hosts_to_json(&cl->hosts, n, "    ");
+    if (hs) put(&t, ",\n  \"hosts\": %s", hs);
+    free(hs);
     if (cl->probe_ms > 0)
         put(&t, ",\n  \"probe\": {\"ms\": %.1f, \"message_bytes\": %.0f, \"activation_bytes\": %.0f, "
                 "\"rounds\": %d, \"slots\": %d}",
@@ -366,10 +371,16 @@ void ppdl_cluster_print(const ppdl_cluster *cl, FILE *f)
             if (cl->node[i] == g) { fprintf(f, "%s%d", first ? "" : ",", i); first = 0; }
         fprintf(f, "}");
     }
-    fprintf(f, "\n  rank  node      memory  speed\n");
+    const ppdl_hosts *h = &cl->hosts;
+    fprintf(f, "\n  rank  node      memory  speed%s\n", h->n > 0 ? "  host (cores)" : "");
     for (int i = 0; i < n; i++) {
         char b[32];
-        fprintf(f, "  %4d  %4d  %10s  %5.2f\n", i, cl->node[i], ppdl_fmt_bytes((size_t)cl->mem[i], b, sizeof b),
+        fprintf(f, "  %4d  %4d  %10s  %5.2f", i, cl->node[i], ppdl_fmt_bytes((size_t)cl->mem[i], b, sizeof b),
                 cl->speed[i]);
+        if (h->n > 0) fprintf(f, "  %s (%d)", h->name[h->of_rank[i]][0] ? h->name[h->of_rank[i]] : "?",
+                              h->cores[h->of_rank[i]]);
+        fprintf(f, "\n");
     }
+    if (ppdl_hosts_oversubscribed(h, n))
+        fprintf(f, "  (more ranks than cores on a host: the simulator shares its cores among them)\n");
 }

@@ -7,6 +7,8 @@
  *    "mem_bytes":     [N],         memory each rank may use
  *    "speed":         [N],         relative compute speed, 1.0 = rank 0's device
  *    "nodes":         [[ranks], ...]   (written, informational: recomputed on read)
+ *    "hosts":         [{"name", "cores", "ranks"}, ...]   (optional: the real machines,
+ *                                   plan/cluster_model.h's ppdl_hosts; the probe writes it)
  *    "probe": {...}}               (written by the probe: sizes, repetitions, time)
  *
  * The diagonal describes a rank talking to itself: bandwidth is a large finite number
@@ -20,6 +22,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "plan/cluster_model.h"
+
 typedef struct ppdl_cluster {
     int n;                     /* ranks */
     double *bw;                /* [n*n] bytes/s, bw[i*n+j]: from rank i to rank j */
@@ -28,6 +32,7 @@ typedef struct ppdl_cluster {
     double *speed;             /* [n] relative compute speed (1.0 = rank 0) */
     int *node;                 /* [n] node (group of fast-linked ranks) of each rank */
     int n_nodes;
+    ppdl_hosts hosts;          /* the real machines (n = 0: not known, a core per rank) */
     /* what the probe did, 0 when the cluster was read from a file */
     double probe_ms;           /* wall time of the whole probe */
     double probe_bytes;        /* the largest message size measured */

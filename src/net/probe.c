@@ -9,6 +9,8 @@
 #include "core/util.h"
 
 #include <math.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -292,6 +294,63 @@ static void fit_pair(const ctx *x, int n, int a, int b, const double *res, ppdl_
     cl->lat[a * n + b] = cl->lat[b * n + a] = half > 0 ? half : 0;
 }
 
+/* ---- the machines ---- */
+
+#define KEY_LEN 64
+
+void ppdl_probe_hosts(MPI_Comm comm, int device, ppdl_hosts *h)
+{
+    int me, n;
+    PPDL_CHECK_MPI(MPI_Comm_rank(comm, &me));
+    PPDL_CHECK_MPI(MPI_Comm_size(comm, &n));
+    char name[MPI_MAX_PROCESSOR_NAME + 1] = "", key[KEY_LEN] = "";
+    int len = 0;
+    PPDL_CHECK_MPI(MPI_Get_processor_name(name, &len));
+    name[len < 0 ? 0 : (len > MPI_MAX_PROCESSOR_NAME ? MPI_MAX_PROCESSOR_NAME : len)] = 0;
+    /* one kernel, one machine: network namespaces and containers share it */
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f || !fgets(key, sizeof key, f)) snprintf(key, sizeof key, "name:%.*s", KEY_LEN - 6, name);
+    if (f) fclose(f);
+    key[strcspn(key, "\n")] = 0;
+    char *keys = ppdl_xcalloc((size_t)n, KEY_LEN), *names = ppdl_xcalloc((size_t)n, KEY_LEN);
+    char sname[KEY_LEN];
+    snprintf(sname, sizeof sname, "%.*s", KEY_LEN - 1, name);
+    PPDL_CHECK_MPI(MPI_Allgather(key, KEY_LEN, MPI_CHAR, keys, KEY_LEN, MPI_CHAR, comm));
+    PPDL_CHECK_MPI(MPI_Allgather(sname, KEY_LEN, MPI_CHAR, names, KEY_LEN, MPI_CHAR, comm));
+    const char **kp = ppdl_xmalloc((size_t)n * sizeof(char *)), **np = ppdl_xmalloc((size_t)n * sizeof(char *));
+    for (int r = 0; r < n; r++) {
+        kp[r] = keys + (size_t)r * KEY_LEN;
+        np[r] = names + (size_t)r * KEY_LEN;
+    }
+    int color = me;
+    for (int r = 0; r < me; r++)
+        if (!strcmp(kp[r], kp[me])) { color = r; break; }
+    /* the cores this host's ranks may run on: the union of their affinity masks */
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) < 1) {
+        long on = sysconf(_SC_NPROCESSORS_ONLN);
+        CPU_ZERO(&mask);
+        for (long c = 0; c < (on > 0 ? on : 1) && c < CPU_SETSIZE; c++) CPU_SET((int)c, &mask);
+    }
+    MPI_Comm hc;
+    PPDL_CHECK_MPI(MPI_Comm_split(comm, color, me, &hc));
+    cpu_set_t all;
+    PPDL_CHECK_MPI(MPI_Allreduce(&mask, &all, (int)sizeof mask, MPI_BYTE, MPI_BOR, hc));
+    int on_host = 1;
+    PPDL_CHECK_MPI(MPI_Comm_size(hc, &on_host));
+    PPDL_CHECK_MPI(MPI_Comm_free(&hc));
+    int cores = device ? on_host : CPU_COUNT(&all);
+    int *cs = ppdl_xmalloc((size_t)n * sizeof(int));
+    PPDL_CHECK_MPI(MPI_Allgather(&cores, 1, MPI_INT, cs, 1, MPI_INT, comm));
+    ppdl_hosts_build(h, n, (const char *const *)kp, (const char *const *)np, cs);
+    free(cs);
+    free(kp);
+    free(np);
+    free(keys);
+    free(names);
+}
+
 /* ---- the whole probe ---- */
 
 static int in_slot(const schedule *s, int slot, int rank, int *task_index)
@@ -413,6 +472,7 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     cl->probe_rounds = s.rounds;
     cl->probe_slots = s.n_slots;
     ppdl_cluster_group_nodes(cl, PPDL_NODE_RATIO);
+    ppdl_probe_hosts(comm, o->be && o->be->ops->device_memory, &cl->hosts);
 
     PPDL_CHECK_MPI(MPI_Comm_free(&ctl));
     free(pack);

@@ -55,8 +55,19 @@ typedef struct ppdl_probe_opts {
 
 void ppdl_probe_defaults(ppdl_probe_opts *o);
 
-/* Collective over c->comm. Fills cl (allocated here; ppdl_cluster_free it) on every rank. */
+/* Collective over c->comm. Fills cl (allocated here; ppdl_cluster_free it) on every rank,
+ * its hosts too (ppdl_probe_hosts). */
 void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl);
+
+/* The real machines of the job (plan/cluster_model.h's ppdl_hosts), collective over
+ * comm, the same on every rank. Ranks are on one machine when they see the same kernel
+ * (/proc/sys/kernel/random/boot_id; else the same MPI_Get_processor_name), so the
+ * network namespaces of scripts/cluster-emu count as the one machine they share. A
+ * host's cores: the union of its ranks' CPU affinity masks (sched_getaffinity; else
+ * sysconf(_SC_NPROCESSORS_ONLN)). device: the ranks compute on devices of their own
+ * (a GPU backend), not on the cores: each host then counts as many cores as ranks, so
+ * nothing is shared. Its name: MPI_Get_processor_name. */
+void ppdl_probe_hosts(MPI_Comm comm, int device, ppdl_hosts *h);
 
 /* ---- the schedule of pairs (pure, for tests and perf/) ---- */
 /* rounds of the tournament for n ranks: n-1 (n even), n (n odd), 0 (n = 1) */

@@ -8,6 +8,13 @@
  * a replica still before its last backward — and sweeps over the replicas until all
  * lists are done. A sweep that moves nothing is a deadlock (the schedule checker rules
  * it out; this is a second guard).
+ *
+ * With more replicas than cores on a host (cluster_model.h's hosts), a compute op's
+ * duration depends on what else runs on its host meanwhile, so that sweep cannot
+ * apply: play_shared() advances one clock over events instead (an op starts or ends,
+ * a wait ends) and, between two events, runs each compute op on host h at
+ * min(1, cores_h / compute ops running on h) of its full speed (processor sharing;
+ * a replica that waits takes no core). Otherwise the sweep runs as it always did.
  */
 #include "plan/simulate.h"
 #include "core/error.h"
@@ -30,6 +37,10 @@ typedef struct sim_unit {
     int slots;                 /* micro-batches it holds at once */
     int last_bwd;              /* index of its last BACKWARD */
     ppdl_op_list ops;
+    /* play_shared only */
+    int host;                  /* index into the cluster's hosts */
+    int run;                   /* 1: computing the op at pc */
+    double rem, t0;            /* its work left (ms at full speed), its start */
 } sim_unit;
 
 static void add_ev(ppdl_sim *o, int *cap, int record, int rank, int stage, int kind, int mb, double t0, double t1)
@@ -45,6 +56,199 @@ static void add_ev(ppdl_sim *o, int *cap, int record, int rank, int stage, int k
 
 static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
 static int rep_rank(const ppdl_plan_stage *st, int q) { return st->n_replicas > 0 ? st->ranks[q] : st->rank; }
+
+/* what play_shared needs of ppdl_simulate's state */
+typedef struct sim_ctx {
+    const ppdl_costs *c;
+    const ppdl_cluster_model *cl;
+    const ppdl_plan *p;
+    int M, S, N, nu, record, *cap;
+    const int *u0;
+    sim_unit *U;
+    double *act_arr, *grad_arr, *link_free, *bwd_done;
+    const double *allreduce_ms;
+    ppdl_sim *out;
+} sim_ctx;
+
+/* Unit x at time now (x->t <= now): run its ops up to the next that takes time — a
+ * compute op starts (x->run), a wait whose end is known (x->t > now), or one whose end
+ * is not (a message not sent yet, a replica before its last backward). Returns 1 when
+ * it did something. */
+static int shared_step(sim_ctx *g, int u, double now)
+{
+    sim_unit *x = &g->U[u];
+    int s = x->s, M = g->M, S = g->S, N = g->N, did = 0;
+    const ppdl_plan_stage *ps = &g->p->stages[s];
+    ppdl_sim *out = g->out;
+    while (x->pc < x->ops.n && !x->run && x->t <= now) {
+        const ppdl_op *op = &x->ops.ops[x->pc];
+        int mb = op->mb;
+        double arr, work = 0;
+        switch (op->kind) {
+        case PPDL_OP_RECV_ACT:
+        case PPDL_OP_RECV_GRAD:
+            arr = op->kind == PPDL_OP_RECV_ACT ? g->act_arr[(size_t)(s - 1) * M + mb] : g->grad_arr[(size_t)(s + 1) * M + mb];
+            if (isnan(arr)) return did;
+            if (arr > x->t) {
+                add_ev(out, g->cap, g->record, x->rank, s, PPDL_EV_WAIT, mb, x->t, arr);
+                x->t = arr;
+                return 1; /* until it arrives */
+            }
+            add_ev(out, g->cap, g->record, x->rank, s, op->kind, mb, x->t, x->t);
+            break;
+        case PPDL_OP_FORWARD:
+        case PPDL_OP_BACKWARD: {
+            int fwd = op->kind == PPDL_OP_FORWARD;
+            /* the slot's send buffer must be free (as in the sweep) */
+            if (fwd ? s + 1 < S : s > 0) {
+                if (mb >= x->slots * x->k) {
+                    double t = fwd ? g->act_arr[(size_t)s * M + mb - x->slots * x->k]
+                                   : g->grad_arr[(size_t)s * M + mb - x->slots * x->k];
+                    if (t > x->t) {
+                        x->t = t;
+                        return 1;
+                    }
+                }
+            }
+            work = fwd ? x->f_ms : x->b_ms;
+            break;
+        }
+        case PPDL_OP_SEND_ACT:
+        case PPDL_OP_SEND_GRAD: {
+            int act = op->kind == PPDL_OP_SEND_ACT;
+            const ppdl_plan_stage *peer = &g->p->stages[act ? s + 1 : s - 1];
+            int a = x->rank, b = rep_rank(peer, mb % n_rep(peer));
+            double bytes = g->c->layers[act ? ps->last : ps->first - 1].out_bytes;
+            double start = fmax(x->t, g->link_free[(size_t)a * N + b]);
+            g->link_free[(size_t)a * N + b] = start + 1000.0 * bytes / g->cl->bw[a * N + b];
+            double t_arr = g->link_free[(size_t)a * N + b] + 1000.0 * g->cl->lat[a * N + b];
+            if (act) g->act_arr[(size_t)s * M + mb] = t_arr;
+            else g->grad_arr[(size_t)s * M + mb] = t_arr;
+            add_ev(out, g->cap, g->record, x->rank, s, op->kind, mb, x->t, x->t);
+            break;
+        }
+        case PPDL_OP_OPTIMIZER: {
+            double t = x->t;
+            for (int j = x->q; j < M; j += x->k) {
+                if (s + 1 < S) t = fmax(t, g->act_arr[(size_t)s * M + j]);
+                if (s > 0) t = fmax(t, g->grad_arr[(size_t)s * M + j]);
+            }
+            if (x->k > 1) {
+                double start = 0;
+                for (int v = g->u0[s]; v < g->u0[s + 1]; v++) {
+                    if (isnan(g->bwd_done[v])) return did;
+                    start = fmax(start, g->bwd_done[v]);
+                }
+                t = fmax(t, start + g->allreduce_ms[s]);
+            }
+            if (t > x->t) {
+                add_ev(out, g->cap, g->record, x->rank, s, PPDL_EV_WAIT, -1, x->t, t);
+                x->t = t;
+                return 1;
+            }
+            work = x->opt_ms;
+            break;
+        }
+        default:
+            break;
+        }
+        did = 1;
+        if (work > 0) { /* a compute op: it ends when its host has done its work */
+            x->run = 1;
+            x->rem = work;
+            x->t0 = x->t;
+            return 1;
+        }
+        if (op->kind == PPDL_OP_FORWARD || op->kind == PPDL_OP_BACKWARD || op->kind == PPDL_OP_OPTIMIZER)
+            add_ev(out, g->cap, g->record, x->rank, s, op->kind, op->kind == PPDL_OP_OPTIMIZER ? -1 : mb, x->t, x->t);
+        if (x->pc == x->last_bwd) g->bwd_done[u] = x->t;
+        x->pc++;
+    }
+    return did;
+}
+
+/* a compute op of unit x ends at `now` */
+static void shared_finish(sim_ctx *g, int u, double now)
+{
+    sim_unit *x = &g->U[u];
+    const ppdl_op *op = &x->ops.ops[x->pc];
+    int mb = op->kind == PPDL_OP_OPTIMIZER ? -1 : op->mb;
+    add_ev(g->out, g->cap, g->record, x->rank, x->s, op->kind, mb, x->t0, now);
+    if (op->kind == PPDL_OP_BACKWARD && x->rc_ms > 0) /* its recompute part, in proportion */
+        add_ev(g->out, g->cap, g->record, x->rank, x->s, PPDL_EV_RECOMPUTE, mb, x->t0,
+               x->t0 + (now - x->t0) * x->rc_ms / x->b_ms);
+    if (x->pc == x->last_bwd) g->bwd_done[u] = now;
+    x->run = 0;
+    x->rem = 0;
+    x->t = now;
+    x->pc++;
+}
+
+/* The event-driven play with processor sharing on each host (see the top). */
+static int play_shared(sim_ctx *g, int schedule, char *err, size_t errlen)
+{
+    const ppdl_hosts *h = &g->cl->hosts;
+    int nu = g->nu;
+    int *running = ppdl_xcalloc((size_t)h->n, sizeof(int));
+    double *rate = ppdl_xmalloc((size_t)nu * sizeof(double));
+    double now = 0;
+    int rc = 0;
+    for (;;) {
+        /* everything that happens at `now` without time passing */
+        for (int moved = 1; moved;) {
+            moved = 0;
+            for (int u = 0; u < nu; u++)
+                if (!g->U[u].run && g->U[u].t <= now) moved |= shared_step(g, u, now);
+        }
+        /* the rates until the next event, and that event */
+        for (int i = 0; i < h->n; i++) running[i] = 0;
+        for (int u = 0; u < nu; u++) running[g->U[u].host] += g->U[u].run;
+        double next = INFINITY;
+        int left = 0;
+        for (int u = 0; u < nu; u++) {
+            const sim_unit *x = &g->U[u];
+            if (x->pc >= x->ops.n) continue;
+            left++;
+            if (x->run) {
+                int k = running[x->host], cores = h->cores[x->host];
+                rate[u] = k > cores ? (double)cores / k : 1.0;
+                next = fmin(next, now + x->rem / rate[u]);
+            } else if (x->t > now) {
+                next = fmin(next, x->t);
+            }
+        }
+        if (!left) break;
+        if (isinf(next)) {
+            rc = ppdl_errf(err, errlen, "simulator: the %s schedule deadlocks with %d stages and %d micro-batches",
+                           ppdl_schedule_name(schedule), g->S, g->M);
+            break;
+        }
+        /* to it: the ops that end there end (a tie ends together), the others did
+         * rate x dt of their work */
+        for (int u = 0; u < nu; u++) {
+            sim_unit *x = &g->U[u];
+            if (!x->run) continue;
+            if (now + x->rem / rate[u] <= next) shared_finish(g, u, next);
+            else x->rem = fmax(0, x->rem - (next - now) * rate[u]);
+        }
+        now = next;
+    }
+    free(running);
+    free(rate);
+    return rc;
+}
+
+/* 1 when some host runs more of the plan's replicas than it has cores */
+static int shares_cores(const ppdl_cluster_model *cl, const sim_unit *U, int nu)
+{
+    const ppdl_hosts *h = &cl->hosts;
+    if (h->n <= 0 || !h->of_rank || !h->cores) return 0;
+    int *k = ppdl_xcalloc((size_t)h->n, sizeof(int)), over = 0;
+    for (int u = 0; u < nu; u++) k[h->of_rank[U[u].rank]]++;
+    for (int i = 0; i < h->n; i++) over |= k[i] > h->cores[i];
+    free(k);
+    return over;
+}
 
 int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M,
                   int schedule, int record, ppdl_sim *out, char *err, size_t errlen)
@@ -109,6 +313,14 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     for (int u = 0; u < nu; u++) bwd_done[u] = NAN;
 
     int cap = 0, done_units = 0;
+    if (shares_cores(cl, U, nu)) {
+        for (int u = 0; u < nu; u++) U[u].host = cl->hosts.of_rank[U[u].rank];
+        sim_ctx g = {.c = c, .cl = cl, .p = p, .M = M, .S = S, .N = N, .nu = nu, .record = record, .cap = &cap,
+                     .u0 = u0, .U = U, .act_arr = act_arr, .grad_arr = grad_arr, .link_free = link_free,
+                     .bwd_done = bwd_done, .allreduce_ms = ev.allreduce_ms, .out = out};
+        rc = play_shared(&g, schedule, err, errlen);
+        done_units = nu; /* the sweep below has nothing to do */
+    }
     while (done_units < nu) {
         int moved = 0;
         done_units = 0;

@@ -19,6 +19,11 @@
  *    takes the stage's optimizer_ms / speed (0 when COSTS.json has none);
  *  - the first stage's FORWARD includes reading the inputs (input_ms), the last
  *    stage's the targets (target_ms).
+ *  - more ranks than cores on a host (cl->hosts, cluster_model.h): the FORWARD,
+ *    BACKWARD and OPTIMIZER ops running on the host's ranks at a moment each get
+ *    min(1, cores / running) of a core (processor sharing; a waiting rank takes none),
+ *    their remaining work re-rated whenever that set changes. Otherwise (no hosts, or
+ *    cores >= ranks everywhere) the play is the one above, bit for bit.
  * The step ends when the last rank finishes. Unlike the analytic T of costmodel.h
  * there is no formula: bubbles, warm-up, cool-down, queueing, the gradient direction
  * and the overlap of an all-reduce with other stages' work come out of the play
