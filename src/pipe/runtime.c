@@ -213,8 +213,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     /* The gradient all-reduce. Under --netem a ring per layer through the comm layer,
      * its own tag per layer, so that every message pays its emulated link (MPI's
      * collectives would bypass the emulation). Otherwise MPI_Iallreduce: on one machine
-     * it is as fast as the ring, and across nodes MPICH's (node-aware) all-reduce beat
-     * the flat ring: data parallelism on 2 x 2 ranks of scripts/cluster-emu, 20 Mbit/s
+     * it is as fast as the ring, and across nodes MPICH's all-reduce beat the flat
+     * ring: data parallelism on 2 x 2 ranks of scripts/cluster-emu, 20 Mbit/s
      * between the nodes, 1.82-1.84 s a step against 2.55-2.59 s (perf/RESULTS.md). */
     rt->use_ring = comm->netem != NULL;
     PPDL_CHECK(rt->k == 1 || rt->use_ring || cfg->replica_comm != MPI_COMM_NULL,

@@ -34,15 +34,15 @@ typedef struct ppdl_runtime_cfg {
     int schedule;              /* PPDL_SCHED_* */
     int S, stage;              /* stages, this rank's stage */
     /* data parallelism inside a stage: micro-batch j runs on replica j mod k of each
-     * stage; the replicas' gradients are summed (a ring all-reduce over comm, ranks of
-     * replicas 0..k-1 in that order) before the update */
+     * stage; the replicas' gradients are summed before the update: MPI_Iallreduce on
+     * replica_comm, or under --netem a ring of comm's messages (net/ring.h) over the
+     * replicas 0..k-1 in that order */
     int replica, n_replicas;   /* this rank's replica of its stage, and k */
     const int *prev_ranks;     /* the replicas of stage-1 (NULL on stage 0) */
     int n_prev;
     const int *next_ranks;     /* the replicas of stage+1 (NULL on the last stage) */
     int n_next;
-    MPI_Comm replica_comm;     /* this stage's replicas; MPI_COMM_NULL when n_replicas == 1
-                                * (the runtime's all-reduce uses comm, not this) */
+    MPI_Comm replica_comm;     /* this stage's replicas; MPI_COMM_NULL when n_replicas == 1 */
     int M;                     /* micro-batches per step */
     int batch_size;            /* B: samples per step (M divides it) */
     const int *recompute;      /* option per layer of the stage (NULL: all 0) */
