@@ -111,16 +111,21 @@ static void cpu_event_destroy(ppdl_backend *be, void *ev) { (void)be; free(ev); 
 /* -------------------------------------------------------------------- GEMM */
 
 /* A product is cut into blocks along the longer side of C (so that the operand each
- * block packs again is the smaller one): a power of two of them, at most
- * GEMM_MAX_PARTS, each at least GEMM_MIN_BLOCK rows or columns and GEMM_MIN_PART_FLOPS
- * of work, edges on multiples of GEMM_ALIGN. The cut depends on the shape alone.
- * It has to: OpenBLAS's results are not always independent of how a product is cut
- * (with the Haswell kernels a few elements near a block edge come out differently), so
- * a cut chosen by thread count would make the bits depend on it. */
+ * block packs again is the smaller one), a power of two of them, edges on multiples
+ * of GEMM_ALIGN. Every block packs that operand again, which costs (single-threaded,
+ * gpt-bench shapes) ~2% for 2 blocks, ~6% for 4, ~12% for 8: so a product is halved
+ * when the halves keep GEMM_MIN_HALF rows or columns, and cut further only while the
+ * blocks keep GEMM_MIN_BLOCK (and every block GEMM_MIN_PART_FLOPS of work). With more
+ * threads than blocks, the extra threads wait through that product.
+ * The cut depends on the shape alone. It has to: OpenBLAS's results are not always
+ * independent of how a product is cut (with the Haswell kernels a few elements near a
+ * block edge come out differently), so a cut chosen by thread count would make the
+ * bits depend on it. */
 #define GEMM_ALIGN 64
-#define GEMM_MIN_BLOCK 256
+#define GEMM_MIN_HALF 256
+#define GEMM_MIN_BLOCK 1024
 #define GEMM_MAX_PARTS 8
-#define GEMM_MIN_PART_FLOPS 8e6  /* ~50 us of one core: less is not worth a thread */
+#define GEMM_MIN_PART_FLOPS 8e6  /* ~80 us of one core: less is not worth a thread */
 
 typedef struct {
     int ta, tb, m, n, k;
@@ -146,7 +151,7 @@ static int gemm_parts(int m, int n, int k)
     int len = m >= n ? m : n;
     double flops = 2.0 * m * n * k;
     int parts = 1;
-    while (parts < GEMM_MAX_PARTS && len / (2 * parts) >= GEMM_MIN_BLOCK &&
+    while (parts < GEMM_MAX_PARTS && len / (2 * parts) >= (parts == 1 ? GEMM_MIN_HALF : GEMM_MIN_BLOCK) &&
            flops / (2 * parts) >= GEMM_MIN_PART_FLOPS)
         parts *= 2;
     return parts;
