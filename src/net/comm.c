@@ -83,6 +83,15 @@ void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req)
     c->wait_s += ppdl_now_s() - t0;
 }
 
+void ppdl_comm_progress(ppdl_comm *c)
+{
+    /* MPICH moves messages only inside MPI calls; over TCP a transfer whose peer is busy
+     * computing stalls (socket buffers full, a rendezvous unanswered) until that peer next
+     * calls MPI. One probe runs the progress engine and completes no request. */
+    int flag = 0;
+    PPDL_CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &flag, MPI_STATUS_IGNORE));
+}
+
 int ppdl_comm_test(ppdl_comm *c, MPI_Request *req)
 {
     int done = 0;

@@ -447,6 +447,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
         float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
         int opt = rt->rc[i] == PPDL_RC_FULL ? 0 : rt->rc[i];
         l->kind->forward(l, be, rt->b, sl->act[i], out, saved, rt->work, opt);
+        ppdl_comm_progress(rt->comm); /* the messages in flight move while we compute */
     }
     if (rt->last_stage) {
         /* loss = mean over every row of the mini-batch, so each micro-batch's
@@ -492,6 +493,7 @@ static void backward(ppdl_runtime *rt, int mb, int last)
             allreduce_layer_grads(rt, i);
             progress_allreduce(rt);
         }
+        ppdl_comm_progress(rt->comm);
         dout = din;
     }
     if (last) rt->grads_posted = 1;
