@@ -27,6 +27,7 @@
 #include "plan/costmodel.h"
 #include "plan/costs.h"
 #include "plan/planner.h"
+#include "plan/replica.h"
 #include "plan/simulate.h"
 #include "plan/solver.h"
 
@@ -153,24 +154,28 @@ static int mbs_of(int M, int k, int q)
     return n;
 }
 
-/* micro-batches replica q of k of stage s holds at once: the peak of the stage's op
- * list restricted to its micro-batches (what the runtime runs) */
-static int in_flight_of(const inst *x, int S, int s, int q, int k)
+/* micro-batches replica q of stage s holds at once: the peak of the runtime's op list
+ * for the layout (ppdl_schedule_build_replica), counted here */
+static int in_flight_of(const inst *x, const lay *y, int s, int q)
 {
-    /* remembered: the brute force asks for the same few lists millions of times */
-    static int memo[2][17][13][13][13][13];
-    int small = x->M <= 16 && S <= 12 && k <= 12;
-    if (small && memo[x->sched][x->M][S][s][k][q]) return memo[x->sched][x->M][S][s][k][q] - 1;
+    /* remembered: the brute force asks for the same few lists millions of times; the
+     * order of forwards and backwards depends on M, k_s, q and the warm-up alone */
+    static int memo[2][17][17][13][13];
+    int k = y->k[s], W = 0;
+    for (int t = s + 1; t < y->S; t++) W += y->k[t];
+    if (W > x->M) W = x->M;
+    int small = x->M <= 16 && k <= 12;
+    if (small && memo[x->sched][x->M][W][k][q]) return memo[x->sched][x->M][W][k][q] - 1;
     ppdl_op_list l;
-    ppdl_schedule_build(x->sched, S, x->M, s, &l);
+    ppdl_schedule_build_replica(x->sched, y->S, x->M, y->k, s, q, &l);
     int held = 0, most = 0;
     for (int i = 0; i < l.n; i++) {
-        if (l.ops[i].mb < 0 || l.ops[i].mb % k != q) continue;
+        if (l.ops[i].mb >= 0 && l.ops[i].mb % k != q) fail("replica %d of %d holds micro-batch %d", q, k, l.ops[i].mb);
         held += (l.ops[i].kind == PPDL_OP_FORWARD) - (l.ops[i].kind == PPDL_OP_BACKWARD);
         if (held > most) most = held;
     }
     ppdl_op_list_free(&l);
-    if (small) memo[x->sched][x->M][S][s][k][q] = most + 1;
+    if (small) memo[x->sched][x->M][W][k][q] = most + 1;
     return most;
 }
 
@@ -178,7 +183,7 @@ static int in_flight_of(const inst *x, int S, int s, int q, int k)
 static int stage_fits(const inst *x, const lay *y, int s, double P, double stash)
 {
     for (int q = 0; q < y->k[s]; q++)
-        if (x->c.state_multiplier * P + in_flight_of(x, y->S, s, q, y->k[s]) * stash > x->cl.mem[y->R[s][q]]) return 0;
+        if (x->c.state_multiplier * P + in_flight_of(x, y, s, q) * stash > x->cl.mem[y->R[s][q]]) return 0;
     return 1;
 }
 
@@ -1166,16 +1171,15 @@ static void test_replication(void)
                     double T = ppdl_cost_apply(&z.c, &z.cl, M, sch, &p);
                     double want2 = (M / k + S - 1) * 4.0 + 1000 * 2.0 * (k - 1) / k * 1e6 / 1e9;
                     ppdl_sim sim;
-                    /* 1F1B with replicas on both sides of a link: the runtime's replica
-                     * lists keep the stage's warm-up counted in all micro-batches, so
-                     * each chain of replicas waits for its gradient before its next
-                     * forward; the simulator plays that, the cost model does not */
-                    int chained = sch == PPDL_SCHED_1F1B && S > 1 && k > 1 && M > k;
+                    /* with k replicas on every stage each chain of replicas q is a
+                     * proper 1F1B pipeline over its own M/k micro-batches (the warm-up
+                     * counts the later stages' replicas), so the simulator meets the
+                     * closed form too (the warm-up counted in all micro-batches made
+                     * each chain wait for every gradient: slower) */
                     if (ppdl_simulate(&z.c, &z.cl, &p, M, sch, 1, &sim, err, sizeof err)) {
                         fail("S=%d k=%d M=%d: %s", S, k, M, err);
                     } else {
-                        if ((chained ? sim.step_ms < want2 - 1e-9 : fabs(sim.step_ms - want2) > 1e-9) ||
-                            fabs(T - want2) > 1e-9)
+                        if (fabs(sim.step_ms - want2) > 1e-9 || fabs(T - want2) > 1e-9)
                             fail("S=%d k=%d M=%d %s: simulated %.6f, analytic %.6f, want %.6f", S, k, M,
                                  ppdl_schedule_name(sch), sim.step_ms, T, want2);
                         int nf = 0;
@@ -1186,8 +1190,7 @@ static void test_replication(void)
                     ppdl_plan_free(&p);
                     inst_free(&z);
                 }
-    report("simulator and cost model with replicas: (M/k + S - 1)(f + b) + stage 0's all-reduce (1F1B chains of "
-           "replicas: the simulator no faster)");
+    report("simulator and cost model with replicas: (M/k + S - 1)(f + b) + stage 0's all-reduce (GPipe and 1F1B)");
 
     /* 5. determinism, replicated layouts chosen by the heuristic (N = 8, 12) */
     ppdl_rng g;
@@ -1447,10 +1450,114 @@ static void test_sharing(void)
     }
 }
 
+/* 6. the memory a replica needs: the micro-batches it holds at once, as the planner
+ * counts them (ppdl_replica_in_flight, which the layout search and the cost model use;
+ * the cost model's per-stage in_flight), against the peak of the runtime's op list
+ * (ppdl_schedule_build_replica), the closed form of replica.h and the simulator's play,
+ * on random layouts of 1-5 stages of 1-4 replicas */
+static void test_replica_in_flight(void)
+{
+    char err[PPDL_ERR_LEN];
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 4321);
+    int n_cases = 0, n_more = 0;
+    for (int t = 0; t < 400; t++) {
+        int S = 1 + (int)(ppdl_rng_u64(&g) % 5), sch = t % 2, k[5], N = 0, kmax = 1;
+        for (int s = 0; s < S; s++) {
+            k[s] = 1 + (int)(ppdl_rng_u64(&g) % 4);
+            N += k[s];
+            if (k[s] > kmax) kmax = k[s];
+        }
+        int M = kmax + (int)(ppdl_rng_u64(&g) % (uint64_t)(17 - kmax));
+        inst z;
+        equal_case(&z, S, 1.0 + t % 3, 2.0, 1e3, 1e9, 1e-6);
+        ppdl_cluster_model_free(&z.cl);
+        ppdl_cluster_model_alloc(&z.cl, N);
+        for (int l = 0; l < S; l++) {
+            z.c.layers[l].param_bytes = 1000;
+            z.c.layers[l].stash_bytes[0] = 1e6;
+        }
+        ppdl_plan p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.method, sizeof p.method, "layout");
+        p.S = S;
+        p.stages = calloc((size_t)S, sizeof *p.stages);
+        for (int s = 0, r = 0; s < S; s++) {
+            ppdl_plan_stage *st = &p.stages[s];
+            st->n_replicas = k[s];
+            st->ranks = calloc((size_t)k[s], sizeof(int));
+            for (int q = 0; q < k[s]; q++) st->ranks[q] = r++;
+            st->rank = st->ranks[0];
+            st->first = st->last = s;
+            st->recompute = calloc(1, sizeof(int));
+        }
+        ppdl_cost_eval ev;
+        ppdl_sim sim;
+        if (ppdl_cost_evaluate(&z.c, &z.cl, M, sch, &p, &ev, err, sizeof err)) {
+            fail("layout %d: %s", t, err);
+            ppdl_plan_free(&p);
+            inst_free(&z);
+            continue;
+        }
+        if (ppdl_simulate(&z.c, &z.cl, &p, M, sch, 1, &sim, err, sizeof err)) {
+            fail("layout %d: simulator: %s", t, err);
+            memset(&sim, 0, sizeof sim);
+        }
+        for (int s = 0; s < S; s++) {
+            int W = 0, most = 0;
+            for (int u = s + 1; u < S; u++) W += k[u];
+            if (W > M) W = M;
+            for (int q = 0; q < k[s]; q++) {
+                ppdl_op_list l, old;
+                ppdl_schedule_build_replica(sch, S, M, k, s, q, &l);
+                int peak = ppdl_schedule_max_in_flight(&l);
+                int planner = ppdl_replica_in_flight(sch, S, M, k, s, q);
+                int n = ppdl_replica_mbs(M, k[s], q);
+                int closed = sch == PPDL_SCHED_GPIPE ? n : (n < W / k[s] + 1 ? n : W / k[s] + 1);
+                /* the simulator's play of this replica's rank, event by event */
+                int r = p.stages[s].ranks[q], held = 0, played = 0;
+                for (int e = 0; e < sim.n_ev; e++) {
+                    if (sim.ev[e].rank != r) continue;
+                    held += (sim.ev[e].kind == PPDL_OP_FORWARD) - (sim.ev[e].kind == PPDL_OP_BACKWARD);
+                    if (held > played) played = held;
+                }
+                if (planner != peak || closed != peak || (sim.ev && played != peak))
+                    fail("%s S=%d M=%d stage %d replica %d of %d (W %d): planner %d, op list %d, closed form %d, "
+                         "simulated %d", ppdl_schedule_name(sch), S, M, s, q, k[s], W, planner, peak, closed, played);
+                if (q > 0 && peak > most) fail("S=%d M=%d stage %d: replica %d holds more than replica 0", S, M, s, q);
+                if (peak > most) most = peak;
+                /* the stage's list filtered to the replica (the lists before): never more */
+                ppdl_schedule_build(sch, S, M, s, &old);
+                int h2 = 0, m2 = 0;
+                for (int i = 0; i < old.n; i++) {
+                    if (old.ops[i].mb < 0 || old.ops[i].mb % k[s] != q) continue;
+                    h2 += (old.ops[i].kind == PPDL_OP_FORWARD) - (old.ops[i].kind == PPDL_OP_BACKWARD);
+                    if (h2 > m2) m2 = h2;
+                }
+                if (m2 > peak) fail("S=%d M=%d stage %d replica %d: the filtered list holds %d > %d", S, M, s, q, m2, peak);
+                n_more += peak > m2;
+                ppdl_op_list_free(&old);
+                ppdl_op_list_free(&l);
+                n_cases++;
+            }
+            if (ev.in_flight[s] != most || fabs(ev.mem_bytes[s] - (4 * 1000 + most * 1e6)) > 1e-6)
+                fail("S=%d M=%d stage %d: cost model holds %d (%.0f bytes), the op lists %d", S, M, s, ev.in_flight[s],
+                     ev.mem_bytes[s], most);
+        }
+        if (sim.ev) ppdl_sim_free(&sim);
+        ppdl_cost_eval_free(&ev);
+        ppdl_plan_free(&p);
+        inst_free(&z);
+    }
+    ok(n_more > 0, "the old filtered lists undercount some replicas (%d of %d)", n_more, n_cases);
+    report("a replica's micro-batches in flight: planner = runtime's op list = min(n_sq, floor(W_s/k_s) + 1) "
+           "(1F1B), n_sq (GPipe) = simulated; cost model's stage memory from the largest");
+}
+
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(31);
+    plan(33);
     test_brute_force();
     test_order_solver();
     test_determinism();
@@ -1459,6 +1566,7 @@ int main(void)
     test_files();
     test_simulator();
     test_replication();
+    test_replica_in_flight();
     test_sharing();
     diag("%.1f s", ppdl_now_s() - t0);
     return exit_status();

@@ -108,10 +108,10 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     ev->worst_over = -INFINITY;
     ev->bottleneck = -1;
     double busiest = -1;
+    for (int s = 0; s < S; s++) ev->replicas[s] = n_rep(&p->stages[s]); /* the layout */
     for (int s = 0; s < S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
-        int k = n_rep(st);
-        ev->replicas[s] = k;
+        int k = ev->replicas[s];
         double params = 0;
         int n_msgs = 0; /* one all-reduce per layer with parameters */
         for (int l = st->first; l <= st->last; l++) {
@@ -121,7 +121,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         /* every replica: its memory, and its micro-batches as a resource */
         double stage_over = -INFINITY;
         for (int q = 0; q < k; q++) {
-            int r = rep_rank(st, q), n = ppdl_replica_in_flight(schedule, S, M, s, q, k);
+            int r = rep_rank(st, q), n = ppdl_replica_in_flight(schedule, S, M, ev->replicas, s, q);
             double mem = ppdl_stage_mem(c, st->first, st->last, st->recompute, n);
             double t = ppdl_stage_time(c, st->first, st->last, st->recompute, cl->speed[r]);
             if (mem > cl->mem[r]) ev->feasible = 0;

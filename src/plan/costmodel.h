@@ -21,7 +21,9 @@
  *
  *   n_sq    = micro-batches of replica q = ceil((M - q) / k_s)
  *   tau_sq  = sum_{l in s} (fwd_ms_l + bwd_ms_l + extra_ms_l(c_l)) / speed[R_s[q]]
- *   f_sq    = micro-batches replica q holds at once (the peak of its op list)
+ *   f_sq    = micro-batches replica q holds at once: the peak of its op list, the
+ *             runtime's (replica.h): n_sq for GPipe, min(n_sq, floor(W_s / k_s) + 1)
+ *             for 1F1B with the warm-up W_s = min(M, k_s+1 + ... + k_S-1)
  *   mem_sq  = state_multiplier * sum param_bytes + f_sq * sum stash_bytes(c_l)
  *   lam_s(a, b) = 1000 * (latency[a][b] + out_bytes_{last(s)} / bandwidth[a][b])
  *   m_s(a, b)   = micro-batches from replica a of stage s to replica b of stage s+1

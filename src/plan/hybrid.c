@@ -72,6 +72,7 @@ typedef struct hyb {
     int S, ML;                 /* stages; the longest a stage can be, L - S + 1 */
     int *grp;                  /* [N] stage of each rank */
     int *start, *ranks;        /* [N+1], [N]: stage s is ranks[start[s] .. start[s+1]-1] */
+    int *reps;                 /* [N] per stage: its replicas (the layout's k_s) */
     int *fl;                   /* [N] in-flight micro-batches of each replica, as ranks */
     double *cfill, *cpace;     /* [N] per stage: max 1/speed_q; max (n_q - 1)/speed_q */
     double *arbw, *arlat;      /* [N] per stage: slowest link and largest latency inside */
@@ -110,6 +111,7 @@ static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, 
     h->grp = ppdl_xmalloc((size_t)N * sizeof(int));
     h->start = ppdl_xmalloc(((size_t)N + 1) * sizeof(int));
     h->ranks = ppdl_xmalloc((size_t)N * sizeof(int));
+    h->reps = ppdl_xmalloc((size_t)N * sizeof(int));
     h->fl = ppdl_xmalloc((size_t)N * sizeof(int));
     h->cfill = ppdl_xmalloc((size_t)N * sizeof(double));
     h->cpace = ppdl_xmalloc((size_t)N * sizeof(double));
@@ -122,7 +124,7 @@ static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, 
 static void hyb_free(hyb *h)
 {
     ctx_free(&h->x);
-    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->fl, h->cfill, h->cpace, h->arbw, h->arlat, h->n0,
+    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->reps, h->fl, h->cfill, h->cpace, h->arbw, h->arlat, h->n0,
                    h->poff, h->pa, h->pb, h->pm, h->tf, h->tp, h->ta, h->mlen, h->lf, h->lp, h->f, h->g, h->av, h->arg, h->argg};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(h, 0, sizeof *h);
@@ -150,6 +152,7 @@ static int set_layout(hyb *h, const int *grp)
             if (grp[r] == s) h->ranks[n++] = r;
         int k = n - h->start[s];
         if (k < 1 || k > M) return 0;
+        h->reps[s] = k;
         ppdl_sort_replicas(cl, &h->ranks[h->start[s]], k);
     }
     h->start[S] = n;
@@ -161,7 +164,7 @@ static int set_layout(hyb *h, const int *grp)
         h->cpace[s] = 0;
         for (int q = 0; q < k; q++) {
             h->cfill[s] = fmax(h->cfill[s], 1.0 / cl->speed[R[q]]);
-            h->fl[h->start[s] + q] = ppdl_replica_in_flight(h->schedule, S, M, s, q, k);
+            h->fl[h->start[s] + q] = ppdl_replica_in_flight(h->schedule, S, M, h->reps, s, q);
             h->cpace[s] = fmax(h->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
         }
         h->n0[s] = ppdl_replica_mbs(M, k, k - 1); /* the last replica has the fewest */

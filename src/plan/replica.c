@@ -1,6 +1,5 @@
 /* replica.c — micro-batches per replica, in-flight counts, ring all-reduce cost. */
 #include "plan/replica.h"
-#include "plan/costmodel.h"
 
 #include <math.h>
 
@@ -17,24 +16,16 @@ int ppdl_pair_mbs(int M, int ka, int a, int kb, int b)
     return n;
 }
 
-void ppdl_replica_ops(int schedule, int S, int M, int s, int q, int k, ppdl_op_list *out)
+void ppdl_replica_ops(int schedule, int S, int M, const int *k, int s, int q, ppdl_op_list *out)
 {
-    /* the filter of ppdl_runtime_replica_ops (src/pipe/runtime.c), kept free of MPI */
-    ppdl_schedule_build(schedule, S, M, s, out);
-    if (k <= 1) return;
-    int n = 0;
-    for (int i = 0; i < out->n; i++) {
-        const ppdl_op *op = &out->ops[i];
-        if (op->mb < 0 || op->mb % k == q) out->ops[n++] = *op;
-    }
-    out->n = n;
+    /* the runtime's lists (ppdl_runtime_replica_ops calls the same builder) */
+    ppdl_schedule_build_replica(schedule, S, M, k, s, q, out);
 }
 
-int ppdl_replica_in_flight(int schedule, int S, int M, int s, int q, int k)
+int ppdl_replica_in_flight(int schedule, int S, int M, const int *k, int s, int q)
 {
-    if (k <= 1) return ppdl_in_flight(schedule, S, M, s);
     ppdl_op_list l;
-    ppdl_replica_ops(schedule, S, M, s, q, k, &l);
+    ppdl_replica_ops(schedule, S, M, k, s, q, &l);
     int n = ppdl_schedule_max_in_flight(&l);
     ppdl_op_list_free(&l);
     return n;

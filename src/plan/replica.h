@@ -5,11 +5,13 @@
  *
  * The runtime's rules (src/pipe/runtime.c), restated here without MPI:
  *  - micro-batch j runs on replica j mod k of a stage with k replicas;
- *  - replica q runs the schedule's op list of its stage restricted to its micro-batches
- *    (ppdl_replica_ops: the same filter as ppdl_runtime_replica_ops);
+ *  - replica q runs the op list ppdl_schedule_build_replica gives it for the layout
+ *    (ppdl_replica_ops calls it, as ppdl_runtime_replica_ops does): its own
+ *    micro-batches, and with 1F1B a warm-up that counts the later stages' replicas;
  *  - micro-batch j goes from replica j mod k_s of stage s to replica j mod k_{s+1};
  *  - after its last backward a replica sums its gradients with the stage's other
- *    replicas (MPI_Iallreduce), and the optimizer waits for that sum.
+ *    replicas (MPI_Iallreduce; under --netem the ring of src/net/ring.c), and the
+ *    optimizer waits for that sum.
  */
 #ifndef PPDL_REPLICA_H
 #define PPDL_REPLICA_H
@@ -24,13 +26,19 @@ int ppdl_replica_mbs(int M, int k, int q);
  * of the next: j mod ka == a and j mod kb == b */
 int ppdl_pair_mbs(int M, int ka, int a, int kb, int b);
 
-/* The op list of replica q of k of stage s (of S, M micro-batches): the schedule's list
- * restricted to micro-batches j mod k == q (and the OPTIMIZER). */
-void ppdl_replica_ops(int schedule, int S, int M, int s, int q, int k, ppdl_op_list *out);
+/* The op list of replica q of stage s (of S, M micro-batches) in the layout k[0..S-1]
+ * (replicas per stage; NULL: one each): exactly the runtime's list,
+ * ppdl_schedule_build_replica. The planner's simulator plays these lists. */
+void ppdl_replica_ops(int schedule, int S, int M, const int *k, int s, int q, ppdl_op_list *out);
 
-/* Micro-batches replica q of k of stage s holds at once: the peak of its op list.
- * k = 1 gives ppdl_in_flight (min(M, S - s) for 1F1B, M for GPipe). */
-int ppdl_replica_in_flight(int schedule, int S, int M, int s, int q, int k);
+/* Micro-batches replica q of stage s holds at once in the layout k: the peak of its op
+ * list (ppdl_replica_ops), what the runtime allocates stash slots for. It comes to
+ *    GPipe: n_sq = ceil((M - q) / k_s)
+ *    1F1B:  min(n_sq, floor(W_s / k_s) + 1),  W_s = min(M, k_s+1 + ... + k_S-1)
+ * (the stage's list holds the window of micro-batches W_s+1 wide after each forward;
+ * the replica the ones of them j mod k_s == q). One replica per stage gives
+ * ppdl_in_flight: min(M, S - s) for 1F1B, M for GPipe. Replica 0 holds the most. */
+int ppdl_replica_in_flight(int schedule, int S, int M, const int *k, int s, int q);
 
 /* The slowest link between two distinct ranks of ranks[0..k-1] (bytes/s, either
  * direction) and the largest latency between them (s). k < 2: INFINITY and 0. */

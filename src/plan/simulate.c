@@ -257,16 +257,6 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     ppdl_cost_eval ev;
     if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) return -1; /* validates p */
     int S = p->S, N = cl->N, rc = 0;
-    /* the schedule is proven on its unreplicated lists, as the runtime does */
-    ppdl_op_list *lists = ppdl_xcalloc((size_t)S, sizeof *lists);
-    for (int s = 0; s < S; s++) ppdl_schedule_build(schedule, S, M, s, &lists[s]);
-    rc = ppdl_schedule_check(S, M, lists, err, errlen);
-    for (int s = 0; s < S; s++) ppdl_op_list_free(&lists[s]);
-    free(lists);
-    if (rc) {
-        ppdl_cost_eval_free(&ev);
-        return -1;
-    }
 
     /* units: (stage, replica), stage by stage */
     int nu = 0, *u0 = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
@@ -297,13 +287,18 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
             if (ps->first == 0) x->f_ms += c->input_ms / v;
             if (ps->last == c->L - 1) x->f_ms += c->target_ms / v;
             x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, v);
-            ppdl_replica_ops(schedule, S, M, s, q, k, &x->ops);
+            ppdl_replica_ops(schedule, S, M, ev.replicas, s, q, &x->ops); /* the runtime's list */
             x->slots = ppdl_schedule_max_in_flight(&x->ops);
             x->last_bwd = -1;
             for (int i = 0; i < x->ops.n; i++)
                 if (x->ops.ops[i].kind == PPDL_OP_BACKWARD) x->last_bwd = i;
         }
     }
+    /* the layout's lists are proven before they are played, as the runtime proves them */
+    ppdl_op_list *lists = ppdl_xmalloc((size_t)nu * sizeof *lists);
+    for (int u = 0; u < nu; u++) lists[u] = U[u].ops; /* shallow: U keeps them */
+    rc = ppdl_schedule_check_layout(S, M, ev.replicas, lists, err, errlen);
+    free(lists);
     /* arrival times: act_arr[s*M+mb] at stage s+1 from s; grad_arr[s*M+mb] at s-1 from s */
     double *act_arr = ppdl_xmalloc((size_t)S * M * sizeof(double));
     double *grad_arr = ppdl_xmalloc((size_t)S * M * sizeof(double));
@@ -312,8 +307,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     double *bwd_done = ppdl_xmalloc((size_t)nu * sizeof(double));     /* end of each unit's last backward */
     for (int u = 0; u < nu; u++) bwd_done[u] = NAN;
 
-    int cap = 0, done_units = 0;
-    if (shares_cores(cl, U, nu)) {
+    int cap = 0, done_units = rc ? nu : 0; /* a failed check plays nothing */
+    if (!rc && shares_cores(cl, U, nu)) {
         for (int u = 0; u < nu; u++) U[u].host = cl->hosts.of_rank[U[u].rank];
         sim_ctx g = {.c = c, .cl = cl, .p = p, .M = M, .S = S, .N = N, .nu = nu, .record = record, .cap = &cap,
                      .u0 = u0, .U = U, .act_arr = act_arr, .grad_arr = grad_arr, .link_free = link_free,

@@ -1,5 +1,6 @@
 /* simulate.h — play a plan's real schedule (the op lists of src/pipe/schedule.h, the
- * same lists the runtime executes, filtered per replica as the runtime filters them)
+ * same lists the runtime executes, one per replica: ppdl_schedule_build_replica for
+ * the plan's layout, proven by ppdl_schedule_check_layout before the play)
  * with the costs, and predict the step time.
  *
  * The model, one step:
