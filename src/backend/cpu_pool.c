@@ -135,7 +135,10 @@ cpu_pool *cpu_pool_create(int threads, char *err, size_t errlen)
     atomic_init(&pool->next, 0);
     atomic_flag_clear(&pool->busy);
     int rc = pthread_mutex_init(&pool->mu, NULL);
-    if (!rc) rc = pthread_cond_init(&pool->wake, NULL);
+    if (!rc) {
+        rc = pthread_cond_init(&pool->wake, NULL);
+        if (rc) pthread_mutex_destroy(&pool->mu);
+    }
     if (rc) {
         ppdl_errf(err, errlen, "thread pool: %s", strerror(rc));
         free(pool);
