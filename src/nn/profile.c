@@ -45,10 +45,18 @@ static double median(double *v, int n)
 }
 
 /* the buffers one layer needs, on the device */
+/* Micro-batch slots the profile cycles through: in the pipeline a layer writes each
+ * micro-batch's output and saved tensors to that micro-batch's own buffers, and its
+ * backward reads them after the other micro-batches' forwards have passed through the
+ * caches. Timing one buffer over and over keeps it all in cache and measured small
+ * layers ~20% faster than they run in a step. */
+#define PROFILE_SLOTS 4
+
 typedef struct layer_bufs {
     void *in;
-    float *out, *saved, *work, *dout, *dout_ref, *din, *loss;
+    float *out[PROFILE_SLOTS], *saved[PROFILE_SLOTS], *work, *dout, *dout_ref, *din, *loss;
     int32_t *targets;
+    int n_slots;
 } layer_bufs;
 
 static void *try_alloc(ppdl_backend *be, size_t n, const char *what, int *failed)
@@ -61,9 +69,13 @@ static void *try_alloc(ppdl_backend *be, size_t n, const char *what, int *failed
 
 static void bufs_free(ppdl_backend *be, layer_bufs *B)
 {
-    void *all[] = {B->in, B->out, B->saved, B->work, B->dout, B->dout_ref, B->din, B->loss, B->targets};
+    void *all[] = {B->in, B->work, B->dout, B->dout_ref, B->din, B->loss, B->targets};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         if (all[k]) ppdl_be_free(be, all[k]);
+    for (int q = 0; q < PROFILE_SLOTS; q++) {
+        if (B->out[q]) ppdl_be_free(be, B->out[q]);
+        if (B->saved[q]) ppdl_be_free(be, B->saved[q]);
+    }
     memset(B, 0, sizeof *B);
 }
 
@@ -96,8 +108,9 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     layer_bufs B;
     memset(&B, 0, sizeof B);
     B.in = try_alloc(be, in_b, "profile: layer input", &failed);
-    B.out = try_alloc(be, out_b, "profile: layer output", &failed);
-    B.saved = try_alloc(be, saved_n * sizeof(float), "profile: saved tensors", &failed);
+    B.out[0] = try_alloc(be, out_b, "profile: layer output", &failed);
+    B.saved[0] = try_alloc(be, saved_n * sizeof(float), "profile: saved tensors", &failed);
+    B.n_slots = 1;
     B.work = try_alloc(be, k->work_floats(ly, b) * sizeof(float), "profile: work space", &failed);
     B.dout = try_alloc(be, out_b, "profile: output gradient", &failed);
     B.dout_ref = try_alloc(be, out_b, "profile: output gradient", &failed);
@@ -113,6 +126,22 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
         return ppdl_errf(err, errlen, "profiling layer %d (%s) at micro-batch size %d: the device has no room "
                                       "for its buffers (%s in use); try a smaller micro-batch",
                          l, k->name, b, ppdl_fmt_bytes(be->bytes_in_use, a, sizeof a));
+    }
+
+    /* more slots where the device has room for them (a tight device profiles with one) */
+    while (!failed && B.n_slots < PROFILE_SLOTS) {
+        int q = B.n_slots;
+        B.out[q] = ppdl_be_try_alloc(be, out_b ? out_b : 1, "profile: layer output");
+        B.saved[q] = B.out[q] ? ppdl_be_try_alloc(be, saved_n ? saved_n * sizeof(float) : 1, "profile: saved tensors")
+                              : NULL;
+        if (!B.saved[q]) break;
+        B.n_slots++;
+    }
+    /* touched once, so that no timed call pays first-touch page faults the runtime's
+     * long-lived buffers never pay */
+    for (int q = 0; q < B.n_slots && !failed; q++) {
+        be->ops->zero(be, B.out[q], out_b);
+        be->ops->zero(be, B.saved[q], saved_n * sizeof(float));
     }
 
     /* inputs: token ids for the embedding, N(0,1) floats otherwise; a gradient of the
@@ -148,20 +177,28 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     /* option 0, then the kind's own option 2 (selective) when it has one */
     for (int opt = 0; opt < k->n_options; opt++) {
         if (opt == PPDL_RC_FULL) continue; /* the runtime's full recompute: forward again */
-        for (int r = 0; r < n; r++) {
-            double t0 = now_synced(be);
-            k->forward(ly, be, b, B.in, B.out, B.saved, B.work, opt);
-            double t1 = now_synced(be);
-            if (last) {
-                be->ops->softmax_xent(be, rows, classes, B.out, B.targets, 1.0f / (float)rows, B.loss, B.dout_ref);
-                tx[r] = now_synced(be) - t1;
+        /* GPipe-like groups: the forwards of n_slots micro-batches, then their backwards */
+        for (int r0 = 0; r0 < n; r0 += B.n_slots) {
+            int r1 = r0 + B.n_slots < n ? r0 + B.n_slots : n;
+            for (int r = r0; r < r1; r++) {
+                int q = r - r0;
+                double t0 = now_synced(be);
+                k->forward(ly, be, b, B.in, B.out[q], B.saved[q], B.work, opt);
+                double t1 = now_synced(be);
+                if (last) {
+                    be->ops->softmax_xent(be, rows, classes, B.out[q], B.targets, 1.0f / (float)rows, B.loss,
+                                          B.dout_ref);
+                    tx[r] = now_synced(be) - t1;
+                }
+                tf[r] = t1 - t0;
             }
-            be->ops->copy_d2d(be, B.dout, B.dout_ref, out_b); /* backward may clobber dout */
-            double t2 = now_synced(be);
-            k->backward(ly, be, b, B.in, B.saved, B.dout, B.din, B.work, opt);
-            double t3 = now_synced(be);
-            tf[r] = t1 - t0;
-            tb[r] = t3 - t2;
+            for (int r = r0; r < r1; r++) {
+                int q = r - r0;
+                be->ops->copy_d2d(be, B.dout, B.dout_ref, out_b); /* backward may clobber dout */
+                double t2 = now_synced(be);
+                k->backward(ly, be, b, B.in, B.saved[q], B.dout, B.din, B.work, opt);
+                tb[r] = now_synced(be) - t2;
+            }
         }
         bwd[opt] = 1e3 * median(tb + o->warmup, o->reps);
         if (opt == 0) {
