@@ -302,14 +302,54 @@ static int cmd_quality(int cases, int all)
     return 0;
 }
 
+/* The heuristic search against the exact one over generated instances: how often it
+ * finds the optimum, its worst and mean ratio of T, and both searches' mean time. */
+typedef struct {
+    int n, equal;
+    double worst, geo, t_exact, t_heur;
+} vs_stats;
+
+static void vs_one(vs_stats *st, const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
+                   const ppdl_solve_opts *exact, const ppdl_solve_opts *heur)
+{
+    ppdl_plan pe, ph;
+    char err[PPDL_ERR_LEN];
+    double t0 = ppdl_now_s();
+    int re = ppdl_solve(c, cl, M, PPDL_SCHED_1F1B, exact, &pe, NULL, err, sizeof err);
+    double t1 = ppdl_now_s();
+    int rh = ppdl_solve(c, cl, M, PPDL_SCHED_1F1B, heur, &ph, NULL, err, sizeof err);
+    double t2 = ppdl_now_s();
+    if (re == 0 && rh == 0) {
+        double r = ph.predicted_iter_ms / pe.predicted_iter_ms;
+        st->n++;
+        st->equal += r <= 1 + 1e-9;
+        if (r > st->worst) st->worst = r;
+        st->geo += log(r);
+        st->t_exact += t1 - t0;
+        st->t_heur += t2 - t1;
+    }
+    if (pe.S) ppdl_plan_free(&pe);
+    if (ph.S) ppdl_plan_free(&ph);
+}
+
+/* what: "heuristic" / "heuristic layouts"; exact_name: how the exact search is called;
+ * key: the result lines' prefix */
+static void vs_print(const vs_stats *st, const char *what, const char *exact_name, const char *key)
+{
+    int n = st->n ? st->n : 1;
+    printf("  %d cases: %s optimal in %d, worst %.3fx the optimum, geometric mean %.4fx; mean time %s %.3f s, "
+           "heuristic %.3f s\n", st->n, what, st->equal, st->worst, exp(st->geo / n), exact_name, st->t_exact / n,
+           st->t_heur / n);
+    printf("result %s_optimal %d/%d\nresult %s_worst_ratio %.4f\n", key, st->equal, st->n, key, st->worst);
+}
+
 static int cmd_heuristic(int cases)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 7);
     printf("heuristic placement vs exact (one rank per stage; the same instance, N = 6..10, heterogeneous, 1f1b, "
            "M = 2N):\n");
-    int n = 0, equal = 0;
-    double worst = 1, sum_t_exact = 0, sum_t_heur = 0, geo = 0;
+    vs_stats st = {0, 0, 1, 0, 0, 0};
     for (int k = 0; k < cases; k++) {
         int N = 6 + k % 5, G = N % 2 == 0 ? 2 : 1;
         if (N == 9) G = 3;
@@ -318,73 +358,34 @@ static int cmd_heuristic(int cases)
         ppdl_cluster_model cl;
         gen_model(&g, L, &c);
         gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
-        ppdl_plan pe, ph;
-        char err[PPDL_ERR_LEN];
-        ppdl_solve_opts o;
-        ppdl_solve_opts_default(&o);
-        o.replicate = 0;
-        double t0 = ppdl_now_s();
-        int re = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &pe, NULL, err, sizeof err);
-        double t1 = ppdl_now_s();
-        o.exact_max_ranks = 0;
-        int rh = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &ph, NULL, err, sizeof err);
-        double t2 = ppdl_now_s();
-        if (re == 0 && rh == 0) {
-            double r = ph.predicted_iter_ms / pe.predicted_iter_ms;
-            n++;
-            equal += r <= 1 + 1e-9;
-            if (r > worst) worst = r;
-            geo += log(r);
-            sum_t_exact += t1 - t0;
-            sum_t_heur += t2 - t1;
-        }
-        if (pe.S) ppdl_plan_free(&pe);
-        if (ph.S) ppdl_plan_free(&ph);
+        ppdl_solve_opts exact, heur;
+        ppdl_solve_opts_default(&exact);
+        exact.replicate = 0;
+        heur = exact;
+        heur.exact_max_ranks = 0;
+        vs_one(&st, &c, &cl, M, &exact, &heur);
         ppdl_costs_free(&c);
         ppdl_cluster_model_free(&cl);
     }
-    printf("  %d cases: heuristic optimal in %d, worst %.3fx the optimum, geometric mean %.4fx; mean time exact "
-           "%.3f s, heuristic %.3f s\n", n, equal, worst, exp(geo / (n ? n : 1)), sum_t_exact / (n ? n : 1),
-           sum_t_heur / (n ? n : 1));
-    printf("result heuristic_optimal %d/%d\nresult heuristic_worst_ratio %.4f\n", equal, n, worst);
+    vs_print(&st, "heuristic", "exact", "heuristic");
     /* replica layouts: every layout (N = 6) against the candidates and local moves */
     printf("heuristic replica layouts vs every layout (N = 6: 2 nodes x 3 or 3 x 2, heterogeneous, 1f1b, M = 2N):\n");
-    n = equal = 0;
-    worst = 1, sum_t_exact = sum_t_heur = geo = 0;
+    vs_stats sl = {0, 0, 1, 0, 0, 0};
     for (int k = 0; k < cases; k++) {
         int N = 6, G = k % 2 ? 2 : 3, R = N / G, L = 3 * N + (int)(ppdl_rng_u64(&g) % (uint64_t)N), M = 2 * N;
         ppdl_costs c;
         ppdl_cluster_model cl;
         gen_model(&g, L, &c);
         gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
-        ppdl_plan pe, ph;
-        char err[PPDL_ERR_LEN];
-        ppdl_solve_opts o;
-        ppdl_solve_opts_default(&o);
-        double t0 = ppdl_now_s();
-        int re = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &pe, NULL, err, sizeof err);
-        double t1 = ppdl_now_s();
-        o.exact_hybrid_ranks = 0;
-        int rh = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &ph, NULL, err, sizeof err);
-        double t2 = ppdl_now_s();
-        if (re == 0 && rh == 0) {
-            double r = ph.predicted_iter_ms / pe.predicted_iter_ms;
-            n++;
-            equal += r <= 1 + 1e-9;
-            if (r > worst) worst = r;
-            geo += log(r);
-            sum_t_exact += t1 - t0;
-            sum_t_heur += t2 - t1;
-        }
-        if (pe.S) ppdl_plan_free(&pe);
-        if (ph.S) ppdl_plan_free(&ph);
+        ppdl_solve_opts exact, heur;
+        ppdl_solve_opts_default(&exact);
+        heur = exact;
+        heur.exact_hybrid_ranks = 0;
+        vs_one(&sl, &c, &cl, M, &exact, &heur);
         ppdl_costs_free(&c);
         ppdl_cluster_model_free(&cl);
     }
-    printf("  %d cases: heuristic layouts optimal in %d, worst %.3fx the optimum, geometric mean %.4fx; mean time "
-           "every layout %.3f s, heuristic %.3f s\n", n, equal, worst, exp(geo / (n ? n : 1)),
-           sum_t_exact / (n ? n : 1), sum_t_heur / (n ? n : 1));
-    printf("result heuristic_layouts_optimal %d/%d\nresult heuristic_layouts_worst_ratio %.4f\n", equal, n, worst);
+    vs_print(&sl, "heuristic layouts", "every layout", "heuristic_layouts");
     return 0;
 }
 

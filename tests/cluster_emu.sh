@@ -18,21 +18,6 @@ probe_ns=ppdl-test-$$
 ip netns add $probe_ns 2>/dev/null || skip_all "cannot create network namespaces here"
 ip netns del $probe_ns
 
-# timed_ok OUT DESCRIPTION: ok when OUT (what was out of tolerance) is empty; when not,
-# and the machine is busier than twice its cores, a visible SKIP instead of a failure:
-# at such load a rank waits whole time slices (ms) for a core and TCP crawls (seen here
-# at load 5-10: loopback pairs at 0.03-0.3 GB/s, the shaped link at 40-70% of its rate)
-timed_ok() {
-  load=$(cut -d' ' -f1 /proc/loadavg)
-  if [ -n "$1" ] && "$PY" -c "import sys; sys.exit(not ($load > 2 * $(getconf _NPROCESSORS_ONLN)))"; then
-    n_tap=$((n_tap + 1))
-    echo "ok $n_tap - $2 # SKIP the machine is too busy to time it (load $load on $(getconf _NPROCESSORS_ONLN) cores)"
-  else
-    [ -z "$1" ]
-    ok $? "$2"
-  fi
-}
-
 judge() {  # judge CLUSTER.json: prints the pairs out of tolerance
   "$PY" - "$1" <<'EOF'
 import json, sys

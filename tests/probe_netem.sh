@@ -46,20 +46,6 @@ sys.exit(1 if bad else 0)
 EOF
 }
 
-# timed_ok OUT DESCRIPTION: ok when OUT (what was out of tolerance) is empty; when not,
-# and the machine is busier than twice its cores, a visible SKIP instead of a failure:
-# at such load a rank waits whole time slices (ms) for a core, longer than the emulated
-# times (seen here at load 6-10: 1 MiB through shared memory in 4-8 ms)
-timed_ok() {
-  load=$(cut -d' ' -f1 /proc/loadavg)
-  if [ -n "$1" ] && "$PY" -c "import sys; sys.exit(not ($load > 2 * $(getconf _NPROCESSORS_ONLN)))"; then
-    n_tap=$((n_tap + 1))
-    echo "ok $n_tap - $2 # SKIP the machine is too busy to time it (load $load on $(getconf _NPROCESSORS_ONLN) cores)"
-  else
-    [ -z "$1" ]
-    ok $? "$2"
-  fi
-}
 
 nodes_of() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["nodes"])' "$1"; }
 

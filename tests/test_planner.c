@@ -670,6 +670,24 @@ static void test_order_solver(void)
     report("ppdl_solve_order is exact for a given rank order");
 }
 
+/* Solves instance x twice: the same return code, and the same plan byte for byte. */
+static void check_same_plan_twice(const inst *x, int k, int N)
+{
+    ppdl_plan a, b;
+    char err[PPDL_ERR_LEN];
+    int ra = ppdl_solve(&x->c, &x->cl, x->M, x->sched, NULL, &a, NULL, err, sizeof err);
+    int rb = ppdl_solve(&x->c, &x->cl, x->M, x->sched, NULL, &b, NULL, err, sizeof err);
+    if (ra != rb) fail("case %d: return codes differ", k);
+    else if (ra == 0) {
+        char *ja = ppdl_plan_to_json(&a), *jb = ppdl_plan_to_json(&b);
+        if (strcmp(ja, jb)) fail("case %d (N=%d): two runs gave different plans", k, N);
+        free(ja);
+        free(jb);
+    }
+    if (a.S) ppdl_plan_free(&a);
+    if (b.S) ppdl_plan_free(&b);
+}
+
 static void test_determinism(void)
 {
     ppdl_rng g;
@@ -678,19 +696,7 @@ static void test_determinism(void)
         inst x;
         int N = k < 15 ? 4 : 12, L = N + 8;
         gen(&g, N, L, 3, 0, &x);
-        ppdl_plan a, b;
-        char err[PPDL_ERR_LEN];
-        int ra = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &a, NULL, err, sizeof err);
-        int rb = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &b, NULL, err, sizeof err);
-        if (ra != rb) fail("case %d: return codes differ", k);
-        else if (ra == 0) {
-            char *ja = ppdl_plan_to_json(&a), *jb = ppdl_plan_to_json(&b);
-            if (strcmp(ja, jb)) fail("case %d (N=%d): two runs gave different plans", k, N);
-            free(ja);
-            free(jb);
-        }
-        if (a.S) ppdl_plan_free(&a);
-        if (b.S) ppdl_plan_free(&b);
+        check_same_plan_twice(&x, k, N);
         inst_free(&x);
     }
     report("the same input gives the same plan (exact and heuristic placement)");
@@ -1200,18 +1206,7 @@ static void test_replication(void)
         int N = k < 4 ? 8 : 12;
         gen(&g, N, N + 6, 3, 0, &w);
         w.M = 2 * N;
-        ppdl_plan a, b;
-        int ra = ppdl_solve(&w.c, &w.cl, w.M, w.sched, NULL, &a, NULL, err, sizeof err);
-        int rb = ppdl_solve(&w.c, &w.cl, w.M, w.sched, NULL, &b, NULL, err, sizeof err);
-        if (ra != rb) fail("case %d: return codes differ", k);
-        else if (ra == 0) {
-            char *ja = ppdl_plan_to_json(&a), *jb = ppdl_plan_to_json(&b);
-            if (strcmp(ja, jb)) fail("case %d (N=%d): two runs gave different plans", k, N);
-            free(ja);
-            free(jb);
-        }
-        if (a.S) ppdl_plan_free(&a);
-        if (b.S) ppdl_plan_free(&b);
+        check_same_plan_twice(&w, k, N);
         inst_free(&w);
     }
     report("the same input gives the same plan with replication (heuristic layouts, N = 8 and 12)");
