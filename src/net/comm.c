@@ -75,7 +75,7 @@ void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req)
         for (;;) {
             PPDL_CHECK_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
             if (done) break;
-            sched_yield();
+            ppdl_wait_pause(t0);
         }
     } else {
         PPDL_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));

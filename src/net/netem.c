@@ -32,6 +32,16 @@ struct ppdl_netem {
     int n_live, cap_live;
 };
 
+void ppdl_wait_pause(double t0)
+{
+    if (ppdl_now_s() - t0 < 100e-6) {
+        sched_yield();
+        return;
+    }
+    struct timespec nap = {0, 200 * 1000};
+    nanosleep(&nap, NULL);
+}
+
 void ppdl_sleep_until(double t)
 {
     /* Sleep, waking 300 us early, then spin. A nanosleep here overshoots by ~15 us on an
@@ -169,15 +179,14 @@ int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield)
     if (k < 0) return 0;
     pending *p = ne->live[k];
     if (yield) {
-        /* the comm layer's yielding wait, for data and header together (napping here
-         * instead was far worse on a busy machine: a rank that naps for microseconds
-         * earns no scheduler credit and waits for the running process's slice to end) */
+        /* the comm layer's yielding wait (ppdl_wait_pause), for data and header together */
         int d = 0, h = 0;
+        double t0 = ppdl_now_s();
         for (;;) {
             if (!d) PPDL_CHECK_MPI(MPI_Test(req, &d, MPI_STATUS_IGNORE));
             if (!h) PPDL_CHECK_MPI(MPI_Test(&p->hdr, &h, MPI_STATUS_IGNORE));
             if (d && h) break;
-            sched_yield();
+            ppdl_wait_pause(t0);
         }
     } else {
         PPDL_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));

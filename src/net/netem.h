@@ -55,6 +55,15 @@ int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield);
  * after a wait), else 0; 0 when netem does not know req. */
 int ppdl_netem_test(ppdl_netem *ne, MPI_Request *req, int *done);
 
+/* One pause of a yielding wait that began at t0 (ppdl_now_s): sched_yield for the first
+ * 100 us, then 200 us naps. A rank that keeps yielding stays runnable, so with more ranks
+ * than cores the scheduler counts it as load: two computing ranks were left sharing one
+ * core while the other ran the waiters' yield loops (4 ranks on 2 cores, gpt under
+ * --netem: 102-104 ms a step; with the naps 90-95, and 97-101 vs 108-110 with two
+ * other busy processes on the machine). A short wait (a message in flight) still ends
+ * within the yields. */
+void ppdl_wait_pause(double t0);
+
 /* Sleep until CLOCK_MONOTONIC (ppdl_now_s) reaches t: nanosleep for the bulk, then
  * spin the last ~300 us. */
 void ppdl_sleep_until(double t);
