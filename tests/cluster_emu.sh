@@ -2,7 +2,7 @@
 # cluster_emu.sh — a real shaped network: scripts/cluster-emu puts 4 ranks on 2 network
 # namespaces joined by a link shaped (tc tbf) to 1 Gbit/s, MPI over TCP; the probe
 # must see it: the 8 pairs across the link within 15% of 125 MB/s (TCP's payload is
-# ~96% of the line rate; the token bucket holds 16 KB, 128 us at 1 Gbit/s), the 4
+# ~96% of the line rate; the token bucket holds 32 KB, 0.26 ms at 1 Gbit/s), the 4
 # pairs inside a namespace well above it (>= 2x: TCP over loopback), and the ranks grouped into the nodes {0,1} {2,3}. Also: everything is removed afterwards,
 # also when the program fails. Needs root and iproute2; skipped with the reason
 # otherwise.
