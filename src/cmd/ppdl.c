@@ -580,8 +580,11 @@ static int setup_costs(const options *o, const ppdl_model *m, ppdl_backend *be, 
             double f = 0, bw = 0;
             for (int l = 0; l < c->L; l++) f += c->layers[l].fwd_ms, bw += c->layers[l].bwd_ms;
             printf("costs: %d layers profiled on rank 0 (%s) at micro-batch size %d in %.2f s: forward %.3f ms, "
-                   "backward %.3f ms per micro-batch%s%s\n", c->L, be->ops->name, b, ppdl_now_s() - t0,
-                   f, bw, o->costs_out ? "; written to " : "", o->costs_out ? o->costs_out : "");
+                   "backward %.3f ms per micro-batch, %s%s%s\n", c->L, be->ops->name, b, ppdl_now_s() - t0,
+                   f, bw,
+                   c->ordered ? "the layers timed in their order"
+                              : "each layer timed alone (the device cannot hold the whole model at once)",
+                   o->costs_out ? "; written to " : "", o->costs_out ? o->costs_out : "");
             fflush(stdout);
         }
         snprintf(msg, sizeof msg, "%s %s", o->costs_out ? "--costs-out" : "--plan auto: profiling:", err);

@@ -447,7 +447,7 @@ int ppdl_profile_layers(const ppdl_model *m, ppdl_backend *be, int b, const ppdl
     memcpy(mc.layers, m->layers, (size_t)m->L * sizeof *mc.layers);
     int rc = 0;
     for (int l = 0; l < m->L && !rc; l++) rc = profile_one(m, &mc, l, be, b, opts, &out->layers[l], err, errlen);
-    if (!rc) profile_chain(m, &mc, be, b, opts, out);
+    if (!rc) out->ordered = profile_chain(m, &mc, be, b, opts, out);
     free(mc.layers);
     if (rc) ppdl_costs_free(out);
     return rc;

@@ -38,6 +38,9 @@ typedef struct ppdl_costs {
      * default 0): the first stage reads the inputs before its forward, the last stage
      * the targets before its loss; counted in those stages' forward per micro-batch */
     double input_ms, target_ms;
+    /* how the profile took fwd_ms/bwd_ms: 1 with the layers in their order (the device
+     * held the whole model), 0 each layer alone; not in COSTS.json */
+    int ordered;
 } ppdl_costs;
 
 /* L zeroed layers (n_opts = 1), micro_batch_size 1, state_multiplier 4 */

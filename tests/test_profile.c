@@ -1,0 +1,106 @@
+/* test_profile.c — the layer profile (nn/profile.c): with room for the whole model it
+ * times the layers in their order, without room it falls back to timing each layer
+ * alone; either way every time is a positive, finite number, the bytes are the model's,
+ * and the device's memory is all given back. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "nn/model.h"
+#include "nn/profile.h"
+#include "tap.h"
+
+/* every layer's times > 0 and finite, the bytes as ppdl_costs_from_model gives them */
+static int costs_sane(const ppdl_costs *c, const ppdl_model *m, int b)
+{
+    ppdl_costs ref;
+    ppdl_costs_from_model(m, b, &ref);
+    int good = c->L == m->L && c->micro_batch_size == b;
+    for (int l = 0; good && l < c->L; l++) {
+        const ppdl_layer_cost *x = &c->layers[l], *r = &ref.layers[l];
+        good = isfinite(x->fwd_ms) && x->fwd_ms > 0 && isfinite(x->bwd_ms) && x->bwd_ms > 0 &&
+               x->param_bytes == r->param_bytes && x->out_bytes == r->out_bytes && x->n_opts == r->n_opts;
+        for (int o = 1; good && o < x->n_opts; o++) good = isfinite(x->extra_ms[o]) && x->extra_ms[o] > 0;
+        if (!good) diag("layer %d (%s): fwd %g bwd %g ms", l, x->name, x->fwd_ms, x->bwd_ms);
+    }
+    ppdl_costs_free(&ref);
+    return good;
+}
+
+static void one_family(ppdl_backend *be, const char *preset, int b)
+{
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_model m;
+    ppdl_model_preset(&m, preset, err, sizeof err);
+    ok(ppdl_model_build(&m, err, sizeof err) == 0, "%s built %s", preset, err);
+    ppdl_profile_opts o;
+    ppdl_profile_opts_default(&o);
+    o.reps = 2; /* the ordered pass still runs 0.1 s */
+
+    /* room for everything: the layers in their order */
+    be->bytes_limit = 0;
+    ppdl_costs c;
+    int rc = ppdl_profile_layers(&m, be, b, &o, &c, err, sizeof err);
+    ok(rc == 0, "%s: profiled with no memory limit %s", preset, err);
+    if (rc == 0) {
+        ok(c.ordered == 1, "%s: the device holds the model, so the layers were timed in their order", preset);
+        ok(costs_sane(&c, &m, b), "%s: every time positive and finite, the bytes the model's", preset);
+        ppdl_costs_free(&c);
+    }
+    ok(be->bytes_in_use == 0, "%s: all device memory given back (%zu bytes left)", preset, be->bytes_in_use);
+    ppdl_model_free(&m);
+}
+
+/* an MLP of 8 layers of 512 x 512 (1 MiB of parameters each), under a limit of 1.9x its
+ * parameters: each layer's profile needs ~5 MiB (values, gradients, AdamW m and v of
+ * one layer, small buffers), the ordered pass at least 2x the parameters (values and
+ * gradients of every layer): each layer alone */
+static void fallback(ppdl_backend *be)
+{
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_model m;
+    ppdl_model_preset(&m, "mlp", err, sizeof err);
+    const char *set[][2] = {{"in_features", "512"}, {"hidden", "512"}, {"n_layers", "8"}, {"n_classes", "512"}};
+    int rc = 0;
+    for (size_t k = 0; k < sizeof set / sizeof set[0] && !rc; k++) rc = ppdl_model_set(&m, set[k][0], set[k][1], err, sizeof err);
+    ok(rc == 0 && ppdl_model_build(&m, err, sizeof err) == 0, "mlp 8 x 512 built %s", err);
+    double params = 0;
+    for (int l = 0; l < m.L; l++) params += 4.0 * (double)ppdl_layer_param_count(&m.layers[l]);
+    ppdl_profile_opts o;
+    ppdl_profile_opts_default(&o);
+    o.reps = 2;
+    ppdl_costs c;
+    be->bytes_limit = (size_t)(1.9 * params);
+    rc = ppdl_profile_layers(&m, be, 4, &o, &c, err, sizeof err);
+    ok(rc == 0, "profiled under a limit of 1.9x the parameters (%zu bytes) %s", be->bytes_limit, err);
+    if (rc == 0) {
+        ok(c.ordered == 0, "no room for the whole model: each layer was timed alone");
+        ok(costs_sane(&c, &m, 4), "every time positive and finite under the limit");
+        ppdl_costs_free(&c);
+    }
+    ok(be->bytes_in_use == 0, "all device memory given back (%zu bytes left)", be->bytes_in_use);
+    be->bytes_limit = 0;
+    rc = ppdl_profile_layers(&m, be, 4, &o, &c, err, sizeof err);
+    ok(rc == 0 && c.ordered == 1, "without the limit the same model is timed in order %s", err);
+    if (rc == 0) ppdl_costs_free(&c);
+    ppdl_model_free(&m);
+}
+
+int main(void)
+{
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_backend *be = ppdl_backend_create("cpu", 1, 0, err, sizeof err);
+    if (!be) {
+        diag("no CPU backend: %s", err);
+        return 1;
+    }
+    one_family(be, "gpt-tiny", 2);
+    one_family(be, "mlp", 4);
+    one_family(be, "cnn", 2);
+    fallback(be);
+    ppdl_backend_destroy(be);
+    done_testing();
+    return exit_status();
+}
