@@ -28,6 +28,7 @@ void ppdl_comm_init(ppdl_comm *c, MPI_Comm comm, int yield)
         yield = ppdl_comm_node_ranks(comm) > (cores > 0 ? cores : 1);
     }
     c->yield = yield;
+    c->nap = 1;
     c->wait_s = 0;
     c->n_msgs = 0;
     c->netem = NULL;
@@ -66,7 +67,7 @@ void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req)
     double t0 = ppdl_now_s();
     /* netem first: a message whose data a test already received (*req is then
      * MPI_REQUEST_NULL) may still be waiting for its emulated arrival */
-    if (c->netem && ppdl_netem_wait(c->netem, req, c->yield)) {
+    if (c->netem && ppdl_netem_wait(c->netem, req, c->yield ? 1 + c->nap : 0)) {
         /* an emulated message: complete, and not before its emulated time */
     } else if (*req == MPI_REQUEST_NULL) {
         return;
@@ -75,7 +76,7 @@ void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req)
         for (;;) {
             PPDL_CHECK_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
             if (done) break;
-            ppdl_wait_pause(t0);
+            ppdl_wait_pause(t0, c->nap);
         }
     } else {
         PPDL_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));

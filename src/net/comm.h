@@ -16,6 +16,8 @@ typedef struct ppdl_comm {
     MPI_Comm comm;
     int rank, size;
     int yield;                 /* 1: yielding wait */
+    int nap;                   /* yielding waits nap after 100 us (default 1; the probe's
+                                * round trips turn it off: a nap would be measured) */
     double wait_s;             /* total time spent waiting, for the report */
     long n_msgs;
     struct ppdl_netem *netem;  /* NULL: the real network only */

@@ -32,14 +32,14 @@ struct ppdl_netem {
     int n_live, cap_live;
 };
 
-void ppdl_wait_pause(double t0)
+void ppdl_wait_pause(double t0, int nap)
 {
-    if (ppdl_now_s() - t0 < 100e-6) {
+    if (!nap || ppdl_now_s() - t0 < 100e-6) {
         sched_yield();
         return;
     }
-    struct timespec nap = {0, 200 * 1000};
-    nanosleep(&nap, NULL);
+    struct timespec ts = {0, 200 * 1000};
+    nanosleep(&ts, NULL);
 }
 
 void ppdl_sleep_until(double t)
@@ -186,7 +186,7 @@ int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield)
             if (!d) PPDL_CHECK_MPI(MPI_Test(req, &d, MPI_STATUS_IGNORE));
             if (!h) PPDL_CHECK_MPI(MPI_Test(&p->hdr, &h, MPI_STATUS_IGNORE));
             if (d && h) break;
-            ppdl_wait_pause(t0);
+            ppdl_wait_pause(t0, yield > 1);
         }
     } else {
         PPDL_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));

@@ -48,21 +48,22 @@ void ppdl_netem_on_send(ppdl_netem *ne, int dst, size_t n_bytes, int tag, MPI_Re
 void ppdl_netem_on_recv(ppdl_netem *ne, int src, int tag, MPI_Request *req);
 /* Wait for a request made through the hooks: 1 when it was one of them (then it is
  * complete and *req is MPI_REQUEST_NULL), 0 when netem does not know it (the caller
- * waits as usual). yield: 1 = MPI_Test + sched_yield loop, 0 = MPI_Wait. */
+ * waits as usual). yield: 0 = MPI_Wait, 1 = MPI_Test + sched_yield loop, 2 = the same
+ * loop with naps after 100 us (ppdl_wait_pause). */
 int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield);
 /* The same without blocking: 1 when netem knows req, then *done = 1 when data and
  * header are in and the emulated time has passed (the message is then forgotten, as
  * after a wait), else 0; 0 when netem does not know req. */
 int ppdl_netem_test(ppdl_netem *ne, MPI_Request *req, int *done);
 
-/* One pause of a yielding wait that began at t0 (ppdl_now_s): sched_yield for the first
- * 100 us, then 200 us naps. A rank that keeps yielding stays runnable, so with more ranks
+/* One pause of a yielding wait that began at t0 (ppdl_now_s): sched_yield, and with nap
+ * set, after the first 100 us, 200 us naps instead. A rank that keeps yielding stays runnable, so with more ranks
  * than cores the scheduler counts it as load: two computing ranks were left sharing one
  * core while the other ran the waiters' yield loops (4 ranks on 2 cores, gpt under
  * --netem: 102-104 ms a step; with the naps 90-95, and 97-101 vs 108-110 with two
  * other busy processes on the machine). A short wait (a message in flight) still ends
  * within the yields. */
-void ppdl_wait_pause(double t0);
+void ppdl_wait_pause(double t0, int nap);
 
 /* Sleep until CLOCK_MONOTONIC (ppdl_now_s) reaches t: nanosleep for the bulk, then
  * spin the last ~300 us. */

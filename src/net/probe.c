@@ -208,10 +208,12 @@ static void one_direction(ctx *x, int peer, int driver, int out, double *res)
  * each the fastest of its repetitions (on the driver a; zeros on b) */
 static void run_pair(ctx *x, int a, int b, double *res)
 {
-    int me = x->c->rank, driver = me == a, peer = driver ? b : a;
+    int me = x->c->rank, driver = me == a, peer = driver ? b : a, nap = x->c->nap;
     for (int i = 0; i < RES_LEN; i++) res[i] = 0;
+    x->c->nap = 0; /* a round trip is timed: a nap in it would be measured as latency */
     one_direction(x, peer, driver, 1, res);
     one_direction(x, peer, driver, 0, res);
+    x->c->nap = nap;
 }
 
 /* GFLOP/s of a GEMM_N^3 SGEMM on the backend: the fastest of at least 10 runs and 20
