@@ -253,27 +253,23 @@ static void causal_scores(ppdl_backend *be, int BH, int T, int hs, const float *
     }
 }
 
-/* y[t,:] = sum_{u <= t} p[t,u] x[u,:]  (p zero above the diagonal) */
-static void causal_apply(ppdl_backend *be, int BH, int T, int hs, const float *p, const float *x, float *y)
+/* trans 0: y[t,:] = sum_{u <= t} p[t,u] x[u,:]   (p x)
+ * trans 1: y[u,:] = sum_{t >= u} p[t,u] x[t,:]   (p^T x)
+ * p zero above the diagonal; block r makes rows [a0,a1) of y from p's rows (or, with
+ * trans, columns) a0..a1-1 and the part of x their sums run over */
+static void causal_apply(ppdl_backend *be, int BH, int T, int hs, int trans, const float *p, const float *x,
+                         float *y)
 {
     long sh = (long)T * hs, sp = (long)T * T;
     int R = causal_blocks(T);
     for (int r = 0; r < R; r++) {
-        int t0 = block_edge(T, R, r), t1 = block_edge(T, R, r + 1);
-        be->ops->gemm_batched(be, 0, 0, t1 - t0, hs, t1, 1.0f, p + (long)t0 * T, T, sp, x, hs, sh, 0.0f,
-                              y + (long)t0 * hs, hs, sh, BH);
-    }
-}
-
-/* y[u,:] = sum_{t >= u} p[t,u] x[t,:]  (p^T x, p zero above the diagonal) */
-static void causal_apply_t(ppdl_backend *be, int BH, int T, int hs, const float *p, const float *x, float *y)
-{
-    long sh = (long)T * hs, sp = (long)T * T;
-    int R = causal_blocks(T);
-    for (int r = 0; r < R; r++) {
-        int u0 = block_edge(T, R, r), u1 = block_edge(T, R, r + 1);
-        be->ops->gemm_batched(be, 1, 0, u1 - u0, hs, T - u0, 1.0f, p + (long)u0 * T + u0, T, sp,
-                              x + (long)u0 * hs, hs, sh, 0.0f, y + (long)u0 * hs, hs, sh, BH);
+        int a0 = block_edge(T, R, r), a1 = block_edge(T, R, r + 1);
+        if (trans)
+            be->ops->gemm_batched(be, 1, 0, a1 - a0, hs, T - a0, 1.0f, p + (long)a0 * T + a0, T, sp,
+                                  x + (long)a0 * hs, hs, sh, 0.0f, y + (long)a0 * hs, hs, sh, BH);
+        else
+            be->ops->gemm_batched(be, 0, 0, a1 - a0, hs, a1, 1.0f, p + (long)a0 * T, T, sp, x, hs, sh, 0.0f,
+                                  y + (long)a0 * hs, hs, sh, BH);
     }
 }
 
@@ -320,7 +316,7 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
     ops->qkv_split(be, b, T, C, H, w.qkv, s.q, s.k, s.v);
     attention_probs(l, be, b, s.q, s.k, w.preatt, s.att);
     /* yh[T,hs] = att[T,T] @ v[T,hs], for each head */
-    causal_apply(be, b * H, T, hs, s.att, s.v, w.yh);
+    causal_apply(be, b * H, T, hs, 0, s.att, s.v, w.yh);
     ops->heads_to_seq(be, b, T, C, H, w.yh, s.atty);
     linear_fwd(be, N, C, C, s.atty, p[BLK_ATTPROJ_W].value, p[BLK_ATTPROJ_B].value, out);
     ops->add(be, NC, x, out, s.x1);
@@ -372,12 +368,12 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *i
      * softmax's backward reads) */
     causal_scores(be, BH, T, hs, w.yh, s.v, w.preatt);
     /* dv[T,hs] = att[T,T]^T @ dyh[T,hs] */
-    causal_apply_t(be, BH, T, hs, s.att, w.yh, w.dv);
+    causal_apply(be, BH, T, hs, 1, s.att, w.yh, w.dv);
     /* dpreatt (in place), includes the 1/sqrt(hs) scale; 0 above the diagonal */
     ops->causal_softmax_bwd(be, BH, T, 1.0f / sqrtf((float)hs), s.att, w.preatt, w.preatt);
     /* dq[T,hs] = dpreatt[T,T] @ k[T,hs];  dk[T,hs] = dpreatt^T @ q[T,hs] */
-    causal_apply(be, BH, T, hs, w.preatt, s.k, w.dq);
-    causal_apply_t(be, BH, T, hs, w.preatt, s.q, w.dk);
+    causal_apply(be, BH, T, hs, 0, w.preatt, s.k, w.dq);
+    causal_apply(be, BH, T, hs, 1, w.preatt, s.q, w.dk);
     ops->qkv_merge(be, b, T, C, H, w.dq, w.dk, w.dv, w.qkv);          /* dqkv [N,3C] */
     linear_bwd(be, N, C, 3 * C, s.ln1, p[BLK_QKV_W].value, w.qkv, p[BLK_QKV_W].grad,
                p[BLK_QKV_B].grad, w.dln);                             /* d ln1 [N,C] */
