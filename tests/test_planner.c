@@ -10,6 +10,9 @@
  *    For speed the brute force enumerates options jointly over all layers on the
  *    smaller instances, and per stage on the others (T grows with every stage time,
  *    so a stage's best is its fastest fitting assignment — the joint runs check that).
+ *  - The one-rank-per-stage planner ("ppdl-pipeline": every rank order, no replicas)
+ *    against the same brute force restricted to one rank per stage, on as many random
+ *    instances: the same T and feasibility, plans of N distinct ranks whose T recomputes.
  *  - The exact per-order solver (ppdl_solve_order) against brute force on one order.
  *  - The heuristic placement (exact placement switched off): never better than the
  *    optimum (that would be a bug), never worse than the best baseline or the in-order
@@ -632,6 +635,88 @@ static void test_brute_force(void)
      * still be optimal almost always (a regression would show here) */
     ok(n_place_fail <= n_feasible / 10, "heuristic placement and layouts optimal on >= 90%% of instances (%d misses)",
        n_place_fail);
+}
+
+/* "ppdl-pipeline" (one rank per stage, every rank order) against the brute force over
+ * every order x partition x option with one rank per stage (brute_force's replicate 0),
+ * on random instances of test_brute_force's kind; each plan is checked by plan_T */
+static void test_brute_force_pipeline(void)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 20240602);
+    int n_cases = 320, n_feasible = 0, n_infeasible = 0, n_joint = 0, n_recompute = 0, n_nonident = 0;
+    int n_multi = 0, n_beats_inorder = 0;
+    double worst = 0;
+    for (int k = 0; k < n_cases; k++) {
+        int N = 1 + (int)(ppdl_rng_u64(&g) % 5);
+        int L = N + (int)(ppdl_rng_u64(&g) % (uint64_t)(11 - N));
+        inst x;
+        gen(&g, N, L, 3, k % 4 != 0, &x);
+        int joint = N <= 3 && prod_opts(&x) <= 32;
+        n_joint += joint;
+        double bT = brute_force(&x, joint, NULL, 0);
+        ppdl_plan p;
+        char err[PPDL_ERR_LEN] = "", why[128] = "";
+        int rc = ppdl_plan_solve(&x.c, &x.cl, x.M, x.sched, "ppdl-pipeline", &p, err, sizeof err);
+        /* the shape: N stages, one rank each, every rank once (plan_T checks the rest) */
+        int shape = p.S == N;
+        for (int s = 0; shape && s < p.S; s++) shape &= p.stages[s].n_replicas <= 1;
+        double mine = shape ? plan_T(&x, &p, why, sizeof why) : NAN;
+        if (!shape) snprintf(why, sizeof why, "%d stages (%d ranks), or a stage with replicas", p.S, N);
+        if (!(bT < INFINITY)) {
+            n_infeasible++;
+            if (rc == 0) fail("pipeline case %d (N=%d L=%d): brute force finds nothing that fits, the planner "
+                              "returned T=%g", k, N, L, p.predicted_iter_ms);
+            else if (!strstr(err, "over its limit") || p.feasible)
+                fail("pipeline case %d: infeasible report not as expected: rc %d S %d feasible %d msg '%s'", k, rc,
+                     p.S, p.feasible, err);
+            else if (isnan(mine)) fail("pipeline case %d: the least-over plan is malformed: %s", k, why);
+            else if (mine < INFINITY) fail("pipeline case %d: reported infeasible, but its plan fits here", k);
+        } else {
+            n_feasible++;
+            if (rc) {
+                fail("pipeline case %d (N=%d L=%d M=%d): brute T=%.6f but the planner failed: %s", k, N, L, x.M, bT,
+                     err);
+            } else {
+                double rel = fabs(p.predicted_iter_ms - bT) / bT;
+                if (rel > worst) worst = rel;
+                if (isnan(mine)) fail("pipeline case %d: returned plan malformed: %s", k, why);
+                else if (!(mine < INFINITY) || !p.feasible) fail("pipeline case %d: returned plan does not fit in memory", k);
+                else if (fabs(mine - p.predicted_iter_ms) > 1e-9 * mine)
+                    fail("pipeline case %d: reported T %.9f, recomputed %.9f", k, p.predicted_iter_ms, mine);
+                else if (rel > 0.005)
+                    fail("pipeline case %d (N=%d L=%d M=%d %s%s): planner T=%.6f, brute force %.6f", k, N, L, x.M,
+                         ppdl_schedule_name(x.sched), joint ? ", joint" : "", p.predicted_iter_ms, bT);
+                n_multi += N > 1;
+                for (int s = 0; s < p.S; s++)
+                    if (p.stages[s].rank != s) { n_nonident++; break; }
+                for (int s = 0; s < p.S; s++)
+                    for (int l = p.stages[s].first; l <= p.stages[s].last; l++)
+                        if (p.stages[s].recompute[l - p.stages[s].first]) { n_recompute++; s = p.S; break; }
+                /* the order matters on some instances: better than the best with ranks in order */
+                if (N > 1) {
+                    int ident[8];
+                    for (int s = 0; s < N; s++) ident[s] = s;
+                    double inorder = brute_force(&x, joint, ident, 0);
+                    if (p.predicted_iter_ms > inorder * (1 + 1e-9))
+                        fail("pipeline case %d: T %.6f worse than ranks in order %.6f", k, p.predicted_iter_ms, inorder);
+                    n_beats_inorder += p.predicted_iter_ms < inorder * (1 - 0.005);
+                }
+            }
+        }
+        if (p.S) ppdl_plan_free(&p);
+        inst_free(&x);
+    }
+    diag("ppdl-pipeline: %d instances: %d with a plan (%d on 2+ ranks), %d with none; %d brute-forced jointly over "
+         "all options; %d optimal plans recompute, %d reorder ranks, %d beat the best in-order plan by > 0.5%%; "
+         "worst relative gap %.2e",
+         n_cases, n_feasible, n_multi, n_infeasible, n_joint, n_recompute, n_nonident, n_beats_inorder, worst);
+    report("ppdl-pipeline finds the brute-force optimum with one rank per stage (rank orders x partitions x options); "
+           "its plans are one distinct rank per stage, fit, and their T recomputes");
+    ok(n_infeasible >= 20 && n_feasible >= 200 && n_multi >= 150 && n_recompute >= 30 && n_nonident >= 30 &&
+       n_beats_inorder >= 20 && n_joint >= 30,
+       "the one-rank-per-stage instances exercise infeasibility, recompute, placement (beating ranks in order) "
+       "and joint enumeration");
 }
 
 static void test_order_solver(void)
@@ -1552,8 +1637,9 @@ static void test_replica_in_flight(void)
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(33);
+    plan(35);
     test_brute_force();
+    test_brute_force_pipeline();
     test_order_solver();
     test_determinism();
     test_baselines();
