@@ -5,7 +5,8 @@
 # because each rank runs one BLAS thread and every layer sees the same micro-batches
 # in the same order wherever it runs: only the place of the computation changes.
 # GPipe and 1F1B accumulate the micro-batches' gradients in opposite orders, so they
-# are compared with each other within a float tolerance instead.
+# are compared with each other within a float tolerance instead. Also M = 1 and 2
+# micro-batches on 3-4 ranks (M < S).
 . "$top_srcdir/tests/lib.sh"
 for fam in gpt mlp cnn; do
   make_case $fam $fam || { ok 1 "$fam: model and data"; continue; }
@@ -21,6 +22,25 @@ for fam in gpt mlp cnn; do
       h5diff "$tmp/$fam-$sched-$S.h5" "$tmp/$fam-$sched-1.h5" >/dev/null 2>&1
       ok $? "$fam $sched: $S ranks give bitwise the weights of 1 rank"
       [ $rc = 0 ] || sed 's/^/#   /' "$tmp/$fam-$sched-$S.log" | tail -5
+    done
+  done
+  # fewer micro-batches than stages (1F1B's warm-up is then all the forwards, and
+  # later stages idle for a whole micro-batch) and one micro-batch (no pipelining):
+  # each against its own 1-rank run, since M sets the summation order
+  for M in 1 2; do
+    for sched in gpipe 1f1b; do
+      for S in 1 3 4; do
+        [ $M = 1 ] && [ $S = 3 ] && continue
+        r="$tmp/$fam-$sched-m$M-$S"
+        mpirun_n $S "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 2 --batch-size 8 --micro-batches $M \
+          --schedule $sched --threads 1 --report "$r.json" --save "$r.h5" >"$r.log" 2>&1
+        rc=$?
+        if [ $S = 1 ]; then ok $rc "$fam $sched M=$M: 1 rank trains (the reference)"; continue; fi
+        [ $rc = 0 ] && [ "$(losses "$r.json")" = "$(losses "$tmp/$fam-$sched-m$M-1.json")" ] &&
+          h5diff "$r.h5" "$tmp/$fam-$sched-m$M-1.h5" >/dev/null 2>&1
+        ok $? "$fam $sched M=$M < S=$S: bitwise the losses and weights of 1 rank"
+        [ $rc = 0 ] || sed 's/^/#   /' "$r.log" | tail -5
+      done
     done
   done
   # same mathematics, different summation order of the micro-batch gradients: the

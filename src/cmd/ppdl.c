@@ -35,6 +35,7 @@
 #include "io/checkpoint.h"
 #include "io/data_io.h"
 #include "io/model_io.h"
+#include "net/clock_sync.h"
 #include "net/cluster.h"
 #include "net/comm.h"
 #include "net/probe.h"
@@ -1020,7 +1021,8 @@ int main(int argc, char **argv)
         const ppdl_plan_stage *p = &plan.stages[s];
         ppdl_runtime_replica_ops(o.schedule, plan.S, (int)o.micro_batches, layout, s, 0, &ol);
         pred[s] = ppdl_runtime_predict_memory(&model, p->first, p->last, (int)(o.batch_size / o.micro_batches),
-                                              ppdl_schedule_max_in_flight(&ol), p->recompute, s == 0, s == plan.S - 1);
+                                              ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
+                                              p->recompute, s == 0, s == plan.S - 1);
         plan.stages[s].mem_bytes = pred[s].cost_model;
         ppdl_op_list_free(&ol);
     }
@@ -1202,9 +1204,27 @@ int main(int argc, char **argv)
     double *mem_all = rank == 0 ? ppdl_xmalloc(MEM_FIELDS * (size_t)n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(mem_mine, MEM_FIELDS, MPI_DOUBLE, mem_all, MEM_FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD));
 
+    double *clock_all = NULL; /* per rank: its clock's offset from rank 0's and the bound, ms */
     if (o.trace || o.timeline) {
+        /* one time axis for all ranks: each rank's events are relative to its own step
+         * start, which differ (each began after its own optimizer), and ranks on other
+         * nodes have other clocks; shift all onto rank 0's clock, origin the earliest
+         * start (net/clock_sync.h) */
+        double clk[2];
+        ppdl_clock_offset(MPI_COMM_WORLD, &clk[0], &clk[1]);
+        double start = ppdl_runtime_step_start(rt) - clk[0], first_start;
+        PPDL_CHECK_MPI(MPI_Allreduce(&start, &first_start, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+        clock_all = rank == 0 ? ppdl_xmalloc(2 * (size_t)n_ranks * sizeof(double)) : NULL;
+        PPDL_CHECK_MPI(MPI_Gather(clk, 2, MPI_DOUBLE, clock_all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
         int n_ev;
-        const ppdl_event_rec *ev = ppdl_runtime_events(rt, &n_ev);
+        const ppdl_event_rec *ev_own = ppdl_runtime_events(rt, &n_ev);
+        ppdl_event_rec *ev = ppdl_xmalloc((size_t)n_ev * sizeof *ev + 1);
+        double shift_ms = 1e3 * (start - first_start);
+        for (int i = 0; i < n_ev; i++) {
+            ev[i] = ev_own[i];
+            ev[i].t0_ms += shift_ms;
+            ev[i].t1_ms += shift_ms;
+        }
         int nbytes = n_ev * (int)sizeof *ev, *counts = NULL, *displs = NULL, total = 0;
         if (rank == 0) {
             counts = ppdl_xmalloc((size_t)n_ranks * sizeof(int));
@@ -1230,6 +1250,7 @@ int main(int argc, char **argv)
             }
         }
         free(all_ev);
+        free(ev);
         free(counts);
         free(displs);
     }
@@ -1354,6 +1375,14 @@ int main(int argc, char **argv)
             json_object_set_new(pv, "simulated_ms", simulated_ms > 0 ? json_real(simulated_ms) : json_null());
             json_object_set_new(pv, "measured_ms", json_real(mean_ms));
             json_object_set_new(rep, "prediction", pv);
+            if (clock_all) {
+                /* how the trace's ranks were put on one time axis (net/clock_sync.h) */
+                json_t *jc = json_array();
+                for (int r = 0; r < n_ranks; r++)
+                    json_array_append_new(jc, json_pack("{s:i, s:f, s:f}", "rank", r, "offset_ms",
+                                                        1e3 * clock_all[2 * r], "error_ms", 1e3 * clock_all[2 * r + 1]));
+                json_object_set_new(rep, "trace_clock", jc);
+            }
             if (o.papi) json_object_set_new(rep, "papi", papi_report(&papi, papi_all, n_ranks, o.papi));
             json_object_set_new(rep, "final_loss", isfinite(final_loss) ? json_real(final_loss) : json_null());
             json_object_set_new(rep, "resumed_from", resume ? json_pack("{s:s, s:I, s:f}", "file", resume, "step",
@@ -1388,6 +1417,7 @@ int main(int argc, char **argv)
     if (have_cluster) ppdl_cluster_free(&cluster);
     free(host);
     free(mem_all);
+    free(clock_all);
     free(n_options);
     free(pred);
     free(bd_all);

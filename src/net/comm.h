@@ -32,11 +32,11 @@ void ppdl_comm_isend(ppdl_comm *c, const void *buf, size_t n_bytes, int dst, int
 void ppdl_comm_irecv(ppdl_comm *c, void *buf, size_t n_bytes, int src, int tag, MPI_Request *req);
 /* wait for one request (no-op on MPI_REQUEST_NULL) */
 void ppdl_comm_wait(ppdl_comm *c, MPI_Request *req);
+/* Lets MPI advance the messages in flight without waiting for any (between layers). */
+void ppdl_comm_progress(ppdl_comm *c);
 /* Is it complete (under --netem: data and header in, and its emulated time passed)?
  * Never blocks. 1: complete, and its wait would return at once; 0: not yet. A request
  * tested complete still counts as done for ppdl_comm_wait (which then returns). */
-/* Lets MPI advance the messages in flight without waiting for any (between layers). */
-void ppdl_comm_progress(ppdl_comm *c);
 int ppdl_comm_test(ppdl_comm *c, MPI_Request *req);
 /* Wait without spinning, for ranks that have nothing else to do while others work
  * (the probe's bystanders): MPI_Test, then sleep (20 us growing to 0.5 ms), until all n

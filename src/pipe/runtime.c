@@ -1,7 +1,8 @@
 /* runtime.c — run one stage's op list, step after step.
  *
  * Buffers of one slot (b = batch_size / M samples, layers first..last, nl of them):
- *   act[0]          stage input: received activation, or data (tokens/features) on stage 0
+ *   act[0]          stage input: data (tokens/features) on stage 0; elsewhere the received
+ *                   activation, a buffer of the inbox (below) lent to the slot
  *   act[i], i >= 1  input of layer first+i = output of layer first+i-1 (kept for backward)
  *   saved[i]        what layer first+i saved in forward (none when it is recomputed)
  *   out             stage output: the activation sent on, or on the last stage the logits,
@@ -11,6 +12,15 @@
  *   targets         the last stage's targets of the micro-batch
  * Shared by all slots: the scratch `saved` and output of a recomputed forward, two
  * ping-pong gradient buffers between the stage's layers, and the layers' work space.
+ *
+ * The inbox (every stage but the first): the buffers activations are received into.
+ * A receive is posted into any free inbox buffer; at RECV_ACT the buffer becomes the
+ * slot's act[0] (no copy), and it returns to the inbox when the slot is freed. Where
+ * slots are reused within a step (1F1B: stage s holds min(M, S-s) micro-batches but
+ * receives M), the inbox has one buffer more than the slots, so the next activation's
+ * receive is posted while the stage still computes on all its slots: it arrives during
+ * that work instead of after it (with a rendezvous protocol, a large message does not
+ * start moving before its receive is posted).
  */
 #include "pipe/runtime.h"
 #include "core/error.h"
@@ -32,12 +42,22 @@ typedef struct slot {
     float **saved;             /* [nl] (NULL entries when recomputed or empty) */
     float *out, *dout, *din;
     int32_t *targets;
-    MPI_Request act_send, grad_send, act_recv, grad_recv;
+    MPI_Request act_send, grad_send, grad_recv;
     /* host staging of each message when the backend's memory is not MPI's (xfer.h);
      * on the CPU backend they pass the device pointer through */
-    ppdl_xfer x_act_send, x_grad_send, x_act_recv, x_grad_recv;
-    int act_recv_mb, grad_recv_mb; /* micro-batch of a posted receive, -1 when none */
+    ppdl_xfer x_act_send, x_grad_send, x_grad_recv;
+    int grad_recv_mb;          /* micro-batch of a posted gradient receive, -1 when none */
+    int in;                    /* the inbox buffer lent as act[0], -1 when none */
 } slot;
+
+/* one buffer an activation is received into (see the inbox above) */
+typedef struct inbox_buf {
+    void *buf;
+    int mb;                    /* micro-batch of the receive posted into it, -1 when none */
+    int lent;                  /* 1 while a slot holds it as its act[0] */
+    MPI_Request req;
+    ppdl_xfer x;
+} inbox_buf;
 
 struct ppdl_runtime {
     ppdl_stage *st;
@@ -52,6 +72,8 @@ struct ppdl_runtime {
     ppdl_op_list ops;
     int n_slots;
     slot *slots;
+    int n_inbox;               /* 0 on the first stage */
+    inbox_buf *inbox;
     float *scratch_saved, *scratch_out, *grad[2], *work;
     float *loss_dev;
     void *host_in;             /* staging of data inputs (stage 0) */
@@ -84,6 +106,14 @@ struct ppdl_runtime {
 void ppdl_runtime_replica_ops(int schedule, int S, int M, const int *k, int s, int replica, ppdl_op_list *out)
 {
     ppdl_schedule_build_replica(schedule, S, M, k, s, replica, out);
+}
+
+int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
+{
+    int recvs = 0, slots = ppdl_schedule_max_in_flight(ops);
+    for (int i = 0; i < ops->n; i++) recvs += ops->ops[i].kind == PPDL_OP_RECV_ACT;
+    if (recvs == 0) return 0;
+    return recvs > slots ? slots + 1 : slots;
 }
 
 /* tags: direction in the low bit, micro-batch above; then the gradient all-reduce of
@@ -250,13 +280,15 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->slots = ppdl_xcalloc((size_t)rt->n_slots, sizeof *rt->slots);
     for (int k = 0; k < rt->n_slots; k++) {
         slot *sl = &rt->slots[k];
-        sl->mb = sl->act_recv_mb = sl->grad_recv_mb = -1;
-        sl->act_send = sl->grad_send = sl->act_recv = sl->grad_recv = MPI_REQUEST_NULL;
+        sl->mb = sl->grad_recv_mb = sl->in = -1;
+        sl->act_send = sl->grad_send = sl->grad_recv = MPI_REQUEST_NULL;
         sl->act = ppdl_xcalloc((size_t)rt->nl, sizeof *sl->act);
         sl->saved = ppdl_xcalloc((size_t)rt->nl, sizeof *sl->saved);
         for (int i = 0; i < rt->nl; i++) {
             const ppdl_layer *l = layer(rt, i);
-            sl->act[i] = alloc_counted(rt, (size_t)b * l->in_bytes, "stashed layer inputs", &rt->mem.stash);
+            /* a received input is an inbox buffer, lent at RECV_ACT */
+            if (i > 0 || rt->first_stage)
+                sl->act[i] = alloc_counted(rt, (size_t)b * l->in_bytes, "stashed layer inputs", &rt->mem.stash);
             if (rt->rc[i] != PPDL_RC_FULL) {
                 size_t n = l->kind->saved_floats(l, b, rt->rc[i]);
                 if (n) sl->saved[i] = alloc_counted(rt, n * sizeof(float), "saved activations", &rt->mem.stash);
@@ -272,6 +304,17 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
         if (!rt->first_stage)
             sl->din = alloc_counted(rt, rt->in_bytes, "gradient send buffer", &rt->mem.buffers);
     }
+    /* the inbox: one buffer per slot (the stage inputs a slot keeps for backward) and,
+     * where slots are reused, one more to receive into early */
+    rt->n_inbox = rt->first_stage ? 0 : ppdl_runtime_inbox_size(&rt->ops);
+    rt->inbox = ppdl_xcalloc((size_t)rt->n_inbox + 1, sizeof *rt->inbox);
+    for (int j = 0; j < rt->n_inbox; j++) {
+        inbox_buf *ib = &rt->inbox[j];
+        ib->mb = -1;
+        ib->req = MPI_REQUEST_NULL;
+        ib->buf = j < rt->n_slots ? alloc_counted(rt, rt->in_bytes, "stashed layer inputs", &rt->mem.stash)
+                                  : alloc_counted(rt, rt->in_bytes, "activation receive buffer", &rt->mem.buffers);
+    }
     if (max_saved)
         rt->scratch_saved = alloc_counted(rt, max_saved * sizeof(float), "recompute scratch", &rt->mem.buffers);
     rt->scratch_out = alloc_counted(rt, max_act, "recompute output", &rt->mem.buffers);
@@ -285,7 +328,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
 }
 
 ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
-                                                int n_slots, const int *rc, int first_stage,
+                                                int n_slots, int n_inbox, const int *rc, int first_stage,
                                                 int last_stage)
 {
     ppdl_mem_prediction p = {0};
@@ -309,7 +352,9 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
     p.params_optimizer = 4.0 * (double)params;
     p.stash = (double)n_slots * (double)stash;
     p.cost_model = p.params_optimizer + p.stash;
-    p.buffers = (double)n_slots * (double)per_slot + (double)max_saved + 3.0 * (double)max_act +
+    /* the inbox's buffer beyond the slots' inputs (which the stash counts) */
+    double spare_in = !first_stage && n_inbox > n_slots ? (double)(n_inbox - n_slots) * (double)in_b : 0;
+    p.buffers = (double)n_slots * (double)per_slot + spare_in + (double)max_saved + 3.0 * (double)max_act +
                 (double)max_work + sizeof(float);
     p.total = p.cost_model + p.buffers;
     return p;
@@ -391,18 +436,20 @@ static void finish_allreduce(ppdl_runtime *rt)
 }
 
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
- * while this rank computes. A RECV_ACT(mb) needs its slot free; a RECV_GRAD(mb)
+ * while this rank computes. A RECV_ACT(mb) needs a free inbox buffer; a RECV_GRAD(mb)
  * needs the slot to hold mb (forwarded, not yet backwarded). */
 static void post_receives(ppdl_runtime *rt)
 {
     while (rt->next_act_recv < rt->ops.n) {
         const ppdl_op *op = &rt->ops.ops[rt->next_act_recv];
         if (op->kind != PPDL_OP_RECV_ACT) { rt->next_act_recv++; continue; }
-        slot *sl = slot_of(rt, op->mb);
-        if (sl->mb != -1 || sl->act_recv_mb != -1) break;
-        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_act_recv, sl->act[0], rt->in_bytes),
-                        rt->in_bytes, prev_rank(rt, op->mb), tag_act(op->mb), &sl->act_recv);
-        sl->act_recv_mb = op->mb;
+        inbox_buf *ib = NULL;
+        for (int j = 0; j < rt->n_inbox && !ib; j++)
+            if (rt->inbox[j].mb == -1 && !rt->inbox[j].lent) ib = &rt->inbox[j];
+        if (!ib) break;
+        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &ib->x, ib->buf, rt->in_bytes), rt->in_bytes,
+                        prev_rank(rt, op->mb), tag_act(op->mb), &ib->req);
+        ib->mb = op->mb;
         rt->next_act_recv++;
     }
     while (rt->next_grad_recv < rt->ops.n) {
@@ -546,7 +593,7 @@ static int agree_nonfinite(ppdl_runtime *rt)
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
     PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rt->comm->comm, &req));
-    ppdl_comm_wait(rt->comm, &req);
+    wait_req(rt, &req, -1); /* shown as a wait: the stages that finished first idle here */
     return first == INT_MAX ? -1 : first;
 }
 
@@ -589,16 +636,25 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         double t_op = ppdl_now_s(), w_op = rt->comm->wait_s;
         slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
         switch (op->kind) {
-        case PPDL_OP_RECV_ACT:
-            PPDL_CHECK(sl->act_recv_mb == op->mb, "receive of activation %d was not posted", op->mb);
+        case PPDL_OP_RECV_ACT: {
+            int j = 0;
+            while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
+            PPDL_CHECK(j < rt->n_inbox, "receive of activation %d was not posted", op->mb);
+            PPDL_CHECK(sl->mb == -1 && sl->in == -1, "activation %d arrives in a slot still holding %d", op->mb,
+                       sl->mb);
+            inbox_buf *ib = &rt->inbox[j];
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &sl->act_recv, op->mb);
-            ppdl_xfer_recv_done(rt->be, &sl->x_act_recv, sl->act[0], rt->in_bytes);
+            wait_req(rt, &ib->req, op->mb);
+            ppdl_xfer_recv_done(rt->be, &ib->x, ib->buf, rt->in_bytes);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
-            sl->act_recv_mb = -1;
+            ib->mb = -1;
+            ib->lent = 1;
+            sl->in = j;
+            sl->act[0] = ib->buf;
             sl->mb = op->mb;
             break;
+        }
         case PPDL_OP_FORWARD:
             forward(rt, step, op->mb);
             break;
@@ -629,6 +685,10 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             sl->mb = -1;
+            /* the slot is free: its input goes back to the inbox */
+            rt->inbox[sl->in].lent = 0;
+            sl->in = -1;
+            sl->act[0] = NULL;
             break;
         case PPDL_OP_OPTIMIZER:
             /* a replica without micro-batches this step still joins the sums */
@@ -679,6 +739,7 @@ const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)
     return rt->ev;
 }
 
+double ppdl_runtime_step_start(const ppdl_runtime *rt) { return rt->t_step0; }
 ppdl_mem_breakdown ppdl_runtime_memory(const ppdl_runtime *rt) { return rt->mem; }
 int ppdl_runtime_slots(const ppdl_runtime *rt) { return rt->n_slots; }
 int ppdl_runtime_adam_t(const ppdl_runtime *rt) { return rt->adam_t; }
@@ -690,7 +751,7 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     for (int k = 0; k < rt->n_slots; k++) {
         slot *sl = &rt->slots[k];
         for (int i = 0; i < rt->nl; i++) {
-            ppdl_be_free(rt->be, sl->act[i]);
+            if (i > 0 || rt->first_stage) ppdl_be_free(rt->be, sl->act[i]); /* else the inbox's */
             ppdl_be_free(rt->be, sl->saved[i]);
         }
         free(sl->act);
@@ -701,10 +762,14 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
         ppdl_be_free(rt->be, sl->targets);
         ppdl_xfer_free(rt->be, &sl->x_act_send);
         ppdl_xfer_free(rt->be, &sl->x_grad_send);
-        ppdl_xfer_free(rt->be, &sl->x_act_recv);
         ppdl_xfer_free(rt->be, &sl->x_grad_recv);
     }
     free(rt->slots);
+    for (int j = 0; j < rt->n_inbox; j++) {
+        ppdl_be_free(rt->be, rt->inbox[j].buf);
+        ppdl_xfer_free(rt->be, &rt->inbox[j].x);
+    }
+    free(rt->inbox);
     ppdl_be_free(rt->be, rt->scratch_saved);
     ppdl_be_free(rt->be, rt->scratch_out);
     ppdl_be_free(rt->be, rt->grad[0]);

@@ -7,8 +7,10 @@
  * gradient buffer. Slots are allocated once and reused every step: micro-batch mb
  * lives in slot mb mod n.
  *
- * Receives are posted as soon as their destination slot is free, so transfers overlap
- * computation; sends are non-blocking and completed before their buffer is reused.
+ * Receives are posted as soon as a buffer is free for them, so transfers overlap
+ * computation: a gradient's when its slot holds the micro-batch, an activation's into
+ * the stage's inbox, which has a buffer more than the slots wherever slots are reused
+ * (runtime.c); sends are non-blocking and completed before their buffer is reused.
  */
 #ifndef PPDL_RUNTIME_H
 #define PPDL_RUNTIME_H
@@ -72,9 +74,14 @@ typedef struct ppdl_mem_prediction {
     double total;              /* cost_model + buffers */
 } ppdl_mem_prediction;
 
+/* n_slots: ppdl_schedule_max_in_flight of the stage's list; n_inbox: ppdl_runtime_inbox_size */
 ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
-                                                int n_slots, const int *recompute, int first_stage,
-                                                int last_stage);
+                                                int n_slots, int n_inbox, const int *recompute,
+                                                int first_stage, int last_stage);
+/* the buffers a stage other than the first receives activations into: one per slot,
+ * and one more where the list receives more micro-batches than it holds at once (so
+ * that the next receive is posted early); 0 for a list without RECV_ACT */
+int ppdl_runtime_inbox_size(const ppdl_op_list *ops);
 
 typedef struct ppdl_step_stats {
     double loss_sum;           /* last stage: sum of per-row losses of the step; else 0 */
@@ -107,6 +114,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats);
 const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt);
 /* the events of the last step (times in ms from the step's start), if recorded */
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n);
+/* when the last step began on this rank (ppdl_now_s's clock): the origin of its events */
+double ppdl_runtime_step_start(const ppdl_runtime *rt);
 ppdl_mem_breakdown ppdl_runtime_memory(const ppdl_runtime *rt);
 int ppdl_runtime_slots(const ppdl_runtime *rt);
 /* AdamW steps taken so far (for checkpoints) and setting it on resume */
