@@ -34,6 +34,8 @@ ppdl_backend *ppdl_backend_create(const char *name, int threads, int rank, char 
     }
     be->rank = rank;
     be->stage = -1;
+    const char *stage = getenv("PPDL_STAGE_MESSAGES");
+    be->stage_messages = stage && !strcmp(stage, "1");
     return be;
 }
 

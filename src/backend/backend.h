@@ -164,6 +164,11 @@ struct ppdl_backend {
     size_t bytes_limit;       /* 0: no limit */
     int rank;                 /* for messages */
     int stage;                /* -1 when not yet known */
+    /* 1: MPI messages are staged through host memory (xfer.h) even where MPI could use
+     * the backend's memory itself. Set by PPDL_STAGE_MESSAGES=1 in the environment: on
+     * a machine without a GPU it runs the CPU backend through the runtime's staged
+     * paths, which otherwise only a GPU run takes (tests/pipeline_equiv.sh) */
+    int stage_messages;
 };
 
 /* Create a backend by name ("cpu" or "cuda"). On failure returns NULL and writes

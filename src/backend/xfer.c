@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-int ppdl_xfer_staged(const ppdl_backend *be) { return be->ops->device_memory != 0; }
+int ppdl_xfer_staged(const ppdl_backend *be) { return be->ops->device_memory != 0 || be->stage_messages; }
 
 static void *host_buf(ppdl_backend *be, ppdl_xfer *x, size_t n)
 {

@@ -28,7 +28,8 @@ typedef struct ppdl_xfer {
     int pinned;      /* 1: from ops->host_alloc, 0: from malloc */
 } ppdl_xfer;
 
-/* 1 when messages of this backend are staged through host memory */
+/* 1 when messages of this backend are staged through host memory (a device backend,
+ * or be->stage_messages) */
 int ppdl_xfer_staged(const ppdl_backend *be);
 /* the buffer to give MPI_Isend for the n bytes at dev (waits for the stream to produce them) */
 const void *ppdl_xfer_send_buf(ppdl_backend *be, ppdl_xfer *x, const void *dev, size_t n);
