@@ -6,7 +6,9 @@
  * here as closed-form positions, independently of schedule.c's loops), wrap every
  * compute op in its recv/send, and hold the expected number of micro-batches.
  * Negative: hand-broken lists (deadlock, missing send, duplicated forward, backward
- * before forward, optimizer not last, bad peers, ...) are rejected with a message.
+ * before forward, optimizer not last, bad peers, ...) are rejected with a message,
+ * and so is a list that would reuse a slot's send buffer before its message was
+ * received (the checker plays the runtime's buffer waits too).
  * Many cases are folded into few TAP lines; the first failure is printed as a diag.
  */
 #include "pipe/schedule.h"
@@ -383,6 +385,25 @@ static void test_negative(void)
            "deadlock message names every stuck stage with its op index and op");
     }
 
+    /* the buffers bound the play: 1F1B, S = 2, M = 2, stage 0 receives its gradients in
+     * the order 1, 0 (F0 F1 RG1 B1 RG0 B0). With messages alone that finishes; but
+     * stage 1 holds one micro-batch, so its B1 writes the gradient buffer that carried
+     * mb 0's and waits until stage 0 received that, which stage 0 does only after mb 1's:
+     * a deadlock where a send completes only at its receive (the checker's rule) */
+    {
+        ppdl_op_list l[S_MAX];
+        char err[1024] = "";
+        build_all(PPDL_SCHED_1F1B, 2, 2, l);
+        int rg0 = find_op(&l[0], PPDL_OP_RECV_GRAD, 0);
+        move_op(&l[0], find_op(&l[0], PPDL_OP_RECV_GRAD, 1), rg0);
+        move_op(&l[0], find_op(&l[0], PPDL_OP_BACKWARD, 1), rg0 + 1);
+        int rc = ppdl_schedule_check(2, 2, l, err, sizeof err);
+        free_all(2, l);
+        ok(rc == -1 && strstr(err, "deadlock") && strstr(err, "stage 1 op") && strstr(err, "backward mb 1"),
+           "a slot's send buffer reused before its message was received: rejected as a deadlock");
+        diag("  -> %s", err);
+    }
+
     struct {
         const char *what;
         mutator mutate;
@@ -634,7 +655,7 @@ static void test_names(void)
 
 int main(void)
 {
-    plan(29);
+    plan(30);
     test_kind(PPDL_SCHED_GPIPE);
     test_kind(PPDL_SCHED_1F1B);
     test_literal();

@@ -365,23 +365,54 @@ typedef struct play_state {
     int n_lists;
     int *pc;               /* (n_lists) next op index of each list */
     int *act, *grad;       /* (S*M) messages in flight */
+    char *act_in, *grad_in; /* (S*M) the message has been received */
+    int *reuse;            /* (n_lists) micro-batches between two uses of a slot: slots x replicas */
 } play_state;
 
-/* Run op pc of list i (of stage l->stage) if it can run now; 1 when it ran, 0 when blocked */
+/* Has every message this list sent so far been received? (its OPTIMIZER waits for that) */
+static int sends_received(const play_state *ps, const ppdl_op_list *l, int i)
+{
+    int M = ps->M, s = l->stage;
+    for (int j = 0; j < ps->pc[i]; j++) {
+        const ppdl_op *op = &l->ops[j];
+        if (op->kind == PPDL_OP_SEND_ACT && !ps->act_in[s * M + op->mb]) return 0;
+        if (op->kind == PPDL_OP_SEND_GRAD && !ps->grad_in[s * M + op->mb]) return 0;
+    }
+    return 1;
+}
+
+/* Run op pc of list i (of stage l->stage) if it can run now; 1 when it ran, 0 when blocked.
+ * The runtime's buffers bound what can run: micro-batch mb uses the slot that mb - reuse
+ * used before it, and a FORWARD (BACKWARD) that writes the slot's outgoing activation
+ * (gradient) first waits for that earlier message's send to complete; OPTIMIZER waits
+ * for all of them. A send is taken to complete only when its RECV op has run: the latest
+ * a real one can (the runtime posts every receive at or before its op), so a play that
+ * finishes under this rule cannot deadlock under any timing of the sends. */
 static int try_step(play_state *ps, const ppdl_op_list *l, int i)
 {
     const ppdl_op *op = &l->ops[ps->pc[i]];
-    int M = ps->M, s = l->stage;
+    int M = ps->M, s = l->stage, prev = op->mb - ps->reuse[i];
     switch (op->kind) {
     case PPDL_OP_SEND_ACT: ps->act[s * M + op->mb]++; break;
     case PPDL_OP_SEND_GRAD: ps->grad[s * M + op->mb]++; break;
     case PPDL_OP_RECV_ACT:
         if (ps->act[op->peer * M + op->mb] == 0) return 0;
         ps->act[op->peer * M + op->mb]--;
+        ps->act_in[op->peer * M + op->mb] = 1;
         break;
     case PPDL_OP_RECV_GRAD:
         if (ps->grad[op->peer * M + op->mb] == 0) return 0;
         ps->grad[op->peer * M + op->mb]--;
+        ps->grad_in[op->peer * M + op->mb] = 1;
+        break;
+    case PPDL_OP_FORWARD:
+        if (s < ps->S - 1 && prev >= 0 && !ps->act_in[s * M + prev]) return 0;
+        break;
+    case PPDL_OP_BACKWARD:
+        if (s > 0 && prev >= 0 && !ps->grad_in[s * M + prev]) return 0;
+        break;
+    case PPDL_OP_OPTIMIZER:
+        if (!sends_received(ps, l, i)) return 0;
         break;
     default: break;
     }
@@ -416,6 +447,13 @@ static int play(int S, int M, int n_lists, const ppdl_op_list *lists, const who 
     ps.pc = ppdl_xcalloc((size_t)n_lists, sizeof(int));
     ps.act = ppdl_xcalloc((size_t)S * (size_t)M, sizeof(int));
     ps.grad = ppdl_xcalloc((size_t)S * (size_t)M, sizeof(int));
+    ps.act_in = ppdl_xcalloc((size_t)S * (size_t)M, 1);
+    ps.grad_in = ppdl_xcalloc((size_t)S * (size_t)M, 1);
+    ps.reuse = ppdl_xcalloc((size_t)n_lists, sizeof(int));
+    for (int i = 0; i < n_lists; i++) {
+        int slots = ppdl_schedule_max_in_flight(&lists[i]);
+        ps.reuse[i] = (slots > 0 ? slots : 1) * whos[i].k;
+    }
     int progressed = 1, rc = 0;
     while (progressed) {
         progressed = 0;
@@ -439,6 +477,9 @@ static int play(int S, int M, int n_lists, const ppdl_op_list *lists, const who 
     free(ps.pc);
     free(ps.act);
     free(ps.grad);
+    free(ps.act_in);
+    free(ps.grad_in);
+    free(ps.reuse);
     return rc;
 }
 

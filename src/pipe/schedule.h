@@ -4,9 +4,12 @@
  *
  * Stages s = 0..S-1, micro-batches mb = 0..M-1. Activations flow s -> s+1, gradients
  * s+1 -> s. Communication model (what the runtime guarantees and the checker assumes):
- * a SEND never blocks (non-blocking send, buffer kept until complete); a RECV blocks
+ * a SEND does not block (non-blocking send, buffer kept until complete); a RECV blocks
  * until the matching SEND (same micro-batch, same direction, adjacent stage) has been
- * issued by the peer.
+ * issued by the peer. A stage holds ppdl_schedule_max_in_flight micro-batches, each in
+ * a slot with its own send buffers: a FORWARD (BACKWARD) reusing a slot waits until the
+ * slot's previous activation (gradient) has been received, and OPTIMIZER until every
+ * send of the step has; the checker plays the lists under these waits too.
  */
 #ifndef PPDL_SCHEDULE_H
 #define PPDL_SCHEDULE_H
