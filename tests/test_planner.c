@@ -498,6 +498,17 @@ static int replicated(const ppdl_plan *p)
 
 // ----------------------------------------------------------------------------
 
+/* instance k of the brute-force tests: N <= 5 ranks, N <= L <= 10 layers, up to 3
+ * options a layer, tight memory in 3 of 4; returns whether the options are enumerated
+ * jointly (few ranks and option combinations) */
+static int brute_instance(ppdl_rng *g, int k, inst *x)
+{
+    int N = 1 + (int)(ppdl_rng_u64(g) % 5);
+    int L = N + (int)(ppdl_rng_u64(g) % (uint64_t)(11 - N));
+    gen(g, N, L, 3, k % 4 != 0, x);
+    return N <= 3 && prod_opts(x) <= 32;
+}
+
 static void test_brute_force(void)
 {
     ppdl_rng g;
@@ -506,11 +517,8 @@ static void test_brute_force(void)
     int n_place_fail = 0, n_rep = 0, n_dp = 0, n_pipe = 0;
     double worst = 0, sim_lo = INFINITY, sim_hi = 0;
     for (int k = 0; k < n_cases; k++) {
-        int N = 1 + (int)(ppdl_rng_u64(&g) % 5);
-        int L = N + (int)(ppdl_rng_u64(&g) % (uint64_t)(11 - N));
         inst x;
-        gen(&g, N, L, 3, k % 4 != 0, &x);
-        int joint = N <= 3 && prod_opts(&x) <= 32;
+        int joint = brute_instance(&g, k, &x), N = x.cl.N, L = x.c.L;
         n_joint += joint;
         double bT = brute_force(&x, joint, NULL, 1);
         ppdl_plan p;
@@ -648,11 +656,8 @@ static void test_brute_force_pipeline(void)
     int n_multi = 0, n_beats_inorder = 0;
     double worst = 0;
     for (int k = 0; k < n_cases; k++) {
-        int N = 1 + (int)(ppdl_rng_u64(&g) % 5);
-        int L = N + (int)(ppdl_rng_u64(&g) % (uint64_t)(11 - N));
         inst x;
-        gen(&g, N, L, 3, k % 4 != 0, &x);
-        int joint = N <= 3 && prod_opts(&x) <= 32;
+        int joint = brute_instance(&g, k, &x), N = x.cl.N, L = x.c.L;
         n_joint += joint;
         double bT = brute_force(&x, joint, NULL, 0);
         ppdl_plan p;
