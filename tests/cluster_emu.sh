@@ -16,6 +16,8 @@ for t in ip tc; do command -v $t >/dev/null || skip_all "needs '$t' (iproute2)";
 probe_ns=ppdl-test-$$
 ip netns add $probe_ns 2>/dev/null || skip_all "cannot create network namespaces here"
 ip netns del $probe_ns
+# the probed numbers are timings: no other test's ranks on the cores meanwhile
+run_alone
 
 judge() {  # judge CLUSTER.json: prints the pairs out of tolerance
   "$PY" - "$1" <<'EOF'

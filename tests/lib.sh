@@ -19,7 +19,8 @@ PPDL_DATA=$top_builddir/ppdl-data
 # every MPI run ends within a bound: a hang is a failure, not a stuck CI
 mpirun_n() {  # mpirun_n N ARGS... (runs ppdl)
   local n=$1; shift
-  timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@"
+  # 9>&-: the ranks do not hold the test's run-alone lock (env.sh), even if one outlived it
+  timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" 9>&-
 }
 # a text every Debian system has, for language-model data
 text_file() {
@@ -42,6 +43,17 @@ make_case() {
 # the losses of a report, one per line, full precision
 losses() { /usr/bin/python3 -c 'import json,sys; [print(repr(s["loss"])) for s in json.load(open(sys.argv[1]))["steps"]]' "$1" 2>/dev/null ||
            grep -o '"loss": [^,]*' "$1"; }
+# run_alone: from here on no other test runs beside this one (make -j2 check): the
+# shared lock every test holds (tests/env.sh) becomes exclusive. For tests that time
+# the network, where another test's ranks on the 2 cores make late wake-ups of whole
+# time slices. Bounded: after 900 s it goes on beside the others and says so.
+run_alone() {
+  command -v flock >/dev/null 2>&1 || { diag "no flock(1): timing beside other tests"; return 0; }
+  [ -e /proc/$$/fd/9 ] || exec 9>>"$top_builddir/tests/.run-alone"
+  local t0=$(date +%s)
+  flock -x -w 900 9 || { diag "waited 900 s for the other tests to end: timing beside them"; return 0; }
+  diag "running alone (waited $(( $(date +%s) - t0 )) s for the test beside this one)"
+}
 # timed_ok OUT DESCRIPTION: ok when OUT (what a timing check found out of tolerance) is
 # empty; when it is not and the machine is busier than twice its cores, a visible SKIP
 # instead of a failure: at such load a rank waits whole time slices (ms) for a core and

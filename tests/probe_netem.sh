@@ -13,6 +13,8 @@
 . "$top_srcdir/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_all "needs /usr/bin/python3 to write and compare the JSON files"
+# the probed numbers are timings: no other test's ranks on the cores meanwhile
+run_alone
 
 # write a cluster file: mk NAME N 'bw(i,j)' 'lat(i,j)' (python expressions, B/s and s)
 mk() {
