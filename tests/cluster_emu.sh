@@ -44,7 +44,7 @@ EOF
 for attempt in 1 2 3; do
   rm -f "$tmp/emu.json"
   timeout -k 5 60 "$EMU" --timeout 20 --nodes 2 --ranks-per-node 2 --rate 1gbit -- \
-    "$PPDL" --probe-only --cluster-out "$tmp/emu.json" >"$tmp/emu.log" 2>&1
+    "$PPDL" --probe-only --cluster-out "$tmp/emu.json" >"$tmp/emu.log" 2>&1 9>&- # 9: lib.sh run_alone
   rc=$?
   [ $rc = 124 ] && [ -s "$tmp/emu.json" ] &&
     diag "attempt $attempt: the job hung in MPI_Finalize after the probe (UCX TCP, see cluster-emu --help)"
@@ -62,7 +62,7 @@ timed_ok "$out" "across the 1 Gbit/s link within 15% of 125 MB/s, inside a node 
 ok $? "the ranks ran in two hosts (7 slots in the probe's schedule)"
 
 # everything goes away: after the run above, and when the program fails
-timeout -k 5 60 "$EMU" --nodes 3 --ranks-per-node 1 --link 0-2=100mbit -- /bin/false >"$tmp/false.log" 2>&1
+timeout -k 5 60 "$EMU" --nodes 3 --ranks-per-node 1 --link 0-2=100mbit -- /bin/false >"$tmp/false.log" 2>&1 9>&-
 rc=$?
 [ $rc = 1 ]
 ok $? "a failing program: its exit status (1) comes back (got $rc)"
