@@ -155,7 +155,10 @@ static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 }
 
 /* a zero-length event (a send posted, a receive completed): one clock reading, so
- * that its end is never before its start */
+ * that its end is never before its start. A receive reads the clock after its wait,
+ * a send before it posts (record_send): a rank preempted between posting and reading
+ * the clock (more ranks than cores) would otherwise time its send after the peer
+ * had the message, and the merged trace would show an effect before its cause. */
 static void record_instant(ppdl_runtime *rt, int kind, int mb)
 {
     double t = ppdl_now_s();
@@ -633,7 +636,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     post_receives(rt);
     for (int k = 0; k < rt->ops.n; k++) {
         const ppdl_op *op = &rt->ops.ops[k];
-        double t_op = ppdl_now_s(), w_op = rt->comm->wait_s;
+        double t_op = ppdl_now_s(), w_op = rt->comm->wait_s, t_post;
+        const void *send_buf;
         slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
         switch (op->kind) {
         case PPDL_OP_RECV_ACT: {
@@ -660,10 +664,11 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_ACT:
             ppdl_range_push("send", op->mb);
-            ppdl_comm_isend(rt->comm, ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes),
-                            rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+            send_buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
+            t_post = ppdl_now_s(); /* before the post: see record_instant */
+            ppdl_comm_isend(rt->comm, send_buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
             ppdl_range_pop();
-            record_instant(rt, op->kind, op->mb);
+            record(rt, op->kind, op->mb, t_post, t_post);
             break;
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
@@ -680,10 +685,11 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_GRAD:
             ppdl_range_push("send", op->mb);
-            ppdl_comm_isend(rt->comm, ppdl_xfer_send_buf(rt->be, &sl->x_grad_send, sl->din, rt->in_bytes),
-                            rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
+            send_buf = ppdl_xfer_send_buf(rt->be, &sl->x_grad_send, sl->din, rt->in_bytes);
+            t_post = ppdl_now_s(); /* before the post: see record_instant */
+            ppdl_comm_isend(rt->comm, send_buf, rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
             ppdl_range_pop();
-            record_instant(rt, op->kind, op->mb);
+            record(rt, op->kind, op->mb, t_post, t_post);
             sl->mb = -1;
             /* the slot is free: its input goes back to the inbox */
             rt->inbox[sl->in].lent = 0;
