@@ -30,7 +30,7 @@
 : "${MPIEXEC:=mpiexec}"
 : "${PYTHON_ORACLE:=/usr/bin/python3}"
 : "${BAD_JOBS:=2}"
-: "${BAD_TIMEOUT:=20}"
+: "${BAD_TIMEOUT:=60}"
 . "$top_srcdir/tests/lib.sh"
 # sanitizer builds: a malloc of terabytes must fail as it does without ASan (NULL, which
 # ppdl reports), not abort in ASan's allocator
@@ -88,9 +88,9 @@ run_case() {
   case $prog in
     ppdl)
       if [ "$n" = 1 ]; then
-        timeout -k 2 "$BAD_TIMEOUT" "$tmp/rank-wrap" "$rec" "$top_builddir/ppdl" "$@" </dev/null >"$out" 2>&1
+        timeout -k 2 "$BAD_TIMEOUT" "$tmp/rank-wrap" "$rec" "$top_builddir/ppdl" "$@" </dev/null >"$out" 2>&1 9>&-
       else
-        timeout -k 2 "$BAD_TIMEOUT" "$MPIEXEC" -n "$n" "$tmp/rank-wrap" "$rec" "$top_builddir/ppdl" "$@" </dev/null >"$out" 2>&1
+        timeout -k 2 "$BAD_TIMEOUT" "$MPIEXEC" -n "$n" "$tmp/rank-wrap" "$rec" "$top_builddir/ppdl" "$@" </dev/null >"$out" 2>&1 9>&-
       fi ;;
     *) timeout -k 2 "$BAD_TIMEOUT" "$top_builddir/$prog" "$@" </dev/null >"$out" 2>&1 ;;
   esac

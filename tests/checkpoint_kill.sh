@@ -26,7 +26,7 @@ diag "random seed $seed (PPDL_TEST_SEED=$seed repeats these kill times)"
 for i in $(seq $kills); do
   existed=0
   [ -e "$tmp/k.h5" ] && existed=1
-  "$MPIEXEC" -n 2 "$PPDL" $(args) --checkpoint-every 1 >"$tmp/run$i.log" 2>&1 &
+  "$MPIEXEC" -n 2 "$PPDL" $(args) --checkpoint-every 1 >"$tmp/run$i.log" 2>&1 9>&- &
   pid=$!
   # once this run has written one checkpoint (start-up and any resume are over, and
   # the run has moved on), a random moment within the next 0.4 s: most of that time

@@ -8,7 +8,7 @@ make_case g gpt
 for n in 2 3; do
   ck=$tmp/k$n.h5
   "$MPIEXEC" -n $n "$PPDL" "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 100000 --batch-size 8 --micro-batches 4 \
-    --threads 1 --checkpoint "$ck" --checkpoint-every 1 --step-delay 20 >"$tmp/run$n.log" 2>&1 &
+    --threads 1 --checkpoint "$ck" --checkpoint-every 1 --step-delay 20 >"$tmp/run$n.log" 2>&1 9>&- &
   pid=$!
   i=0
   while ! grep -q "^checkpoint " "$tmp/run$n.log" 2>/dev/null && [ $i -lt 3000 ] && kill -0 $pid 2>/dev/null; do

@@ -83,18 +83,22 @@ mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --plan auto --netem "$tmp
 rc=$?
 ok $rc "--plan auto on 4 ranks under --netem (cluster probed) trains"
 [ $rc = 0 ] || sed 's/^/#   /' "$tmp/b.log" | tail -5
-"$PY" - "$tmp/b.json" <<'PYEOF'
+# the plan is chosen from timings (the profile, the probe): a visible SKIP, not a
+# failure, when the machine is too busy to time (lib.sh timed_ok)
+out=$("$PY" - "$tmp/b.json" <<'PYEOF'
 import json, sys
 st = json.load(open(sys.argv[1]))["plan"]["stages"]
 node = lambda r: r // 2
+plan = [(s.get("ranks", [s["rank"]]), s["first_layer"], s["last_layer"]) for s in st]
 # no stage has replicas on both nodes (its all-reduce would cross the slow link), and
 # the pipeline crosses from one node to the other once
-assert all(len({node(r) for r in s.get("ranks", [s["rank"]])}) == 1 for s in st), st
 seq = [node(s["rank"]) for s in st]
-assert sum(a != b for a, b in zip(seq, seq[1:])) == 1, st
-print("# plan:", [(s.get("ranks", [s["rank"]]), s["first_layer"], s["last_layer"]) for s in st])
+if not all(len({node(r) for r in s.get("ranks", [s["rank"]])}) == 1 for s in st) or \
+        sum(a != b for a, b in zip(seq, seq[1:])) != 1:
+    print("plan %s" % plan)
 PYEOF
-ok $? "the plan keeps every all-reduce inside a node and crosses the slow link once"
+) || out="cannot read the plan of $tmp/b.json $out"
+timed_ok "$out" "the plan keeps every all-reduce inside a node and crosses the slow link once${out:+ ($out)}"
 close_losses "$tmp/b.json" "$tmp/r1.json"
 ok $? "and it trains like one rank (losses within 1e-5)"
 for cl in c probed; do

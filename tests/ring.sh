@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/lib.sh"
 for n in 1 2 3 4; do
   for mode in plain netem; do
-    timeout -k 5 120 "$MPIEXEC" -n $n "$top_builddir/tests/ring_mpi" $mode >"$tmp/ring-$n-$mode.log" 2>&1
+    timeout -k 5 120 "$MPIEXEC" -n $n "$top_builddir/tests/ring_mpi" $mode >"$tmp/ring-$n-$mode.log" 2>&1 9>&-
     ok $? "ring all-reduce on $n rank(s), $mode network: the ring order's bits on every rank"
     grep '^#' "$tmp/ring-$n-$mode.log" | head -5
   done

@@ -37,7 +37,7 @@ stop_slurm() {
 trap stop_slurm EXIT
 dd if=/dev/urandom of="$S/munge.key" bs=1024 count=1 2>/dev/null && chmod 600 "$S/munge.key"
 munged --force -F --socket="$S/munge.sock" --key-file="$S/munge.key" --pid-file="$S/munged.pid" \
-  --log-file="$S/log/munged.log" --seed-file="$S/munge.seed" >"$S/log/munged.out" 2>&1 &
+  --log-file="$S/log/munged.log" --seed-file="$S/munge.seed" >"$S/log/munged.out" 2>&1 9>&- &
 pids="$pids $!"
 # ports of our own (another Slurm may be running on this machine)
 port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000))
@@ -76,9 +76,9 @@ printf 'Name=gpu File=/dev/null\nName=gpu File=/dev/zero\n' >"$S/gres.conf"
 SLURM_CONF=$S/slurm.conf
 export SLURM_CONF
 sleep 0.5
-slurmctld -D -f "$SLURM_CONF" >"$S/log/slurmctld.out" 2>&1 &
+slurmctld -D -f "$SLURM_CONF" >"$S/log/slurmctld.out" 2>&1 9>&- &
 pids="$pids $!"
-slurmd -D -N localhost -f "$SLURM_CONF" >"$S/log/slurmd.out" 2>&1 &
+slurmd -D -N localhost -f "$SLURM_CONF" >"$S/log/slurmd.out" 2>&1 9>&- &
 pids="$pids $!"
 n=0
 until [ "$(sinfo -h -o %T 2>/dev/null)" = idle ]; do
@@ -120,7 +120,7 @@ job=$(cd "$tmp" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-ta
   $(run_args) --step-delay $delay --checkpoint "$tmp/chain.h5" --report "$tmp/chain.json" --save "$tmp/chain.h5.final" \
   2>"$tmp/sbatch.err")
 ok $? "sbatch accepts ppdl-chain.sbatch (job ${job:-none}) $(cat "$tmp/sbatch.err")"
-state=$(wait_job "$job" 170)
+state=$(wait_job "$job" 300)
 restarts=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
 log=$tmp/chain-$job.out
 [ "$state" = COMPLETED ]
@@ -139,7 +139,7 @@ grep "^ppdl-chain\|^stopped\|^resumed\|^checkpoint\|^done" "$log" 2>/dev/null | 
 job=$(cd "$tmp" && env -u HYDRA_LAUNCHER PPDL_LAUNCHER=mpiexec sbatch --parsable --nodes=1 --ntasks-per-node=2 \
   --cpus-per-task=1 --time=2 --output="$tmp/plain-%j.out" "$top_srcdir/scripts/slurm/ppdl.sbatch" \
   "$m" --data "$d" --steps 3 --batch-size 8 --micro-batches 4 2>"$tmp/sbatch2.err")
-state=$(wait_job "$job" 60)
+state=$(wait_job "$job" 120)
 [ "$state" = COMPLETED ] && grep -q "launcher mpiexec" "$tmp/plain-$job.out" && grep -q "^done: 3 steps" "$tmp/plain-$job.out"
 ok $? "ppdl.sbatch with the mpiexec launcher: 2 ranks trained 3 steps (state $state)"
 [ "$state" = COMPLETED ] || sed 's/^/#   /' "$tmp/plain-$job.out" | tail -10

@@ -10,12 +10,12 @@ vg="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=def
 "$PPDL_INIT" --preset gpt-tiny --set seq_len=16 --set d_model=32 -o "$tmp/g.h5" >/dev/null &&
   "$PPDL_DATA" text "$(text_file)" --seq-len 16 -o "$tmp/gd.h5" >/dev/null
 timeout 300 $vg "$PPDL" "$tmp/g.h5" --data "$tmp/gd.h5" --steps 2 --batch-size 4 --micro-batches 2 \
-  --threads 1 --recompute selective --save "$tmp/out.h5" >"$tmp/log1" 2>&1
+  --threads 1 --recompute selective --save "$tmp/out.h5" >"$tmp/log1" 2>&1 9>&-
 ok $? "gpt, 1 rank, 2 steps with selective recompute: memcheck clean"
 grep '^==' "$tmp/log1" | head -20 | sed 's/^/# /'
 make_case m mlp
 timeout 300 "$MPIEXEC" -n 2 $vg "$PPDL" "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 2 --batch-size 8 \
-  --micro-batches 4 --threads 1 >"$tmp/log2" 2>&1
+  --micro-batches 4 --threads 1 >"$tmp/log2" 2>&1 9>&-
 ok $? "mlp, 2 ranks, 2 steps: memcheck clean"
 grep '^==' "$tmp/log2" | head -20 | sed 's/^/# /'
 finish
