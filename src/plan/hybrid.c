@@ -74,6 +74,9 @@ typedef struct hyb {
     int *start, *ranks;        /* [N+1], [N]: stage s is ranks[start[s] .. start[s+1]-1] */
     int *reps;                 /* [N] per stage: its replicas (the layout's k_s) */
     int *fl;                   /* [N] in-flight micro-batches of each replica, as ranks */
+    int *moff, *mfl;           /* stage s's memory constraints: moff[s] .. moff[s+1]-1, */
+    double *mmem;              /* one per distinct in-flight count mfl, with the least
+                                  memory mmem of the replicas that hold that many */
     double *cfill, *cpace;     /* [N] per stage: max 1/speed_q; max (n_q - 1)/speed_q */
     double *arbw, *arlat;      /* [N] per stage: slowest link and largest latency inside */
     int *n0;                   /* [N] per stage: the fewest micro-batches of a replica */
@@ -113,6 +116,9 @@ static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, 
     h->ranks = ppdl_xmalloc((size_t)N * sizeof(int));
     h->reps = ppdl_xmalloc((size_t)N * sizeof(int));
     h->fl = ppdl_xmalloc((size_t)N * sizeof(int));
+    h->moff = ppdl_xmalloc(((size_t)N + 1) * sizeof(int));
+    h->mfl = ppdl_xmalloc((size_t)N * sizeof(int));
+    h->mmem = ppdl_xmalloc((size_t)N * sizeof(double));
     h->cfill = ppdl_xmalloc((size_t)N * sizeof(double));
     h->cpace = ppdl_xmalloc((size_t)N * sizeof(double));
     h->arbw = ppdl_xmalloc((size_t)N * sizeof(double));
@@ -124,7 +130,7 @@ static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, 
 static void hyb_free(hyb *h)
 {
     ctx_free(&h->x);
-    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->reps, h->fl, h->cfill, h->cpace, h->arbw, h->arlat, h->n0,
+    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->reps, h->fl, h->moff, h->mfl, h->mmem, h->cfill, h->cpace, h->arbw, h->arlat, h->n0,
                    h->poff, h->pa, h->pb, h->pm, h->tf, h->tp, h->ta, h->mlen, h->lf, h->lp, h->f, h->g, h->av, h->arg, h->argg};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(h, 0, sizeof *h);
@@ -156,7 +162,7 @@ static int set_layout(hyb *h, const int *grp)
         ppdl_sort_replicas(cl, &h->ranks[h->start[s]], k);
     }
     h->start[S] = n;
-    int npairs = 0;
+    int npairs = 0, nm = 0;
     for (int s = 0; s < S; s++) {
         const int *R = &h->ranks[h->start[s]];
         int k = h->start[s + 1] - h->start[s];
@@ -167,11 +173,24 @@ static int set_layout(hyb *h, const int *grp)
             h->fl[h->start[s] + q] = ppdl_replica_in_flight(h->schedule, S, M, h->reps, s, q);
             h->cpace[s] = fmax(h->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
         }
+        /* the replicas' memory constraints, base + fl stash <= mem: of those with the
+         * same fl only the least mem binds (dp over 64 ranks: one test, not 64) */
+        h->moff[s] = nm;
+        int nc = 0, *cfl = &h->mfl[nm];
+        double *cmem = &h->mmem[nm];
+        for (int q = 0; q < k; q++) {
+            int f = h->fl[h->start[s] + q], c = 0;
+            while (c < nc && cfl[c] != f) c++;
+            if (c == nc) { cfl[nc] = f; cmem[nc++] = cl->mem[R[q]]; }
+            else cmem[c] = fmin(cmem[c], cl->mem[R[q]]);
+        }
+        nm += nc;
         h->n0[s] = ppdl_replica_mbs(M, k, k - 1); /* the last replica has the fewest */
         h->arbw[s] = ppdl_group_min_bw(cl, R, k);
         h->arlat[s] = ppdl_group_max_lat(cl, R, k);
         if (s + 1 < S) npairs += k * (h->start[s + 2] - h->start[s + 1]);
     }
+    h->moff[S] = nm;
     if (npairs > h->cap_pairs) {
         h->cap_pairs = npairs;
         h->pa = realloc(h->pa, (size_t)npairs * sizeof(int));
@@ -199,8 +218,8 @@ static int set_layout(hyb *h, const int *grp)
 
 static int fits(const hyb *h, int s, double base, double stash)
 {
-    for (int q = h->start[s]; q < h->start[s + 1]; q++)
-        if (base + (double)h->fl[q] * stash > h->cl->mem[h->ranks[q]]) return 0;
+    for (int c = h->moff[s]; c < h->moff[s + 1]; c++)
+        if (base + (double)h->mfl[c] * stash > h->mmem[c]) return 0;
     return 1;
 }
 
