@@ -7,8 +7,12 @@
 #     is exactly what ppdl-plan gives for the same costs (--costs-out) and cluster;
 #   - with the cluster probed: a plan is chosen, it is not data parallelism, and it
 #     crosses the slow link with activations, not gradients; for the same costs, the
-#     probed cluster predicts data parallelism more than 2x slower (~6x on the given
-#     one; a visible SKIP when the machine is too busy to time, lib.sh timed_ok);
+#     probed cluster predicts the T of ppdl's plan and of data parallelism within 25%
+#     of the given cluster's (the probe measures a link within 10%, a rank's speed
+#     within ~15% on a shared machine, and a T is a sum of such terms; seen: 1-5%).
+#     Not "dp is Nx slower": that ratio falls with the build's compute speed (~6x in
+#     the default build, 2.7x under ASan). Both plan checks are timings: a visible
+#     SKIP when the machine is too busy to time (lib.sh timed_ok);
 #   - both train like one rank (losses within 1e-5 relative: replicated stages sum their
 #     gradients in another order, ~1e-7 of rounding; a lost or doubled micro-batch or
 #     replica is off by far more);
@@ -113,9 +117,11 @@ def times(path):
 given, probed = times(sys.argv[1]), times(sys.argv[2])
 for name, T in (("given", given), ("probed", probed)):
     print("# %s cluster: ppdl %.2f ms, dp %.2f ms predicted (%.2fx)" % (name, T["ppdl"], T["dp"], T["dp"] / T["ppdl"]))
-if not probed["ppdl"] * 2 < probed["dp"]:
+off = ["%s %.2f ms, %+.0f%%" % (k, probed[k], 100 * (probed[k] / given[k] - 1)) for k in ("ppdl", "dp")
+       if abs(probed[k] / given[k] - 1) > 0.25]
+if off:
     cl = json.load(open(sys.argv[3]))
-    print("dp only %.2fx slower; probed GB/s %s, speed %s" % (probed["dp"] / probed["ppdl"],
+    print("%s; probed GB/s %s, speed %s" % ("; ".join(off),
           [["%.3g" % (b / 1e9) for b in row] for row in cl["bandwidth_Bps"]], ["%.2f" % s for s in cl["speed"]]))
 PYEOF
 )
@@ -123,5 +129,5 @@ rc=$?
 echo "$found" | grep '^#'
 out=$(echo "$found" | grep -v '^#')
 [ $rc = 0 ] || out="the comparison of ppdl-plan --compare's tables failed (exit $rc) $out"
-timed_ok "$out" "on the probed cluster data parallelism is predicted more than 2x slower${out:+ ($out)}"
+timed_ok "$out" "the probed cluster predicts the given one's T for ppdl's plan and for dp within 25%${out:+ ($out)}"
 finish
