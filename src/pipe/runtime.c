@@ -155,10 +155,11 @@ static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 }
 
 /* a zero-length event (a send posted, a receive completed): one clock reading, so
- * that its end is never before its start. A receive reads the clock after its wait,
- * a send before it posts (record_send): a rank preempted between posting and reading
- * the clock (more ranks than cores) would otherwise time its send after the peer
- * had the message, and the merged trace would show an effect before its cause. */
+ * that its end is never before its start. A receive reads the clock after its wait;
+ * a send reads it just before it posts (the SEND_ cases of ppdl_runtime_step, which
+ * call record): a rank preempted between posting and reading the clock (more ranks
+ * than cores) would otherwise time its send after the peer had the message, and the
+ * merged trace would show an effect before its cause. */
 static void record_instant(ppdl_runtime *rt, int kind, int mb)
 {
     double t = ppdl_now_s();

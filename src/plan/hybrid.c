@@ -130,8 +130,9 @@ static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, 
 static void hyb_free(hyb *h)
 {
     ctx_free(&h->x);
-    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->reps, h->fl, h->moff, h->mfl, h->mmem, h->cfill, h->cpace, h->arbw, h->arlat, h->n0,
-                   h->poff, h->pa, h->pb, h->pm, h->tf, h->tp, h->ta, h->mlen, h->lf, h->lp, h->f, h->g, h->av, h->arg, h->argg};
+    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->reps, h->fl, h->moff, h->mfl, h->mmem, h->cfill,
+                   h->cpace, h->arbw, h->arlat, h->n0, h->poff, h->pa, h->pb, h->pm, h->tf, h->tp, h->ta,
+                   h->mlen, h->lf, h->lp, h->f, h->g, h->av, h->arg, h->argg};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(h, 0, sizeof *h);
 }
