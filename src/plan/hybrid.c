@@ -73,7 +73,6 @@ typedef struct hyb {
     int *grp;                  /* [N] stage of each rank */
     int *start, *ranks;        /* [N+1], [N]: stage s is ranks[start[s] .. start[s+1]-1] */
     int *reps;                 /* [N] per stage: its replicas (the layout's k_s) */
-    int *fl;                   /* [N] in-flight micro-batches of each replica, as ranks */
     int *moff, *mfl;           /* stage s's memory constraints: moff[s] .. moff[s+1]-1, */
     double *mmem;              /* one per distinct in-flight count mfl, with the least
                                   memory mmem of the replicas that hold that many */
@@ -115,7 +114,6 @@ static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, 
     h->start = ppdl_xmalloc(((size_t)N + 1) * sizeof(int));
     h->ranks = ppdl_xmalloc((size_t)N * sizeof(int));
     h->reps = ppdl_xmalloc((size_t)N * sizeof(int));
-    h->fl = ppdl_xmalloc((size_t)N * sizeof(int));
     h->moff = ppdl_xmalloc(((size_t)N + 1) * sizeof(int));
     h->mfl = ppdl_xmalloc((size_t)N * sizeof(int));
     h->mmem = ppdl_xmalloc((size_t)N * sizeof(double));
@@ -130,7 +128,7 @@ static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, 
 static void hyb_free(hyb *h)
 {
     ctx_free(&h->x);
-    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->reps, h->fl, h->moff, h->mfl, h->mmem, h->cfill,
+    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->reps, h->moff, h->mfl, h->mmem, h->cfill,
                    h->cpace, h->arbw, h->arlat, h->n0, h->poff, h->pa, h->pb, h->pm, h->tf, h->tp, h->ta,
                    h->mlen, h->lf, h->lp, h->f, h->g, h->av, h->arg, h->argg};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
@@ -169,18 +167,16 @@ static int set_layout(hyb *h, const int *grp)
         int k = h->start[s + 1] - h->start[s];
         h->cfill[s] = 0;
         h->cpace[s] = 0;
-        for (int q = 0; q < k; q++) {
-            h->cfill[s] = fmax(h->cfill[s], 1.0 / cl->speed[R[q]]);
-            h->fl[h->start[s] + q] = ppdl_replica_in_flight(h->schedule, S, M, h->reps, s, q);
-            h->cpace[s] = fmax(h->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
-        }
-        /* the replicas' memory constraints, base + fl stash <= mem: of those with the
-         * same fl only the least mem binds (dp over 64 ranks: one test, not 64) */
+        /* the replicas' memory constraints, base + in-flight x stash <= mem: of those
+         * with the same in-flight count only the least mem binds (dp over 64 ranks:
+         * one test, not 64) */
         h->moff[s] = nm;
         int nc = 0, *cfl = &h->mfl[nm];
         double *cmem = &h->mmem[nm];
         for (int q = 0; q < k; q++) {
-            int f = h->fl[h->start[s] + q], c = 0;
+            h->cfill[s] = fmax(h->cfill[s], 1.0 / cl->speed[R[q]]);
+            h->cpace[s] = fmax(h->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
+            int f = ppdl_replica_in_flight(h->schedule, S, M, h->reps, s, q), c = 0;
             while (c < nc && cfl[c] != f) c++;
             if (c == nc) { cfl[nc] = f; cmem[nc++] = cl->mem[R[q]]; }
             else cmem[c] = fmin(cmem[c], cl->mem[R[q]]);
