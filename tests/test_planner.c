@@ -24,7 +24,7 @@
  */
 #include "core/error.h"
 #include "core/util.h"
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 #include "plan/baselines.h"
 #include "plan/cluster_model.h"
 #include "plan/costmodel.h"

@@ -1,4 +1,4 @@
-/* test_profile.c — the layer profile (nn/profile.c): with room for the whole model it
+/* test_profile.c — the layer profile (prof/profile.c): with room for the whole model it
  * times the layers in their order, without room it falls back to timing each layer
  * alone; either way every time is a positive, finite number, the bytes are the model's,
  * and the device's memory is all given back. */
@@ -9,7 +9,7 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "nn/model.h"
-#include "nn/profile.h"
+#include "prof/profile.h"
 #include "tap.h"
 
 /* every layer's times > 0 and finite, the bytes as ppdl_costs_from_model gives them */

@@ -11,7 +11,7 @@
  * received (the checker plays the runtime's buffer waits too).
  * Many cases are folded into few TAP lines; the first failure is printed as a diag.
  */
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 
 #include "tap.h"
 

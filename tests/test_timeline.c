@@ -9,7 +9,7 @@
  *
  * Set PPDL_TIMELINE_SAMPLE=FILE.svg to also keep a S=4, M=8 sample picture there.
  */
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 #include "prof/timeline.h"
 
 #include "tap.h"

@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 #include "plan/cluster_model.h"
 #include "plan/costmodel.h"
 #include "plan/costs.h"

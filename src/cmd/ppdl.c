@@ -40,10 +40,10 @@
 #include "net/comm.h"
 #include "net/probe.h"
 #include "nn/model.h"
-#include "nn/profile.h"
+#include "prof/profile.h"
 #include "nn/stage.h"
 #include "pipe/runtime.h"
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
 #include "plan/simulate.h"
@@ -515,7 +515,7 @@ static int setup_network(const options *o, const ppdl_model *m, ppdl_backend *be
     return 1;
 }
 
-/* ---- the layers' costs (nn/profile.h, plan/costs.h) ---- */
+/* ---- the layers' costs (prof/profile.h, plan/costs.h) ---- */
 
 /* What each layer costs, the planner's input. --costs: every rank reads the file and
  * checks it against the model and this run's micro-batch size. --costs-out: rank 0
@@ -1019,7 +1019,7 @@ int main(int argc, char **argv)
     for (int s = 0; s < plan.S; s++) {
         ppdl_op_list ol;
         const ppdl_plan_stage *p = &plan.stages[s];
-        ppdl_runtime_replica_ops(o.schedule, plan.S, (int)o.micro_batches, layout, s, 0, &ol);
+        ppdl_schedule_build_replica(o.schedule, plan.S, (int)o.micro_batches, layout, s, 0, &ol);
         pred[s] = ppdl_runtime_predict_memory(&model, p->first, p->last, (int)(o.batch_size / o.micro_batches),
                                               ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                               p->recompute, s == 0, s == plan.S - 1);

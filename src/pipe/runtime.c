@@ -103,11 +103,6 @@ struct ppdl_runtime {
     char nonfinite_what[256];
 };
 
-void ppdl_runtime_replica_ops(int schedule, int S, int M, const int *k, int s, int replica, ppdl_op_list *out)
-{
-    ppdl_schedule_build_replica(schedule, S, M, k, s, replica, out);
-}
-
 int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
 {
     int recvs = 0, slots = ppdl_schedule_max_in_flight(ops);
@@ -231,14 +226,14 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     for (int s = 0; s < S; s++) n_lists += layout[s];
     ppdl_op_list *all = ppdl_xcalloc((size_t)n_lists, sizeof *all);
     for (int s = 0, i = 0; s < S; s++)
-        for (int q = 0; q < layout[s]; q++) ppdl_runtime_replica_ops(cfg->schedule, S, cfg->M, layout, s, q, &all[i++]);
+        for (int q = 0; q < layout[s]; q++) ppdl_schedule_build_replica(cfg->schedule, S, cfg->M, layout, s, q, &all[i++]);
     char err[PPDL_ERR_LEN];
     if (ppdl_schedule_check_layout(S, cfg->M, layout, all, err, sizeof err))
         ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
                  ppdl_schedule_name(cfg->schedule), S, cfg->M, err);
     for (int i = 0; i < n_lists; i++) ppdl_op_list_free(&all[i]);
     free(all);
-    ppdl_runtime_replica_ops(cfg->schedule, S, cfg->M, layout, cfg->stage, cfg->replica, &rt->ops);
+    ppdl_schedule_build_replica(cfg->schedule, S, cfg->M, layout, cfg->stage, cfg->replica, &rt->ops);
     free(layout);
     rt->last_backward = -1;
     for (int i = 0; i < rt->ops.n; i++)

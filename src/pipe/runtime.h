@@ -19,8 +19,8 @@
 
 #include "net/comm.h"
 #include "nn/stage.h"
-#include "pipe/schedule.h"
-#include "prof/timeline.h"
+#include "sched/schedule.h"
+#include "sched/event.h"
 
 /* Where stage 0 gets its inputs and the last stage its targets: fill `inputs` (host,
  * b samples: int32 tokens or floats; NULL when not needed) and `targets` (host, int32,
@@ -100,9 +100,6 @@ typedef struct ppdl_step_stats {
 
 typedef struct ppdl_runtime ppdl_runtime;
 
-/* The op list of replica `replica` of stage s when stage t runs on k[t] replicas
- * (schedule.h: ppdl_schedule_build_replica; k NULL: one rank per stage). */
-void ppdl_runtime_replica_ops(int schedule, int S, int M, const int *k, int s, int replica, ppdl_op_list *out);
 
 /* Collective over comm's ranks (each tells the others its stage and replica). */
 ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,

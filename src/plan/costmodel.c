@@ -4,7 +4,7 @@
 #include "plan/costmodel.h"
 #include "core/error.h"
 #include "core/util.h"
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 #include "plan/replica.h"
 
 #include <math.h>

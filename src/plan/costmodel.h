@@ -1,5 +1,5 @@
 /* costmodel.h — the cost model of DESIGN.md, evaluated for one plan, and its extension
- * to replicated stages (issue 9).
+ * to replicated stages.
  *
  * One rank per stage (S = N, DESIGN.md, unchanged): stage s holds layers first..last
  * on rank r_s with recompute option c_l for each layer l:

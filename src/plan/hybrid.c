@@ -1,4 +1,4 @@
-/* hybrid.c — plans with replicated stages (issue 9): for each replica layout (which
+/* hybrid.c — plans with replicated stages: for each replica layout (which
  * ranks form each stage, in pipeline order) the exact partition and recompute; over
  * layouts, every one for few ranks, candidates from the cluster's structure and local
  * moves for many.

@@ -16,16 +16,10 @@ int ppdl_pair_mbs(int M, int ka, int a, int kb, int b)
     return n;
 }
 
-void ppdl_replica_ops(int schedule, int S, int M, const int *k, int s, int q, ppdl_op_list *out)
-{
-    /* the runtime's lists (ppdl_runtime_replica_ops calls the same builder) */
-    ppdl_schedule_build_replica(schedule, S, M, k, s, q, out);
-}
-
 int ppdl_replica_in_flight(int schedule, int S, int M, const int *k, int s, int q)
 {
     ppdl_op_list l;
-    ppdl_replica_ops(schedule, S, M, k, s, q, &l);
+    ppdl_schedule_build_replica(schedule, S, M, k, s, q, &l);
     int n = ppdl_schedule_max_in_flight(&l);
     ppdl_op_list_free(&l);
     return n;

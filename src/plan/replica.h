@@ -1,13 +1,13 @@
-/* replica.h — what replicating a stage changes in the cost model (issue 9): how the
+/* replica.h — what replicating a stage changes in the cost model: how the
  * micro-batches divide among a stage's replicas, how many each holds at once, which
  * pairs of ranks carry them between stages, and what summing the gradients costs.
  * Pure C (no MPI): the planner, the cost model and the simulator share these.
  *
  * The runtime's rules (src/pipe/runtime.c), restated here without MPI:
  *  - micro-batch j runs on replica j mod k of a stage with k replicas;
- *  - replica q runs the op list ppdl_schedule_build_replica gives it for the layout
- *    (ppdl_replica_ops calls it, as ppdl_runtime_replica_ops does): its own
- *    micro-batches, and with 1F1B a warm-up that counts the later stages' replicas;
+ *  - replica q runs the op list ppdl_schedule_build_replica (sched/schedule.h) gives
+ *    it for the layout, the runtime and the simulator alike: its own micro-batches,
+ *    and with 1F1B a warm-up that counts the later stages' replicas;
  *  - micro-batch j goes from replica j mod k_s of stage s to replica j mod k_{s+1};
  *  - after its last backward a replica sums its gradients with the stage's other
  *    replicas (MPI_Iallreduce; under --netem the ring of src/net/ring.c), and the
@@ -16,7 +16,7 @@
 #ifndef PPDL_REPLICA_H
 #define PPDL_REPLICA_H
 
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 #include "plan/cluster_model.h"
 
 /* micro-batches j < M with j mod k == q: ceil((M - q) / k) */
@@ -26,13 +26,8 @@ int ppdl_replica_mbs(int M, int k, int q);
  * of the next: j mod ka == a and j mod kb == b */
 int ppdl_pair_mbs(int M, int ka, int a, int kb, int b);
 
-/* The op list of replica q of stage s (of S, M micro-batches) in the layout k[0..S-1]
- * (replicas per stage; NULL: one each): exactly the runtime's list,
- * ppdl_schedule_build_replica. The planner's simulator plays these lists. */
-void ppdl_replica_ops(int schedule, int S, int M, const int *k, int s, int q, ppdl_op_list *out);
-
 /* Micro-batches replica q of stage s holds at once in the layout k: the peak of its op
- * list (ppdl_replica_ops), what the runtime allocates stash slots for. It comes to
+ * list (ppdl_schedule_build_replica), what the runtime allocates stash slots for. It comes to
  *    GPipe: n_sq = ceil((M - q) / k_s)
  *    1F1B:  min(n_sq, floor(W_s / k_s) + 1),  W_s = min(M, k_s+1 + ... + k_S-1)
  * (the stage's list holds the window of micro-batches W_s+1 wide after each forward;

@@ -19,7 +19,7 @@
 #include "plan/simulate.h"
 #include "core/error.h"
 #include "core/util.h"
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 #include "plan/costmodel.h"
 #include "plan/replica.h"
 
@@ -287,7 +287,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
             if (ps->first == 0) x->f_ms += c->input_ms / v;
             if (ps->last == c->L - 1) x->f_ms += c->target_ms / v;
             x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, v);
-            ppdl_replica_ops(schedule, S, M, ev.replicas, s, q, &x->ops); /* the runtime's list */
+            ppdl_schedule_build_replica(schedule, S, M, ev.replicas, s, q, &x->ops); /* the runtime's list */
             x->slots = ppdl_schedule_max_in_flight(&x->ops);
             x->last_bwd = -1;
             for (int i = 0; i < x->ops.n; i++)

@@ -1,4 +1,4 @@
-/* simulate.h — play a plan's real schedule (the op lists of src/pipe/schedule.h, the
+/* simulate.h — play a plan's real schedule (the op lists of src/sched/schedule.h, the
  * same lists the runtime executes, one per replica: ppdl_schedule_build_replica for
  * the plan's layout, proven by ppdl_schedule_check_layout before the play)
  * with the costs, and predict the step time.
@@ -38,7 +38,7 @@
 #include "plan/cluster_model.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
-#include "prof/timeline.h"
+#include "sched/event.h"
 
 typedef struct ppdl_sim {
     double step_ms;            /* predicted time of one step */

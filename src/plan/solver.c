@@ -55,7 +55,7 @@
 #include "plan/solver.h"
 #include "core/error.h"
 #include "core/util.h"
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 #include "plan/costmodel.h"
 #include "plan/solver_impl.h"
 

@@ -5,14 +5,14 @@
  * The search space: S <= N stages of contiguous layers; each stage on k_s >= 1 ranks
  * (its replicas, k_s <= M), every rank in exactly one stage; inside a stage the
  * replicas are in ppdl_sort_replicas order (rank order). Two parts:
- *  - one rank per stage (S = N, issue 6): for a fixed rank order the partition and the
+ *  - one rank per stage (S = N): for a fixed rank order the partition and the
  *    options are optimal (ppdl_solve_order); over rank orders exact up to
  *    opts.exact_max_ranks ranks (a DP over subsets of ranks), above that a heuristic
  *    that exploits the matrix's structure (groups of fast-linked ranks, ordered within
  *    and between groups, then local improvement by swaps and reversals). Its
  *    candidates include ranks in order 0..N-1, solved exactly, so it is never worse
  *    than any plan that keeps the ranks in order (every pipeline baseline).
- *  - replicated stages (S < N, issue 9, hybrid.c): for a fixed layout (which ranks
+ *  - replicated stages (S < N, hybrid.c): for a fixed layout (which ranks
  *    form each stage, in pipeline order) the partition and the options are optimal;
  *    over layouts exact up to opts.exact_hybrid_ranks ranks (every layout is solved),
  *    above that candidate layouts from the groups of fast-linked ranks (data

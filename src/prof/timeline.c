@@ -25,7 +25,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 
 #include <errno.h>
 #include <jansson.h>

@@ -5,16 +5,7 @@
 
 #include <stddef.h>
 
-typedef struct ppdl_event_rec {
-    int rank;              /* row */
-    int stage;
-    int kind;              /* ppdl_op_kind (schedule.h), or PPDL_EV_WAIT */
-    int mb;                /* micro-batch or -1 */
-    double t0_ms, t1_ms;   /* from the start of the step (or run) */
-} ppdl_event_rec;
-
-#define PPDL_EV_WAIT 100      /* time spent blocked waiting for a message */
-#define PPDL_EV_RECOMPUTE 101 /* a forward run again before its backward (inside a BACKWARD) */
+#include "sched/event.h"
 
 /* Chrome trace-event JSON ("traceEvents", one pid per rank, "X" events with args
  * {mb, stage}), loadable in chrome://tracing and ui.perfetto.dev. */

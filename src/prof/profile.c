@@ -1,5 +1,5 @@
 /* profile.c — time each layer alone on the device: the costs the planner plans with. */
-#include "nn/profile.h"
+#include "prof/profile.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "nn/stage.h"

@@ -31,7 +31,7 @@
  * (number of ops + 1) sweeps of O(S) each plus O(1) per op run, so O(S * N_ops) time
  * in the worst case (a few sweeps in practice).
  */
-#include "pipe/schedule.h"
+#include "sched/schedule.h"
 
 #include "core/error.h"
 #include "core/util.h"
