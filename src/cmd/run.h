@@ -1,0 +1,201 @@
+/* run.h — one training run of ppdl, as the steps of src/cmd/ppdl.c's main() see it.
+ *
+ * main() calls one function per step of the flow; each step is in a file of its own:
+ *   run_options.c   the command line: parse, check, derive (options)
+ *   run_setup.c     the model, the device, the network, the data, the resume point,
+ *                   the layers' costs
+ *   run_plan.c      the plan (auto, uniform, dp, a file) and its memory prediction
+ *   run_stage.c     this rank's stage: weights, optimizer state, runtime, checkpoints
+ *   run_train.c     the step loop: progress lines, checkpoints, early stops
+ *   run_finish.c    what rank 0 gathers at the end: summaries, trace, timeline, --save
+ *   run_report.c    what is printed (header, plan table, the closing tables) and
+ *                   the --report JSON
+ *   run_agree.c     the job-ending agreement every rank reaches
+ * Every value derived from the options is derived once, in run_options.c.
+ */
+#ifndef PPDL_CMD_RUN_H
+#define PPDL_CMD_RUN_H
+
+#include <jansson.h>
+#include <mpi.h>
+#include <stddef.h>
+
+#include "backend/backend.h"
+#include "io/checkpoint.h"
+#include "io/data_io.h"
+#include "net/cluster.h"
+#include "net/comm.h"
+#include "nn/model.h"
+#include "nn/stage.h"
+#include "pipe/runtime.h"
+#include "plan/costs.h"
+#include "plan/plan.h"
+#include "prof/papi.h"
+
+typedef enum plan_mode { PLAN_UNIFORM = 0, PLAN_AUTO, PLAN_DP, PLAN_FILE } plan_mode;
+
+typedef struct options {
+    const char *model, *data, *plan, *report, *trace, *timeline, *save, *backend, *recompute;
+    const char *mem_limit;
+    long steps, batch_size, micro_batches, threads, seed, log_every;
+    int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
+    int skip_nonfinite;
+    const char *papi;          /* --papi EVENTS */
+    const char *method;        /* --method: the planner's method for --plan auto */
+    double lr, beta1, beta2, eps, weight_decay;
+    /* checkpoints: every `checkpoint_every` steps, or every `checkpoint_every_s` s */
+    const char *checkpoint, *resume;
+    long checkpoint_every, step_delay_ms;
+    double checkpoint_every_s, time_limit_s;
+    /* the network: a saved cluster, where to write the measured one, an emulated one */
+    const char *cluster, *cluster_out, *netem;
+    int probe_only;
+    /* the layers' costs for the planner: where to write the profile, a saved one */
+    const char *costs, *costs_out;
+    /* derived once from the above */
+    plan_mode plan_mode;       /* --plan: auto, uniform, dp, or a file (o->plan names it) */
+    int micro_batch_size;      /* b = B / M, samples per micro-batch */
+    int resume_auto;           /* --resume auto */
+    int record_events;         /* --trace or --timeline: the runtime records its events */
+} options;
+
+/* Parse argv (every rank alike). 0: run; 1: --help; 2: --version; -1: a bad option,
+ * explained in err. */
+int run_options_parse(int argc, char **argv, options *o, char *err, size_t errlen);
+void run_options_usage(FILE *f);
+/* rank 0: every output file named can be created (0), else -1 with the option named */
+int run_options_check_outputs(const options *o, char *err, size_t errlen);
+/* --mem-limit for `rank`: one size for all or one per rank; 0 bytes when not given */
+int run_options_mem_limit(const char *s, int rank, size_t *bytes, char *err, size_t errlen);
+
+/* The job-ending agreement: every rank calls it at the same point. If any rank failed,
+ * the lowest failing rank prints "ppdl: msg", and every rank exits with `code` (no rank
+ * is left waiting, no launcher abort noise). Returns only when no rank failed. */
+void agree_or_end_job(int failed, const char *msg, int code);
+/* the same, waiting without spinning (for the ranks idle while rank 0 works alone) */
+void agree_or_end_job_idle(int failed, const char *msg, int code);
+
+/* the data each step reads: samples step*B ... step*B + B-1 (mod N), micro-batch
+ * mb takes the mb-th contiguous B/M of them. A resumed run continues from the data
+ * position its checkpoint recorded (pos0 samples consumed by step0 steps), which is
+ * step0*B unless the batch size changed. */
+typedef struct data_source {
+    ppdl_data *data;
+    long batch_size;
+    long long step0, pos0;
+} data_source;
+
+/* what the loop needs to checkpoint and to stop early */
+typedef struct run_ctl {
+    ppdl_ckpt *ckpt;               /* NULL without --checkpoint */
+    char *plan_json;
+    double t_prev;                 /* this rank's clock at the last agreement */
+    double step_est_s;             /* the slowest step so far, over all ranks */
+    double ckpt_est_s;             /* the last checkpoint's duration (a guess before the first) */
+    double ckpt_total_s;           /* all checkpoints' time on this rank, for the report */
+    double ckpt_at_s;              /* the agreed time of the last checkpoint */
+    long ckpt_step;                /* steps done at the last checkpoint, -1: none yet */
+    int stopped;                   /* the stopping signal, -1: the time limit, 0: not stopped */
+    json_t *log;                   /* the checkpoints, for the report */
+} run_ctl;
+
+/* Where one rank's time went over all steps (the report's breakdown), and its memory:
+ * what rank 0 gathers from every rank at the end. All doubles, so that one MPI_Gather
+ * of sizeof / sizeof(double) values carries it. */
+typedef struct rank_summary {
+    double forward_ms, backward_ms, recompute_ms, optimizer_ms, wait_ms, comm_ms, step_ms;
+    double checkpoint_ms;          /* written between steps, outside step_ms */
+    double peak_bytes, params_bytes, optimizer_bytes, stash_bytes, buffer_bytes, allocations;
+    double stage;
+} rank_summary;
+
+/* The training's totals over the timed steps (after the first, or the only one), on
+ * rank 0 */
+typedef struct train_totals {
+    double total_ms, final_loss, sum_bubble;
+    long timed_steps;
+    json_t *steps_json;            /* [{"step", "loss", "ms", "bubble"}] */
+    int nonfinite_exit;            /* 4: stopped at a non-finite step */
+} train_totals;
+
+typedef struct run {
+    options o;
+    int rank, n_ranks;
+    double t_start;
+    ppdl_papi papi;
+    /* set up (run_setup.c) */
+    ppdl_model model;
+    long threads;
+    ppdl_backend *be;
+    ppdl_comm comm;
+    ppdl_cluster cluster;
+    int have_cluster;
+    ppdl_data data;
+    const char *resume;            /* the checkpoint resumed from, NULL: a fresh start */
+    ppdl_ckpt_info ck;             /* its /train record */
+    long start_step;
+    ppdl_costs costs;
+    int have_costs;
+    /* the plan (run_plan.c) */
+    int *n_options;                /* recompute options per layer */
+    ppdl_plan plan;
+    double simulated_ms;           /* the simulator's step for --plan auto, 0 otherwise */
+    int stage, replica;            /* this rank's */
+    MPI_Comm replica_comm;         /* the replicas of this rank's stage */
+    ppdl_mem_prediction *pred;     /* per stage */
+    /* this rank's stage (run_stage.c) */
+    ppdl_stage st;
+    float *host;                   /* host buffer of the stage's parameters */
+    double resume_read_s;
+    data_source ds;
+    ppdl_runtime *rt;
+    run_ctl ctl;
+    /* training (run_train.c) and its end (run_finish.c) */
+    double flops_step;             /* forward + backward FLOPs of one mini-batch */
+    rank_summary mine;
+    train_totals totals;
+    rank_summary *all;             /* rank 0: every rank's summary */
+    double *papi_all;              /* rank 0: every rank's PAPI counts */
+    double *clock_all;             /* rank 0: per rank, its clock's offset and bound (s) */
+    int output_failed;             /* rank 0: a requested output could not be written */
+} run;
+
+/* ---- the steps of main(), in order ---- */
+/* 1. MPI is up: read the command line; 1: stop now with status 0 (--help, --version) */
+int run_start(run *r, int argc, char **argv);
+/* 2. the model description, the device, the network (probed, read, or emulated) */
+void run_setup_device_and_network(run *r);
+/*    the data, the checkpoint resumed from, the layers' costs */
+void run_setup_data(run *r);
+/* 3. the plan every rank runs, and each stage's memory predicted */
+void run_choose_plan(run *r);
+/* 4. this rank's stage, its weights (from the model or the checkpoint), the runtime */
+void run_build_stage(run *r);
+/*    rank 0: what is about to run (header, plan table, the resume point) */
+void run_print_header(const run *r);
+/* 5. the steps; ends with the final checkpoint */
+void run_train(run *r);
+/* 6. gather every rank's summary; trace, timeline, --save; the closing tables and
+ *    --report (rank 0) */
+void run_finish(run *r);
+/* the exit status: 4 non-finite, 75 stopped with a checkpoint, 1 an output failed, 0 */
+int run_exit_status(const run *r);
+/* free everything (any step may have been the last one run) */
+void run_free(run *r);
+
+/* helpers shared between the steps */
+/* Host views of a stage's weights and AdamW moments: the arenas themselves when the
+ * host can address device memory (the CPU), else host copies (from the device when
+ * from_device; host_state_put copies them back). */
+typedef struct host_state {
+    float *a[3];
+    int copies;
+} host_state;
+void host_state_get(host_state *h, ppdl_stage *st, int from_device);
+void host_state_put(host_state *h, ppdl_stage *st);
+void host_state_free(host_state *h);
+void run_write_checkpoint(run *r, long done, double at_s);
+void run_print_closing(const run *r);
+void run_write_report(run *r);
+
+#endif

@@ -1,0 +1,367 @@
+/* run_options.c — ppdl's command line: --help's text, the parser (every rank parses
+ * the same argv), the checks that need no file, and the values derived from it. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd/run.h"
+#include "core/error.h"
+#include "core/stop.h"
+#include "core/util.h"
+#include "plan/planner.h"
+#include "sched/schedule.h"
+
+void run_options_usage(FILE *f)
+{
+    fprintf(f,
+"usage: mpiexec -n N ppdl MODEL.h5 --data DATA.h5 [options]\n"
+"\n"
+"Train MODEL.h5 with its layers split into N pipeline stages, one per MPI rank.\n"
+"Micro-batches flow forward through the stages and gradients flow back; after every\n"
+"step (all micro-batches of one mini-batch) each stage updates its weights with AdamW.\n"
+"The losses and weights do not depend on N or on the number of micro-batches.\n"
+"\n"
+"Training:\n"
+"  --data FILE.h5          training data made by ppdl-data (required)\n"
+"  --steps K               optimizer steps (default 10)\n"
+"  --batch-size B          samples per step, the mini-batch (default 8)\n"
+"  --micro-batches M       micro-batches per step; must divide B (default 4)\n"
+"  --lr X                  AdamW learning rate (default 1e-3)\n"
+"  --weight-decay X        AdamW weight decay (default 1e-2); --beta1, --beta2, --eps too\n"
+"  --seed S                recorded in the report (data order is sequential)\n"
+"  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
+"                          stop, naming the step, stage and layer; nothing is written)\n"
+"\n"
+"Pipeline:\n"
+"  --schedule 1f1b|gpipe   1f1b (default): PipeDream-Flush, stage s keeps at most\n"
+"                          min(M, N-s) micro-batches of activations; gpipe keeps M\n"
+"  --plan auto|uniform|dp|FILE\n"
+"                          auto: measure the network, profile the layers, and solve\n"
+"                          for the stages, their ranks and recompute (--method picks\n"
+"                          ppdl's solver, the default, or a baseline; see ppdl-plan);\n"
+"                          uniform (default): equal layer counts on ranks 0..N-1;\n"
+"                          dp: data parallelism, the whole model on every rank;\n"
+"                          FILE: a plan JSON (stages, ranks or replicas, recompute;\n"
+"                          see README)\n"
+"  --recompute none|full|selective\n"
+"                          recompute option for every layer (overrides the plan):\n"
+"                          full keeps only each layer's input and runs its forward\n"
+"                          again before backward; selective (transformer blocks)\n"
+"                          drops attention probabilities and the MLP hidden layer\n"
+"  --mem-limit SIZE[,SIZE...]  device memory each rank may use, e.g. 512M (one size\n"
+"                          for all ranks, or one per rank)\n"
+"  --wait auto|yield|block how a rank waits for messages; auto yields the core when\n"
+"                          ranks outnumber cores (default auto)\n"
+"\n"
+"Device:\n"
+"  --backend cpu|cuda      compute device (default cpu)\n"
+"  --threads T             compute threads per rank (default: cores / ranks on the node)\n"
+"\n"
+"Network:\n"
+"  --probe-only            measure the network and devices, print them, and stop\n"
+"                          (MODEL.h5 and --data are optional then; a model sets the\n"
+"                          activation size measured)\n"
+"  --cluster-out FILE.json write the measurement (CLUSTER.json); the probe runs with\n"
+"                          this, --probe-only or --report (a few 100 ms)\n"
+"  --cluster FILE.json     use a saved measurement instead of probing\n"
+"  --netem FILE.json       emulate that cluster's network: every message between\n"
+"                          ranks i, j takes latency + bytes/bandwidth of the link\n"
+"  --costs-out FILE.json   profile every layer on rank 0's device at this run's\n"
+"                          micro-batch size (forward, backward, each recompute option,\n"
+"                          bytes; median of 5 timed runs) and write COSTS.json, what\n"
+"                          ppdl-plan plans with (well under a second for gpt-tiny)\n"
+"  --costs FILE.json       use saved layer costs instead (checked against the model\n"
+"                          and the micro-batch size)\n"
+"\n"
+"Output:\n"
+"  --papi EVENTS           count PAPI events (e.g. PAPI_TOT_CYC,PAPI_TOT_INS) per stage\n"
+"                          and per forward/backward/optimizer, in the report; where\n"
+"                          the machine has no counters it says why and times only\n"
+"  --log-every K           progress line every K steps (default: about 20 lines per run)\n"
+"  --report FILE.json      losses, throughput, plan and memory per rank\n"
+"  --trace FILE.json       the last step as a Chrome/Perfetto trace (ui.perfetto.dev)\n"
+"  --timeline FILE.svg     the last step as a pipeline diagram (open in a browser)\n"
+"  --save FILE.h5          write the trained model (a model.h5 ppdl can train again)\n"
+"\n"
+"Checkpoints and batch jobs:\n"
+"  --checkpoint FILE.h5    write the weights, the AdamW state and the step here (one\n"
+"                          file, all ranks in parallel; replaced atomically), at the\n"
+"                          end and --checkpoint-every; it is a model.h5 too\n"
+"  --checkpoint-every K|DURATION\n"
+"                          every K steps, or every DURATION of wall time such as 30m\n"
+"                          (default 15m)\n"
+"  --resume FILE.h5|auto   continue the run saved in FILE.h5 (any number of ranks and\n"
+"                          plan) until --steps steps in all; auto: resume from\n"
+"                          --checkpoint if it exists, else start, so the same command\n"
+"                          line starts and resumes a run\n"
+"  --time-limit DURATION   stop with a checkpoint before this much wall time has\n"
+"                          passed (90s, 10m, 2h, 1:30:00, 1-12:00:00)\n"
+"  SIGUSR1, SIGTERM        with --checkpoint: finish the step, write a checkpoint and\n"
+"                          exit with status 75 (resubmit the same command to continue)\n"
+"  --step-delay MS         sleep MS after every step (tests and demos of long runs)\n"
+"  --help, --version\n"
+"\n"
+"Example:\n"
+"  ppdl-init --preset gpt-tiny -o gpt.h5\n"
+"  ppdl-data text README.md --seq-len 64 -o text.h5\n"
+"  mpiexec -n 2 ./ppdl gpt.h5 --data text.h5 --steps 50 --batch-size 16 --micro-batches 4\n");
+}
+
+
+/* Every rank parses the same argv; on an error rank 0 explains and all exit. */
+int run_options_parse(int argc, char **argv, options *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->steps = 10;
+    o->batch_size = 8;
+    o->micro_batches = 4;
+    o->schedule = PPDL_SCHED_1F1B;
+    o->plan = "uniform";
+    o->method = "ppdl";
+    o->backend = "cpu";
+    o->wait = -1;
+    o->lr = 1e-3;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
+    o->weight_decay = 1e-2;
+    o->seed = 1234;
+    enum { O_DATA = 256, O_STEPS, O_BATCH, O_MICRO, O_SCHED, O_PLAN, O_MEM, O_LR, O_WD, O_B1, O_B2,
+           O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
+           O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
+           O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_HELP, O_VERSION };
+    static const struct option longopts[] = {
+        {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
+        {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
+        {"cluster-out", required_argument, 0, O_CLUSTER_OUT}, {"netem", required_argument, 0, O_NETEM},
+        {"data", required_argument, 0, O_DATA}, {"steps", required_argument, 0, O_STEPS},
+        {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
+        {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
+        {"mem-limit", required_argument, 0, O_MEM}, {"lr", required_argument, 0, O_LR},
+        {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
+        {"beta2", required_argument, 0, O_B2}, {"eps", required_argument, 0, O_EPS},
+        {"seed", required_argument, 0, O_SEED}, {"report", required_argument, 0, O_REPORT},
+        {"trace", required_argument, 0, O_TRACE}, {"timeline", required_argument, 0, O_TIMELINE},
+        {"save", required_argument, 0, O_SAVE}, {"threads", required_argument, 0, O_THREADS},
+        {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
+        {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
+        {"skip-nonfinite", no_argument, 0, O_SKIPNF}, {"papi", required_argument, 0, O_PAPI},
+        {"method", required_argument, 0, O_METHOD},
+        {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+        {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
+        {"step-delay", required_argument, 0, O_STEP_DELAY},
+        {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *a = optarg;
+        double d;
+        switch (c) {
+        case O_DATA: o->data = a; break;
+        case O_STEPS:
+            if (ppdl_parse_int(a, 0, LONG_MAX / 2, &o->steps)) return ppdl_errf(err, errlen, "--steps %s: expected an integer >= 0", a);
+            break;
+        case O_BATCH:
+            if (ppdl_parse_int(a, 1, 1 << 24, &o->batch_size)) return ppdl_errf(err, errlen, "--batch-size %s: expected an integer >= 1", a);
+            break;
+        case O_MICRO:
+            if (ppdl_parse_int(a, 1, 1 << 20, &o->micro_batches)) return ppdl_errf(err, errlen, "--micro-batches %s: expected an integer >= 1", a);
+            break;
+        case O_SCHED:
+            o->schedule = ppdl_schedule_parse(a);
+            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b or gpipe", a);
+            break;
+        case O_PLAN: o->plan = a; break;
+        case O_MEM: o->mem_limit = a; break;
+        case O_LR:
+            if (ppdl_parse_float(a, 0, 10, &o->lr)) return ppdl_errf(err, errlen, "--lr %s: expected a number in [0, 10]", a);
+            break;
+        case O_WD:
+            if (ppdl_parse_float(a, 0, 10, &o->weight_decay)) return ppdl_errf(err, errlen, "--weight-decay %s: expected a number in [0, 10]", a);
+            break;
+        case O_B1:
+            if (ppdl_parse_float(a, 0, 0.999999, &o->beta1)) return ppdl_errf(err, errlen, "--beta1 %s: expected a number in [0, 1)", a);
+            break;
+        case O_B2:
+            if (ppdl_parse_float(a, 0, 0.999999999, &o->beta2)) return ppdl_errf(err, errlen, "--beta2 %s: expected a number in [0, 1)", a);
+            break;
+        case O_EPS:
+            if (ppdl_parse_float(a, 1e-30, 1, &d)) return ppdl_errf(err, errlen, "--eps %s: expected a number in (0, 1]", a);
+            o->eps = d;
+            break;
+        case O_SEED:
+            if (ppdl_parse_int(a, 0, LONG_MAX, &o->seed)) return ppdl_errf(err, errlen, "--seed %s: expected an integer >= 0", a);
+            break;
+        case O_REPORT: o->report = a; break;
+        case O_TRACE: o->trace = a; break;
+        case O_TIMELINE: o->timeline = a; break;
+        case O_SAVE: o->save = a; break;
+        case O_THREADS:
+            if (ppdl_parse_int(a, 1, 1024, &o->threads)) return ppdl_errf(err, errlen, "--threads %s: expected an integer in [1, 1024]", a);
+            break;
+        case O_BACKEND: o->backend = a; break;
+        case O_WAIT:
+            if (!strcmp(a, "auto")) o->wait = -1;
+            else if (!strcmp(a, "yield")) o->wait = 1;
+            else if (!strcmp(a, "block")) o->wait = 0;
+            else return ppdl_errf(err, errlen, "--wait %s: expected auto, yield or block", a);
+            break;
+        case O_RECOMP:
+            if (strcmp(a, "none") && strcmp(a, "full") && strcmp(a, "selective"))
+                return ppdl_errf(err, errlen, "--recompute %s: expected none, full or selective", a);
+            o->recompute = a;
+            break;
+        case O_LOG:
+            if (ppdl_parse_int(a, 1, LONG_MAX, &o->log_every)) return ppdl_errf(err, errlen, "--log-every %s: expected an integer >= 1", a);
+            break;
+        case O_SKIPNF: o->skip_nonfinite = 1; break;
+        case O_CKPT: o->checkpoint = a; break;
+        case O_CKPT_EVERY:
+            /* a bare integer is steps; a duration has a unit or colons */
+            o->checkpoint_every = 0;
+            o->checkpoint_every_s = 0;
+            if (ppdl_parse_int(a, 1, LONG_MAX, &o->checkpoint_every) && ppdl_parse_duration(a, &o->checkpoint_every_s))
+                return ppdl_errf(err, errlen, "--checkpoint-every %s: expected a number of steps >= 1 or a duration "
+                                              "like 30m", a);
+            break;
+        case O_RESUME: o->resume = a; break;
+        case O_TIME_LIMIT:
+            if (ppdl_parse_duration(a, &o->time_limit_s))
+                return ppdl_errf(err, errlen, "--time-limit %s: expected a duration like 90s, 10m, 2h, 1:30:00 or "
+                                              "1-12:00:00", a);
+            break;
+        case O_STEP_DELAY:
+            if (ppdl_parse_int(a, 0, 3600000, &o->step_delay_ms))
+                return ppdl_errf(err, errlen, "--step-delay %s: expected milliseconds in [0, 3600000]", a);
+            break;
+        case O_PROBE_ONLY: o->probe_only = 1; break;
+        case O_CLUSTER: o->cluster = a; break;
+        case O_CLUSTER_OUT: o->cluster_out = a; break;
+        case O_NETEM: o->netem = a; break;
+        case O_COSTS: o->costs = a; break;
+        case O_COSTS_OUT: o->costs_out = a; break;
+        case O_PAPI: o->papi = a; break;
+        case O_METHOD: {
+            int known = 0;
+            for (int i = 0; ppdl_plan_methods[i]; i++) known |= !strcmp(a, ppdl_plan_methods[i]);
+            if (!known) return ppdl_errf(err, errlen, "--method %s: unknown (see ppdl-plan --help for the methods)", a);
+            o->method = a;
+            break;
+        }
+        case 'h':
+        case O_HELP: return 1;
+        case O_VERSION: return 2;
+        case ':': return ppdl_errf(err, errlen, "%s needs a value (see --help)", argv[optind - 1]);
+        default: return ppdl_errf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc && !o->probe_only)
+        return ppdl_errf(err, errlen, "no model file given (usage: ppdl MODEL.h5 --data DATA.h5; see --help)");
+    if (optind + 1 < argc) return ppdl_errf(err, errlen, "unexpected argument '%s' (one model file only)", argv[optind + 1]);
+    o->model = optind < argc ? argv[optind] : NULL;
+    if (!o->data && !o->probe_only) return ppdl_errf(err, errlen, "--data is required: the training data made by ppdl-data");
+    if (o->batch_size % o->micro_batches)
+        return ppdl_errf(err, errlen, "--micro-batches %ld does not divide --batch-size %ld", o->micro_batches, o->batch_size);
+    if (!o->checkpoint) {
+        if (o->resume && !strcmp(o->resume, "auto"))
+            return ppdl_errf(err, errlen, "--resume auto needs --checkpoint FILE.h5 (the file to resume from when it exists)");
+        if (o->time_limit_s > 0)
+            return ppdl_errf(err, errlen, "--time-limit needs --checkpoint FILE.h5 (where the run is saved before the limit)");
+        if (o->checkpoint_every || o->checkpoint_every_s > 0)
+            return ppdl_errf(err, errlen, "--checkpoint-every needs --checkpoint FILE.h5");
+    } else {
+        if (o->save && !strcmp(o->save, o->checkpoint))
+            return ppdl_errf(err, errlen, "--save and --checkpoint name the same file %s: --save would replace the "
+                                          "checkpoint with a model without optimizer state", o->save);
+        if (!o->checkpoint_every && !(o->checkpoint_every_s > 0)) o->checkpoint_every_s = 15 * 60;
+    }
+    /* derived once, read everywhere */
+    o->plan_mode = !strcmp(o->plan, "auto")      ? PLAN_AUTO
+                   : !strcmp(o->plan, "uniform") ? PLAN_UNIFORM
+                   : !strcmp(o->plan, "dp")      ? PLAN_DP
+                                                 : PLAN_FILE;
+    o->micro_batch_size = (int)(o->batch_size / o->micro_batches);
+    o->resume_auto = o->resume && !strcmp(o->resume, "auto");
+    o->record_events = o->trace || o->timeline;
+    return 0;
+}
+
+int run_options_mem_limit(const char *s, int rank, size_t *bytes, char *err, size_t errlen)
+{
+    *bytes = 0;
+    if (!s) return 0;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0;
+    char *rest = buf;
+    size_t v = 0, mine = 0;
+    /* strsep, not strtok: an empty item ("1G,,1G") is a mistake, not a separator */
+    for (char *t = strsep(&rest, ","); t; t = strsep(&rest, ","), n++) {
+        if (ppdl_parse_size(t, &v) || v == 0)
+            return ppdl_errf(err, errlen, "--mem-limit %s: '%s' is not a size like 512M or 2G", s, t);
+        if (n == rank) mine = v;
+    }
+    if (n == 1) mine = v;
+    else if (rank >= n)
+        return ppdl_errf(err, errlen, "--mem-limit %s: %d sizes for more ranks; give one size, or one per rank", s, n);
+    *bytes = mine;
+    return 0;
+}
+
+/* An output rank 0 writes at the end of the run must be writable now: the path names no
+ * folder and its folder takes new files. (A run of hours must not end in "cannot write".) */
+static int check_output(const char *opt, const char *path, char *err, size_t errlen)
+{
+    if (!path) return 0;
+    struct stat sb;
+    if (!*path) return ppdl_errf(err, errlen, "%s needs a file name", opt);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return ppdl_errf(err, errlen, "%s %s: is a folder; expected a file name", opt, path);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    const char *d = dirname(dir);
+    if (access(d, W_OK | X_OK) != 0)
+        return ppdl_errf(err, errlen, "%s %s: cannot create files in folder %s: %s", opt, path, d, strerror(errno));
+    return 0;
+}
+
+int run_options_check_outputs(const options *o, char *err, size_t errlen)
+{
+    return check_output("--report", o->report, err, errlen) || check_output("--trace", o->trace, err, errlen) ||
+           check_output("--timeline", o->timeline, err, errlen) || check_output("--save", o->save, err, errlen) ||
+           check_output("--cluster-out", o->cluster_out, err, errlen) ||
+           check_output("--costs-out", o->costs_out, err, errlen);
+}
+
+int run_start(run *r, int argc, char **argv)
+{
+    memset(r, 0, sizeof *r);
+    r->replica_comm = MPI_COMM_NULL;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &r->n_ranks);
+    ppdl_set_log_rank(r->rank);
+    char err[PPDL_ERR_LEN] = "";
+    int prc = run_options_parse(argc, argv, &r->o, err, sizeof err);
+    if (prc > 0) {
+        if (r->rank == 0) {
+            if (prc == 1) run_options_usage(stdout);
+            else printf("ppdl %s\n", PACKAGE_VERSION);
+        }
+        return 1;
+    }
+    agree_or_end_job(prc != 0, err, 2);
+    agree_or_end_job(r->rank == 0 && run_options_check_outputs(&r->o, err, sizeof err), err, 2);
+    if (r->o.papi) agree_or_end_job(ppdl_papi_init(&r->papi, r->o.papi, err, sizeof err) != 0, err, 2);
+    r->t_start = ppdl_now_s();
+    /* with somewhere to save the run, a batch system's signal stops it cleanly */
+    if (r->o.checkpoint) ppdl_stop_signals_install();
+    return 0;
+}

@@ -1,0 +1,258 @@
+/* run_report.c — what rank 0 tells the user: the header and the plan table before the
+ * first step, the resume point, and at the end the closing line, the memory table and
+ * the --report JSON (README: "The report"). */
+#include "config.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/run.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "sched/schedule.h"
+
+/* one row of the plan table: the stage's ranks ("0" or "0,1") and its layers' kinds,
+ * each marked with its recompute option */
+static void plan_row(const run *r, int s)
+{
+    const ppdl_plan_stage *p = &r->plan.stages[s];
+    char kinds[256] = "";
+    size_t len = 0;
+    for (int l = p->first; l <= p->last && len < sizeof kinds - 40; l++) {
+        int option = p->recompute[l - p->first];
+        len += (size_t)snprintf(kinds + len, sizeof kinds - len, "%s%s%s", l > p->first ? " " : "",
+                                r->model.layers[l].kind->name,
+                                option == PPDL_RC_FULL ? "(rc)" : option == PPDL_RC_SELECTIVE ? "(sel)" : "");
+    }
+    char mem[32], ranks[64] = "";
+    size_t rl = 0;
+    for (int i = 0; i < p->n_replicas && rl + 12 < sizeof ranks; i++)
+        rl += (size_t)snprintf(ranks + rl, sizeof ranks - rl, "%s%d", i ? "," : "", p->ranks[i]);
+    printf("  %5d  %4s  %4d-%-5d %10s             %s\n", s, ranks, p->first, p->last,
+           ppdl_fmt_bytes((size_t)r->pred[s].total, mem, sizeof mem), kinds);
+}
+
+void run_print_header(const run *r)
+{
+    if (r->rank != 0) return;
+    const options *o = &r->o;
+    const ppdl_model *m = &r->model;
+    char pb[32];
+    printf("ppdl %s: %s model %s, %d layers, %.2f M parameters (%s); data %s, %ld samples\n", PACKAGE_VERSION,
+           m->family, o->model, m->L, ppdl_model_param_count(m) / 1e6,
+           ppdl_fmt_bytes(ppdl_model_param_count(m) * sizeof(float), pb, sizeof pb), o->data, r->data.n);
+    printf("%d rank%s, schedule %s, batch %ld = %ld micro-batches of %d, backend %s, %ld thread%s/rank, %s wait\n",
+           r->n_ranks, r->n_ranks > 1 ? "s" : "", ppdl_schedule_name(o->schedule), o->batch_size, o->micro_batches,
+           o->micro_batch_size, r->be->ops->name, r->threads, r->threads > 1 ? "s" : "",
+           r->comm.yield ? "yielding" : "blocking");
+    printf("plan (%s):\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: selective)\n",
+           r->plan.method);
+    for (int s = 0; s < r->plan.S; s++) plan_row(r, s);
+    if (r->plan.predicted_iter_ms > 0)
+        printf("predicted step: %.2f ms by the cost model, %.2f ms by the simulator (bottleneck %.2f ms)\n",
+               r->plan.predicted_iter_ms, r->simulated_ms, r->plan.bottleneck_ms);
+    if (r->resume) {
+        const ppdl_ckpt_info *ck = &r->ck;
+        printf("resumed from %s: %lld steps done (AdamW step %lld, data position %lld), written by %lld rank%s "
+               "(%s); read in %.2f s (the slowest rank)\n", r->resume, ck->step, ck->adam_t, ck->data_position,
+               ck->ranks, ck->ranks > 1 ? "s" : "", ck->schedule, r->resume_read_s);
+        if (ck->batch_size != o->batch_size)
+            printf("note: the checkpoint ran with --batch-size %lld, now %ld: the data goes on from sample %lld\n",
+                   ck->batch_size, o->batch_size, ck->data_position);
+        if (ck->lr != o->lr || ck->beta1 != o->beta1 || ck->beta2 != o->beta2 || ck->eps != o->eps ||
+            ck->weight_decay != o->weight_decay)
+            printf("note: AdamW's hyperparameters differ from the checkpoint's (lr %g, betas %g %g, eps %g, "
+                   "weight decay %g): the command line's are used\n", ck->lr, ck->beta1, ck->beta2, ck->eps,
+                   ck->weight_decay);
+        if (r->start_step >= o->steps)
+            printf("nothing to train: the checkpoint has %ld steps, --steps is %ld\n", r->start_step, o->steps);
+    }
+    fflush(stdout);
+}
+
+/* the mean step and its rates over the timed steps */
+typedef struct run_rates {
+    double mean_ms, samples_per_s, gflops, bubble;
+} run_rates;
+
+static run_rates rates_of(const run *r)
+{
+    const train_totals *t = &r->totals;
+    run_rates x;
+    x.mean_ms = t->timed_steps ? t->total_ms / t->timed_steps : 0;
+    x.samples_per_s = x.mean_ms > 0 ? r->o.batch_size / (x.mean_ms / 1e3) : 0;
+    x.gflops = x.mean_ms > 0 ? r->flops_step / (x.mean_ms / 1e3) / 1e9 : 0;
+    x.bubble = t->timed_steps ? t->sum_bubble / t->timed_steps : 0;
+    return x;
+}
+
+void run_print_closing(const run *r)
+{
+    run_rates x = rates_of(r);
+    printf("done: %ld steps, final loss %.4f, %.1f ms/step, %.1f samples/s, %.2f GFLOP/s, bubble %.1f%% "
+           "(steps after the first)\n",
+           r->ctl.stopped ? r->ctl.ckpt_step : r->o.steps, r->totals.final_loss, x.mean_ms, x.samples_per_s,
+           x.gflops, 100 * x.bubble);
+    printf("memory per rank (measured peak vs predicted before the run):\n"
+           "  rank  stage       peak  predicted     params  optimizer      stash    buffers\n");
+    for (int q = 0; q < r->n_ranks; q++) {
+        char a[32], b[32], c[32], d[32], e[32], f[32];
+        const rank_summary *s = &r->all[q];
+        printf("  %4d  %5d  %9s  %9s  %9s  %9s  %9s  %9s\n", q, (int)s->stage,
+               ppdl_fmt_bytes((size_t)s->peak_bytes, a, sizeof a),
+               ppdl_fmt_bytes((size_t)r->pred[(int)s->stage].total, f, sizeof f),
+               ppdl_fmt_bytes((size_t)s->params_bytes, b, sizeof b),
+               ppdl_fmt_bytes((size_t)s->optimizer_bytes, c, sizeof c),
+               ppdl_fmt_bytes((size_t)s->stash_bytes, d, sizeof d), ppdl_fmt_bytes((size_t)s->buffer_bytes, e, sizeof e));
+    }
+}
+
+/* the report's "papi" section: what was asked, what counted, and per rank and kind the
+ * PAPI real time and the counts (gathered as doubles, run_finish.c) */
+static json_t *papi_report(const ppdl_papi *p, const double *all, int n_ranks, const char *requested)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "requested", json_string(requested));
+    json_t *ev = json_array();
+    for (int e = 0; e < p->n_events; e++) json_array_append_new(ev, json_string(p->names[e]));
+    json_object_set_new(j, "events", ev);
+    json_object_set_new(j, "note", json_string(p->note));
+    json_t *ranks = json_array();
+    for (int r = 0; r < n_ranks; r++) {
+        json_t *jr = json_object();
+        json_object_set_new(jr, "rank", json_integer(r));
+        for (int k = 0; k < PPDL_PAPI_N_KINDS; k++) {
+            const double *v = all + (size_t)r * PPDL_PAPI_N_KINDS * (1 + PPDL_PAPI_MAX_EVENTS) +
+                              (size_t)k * (1 + PPDL_PAPI_MAX_EVENTS);
+            json_t *jk = json_object();
+            json_object_set_new(jk, "real_ns", json_integer((json_int_t)v[0]));
+            for (int e = 0; e < p->n_events; e++) json_object_set_new(jk, p->names[e], json_integer((json_int_t)v[1 + e]));
+            json_object_set_new(jr, ppdl_papi_kind_name(k), jk);
+        }
+        json_array_append_new(ranks, jr);
+    }
+    json_object_set_new(j, "ranks", ranks);
+    return j;
+}
+
+static json_t *memory_report(const run *r)
+{
+    json_t *mem = json_array();
+    for (int q = 0; q < r->n_ranks; q++) {
+        const rank_summary *s = &r->all[q];
+        const ppdl_mem_prediction *pr = &r->pred[(int)s->stage];
+        json_t *jm = json_object();
+        json_object_set_new(jm, "rank", json_integer(q));
+        json_object_set_new(jm, "stage", json_integer((int)s->stage));
+        json_object_set_new(jm, "peak_bytes", json_integer((json_int_t)s->peak_bytes));
+        json_object_set_new(jm, "predicted_bytes", json_integer((json_int_t)pr->total));
+        json_object_set_new(jm, "cost_model_bytes", json_integer((json_int_t)pr->cost_model));
+        json_object_set_new(jm, "predicted_buffer_bytes", json_integer((json_int_t)pr->buffers));
+        json_object_set_new(jm, "params_bytes", json_integer((json_int_t)s->params_bytes));
+        json_object_set_new(jm, "optimizer_bytes", json_integer((json_int_t)s->optimizer_bytes));
+        json_object_set_new(jm, "stash_bytes", json_integer((json_int_t)s->stash_bytes));
+        json_object_set_new(jm, "buffer_bytes", json_integer((json_int_t)s->buffer_bytes));
+        json_object_set_new(jm, "allocations", json_integer((json_int_t)s->allocations));
+        json_array_append_new(mem, jm);
+    }
+    return mem;
+}
+
+/* per rank: where the time of all steps went; communication that is not waited for
+ * overlaps compute, so "other" is bookkeeping and data loading */
+static json_t *breakdown_report(const run *r)
+{
+    json_t *bd = json_array();
+    for (int q = 0; q < r->n_ranks; q++) {
+        const rank_summary *s = &r->all[q];
+        json_t *jb = json_object();
+        json_object_set_new(jb, "rank", json_integer(q));
+        json_object_set_new(jb, "stage", json_integer((int)s->stage));
+        json_object_set_new(jb, "forward_ms", json_real(s->forward_ms));
+        json_object_set_new(jb, "backward_ms", json_real(s->backward_ms));
+        json_object_set_new(jb, "recompute_ms", json_real(s->recompute_ms));
+        json_object_set_new(jb, "optimizer_ms", json_real(s->optimizer_ms));
+        json_object_set_new(jb, "wait_ms", json_real(s->wait_ms));
+        json_object_set_new(jb, "comm_ms", json_real(s->comm_ms));
+        json_object_set_new(jb, "step_ms", json_real(s->step_ms));
+        double accounted = s->forward_ms + s->backward_ms + s->recompute_ms + s->optimizer_ms + s->wait_ms + s->comm_ms;
+        json_object_set_new(jb, "other_ms", json_real(s->step_ms - accounted));
+        json_object_set_new(jb, "checkpoint_ms", json_real(s->checkpoint_ms));
+        json_array_append_new(bd, jb);
+    }
+    return bd;
+}
+
+void run_write_report(run *r)
+{
+    const options *o = &r->o;
+    run_rates x = rates_of(r);
+    json_t *rep = json_object();
+    json_object_set_new(rep, "ppdl_version", json_string(PACKAGE_VERSION));
+    json_object_set_new(rep, "model", json_string(o->model));
+    json_object_set_new(rep, "family", json_string(r->model.family));
+    json_object_set_new(rep, "parameters", json_integer((json_int_t)ppdl_model_param_count(&r->model)));
+    json_object_set_new(rep, "ranks", json_integer(r->n_ranks));
+    json_object_set_new(rep, "schedule", json_string(ppdl_schedule_name(o->schedule)));
+    json_object_set_new(rep, "micro_batches", json_integer(o->micro_batches));
+    json_object_set_new(rep, "batch_size", json_integer(o->batch_size));
+    json_object_set_new(rep, "threads", json_integer(r->threads));
+    json_object_set_new(rep, "backend", json_string(r->be->ops->name));
+    json_object_set_new(rep, "seed", json_integer(o->seed));
+    char *pj = ppdl_plan_to_json(&r->plan);
+    json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));
+    free(pj);
+    if (r->have_cluster) {
+        char *cj = ppdl_cluster_to_json(&r->cluster);
+        json_object_set_new(rep, "cluster", json_loads(cj, 0, NULL));
+        free(cj);
+    } else {
+        json_object_set_new(rep, "cluster", json_null());
+    }
+    json_object_set_new(rep, "steps", json_incref(r->totals.steps_json));
+    json_object_set_new(rep, "samples_per_s", json_real(x.samples_per_s));
+    json_object_set_new(rep, "gflops", json_real(x.gflops));
+    json_object_set_new(rep, "bubble", json_real(x.bubble));
+    json_object_set_new(rep, "memory", memory_report(r));
+    json_object_set_new(rep, "breakdown", breakdown_report(r));
+    /* what the planner predicted next to what was measured (steps after the first) */
+    json_t *pv = json_object();
+    json_object_set_new(pv, "cost_model_ms", r->plan.predicted_iter_ms > 0 ? json_real(r->plan.predicted_iter_ms) : json_null());
+    json_object_set_new(pv, "simulated_ms", r->simulated_ms > 0 ? json_real(r->simulated_ms) : json_null());
+    json_object_set_new(pv, "measured_ms", json_real(x.mean_ms));
+    json_object_set_new(rep, "prediction", pv);
+    if (r->clock_all) {
+        /* how the trace's ranks were put on one time axis (net/clock_sync.h) */
+        json_t *jc = json_array();
+        for (int q = 0; q < r->n_ranks; q++)
+            json_array_append_new(jc, json_pack("{s:i, s:f, s:f}", "rank", q, "offset_ms", 1e3 * r->clock_all[2 * q],
+                                                "error_ms", 1e3 * r->clock_all[2 * q + 1]));
+        json_object_set_new(rep, "trace_clock", jc);
+    }
+    if (o->papi) json_object_set_new(rep, "papi", papi_report(&r->papi, r->papi_all, r->n_ranks, o->papi));
+    double final_loss = r->totals.final_loss;
+    json_object_set_new(rep, "final_loss", isfinite(final_loss) ? json_real(final_loss) : json_null());
+    json_object_set_new(rep, "resumed_from",
+                        r->resume ? json_pack("{s:s, s:I, s:f}", "file", r->resume, "step", (json_int_t)r->start_step,
+                                              "read_s", r->resume_read_s)
+                                  : json_null());
+    json_object_set_new(rep, "checkpoints", json_incref(r->ctl.log));
+    int stopped = r->ctl.stopped;
+    json_object_set_new(rep, "stopped", !stopped ? json_null()
+                                        : json_string(stopped == SIGUSR1   ? "SIGUSR1"
+                                                      : stopped == SIGTERM ? "SIGTERM"
+                                                                           : "time limit"));
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->report);
+    if (json_dump_file(rep, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) ||
+        rename(tmp, o->report)) {
+        fprintf(stderr, "ppdl: --report %s: cannot write the report\n", o->report);
+        remove(tmp);
+        r->output_failed = 1;
+    }
+    json_decref(rep);
+}

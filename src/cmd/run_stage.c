@@ -1,0 +1,108 @@
+/* run_stage.c — this rank's stage: its layers' weights on its device (from the model
+ * file, or with the AdamW moments from the checkpoint it resumes), the runtime that
+ * runs its op lists, and the checkpoint writer. */
+#include "config.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/run.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "io/model_io.h"
+
+void host_state_get(host_state *h, ppdl_stage *st, int from_device)
+{
+    float *arena[3] = {st->params, st->adam_m, st->adam_v};
+    size_t bytes = st->n_params * sizeof(float);
+    h->copies = st->be->ops->device_memory;
+    for (int a = 0; a < 3; a++) {
+        h->a[a] = h->copies ? ppdl_xmalloc(bytes + 1) : arena[a];
+        if (h->copies && from_device) st->be->ops->copy_d2h(st->be, h->a[a], arena[a], bytes);
+    }
+}
+
+void host_state_put(host_state *h, ppdl_stage *st)
+{
+    float *arena[3] = {st->params, st->adam_m, st->adam_v};
+    for (int a = 0; a < 3 && h->copies; a++)
+        st->be->ops->copy_h2d(st->be, arena[a], h->a[a], st->n_params * sizeof(float));
+}
+
+void host_state_free(host_state *h)
+{
+    for (int a = 0; a < 3 && h->copies; a++) free(h->a[a]);
+}
+
+static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t *targets, char *err, size_t errlen)
+{
+    data_source *ds = ctx;
+    long long pos = ds->pos0 + (step - ds->step0) * (long long)ds->batch_size + (long long)mb * b;
+    long start = (long)(pos % ds->data->n);
+    return ppdl_data_read(ds->data, start, b, inputs, targets, err, errlen);
+}
+
+void run_build_stage(run *r)
+{
+    const options *o = &r->o;
+    const ppdl_plan_stage *ps = &r->plan.stages[r->stage];
+    ppdl_backend *be = r->be;
+    char err[PPDL_ERR_LEN] = "";
+    be->stage = r->stage;
+    int rc = run_options_mem_limit(o->mem_limit, r->rank, &be->bytes_limit, err, sizeof err);
+    agree_or_end_job(rc != 0, err, 2);
+
+    ppdl_stage *st = &r->st;
+    ppdl_stage_alloc_params(st, &r->model, be, ps->first, ps->last);
+    r->host = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
+    ppdl_stage_alloc_optimizer(st);
+    if (!r->resume) {
+        rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->host, err, sizeof err);
+        agree_or_end_job(rc != 0, err, 1);
+        be->ops->copy_h2d(be, st->params, r->host, st->n_params * sizeof(float));
+    } else {
+        /* weights and AdamW moments of this stage's layers, wherever they were before */
+        host_state h;
+        host_state_get(&h, st, 0);
+        rc = ppdl_ckpt_read_layers(r->resume, MPI_COMM_WORLD, &r->model, ps->first, ps->last, h.a[0], h.a[1],
+                                   h.a[2], &r->resume_read_s, err, sizeof err);
+        agree_or_end_job(rc != 0, err, 1);
+        host_state_put(&h, st);
+        host_state_free(&h);
+        PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &r->resume_read_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    }
+
+    r->ds = (data_source){&r->data, o->batch_size, r->start_step, r->resume ? r->ck.data_position : 0};
+    const ppdl_plan *plan = &r->plan;
+    int stage = r->stage;
+    ppdl_runtime_cfg cfg = {
+        .schedule = o->schedule, .S = plan->S, .stage = stage,
+        .replica = r->replica, .n_replicas = ps->n_replicas,
+        .prev_ranks = stage > 0 ? plan->stages[stage - 1].ranks : NULL,
+        .n_prev = stage > 0 ? plan->stages[stage - 1].n_replicas : 0,
+        .next_ranks = stage + 1 < plan->S ? plan->stages[stage + 1].ranks : NULL,
+        .n_next = stage + 1 < plan->S ? plan->stages[stage + 1].n_replicas : 0,
+        .replica_comm = ps->n_replicas > 1 ? r->replica_comm : MPI_COMM_NULL,
+        .M = (int)o->micro_batches, .batch_size = (int)o->batch_size, .recompute = ps->recompute,
+        .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay,
+        .record_events = o->record_events, .skip_nonfinite = o->skip_nonfinite, .papi = o->papi ? &r->papi : NULL,
+    };
+    r->rt = ppdl_runtime_create(st, &cfg, (ppdl_batch_source){&r->ds, read_batch}, &r->comm);
+    if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);
+    if (r->resume) ppdl_runtime_set_adam_t(r->rt, (int)r->ck.adam_t);
+    /* checkpoints: stage replicas after the first hold the same weights, only the first writes */
+    run_ctl *ctl = &r->ctl;
+    ctl->ckpt_step = r->resume ? r->start_step : -1;
+    ctl->log = json_array();
+    if (o->checkpoint) {
+        ctl->ckpt = ppdl_ckpt_create(o->model, &r->model, ps->first, r->replica == 0 ? ps->last : ps->first - 1,
+                                     err, sizeof err);
+        agree_or_end_job(ctl->ckpt == NULL, err, 1);
+        ctl->plan_json = ppdl_plan_to_json(plan);
+        /* before the first checkpoint, guess its time pessimistically: 50 MB/s for the
+         * weights and moments, plus a second */
+        ctl->ckpt_est_s = 1.0 + 3.0 * 4 * (double)ppdl_model_param_count(&r->model) / 50e6;
+    }
+}

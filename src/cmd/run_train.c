@@ -1,0 +1,232 @@
+/* run_train.c — the steps: each runs the schedule once (runtime.h), rank 0 prints a
+ * progress line and keeps the report's entry; between steps the ranks agree on
+ * signals and time and write the checkpoints that are due. */
+#include "config.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd/run.h"
+#include "core/error.h"
+#include "core/stop.h"
+#include "core/util.h"
+#include "sched/schedule.h"
+
+/* ---- checkpoints and early stops (io/checkpoint.h, core/stop.h) ---- */
+
+void run_write_checkpoint(run *r, long done, double at_s)
+{
+    const options *o = &r->o;
+    run_ctl *c = &r->ctl;
+    char err[PPDL_ERR_LEN] = "";
+    host_state h;
+    host_state_get(&h, &r->st, 1);
+    ppdl_ckpt_info info = {
+        .step = done, .data_position = r->ds.pos0 + (done - r->ds.step0) * (long long)r->ds.batch_size,
+        .adam_t = ppdl_runtime_adam_t(r->rt), .seed = o->seed, .batch_size = o->batch_size,
+        .micro_batches = o->micro_batches, .ranks = r->n_ranks, .lr = o->lr, .beta1 = o->beta1,
+        .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay, .plan_json = c->plan_json,
+    };
+    snprintf(info.schedule, sizeof info.schedule, "%s", ppdl_schedule_name(o->schedule));
+    ppdl_ckpt_stats cs;
+    int rc = ppdl_ckpt_write(c->ckpt, o->checkpoint, MPI_COMM_WORLD, h.a[0], h.a[1], h.a[2], &info, &cs,
+                             err, sizeof err);
+    host_state_free(&h);
+    agree_or_end_job(rc == -1, err, 1);   /* the rank that failed explains */
+    agree_or_end_job(rc != 0, err, 1);
+    c->ckpt_est_s = cs.total_s;
+    c->ckpt_total_s += cs.total_s;
+    c->ckpt_at_s = at_s + cs.total_s;
+    c->ckpt_step = done;
+    if (r->rank != 0) return;
+    char b[32];
+    printf("checkpoint %s: step %ld, %s in %.2f s (write %.2f s, %.0f MB/s; sync %.2f s; verify %.2f s)\n",
+           o->checkpoint, done, ppdl_fmt_bytes((size_t)cs.bytes, b, sizeof b), cs.total_s, cs.write_s,
+           cs.write_s > 0 ? cs.bytes / cs.write_s / 1e6 : 0, cs.sync_s, cs.verify_s);
+    fflush(stdout);
+    json_t *j = json_object();
+    json_object_set_new(j, "step", json_integer(done));
+    json_object_set_new(j, "bytes", json_integer((json_int_t)cs.bytes));
+    json_object_set_new(j, "write_s", json_real(cs.write_s));
+    json_object_set_new(j, "sync_s", json_real(cs.sync_s));
+    json_object_set_new(j, "verify_s", json_real(cs.verify_s));
+    json_object_set_new(j, "total_s", json_real(cs.total_s));
+    json_array_append_new(c->log, j);
+}
+
+/* Between two steps (`done` steps done): the ranks agree on a signal caught by any of
+ * them, the time used and the slowest step, then write a checkpoint when one is due.
+ * Every rank takes the same decisions from the same agreed numbers. 1: stop now. */
+static int between_steps(run *r, long done)
+{
+    const options *o = &r->o;
+    run_ctl *c = &r->ctl;
+    if (o->step_delay_ms) {
+        struct timespec ts = {o->step_delay_ms / 1000, (o->step_delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) {}
+    }
+    if (!c->ckpt) return 0;
+    double now = ppdl_now_s();
+    double mine[3] = {ppdl_stop_signal(), now - r->t_start, now - c->t_prev}, all[3];
+    MPI_Request req;
+    PPDL_CHECK_MPI(MPI_Iallreduce(mine, all, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req));
+    ppdl_comm_wait(&r->comm, &req);
+    if (all[2] > c->step_est_s) c->step_est_s = all[2];
+    int stop = (int)all[0];
+    if (!stop && o->time_limit_s > 0 && ppdl_stop_for_time(all[1], o->time_limit_s, c->step_est_s, c->ckpt_est_s))
+        stop = -1;
+    int due = stop || (o->checkpoint_every && done % o->checkpoint_every == 0) ||
+              (o->checkpoint_every_s > 0 && all[1] - c->ckpt_at_s >= o->checkpoint_every_s);
+    if (due) run_write_checkpoint(r, done, all[1]);
+    if (stop && r->rank == 0) {
+        printf("stopped after step %ld of %ld (%s): resubmit the same command with --resume %s to continue "
+               "(exit status %d)\n", done, o->steps,
+               stop == SIGUSR1 ? "SIGUSR1" : stop == SIGTERM ? "SIGTERM" : "the time limit is near",
+               o->resume_auto ? "auto" : o->checkpoint, PPDL_EXIT_CHECKPOINTED);
+        fflush(stdout);
+    }
+    c->stopped = stop;
+    c->t_prev = ppdl_now_s();
+    return stop != 0;
+}
+
+/* ---- the per-step line and report entry ----
+ * Rank 0 needs every rank's step time and the last stage's loss. Gathered at the end of
+ * the step and waited for there, rank 0 (the first stage, the one that starts the next
+ * step) would start it only after the slowest rank's optimizer, and the pipeline would
+ * lose that overlap every step (perf/RESULTS.md, "the progress line's gather"). So
+ * step k's gather is waited for after step k + 1, and its line printed then. */
+typedef struct step_log {
+    int rank, n_ranks;
+    long pending;              /* the step whose gather is in flight, or -1 */
+    MPI_Request req;
+    double mine[2][3], *all[2]; /* per rank: loss sum (last stage), step ms, compute ms */
+    ppdl_comm *comm;
+    const options *o;
+    long start_step, log_every;
+    int loss_rows;
+    double flops_step;
+    train_totals *t;           /* rank 0's totals and per-step entries */
+} step_log;
+
+static void step_log_finish(step_log *lg)
+{
+    long step = lg->pending;
+    if (step < 0) return;
+    lg->pending = -1;
+    ppdl_comm_wait(lg->comm, &lg->req);
+    if (lg->rank != 0) return;
+    const options *o = lg->o;
+    const double *all = lg->all[step % 2];
+    /* the last stage's replicas each summed the loss of their micro-batches */
+    double loss_sum = 0;
+    for (int r = 0; r < lg->n_ranks; r++) loss_sum += all[3 * r];
+    double loss = loss_sum / ((double)o->batch_size * lg->loss_rows);
+    double ms = 0, busy = 0;
+    for (int r = 0; r < lg->n_ranks; r++) {
+        if (all[3 * r + 1] > ms) ms = all[3 * r + 1];
+        busy += all[3 * r + 2];
+    }
+    double bubble = ms > 0 ? 1.0 - busy / (lg->n_ranks * ms) : 0;
+    if (bubble < 0) bubble = 0;
+    lg->t->final_loss = loss;
+    if (step > 0 || o->steps == 1) {
+        lg->t->total_ms += ms;
+        lg->t->timed_steps++;
+        lg->t->sum_bubble += bubble;
+    }
+    json_t *js = json_object();
+    json_object_set_new(js, "step", json_integer(step));
+    json_object_set_new(js, "loss", json_real(loss));
+    json_object_set_new(js, "ms", json_real(ms));
+    json_object_set_new(js, "bubble", json_real(bubble));
+    json_array_append_new(lg->t->steps_json, js);
+    if ((step + 1) % lg->log_every == 0 || step == lg->start_step || step + 1 == o->steps) {
+        printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%\n", step + 1,
+               o->steps, loss, ms, o->batch_size / (ms / 1e3), lg->flops_step / (ms / 1e3) / 1e9, 100 * bubble);
+        fflush(stdout);
+    }
+}
+
+/* step's numbers start on their way to rank 0; the previous step's are finished first */
+static void step_log_post(step_log *lg, long step, const ppdl_step_stats *stats)
+{
+    step_log_finish(lg);
+    double *mine = lg->mine[step % 2];
+    mine[0] = stats->loss_sum;
+    mine[1] = stats->step_ms;
+    mine[2] = stats->compute_ms;
+    PPDL_CHECK_MPI(MPI_Igather(mine, 3, MPI_DOUBLE, lg->all[step % 2], 3, MPI_DOUBLE, 0, MPI_COMM_WORLD, &lg->req));
+    lg->pending = step;
+}
+
+/* forward FLOPs of the whole model for `samples` samples, x3 for forward + backward */
+static double model_train_flops(const ppdl_model *m, long samples)
+{
+    double f = 0;
+    for (int i = 0; i < m->L; i++) f += m->layers[i].kind->flops_fwd(&m->layers[i], (int)samples);
+    return 3 * f;
+}
+
+/* where this rank's time went, summed over the run (the report's breakdown) */
+static void add_step_times(rank_summary *s, const ppdl_step_stats *st)
+{
+    s->forward_ms += st->forward_ms;
+    s->backward_ms += st->backward_ms;
+    s->recompute_ms += st->recompute_ms;
+    s->optimizer_ms += st->optimizer_ms;
+    s->wait_ms += st->wait_ms;
+    s->comm_ms += st->comm_ms;
+    s->step_ms += st->step_ms;
+}
+
+void run_train(run *r)
+{
+    const options *o = &r->o;
+    run_ctl *ctl = &r->ctl;
+    train_totals *t = &r->totals;
+    r->flops_step = model_train_flops(&r->model, o->batch_size);
+    t->steps_json = json_array();
+    t->final_loss = NAN;
+    step_log lg = {.rank = r->rank, .n_ranks = r->n_ranks, .pending = -1, .comm = &r->comm, .o = o,
+                   .start_step = r->start_step,
+                   .log_every = o->log_every ? o->log_every : (o->steps > 20 ? o->steps / 20 : 1),
+                   .loss_rows = ppdl_model_loss_rows(&r->model), .flops_step = r->flops_step, .t = t};
+    for (int k = 0; k < 2; k++)
+        lg.all[k] = r->rank == 0 ? ppdl_xmalloc(3 * (size_t)r->n_ranks * sizeof(double)) : NULL;
+    ctl->t_prev = ppdl_now_s();
+    for (long step = r->start_step; step < o->steps; step++) {
+        /* a checkpoint's or a stop's message comes after the previous step's line */
+        if (ctl->ckpt) step_log_finish(&lg);
+        if (step > r->start_step && between_steps(r, step)) break;
+        ppdl_step_stats stats;
+        ppdl_runtime_step(r->rt, step, &stats);
+        add_step_times(&r->mine, &stats);
+        if (stats.nonfinite_stage >= 0) {
+            step_log_finish(&lg); /* the previous step's line first */
+            /* every rank has the same verdict: the stage that found it explains */
+            if (stats.nonfinite_stage == r->stage)
+                fprintf(stderr, "ppdl: step %ld, stage %d (rank %d): %s; %s\n", step + 1, r->stage, r->rank,
+                        ppdl_runtime_nonfinite_what(r->rt),
+                        o->skip_nonfinite ? "step skipped, weights unchanged"
+                                          : "stopping without writing the broken state "
+                                            "(--skip-nonfinite skips such steps instead)");
+            if (!o->skip_nonfinite) {
+                t->nonfinite_exit = 4; /* no checkpoint, no saved model of the broken state */
+                break;
+            }
+        }
+        step_log_post(&lg, step, &stats);
+    }
+    step_log_finish(&lg);
+    for (int k = 0; k < 2; k++) free(lg.all[k]);
+    /* the finished run's state, unless the last checkpoint already holds it */
+    if (ctl->ckpt && !ctl->stopped && !t->nonfinite_exit &&
+        ctl->ckpt_step != (r->start_step > o->steps ? r->start_step : o->steps))
+        run_write_checkpoint(r, o->steps, 0);
+}
