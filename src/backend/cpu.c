@@ -55,8 +55,8 @@ double *cpu_scratch(ppdl_backend *be, size_t n)
 /* Buffers of 2 MiB and more (weights, gradients, optimizer state, activations) are
  * aligned to 2 MiB and offered transparent huge pages: the GEMMs' packing and the
  * streaming kernels then take far fewer TLB misses, and first touch takes 1 fault per
- * 2 MiB instead of 512 (measured: gpt-bench steps ~5% faster, 1 and 2 threads). Where
- * the kernel does not do it (THP off), nothing changes. */
+ * 2 MiB instead of 512 (perf/RESULTS.md, "Measurements behind the code"). Where the
+ * kernel does not do it (THP off), nothing changes. */
 #define HUGE_BYTES ((size_t)2 << 20)
 
 static void *cpu_alloc(ppdl_backend *be, size_t n)

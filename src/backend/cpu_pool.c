@@ -10,8 +10,7 @@
  * wake-up through the kernel costs tens of microseconds, as much as a small kernel)
  * and then sleeps on a condition variable. The poll is kept short: on a machine shared
  * with other processes a spinning thread takes its share of a core from the threads
- * doing the work (measured: a 2 ms poll made a loaded 2-core machine's step ~1.7x
- * slower than a 20 us one).
+ * doing the work (perf/RESULTS.md, "Measurements behind the code").
  */
 #include "backend/cpu_pool.h"
 #include "core/error.h"

@@ -80,8 +80,8 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
  * first stage reads the inputs, the last the targets (runtime.c's load_batch). In a
  * step the layers' work passes through the CPU's caches between two reads, so each
  * timed read here follows a sweep over a buffer the size of the last-level cache: read
- * back to back, HDF5's own structures stayed in cache and a read measured 0.012 ms,
- * against 0.15-0.17 ms inside a step (gpt, 2 ranks), ~7% of the cnn's 8 ms step. */
+ * back to back, HDF5's own structures stay in cache and a read takes a tenth of its
+ * time inside a step (perf/RESULTS.md, "Measurements behind the code"). */
 static int profile_reading(const ppdl_model *m, ppdl_data *data, int b, ppdl_costs *c, char *err, size_t errlen)
 {
     size_t in_b = (size_t)b * m->layers[0].in_bytes, tg_b = (size_t)b * ppdl_model_loss_rows(m) * sizeof(int32_t);

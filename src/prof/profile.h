@@ -22,7 +22,7 @@
  * bwd_ms and the full-recompute extra are measured again with the layers in their
  * order (the forwards of 4 micro-batches through all layers, then their backwards),
  * as the runtime runs them: alone, a layer keeps its weights in cache between calls
- * and ran up to 1.9x faster than in a step. The selective extra stays the isolated
+ * and runs faster than in a step (perf/RESULTS.md). The selective extra stays the isolated
  * difference; a device without room keeps the isolated times.
  */
 #ifndef PPDL_PROFILE_H
