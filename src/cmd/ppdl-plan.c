@@ -22,6 +22,7 @@
 #include "plan/costmodel.h"
 #include "plan/costs.h"
 #include "plan/planner.h"
+#include "plan/reserve.h"
 #include "plan/simulate.h"
 #include "plan/solver.h"
 #include "prof/timeline.h"
@@ -314,6 +315,12 @@ int main(int argc, char **argv)
         return 1;
     }
     int M = (int)o.M;
+    /* plan against each rank's memory less the runtime's buffers, as ppdl --plan auto
+     * does (plan/reserve.h): the same costs and cluster give both the same plan */
+    double reserve = ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
+    double *less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
+    memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
+    free(less);
 
     /* ---- 2. plan ---- */
     double t0 = ppdl_now_s();
@@ -360,6 +367,10 @@ int main(int argc, char **argv)
             if (info.exact) printf(" (optimal)");
         }
         printf("; planned in %.1f ms\n", 1e3 * plan_s);
+        char rb[32];
+        printf("memory: each rank's mem_bytes less the runtime's buffer reserve of %s (messages in flight, "
+               "recompute scratch, work space), as ppdl --plan auto plans\n",
+               ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
         print_table(&costs, &cl, M, o.schedule, &plan);
         if (sim_rc == 0)
             printf("simulated T  %10.3f ms per step (the %s op lists played with these costs, links as queues; "

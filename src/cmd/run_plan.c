@@ -12,31 +12,11 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/planner.h"
+#include "plan/reserve.h"
 #include "plan/simulate.h"
 #include "sched/schedule.h"
 
 /* ---- --plan auto: rank 0 solves, every rank gets the same plan ---- */
-
-/* An upper bound of any stage's runtime buffers (runtime.h: ppdl_mem_prediction's
- * buffers) for micro-batches of b samples and at most `slots` in flight: the largest
- * layer's saved tensors, work space and activations, as if every boundary were the
- * largest one. */
-static double runtime_buffer_bound(const ppdl_model *m, int b, int slots)
-{
-    double max_act = 0, max_saved = 0, max_work = 0;
-    for (int l = 0; l < m->L; l++) {
-        const ppdl_layer *ly = &m->layers[l];
-        double in = (double)b * ly->in_bytes, out = (double)b * ly->out_bytes;
-        max_act = in > max_act ? in : max_act;
-        max_act = out > max_act ? out : max_act;
-        double sv = 4.0 * ly->kind->saved_floats(ly, b, 0), wk = 4.0 * ly->kind->work_floats(ly, b);
-        max_saved = sv > max_saved ? sv : max_saved;
-        max_work = wk > max_work ? wk : max_work;
-    }
-    /* per slot: send + receive + gradient-send buffers; shared: scratch, 3 activations,
-     * work; plus 256 bytes of allocator rounding per buffer */
-    return slots * 3.0 * max_act + max_saved + 3.0 * max_act + max_work + 256.0 * (4.0 * slots + 16);
-}
 
 /* Rank 0 (which holds the probed cluster and the profiled costs) solves for the plan
  * with --method and simulates its step; the plan travels to every rank as JSON text
@@ -53,13 +33,11 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     double sim_ms = 0;
     if (rank == 0) {
         /* The cost model counts parameters, optimizer state and stashes; the runtime
-         * also needs its buffers (messages in flight, recompute scratch, work space).
-         * Plan with each rank's memory less a bound on those, so that a plan that fits
-         * the model fits the device. */
-        double reserve = runtime_buffer_bound(m, o->micro_batch_size,
-                                              o->schedule == PPDL_SCHED_1F1B ? n_ranks : (int)o->micro_batches);
-        double *mem = ppdl_xmalloc((size_t)cl->n * sizeof(double));
-        for (int r = 0; r < cl->n; r++) mem[r] = cl->mem[r] > reserve ? cl->mem[r] - reserve : 1;
+         * also needs its buffers. Plan with each rank's memory less a bound on those
+         * (plan/reserve.h, the same as ppdl-plan's), so that a plan that fits the
+         * model fits the device. */
+        double reserve = ppdl_runtime_reserve(costs, ppdl_reserve_slots(o->schedule, n_ranks, (int)o->micro_batches));
+        double *mem = ppdl_memory_less_reserve(cl->mem, cl->n, reserve);
         ppdl_cluster_model cm;
         ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, mem, cl->speed);
         cm.hosts = cl->hosts; /* the simulator shares a host's cores among its ranks */
@@ -75,8 +53,10 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             text = ppdl_plan_to_json(&p);
             len = (long)strlen(text) + 1;
         } else {
-            char msg[PPDL_ERR_LEN + 16];
-            snprintf(msg, sizeof msg, "--plan auto: %s", err);
+            char msg[2 * PPDL_ERR_LEN], rb[32];
+            snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory less the runtime's buffer "
+                     "reserve of %s: messages in flight, recompute scratch, work space)", err,
+                     ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
             text = strdup(msg);
             PPDL_CHECK(text, "out of host memory");
             len = -(long)strlen(text) - 1; /* a failure: the message travels instead */

@@ -69,7 +69,10 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
             check_ms(lc->opt_ms, what, l, "optimizer_ms", err, errlen) ||
             check_ms(lc->bwd_ms, what, l, "bwd_ms", err, errlen) ||
             check_bytes(lc->param_bytes, what, l, "param_bytes", err, errlen) ||
-            check_bytes(lc->out_bytes, what, l, "out_bytes", err, errlen))
+            check_bytes(lc->out_bytes, what, l, "out_bytes", err, errlen) ||
+            check_bytes(lc->in_bytes, what, l, "in_bytes", err, errlen) ||
+            check_bytes(lc->saved_bytes, what, l, "saved_bytes", err, errlen) ||
+            check_bytes(lc->work_bytes, what, l, "work_bytes", err, errlen))
             return -1;
         if (lc->n_opts < 1 || lc->n_opts > PPDL_MAX_RC_OPTS)
             return ppdl_errf(err, errlen, "%s: layers[%d] has %d recompute options: at most %d are supported",
@@ -124,6 +127,7 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
         return -1;
     if (json_object_get(root, "target_ms") && get_num(root, "target_ms", &c->target_ms, what, "costs", err, errlen))
         return -1;
+    c->buffer_bytes_given = 1;
     for (int l = 0; l < c->L; l++) {
         json_t *jl = json_array_get(layers, (size_t)l);
         ppdl_layer_cost *lc = &c->layers[l];
@@ -139,6 +143,17 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
             get_num(jl, "stash_bytes", &lc->stash_bytes[0], what, where, err, errlen))
             return -1;
         if (json_object_get(jl, "optimizer_ms") && get_num(jl, "optimizer_ms", &lc->opt_ms, what, where, err, errlen))
+            return -1;
+        /* the runtime's buffers (plan/reserve.h): absent in older and hand-written
+         * files, which get the defaults of costs.h */
+        lc->in_bytes = l > 0 ? c->layers[l - 1].out_bytes : 0;
+        lc->saved_bytes = lc->stash_bytes[0];
+        lc->work_bytes = 0;
+        c->buffer_bytes_given &= json_object_get(jl, "in_bytes") && json_object_get(jl, "saved_bytes") &&
+                                 json_object_get(jl, "work_bytes");
+        if ((json_object_get(jl, "in_bytes") && get_num(jl, "in_bytes", &lc->in_bytes, what, where, err, errlen)) ||
+            (json_object_get(jl, "saved_bytes") && get_num(jl, "saved_bytes", &lc->saved_bytes, what, where, err, errlen)) ||
+            (json_object_get(jl, "work_bytes") && get_num(jl, "work_bytes", &lc->work_bytes, what, where, err, errlen)))
             return -1;
         json_t *rc = json_object_get(jl, "recompute");
         if (rc && !json_is_array(rc))
@@ -210,6 +225,9 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
         json_object_set_new(o, "param_bytes", jbytes(lc->param_bytes));
         json_object_set_new(o, "out_bytes", jbytes(lc->out_bytes));
         json_object_set_new(o, "stash_bytes", jbytes(lc->stash_bytes[0]));
+        json_object_set_new(o, "in_bytes", jbytes(lc->in_bytes));
+        json_object_set_new(o, "saved_bytes", jbytes(lc->saved_bytes));
+        json_object_set_new(o, "work_bytes", jbytes(lc->work_bytes));
         if (extras) json_object_set_new(o, "optimizer_ms", json_real(lc->opt_ms));
         json_t *rc = json_array();
         for (int k = 1; k < lc->n_opts; k++) {

@@ -27,6 +27,12 @@ typedef struct ppdl_layer_cost {
     double extra_ms[PPDL_MAX_RC_OPTS];    /* extra time per micro-batch; extra_ms[0] = 0 */
     double opt_ms;             /* the optimizer's update of its parameters, once per step
                                   (COSTS.json "optimizer_ms", optional, default 0) */
+    /* the runtime's buffers for this layer (plan/reserve.h), COSTS.json optional:
+     * "in_bytes" the activation it receives (default: the previous layer's out_bytes,
+     * 0 for the first), "saved_bytes" the tensors its forward saves for backward under
+     * option 0 (default: stash_bytes, which holds them), "work_bytes" its scratch
+     * space (default 0) */
+    double in_bytes, saved_bytes, work_bytes;
 } ppdl_layer_cost;
 
 typedef struct ppdl_costs {
@@ -41,6 +47,9 @@ typedef struct ppdl_costs {
     /* how the profile took fwd_ms/bwd_ms: 1 with the layers in their order (the device
      * held the whole model), 0 each layer alone; not in COSTS.json */
     int ordered;
+    /* every layer's in_bytes, saved_bytes and work_bytes were given (or profiled), not
+     * defaulted; not in COSTS.json */
+    int buffer_bytes_given;
 } ppdl_costs;
 
 /* L zeroed layers (n_opts = 1), micro_batch_size 1, state_multiplier 4 */

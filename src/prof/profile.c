@@ -21,12 +21,17 @@ void ppdl_costs_from_model(const ppdl_model *m, int b, ppdl_costs *out)
     ppdl_costs_alloc(out, m->L);
     out->micro_batch_size = b;
     out->state_multiplier = 4; /* values, gradients, AdamW m and v */
+    out->buffer_bytes_given = 1;
     for (int l = 0; l < m->L; l++) {
         const ppdl_layer *ly = &m->layers[l];
         ppdl_layer_cost *lc = &out->layers[l];
         snprintf(lc->name, sizeof lc->name, "%s", ly->kind->name);
         lc->param_bytes = (double)(ppdl_layer_param_count(ly) * sizeof(float));
         lc->out_bytes = (double)b * (double)ly->out_bytes;
+        /* the runtime's buffers (plan/reserve.h), as runtime.c allocates them */
+        lc->in_bytes = (double)b * (double)ly->in_bytes;
+        lc->saved_bytes = 4.0 * (double)ly->kind->saved_floats(ly, b, 0);
+        lc->work_bytes = 4.0 * (double)ly->kind->work_floats(ly, b);
         lc->n_opts = ly->kind->n_options < PPDL_MAX_RC_OPTS ? ly->kind->n_options : PPDL_MAX_RC_OPTS;
         for (int o = 0; o < lc->n_opts; o++) lc->stash_bytes[o] = (double)ppdl_model_stash_bytes(m, l, b, o);
     }
@@ -473,10 +478,15 @@ int ppdl_costs_check_model(const ppdl_costs *c, const ppdl_model *m, int b, cons
         else if (a->n_opts != r->n_opts)
             rc = ppdl_errf(err, errlen, "%s: layers[%d] has %d recompute options, the model's %s layer has %d", what,
                            l, a->n_opts - 1, r->name, r->n_opts - 1);
-        else if (a->param_bytes != r->param_bytes || a->out_bytes != r->out_bytes)
-            rc = ppdl_errf(err, errlen, "%s: layers[%d]: param_bytes/out_bytes %.0f/%.0f, but the model's layer has "
-                                        "%.0f/%.0f: these costs are of another model", what, l, a->param_bytes,
-                           a->out_bytes, r->param_bytes, r->out_bytes);
+        else if (a->param_bytes != r->param_bytes || a->out_bytes != r->out_bytes ||
+                 (c->buffer_bytes_given && (a->in_bytes != r->in_bytes || a->saved_bytes != r->saved_bytes ||
+                                            a->work_bytes != r->work_bytes)))
+            rc = ppdl_errf(err, errlen, "%s: layers[%d]: param_bytes/out_bytes/in_bytes/saved_bytes/work_bytes "
+                                        "%.0f/%.0f/%.0f/%.0f/%.0f, but the model's layer has %.0f/%.0f/%.0f/%.0f/%.0f: "
+                                        "these costs are of another model (or of an older ppdl: profile again with "
+                                        "--costs-out)", what, l, a->param_bytes, a->out_bytes, a->in_bytes,
+                           a->saved_bytes, a->work_bytes, r->param_bytes, r->out_bytes, r->in_bytes, r->saved_bytes,
+                           r->work_bytes);
     }
     ppdl_costs_free(&ref);
     return rc;

@@ -1,0 +1,27 @@
+/* reserve.c — the runtime's buffer reserve the planner subtracts (reserve.h) */
+#include "plan/reserve.h"
+
+#include "core/util.h"
+#include "sched/schedule.h"
+
+int ppdl_reserve_slots(int schedule, int n_ranks, int M) { return schedule == PPDL_SCHED_1F1B ? n_ranks : M; }
+
+double ppdl_runtime_reserve(const ppdl_costs *c, int slots)
+{
+    double max_act = 0, max_saved = 0, max_work = 0;
+    for (int l = 0; l < c->L; l++) {
+        const ppdl_layer_cost *lc = &c->layers[l];
+        max_act = lc->in_bytes > max_act ? lc->in_bytes : max_act;
+        max_act = lc->out_bytes > max_act ? lc->out_bytes : max_act;
+        max_saved = lc->saved_bytes > max_saved ? lc->saved_bytes : max_saved;
+        max_work = lc->work_bytes > max_work ? lc->work_bytes : max_work;
+    }
+    return slots * 3.0 * max_act + max_saved + 3.0 * max_act + max_work + 256.0 * (4.0 * slots + 16);
+}
+
+double *ppdl_memory_less_reserve(const double *mem, int n, double reserve)
+{
+    double *out = ppdl_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    for (int r = 0; r < n; r++) out[r] = mem[r] > reserve ? mem[r] - reserve : 1;
+    return out;
+}
