@@ -491,7 +491,7 @@ static int setup_network(const options *o, const ppdl_model *m, ppdl_backend *be
         snprintf(msg, sizeof msg, "--cluster %s", err);
         all_ranks_ok(rc != 0, msg, 1);
         /* a file without the machines ("hosts"): this job's, whose cores its ranks share */
-        if (cl->hosts.n == 0) ppdl_probe_hosts(comm->comm, be && be->ops->device_memory, &cl->hosts);
+        if (cl->hosts.n == 0) ppdl_probe_hosts(comm->comm, be && ppdl_be_device_memory(be), &cl->hosts);
     } else if (o->probe_only || o->cluster_out || o->report || !strcmp(o->plan, "auto")) {
         ppdl_probe_opts po;
         ppdl_probe_defaults(&po);
@@ -581,9 +581,9 @@ static int setup_costs(const options *o, const ppdl_model *m, ppdl_backend *be, 
     if (!o->costs_out && strcmp(o->plan, "auto")) return 0;
     if (comm->rank == 0) {
         double t0 = ppdl_now_s();
-        size_t peak = be->bytes_peak;
+        size_t peak = ppdl_be_peak(be);
         rc = ppdl_profile_layers(m, be, b, NULL, c, err, sizeof err);
-        be->bytes_peak = peak; /* the report's peak is the training's, not the profile's */
+        ppdl_be_restore_peak(be, peak); /* the report's peak is the training's, not the profile's */
         if (!rc && profile_reading(m, data, b, c, err, sizeof err)) ppdl_costs_free(c), rc = -1;
         if (!rc && o->costs_out && ppdl_costs_write(o->costs_out, c, err, sizeof err)) {
             ppdl_costs_free(c);
@@ -593,7 +593,7 @@ static int setup_costs(const options *o, const ppdl_model *m, ppdl_backend *be, 
             double f = 0, bw = 0;
             for (int l = 0; l < c->L; l++) f += c->layers[l].fwd_ms, bw += c->layers[l].bwd_ms;
             printf("costs: %d layers profiled on rank 0 (%s) at micro-batch size %d in %.2f s: forward %.3f ms, "
-                   "backward %.3f ms per micro-batch, %s%s%s\n", c->L, be->ops->name, b, ppdl_now_s() - t0,
+                   "backward %.3f ms per micro-batch, %s%s%s\n", c->L, ppdl_be_name(be), b, ppdl_now_s() - t0,
                    f, bw,
                    c->ordered ? "the layers timed in their order"
                               : "each layer timed alone (the device cannot hold the whole model at once)",
@@ -728,10 +728,10 @@ static void host_state_get(host_state *h, ppdl_stage *st, int from_device)
 {
     float *arena[3] = {st->params, st->adam_m, st->adam_v};
     size_t bytes = st->n_params * sizeof(float);
-    h->copies = st->be->ops->device_memory;
+    h->copies = ppdl_be_device_memory(st->be);
     for (int a = 0; a < 3; a++) {
         h->a[a] = h->copies ? ppdl_xmalloc(bytes + 1) : arena[a];
-        if (h->copies && from_device) st->be->ops->copy_d2h(st->be, h->a[a], arena[a], bytes);
+        if (h->copies && from_device) ppdl_be_copy_d2h(st->be, h->a[a], arena[a], bytes);
     }
 }
 
@@ -739,7 +739,7 @@ static void host_state_put(host_state *h, ppdl_stage *st)
 {
     float *arena[3] = {st->params, st->adam_m, st->adam_v};
     for (int a = 0; a < 3 && h->copies; a++)
-        st->be->ops->copy_h2d(st->be, arena[a], h->a[a], st->n_params * sizeof(float));
+        ppdl_be_copy_h2d(st->be, arena[a], h->a[a], st->n_params * sizeof(float));
 }
 
 static void host_state_free(host_state *h)
@@ -1029,8 +1029,10 @@ int main(int argc, char **argv)
     free(layout);
 
     /* ---- 4. this rank's stage ---- */
-    be->stage = stage;
-    rc = parse_mem_limit(o.mem_limit, rank, &be->bytes_limit, err, sizeof err);
+    ppdl_be_set_stage(be, stage);
+    size_t mem_limit = 0;
+    rc = parse_mem_limit(o.mem_limit, rank, &mem_limit, err, sizeof err);
+    ppdl_be_set_limit(be, mem_limit);
     all_ranks_ok(rc != 0, err, 2);
 
     ppdl_stage st;
@@ -1041,7 +1043,7 @@ int main(int argc, char **argv)
     if (!resume) {
         rc = ppdl_model_load_params(o.model, &model, ps->first, ps->last, host, err, sizeof err);
         all_ranks_ok(rc != 0, err, 1);
-        be->ops->copy_h2d(be, st.params, host, st.n_params * sizeof(float));
+        ppdl_be_copy_h2d(be, st.params, host, st.n_params * sizeof(float));
     } else {
         /* weights and AdamW moments of this stage's layers, wherever they were before */
         host_state h;
@@ -1090,7 +1092,7 @@ int main(int argc, char **argv)
                ppdl_fmt_bytes(ppdl_model_param_count(&model) * sizeof(float), pb, sizeof pb), o.data, data.n);
         printf("%d rank%s, schedule %s, batch %ld = %ld micro-batches of %ld, backend %s, %ld thread%s/rank, %s wait\n",
                n_ranks, n_ranks > 1 ? "s" : "", ppdl_schedule_name(o.schedule), o.batch_size,
-               o.micro_batches, o.batch_size / o.micro_batches, be->ops->name, threads,
+               o.micro_batches, o.batch_size / o.micro_batches, ppdl_be_name(be), threads,
                threads > 1 ? "s" : "", comm.yield ? "yielding" : "blocking");
         printf("plan (%s):\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: selective)\n",
                plan.method);
@@ -1182,7 +1184,7 @@ int main(int argc, char **argv)
 
     /* ---- 6. report, trace, timeline, weights ---- */
     ppdl_mem_breakdown mb = ppdl_runtime_memory(rt);
-    double mem_mine[7] = {(double)be->bytes_peak, (double)mb.params, (double)mb.optimizer,
+    double mem_mine[7] = {(double)ppdl_be_peak(be), (double)mb.params, (double)mb.optimizer,
                           (double)mb.stash, (double)mb.buffers, (double)stage, (double)mb.allocations};
     enum { MEM_FIELDS = 7 };
     double *bd_all = rank == 0 ? ppdl_xmalloc(N_BREAKDOWN * (size_t)n_ranks * sizeof(double)) : NULL;
@@ -1261,7 +1263,7 @@ int main(int argc, char **argv)
     if (o.save && !ctl.stopped && !nonfinite_exit) {
         /* gather the stages' weights to rank 0 in layer order (from each stage's first
          * replica: the replicas hold the same weights), write one model file */
-        be->ops->copy_d2h(be, host, st.params, st.n_params * sizeof(float));
+        ppdl_be_copy_d2h(be, host, st.params, st.n_params * sizeof(float));
         int n_mine = replica == 0 ? (int)st.n_params : 0, *counts = NULL, *displs = NULL;
         float *all_p = NULL;
         if (rank == 0) {
@@ -1315,7 +1317,7 @@ int main(int argc, char **argv)
             json_object_set_new(rep, "micro_batches", json_integer(o.micro_batches));
             json_object_set_new(rep, "batch_size", json_integer(o.batch_size));
             json_object_set_new(rep, "threads", json_integer(threads));
-            json_object_set_new(rep, "backend", json_string(be->ops->name));
+            json_object_set_new(rep, "backend", json_string(ppdl_be_name(be)));
             json_object_set_new(rep, "seed", json_integer(o.seed));
             char *pj = ppdl_plan_to_json(&plan);
             json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));
