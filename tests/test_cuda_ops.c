@@ -934,7 +934,6 @@ int main(int argc, char **argv)
 
     /* 1. the harness on CPU against CPU */
     ppdl_backend *ref = ppdl_backend_cpu_create(1);
-    ref->rank = 0;
     harness *H = ppdl_xcalloc(1, sizeof *H);
     H->ref = ref;
     H->dut = ppdl_backend_cpu_create(1);
