@@ -28,6 +28,8 @@
 #include <string.h>
 
 #include "backend/backend.h"
+/* the inside of a backend: the benchmark wraps the table to record the GEMMs */
+#include "backend/backend_impl.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/nccl_p2p.h"
 #include "backend/xfer.h"
@@ -125,15 +127,15 @@ static void run_step(ppdl_stage *st, step_bufs *s, int t)
         m->layers[i].kind->forward(&m->layers[i], be, b, s->act[i], (float *)s->act[i + 1], s->saved[i], s->work, 0);
     int rows = b * ppdl_model_loss_rows(m), V = ppdl_model_classes(m);
     float *logits = (float *)s->act[L];
-    be->ops->softmax_xent(be, rows, V, logits, s->targets, 1.0f / (float)rows, s->loss, logits);
+    ppdl_be_softmax_xent(be, rows, V, logits, s->targets, 1.0f / (float)rows, s->loss, logits);
     float *dout = logits;
     for (int i = L - 1; i >= 0; i--) {
         float *din = i > 0 ? s->grad[i % 2] : NULL;
         m->layers[i].kind->backward(&m->layers[i], be, b, s->act[i], s->saved[i], dout, din, s->work, 0);
         dout = din;
     }
-    be->ops->adamw(be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v, 1e-4, 0.9, 0.95, 1e-8, 0.1, t);
-    be->ops->zero(be, st->grads, st->n_params * sizeof(float));
+    ppdl_be_adamw(be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v, 1e-4, 0.9, 0.95, 1e-8, 0.1, t);
+    ppdl_be_zero(be, st->grads, st->n_params * sizeof(float));
 }
 
 static int bench_step(int argc, char **argv)
@@ -172,7 +174,7 @@ static int bench_step(int argc, char **argv)
     ppdl_rng_seed(&r, 1);
     float *host = ppdl_xmalloc(st.n_params * sizeof(float));
     for (size_t i = 0; i < st.n_params; i++) host[i] = (float)(0.02 * ppdl_rng_normal(&r));
-    be->ops->copy_h2d(be, st.params, host, st.n_params * sizeof(float));
+    ppdl_be_copy_h2d(be, st.params, host, st.n_params * sizeof(float));
     free(host);
 
     step_bufs s = {.L = m.L, .b = b};
@@ -205,34 +207,34 @@ static int bench_step(int argc, char **argv)
             else ((float *)ti)[i] = (float)ppdl_rng_normal(&r);
         }
         for (int i = 0; i < rows; i++) tt[i] = (int32_t)(ppdl_rng_uniform(&r) * V);
-        be->ops->copy_h2d(be, s.act[0], ti, in_n * 4);
-        be->ops->copy_h2d(be, s.targets, tt, (size_t)rows * 4);
+        ppdl_be_copy_h2d(be, s.act[0], ti, in_n * 4);
+        ppdl_be_copy_h2d(be, s.targets, tt, (size_t)rows * 4);
         free(ti);
         free(tt);
     }
-    be->ops->zero(be, s.loss, sizeof(float));
+    ppdl_be_zero(be, s.loss, sizeof(float));
 
     char desc[256], mem[32];
     printf("bench-cuda step: %s, %d layers, %.1f M parameters, batch %d (%d rows), %s, %s in use\n", preset, m.L,
            ppdl_model_param_count(&m) / 1e6, b, rows, ppdl_cuda_describe(be, desc, sizeof desc),
-           ppdl_fmt_bytes(be->bytes_in_use, mem, sizeof mem));
-    void *e0 = be->ops->event_create(be), *e1 = be->ops->event_create(be);
+           ppdl_fmt_bytes(ppdl_be_in_use(be), mem, sizeof mem));
+    void *e0 = ppdl_be_event_create(be), *e1 = ppdl_be_event_create(be);
     run_step(&st, &s, 1); /* warm-up: cuBLAS heuristics, first-touch, module load */
     double *ts = ppdl_xcalloc((size_t)reps, sizeof(double)), *tg = ppdl_xcalloc((size_t)reps, sizeof(double));
     for (int k = 0; k < reps; k++) {
         n_calls = 0;
         recording = 1;
-        be->ops->event_record(be, e0);
+        ppdl_be_event_record(be, e0);
         run_step(&st, &s, k + 2);
-        be->ops->event_record(be, e1);
+        ppdl_be_event_record(be, e1);
         recording = 0;
-        be->ops->event_sync(be, e1);
-        ts[k] = be->ops->event_elapsed_ms(be, e0, e1);
-        be->ops->event_record(be, e0);
+        ppdl_be_event_sync(be, e1);
+        ts[k] = ppdl_be_event_elapsed_ms(be, e0, e1);
+        ppdl_be_event_record(be, e0);
         replay(be);
-        be->ops->event_record(be, e1);
-        be->ops->event_sync(be, e1);
-        tg[k] = be->ops->event_elapsed_ms(be, e0, e1);
+        ppdl_be_event_record(be, e1);
+        ppdl_be_event_sync(be, e1);
+        tg[k] = ppdl_be_event_elapsed_ms(be, e0, e1);
     }
     double fm = 0;
     for (int i = 0; i < m.L; i++) fm += 3 * m.layers[i].kind->flops_fwd(&m.layers[i], b);
@@ -323,7 +325,7 @@ static void pp_nccl(ppdl_backend *be, void *c, int rank, size_t n, int reps)
             ppdl_nccl_wait(x->nc, &req);
         }
     }
-    be->ops->sync(be);
+    ppdl_be_sync(be);
     ppdl_nccl_req_free(&req);
 }
 
@@ -361,9 +363,10 @@ static int bench_xfer(int argc, char **argv)
     size_t max = (size_t)max_mib << 20;
     xfer_ctx x = {0};
     x.dev = ppdl_be_alloc(be, max, "transfer buffer");
-    x.host = be->ops->host_alloc(be, max);
-    PPDL_CHECK(x.host, "no page-locked host memory for %d MiB", max_mib);
-    be->ops->zero(be, x.dev, max);
+    int pinned;
+    x.host = ppdl_be_host_alloc(be, max, &pinned);
+    PPDL_CHECK(pinned, "no page-locked host memory for %d MiB", max_mib);
+    ppdl_be_zero(be, x.dev, max);
     memset(x.host, 1, max);
     x.nc = ppdl_nccl_create(MPI_COMM_WORLD, be, err, sizeof err);
     if (rank == 0) {
@@ -385,7 +388,7 @@ static int bench_xfer(int argc, char **argv)
     fflush(stdout);
     ppdl_nccl_destroy(x.nc);
     ppdl_xfer_free(be, &x.x);
-    be->ops->host_free(be, x.host);
+    ppdl_be_host_free(be, x.host, pinned);
     ppdl_be_free(be, x.dev);
     if (be->ops->destroy) be->ops->destroy(be);
     ppdl_backend_destroy(be);

@@ -44,6 +44,10 @@
 #include "config.h"
 
 #include "backend/backend.h"
+/* the inside of a backend: this harness wraps a backend's table of operations to
+ * inject faults and to run the CPU through the staged message paths */
+#include "backend/backend_impl.h"
+#include "backend/cpu.h"
 #include "backend/xfer.h"
 #include "core/error.h"
 #include "core/util.h"
@@ -63,7 +67,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-ppdl_backend *ppdl_backend_cpu_create(int threads);
 
 enum { IN, OUT, ACC };
 
@@ -110,8 +113,8 @@ static tb *mk_host(harness *H, size_t n, int kind, const float *init)
     memcpy(b->init, init, n * sizeof(float));
     b->r = ppdl_be_alloc(H->ref, (n ? n : 1) * 4, "test ref");
     b->d = ppdl_be_alloc(H->dut, (n ? n : 1) * 4, "test dut");
-    H->ref->ops->copy_h2d(H->ref, b->r, init, n * 4);
-    H->dut->ops->copy_h2d(H->dut, b->d, init, n * 4);
+    ppdl_be_copy_h2d(H->ref, b->r, init, n * 4);
+    ppdl_be_copy_h2d(H->dut, b->d, init, n * 4);
     return b;
 }
 
@@ -193,11 +196,11 @@ static void note_hash(harness *H, const void *dut_host, size_t bytes)
 /* compare output b of op `op` (its part `what`); tol 0 demands bitwise equality */
 static void check(harness *H, const char *op, const char *what, tb *b, double tol)
 {
-    H->ref->ops->sync(H->ref);
-    H->dut->ops->sync(H->dut);
+    ppdl_be_sync(H->ref);
+    ppdl_be_sync(H->dut);
     float *r = ppdl_xmalloc((b->n ? b->n : 1) * 4), *d = ppdl_xmalloc((b->n ? b->n : 1) * 4);
-    H->ref->ops->copy_d2h(H->ref, r, b->r, b->n * 4);
-    H->dut->ops->copy_d2h(H->dut, d, b->d, b->n * 4);
+    ppdl_be_copy_d2h(H->ref, r, b->r, b->n * 4);
+    ppdl_be_copy_d2h(H->dut, d, b->d, b->n * 4);
     note_hash(H, d, b->n * 4);
     double num = 0, den = 0;
     size_t nan_mismatch = 0, first_bad = (size_t)-1;
@@ -250,7 +253,7 @@ static void case_gemm(harness *H, int ta, int tb_, int m, int n, int kk, float a
     tb *a = mk(H, (size_t)(ta ? kk : m) * lda, IN, 1), *b = mk(H, (size_t)(tb_ ? n : kk) * ldb, IN, 1);
     /* beta = 0 must not read C: poison it */
     tb *c = mk(H, (size_t)m * ldc, beta == 0 ? OUT : ACC, 1);
-    BOTH(be->ops->gemm(be, ta, tb_, m, n, kk, alpha, F(a), lda, F(b), ldb, beta, F(c), ldc));
+    BOTH(ppdl_be_gemm(be, ta, tb_, m, n, kk, alpha, F(a), lda, F(b), ldb, beta, F(c), ldc));
     check(H, "gemm", "C", c, H->tf32 ? 2e-3 : 1e-5);
     case_end(H);
 }
@@ -265,7 +268,7 @@ static void case_gemm_batched(harness *H, int ta, int tb_, int m, int n, int kk,
     tb *a = mk(H, (size_t)(share_a ? 1 : batch) * (size_t)((ta ? kk : m) * lda + 5), IN, 1);
     tb *b = mk(H, (size_t)batch * sb, IN, 1);
     tb *c = mk(H, (size_t)batch * sc, beta == 0 ? OUT : ACC, 1);
-    BOTH(be->ops->gemm_batched(be, ta, tb_, m, n, kk, 0.9f, F(a), lda, sa, F(b), ldb, sb, beta, F(c), ldc, sc, batch));
+    BOTH(ppdl_be_gemm_batched(be, ta, tb_, m, n, kk, 0.9f, F(a), lda, sa, F(b), ldb, sb, beta, F(c), ldc, sc, batch));
     check(H, "gemm_batched", "C", c, H->tf32 ? 2e-3 : 1e-5);
     case_end(H);
 }
@@ -274,28 +277,28 @@ static void case_elementwise(harness *H, size_t n)
 {
     SHAPE("n=%zu", n);
     tb *x = mk(H, n, IN, 1), *y = mk(H, n, IN, 1), *o = mk(H, n, OUT, 1);
-    BOTH(be->ops->add(be, n, F(x), F(y), F(o)));
+    BOTH(ppdl_be_add(be, n, F(x), F(y), F(o)));
     check(H, "add", "out", o, 0);
     tb *acc = mk(H, n, ACC, 1);
-    BOTH(be->ops->axpy(be, n, -0.37f, F(x), F(acc)));
+    BOTH(ppdl_be_axpy(be, n, -0.37f, F(x), F(acc)));
     check(H, "axpy", "y", acc, 0);
     for (int act = PPDL_ACT_NONE; act <= PPDL_ACT_GELU; act++) {
         static const char *fwd[] = {"act_fwd none", "act_fwd relu", "act_fwd gelu"};
         static const char *bwd[] = {"act_bwd none", "act_bwd relu", "act_bwd gelu"};
         double tol = act == PPDL_ACT_GELU ? 1e-5 : 0;
         tb *a = mk(H, n, IN, 2), *ya = mk(H, n, OUT, 1), *dy = mk(H, n, IN, 1), *dx = mk(H, n, OUT, 1);
-        BOTH(be->ops->act_fwd(be, act, n, F(a), F(ya)));
+        BOTH(ppdl_be_act_fwd(be, act, n, F(a), F(ya)));
         check(H, fwd[act], "y", ya, tol);
-        BOTH(be->ops->act_bwd(be, act, n, F(a), F(dy), F(dx)));
+        BOTH(ppdl_be_act_bwd(be, act, n, F(a), F(dy), F(dx)));
         check(H, bwd[act], "dx", dx, tol);
         /* in place: dx aliases dy (the block's GELU backward does this) */
-        BOTH(be->ops->act_bwd(be, act, n, F(a), F(dy), F(dy)));
+        BOTH(ppdl_be_act_bwd(be, act, n, F(a), F(dy), F(dy)));
         check(H, bwd[act], "dx (in place)", dy, tol);
     }
     /* sumsq: a host double */
     double sr = 0, sd = 0;
-    H->ref->ops->sumsq(H->ref, n, x->r, &sr);
-    H->dut->ops->sumsq(H->dut, n, x->d, &sd);
+    ppdl_be_sumsq(H->ref, n, x->r, &sr);
+    ppdl_be_sumsq(H->dut, n, x->d, &sd);
     note_hash(H, &sd, sizeof sd);
     double err = fabs(sd - sr) / (sr > 0 ? sr : 1e-300);
     op_stat *s = stat_of(H, "sumsq", 1e-12);
@@ -310,10 +313,10 @@ static void case_bias(harness *H, int rows, int cols)
 {
     SHAPE("rows=%d cols=%d", rows, cols);
     tb *x = mk(H, (size_t)rows * cols, ACC, 1), *bias = mk(H, (size_t)cols, IN, 1);
-    BOTH(be->ops->bias_add(be, rows, cols, F(x), F(bias)));
+    BOTH(ppdl_be_bias_add(be, rows, cols, F(x), F(bias)));
     check(H, "bias_add", "x", x, 0);
     tb *dy = mk(H, (size_t)rows * cols, IN, 1), *db = mk(H, (size_t)cols, ACC, 1);
-    BOTH(be->ops->bias_grad(be, rows, cols, F(dy), F(db)));
+    BOTH(ppdl_be_bias_grad(be, rows, cols, F(dy), F(db)));
     check(H, "bias_grad", "dbias", db, 1e-5);
     case_end(H);
 }
@@ -324,10 +327,10 @@ static void case_layernorm(harness *H, int rows, int C)
     /* an offset mean: a variance computed as E[x^2] - E[x]^2 would fail */
     tb *x = mk(H, (size_t)rows * C, IN, 1);
     for (size_t i = 0; i < x->n; i++) x->init[i] += 3.0f;
-    BOTH(be->ops->copy_h2d(be, F(x), x->init, x->n * 4));
+    BOTH(ppdl_be_copy_h2d(be, F(x), x->init, x->n * 4));
     tb *w = mk(H, C, IN, 0.5), *b = mk(H, C, IN, 0.5);
     tb *y = mk(H, (size_t)rows * C, OUT, 1), *mean = mk(H, rows, OUT, 1), *rstd = mk(H, rows, OUT, 1);
-    BOTH(be->ops->layernorm_fwd(be, rows, C, 1e-5f, F(x), F(w), F(b), F(y), F(mean), F(rstd)));
+    BOTH(ppdl_be_layernorm_fwd(be, rows, C, 1e-5f, F(x), F(w), F(b), F(y), F(mean), F(rstd)));
     check(H, "layernorm_fwd", "y", y, 1e-5);
     check(H, "layernorm_fwd", "mean", mean, 1e-5);
     check(H, "layernorm_fwd", "rstd", rstd, 1e-5);
@@ -335,11 +338,11 @@ static void case_layernorm(harness *H, int rows, int C)
     tb *dw = mk(H, C, ACC, 1), *db = mk(H, C, ACC, 1);
     /* backward from the reference's statistics on both sides: it tests backward alone */
     tb *m2 = mk(H, rows, IN, 1), *r2 = mk(H, rows, IN, 1);
-    H->ref->ops->copy_d2h(H->ref, m2->init, mean->r, (size_t)rows * 4);
-    H->ref->ops->copy_d2h(H->ref, r2->init, rstd->r, (size_t)rows * 4);
-    BOTH(be->ops->copy_h2d(be, F(m2), m2->init, (size_t)rows * 4);
-         be->ops->copy_h2d(be, F(r2), r2->init, (size_t)rows * 4));
-    BOTH(be->ops->layernorm_bwd(be, rows, C, F(x), F(w), F(m2), F(r2), F(dy), F(dx), F(dw), F(db)));
+    ppdl_be_copy_d2h(H->ref, m2->init, mean->r, (size_t)rows * 4);
+    ppdl_be_copy_d2h(H->ref, r2->init, rstd->r, (size_t)rows * 4);
+    BOTH(ppdl_be_copy_h2d(be, F(m2), m2->init, (size_t)rows * 4);
+         ppdl_be_copy_h2d(be, F(r2), r2->init, (size_t)rows * 4));
+    BOTH(ppdl_be_layernorm_bwd(be, rows, C, F(x), F(w), F(m2), F(r2), F(dy), F(dx), F(dw), F(db)));
     check(H, "layernorm_bwd", "dx", dx, 1e-5);
     check(H, "layernorm_bwd", "dw", dw, 1e-5);
     check(H, "layernorm_bwd", "db", db, 1e-5);
@@ -352,11 +355,11 @@ static void case_embedding(harness *H, int B, int T, int C, int V)
     /* V small against B*T: tokens repeat, so accumulation order matters */
     tb *tok = mk_int(H, (size_t)B * T, 0, V), *wte = mk(H, (size_t)V * C, IN, 1), *wpe = mk(H, (size_t)T * C, IN, 1);
     tb *y = mk(H, (size_t)B * T * C, OUT, 1);
-    BOTH(be->ops->embedding_fwd(be, B, T, C, I(tok), F(wte), F(wpe), F(y)));
+    BOTH(ppdl_be_embedding_fwd(be, B, T, C, I(tok), F(wte), F(wpe), F(y)));
     check(H, "embedding_fwd", "y", y, 0);
     tb *dy = mk(H, (size_t)B * T * C, IN, 1);
     tb *dwte = mk(H, (size_t)V * C, ACC, 1), *dwpe = mk(H, (size_t)T * C, ACC, 1);
-    BOTH(be->ops->embedding_bwd(be, B, T, C, I(tok), F(dy), F(dwte), F(dwpe)));
+    BOTH(ppdl_be_embedding_bwd(be, B, T, C, I(tok), F(dy), F(dwte), F(dwpe)));
     check(H, "embedding_bwd", "dwte", dwte, 0);
     check(H, "embedding_bwd", "dwpe", dwpe, 0);
     case_end(H);
@@ -367,17 +370,17 @@ static void case_reshapes(harness *H, int B, int T, int C, int Hh)
     SHAPE("B=%d T=%d C=%d H=%d", B, T, C, Hh);
     size_t n = (size_t)B * T * C;
     tb *qkv = mk(H, 3 * n, IN, 1), *q = mk(H, n, OUT, 1), *kq = mk(H, n, OUT, 1), *v = mk(H, n, OUT, 1);
-    BOTH(be->ops->qkv_split(be, B, T, C, Hh, F(qkv), F(q), F(kq), F(v)));
+    BOTH(ppdl_be_qkv_split(be, B, T, C, Hh, F(qkv), F(q), F(kq), F(v)));
     check(H, "qkv_split", "q", q, 0);
     check(H, "qkv_split", "k", kq, 0);
     check(H, "qkv_split", "v", v, 0);
     tb *dq = mk(H, n, IN, 1), *dk = mk(H, n, IN, 1), *dv = mk(H, n, IN, 1), *dqkv = mk(H, 3 * n, OUT, 1);
-    BOTH(be->ops->qkv_merge(be, B, T, C, Hh, F(dq), F(dk), F(dv), F(dqkv)));
+    BOTH(ppdl_be_qkv_merge(be, B, T, C, Hh, F(dq), F(dk), F(dv), F(dqkv)));
     check(H, "qkv_merge", "dqkv", dqkv, 0);
     tb *x = mk(H, n, IN, 1), *ys = mk(H, n, OUT, 1), *yh = mk(H, n, OUT, 1);
-    BOTH(be->ops->heads_to_seq(be, B, T, C, Hh, F(x), F(ys)));
+    BOTH(ppdl_be_heads_to_seq(be, B, T, C, Hh, F(x), F(ys)));
     check(H, "heads_to_seq", "y", ys, 0);
-    BOTH(be->ops->seq_to_heads(be, B, T, C, Hh, F(x), F(yh)));
+    BOTH(ppdl_be_seq_to_heads(be, B, T, C, Hh, F(x), F(yh)));
     check(H, "seq_to_heads", "y", yh, 0);
     case_end(H);
 }
@@ -388,19 +391,19 @@ static void case_causal_softmax(harness *H, int BH, int T)
     size_t n = (size_t)BH * T * T;
     float scale = 0.35f;
     tb *s = mk(H, n, IN, 3), *p = mk(H, n, OUT, 1);
-    BOTH(be->ops->causal_softmax_fwd(be, BH, T, scale, F(s), F(p)));
+    BOTH(ppdl_be_causal_softmax_fwd(be, BH, T, scale, F(s), F(p)));
     check(H, "causal_softmax_fwd", "p", p, 1e-5);
     /* in place, as attention_probs does not but may */
-    BOTH(be->ops->causal_softmax_fwd(be, BH, T, scale, F(s), F(s)));
+    BOTH(ppdl_be_causal_softmax_fwd(be, BH, T, scale, F(s), F(s)));
     check(H, "causal_softmax_fwd", "p (in place)", s, 1e-5);
     /* backward from the reference's probabilities on both sides */
     tb *pr = mk(H, n, IN, 1);
-    H->ref->ops->copy_d2h(H->ref, pr->init, p->r, n * 4);
-    BOTH(be->ops->copy_h2d(be, F(pr), pr->init, n * 4));
+    ppdl_be_copy_d2h(H->ref, pr->init, p->r, n * 4);
+    BOTH(ppdl_be_copy_h2d(be, F(pr), pr->init, n * 4));
     tb *dp = mk(H, n, IN, 1), *ds = mk(H, n, OUT, 1);
-    BOTH(be->ops->causal_softmax_bwd(be, BH, T, scale, F(pr), F(dp), F(ds)));
+    BOTH(ppdl_be_causal_softmax_bwd(be, BH, T, scale, F(pr), F(dp), F(ds)));
     check(H, "causal_softmax_bwd", "ds", ds, 1e-5);
-    BOTH(be->ops->causal_softmax_bwd(be, BH, T, scale, F(pr), F(dp), F(dp)));
+    BOTH(ppdl_be_causal_softmax_bwd(be, BH, T, scale, F(pr), F(dp), F(dp)));
     check(H, "causal_softmax_bwd", "ds (in place)", dp, 1e-5);
     case_end(H);
 }
@@ -411,7 +414,7 @@ static void case_xent(harness *H, int rows, int V, int in_place)
     tb *z = mk(H, (size_t)rows * V, IN, 3), *t = mk_int(H, rows, 0, V), *loss = mk(H, 1, ACC, 10);
     tb *d = in_place ? z : mk(H, (size_t)rows * V, OUT, 1);
     float scale = 1.0f / (float)rows;
-    BOTH(be->ops->softmax_xent(be, rows, V, F(z), I(t), scale, F(loss), F(d)));
+    BOTH(ppdl_be_softmax_xent(be, rows, V, F(z), I(t), scale, F(loss), F(d)));
     check(H, "softmax_xent", "loss_sum", loss, 1e-5);
     check(H, "softmax_xent", in_place ? "dlogits (in place)" : "dlogits", d, 1e-5);
     case_end(H);
@@ -424,10 +427,10 @@ static void case_im2col(harness *H, int Ci, int Hh, int Ww, int kh, int kw, int 
     SHAPE("Ci=%d %dx%d k=%dx%d stride=%d pad=%d", Ci, Hh, Ww, kh, kw, stride, pad);
     size_t P = (size_t)conv_out(Hh, kh, stride, pad) * conv_out(Ww, kw, stride, pad), K = (size_t)Ci * kh * kw;
     tb *x = mk(H, (size_t)Ci * Hh * Ww, IN, 1), *col = mk(H, K * P, OUT, 1);
-    BOTH(be->ops->im2col(be, Ci, Hh, Ww, kh, kw, stride, pad, F(x), F(col)));
+    BOTH(ppdl_be_im2col(be, Ci, Hh, Ww, kh, kw, stride, pad, F(x), F(col)));
     check(H, "im2col", "col", col, 0);
     tb *c2 = mk(H, K * P, IN, 1), *dx = mk(H, (size_t)Ci * Hh * Ww, ACC, 1);
-    BOTH(be->ops->col2im(be, Ci, Hh, Ww, kh, kw, stride, pad, F(c2), F(dx)));
+    BOTH(ppdl_be_col2im(be, Ci, Hh, Ww, kh, kw, stride, pad, F(c2), F(dx)));
     check(H, "col2im", "dx", dx, 0);
     case_end(H);
 }
@@ -441,17 +444,17 @@ static void case_maxpool(harness *H, int N, int C, int Hh, int Ww, int kk, int s
     for (size_t i = 0; i < in; i++) x->init[i] = roundf(x->init[i] * 2.0f);
     if (with_nan)
         for (size_t i = 0; i < in; i += 7) x->init[i] = NAN;
-    BOTH(be->ops->copy_h2d(be, F(x), x->init, in * 4));
+    BOTH(ppdl_be_copy_h2d(be, F(x), x->init, in * 4));
     tb *y = mk(H, on, OUT, 1), *arg = mk(H, on, OUT, 1);
-    BOTH(be->ops->maxpool_fwd(be, N, C, Hh, Ww, kk, stride, F(x), F(y), I(arg)));
+    BOTH(ppdl_be_maxpool_fwd(be, N, C, Hh, Ww, kk, stride, F(x), F(y), I(arg)));
     check(H, "maxpool_fwd", "y", y, 0);
     check(H, "maxpool_fwd", "argmax", arg, 0);
     /* backward from the reference's argmax on both sides */
     tb *a2 = mk(H, on, IN, 1);
-    H->ref->ops->copy_d2h(H->ref, a2->init, arg->r, on * 4);
-    BOTH(be->ops->copy_h2d(be, F(a2), a2->init, on * 4));
+    ppdl_be_copy_d2h(H->ref, a2->init, arg->r, on * 4);
+    BOTH(ppdl_be_copy_h2d(be, F(a2), a2->init, on * 4));
     tb *dy = mk(H, on, IN, 1), *dx = mk(H, in, OUT, 1);
-    BOTH(be->ops->maxpool_bwd(be, N, C, Hh, Ww, kk, stride, I(a2), F(dy), F(dx)));
+    BOTH(ppdl_be_maxpool_bwd(be, N, C, Hh, Ww, kk, stride, I(a2), F(dy), F(dx)));
     check(H, "maxpool_bwd", "dx", dx, 0);
     case_end(H);
 }
@@ -462,8 +465,8 @@ static void case_adamw(harness *H, size_t n, int t)
     tb *p = mk(H, n, ACC, 1), *g = mk(H, n, IN, 0.1), *m = mk(H, n, ACC, 0.01), *v = mk(H, n, IN, 0.01);
     for (size_t i = 0; i < n; i++) v->init[i] = v->init[i] * v->init[i]; /* a second moment is >= 0 */
     v->kind = ACC;
-    BOTH(be->ops->copy_h2d(be, F(v), v->init, n * 4));
-    BOTH(be->ops->adamw(be, n, F(p), F(g), F(m), F(v), 1e-3, 0.9, 0.95, 1e-8, 0.1, t));
+    BOTH(ppdl_be_copy_h2d(be, F(v), v->init, n * 4));
+    BOTH(ppdl_be_adamw(be, n, F(p), F(g), F(m), F(v), 1e-3, 0.9, 0.95, 1e-8, 0.1, t));
     check(H, "adamw", "p", p, 0);
     check(H, "adamw", "m", m, 0);
     check(H, "adamw", "v", v, 0);
@@ -476,8 +479,8 @@ static void ref_conv2d_fwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int 
 {
     int P = conv_out(Hh, kh, st, pad) * conv_out(Ww, kw, st, pad), K = Ci * kh * kw;
     for (int n = 0; n < N; n++) {
-        be->ops->im2col(be, Ci, Hh, Ww, kh, kw, st, pad, x + (size_t)n * Ci * Hh * Ww, col);
-        be->ops->gemm(be, 0, 0, Co, P, K, 1.0f, w, K, col, P, 0.0f, y + (size_t)n * Co * P, P);
+        ppdl_be_im2col(be, Ci, Hh, Ww, kh, kw, st, pad, x + (size_t)n * Ci * Hh * Ww, col);
+        ppdl_be_gemm(be, 0, 0, Co, P, K, 1.0f, w, K, col, P, 0.0f, y + (size_t)n * Co * P, P);
     }
 }
 
@@ -486,31 +489,31 @@ static void ref_conv2d_bwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int 
 {
     int P = conv_out(Hh, kh, st, pad) * conv_out(Ww, kw, st, pad), K = Ci * kh * kw;
     size_t xi = (size_t)Ci * Hh * Ww;
-    be->ops->zero(be, dx, (size_t)N * xi * 4);
+    ppdl_be_zero(be, dx, (size_t)N * xi * 4);
     for (int n = 0; n < N; n++) {
         const float *dyn = dy + (size_t)n * Co * P;
-        be->ops->im2col(be, Ci, Hh, Ww, kh, kw, st, pad, x + n * xi, col);
-        be->ops->gemm(be, 0, 1, Co, K, P, 1.0f, dyn, P, col, P, 1.0f, dw, K);
-        be->ops->gemm(be, 1, 0, K, P, Co, 1.0f, w, K, dyn, P, 0.0f, col, P);
-        be->ops->col2im(be, Ci, Hh, Ww, kh, kw, st, pad, col, dx + n * xi);
+        ppdl_be_im2col(be, Ci, Hh, Ww, kh, kw, st, pad, x + n * xi, col);
+        ppdl_be_gemm(be, 0, 1, Co, K, P, 1.0f, dyn, P, col, P, 1.0f, dw, K);
+        ppdl_be_gemm(be, 1, 0, K, P, Co, 1.0f, w, K, dyn, P, 0.0f, col, P);
+        ppdl_be_col2im(be, Ci, Hh, Ww, kh, kw, st, pad, col, dx + n * xi);
     }
 }
 
 static void case_conv2d(harness *H, int N, int Ci, int Hh, int Ww, int Co, int kk, int st, int pad)
 {
-    if (!H->dut->ops->conv2d_fwd || !H->dut->ops->conv2d_bwd) return;
+    if (!ppdl_be_has_conv2d(H->dut)) return;
     SHAPE("N=%d Ci=%d %dx%d Co=%d k=%d stride=%d pad=%d", N, Ci, Hh, Ww, Co, kk, st, pad);
     int P = conv_out(Hh, kk, st, pad) * conv_out(Ww, kk, st, pad), K = Ci * kk * kk;
     tb *x = mk(H, (size_t)N * Ci * Hh * Ww, IN, 1), *w = mk(H, (size_t)Co * K, IN, 0.3);
     tb *y = mk(H, (size_t)N * Co * P, OUT, 1), *col = mk(H, (size_t)K * P, OUT, 1);
     double tol = H->tf32 ? 2e-3 : 1e-4;
     ref_conv2d_fwd(H->ref, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->r, w->r, y->r, col->r);
-    H->dut->ops->conv2d_fwd(H->dut, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->d, w->d, y->d);
+    ppdl_be_conv2d_fwd(H->dut, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->d, w->d, y->d);
     check(H, "conv2d_fwd", "y", y, tol);
     tb *dy = mk(H, (size_t)N * Co * P, IN, 1), *dx = mk(H, (size_t)N * Ci * Hh * Ww, OUT, 1);
     tb *dw = mk(H, (size_t)Co * K, ACC, 1);
     ref_conv2d_bwd(H->ref, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->r, w->r, dy->r, dx->r, dw->r, col->r);
-    H->dut->ops->conv2d_bwd(H->dut, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->d, w->d, dy->d, dx->d, dw->d);
+    ppdl_be_conv2d_bwd(H->dut, N, Ci, Hh, Ww, Co, kk, kk, st, pad, x->d, w->d, dy->d, dx->d, dw->d);
     check(H, "conv2d_bwd", "dx", dx, tol);
     check(H, "conv2d_bwd", "dw", dw, tol);
     case_end(H);
@@ -536,8 +539,8 @@ static void case_layers(harness *H, const char *preset, int b)
             ppdl_stage_alloc_params(&sd, &md, H->dut, li, li);
             float *w = ppdl_xmalloc((sr.n_params ? sr.n_params : 1) * sizeof(float));
             for (size_t i = 0; i < sr.n_params; i++) w[i] = (float)(0.2 * ppdl_rng_normal(&H->rng));
-            H->ref->ops->copy_h2d(H->ref, sr.params, w, sr.n_params * sizeof(float));
-            H->dut->ops->copy_h2d(H->dut, sd.params, w, sr.n_params * sizeof(float));
+            ppdl_be_copy_h2d(H->ref, sr.params, w, sr.n_params * sizeof(float));
+            ppdl_be_copy_h2d(H->dut, sd.params, w, sr.n_params * sizeof(float));
             free(w);
             size_t in_n = (size_t)b * lr->in_bytes / 4, out_n = (size_t)b * lr->out_bytes / 4;
             tb *in = !strcmp(lr->kind->name, "embedding") ? mk_int(H, in_n, 0, lr->cfg.V) : mk(H, in_n, IN, 1);
@@ -931,7 +934,6 @@ int main(int argc, char **argv)
 
     /* 1. the harness on CPU against CPU */
     ppdl_backend *ref = ppdl_backend_cpu_create(1);
-    ref->rank = 0;
     harness *H = ppdl_xcalloc(1, sizeof *H);
     H->ref = ref;
     H->dut = ppdl_backend_cpu_create(1);

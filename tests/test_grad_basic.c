@@ -6,7 +6,7 @@
  *  3. Finite-difference gradient checks of every layer kind (linear with each activation,
  *     conv stride 1 pad 1 and stride 2 pad 0, maxpool with and without overlap, flatten)
  *     under L = sum(out * R) for a fixed random R, of d(input) and of every parameter.
- *  4. The same for linear followed by ops->softmax_xent, and for the whole cnn-tiny chain.
+ *  4. The same for linear followed by ppdl_be_softmax_xent, and for the whole cnn-tiny chain.
  *  5. Contract details: backward ADDS into parameter gradients, din == NULL works,
  *     option 1 (full recompute) computes the same as option 0, flops_fwd.
  *
@@ -100,7 +100,7 @@ static void test_im2col_col2im(const conv_case *t)
 
     fill_uniform(x, nx, -1, 1);
     memset(col, 0x7f, nc * sizeof(float)); /* garbage: im2col must overwrite every slot */
-    be->ops->im2col(be, t->Ci, t->Hh, t->Ww, t->kh, t->kw, t->stride, t->pad, x, col);
+    ppdl_be_im2col(be, t->Ci, t->Hh, t->Ww, t->kh, t->kw, t->stride, t->pad, x, col);
     ref_im2col(t->Ci, t->Hh, t->Ww, t->kh, t->kw, t->stride, t->pad, x, ref);
     size_t bad = 0;
     for (size_t i = 0; i < nc; i++) bad += col[i] != ref[i];
@@ -110,7 +110,7 @@ static void test_im2col_col2im(const conv_case *t)
     /* col2im ADDS: start from dx = 1 */
     fill_uniform(c, nc, -1, 1);
     for (size_t i = 0; i < nx; i++) dx[i] = 1.0f, dref[i] = 1.0;
-    be->ops->col2im(be, t->Ci, t->Hh, t->Ww, t->kh, t->kw, t->stride, t->pad, c, dx);
+    ppdl_be_col2im(be, t->Ci, t->Hh, t->Ww, t->kh, t->kw, t->stride, t->pad, c, dx);
     ref_col2im(t->Ci, t->Hh, t->Ww, t->kh, t->kw, t->stride, t->pad, c, dref);
     double maxerr = 0;
     for (size_t i = 0; i < nx; i++) maxerr = fmax(maxerr, fabs(dx[i] - dref[i]));
@@ -166,7 +166,7 @@ static void test_maxpool_kernels(int N, int C, int Hh, int Ww, int k, int s)
 
     /* small integers: many windows hold ties, which must go to the first maximum */
     for (size_t i = 0; i < nx; i++) x[i] = (float)(int)urand(-3, 3);
-    be->ops->maxpool_fwd(be, N, C, Hh, Ww, k, s, x, y, am);
+    ppdl_be_maxpool_fwd(be, N, C, Hh, Ww, k, s, x, y, am);
     ref_maxpool(N, C, Hh, Ww, k, s, x, yr, amr);
     size_t bad = 0;
     for (size_t i = 0; i < ny; i++) bad += y[i] != yr[i] || am[i] != amr[i];
@@ -174,7 +174,7 @@ static void test_maxpool_kernels(int N, int C, int Hh, int Ww, int k, int s)
 
     fill_uniform(dy, ny, -1, 1);
     for (size_t i = 0; i < nx; i++) dx[i] = NAN; /* maxpool_bwd overwrites */
-    be->ops->maxpool_bwd(be, N, C, Hh, Ww, k, s, am, dy, dx);
+    ppdl_be_maxpool_bwd(be, N, C, Hh, Ww, k, s, am, dy, dx);
     for (size_t p = 0; p < (size_t)N * C; p++)
         for (size_t o = 0; o < (size_t)OH * OW; o++)
             dxr[p * Hh * Ww + amr[p * OH * OW + o]] += dy[p * OH * OW + o];
@@ -211,7 +211,7 @@ static void test_activation(int act)
     }
     fill_uniform(dy, n, -1, 1);
 
-    be->ops->act_fwd(be, act, n, x, y);
+    ppdl_be_act_fwd(be, act, n, x, y);
     double ferr = 0;
     for (int i = 0; i < n; i++) {
         double want = act == PPDL_ACT_RELU ? (x[i] > 0 ? x[i] : 0) : gelu_ref(x[i]);
@@ -221,9 +221,9 @@ static void test_activation(int act)
     ok(ferr < 1e-5, "act_fwd %s matches the double formula (max err %.2g)", name, ferr);
 
     memcpy(dx, dy, n * sizeof(float));
-    be->ops->act_bwd(be, act, n, x, dx, dx); /* dx aliases dy, as allowed */
-    be->ops->act_fwd(be, act, n, xp, yp);
-    be->ops->act_fwd(be, act, n, xm, ym);
+    ppdl_be_act_bwd(be, act, n, x, dx, dx); /* dx aliases dy, as allowed */
+    ppdl_be_act_fwd(be, act, n, xp, yp);
+    ppdl_be_act_fwd(be, act, n, xm, ym);
     double berr = 0;
     for (int i = 0; i < n; i++) {
         /* the step actually taken, in float */
@@ -338,7 +338,7 @@ static double chain_forward(chain *c, int opt)
     if (c->xent) {
         int V = (int)(n / c->b);
         *c->loss_dev = 0;
-        be->ops->softmax_xent(be, c->b, V, out, c->targets, 1.0f / c->b, c->loss_dev, c->grad[c->m.L]);
+        ppdl_be_softmax_xent(be, c->b, V, out, c->targets, 1.0f / c->b, c->loss_dev, c->grad[c->m.L]);
         return (double)*c->loss_dev / c->b;
     }
     double loss = 0;
@@ -444,7 +444,7 @@ static void fd_check_chain(chain *c, const char *name, const fd_opts *o)
     const size_t P = c->st.n_params;
     chain_forward(c, 0);
     size_t np = chain_pattern(c, c->pattern);
-    be->ops->zero(be, c->st.grads, P * sizeof(float));
+    ppdl_be_zero(be, c->st.grads, P * sizeof(float));
     chain_backward(c, 1, 0);
     /* copies of the analytic gradients: the forwards below do not touch them, but keep
      * the check independent of that */
@@ -611,7 +611,7 @@ static void test_contract(const char *name, const ppdl_layer_kind *kind, const p
     chain_forward(&c, PPDL_RC_FULL);
     ok(!memcmp(y0, c.act[1], nout * sizeof(float)), "%s: forward under option full = option none", name);
 
-    be->ops->zero(be, c.st.grads, P * sizeof(float));
+    ppdl_be_zero(be, c.st.grads, P * sizeof(float));
     chain_backward(&c, 1, PPDL_RC_NONE);
     memcpy(g1, c.st.grads, P * sizeof(float));
     chain_backward(&c, 0, PPDL_RC_FULL); /* din == NULL: parameter gradients only */

@@ -6,7 +6,7 @@
  *     check cannot see);
  *  3. finite-difference gradient checks of every parameter and of the input, for
  *     each kind, with the loss L = sum(out * R) for a random R, and for the head
- *     followed by ops->softmax_xent;
+ *     followed by ppdl_be_softmax_xent;
  *  4. the block's selective option gives bitwise the outputs and gradients of
  *     option 0; forward run twice gives bitwise the same output.
  *
@@ -465,7 +465,7 @@ static double harness_loss(harness *h, int want_dout)
     if (h->targets) {
         h->loss_dev[0] = 0;
         float *d = want_dout ? h->dout : alloc_f(h->n_out);
-        be->ops->softmax_xent(be, h->b * h->l->cfg.T, h->l->cfg.V, h->out, h->targets, 1.0f,
+        ppdl_be_softmax_xent(be, h->b * h->l->cfg.T, h->l->cfg.V, h->out, h->targets, 1.0f,
                               h->loss_dev, d);
         if (!want_dout) ppdl_be_free(be, d);
         return h->loss_dev[0];
@@ -618,7 +618,7 @@ static void test_gradients(void)
     check_layer_grads(&h, FD_EPS, FD_ATOL, FD_RTOL);
     harness_free(&h);
 
-    /* the head followed by the loss: logits through ops->softmax_xent. The loss is a
+    /* the head followed by the loss: logits through ppdl_be_softmax_xent. The loss is a
      * float sum of 10 terms ~ 2.4 (ulp ~ 2e-6), so the quotient's noise is ~1e-4:
      * same tolerance. */
     harness_init(&h, layer_of(&ppdl_kind_head), b);

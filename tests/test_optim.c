@@ -28,7 +28,7 @@ static void test_adamw(ppdl_backend *be)
     /* by hand, one weight: p=1, g=0.5, lr=0.1, wd=0.01: decay 1 -> 0.999; m=0.05,
      * v=0.00025; m^=0.5, v^=0.25; step 0.1*0.5/(0.5+1e-8) = 0.099999998 -> 0.899000002 */
     float p = 1.0f, g = 0.5f, m = 0, v = 0;
-    be->ops->adamw(be, 1, &p, &g, &m, &v, 0.1, 0.9, 0.999, 1e-8, 0.01, 1);
+    ppdl_be_adamw(be, 1, &p, &g, &m, &v, 0.1, 0.9, 0.999, 1e-8, 0.01, 1);
     /* float32 results: a few ulps (6e-8 relative each) */
     close_f(p, 0.899000002, 2e-7, 0, "AdamW step 1 by hand");
     close_f(m, 0.05, 0, 3e-7, "first moment by hand");
@@ -51,7 +51,7 @@ static void test_adamw(ppdl_backend *be)
             gf[i] = (float)(0.1 * ppdl_rng_normal(&r));
             gd[i] = gf[i];
         }
-        be->ops->adamw(be, N, pf, gf, mf, vf, 1e-3, 0.9, 0.999, 1e-8, 1e-2, t);
+        ppdl_be_adamw(be, N, pf, gf, mf, vf, 1e-3, 0.9, 0.999, 1e-8, 1e-2, t);
         adamw_ref(N, pd, gd, md, vd, 1e-3, 0.9, 0.999, 1e-8, 1e-2, t);
         for (int i = 0; i < N; i++) worst = fmax(worst, fabs(pf[i] - pd[i]));
     }
@@ -85,7 +85,7 @@ static void grads(ppdl_model *m, ppdl_stage *st, ppdl_backend *be, int b, const 
             ppdl_layer *ly = &m->layers[l];
             ly->kind->forward(ly, be, per, acts[l], l + 1 < m->L ? acts[l + 1] : logits, saved[l], work, 0);
         }
-        be->ops->softmax_xent(be, per, V, logits, y + mb * per, 1.0f / (float)B_total, &loss, logits);
+        ppdl_be_softmax_xent(be, per, V, logits, y + mb * per, 1.0f / (float)B_total, &loss, logits);
         float *dout = logits;
         for (int l = m->L - 1; l >= 0; l--) {
             ppdl_layer *ly = &m->layers[l];

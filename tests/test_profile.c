@@ -40,7 +40,7 @@ static void one_family(ppdl_backend *be, const char *preset, int b)
     o.reps = 2; /* the ordered pass still runs 0.1 s */
 
     /* room for everything: the layers in their order */
-    be->bytes_limit = 0;
+    ppdl_be_set_limit(be, 0);
     ppdl_costs c;
     int rc = ppdl_profile_layers(&m, be, b, &o, &c, err, sizeof err);
     ok(rc == 0, "%s: profiled with no memory limit %s", preset, err);
@@ -49,7 +49,7 @@ static void one_family(ppdl_backend *be, const char *preset, int b)
         ok(costs_sane(&c, &m, b), "%s: every time positive and finite, the bytes the model's", preset);
         ppdl_costs_free(&c);
     }
-    ok(be->bytes_in_use == 0, "%s: all device memory given back (%zu bytes left)", preset, be->bytes_in_use);
+    ok(ppdl_be_in_use(be) == 0, "%s: all device memory given back (%zu bytes left)", preset, ppdl_be_in_use(be));
     ppdl_model_free(&m);
 }
 
@@ -72,16 +72,16 @@ static void fallback(ppdl_backend *be)
     ppdl_profile_opts_default(&o);
     o.reps = 2;
     ppdl_costs c;
-    be->bytes_limit = (size_t)(1.9 * params);
+    ppdl_be_set_limit(be, (size_t)(1.9 * params));
     rc = ppdl_profile_layers(&m, be, 4, &o, &c, err, sizeof err);
-    ok(rc == 0, "profiled under a limit of 1.9x the parameters (%zu bytes) %s", be->bytes_limit, err);
+    ok(rc == 0, "profiled under a limit of 1.9x the parameters (%zu bytes) %s", ppdl_be_limit(be), err);
     if (rc == 0) {
         ok(c.ordered == 0, "no room for the whole model: each layer was timed alone");
         ok(costs_sane(&c, &m, 4), "every time positive and finite under the limit");
         ppdl_costs_free(&c);
     }
-    ok(be->bytes_in_use == 0, "all device memory given back (%zu bytes left)", be->bytes_in_use);
-    be->bytes_limit = 0;
+    ok(ppdl_be_in_use(be) == 0, "all device memory given back (%zu bytes left)", ppdl_be_in_use(be));
+    ppdl_be_set_limit(be, 0);
     rc = ppdl_profile_layers(&m, be, 4, &o, &c, err, sizeof err);
     ok(rc == 0 && c.ordered == 1, "without the limit the same model is timed in order %s", err);
     if (rc == 0) ppdl_costs_free(&c);

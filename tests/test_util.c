@@ -2,13 +2,56 @@
  * backend's memory accounting and limit. */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/plan.h"
 #include "tap.h"
+
+/* Two backends in one process (the op-by-op harness holds a CPU reference beside the
+ * device under test) account separately: each has its own table of live allocations,
+ * so neither's bytes, peak or limit move with the other's, and one cannot free the
+ * other's pointer. */
+static void two_backends(void)
+{
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_backend *x = ppdl_backend_create("cpu", 1, 0, err, sizeof err);
+    ppdl_backend *y = ppdl_backend_create("cpu", 1, 0, err, sizeof err);
+    ppdl_be_set_limit(x, 2048);
+    void *a = ppdl_be_alloc(x, 2000, "a");
+    void *b = ppdl_be_alloc(y, 5000, "b"); /* past x's limit, but y has none */
+    ok(ppdl_be_in_use(x) == 2048 && ppdl_be_in_use(y) == 5120 && ppdl_be_limit(y) == 0,
+       "two backends count their own bytes (%zu, %zu) under their own limits", ppdl_be_in_use(x),
+       ppdl_be_in_use(y));
+    ok(ppdl_be_try_alloc(x, 1, "over") == NULL, "the first is full, whatever the second holds");
+    ppdl_be_free(y, b);
+    ok(ppdl_be_in_use(x) == 2048 && ppdl_be_in_use(y) == 0 && ppdl_be_peak(y) == 5120 && ppdl_be_peak(x) == 2048,
+       "freeing in the second leaves the first's bytes and peak alone");
+    /* a pointer of x freed through y: with one table for every backend this passed
+     * and took x's bytes off y's count; now y does not know it and the job dies */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(1);
+        ppdl_be_free(y, a);
+        _exit(0);
+    }
+    int status = 0, waited = pid > 0 && waitpid(pid, &status, 0) == pid;
+    int code = waited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    ok(code == 70, "freeing one backend's pointer through another dies (exit %d)", code);
+    ppdl_be_restore_peak(x, 0);
+    ok(ppdl_be_peak(x) == 2048, "the peak is never put back below the bytes in use");
+    ppdl_be_free(x, a);
+    ppdl_be_restore_peak(x, 0);
+    ok(ppdl_be_in_use(x) == 0 && ppdl_be_peak(x) == 0, "with nothing in use it can be put back to 0");
+    ppdl_backend_destroy(x);
+    ppdl_backend_destroy(y);
+}
 
 int main(void)
 {
@@ -62,19 +105,21 @@ int main(void)
 
     ppdl_backend *be = ppdl_backend_create("cpu", 1, 0, err, sizeof err);
     ok(be != NULL, "cpu backend created");
-    be->bytes_limit = 4096;
+    ppdl_be_set_limit(be, 4096);
     void *a = ppdl_be_alloc(be, 1000, "a");
-    is_int(be->bytes_in_use, 1024, "allocations are counted rounded up to 256 bytes");
+    is_int(ppdl_be_in_use(be), 1024, "allocations are counted rounded up to 256 bytes");
     void *c = ppdl_be_try_alloc(be, 4000, "too much");
     ok(c == NULL, "an allocation past the limit fails");
     void *d = ppdl_be_alloc(be, 3000, "fits");
-    is_int(be->bytes_peak, 1024 + 3072, "peak counts both");
+    is_int(ppdl_be_peak(be), 1024 + 3072, "peak counts both");
     ppdl_be_free(be, a);
     ppdl_be_free(be, d);
-    is_int(be->bytes_in_use, 0, "freeing returns the bytes");
-    is_int(be->bytes_peak, 4096, "the peak stays");
-    ok(ppdl_backend_create("tpu", 1, 0, err, sizeof err) == NULL && strstr(err, "--backend tpu"),
-       "an unknown backend is named: %s", err);
+    is_int(ppdl_be_in_use(be), 0, "freeing returns the bytes");
+    is_int(ppdl_be_peak(be), 4096, "the peak stays");
+    ok(ppdl_backend_create("tpu", 1, 0, err, sizeof err) == NULL && strstr(err, "--backend tpu") &&
+           strstr(err, "cpu or cuda"),
+       "an unknown backend is named, and the known ones: %s", err);
+    two_backends();
 #if !HAVE_CUDA
     ok(ppdl_backend_create("cuda", 1, 0, err, sizeof err) == NULL && strstr(err, "without CUDA"),
        "cuda without CUDA support says so: %s", err);

@@ -1,48 +1,13 @@
-/* backend.c — backend creation and the accounting allocator every backend shares. */
-#include "config.h"
-
-#include "backend/backend.h"
+/* backend.c — what every backend shares: the accounting allocator, the accessors of
+ * its accounting and labels, destruction. Creation by name is in registry.c, the
+ * forwarding of each operation in ops.c. */
+#include "backend/backend_impl.h"
 #include "core/error.h"
 #include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-ppdl_backend *ppdl_backend_cpu_create(int threads);
-#if HAVE_CUDA
-ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen);
-#endif
-
-ppdl_backend *ppdl_backend_create(const char *name, int threads, int rank, char *err, size_t errlen)
-{
-    ppdl_backend *be = NULL;
-    if (!strcmp(name, "cpu")) {
-        be = ppdl_backend_cpu_create(threads);
-    } else if (!strcmp(name, "cuda")) {
-#if HAVE_CUDA
-        be = ppdl_backend_cuda_create(rank, err, errlen);
-        if (!be) return NULL;
-#else
-        ppdl_errf(err, errlen, "--backend cuda: this ppdl was built without CUDA "
-                               "(configure --with-cuda=DIR to build it)");
-        return NULL;
-#endif
-    } else {
-        ppdl_errf(err, errlen, "--backend %s: expected cpu or cuda", name);
-        return NULL;
-    }
-    be->rank = rank;
-    be->stage = -1;
-    const char *stage = getenv("PPDL_STAGE_MESSAGES");
-    be->stage_messages = stage && !strcmp(stage, "1");
-    return be;
-}
-
-/* A small table of live allocations: device pointers cannot carry a size header. */
-typedef struct { void *p; size_t bytes; } live_alloc;
-static live_alloc *live;
-static size_t n_live, cap_live;
 
 size_t ppdl_be_alloc_size(size_t n_bytes) { return (n_bytes + 255) & ~(size_t)255; }
 
@@ -53,14 +18,14 @@ void *ppdl_be_try_alloc(ppdl_backend *be, size_t n_bytes, const char *what)
     if (be->bytes_limit && be->bytes_in_use + sz > be->bytes_limit) return NULL;
     void *p = be->ops->alloc(be, sz);
     if (!p) return NULL;
-    if (n_live == cap_live) {
-        cap_live = cap_live ? 2 * cap_live : 64;
-        live = realloc(live, cap_live * sizeof *live);
-        PPDL_CHECK(live, "out of host memory");
+    if (be->n_live == be->cap_live) {
+        be->cap_live = be->cap_live ? 2 * be->cap_live : 64;
+        be->live = realloc(be->live, be->cap_live * sizeof *be->live);
+        PPDL_CHECK(be->live, "out of host memory");
     }
-    live[n_live].p = p;
-    live[n_live].bytes = sz;
-    n_live++;
+    be->live[be->n_live].p = p;
+    be->live[be->n_live].bytes = sz;
+    be->n_live++;
     be->bytes_in_use += sz;
     if (be->bytes_in_use > be->bytes_peak) be->bytes_peak = be->bytes_in_use;
     return p;
@@ -88,10 +53,10 @@ void *ppdl_be_alloc(ppdl_backend *be, size_t n_bytes, const char *what)
 void ppdl_be_free(ppdl_backend *be, void *p)
 {
     if (!p) return;
-    for (size_t i = 0; i < n_live; i++)
-        if (live[i].p == p) {
-            be->bytes_in_use -= live[i].bytes;
-            live[i] = live[--n_live];
+    for (size_t i = 0; i < be->n_live; i++)
+        if (be->live[i].p == p) {
+            be->bytes_in_use -= be->live[i].bytes;
+            be->live[i] = be->live[--be->n_live];
             be->ops->free(be, p);
             return;
         }
@@ -102,6 +67,39 @@ void ppdl_backend_destroy(ppdl_backend *be)
 {
     if (!be) return;
     if (be->ops->destroy) be->ops->destroy(be);
+    free(be->live);
     free(be->impl);
     free(be);
+}
+
+const char *ppdl_be_name(const ppdl_backend *be) { return be->ops->name; }
+int ppdl_be_device_memory(const ppdl_backend *be) { return be->ops->device_memory; }
+size_t ppdl_be_in_use(const ppdl_backend *be) { return be->bytes_in_use; }
+size_t ppdl_be_peak(const ppdl_backend *be) { return be->bytes_peak; }
+size_t ppdl_be_limit(const ppdl_backend *be) { return be->bytes_limit; }
+void ppdl_be_set_limit(ppdl_backend *be, size_t n_bytes) { be->bytes_limit = n_bytes; }
+void ppdl_be_set_stage(ppdl_backend *be, int stage) { be->stage = stage; }
+int ppdl_be_stage_messages(const ppdl_backend *be) { return be->stage_messages; }
+
+void ppdl_be_restore_peak(ppdl_backend *be, size_t saved_peak)
+{
+    /* a peak below the bytes in use now would be a lie: whatever the caller saved, the
+     * peak stays at least what is held */
+    be->bytes_peak = saved_peak > be->bytes_in_use ? saved_peak : be->bytes_in_use;
+}
+
+void *ppdl_be_host_alloc(ppdl_backend *be, size_t n_bytes, int *pinned)
+{
+    /* page-locked memory lets the copy engine move a payload without a bounce buffer;
+     * where the backend has none (the CPU) or it runs out, plain host memory serves */
+    void *p = be->ops->host_alloc ? be->ops->host_alloc(be, n_bytes) : NULL;
+    *pinned = p != NULL;
+    return p ? p : ppdl_xmalloc(n_bytes);
+}
+
+void ppdl_be_host_free(ppdl_backend *be, void *p, int pinned)
+{
+    if (!p) return;
+    if (pinned) be->ops->host_free(be, p);
+    else free(p);
 }

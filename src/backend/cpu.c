@@ -14,7 +14,8 @@
  * A GEMM is split into blocks of rows or columns of C, each an ordinary single-threaded
  * OpenBLAS call on a sub-matrix, cut by the shape alone (gemm_parts); the matrices
  * of a batched GEMM are spread over the threads. */
-#include "backend/backend.h"
+#include "backend/backend_impl.h"
+#include "backend/cpu.h"
 #include "backend/cpu_kernels.h"
 #include "backend/cpu_math.h"
 #include "core/error.h"

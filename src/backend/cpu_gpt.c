@@ -1,6 +1,6 @@
 /* cpu_gpt.c — the CPU kernels of the GPT layers: layernorm, embedding, the attention
- * reshapes and the causal softmax. Semantics are those documented on the matching
- * members of ppdl_backend_ops (backend.h).
+ * reshapes and the causal softmax. Semantics are those documented at the matching
+ * ppdl_be_* wrappers (backend.h).
  *
  * These kernels are the oracle the device backends are tested against. They run on
  * the backend's threads (cpu_pool.h), split over rows, or over columns where a

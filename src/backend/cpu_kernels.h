@@ -3,11 +3,12 @@
  *   cpu_pool.c  the compute threads every kernel splits its work over
  *   cpu_gpt.c   layernorm, embedding, attention reshapes and causal softmax
  *   cpu_conv.c  im2col/col2im, max-pool
- * Signatures are those of ppdl_backend_ops (backend.h), where each is documented. */
+ * Signatures are those of ppdl_backend_ops (backend_impl.h); each is documented at
+ * its ppdl_be_* wrapper in backend.h. */
 #ifndef PPDL_CPU_KERNELS_H
 #define PPDL_CPU_KERNELS_H
 
-#include "backend/backend.h"
+#include "backend/backend_impl.h"
 #include "backend/cpu_pool.h"
 
 /* be->impl of the CPU backend */

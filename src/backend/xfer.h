@@ -2,7 +2,7 @@
  *
  * MPI reads and writes host memory. On the CPU backend a "device" pointer is a host
  * pointer and MPI uses it directly: these functions return it unchanged and copy
- * nothing. On a backend with ops->device_memory (CUDA) the payload is staged through a
+ * nothing. On a backend with device memory (ppdl_be_device_memory: CUDA) the payload is staged through a
  * page-locked host buffer owned by a ppdl_xfer:
  *
  *   send:    buf = ppdl_xfer_send_buf(be, &x, dev, n);   device -> host, after the work
@@ -25,11 +25,11 @@
 typedef struct ppdl_xfer {
     void *host;      /* staging buffer (NULL until a staged message needs it) */
     size_t cap;      /* its size in bytes */
-    int pinned;      /* 1: from ops->host_alloc, 0: from malloc */
+    int pinned;      /* as ppdl_be_host_alloc set it: 1 page-locked, 0 malloc */
 } ppdl_xfer;
 
 /* 1 when messages of this backend are staged through host memory (a device backend,
- * or be->stage_messages) */
+ * or ppdl_be_stage_messages) */
 int ppdl_xfer_staged(const ppdl_backend *be);
 /* the buffer to give MPI_Isend for the n bytes at dev (waits for the stream to produce them) */
 const void *ppdl_xfer_send_buf(ppdl_backend *be, ppdl_xfer *x, const void *dev, size_t n);

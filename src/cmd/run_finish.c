@@ -24,7 +24,7 @@ static void gather_summaries(run *r)
     rank_summary *s = &r->mine;
     ppdl_mem_breakdown mb = ppdl_runtime_memory(r->rt);
     s->checkpoint_ms = 1e3 * r->ctl.ckpt_total_s;
-    s->peak_bytes = (double)r->be->bytes_peak;
+    s->peak_bytes = (double)ppdl_be_peak(r->be);
     s->params_bytes = (double)mb.params;
     s->optimizer_bytes = (double)mb.optimizer;
     s->stash_bytes = (double)mb.stash;
@@ -108,7 +108,7 @@ static void save_model(run *r)
     const options *o = &r->o;
     ppdl_stage *st = &r->st;
     char err[PPDL_ERR_LEN] = "";
-    r->be->ops->copy_d2h(r->be, r->host, st->params, st->n_params * sizeof(float));
+    ppdl_be_copy_d2h(r->be, r->host, st->params, st->n_params * sizeof(float));
     int n_mine = r->replica == 0 ? (int)st->n_params : 0, *counts = NULL, *displs = NULL;
     float *all_p = NULL;
     if (r->rank == 0) {

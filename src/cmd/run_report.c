@@ -47,7 +47,7 @@ void run_print_header(const run *r)
            ppdl_fmt_bytes(ppdl_model_param_count(m) * sizeof(float), pb, sizeof pb), o->data, r->data.n);
     printf("%d rank%s, schedule %s, batch %ld = %ld micro-batches of %d, backend %s, %ld thread%s/rank, %s wait\n",
            r->n_ranks, r->n_ranks > 1 ? "s" : "", ppdl_schedule_name(o->schedule), o->batch_size, o->micro_batches,
-           o->micro_batch_size, r->be->ops->name, r->threads, r->threads > 1 ? "s" : "",
+           o->micro_batch_size, ppdl_be_name(r->be), r->threads, r->threads > 1 ? "s" : "",
            r->comm.yield ? "yielding" : "blocking");
     printf("plan (%s):\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: selective)\n",
            r->plan.method);
@@ -201,7 +201,7 @@ void run_write_report(run *r)
     json_object_set_new(rep, "micro_batches", json_integer(o->micro_batches));
     json_object_set_new(rep, "batch_size", json_integer(o->batch_size));
     json_object_set_new(rep, "threads", json_integer(r->threads));
-    json_object_set_new(rep, "backend", json_string(r->be->ops->name));
+    json_object_set_new(rep, "backend", json_string(ppdl_be_name(r->be)));
     json_object_set_new(rep, "seed", json_integer(o->seed));
     char *pj = ppdl_plan_to_json(&r->plan);
     json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));

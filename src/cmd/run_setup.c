@@ -45,7 +45,7 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
         snprintf(msg, sizeof msg, "--cluster %s", err);
         agree_or_end_job(rc != 0, msg, 1);
         /* a file without the machines ("hosts"): this job's, whose cores its ranks share */
-        if (cl->hosts.n == 0) ppdl_probe_hosts(comm->comm, be && be->ops->device_memory, &cl->hosts);
+        if (cl->hosts.n == 0) ppdl_probe_hosts(comm->comm, be && ppdl_be_device_memory(be), &cl->hosts);
     } else if (o->probe_only || o->cluster_out || o->report || o->plan_mode == PLAN_AUTO) {
         ppdl_probe_opts po;
         ppdl_probe_defaults(&po);
@@ -135,9 +135,9 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
     if (!o->costs_out && o->plan_mode != PLAN_AUTO) return 0;
     if (comm->rank == 0) {
         double t0 = ppdl_now_s();
-        size_t peak = be->bytes_peak;
+        size_t peak = ppdl_be_peak(be);
         rc = ppdl_profile_layers(m, be, b, NULL, c, err, sizeof err);
-        be->bytes_peak = peak; /* the report's peak is the training's, not the profile's */
+        ppdl_be_restore_peak(be, peak); /* the report's peak is the training's, not the profile's */
         if (!rc && profile_reading(m, data, b, c, err, sizeof err)) ppdl_costs_free(c), rc = -1;
         if (!rc && o->costs_out && ppdl_costs_write(o->costs_out, c, err, sizeof err)) {
             ppdl_costs_free(c);
@@ -147,7 +147,7 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
             double f = 0, bw = 0;
             for (int l = 0; l < c->L; l++) f += c->layers[l].fwd_ms, bw += c->layers[l].bwd_ms;
             printf("costs: %d layers profiled on rank 0 (%s) at micro-batch size %d in %.2f s: forward %.3f ms, "
-                   "backward %.3f ms per micro-batch, %s%s%s\n", c->L, be->ops->name, b, ppdl_now_s() - t0,
+                   "backward %.3f ms per micro-batch, %s%s%s\n", c->L, ppdl_be_name(be), b, ppdl_now_s() - t0,
                    f, bw,
                    c->ordered ? "the layers timed in their order"
                               : "each layer timed alone (the device cannot hold the whole model at once)",

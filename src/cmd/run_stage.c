@@ -17,10 +17,10 @@ void host_state_get(host_state *h, ppdl_stage *st, int from_device)
 {
     float *arena[3] = {st->params, st->adam_m, st->adam_v};
     size_t bytes = st->n_params * sizeof(float);
-    h->copies = st->be->ops->device_memory;
+    h->copies = ppdl_be_device_memory(st->be);
     for (int a = 0; a < 3; a++) {
         h->a[a] = h->copies ? ppdl_xmalloc(bytes + 1) : arena[a];
-        if (h->copies && from_device) st->be->ops->copy_d2h(st->be, h->a[a], arena[a], bytes);
+        if (h->copies && from_device) ppdl_be_copy_d2h(st->be, h->a[a], arena[a], bytes);
     }
 }
 
@@ -28,7 +28,7 @@ void host_state_put(host_state *h, ppdl_stage *st)
 {
     float *arena[3] = {st->params, st->adam_m, st->adam_v};
     for (int a = 0; a < 3 && h->copies; a++)
-        st->be->ops->copy_h2d(st->be, arena[a], h->a[a], st->n_params * sizeof(float));
+        ppdl_be_copy_h2d(st->be, arena[a], h->a[a], st->n_params * sizeof(float));
 }
 
 void host_state_free(host_state *h)
@@ -50,9 +50,11 @@ void run_build_stage(run *r)
     const ppdl_plan_stage *ps = &r->plan.stages[r->stage];
     ppdl_backend *be = r->be;
     char err[PPDL_ERR_LEN] = "";
-    be->stage = r->stage;
-    int rc = run_options_mem_limit(o->mem_limit, r->rank, &be->bytes_limit, err, sizeof err);
+    ppdl_be_set_stage(be, r->stage);
+    size_t mem_limit = 0;
+    int rc = run_options_mem_limit(o->mem_limit, r->rank, &mem_limit, err, sizeof err);
     agree_or_end_job(rc != 0, err, 2);
+    ppdl_be_set_limit(be, mem_limit);
 
     ppdl_stage *st = &r->st;
     ppdl_stage_alloc_params(st, &r->model, be, ps->first, ps->last);
@@ -61,7 +63,7 @@ void run_build_stage(run *r)
     if (!r->resume) {
         rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->host, err, sizeof err);
         agree_or_end_job(rc != 0, err, 1);
-        be->ops->copy_h2d(be, st->params, r->host, st->n_params * sizeof(float));
+        ppdl_be_copy_h2d(be, st->params, r->host, st->n_params * sizeof(float));
     } else {
         /* weights and AdamW moments of this stage's layers, wherever they were before */
         host_state h;

@@ -35,8 +35,8 @@ static void put_ones(ppdl_backend *be, float *dev, int n)
 {
     float *host = ppdl_xmalloc((size_t)n * sizeof(float));
     for (int i = 0; i < n; i++) host[i] = 1.0f;
-    be->ops->copy_h2d(be, dev, host, (size_t)n * sizeof(float));
-    be->ops->sync(be); /* the host buffer must outlive the copy */
+    ppdl_be_copy_h2d(be, dev, host, (size_t)n * sizeof(float));
+    ppdl_be_sync(be); /* the host buffer must outlive the copy */
     free(host);
 }
 
@@ -66,9 +66,9 @@ static void linear_forward(const ppdl_layer *l, ppdl_backend *be, int b, const v
     const float *w = l->params[0].value;               /* [OUT, IN] */
     const float *bias = l->params[1].value;            /* [OUT] */
     float *z = act == PPDL_ACT_NONE ? out : saved;     /* [B, OUT] pre-activation */
-    be->ops->gemm(be, 0, 1, b, OUT, IN, 1.0f, x, IN, w, IN, 0.0f, z, OUT);
-    be->ops->bias_add(be, b, OUT, z, bias);
-    if (act != PPDL_ACT_NONE) be->ops->act_fwd(be, act, (size_t)b * OUT, z, out); /* out [B, OUT] */
+    ppdl_be_gemm(be, 0, 1, b, OUT, IN, 1.0f, x, IN, w, IN, 0.0f, z, OUT);
+    ppdl_be_bias_add(be, b, OUT, z, bias);
+    if (act != PPDL_ACT_NONE) ppdl_be_act_fwd(be, act, (size_t)b * OUT, z, out); /* out [B, OUT] */
 }
 
 static void linear_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
@@ -82,12 +82,12 @@ static void linear_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *
     float *dw = l->params[0].grad;                     /* [OUT, IN] */
     float *dbias = l->params[1].grad;                  /* [OUT] */
     float *dz = dout;                                  /* [B, OUT], overwrites dout */
-    if (act != PPDL_ACT_NONE) be->ops->act_bwd(be, act, (size_t)b * OUT, saved, dout, dz);
+    if (act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * OUT, saved, dout, dz);
     /* dW[OUT, IN] += dz^T @ x ; db[OUT] += sum over B of dz */
-    be->ops->gemm(be, 1, 0, OUT, IN, b, 1.0f, dz, OUT, x, IN, 1.0f, dw, IN);
-    be->ops->bias_grad(be, b, OUT, dz, dbias);
+    ppdl_be_gemm(be, 1, 0, OUT, IN, b, 1.0f, dz, OUT, x, IN, 1.0f, dw, IN);
+    ppdl_be_bias_grad(be, b, OUT, dz, dbias);
     /* dx[B, IN] = dz @ W */
-    if (din) be->ops->gemm(be, 0, 0, b, IN, OUT, 1.0f, dz, OUT, w, IN, 0.0f, din, IN);
+    if (din) ppdl_be_gemm(be, 0, 0, b, IN, OUT, 1.0f, dz, OUT, w, IN, 0.0f, din, IN);
 }
 
 static double linear_flops(const ppdl_layer *l, int b)
@@ -156,15 +156,15 @@ static void conv_forward(const ppdl_layer *l, ppdl_backend *be, int b, const voi
     float *col = work;                                 /* [K, P] */
     float *ones = work + (size_t)d.K * d.P;            /* [P] */
     for (int n = 0; n < b; n++) {
-        be->ops->im2col(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, x + n * x_img, col);
+        ppdl_be_im2col(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, x + n * x_img, col);
         /* z_n[Co, P] = W[Co, K] @ col[K, P] */
-        be->ops->gemm(be, 0, 0, d.Co, d.P, d.K, 1.0f, w, d.K, col, d.P, 0.0f, z + n * y_img, d.P);
+        ppdl_be_gemm(be, 0, 0, d.Co, d.P, d.K, 1.0f, w, d.K, col, d.P, 0.0f, z + n * y_img, d.P);
     }
     /* z_n[Co, P] += bias[Co, 1] @ ones[1, P], for every image n */
     put_ones(be, ones, d.P);
-    be->ops->gemm_batched(be, 0, 0, d.Co, d.P, 1, 1.0f, bias, 1, 0, ones, d.P, 0, 1.0f, z, d.P,
+    ppdl_be_gemm_batched(be, 0, 0, d.Co, d.P, 1, 1.0f, bias, 1, 0, ones, d.P, 0, 1.0f, z, d.P,
                           (long)y_img, b);
-    if (act != PPDL_ACT_NONE) be->ops->act_fwd(be, act, (size_t)b * y_img, z, out);
+    if (act != PPDL_ACT_NONE) ppdl_be_act_fwd(be, act, (size_t)b * y_img, z, out);
 }
 
 static void conv_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
@@ -181,19 +181,19 @@ static void conv_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in
     float *dz = dout;                                  /* [B, Co, OH, OW], overwrites dout */
     float *col = work;                                 /* [K, P]: im2col(x_n), then dcol */
     float *ones = work + (size_t)d.K * d.P;            /* [P] */
-    if (act != PPDL_ACT_NONE) be->ops->act_bwd(be, act, (size_t)b * y_img, saved, dout, dz);
+    if (act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * y_img, saved, dout, dz);
     put_ones(be, ones, d.P);
-    if (din) be->ops->zero(be, din, (size_t)b * x_img * sizeof(float)); /* col2im adds */
+    if (din) ppdl_be_zero(be, din, (size_t)b * x_img * sizeof(float)); /* col2im adds */
     for (int n = 0; n < b; n++) {
         const float *dz_n = dz + n * y_img;            /* [Co, P] */
-        be->ops->im2col(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, x + n * x_img, col);
+        ppdl_be_im2col(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, x + n * x_img, col);
         /* dW[Co, K] += dz_n[Co, P] @ col^T ; db[Co] += dz_n[Co, P] @ ones[P] */
-        be->ops->gemm(be, 0, 1, d.Co, d.K, d.P, 1.0f, dz_n, d.P, col, d.P, 1.0f, dw, d.K);
-        be->ops->gemm(be, 0, 0, d.Co, 1, d.P, 1.0f, dz_n, d.P, ones, 1, 1.0f, dbias, 1);
+        ppdl_be_gemm(be, 0, 1, d.Co, d.K, d.P, 1.0f, dz_n, d.P, col, d.P, 1.0f, dw, d.K);
+        ppdl_be_gemm(be, 0, 0, d.Co, 1, d.P, 1.0f, dz_n, d.P, ones, 1, 1.0f, dbias, 1);
         if (!din) continue;
         /* dcol[K, P] = W^T @ dz_n, folded back into dx_n[Ci, Hh, Ww] */
-        be->ops->gemm(be, 1, 0, d.K, d.P, d.Co, 1.0f, w, d.K, dz_n, d.P, 0.0f, col, d.P);
-        be->ops->col2im(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, col, din + n * x_img);
+        ppdl_be_gemm(be, 1, 0, d.K, d.P, d.Co, 1.0f, w, d.K, dz_n, d.P, 0.0f, col, d.P);
+        ppdl_be_col2im(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, col, din + n * x_img);
     }
 }
 
@@ -237,7 +237,7 @@ static void maxpool_forward(const ppdl_layer *l, ppdl_backend *be, int b, const 
     (void)work;
     (void)opt;
     const ppdl_layer_cfg *c = &l->cfg;
-    be->ops->maxpool_fwd(be, b, c->in_c, c->in_h, c->in_w, c->k, c->stride, in, out,
+    ppdl_be_maxpool_fwd(be, b, c->in_c, c->in_h, c->in_w, c->k, c->stride, in, out,
                          (int32_t *)saved);
 }
 
@@ -249,7 +249,7 @@ static void maxpool_backward(ppdl_layer *l, ppdl_backend *be, int b, const void 
     (void)opt;
     const ppdl_layer_cfg *c = &l->cfg;
     if (!din) return;
-    be->ops->maxpool_bwd(be, b, c->in_c, c->in_h, c->in_w, c->k, c->stride,
+    ppdl_be_maxpool_bwd(be, b, c->in_c, c->in_h, c->in_w, c->k, c->stride,
                          (const int32_t *)saved, dout, din);
 }
 
@@ -295,7 +295,7 @@ static void flatten_forward(const ppdl_layer *l, ppdl_backend *be, int b, const 
     (void)saved;
     (void)work;
     (void)opt;
-    be->ops->copy_d2d(be, out, in, (size_t)b * l->out_bytes);
+    ppdl_be_copy_d2d(be, out, in, (size_t)b * l->out_bytes);
 }
 
 static void flatten_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
@@ -305,7 +305,7 @@ static void flatten_backward(ppdl_layer *l, ppdl_backend *be, int b, const void 
     (void)saved;
     (void)work;
     (void)opt;
-    if (din) be->ops->copy_d2d(be, din, dout, (size_t)b * l->in_bytes);
+    if (din) ppdl_be_copy_d2d(be, din, dout, (size_t)b * l->in_bytes);
 }
 
 static double flatten_flops(const ppdl_layer *l, int b)

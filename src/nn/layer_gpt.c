@@ -9,7 +9,7 @@
  * their columns h*hs .. (h+1)*hs-1; causal softmax of q k^T / sqrt(hs); the heads are
  * merged back and projected. MLP: C -> 4C, GELU (tanh approximation), 4C -> C.
  *
- * Everything runs through be->ops (no host loop touches device data). In the shape
+ * Everything runs through the ppdl_be_* wrappers (no host loop touches device data). In the shape
  * comments N = B*T rows and P = B*H*T*T attention entries; "B" is the b samples of the
  * micro-batch the runtime passes in.
  *
@@ -28,8 +28,8 @@
 static void linear_fwd(ppdl_backend *be, int rows, int in, int out, const float *x,
                        const float *W, const float *bias, float *y)
 {
-    be->ops->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
-    if (bias) be->ops->bias_add(be, rows, out, y, bias);
+    ppdl_be_gemm(be, 0, 1, rows, out, in, 1.0f, x, in, W, in, 0.0f, y, out);
+    if (bias) ppdl_be_bias_add(be, rows, out, y, bias);
 }
 
 /* Backward of linear_fwd given dy[rows,out]: adds into dW[out,in] (and dbias[out] when
@@ -38,10 +38,10 @@ static void linear_bwd(ppdl_backend *be, int rows, int in, int out, const float 
                        const float *W, const float *dy, float *dW, float *dbias, float *dx)
 {
     /* dW[out,in] += dy^T[out,rows] @ x[rows,in] */
-    be->ops->gemm(be, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f, dW, in);
-    if (dbias) be->ops->bias_grad(be, rows, out, dy, dbias);
+    ppdl_be_gemm(be, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f, dW, in);
+    if (dbias) ppdl_be_bias_grad(be, rows, out, dy, dbias);
     /* dx[rows,in] = dy[rows,out] @ W[out,in] */
-    be->ops->gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
+    ppdl_be_gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
 }
 
 static void check_option(const ppdl_layer *l, int opt)
@@ -74,7 +74,7 @@ static void emb_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void
     (void)saved; (void)work;
     check_option(l, opt);
     const ppdl_layer_cfg *c = &l->cfg;
-    be->ops->embedding_fwd(be, b, c->T, c->C, (const int32_t *)in, l->params[EMB_WTE].value,
+    ppdl_be_embedding_fwd(be, b, c->T, c->C, (const int32_t *)in, l->params[EMB_WTE].value,
                            l->params[EMB_WPE].value, out);
 }
 
@@ -86,7 +86,7 @@ static void emb_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in,
     (void)saved; (void)din; (void)work;
     check_option(l, opt);
     const ppdl_layer_cfg *c = &l->cfg;
-    be->ops->embedding_bwd(be, b, c->T, c->C, (const int32_t *)in, dout,
+    ppdl_be_embedding_bwd(be, b, c->T, c->C, (const int32_t *)in, dout,
                            l->params[EMB_WTE].grad, l->params[EMB_WPE].grad);
 }
 
@@ -248,7 +248,7 @@ static void causal_scores(ppdl_backend *be, int BH, int T, int hs, const float *
     int R = causal_blocks(T);
     for (int r = 0; r < R; r++) {
         int t0 = block_edge(T, R, r), t1 = block_edge(T, R, r + 1);
-        be->ops->gemm_batched(be, 0, 1, t1 - t0, t1, hs, 1.0f, q + (long)t0 * hs, hs, sh, k, hs, sh, 0.0f,
+        ppdl_be_gemm_batched(be, 0, 1, t1 - t0, t1, hs, 1.0f, q + (long)t0 * hs, hs, sh, k, hs, sh, 0.0f,
                               s + (long)t0 * T, T, sp, BH);
     }
 }
@@ -265,10 +265,10 @@ static void causal_apply(ppdl_backend *be, int BH, int T, int hs, int trans, con
     for (int r = 0; r < R; r++) {
         int a0 = block_edge(T, R, r), a1 = block_edge(T, R, r + 1);
         if (trans)
-            be->ops->gemm_batched(be, 1, 0, a1 - a0, hs, T - a0, 1.0f, p + (long)a0 * T + a0, T, sp,
+            ppdl_be_gemm_batched(be, 1, 0, a1 - a0, hs, T - a0, 1.0f, p + (long)a0 * T + a0, T, sp,
                                   x + (long)a0 * hs, hs, sh, 0.0f, y + (long)a0 * hs, hs, sh, BH);
         else
-            be->ops->gemm_batched(be, 0, 0, a1 - a0, hs, a1, 1.0f, p + (long)a0 * T, T, sp, x, hs, sh, 0.0f,
+            ppdl_be_gemm_batched(be, 0, 0, a1 - a0, hs, a1, 1.0f, p + (long)a0 * T, T, sp, x, hs, sh, 0.0f,
                                   y + (long)a0 * hs, hs, sh, BH);
     }
 }
@@ -281,7 +281,7 @@ static void attention_probs(const ppdl_layer *l, ppdl_backend *be, int b, const 
     /* preatt[T,T] = q[T,hs] @ k[T,hs]^T, for each of the BH heads, its causal part (the
      * softmax reads only that) */
     causal_scores(be, BH, T, hs, q, k, preatt);
-    be->ops->causal_softmax_fwd(be, BH, T, 1.0f / sqrtf((float)hs), preatt, att);
+    ppdl_be_causal_softmax_fwd(be, BH, T, 1.0f / sqrtf((float)hs), preatt, att);
 }
 
 /* fch[N,4C] = ln2 @ Wfc^T + bfc;  fcg[N,4C] = gelu(fch) */
@@ -290,7 +290,7 @@ static void mlp_hidden(const ppdl_layer *l, ppdl_backend *be, int N, const float
 {
     int C = l->cfg.C;
     linear_fwd(be, N, C, 4 * C, ln2, l->params[BLK_FC_W].value, l->params[BLK_FC_B].value, fch);
-    be->ops->act_fwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, fch, fcg);
+    ppdl_be_act_fwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, fch, fcg);
 }
 
 /* in: x[b,T,C]; out: [b,T,C] */
@@ -300,7 +300,6 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
     check_option(l, opt);
     PPDL_CHECK(l->n_params == BLK_N_PARAMS, "layer %d: a block has %d parameters, not %d",
                l->index, BLK_N_PARAMS, l->n_params);
-    const ppdl_backend_ops *ops = be->ops;
     const ppdl_param *p = l->params;
     int T = l->cfg.T, C = l->cfg.C, H = l->cfg.H, hs = C / H, N = b * T;
     size_t NC = (size_t)N * C;
@@ -310,23 +309,23 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
     block_views(l, b, opt, saved, work, &s, &w);
 
     /* ---- attention: x1 = x + proj(attn(ln1(x))) ---- */
-    ops->layernorm_fwd(be, N, C, l->cfg.eps, x, p[BLK_LN1_W].value, p[BLK_LN1_B].value, s.ln1,
+    ppdl_be_layernorm_fwd(be, N, C, l->cfg.eps, x, p[BLK_LN1_W].value, p[BLK_LN1_B].value, s.ln1,
                        s.ln1_mean, s.ln1_rstd);
     linear_fwd(be, N, C, 3 * C, s.ln1, p[BLK_QKV_W].value, p[BLK_QKV_B].value, w.qkv); /* [N,3C] */
-    ops->qkv_split(be, b, T, C, H, w.qkv, s.q, s.k, s.v);
+    ppdl_be_qkv_split(be, b, T, C, H, w.qkv, s.q, s.k, s.v);
     attention_probs(l, be, b, s.q, s.k, w.preatt, s.att);
     /* yh[T,hs] = att[T,T] @ v[T,hs], for each head */
     causal_apply(be, b * H, T, hs, 0, s.att, s.v, w.yh);
-    ops->heads_to_seq(be, b, T, C, H, w.yh, s.atty);
+    ppdl_be_heads_to_seq(be, b, T, C, H, w.yh, s.atty);
     linear_fwd(be, N, C, C, s.atty, p[BLK_ATTPROJ_W].value, p[BLK_ATTPROJ_B].value, out);
-    ops->add(be, NC, x, out, s.x1);
+    ppdl_be_add(be, NC, x, out, s.x1);
 
     /* ---- MLP: out = x1 + proj(gelu(fc(ln2(x1)))) ---- */
-    ops->layernorm_fwd(be, N, C, l->cfg.eps, s.x1, p[BLK_LN2_W].value, p[BLK_LN2_B].value,
+    ppdl_be_layernorm_fwd(be, N, C, l->cfg.eps, s.x1, p[BLK_LN2_W].value, p[BLK_LN2_B].value,
                        s.ln2, s.ln2_mean, s.ln2_rstd);
     mlp_hidden(l, be, N, s.ln2, s.fch, s.fcg);
     linear_fwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, p[BLK_FCPROJ_B].value, out);
-    ops->axpy(be, NC, 1.0f, s.x1, out);
+    ppdl_be_axpy(be, NC, 1.0f, s.x1, out);
 }
 
 /* in: x[b,T,C]; dout: [b,T,C] (becomes d x1, then is read no more); din: [b,T,C] */
@@ -334,7 +333,6 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *i
                            float *dout, float *din, float *work, int opt)
 {
     check_option(l, opt);
-    const ppdl_backend_ops *ops = be->ops;
     ppdl_param *p = l->params;
     int T = l->cfg.T, C = l->cfg.C, H = l->cfg.H, hs = C / H, N = b * T, BH = b * H;
     size_t NC = (size_t)N * C;
@@ -352,29 +350,29 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *i
     /* ---- MLP ---- */
     linear_bwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, dout, p[BLK_FCPROJ_W].grad,
                p[BLK_FCPROJ_B].grad, w.dfc);                          /* dfc = d fcg [N,4C] */
-    ops->act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, w.dfc, w.dfc); /* d fch */
+    ppdl_be_act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, w.dfc, w.dfc); /* d fch */
     linear_bwd(be, N, C, 4 * C, s.ln2, p[BLK_FC_W].value, w.dfc, p[BLK_FC_W].grad,
                p[BLK_FC_B].grad, w.dln);                              /* d ln2 [N,C] */
     /* the residual: d x1 = dout + ln2'(d ln2), accumulated in dout */
-    ops->layernorm_bwd(be, N, C, s.x1, p[BLK_LN2_W].value, s.ln2_mean, s.ln2_rstd, w.dln, dout,
+    ppdl_be_layernorm_bwd(be, N, C, s.x1, p[BLK_LN2_W].value, s.ln2_mean, s.ln2_rstd, w.dln, dout,
                        p[BLK_LN2_W].grad, p[BLK_LN2_B].grad);
     float *dx1 = dout;
 
     /* ---- attention ---- */
     linear_bwd(be, N, C, C, s.atty, p[BLK_ATTPROJ_W].value, dx1, p[BLK_ATTPROJ_W].grad,
                p[BLK_ATTPROJ_B].grad, w.dln);                         /* d atty [N,C] */
-    ops->seq_to_heads(be, b, T, C, H, w.dln, w.yh);                   /* dyh [b,H,T,hs] */
+    ppdl_be_seq_to_heads(be, b, T, C, H, w.dln, w.yh);                   /* dyh [b,H,T,hs] */
     /* datt[T,T] = dyh[T,hs] @ v[T,hs]^T  (into preatt; its causal part, all the
      * softmax's backward reads) */
     causal_scores(be, BH, T, hs, w.yh, s.v, w.preatt);
     /* dv[T,hs] = att[T,T]^T @ dyh[T,hs] */
     causal_apply(be, BH, T, hs, 1, s.att, w.yh, w.dv);
     /* dpreatt (in place), includes the 1/sqrt(hs) scale; 0 above the diagonal */
-    ops->causal_softmax_bwd(be, BH, T, 1.0f / sqrtf((float)hs), s.att, w.preatt, w.preatt);
+    ppdl_be_causal_softmax_bwd(be, BH, T, 1.0f / sqrtf((float)hs), s.att, w.preatt, w.preatt);
     /* dq[T,hs] = dpreatt[T,T] @ k[T,hs];  dk[T,hs] = dpreatt^T @ q[T,hs] */
     causal_apply(be, BH, T, hs, 0, w.preatt, s.k, w.dq);
     causal_apply(be, BH, T, hs, 1, w.preatt, s.q, w.dk);
-    ops->qkv_merge(be, b, T, C, H, w.dq, w.dk, w.dv, w.qkv);          /* dqkv [N,3C] */
+    ppdl_be_qkv_merge(be, b, T, C, H, w.dq, w.dk, w.dv, w.qkv);          /* dqkv [N,3C] */
     linear_bwd(be, N, C, 3 * C, s.ln1, p[BLK_QKV_W].value, w.qkv, p[BLK_QKV_W].grad,
                p[BLK_QKV_B].grad, w.dln);                             /* d ln1 [N,C] */
 
@@ -382,10 +380,10 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *i
      * layernorm still has to run for its parameter gradients, and adds into dout */
     float *dx = dout;
     if (din) {
-        ops->copy_d2d(be, din, dx1, NC * sizeof(float));
+        ppdl_be_copy_d2d(be, din, dx1, NC * sizeof(float));
         dx = din;
     }
-    ops->layernorm_bwd(be, N, C, x, p[BLK_LN1_W].value, s.ln1_mean, s.ln1_rstd, w.dln, dx,
+    ppdl_be_layernorm_bwd(be, N, C, x, p[BLK_LN1_W].value, s.ln1_mean, s.ln1_rstd, w.dln, dx,
                        p[BLK_LN1_W].grad, p[BLK_LN1_B].grad);
 }
 
@@ -438,7 +436,7 @@ static void head_forward(const ppdl_layer *l, ppdl_backend *be, int b, const voi
     int N = b * l->cfg.T, C = l->cfg.C, V = l->cfg.V;
     size_t NC = (size_t)N * C;
     float *lnf = saved, *mean = saved + NC, *rstd = mean + N; /* [N,C], [N], [N] */
-    be->ops->layernorm_fwd(be, N, C, l->cfg.eps, (const float *)in, p[HEAD_LNF_W].value,
+    ppdl_be_layernorm_fwd(be, N, C, l->cfg.eps, (const float *)in, p[HEAD_LNF_W].value,
                            p[HEAD_LNF_B].value, lnf, mean, rstd);
     linear_fwd(be, N, C, V, lnf, p[HEAD_LM_W].value, NULL, out);
 }
@@ -455,8 +453,8 @@ static void head_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in
     float *dlnf = work;                  /* [N,C] */
     float *dx = din ? din : work + NC;   /* [N,C] */
     linear_bwd(be, N, C, V, lnf, p[HEAD_LM_W].value, dout, p[HEAD_LM_W].grad, NULL, dlnf);
-    be->ops->zero(be, dx, NC * sizeof(float));
-    be->ops->layernorm_bwd(be, N, C, (const float *)in, p[HEAD_LNF_W].value, mean, rstd, dlnf,
+    ppdl_be_zero(be, dx, NC * sizeof(float));
+    ppdl_be_layernorm_bwd(be, N, C, (const float *)in, p[HEAD_LNF_W].value, mean, rstd, dlnf,
                            dx, p[HEAD_LNF_W].grad, p[HEAD_LNF_B].grad);
 }
 

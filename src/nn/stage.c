@@ -22,7 +22,7 @@ void ppdl_stage_alloc_params(ppdl_stage *st, ppdl_model *m, ppdl_backend *be, in
     size_t bytes = (off ? off : 1) * sizeof(float);
     st->params = ppdl_be_alloc(be, bytes, "parameters");
     st->grads = ppdl_be_alloc(be, bytes, "gradients");
-    be->ops->zero(be, st->grads, bytes);
+    ppdl_be_zero(be, st->grads, bytes);
     for (int i = first; i <= last; i++)
         for (int j = 0; j < m->layers[i].n_params; j++) {
             ppdl_param *p = &m->layers[i].params[j];
@@ -36,8 +36,8 @@ void ppdl_stage_alloc_optimizer(ppdl_stage *st)
     size_t bytes = (st->n_params ? st->n_params : 1) * sizeof(float);
     st->adam_m = ppdl_be_alloc(st->be, bytes, "AdamW first moments");
     st->adam_v = ppdl_be_alloc(st->be, bytes, "AdamW second moments");
-    st->be->ops->zero(st->be, st->adam_m, bytes);
-    st->be->ops->zero(st->be, st->adam_v, bytes);
+    ppdl_be_zero(st->be, st->adam_m, bytes);
+    ppdl_be_zero(st->be, st->adam_v, bytes);
 }
 
 void ppdl_stage_free(ppdl_stage *st)

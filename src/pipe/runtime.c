@@ -469,9 +469,9 @@ static void load_batch(ppdl_runtime *rt, long step, int mb, slot *sl)
     if (rt->src.read(rt->src.ctx, step, mb, rt->b, rt->first_stage ? rt->host_in : NULL,
                      rt->last_stage ? rt->host_tg : NULL, err, sizeof err))
         ppdl_fail(1, "%s", err);
-    if (rt->first_stage) rt->be->ops->copy_h2d(rt->be, sl->act[0], rt->host_in, rt->in_bytes);
+    if (rt->first_stage) ppdl_be_copy_h2d(rt->be, sl->act[0], rt->host_in, rt->in_bytes);
     if (rt->last_stage)
-        rt->be->ops->copy_h2d(rt->be, sl->targets, rt->host_tg, (size_t)rt->b * rt->loss_rows * sizeof(int32_t));
+        ppdl_be_copy_h2d(rt->be, sl->targets, rt->host_tg, (size_t)rt->b * rt->loss_rows * sizeof(int32_t));
 }
 
 static void forward(ppdl_runtime *rt, long step, int mb)
@@ -500,7 +500,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
          * gradient is scaled by 1/(B * rows) and the sum over micro-batches is exact */
         int rows = rt->b * rt->loss_rows;
         float scale = 1.0f / ((float)rt->cfg.batch_size * (float)rt->loss_rows);
-        be->ops->softmax_xent(be, rows, rt->classes, sl->out, sl->targets, scale, rt->loss_dev, sl->out);
+        ppdl_be_softmax_xent(be, rows, rt->classes, sl->out, sl->targets, scale, rt->loss_dev, sl->out);
     }
     record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
     ppdl_range_pop();
@@ -557,7 +557,7 @@ static int local_nonfinite(ppdl_runtime *rt)
     ppdl_stage *st = rt->st;
     if (rt->last_stage) {
         float loss = 0;
-        be->ops->copy_d2h(be, &loss, rt->loss_dev, sizeof loss);
+        ppdl_be_copy_d2h(be, &loss, rt->loss_dev, sizeof loss);
         if (!isfinite(loss)) {
             snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what, "the loss is %g (layer %d, %s, produced the logits)",
                      (double)loss, st->last, st->model->layers[st->last].kind->name);
@@ -565,12 +565,12 @@ static int local_nonfinite(ppdl_runtime *rt)
         }
     }
     double ss = 0;
-    be->ops->sumsq(be, st->n_params, st->grads, &ss);
+    ppdl_be_sumsq(be, st->n_params, st->grads, &ss);
     if (isfinite(ss)) return 0;
     for (int l = st->first; l <= st->last; l++) {
         const ppdl_layer *ly = &st->model->layers[l];
         for (int i = 0; i < ly->n_params; i++) {
-            be->ops->sumsq(be, ly->params[i].numel, ly->params[i].grad, &ss);
+            ppdl_be_sumsq(be, ly->params[i].numel, ly->params[i].grad, &ss);
             if (!isfinite(ss)) {
                 snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what,
                          "layer %d (%s): the gradient of %s is not finite", l, ly->kind->name, ly->params[i].name);
@@ -605,10 +605,10 @@ static void optimizer(ppdl_runtime *rt)
     ppdl_range_push("optimizer", -1);
     double t0 = ppdl_now_s();
     rt->adam_t++;
-    rt->be->ops->adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v,
+    ppdl_be_adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v,
                        rt->cfg.lr, rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps, rt->cfg.weight_decay,
                        rt->adam_t);
-    rt->be->ops->zero(rt->be, st->grads, st->n_params * sizeof(float));
+    ppdl_be_zero(rt->be, st->grads, st->n_params * sizeof(float));
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
@@ -626,7 +626,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     rt->comm_s = 0;
     rt->t_step0 = ppdl_now_s();
     double wait0 = rt->comm->wait_s;
-    if (rt->last_stage) be->ops->zero(be, rt->loss_dev, sizeof(float));
+    if (rt->last_stage) ppdl_be_zero(be, rt->loss_dev, sizeof(float));
     rt->next_act_recv = rt->next_grad_recv = 0;
     rt->grads_posted = 0;
     post_receives(rt);
@@ -706,7 +706,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                 optimizer(rt);
             } else {
                 /* no update from a broken step: gradients dropped, weights untouched */
-                rt->be->ops->zero(rt->be, rt->st->grads, rt->st->n_params * sizeof(float));
+                ppdl_be_zero(rt->be, rt->st->grads, rt->st->n_params * sizeof(float));
                 stats->skipped = rt->cfg.skip_nonfinite;
             }
             break;
@@ -719,10 +719,10 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             rt->comm_s += (ppdl_now_s() - t_op) - (rt->comm->wait_s - w_op);
         post_receives(rt);
     }
-    be->ops->sync(be);
+    ppdl_be_sync(be);
     if (rt->last_stage) {
         float loss = 0;
-        be->ops->copy_d2h(be, &loss, rt->loss_dev, sizeof loss);
+        ppdl_be_copy_d2h(be, &loss, rt->loss_dev, sizeof loss);
         stats->loss_sum = loss;
     }
     stats->step_ms = 1e3 * (ppdl_now_s() - rt->t_step0);

@@ -86,7 +86,7 @@ static void bufs_free(ppdl_backend *be, layer_bufs *B)
 
 static double now_synced(ppdl_backend *be)
 {
-    be->ops->sync(be);
+    ppdl_be_sync(be);
     return ppdl_now_s();
 }
 
@@ -107,7 +107,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     ppdl_stage_alloc_params(&st, mc, be, l, l);
     float *host = ppdl_xmalloc((st.n_params ? st.n_params : 1) * sizeof(float));
     ppdl_layer_init_params(m, ly, o->seed, host);
-    be->ops->copy_h2d(be, st.params, host, st.n_params * sizeof(float));
+    ppdl_be_copy_h2d(be, st.params, host, st.n_params * sizeof(float));
     free(host);
 
     layer_bufs B;
@@ -130,7 +130,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
         char a[32];
         return ppdl_errf(err, errlen, "profiling layer %d (%s) at micro-batch size %d: the device has no room "
                                       "for its buffers (%s in use); try a smaller micro-batch",
-                         l, k->name, b, ppdl_fmt_bytes(be->bytes_in_use, a, sizeof a));
+                         l, k->name, b, ppdl_fmt_bytes(ppdl_be_in_use(be), a, sizeof a));
     }
 
     /* more slots where the device has room for them (a tight device profiles with one) */
@@ -145,8 +145,8 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     /* touched once, so that no timed call pays first-touch page faults the runtime's
      * long-lived buffers never pay */
     for (int q = 0; q < B.n_slots && !failed; q++) {
-        be->ops->zero(be, B.out[q], out_b);
-        be->ops->zero(be, B.saved[q], saved_n * sizeof(float));
+        ppdl_be_zero(be, B.out[q], out_b);
+        ppdl_be_zero(be, B.saved[q], saved_n * sizeof(float));
     }
 
     /* inputs: token ids for the embedding, N(0,1) floats otherwise; a gradient of the
@@ -163,16 +163,16 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
         float *f = h;
         for (size_t i = 0; i < in_b / sizeof(float); i++) f[i] = (float)ppdl_rng_normal(&rng);
     }
-    be->ops->copy_h2d(be, B.in, h, in_b);
+    ppdl_be_copy_h2d(be, B.in, h, in_b);
     float *f = h;
     for (size_t i = 0; i < out_b / sizeof(float); i++) f[i] = (float)(1e-3 * ppdl_rng_normal(&rng));
-    be->ops->copy_h2d(be, B.dout_ref, h, out_b);
+    ppdl_be_copy_h2d(be, B.dout_ref, h, out_b);
     if (last) {
         int32_t *t = h;
         for (int i = 0; i < rows; i++) t[i] = (int32_t)(ppdl_rng_u64(&rng) % (uint64_t)classes);
-        be->ops->copy_h2d(be, B.targets, h, (size_t)rows * sizeof(int32_t));
+        ppdl_be_copy_h2d(be, B.targets, h, (size_t)rows * sizeof(int32_t));
     }
-    be->ops->sync(be);
+    ppdl_be_sync(be);
     free(h);
 
     int n = o->warmup + o->reps;
@@ -191,7 +191,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
                 k->forward(ly, be, b, B.in, B.out[q], B.saved[q], B.work, opt);
                 double t1 = now_synced(be);
                 if (last) {
-                    be->ops->softmax_xent(be, rows, classes, B.out[q], B.targets, 1.0f / (float)rows, B.loss,
+                    ppdl_be_softmax_xent(be, rows, classes, B.out[q], B.targets, 1.0f / (float)rows, B.loss,
                                           B.dout_ref);
                     tx[r] = now_synced(be) - t1;
                 }
@@ -199,7 +199,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
             }
             for (int r = r0; r < r1; r++) {
                 int q = r - r0;
-                be->ops->copy_d2d(be, B.dout, B.dout_ref, out_b); /* backward may clobber dout */
+                ppdl_be_copy_d2d(be, B.dout, B.dout_ref, out_b); /* backward may clobber dout */
                 double t2 = now_synced(be);
                 k->backward(ly, be, b, B.in, B.saved[q], B.dout, B.din, B.work, opt);
                 tb[r] = now_synced(be) - t2;
@@ -224,14 +224,14 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
         float *vv = try_alloc(be, pb, "profile: AdamW v", &failed);
         if (!failed) {
             /* zero gradients and moments: the same arithmetic per element as any */
-            be->ops->zero(be, g, pb);
-            be->ops->zero(be, mm, pb);
-            be->ops->zero(be, vv, pb);
+            ppdl_be_zero(be, g, pb);
+            ppdl_be_zero(be, mm, pb);
+            ppdl_be_zero(be, vv, pb);
             for (int r = 0; r < n; r++) {
                 double t0 = now_synced(be), ss = 0;
                 /* the runtime's check that every gradient is finite, then the update */
-                be->ops->sumsq(be, st.n_params, g, &ss);
-                be->ops->adamw(be, st.n_params, st.params, g, mm, vv, 1e-4, 0.9, 0.999, 1e-8, 0.01, r + 1);
+                ppdl_be_sumsq(be, st.n_params, g, &ss);
+                ppdl_be_adamw(be, st.n_params, st.params, g, mm, vv, 1e-4, 0.9, 0.999, 1e-8, 0.01, r + 1);
                 tf[r] = now_synced(be) - t0;
             }
             lc->opt_ms = 1e3 * median(tf + o->warmup, o->reps);
@@ -315,7 +315,7 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
     /* parameters and gradients come from ppdl_stage_alloc_params, which cannot fail
      * softly: check the device's limit for them first */
     size_t par_b = 2 * (n_par ? n_par : 1) * sizeof(float);
-    if (be->bytes_limit && be->bytes_in_use + par_b > be->bytes_limit) {
+    if (ppdl_be_limit(be) && ppdl_be_in_use(be) + par_b > ppdl_be_limit(be)) {
         chain_free(be, &C, 0);
         return 0;
     }
@@ -330,7 +330,7 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
     C.grad[1] = try_alloc(be, grad_b, "profile: input gradient", &failed);
     C.targets = try_alloc(be, (size_t)rows * sizeof(int32_t), "profile: targets", &failed);
     C.loss = try_alloc(be, sizeof(float), "profile: loss", &failed);
-    if (failed || (be->bytes_limit && be->bytes_in_use + par_b > be->bytes_limit)) {
+    if (failed || (ppdl_be_limit(be) && ppdl_be_in_use(be) + par_b > ppdl_be_limit(be))) {
         chain_free(be, &C, n_slots);
         return 0;
     }
@@ -343,7 +343,7 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
         float *host = ppdl_xmalloc(np * sizeof(float));
         ppdl_layer_init_params(m, ly, o->seed, host);
         /* a layer's parameters are consecutive in the arena, from its first one */
-        be->ops->copy_h2d(be, ly->params[0].value, host, np * sizeof(float));
+        ppdl_be_copy_h2d(be, ly->params[0].value, host, np * sizeof(float));
         free(host);
     }
 
@@ -361,14 +361,14 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
             float *f = h;
             for (size_t i = 0; i < in_b / sizeof(float); i++) f[i] = (float)ppdl_rng_normal(&rng);
         }
-        be->ops->copy_h2d(be, C.in[q], h, in_b);
-        be->ops->zero(be, C.act[q], act_n * sizeof(float));
-        be->ops->zero(be, C.saved[q], (saved_n ? saved_n : 1) * sizeof(float));
+        ppdl_be_copy_h2d(be, C.in[q], h, in_b);
+        ppdl_be_zero(be, C.act[q], act_n * sizeof(float));
+        ppdl_be_zero(be, C.saved[q], (saved_n ? saved_n : 1) * sizeof(float));
     }
     int32_t *t = h;
     for (int i = 0; i < rows; i++) t[i] = (int32_t)(ppdl_rng_u64(&rng) % (uint64_t)classes);
-    be->ops->copy_h2d(be, C.targets, h, (size_t)rows * sizeof(int32_t));
-    be->ops->sync(be);
+    ppdl_be_copy_h2d(be, C.targets, h, (size_t)rows * sizeof(int32_t));
+    ppdl_be_sync(be);
     free(h);
 
     /* rounds of n_slots micro-batches: the first warms up, then enough for `reps`
@@ -395,7 +395,7 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
                 ly->kind->forward(ly, be, b, x, y, C.saved[q] + C.saved_off[l], C.work, 0);
                 double t1 = now_synced(be);
                 if (l == L - 1) /* the loss and its gradient, into the logits */
-                    be->ops->softmax_xent(be, rows, classes, y, C.targets, 1.0f / (float)rows, C.loss, y);
+                    ppdl_be_softmax_xent(be, rows, classes, y, C.targets, 1.0f / (float)rows, C.loss, y);
                 size_t k = (size_t)l * cap + (size_t)(r * n_slots + q);
                 if (r >= 0) {
                     tr[k] = t1 - t0;

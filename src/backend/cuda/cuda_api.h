@@ -21,6 +21,10 @@
  * "CUDA error 35: CUDA driver version is insufficient for CUDA runtime version" */
 int ppdl_cuda_available(char *why, size_t len);
 
+/* the constructor the registry calls for "cuda" (registry.c; collective, see above).
+ * On failure NULL and a reason naming --backend cuda and the rank in err. */
+ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen);
+
 void ppdl_cuda_set_tf32(ppdl_backend *be, int on);
 int ppdl_cuda_tf32(const ppdl_backend *be);
 void *ppdl_cuda_stream(ppdl_backend *be);   /* the compute stream, a cudaStream_t */

@@ -2,8 +2,8 @@
  *
  * Every launcher queues work on `stream` (a cudaStream_t) and returns
  * cudaGetLastError() as an int (0: launched). Arguments are those of the matching
- * member of ppdl_backend_ops (backend.h), where the semantics are documented, plus the
- * scratch a launcher needs. */
+ * member of ppdl_backend_ops (backend_impl.h; the semantics are documented at its
+ * ppdl_be_* wrapper in backend.h), plus the scratch a launcher needs. */
 #ifndef PPDL_CUDA_BACKEND_H
 #define PPDL_CUDA_BACKEND_H
 

@@ -64,7 +64,7 @@ static int gpus_shared(MPI_Comm comm, int device, int *other_rank)
 
 ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, char *err, size_t errlen)
 {
-    PPDL_CHECK(!strcmp(be->ops->name, "cuda"), "NCCL transfers need the cuda backend, not %s", be->ops->name);
+    PPDL_CHECK(!strcmp(ppdl_be_name(be), "cuda"), "NCCL transfers need the cuda backend, not %s", ppdl_be_name(be));
     int rank = 0, size = 0, other = -1;
     PPDL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     PPDL_CHECK_MPI(MPI_Comm_size(comm, &size));
