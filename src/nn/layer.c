@@ -114,10 +114,10 @@ void ppdl_layer_setup(ppdl_layer *l, const ppdl_layer_kind *kind, int index, con
     }
 }
 
-size_t ppdl_layer_stash_bytes(const ppdl_layer *l, int b, int opt)
+size_t ppdl_layer_stash_bytes(const ppdl_layer *l, int b, int option)
 {
     size_t bytes = (size_t)b * l->in_bytes;
-    if (opt != PPDL_RC_FULL) bytes += sizeof(float) * l->kind->saved_floats(l, b, opt);
+    if (option != PPDL_RC_FULL) bytes += sizeof(float) * l->kind->saved_floats(l, b, option);
     return bytes;
 }
 

@@ -11,7 +11,7 @@
  *    probabilities, pre-activations...), sized by saved_floats().
  * Recompute option 0 keeps both. The runtime's "full" option keeps only the input and
  * calls forward() again into scratch saved space right before backward() (the
- * recompute hook). A kind may offer more options of its own (opt >= 2, e.g. the
+ * recompute hook). A kind may offer more options of its own (option >= 2, e.g. the
  * transformer block's selective option): then forward() saves less and backward()
  * recomputes the rest itself.
  *
@@ -59,19 +59,19 @@ typedef struct ppdl_layer ppdl_layer;
 typedef struct ppdl_layer_kind {
     const char *name;              /* "embedding", "block", "head", "linear", "conv", "maxpool", "flatten" */
     int n_options;                 /* recompute options offered: 2 (none, full) or 3 (+selective) */
-    /* floats written to `saved` by forward for b samples under option opt */
-    size_t (*saved_floats)(const ppdl_layer *l, int b, int opt);
+    /* floats written to `saved` by forward for b samples under option `option` */
+    size_t (*saved_floats)(const ppdl_layer *l, int b, int option);
     /* scratch floats forward or backward may use (shared by the stage's layers) */
     size_t (*work_floats)(const ppdl_layer *l, int b);
     /* in: b samples of the layer input (int32 tokens for the embedding, else float);
      * out: b samples of output */
     void (*forward)(const ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *out,
-                    float *saved, float *work, int opt);
+                    float *saved, float *work, int option);
     /* dout: gradient of the loss w.r.t. out; din (NULL for the first layer of the
      * model): gradient w.r.t. in, overwritten. Adds into the parameter gradients.
      * dout may be clobbered (it is scratch once backward starts). */
     void (*backward)(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                     float *dout, float *din, float *work, int opt);
+                     float *dout, float *din, float *work, int option);
     /* forward multiply-adds x2 for b samples (backward is counted as twice this) */
     double (*flops_fwd)(const ppdl_layer *l, int b);
 } ppdl_layer_kind;
@@ -100,9 +100,9 @@ void ppdl_layer_setup(ppdl_layer *l, const ppdl_layer_kind *kind, int index, con
 size_t ppdl_layer_param_count(const ppdl_layer *l);
 
 /* Bytes layer l keeps per in-flight micro-batch of b samples under recompute option
- * opt: its input (always kept) plus what forward saves, unless opt is PPDL_RC_FULL.
- * This is COSTS.json's stash_bytes (opt 0) and recompute[k].stash_bytes (opt k+1). */
-size_t ppdl_layer_stash_bytes(const ppdl_layer *l, int b, int opt);
+ * option: its input (always kept) plus what forward saves, unless option is PPDL_RC_FULL.
+ * This is COSTS.json's stash_bytes (option 0) and recompute[k].stash_bytes (option k+1). */
+size_t ppdl_layer_stash_bytes(const ppdl_layer *l, int b, int option);
 const char *ppdl_act_name(int act);
 int ppdl_act_parse(const char *s); /* -1 when unknown */
 

@@ -43,9 +43,9 @@ static void put_ones(ppdl_backend *be, float *dev, int n)
 /* ------------------------------------------------------------------------------------ */
 /* linear: y[B, OUT] = act(x[B, IN] @ W[OUT, IN]^T + b[OUT]) */
 
-static size_t linear_saved_floats(const ppdl_layer *l, int b, int opt)
+static size_t linear_saved_floats(const ppdl_layer *l, int b, int option)
 {
-    (void)opt;
+    (void)option;
     return act_saved(l->cfg.act, (size_t)b * l->cfg.out_f); /* z [B, OUT] */
 }
 
@@ -57,10 +57,10 @@ static size_t linear_work_floats(const ppdl_layer *l, int b)
 }
 
 static void linear_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
-                           float *out, float *saved, float *work, int opt)
+                           float *out, float *saved, float *work, int option)
 {
     (void)work;
-    (void)opt;
+    (void)option;
     const int IN = l->cfg.in_f, OUT = l->cfg.out_f, act = l->cfg.act;
     const float *x = in;                               /* [B, IN] */
     const float *w = l->params[0].value;               /* [OUT, IN] */
@@ -72,10 +72,10 @@ static void linear_forward(const ppdl_layer *l, ppdl_backend *be, int b, const v
 }
 
 static void linear_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                            float *dout, float *din, float *work, int opt)
+                            float *dout, float *din, float *work, int option)
 {
     (void)work;
-    (void)opt;
+    (void)option;
     const int IN = l->cfg.in_f, OUT = l->cfg.out_f, act = l->cfg.act;
     const float *x = in;                               /* [B, IN] */
     const float *w = l->params[0].value;               /* [OUT, IN] */
@@ -128,9 +128,9 @@ static conv_dims conv_get_dims(const ppdl_layer *l)
     return d;
 }
 
-static size_t conv_saved_floats(const ppdl_layer *l, int b, int opt)
+static size_t conv_saved_floats(const ppdl_layer *l, int b, int option)
 {
-    (void)opt;
+    (void)option;
     conv_dims d = conv_get_dims(l);
     return act_saved(l->cfg.act, (size_t)b * d.Co * d.P); /* z [B, Co, OH, OW] */
 }
@@ -143,9 +143,9 @@ static size_t conv_work_floats(const ppdl_layer *l, int b)
 }
 
 static void conv_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *out,
-                         float *saved, float *work, int opt)
+                         float *saved, float *work, int option)
 {
-    (void)opt;
+    (void)option;
     const conv_dims d = conv_get_dims(l);
     const int act = l->cfg.act;
     const size_t x_img = (size_t)d.Ci * d.Hh * d.Ww, y_img = (size_t)d.Co * d.P;
@@ -168,9 +168,9 @@ static void conv_forward(const ppdl_layer *l, ppdl_backend *be, int b, const voi
 }
 
 static void conv_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                          float *dout, float *din, float *work, int opt)
+                          float *dout, float *din, float *work, int option)
 {
-    (void)opt;
+    (void)option;
     const conv_dims d = conv_get_dims(l);
     const int act = l->cfg.act;
     const size_t x_img = (size_t)d.Ci * d.Hh * d.Ww, y_img = (size_t)d.Co * d.P;
@@ -217,9 +217,9 @@ const ppdl_layer_kind ppdl_kind_conv = {
 /* maxpool: y[B, C, OH, OW] = max over k x k windows (stride cfg.stride, no padding) of
  * x[B, C, Hh, Ww]; saved = argmax int32 [B, C, OH, OW] */
 
-static size_t maxpool_saved_floats(const ppdl_layer *l, int b, int opt)
+static size_t maxpool_saved_floats(const ppdl_layer *l, int b, int option)
 {
-    (void)opt;
+    (void)option;
     const ppdl_layer_cfg *c = &l->cfg;
     return (size_t)b * c->out_c * c->out_h * c->out_w;   /* argmax [B, C, OH, OW] */
 }
@@ -232,21 +232,21 @@ static size_t maxpool_work_floats(const ppdl_layer *l, int b)
 }
 
 static void maxpool_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
-                            float *out, float *saved, float *work, int opt)
+                            float *out, float *saved, float *work, int option)
 {
     (void)work;
-    (void)opt;
+    (void)option;
     const ppdl_layer_cfg *c = &l->cfg;
     ppdl_be_maxpool_fwd(be, b, c->in_c, c->in_h, c->in_w, c->k, c->stride, in, out,
                          (int32_t *)saved);
 }
 
 static void maxpool_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                             float *dout, float *din, float *work, int opt)
+                             float *dout, float *din, float *work, int option)
 {
     (void)in;
     (void)work;
-    (void)opt;
+    (void)option;
     const ppdl_layer_cfg *c = &l->cfg;
     if (!din) return;
     ppdl_be_maxpool_bwd(be, b, c->in_c, c->in_h, c->in_w, c->k, c->stride,
@@ -274,11 +274,11 @@ const ppdl_layer_kind ppdl_kind_maxpool = {
 /* ------------------------------------------------------------------------------------ */
 /* flatten: x[B, C, Hh, Ww] -> y[B, C*Hh*Ww], the same bytes (NCHW is already row-major) */
 
-static size_t flatten_saved_floats(const ppdl_layer *l, int b, int opt)
+static size_t flatten_saved_floats(const ppdl_layer *l, int b, int option)
 {
     (void)l;
     (void)b;
-    (void)opt;
+    (void)option;
     return 0;
 }
 
@@ -290,21 +290,21 @@ static size_t flatten_work_floats(const ppdl_layer *l, int b)
 }
 
 static void flatten_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
-                            float *out, float *saved, float *work, int opt)
+                            float *out, float *saved, float *work, int option)
 {
     (void)saved;
     (void)work;
-    (void)opt;
+    (void)option;
     ppdl_be_copy_d2d(be, out, in, (size_t)b * l->out_bytes);
 }
 
 static void flatten_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                             float *dout, float *din, float *work, int opt)
+                             float *dout, float *din, float *work, int option)
 {
     (void)in;
     (void)saved;
     (void)work;
-    (void)opt;
+    (void)option;
     if (din) ppdl_be_copy_d2d(be, din, dout, (size_t)b * l->in_bytes);
 }
 

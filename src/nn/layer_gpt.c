@@ -44,20 +44,20 @@ static void linear_bwd(ppdl_backend *be, int rows, int in, int out, const float 
     ppdl_be_gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
 }
 
-static void check_option(const ppdl_layer *l, int opt)
+static void check_option(const ppdl_layer *l, int option)
 {
-    PPDL_CHECK(opt >= 0 && opt < l->kind->n_options,
+    PPDL_CHECK(option >= 0 && option < l->kind->n_options,
                "layer %d (%s): recompute option %d, expected 0..%d", l->index, l->kind->name,
-               opt, l->kind->n_options - 1);
+               option, l->kind->n_options - 1);
 }
 
 /* ================================================================== embedding */
 
 enum { EMB_WTE, EMB_WPE, EMB_N_PARAMS };
 
-static size_t emb_saved_floats(const ppdl_layer *l, int b, int opt)
+static size_t emb_saved_floats(const ppdl_layer *l, int b, int option)
 {
-    (void)l; (void)b; (void)opt;
+    (void)l; (void)b; (void)option;
     return 0;
 }
 
@@ -69,10 +69,10 @@ static size_t emb_work_floats(const ppdl_layer *l, int b)
 
 /* in: tokens[b,T] (int32); out: [b,T,C] */
 static void emb_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
-                        float *out, float *saved, float *work, int opt)
+                        float *out, float *saved, float *work, int option)
 {
     (void)saved; (void)work;
-    check_option(l, opt);
+    check_option(l, option);
     const ppdl_layer_cfg *c = &l->cfg;
     ppdl_be_embedding_fwd(be, b, c->T, c->C, (const int32_t *)in, l->params[EMB_WTE].value,
                            l->params[EMB_WPE].value, out);
@@ -81,10 +81,10 @@ static void emb_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void
 /* Tokens have no gradient: din is NULL (the embedding is the first layer) and is
  * left alone if given. */
 static void emb_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                         float *dout, float *din, float *work, int opt)
+                         float *dout, float *din, float *work, int option)
 {
     (void)saved; (void)din; (void)work;
-    check_option(l, opt);
+    check_option(l, option);
     const ppdl_layer_cfg *c = &l->cfg;
     ppdl_be_embedding_bwd(be, b, c->T, c->C, (const int32_t *)in, dout,
                            l->params[EMB_WTE].grad, l->params[EMB_WPE].grad);
@@ -178,11 +178,11 @@ static size_t block_att_floats(const ppdl_layer *l, int b)
     return (size_t)b * l->cfg.H * l->cfg.T * l->cfg.T;
 }
 
-static size_t block_saved_floats(const ppdl_layer *l, int b, int opt)
+static size_t block_saved_floats(const ppdl_layer *l, int b, int option)
 {
     size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
     size_t n = block_keep_floats(l, b);
-    if (opt != PPDL_RC_SELECTIVE) n += 8 * N * C + block_att_floats(l, b);
+    if (option != PPDL_RC_SELECTIVE) n += 8 * N * C + block_att_floats(l, b);
     return n;
 }
 
@@ -192,11 +192,11 @@ static size_t block_work_floats(const ppdl_layer *l, int b)
     return 17 * N * C + 2 * block_att_floats(l, b);
 }
 
-static void block_views(const ppdl_layer *l, int b, int opt, float *saved, float *work,
+static void block_views(const ppdl_layer *l, int b, int option, float *saved, float *work,
                         block_saved *s, block_work *w)
 {
     size_t N = (size_t)b * l->cfg.T, NC = N * l->cfg.C, P = block_att_floats(l, b);
-    float *keep = opt == PPDL_RC_SELECTIVE ? saved : saved + 8 * NC + P;
+    float *keep = option == PPDL_RC_SELECTIVE ? saved : saved + 8 * NC + P;
     s->ln1 = keep;
     s->q = s->ln1 + NC;
     s->k = s->q + NC;
@@ -221,7 +221,7 @@ static void block_views(const ppdl_layer *l, int b, int opt, float *saved, float
     w->fcg = w->fch + 4 * NC;
     w->att = w->fcg + 4 * NC;
 
-    s->fch = opt == PPDL_RC_SELECTIVE ? w->fch : saved;
+    s->fch = option == PPDL_RC_SELECTIVE ? w->fch : saved;
     s->fcg = s->fch + 4 * NC;
     s->att = s->fcg + 4 * NC;
 }
@@ -295,9 +295,9 @@ static void mlp_hidden(const ppdl_layer *l, ppdl_backend *be, int N, const float
 
 /* in: x[b,T,C]; out: [b,T,C] */
 static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
-                          float *out, float *saved, float *work, int opt)
+                          float *out, float *saved, float *work, int option)
 {
-    check_option(l, opt);
+    check_option(l, option);
     PPDL_CHECK(l->n_params == BLK_N_PARAMS, "layer %d: a block has %d parameters, not %d",
                l->index, BLK_N_PARAMS, l->n_params);
     const ppdl_param *p = l->params;
@@ -306,7 +306,7 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
     const float *x = in; /* [N,C] */
     block_saved s;
     block_work w;
-    block_views(l, b, opt, saved, work, &s, &w);
+    block_views(l, b, option, saved, work, &s, &w);
 
     /* ---- attention: x1 = x + proj(attn(ln1(x))) ---- */
     ppdl_be_layernorm_fwd(be, N, C, l->cfg.eps, x, p[BLK_LN1_W].value, p[BLK_LN1_B].value, s.ln1,
@@ -330,19 +330,19 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
 
 /* in: x[b,T,C]; dout: [b,T,C] (becomes d x1, then is read no more); din: [b,T,C] */
 static void block_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                           float *dout, float *din, float *work, int opt)
+                           float *dout, float *din, float *work, int option)
 {
-    check_option(l, opt);
+    check_option(l, option);
     ppdl_param *p = l->params;
     int T = l->cfg.T, C = l->cfg.C, H = l->cfg.H, hs = C / H, N = b * T, BH = b * H;
     size_t NC = (size_t)N * C;
     const float *x = in; /* [N,C] */
     block_saved s;
     block_work w;
-    block_views(l, b, opt, saved, work, &s, &w);
+    block_views(l, b, option, saved, work, &s, &w);
 
     /* selective: recompute what forward did not keep, exactly as forward computed it */
-    if (opt == PPDL_RC_SELECTIVE) {
+    if (option == PPDL_RC_SELECTIVE) {
         attention_probs(l, be, b, s.q, s.k, w.preatt, s.att);
         mlp_hidden(l, be, N, s.ln2, s.fch, s.fcg);
     }
@@ -413,9 +413,9 @@ const ppdl_layer_kind ppdl_kind_block = {
 enum { HEAD_LNF_W, HEAD_LNF_B, HEAD_LM_W, HEAD_N_PARAMS };
 
 /* saved (all options): lnf [N,C] at 0, lnf_mean [N] at NC, lnf_rstd [N] at NC+N */
-static size_t head_saved_floats(const ppdl_layer *l, int b, int opt)
+static size_t head_saved_floats(const ppdl_layer *l, int b, int option)
 {
-    (void)opt;
+    (void)option;
     size_t N = (size_t)b * l->cfg.T;
     return N * l->cfg.C + 2 * N;
 }
@@ -428,10 +428,10 @@ static size_t head_work_floats(const ppdl_layer *l, int b)
 
 /* in: x[b,T,C]; out: logits [b*T,V] */
 static void head_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
-                         float *out, float *saved, float *work, int opt)
+                         float *out, float *saved, float *work, int option)
 {
     (void)work;
-    check_option(l, opt);
+    check_option(l, option);
     const ppdl_param *p = l->params;
     int N = b * l->cfg.T, C = l->cfg.C, V = l->cfg.V;
     size_t NC = (size_t)N * C;
@@ -443,9 +443,9 @@ static void head_forward(const ppdl_layer *l, ppdl_backend *be, int b, const voi
 
 /* dout: d logits [b*T,V]; din: [b,T,C] */
 static void head_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                          float *dout, float *din, float *work, int opt)
+                          float *dout, float *din, float *work, int option)
 {
-    check_option(l, opt);
+    check_option(l, option);
     ppdl_param *p = l->params;
     int N = b * l->cfg.T, C = l->cfg.C, V = l->cfg.V;
     size_t NC = (size_t)N * C;

@@ -191,10 +191,10 @@ size_t ppdl_model_param_count(const ppdl_model *m)
     return n;
 }
 
-size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int opt)
+size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int option)
 {
     const ppdl_layer *ly = &m->layers[l];
-    size_t bytes = ppdl_layer_stash_bytes(ly, b, opt);
+    size_t bytes = ppdl_layer_stash_bytes(ly, b, option);
     if (l == m->L - 1) bytes += (size_t)b * ly->out_bytes;
     return bytes;
 }

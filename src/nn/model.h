@@ -49,11 +49,11 @@ extern const char *const ppdl_presets[];
 int ppdl_model_loss_rows(const ppdl_model *m);   /* T for gpt, 1 otherwise */
 int ppdl_model_classes(const ppdl_model *m);     /* vocab_size or n_classes */
 size_t ppdl_model_param_count(const ppdl_model *m);
-/* Bytes layer l keeps per in-flight micro-batch of b samples under option opt, as the
+/* Bytes layer l keeps per in-flight micro-batch of b samples under option option, as the
  * runtime holds them: ppdl_layer_stash_bytes, plus, for the last layer, the gradient
  * of the loss w.r.t. the logits (computed at forward time, kept until backward). This
  * is the stash_bytes of COSTS.json. */
-size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int opt);
+size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int option);
 
 /* Fill host arrays with the initial parameters of layer l (deterministic from seed;
  * GPT-2 init for gpt, PyTorch's default for Linear/Conv2d). host holds all the

@@ -68,7 +68,7 @@ struct ppdl_runtime {
     int nl;                    /* layers in the stage */
     int b;                     /* micro-batch size */
     int first_stage, last_stage, model_first; /* booleans */
-    int *rc;                   /* [nl] recompute option per layer */
+    int *recompute;            /* [nl] recompute option per layer */
     ppdl_op_list ops;
     int n_slots;
     slot *slots;
@@ -188,8 +188,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->last_stage = cfg->stage == cfg->S - 1;
     rt->model_first = st->first == 0;
     PPDL_CHECK(rt->last_stage == (st->last == st->model->L - 1), "the last stage must hold the last layer");
-    rt->rc = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
-    for (int i = 0; i < rt->nl; i++) rt->rc[i] = cfg->recompute ? cfg->recompute[i] : 0;
+    rt->recompute = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
+    for (int i = 0; i < rt->nl; i++) rt->recompute[i] = cfg->recompute ? cfg->recompute[i] : 0;
     rt->loss_rows = ppdl_model_loss_rows(st->model);
     rt->classes = ppdl_model_classes(st->model);
     size_t arena = ppdl_be_alloc_size((st->n_params ? st->n_params : 1) * sizeof(float));
@@ -288,8 +288,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
             /* a received input is an inbox buffer, lent at RECV_ACT */
             if (i > 0 || rt->first_stage)
                 sl->act[i] = alloc_counted(rt, (size_t)b * l->in_bytes, "stashed layer inputs", &rt->mem.stash);
-            if (rt->rc[i] != PPDL_RC_FULL) {
-                size_t n = l->kind->saved_floats(l, b, rt->rc[i]);
+            if (rt->recompute[i] != PPDL_RC_FULL) {
+                size_t n = l->kind->saved_floats(l, b, rt->recompute[i]);
                 if (n) sl->saved[i] = alloc_counted(rt, n * sizeof(float), "saved activations", &rt->mem.stash);
             }
         }
@@ -327,16 +327,16 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
 }
 
 ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
-                                                int n_slots, int n_inbox, const int *rc, int first_stage,
+                                                int n_slots, int n_inbox, const int *recompute, int first_stage,
                                                 int last_stage)
 {
     ppdl_mem_prediction p = {0};
     size_t params = 0, stash = 0, max_act = 0, max_saved = 0, max_work = 0;
     for (int l = first; l <= last; l++) {
         const ppdl_layer *ly = &m->layers[l];
-        int opt = rc ? rc[l - first] : 0;
+        int option = recompute ? recompute[l - first] : 0;
         params += ppdl_layer_param_count(ly) * sizeof(float);
-        stash += ppdl_model_stash_bytes(m, l, b, opt);
+        stash += ppdl_model_stash_bytes(m, l, b, option);
         size_t in = (size_t)b * ly->in_bytes, out = (size_t)b * ly->out_bytes;
         max_act = in > max_act ? in : max_act;
         max_act = out > max_act ? out : max_act;
@@ -491,8 +491,8 @@ static void forward(ppdl_runtime *rt, long step, int mb)
         const ppdl_layer *l = layer(rt, i);
         float *out = i + 1 < rt->nl ? (float *)sl->act[i + 1] : sl->out;
         float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
-        int opt = rt->rc[i] == PPDL_RC_FULL ? 0 : rt->rc[i];
-        l->kind->forward(l, be, rt->b, sl->act[i], out, saved, rt->work, opt);
+        int option = rt->recompute[i] == PPDL_RC_FULL ? 0 : rt->recompute[i];
+        l->kind->forward(l, be, rt->b, sl->act[i], out, saved, rt->work, option);
         ppdl_comm_progress(rt->comm); /* the messages in flight move while we compute */
     }
     if (rt->last_stage) {
@@ -521,8 +521,8 @@ static void backward(ppdl_runtime *rt, int mb, int last)
         ppdl_layer *l = &rt->st->model->layers[rt->st->first + i];
         float *din = i > 0 ? rt->grad[i % 2] : (rt->model_first ? NULL : sl->din);
         float *saved = sl->saved[i];
-        int opt = rt->rc[i];
-        if (opt == PPDL_RC_FULL) {
+        int option = rt->recompute[i];
+        if (option == PPDL_RC_FULL) {
             /* the recompute hook: run forward again from the kept input */
             double r0 = ppdl_now_s();
             ppdl_range_push("recompute", mb);
@@ -530,9 +530,9 @@ static void backward(ppdl_runtime *rt, int mb, int last)
             ppdl_range_pop();
             record(rt, PPDL_EV_RECOMPUTE, mb, r0, ppdl_now_s());
             saved = rt->scratch_saved;
-            opt = 0;
+            option = 0;
         }
-        l->kind->backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, opt);
+        l->kind->backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, option);
         /* the last backward of the step finalises this layer's gradients: sum them
          * across replicas while the layers below are still computing */
         if (last) {
@@ -780,7 +780,7 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     ppdl_be_free(rt->be, rt->loss_dev);
     free(rt->host_in);
     free(rt->host_tg);
-    free(rt->rc);
+    free(rt->recompute);
     free(rt->ev);
     for (int i = 0; i < rt->nl; i++) {
         ppdl_ring_free(&rt->rings[i]);

@@ -69,10 +69,7 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
             check_ms(lc->opt_ms, what, l, "optimizer_ms", err, errlen) ||
             check_ms(lc->bwd_ms, what, l, "bwd_ms", err, errlen) ||
             check_bytes(lc->param_bytes, what, l, "param_bytes", err, errlen) ||
-            check_bytes(lc->out_bytes, what, l, "out_bytes", err, errlen) ||
-            check_bytes(lc->in_bytes, what, l, "in_bytes", err, errlen) ||
-            check_bytes(lc->saved_bytes, what, l, "saved_bytes", err, errlen) ||
-            check_bytes(lc->work_bytes, what, l, "work_bytes", err, errlen))
+            check_bytes(lc->out_bytes, what, l, "out_bytes", err, errlen))
             return -1;
         if (lc->n_opts < 1 || lc->n_opts > PPDL_MAX_RC_OPTS)
             return ppdl_errf(err, errlen, "%s: layers[%d] has %d recompute options: at most %d are supported",
@@ -87,6 +84,11 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
             snprintf(f, sizeof f, "recompute[%d].extra_ms", o - 1);
             if (o && check_ms(lc->extra_ms[o], what, l, f, err, errlen)) return -1;
         }
+        /* after stash_bytes: saved_bytes defaults to it, and a bad stash is named as such */
+        if (check_bytes(lc->in_bytes, what, l, "in_bytes", err, errlen) ||
+            check_bytes(lc->saved_bytes, what, l, "saved_bytes", err, errlen) ||
+            check_bytes(lc->work_bytes, what, l, "work_bytes", err, errlen))
+            return -1;
     }
     return 0;
 }

@@ -72,10 +72,10 @@ char *ppdl_costs_to_json(const ppdl_costs *c);
 /* does the file carry any of the optional step costs (optimizer, data reading)? */
 int ppdl_costs_has_step_extras(const ppdl_costs *c);
 
-/* fwd + bwd + extra of layer l under option opt, in ms at speed 1 */
-static inline double ppdl_layer_time(const ppdl_layer_cost *l, int opt)
+/* fwd + bwd + extra of layer l under option option, in ms at speed 1 */
+static inline double ppdl_layer_time(const ppdl_layer_cost *l, int option)
 {
-    return l->fwd_ms + l->bwd_ms + l->extra_ms[opt];
+    return l->fwd_ms + l->bwd_ms + l->extra_ms[option];
 }
 
 #endif

@@ -242,13 +242,13 @@ out:
     return rc;
 }
 
-void ppdl_plan_set_recompute(ppdl_plan *p, int opt, const int *n_options)
+void ppdl_plan_set_recompute(ppdl_plan *p, int option, const int *n_options)
 {
     for (int s = 0; s < p->S; s++)
         for (int l = p->stages[s].first; l <= p->stages[s].last; l++) {
             int nopt = n_options ? n_options[l] : 2;
             /* a layer without this option keeps everything (e.g. selective on an embedding) */
-            p->stages[s].recompute[l - p->stages[s].first] = opt < nopt ? opt : 0;
+            p->stages[s].recompute[l - p->stages[s].first] = option < nopt ? option : 0;
         }
 }
 

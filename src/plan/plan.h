@@ -47,8 +47,8 @@ int ppdl_plan_parse(const char *text, const char *what, int L, int n_ranks, cons
 /* Validate a plan (as above); used by the reader and for built plans. */
 int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_options,
                        const char *what, char *err, size_t errlen);
-/* Set every layer's recompute option to `opt`; layers that do not offer it get 0. */
-void ppdl_plan_set_recompute(ppdl_plan *p, int opt, const int *n_options);
+/* Set every layer's recompute option to `option`; layers that do not offer it get 0. */
+void ppdl_plan_set_recompute(ppdl_plan *p, int option, const int *n_options);
 
 /* The plan as JSON text (malloc'd, caller frees), in DESIGN.md's plan format. */
 char *ppdl_plan_to_json(const ppdl_plan *p);

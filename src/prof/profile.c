@@ -99,8 +99,8 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     int rows = b * ppdl_model_loss_rows(m), classes = ppdl_model_classes(m);
     size_t in_b = (size_t)b * ly->in_bytes, out_b = (size_t)b * ly->out_bytes;
     size_t saved_n = 0;
-    for (int opt = 0; opt < k->n_options; opt++)
-        if (k->saved_floats(ly, b, opt) > saved_n) saved_n = k->saved_floats(ly, b, opt);
+    for (int option = 0; option < k->n_options; option++)
+        if (k->saved_floats(ly, b, option) > saved_n) saved_n = k->saved_floats(ly, b, option);
 
     /* parameters: this layer alone in a stage arena, initialised as the model would be */
     ppdl_stage st;
@@ -180,15 +180,15 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     double *tb = ppdl_xmalloc((size_t)n * sizeof(double));
     double fwd0 = 0, xent = 0, bwd[3] = {0, 0, 0};
     /* option 0, then the kind's own option 2 (selective) when it has one */
-    for (int opt = 0; opt < k->n_options; opt++) {
-        if (opt == PPDL_RC_FULL) continue; /* the runtime's full recompute: forward again */
+    for (int option = 0; option < k->n_options; option++) {
+        if (option == PPDL_RC_FULL) continue; /* the runtime's full recompute: forward again */
         /* GPipe-like groups: the forwards of n_slots micro-batches, then their backwards */
         for (int r0 = 0; r0 < n; r0 += B.n_slots) {
             int r1 = r0 + B.n_slots < n ? r0 + B.n_slots : n;
             for (int r = r0; r < r1; r++) {
                 int q = r - r0;
                 double t0 = now_synced(be);
-                k->forward(ly, be, b, B.in, B.out[q], B.saved[q], B.work, opt);
+                k->forward(ly, be, b, B.in, B.out[q], B.saved[q], B.work, option);
                 double t1 = now_synced(be);
                 if (last) {
                     ppdl_be_softmax_xent(be, rows, classes, B.out[q], B.targets, 1.0f / (float)rows, B.loss,
@@ -201,12 +201,12 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
                 int q = r - r0;
                 ppdl_be_copy_d2d(be, B.dout, B.dout_ref, out_b); /* backward may clobber dout */
                 double t2 = now_synced(be);
-                k->backward(ly, be, b, B.in, B.saved[q], B.dout, B.din, B.work, opt);
+                k->backward(ly, be, b, B.in, B.saved[q], B.dout, B.din, B.work, option);
                 tb[r] = now_synced(be) - t2;
             }
         }
-        bwd[opt] = 1e3 * median(tb + o->warmup, o->reps);
-        if (opt == 0) {
+        bwd[option] = 1e3 * median(tb + o->warmup, o->reps);
+        if (option == 0) {
             fwd0 = 1e3 * median(tf + o->warmup, o->reps);
             if (last) xent = 1e3 * median(tx + o->warmup, o->reps);
         }
