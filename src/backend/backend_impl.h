@@ -2,7 +2,7 @@
  * and the struct the wrappers work on (the split of ggml's ggml-backend-impl.h).
  *
  * Only src/backend/ includes this, plus the op-by-op comparison harness
- * (tests/test_cuda_ops.c) and the CUDA benchmark (perf/bench-cuda.c), which wrap a
+ * (tests/unit/test_backend_ops.c) and the CUDA benchmark (perf/bench-cuda.c), which wrap a
  * backend's table to inject faults or count calls. Everything else sees ppdl_backend
  * as an opaque type and goes through the ppdl_be_* wrappers of backend.h: the byte
  * accounting, the limit and the out-of-memory messages then live in one place, and a
@@ -123,7 +123,7 @@ struct ppdl_backend {
     /* 1: MPI messages are staged through host memory (xfer.h) even where MPI could use
      * the backend's memory itself. Set by PPDL_STAGE_MESSAGES=1 in the environment: on
      * a machine without a GPU it runs the CPU backend through the runtime's staged
-     * paths, which otherwise only a GPU run takes (tests/pipeline_equiv.sh) */
+     * paths, which otherwise only a GPU run takes (tests/mpi/pipeline_equiv.sh) */
     int stage_messages;
 };
 

@@ -2,7 +2,7 @@
  * stream, events, cuBLAS GEMMs, cuDNN convolutions, and the launchers of kernels.cu.
  *
  * Every op of ppdl_backend_ops is implemented; the CPU backend (cpu.c, cpu_gpt.c,
- * cpu_conv.c) is the reference each is tested against (tests/test_cuda_ops.c). Work is
+ * cpu_conv.c) is the reference each is tested against (tests/unit/test_backend_ops.c). Work is
  * queued on the compute stream; copies to the host and ops that return a host value
  * (sumsq) wait for it. Every CUDA, cuBLAS and cuDNN call is checked and a failure aborts
  * the job with the library's own error string.

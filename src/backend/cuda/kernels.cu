@@ -1,7 +1,7 @@
 // kernels.cu — CUDA kernels of the CUDA backend, with C launchers (cuda_backend.h).
 //
 // Each kernel mirrors a CPU kernel (src/backend/cpu.c, cpu_gpt.c, cpu_conv.c), which is
-// its reference and documents the semantics; tests/test_cuda_ops.c compares the two.
+// its reference and documents the semantics; tests/unit/test_backend_ops.c compares the two.
 // Shape letters are those of backend.h.
 //
 // Determinism: no kernel here uses atomics, so a run repeats bitwise. Reductions run
@@ -17,7 +17,7 @@
 // Kernels are launched through PPDL_LAUNCH(kernel, grid, block, stream, args...), the
 // <<<grid, block, 0, stream>>> launch: tests/cuda_emu.h redefines it to run this very
 // file on the CPU (a thread per fiber), so that CI without a GPU tests the kernels'
-// indexing, reductions and aliasing (tests/test_cuda_ops.c, part 2).
+// indexing, reductions and aliasing (tests/unit/test_backend_ops.c, part 2).
 #ifndef PPDL_CUDA_EMU
 #include <cuda_runtime.h>
 #define PPDL_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)

@@ -1,5 +1,5 @@
 /* ring_mpi.c — the ring all-reduce of src/net/ring.h on real MPI ranks (run by
- * tests/ring.sh on 1-4 ranks). Usage: ring_mpi [netem]
+ * tests/mpi/ring.sh on 1-4 ranks). Usage: ring_mpi [netem]
  *
  * Every rank fills buffers with values it can regenerate for any rank (a hash of rank,
  * buffer and index, magnitudes 1e-3..1e3 so that the order of a sum shows in its

@@ -1,4 +1,4 @@
-/* test_cuda_ops.c — every op of ppdl_backend_ops on a device backend against the CPU
+/* test_backend_ops.c — every op of ppdl_backend_ops on a device backend against the CPU
  * backend (the oracle), on random inputs (ggml's test-backend-ops idea).
  *
  * One harness compares a "device under test" (dut) with the CPU reference (ref):
@@ -39,7 +39,7 @@
  *     TF32. Without a usable device (or without CUDA in the build) part 3 is a SKIP
  *     line with the reason, e.g. "CUDA error 35: ...".
  * PPDL_OPS_REPORT=FILE writes the per-op table (op, cases, max error, tolerance).
- * `test_cuda_ops.t --probe` prints whether CUDA is usable and exits 0, or 77 with the
+ * `test_backend_ops.t --probe` prints whether CUDA is usable and exits 0, or 77 with the
  * reason (for the shell tests). */
 #include "config.h"
 

@@ -7,7 +7,7 @@
 # all, so a broken program cannot pass by failing everything. TAP output.
 #
 # Run by `make check` with tests/env.sh sourced (top_builddir, top_srcdir); by hand:
-#   top_builddir=BUILD top_srcdir=SRC sh tests/bad_files.sh
+#   top_builddir=BUILD top_srcdir=SRC sh tests/faults/bad_files.sh
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 INIT=$top_builddir/ppdl-init

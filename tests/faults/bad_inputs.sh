@@ -1,9 +1,9 @@
 #!/bin/sh
-# bad_inputs.sh — the bad-input corpus of tests/bad/: every case is refused well.
+# bad_inputs.sh — the bad-input corpus of tests/faults/bad/: every case is refused well.
 #
-# tests/bad/gen writes the corpus (bad model, data, plan, cost and cluster files, made
+# tests/faults/bad/gen writes the corpus (bad model, data, plan, cost and cluster files, made
 # from good ones; bad command lines of ppdl, ppdl-init, ppdl-data and ppdl-plan) and
-# cases.tsv, one case per line (the format is in tests/bad/gen and tests/bad/README.md).
+# cases.tsv, one case per line (the format is in tests/faults/bad/gen and tests/faults/bad/README.md).
 # For every case, this checks:
 #   - the program exits non-zero, on every rank: ppdl runs under $MPIEXEC with each rank
 #     wrapped so that it records its own exit status; a rank may instead be killed by
@@ -14,7 +14,7 @@
 #   - no internal error instead of a message: no sanitizer report, no HDF5 error stack,
 #     no check of ppdl's own code tripped (a "file.c:LINE" in the output);
 #   - nothing on disk changed: every file the command names and the outputs that exist
-#     before it (tests/bad/gen puts them in pre/) keep their checksums, and no file
+#     before it (tests/faults/bad/gen puts them in pre/) keep their checksums, and no file
 #     appears or disappears in the corpus (no FILE.tmp left behind).
 # Controls ("ok" cases: the same set-ups without the mistake) must succeed, so a
 # program that fails on everything cannot pass.
@@ -24,7 +24,7 @@
 # per case; the counts per group and the slowest case are printed as diagnostics.
 #
 # Run by `make check`; by hand: top_builddir=BUILD top_srcdir=SRC MPIEXEC=mpiexec \
-#   sh tests/bad_inputs.sh
+#   sh tests/faults/bad_inputs.sh
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 : "${MPIEXEC:=mpiexec}"
@@ -36,12 +36,12 @@
 # ppdl reports), not abort in ASan's allocator
 [ -n "${ASAN_OPTIONS:-}" ] && ASAN_OPTIONS="$ASAN_OPTIONS:allocator_may_return_null=1" && export ASAN_OPTIONS
 
-[ -x "$PYTHON_ORACLE" ] || skip_all "no $PYTHON_ORACLE to run tests/bad/gen"
+[ -x "$PYTHON_ORACLE" ] || skip_all "no $PYTHON_ORACLE to run tests/faults/bad/gen"
 # one corpus per worker: a case that wrongly writes a file must not fail another's check
 w=0
 while [ $w -lt "$BAD_JOBS" ]; do
-  if ! "$PYTHON_ORACLE" "$top_srcdir/tests/bad/gen" "$tmp/corpus$w" "$top_builddir" >"$tmp/gen.log" 2>&1; then
-    ok 1 "tests/bad/gen writes the corpus"
+  if ! "$PYTHON_ORACLE" "$top_srcdir/tests/faults/bad/gen" "$tmp/corpus$w" "$top_builddir" >"$tmp/gen.log" 2>&1; then
+    ok 1 "tests/faults/bad/gen writes the corpus"
     sed 's/^/#   /' "$tmp/gen.log"
     finish
     exit 1

@@ -11,7 +11,7 @@ for fam in gpt mlp cnn; do
   mpirun_n 1 "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 2 --batch-size 8 --micro-batches 2 \
     --threads 1 --report "$tmp/$fam.json" --save "$tmp/$fam-trained.h5" >"$tmp/$fam.log" 2>&1
   ok $? "$fam: ppdl trained 2 steps"
-  "$PYTHON_ORACLE" "$top_srcdir/tests/torch_step.py" "$tmp/$fam.h5" "$tmp/$fam-data.h5" "$tmp/$fam.json" \
+  "$PYTHON_ORACLE" "$top_srcdir/tests/oracle/torch_step.py" "$tmp/$fam.h5" "$tmp/$fam-data.h5" "$tmp/$fam.json" \
     "$tmp/$fam-trained.h5" --batch-size 8 --steps 2 >"$tmp/$fam-torch.tap" 2>&1
   ok $? "$fam: ppdl matches PyTorch (losses and weights)"
   sed -e '/^1\.\./d' -e 's/^\(not \)*ok [0-9]* - /# /' "$tmp/$fam-torch.tap"

@@ -27,7 +27,7 @@ for p in "$PYTHON_ORACLE" python3; do
 done
 [ -n "$py" ] || skip_all "no Python with h5py and numpy to compare weights"
 
-why=$("$top_builddir/tests/test_cuda_ops.t" --probe 2>&1)
+why=$("$top_builddir/tests/unit/test_backend_ops.t" --probe 2>&1)
 if [ $? = 0 ]; then dut=cuda; else dut=cpu; fi
 diag "device under test: $dut${why:+ ($why)}"
 
