@@ -37,8 +37,10 @@ static void vprint(const char *file, int line, const char *fmt, va_list ap)
     vsnprintf(msg, sizeof msg, fmt, ap);
     char host[64] = "";
     gethostname(host, sizeof host - 1);
-    if (file)
+    if (file && log_rank >= 0)
         fprintf(stderr, "ppdl: rank %d (%s): %s:%d: %s\n", log_rank, host, file, line, msg);
+    else if (file) /* not an MPI rank (ppdl-plan, or before MPI_Init): no rank to name */
+        fprintf(stderr, "ppdl: (%s): %s:%d: %s\n", host, file, line, msg);
     else if (log_rank >= 0)
         fprintf(stderr, "ppdl: rank %d: %s\n", log_rank, msg);
     else

@@ -54,8 +54,10 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/costmodel.h"
+#include "plan/engine.h"
+#include "plan/hybrid.h"
+#include "plan/placement.h"
 #include "plan/replica.h"
-#include "plan/solver_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -64,352 +66,31 @@
 
 typedef struct hyb {
     plan_ctx x;                /* prefix sums; frontiers for stages of any length */
-    const ppdl_costs *c;
-    const ppdl_cluster_model *cl;
-    int L, N, M, schedule, mode;
-    int *NP;                   /* [L+1] prefix count of layers with parameters */
-    /* the layout being solved */
-    int S, ML;                 /* stages; the longest a stage can be, L - S + 1 */
-    int *grp;                  /* [N] stage of each rank */
-    int *start, *ranks;        /* [N+1], [N]: stage s is ranks[start[s] .. start[s+1]-1] */
-    int *reps;                 /* [N] per stage: its replicas (the layout's k_s) */
-    int *moff, *mfl;           /* stage s's memory constraints: moff[s] .. moff[s+1]-1, */
-    double *mmem;              /* one per distinct in-flight count mfl, with the least
-                                  memory mmem of the replicas that hold that many */
-    double *cfill, *cpace;     /* [N] per stage: max 1/speed_q; max (n_q - 1)/speed_q */
-    double *arbw, *arlat;      /* [N] per stage: slowest link and largest latency inside */
-    int *n0;                   /* [N] per stage: the fewest micro-batches of a replica */
-    int *poff, *pa, *pb, *pm;  /* link pairs after stage s: poff[s] .. poff[s+1]-1 */
-    int cap_pairs;
-    /* tables and DP, sized for the layout */
-    double *tf, *tp, *ta;      /* [S][L][ML] fill, pace, ar (+ the optimizer step) of stage s
-                                  over the len layers ending at j */
-    int *mlen;                 /* [S][L] stages s ending at j have at most this many layers
-                                  (only those entries of tf/tp/ta are filled) */
-    double *lf, *lp;           /* [S][L] link after layer j from stage s: fill, pace */
-    double *f, *g, *av;        /* [S][L] least sum; least largest pace; least sum + mean stage pace */
-    int *arg, *argg;
+    layout ly;                 /* the layout being solved */
+    stage_tables tb;           /* its tables and DP (engine.c) */
+    int mode;
     double tol;                /* relative: a layout's search stops this close to the best T
                                   (0: exact) */
-    size_t cap_t, cap_d;
-    long solves, dps;
+    long solves;
 } hyb;
-
-#define TIX(h, s, j, len) ((((size_t)(s) * (h)->L + (size_t)(j)) * (h)->ML) + (size_t)(len) - 1)
 
 static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
 {
     memset(h, 0, sizeof *h);
     ctx_init(&h->x, c, cl, M, schedule, 1); /* S = 1: frontiers for stages of up to L layers */
-    h->c = c;
-    h->cl = cl;
-    h->L = c->L;
-    h->N = cl->N;
-    h->M = M;
-    h->schedule = schedule;
-    int L = h->L, N = h->N;
-    h->NP = ppdl_xcalloc((size_t)L + 1, sizeof(int));
-    for (int l = 0; l < L; l++) h->NP[l + 1] = h->NP[l] + (c->layers[l].param_bytes > 0);
-    h->grp = ppdl_xmalloc((size_t)N * sizeof(int));
-    h->start = ppdl_xmalloc(((size_t)N + 1) * sizeof(int));
-    h->ranks = ppdl_xmalloc((size_t)N * sizeof(int));
-    h->reps = ppdl_xmalloc((size_t)N * sizeof(int));
-    h->moff = ppdl_xmalloc(((size_t)N + 1) * sizeof(int));
-    h->mfl = ppdl_xmalloc((size_t)N * sizeof(int));
-    h->mmem = ppdl_xmalloc((size_t)N * sizeof(double));
-    h->cfill = ppdl_xmalloc((size_t)N * sizeof(double));
-    h->cpace = ppdl_xmalloc((size_t)N * sizeof(double));
-    h->arbw = ppdl_xmalloc((size_t)N * sizeof(double));
-    h->arlat = ppdl_xmalloc((size_t)N * sizeof(double));
-    h->n0 = ppdl_xmalloc((size_t)N * sizeof(int));
-    h->poff = ppdl_xmalloc(((size_t)N + 1) * sizeof(int));
+    layout_init(&h->ly, &h->x);
 }
 
 static void hyb_free(hyb *h)
 {
+    tables_free(&h->tb);
+    layout_free(&h->ly);
     ctx_free(&h->x);
-    void *all[] = {h->NP, h->grp, h->start, h->ranks, h->reps, h->moff, h->mfl, h->mmem, h->cfill,
-                   h->cpace, h->arbw, h->arlat, h->n0, h->poff, h->pa, h->pb, h->pm, h->tf, h->tp, h->ta,
-                   h->mlen, h->lf, h->lp, h->f, h->g, h->av, h->arg, h->argg};
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(h, 0, sizeof *h);
 }
 
 // ----------------------------------------------------------------------------
-// one layout: its stages, tables and the DP
-
-/* Set the layout grp[0..N-1] (stage of each rank, stages 0..S-1 all used). Returns 0
- * when it is not a plan of this problem: a stage with more replicas than micro-batches,
- * or more stages than layers. */
-static int set_layout(hyb *h, const int *grp)
-{
-    int N = h->N, L = h->L, M = h->M, S = 0;
-    const ppdl_cluster_model *cl = h->cl;
-    for (int r = 0; r < N; r++) S = grp[r] + 1 > S ? grp[r] + 1 : S;
-    if (S > L) return 0;
-    memcpy(h->grp, grp, (size_t)N * sizeof(int));
-    h->S = S;
-    h->ML = L - S + 1;
-    int n = 0;
-    for (int s = 0; s < S; s++) {
-        h->start[s] = n;
-        for (int r = 0; r < N; r++)
-            if (grp[r] == s) h->ranks[n++] = r;
-        int k = n - h->start[s];
-        if (k < 1 || k > M) return 0;
-        h->reps[s] = k;
-        ppdl_sort_replicas(cl, &h->ranks[h->start[s]], k);
-    }
-    h->start[S] = n;
-    int npairs = 0, nm = 0;
-    for (int s = 0; s < S; s++) {
-        const int *R = &h->ranks[h->start[s]];
-        int k = h->start[s + 1] - h->start[s];
-        h->cfill[s] = 0;
-        h->cpace[s] = 0;
-        /* the replicas' memory constraints, base + in-flight x stash <= mem: of those
-         * with the same in-flight count only the least mem binds (dp over 64 ranks:
-         * one test, not 64) */
-        h->moff[s] = nm;
-        int nc = 0, *cfl = &h->mfl[nm];
-        double *cmem = &h->mmem[nm];
-        for (int q = 0; q < k; q++) {
-            h->cfill[s] = fmax(h->cfill[s], 1.0 / cl->speed[R[q]]);
-            h->cpace[s] = fmax(h->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
-            int f = ppdl_replica_in_flight(h->schedule, S, M, h->reps, s, q), c = 0;
-            while (c < nc && cfl[c] != f) c++;
-            if (c == nc) { cfl[nc] = f; cmem[nc++] = cl->mem[R[q]]; }
-            else cmem[c] = fmin(cmem[c], cl->mem[R[q]]);
-        }
-        nm += nc;
-        h->n0[s] = ppdl_replica_mbs(M, k, k - 1); /* the last replica has the fewest */
-        h->arbw[s] = ppdl_group_min_bw(cl, R, k);
-        h->arlat[s] = ppdl_group_max_lat(cl, R, k);
-        if (s + 1 < S) npairs += k * (h->start[s + 2] - h->start[s + 1]);
-    }
-    h->moff[S] = nm;
-    if (npairs > h->cap_pairs) {
-        h->cap_pairs = npairs;
-        h->pa = realloc(h->pa, (size_t)npairs * sizeof(int));
-        h->pb = realloc(h->pb, (size_t)npairs * sizeof(int));
-        h->pm = realloc(h->pm, (size_t)npairs * sizeof(int));
-        PPDL_CHECK(h->pa && h->pb && h->pm, "out of host memory for the planner's link pairs");
-    }
-    int np = 0;
-    for (int s = 0; s < S; s++) {
-        h->poff[s] = np;
-        if (s + 1 == S) continue;
-        int ka = h->start[s + 1] - h->start[s], kb = h->start[s + 2] - h->start[s + 1];
-        for (int a = 0; a < ka; a++)
-            for (int b = 0; b < kb; b++) {
-                int m = ppdl_pair_mbs(M, ka, a, kb, b);
-                if (m < 1) continue;
-                h->pa[np] = h->ranks[h->start[s] + a];
-                h->pb[np] = h->ranks[h->start[s + 1] + b];
-                h->pm[np++] = m;
-            }
-    }
-    h->poff[S] = np;
-    return 1;
-}
-
-static int fits(const hyb *h, int s, double base, double stash)
-{
-    for (int c = h->moff[s]; c < h->moff[s + 1]; c++)
-        if (base + (double)h->mfl[c] * stash > h->mmem[c]) return 0;
-    return 1;
-}
-
-/* the least extra time of layers i..j on stage s that fits every replica under the
- * mode, INFINITY when none does; *pt: the frontier point (MODE_BEST) */
-static double stage_extra(const hyb *h, int s, int i, int j, long *pt)
-{
-    const plan_ctx *x = &h->x;
-    double base = h->c->state_multiplier * (x->P[j + 1] - x->P[i]);
-    if (pt) *pt = -1;
-    if (h->mode == MODE_KEEP) return fits(h, s, base, x->S0[j + 1] - x->S0[i]) ? 0 : INFINITY;
-    if (h->mode == MODE_MINSTASH)
-        return fits(h, s, base, x->Smin[j + 1] - x->Smin[i]) ? x->Emin[j + 1] - x->Emin[i] : INFINITY;
-    if (j > x->jmax[i]) return INFINITY;
-    size_t at = (size_t)i * x->MLmax + (size_t)(j - i);
-    long off = x->fr_off[at];
-    int lo = 0, hi = x->fr_n[at] - 1;
-    if (!fits(h, s, base, x->pt_stash[off])) return INFINITY;
-    while (lo < hi) { /* the largest stash that fits has the least extra */
-        int mid = (lo + hi + 1) / 2;
-        if (fits(h, s, base, x->pt_stash[off + mid])) lo = mid;
-        else hi = mid - 1;
-    }
-    if (pt) *pt = off + lo;
-    return x->pt_extra[off + lo];
-}
-
-/* fill the tables of the layout; stages that cannot be part of a plan below T_inc are
- * left out (INFINITY) */
-static void fill_tables(hyb *h, double T_inc)
-{
-    int S = h->S, L = h->L, ML = h->ML;
-    const plan_ctx *x = &h->x;
-    size_t nt = (size_t)S * L * ML, nd = (size_t)S * L;
-    if (nt > h->cap_t) {
-        free(h->tf);
-        free(h->tp);
-        free(h->ta);
-        h->tf = ppdl_xmalloc(nt * sizeof(double));
-        h->tp = ppdl_xmalloc(nt * sizeof(double));
-        h->ta = ppdl_xmalloc(nt * sizeof(double));
-        h->cap_t = nt;
-    }
-    if (nd > h->cap_d) {
-        free(h->mlen);
-        free(h->lf);
-        free(h->lp);
-        free(h->f);
-        free(h->g);
-        free(h->av);
-        free(h->arg);
-        free(h->argg);
-        h->mlen = ppdl_xmalloc(nd * sizeof(int));
-        h->lf = ppdl_xmalloc(nd * sizeof(double));
-        h->lp = ppdl_xmalloc(nd * sizeof(double));
-        h->f = ppdl_xmalloc(nd * sizeof(double));
-        h->g = ppdl_xmalloc(nd * sizeof(double));
-        h->av = ppdl_xmalloc(nd * sizeof(double));
-        h->arg = ppdl_xmalloc(nd * sizeof(int));
-        h->argg = ppdl_xmalloc(nd * sizeof(int));
-        h->cap_d = nd;
-    }
-    for (int s = 0; s < S; s++) {
-        int k = h->start[s + 1] - h->start[s];
-        int *mlen = &h->mlen[(size_t)s * L];
-        for (int j = 0; j < L; j++) mlen[j] = 0;
-        /* stages that start later end no earlier (a shorter stage passes wherever a
-         * longer one does): for each end j, the stages [i, j] that pass are those with
-         * i >= the first start that reaches j */
-        int reach = s - 1; /* the furthest end of the starts so far */
-        for (int i = s; i <= L - S + s; i++) {
-            for (int len = 1; i + len - 1 <= L - S + s; len++) {
-                int j = i + len - 1;
-                double e = stage_extra(h, s, i, j, NULL);
-                if (!(e < INFINITY)) break; /* a longer stage does not fit either */
-                double t = x->W[j + 1] - x->W[i] + e;
-                double fill = t * h->cfill[s], pace = t * h->cpace[s];
-                double ar = ppdl_allreduce_ms_bw(k, x->P[j + 1] - x->P[i], h->NP[j + 1] - h->NP[i], h->arbw[s],
-                                                 h->arlat[s]);
-                /* after the flush the stage all-reduces, then runs its optimizer step
-                 * (the slowest replica's); both only grow with the stage */
-                if (x->has_opt) ar += (x->O[j + 1] - x->O[i]) * h->cfill[s];
-                /* T >= fill + pace >= (micro-batches of the slowest replica) x fill >=
-                 * n0 fill, and T >= ar; also T >= fill + pace + the other stages' fill,
-                 * which is at least their work at the fastest speed (fill >= t / vmax):
-                 * these only grow with the stage */
-                if (h->n0[s] * fill >= T_inc || ar >= T_inc ||
-                    fill + pace + (x->W[L] - (x->W[j + 1] - x->W[i])) / x->vmax >= T_inc)
-                    break;
-                h->tf[TIX(h, s, j, len)] = fill;
-                h->tp[TIX(h, s, j, len)] = pace;
-                h->ta[TIX(h, s, j, len)] = ar;
-                if (j > reach) { /* i is the first start to reach j */
-                    mlen[j] = len;
-                    reach = j;
-                }
-            }
-        }
-        if (s + 1 < S)
-            for (int j = s; j <= L - S + s; j++) {
-                double lf = 0, lp = 0;
-                for (int p = h->poff[s]; p < h->poff[s + 1]; p++) {
-                    double lk = ppdl_link_ms(h->c, h->cl, j, h->pa[p], h->pb[p]);
-                    lf = fmax(lf, lk);
-                    lp = fmax(lp, (h->pm[p] - 1) * lk);
-                }
-                h->lf[(size_t)s * L + j] = lf;
-                h->lp[(size_t)s * L + j] = lp;
-            }
-    }
-}
-
-#define UNDER(v, bound, strict) ((strict) ? (v) < (bound) : (v) <= (bound))
-
-/* The least sum (fill + 2 links) over the plans whose every pace term is under B and
- * every ar under A, into f/arg; extras, over the same plans: the least largest pace,
- * into g/argg, and the least sum + mean of the stages' pace terms into av (<= sum +
- * largest pace: a lower bound of T, close to it when the stages are balanced).
- * Returns 1 when some plan is under the bounds. */
-static int run_dp(hyb *h, double B, int sB, double A, int sA, int extras)
-{
-    int S = h->S, L = h->L;
-    double *f = h->f, *g = h->g, *av = h->av, w = 1.0 / S;
-    h->dps++;
-    for (size_t k = 0; k < (size_t)S * L; k++) f[k] = g[k] = av[k] = INFINITY;
-    /* stage s-1 reaches (a finite f) only the ends in [flo, fhi] */
-    int flo = 0, fhi = -1;
-    for (int j = 0; j <= L - S; j++) {
-        size_t t = TIX(h, 0, j, j + 1);
-        if (h->mlen[j] < j + 1 || !UNDER(h->tp[t], B, sB) || !UNDER(h->ta[t], A, sA)) break;
-        f[j] = h->tf[t];
-        g[j] = h->tp[t];
-        av[j] = h->tf[t] + w * h->tp[t];
-        h->arg[j] = h->argg[j] = 0;
-        fhi = j;
-    }
-    for (int s = 1; s < S && flo <= fhi; s++) {
-        const double *fp = &f[(size_t)(s - 1) * L], *gp = &g[(size_t)(s - 1) * L], *ap = &av[(size_t)(s - 1) * L];
-        const double *lf = &h->lf[(size_t)(s - 1) * L], *lp = &h->lp[(size_t)(s - 1) * L];
-        int nlo = L, nhi = -1;
-        for (int j = flo + 1; j <= L - S + s; j++) {
-            double best = INFINITY, gbest = INFINITY, abest = INFINITY;
-            int bi = -1, gi = -1;
-            int ilo = j - h->mlen[(size_t)s * L + j] + 1;
-            if (ilo < flo + 1) ilo = flo + 1;
-            for (int i = j < fhi + 1 ? j : fhi + 1; i >= ilo; i--) {
-                size_t t = TIX(h, s, j, j - i + 1);
-                /* pace and ar only grow as the stage grows */
-                if (!UNDER(h->tp[t], B, sB) || !UNDER(h->ta[t], A, sA)) break;
-                if (!(fp[i - 1] < INFINITY) || !UNDER(lp[i - 1], B, sB)) continue;
-                double v = fp[i - 1] + 2 * lf[i - 1] + h->tf[t];
-                if (v < best) best = v, bi = i;
-                if (extras) {
-                    double m = fmax(gp[i - 1], fmax(lp[i - 1], h->tp[t]));
-                    if (m < gbest) gbest = m, gi = i;
-                    abest = fmin(abest, ap[i - 1] + 2 * lf[i - 1] + h->tf[t] + w * h->tp[t]);
-                }
-            }
-            if (best < INFINITY) {
-                nlo = j < nlo ? j : nlo;
-                nhi = j;
-            }
-            f[(size_t)s * L + j] = best;
-            g[(size_t)s * L + j] = gbest;
-            av[(size_t)s * L + j] = abest;
-            h->arg[(size_t)s * L + j] = bi;
-            h->argg[(size_t)s * L + j] = gi;
-        }
-        flo = nlo;
-        fhi = nhi;
-    }
-    return f[(size_t)(S - 1) * L + L - 1] < INFINITY;
-}
-
-/* the plan behind arg: its cut, its sum, largest pace and largest ar */
-static void walk(const hyb *h, const int *arg, int *first, double *sum, double *pm, double *am)
-{
-    int S = h->S, L = h->L, j = L - 1;
-    *sum = *pm = *am = 0;
-    for (int s = S - 1; s >= 0; s--) {
-        int i = arg[(size_t)s * L + j];
-        first[s] = i;
-        size_t t = TIX(h, s, j, j - i + 1);
-        *sum += h->tf[t];
-        *pm = fmax(*pm, h->tp[t]);
-        *am = fmax(*am, h->ta[t]);
-        if (s + 1 < S) {
-            *sum += 2 * h->lf[(size_t)s * L + j];
-            *pm = fmax(*pm, h->lp[(size_t)s * L + j]);
-        }
-        j = i - 1;
-    }
-}
+// one layout: the staircase over the engine's stage DP
 
 typedef struct track {
     double best;               /* best T found (starts at the incumbent) */
@@ -420,12 +101,12 @@ typedef struct track {
 static void consider(const hyb *h, track *tk, const int *arg, int *cur, int *first_out)
 {
     double sum, pm, am;
-    walk(h, arg, cur, &sum, &pm, &am);
+    stage_walk(&h->x, &h->tb, arg, cur, &sum, &pm, &am);
     double T = sum + pm + am;
     if (T < tk->best) {
         tk->best = T;
         tk->found = 1;
-        memcpy(first_out, cur, (size_t)h->S * sizeof(int));
+        memcpy(first_out, cur, (size_t)h->ly.S * sizeof(int));
     }
     if (sum + pm < tk->vbest || (sum + pm == tk->vbest && am < tk->var)) {
         tk->vbest = sum + pm;
@@ -437,32 +118,32 @@ static void consider(const hyb *h, track *tk, const int *arg, int *cur, int *fir
 static double solve_layout(hyb *h, double T_inc, int *first_out)
 {
     h->solves++;
-    fill_tables(h, T_inc);
-    int S = h->S, L = h->L;
+    tables_fill_layout(&h->x, &h->tb, &h->ly, h->mode, T_inc);
+    int S = h->ly.S, L = h->x.L;
     int *cur = ppdl_xmalloc((size_t)S * sizeof(int));
     track tk = {T_inc, 0, INFINITY, 0};
     double A = INFINITY;
     int sA = 0;
     for (;;) {
         /* V(A) = least sum + pace over the plans with every ar under A */
-        if (!run_dp(h, INFINITY, 0, A, sA, 1)) break;
-        double sum_min = h->f[(size_t)(S - 1) * L + L - 1], pmin = h->g[(size_t)(S - 1) * L + L - 1];
-        double lb = fmax(sum_min + pmin, h->av[(size_t)(S - 1) * L + L - 1]); /* <= sum + pace of any plan under A */
+        if (!stage_dp(&h->x, &h->tb, INFINITY, 0, A, sA, 1)) break;
+        double sum_min = h->tb.f[(size_t)(S - 1) * L + L - 1], pmin = h->tb.g[(size_t)(S - 1) * L + L - 1];
+        double lb = fmax(sum_min + pmin, h->tb.av[(size_t)(S - 1) * L + L - 1]); /* <= sum + pace of any plan under A */
         double keep = 1 - h->tol;
         if (lb >= tk.best * keep) break;
         tk.vbest = INFINITY;
-        consider(h, &tk, h->arg, cur, first_out);
-        consider(h, &tk, h->argg, cur, first_out);
+        consider(h, &tk, h->tb.arg, cur, first_out);
+        consider(h, &tk, h->tb.argg, cur, first_out);
         /* the cheapest plan of the least pace, then down the staircase of B from
          * "pace < what could still beat the best" */
-        if (run_dp(h, pmin, 0, A, sA, 0)) consider(h, &tk, h->arg, cur, first_out);
+        if (stage_dp(&h->x, &h->tb, pmin, 0, A, sA, 0)) consider(h, &tk, h->tb.arg, cur, first_out);
         double B = fmin(tk.vbest, tk.best) - sum_min;
         for (;;) {
             if (lb >= fmin(tk.vbest, tk.best) * keep) break;
-            if (!run_dp(h, B, 1, A, sA, 0)) break;
+            if (!stage_dp(&h->x, &h->tb, B, 1, A, sA, 0)) break;
             double sum, pm, am;
-            walk(h, h->arg, cur, &sum, &pm, &am);
-            consider(h, &tk, h->arg, cur, first_out);
+            stage_walk(&h->x, &h->tb, h->tb.arg, cur, &sum, &pm, &am);
+            consider(h, &tk, h->tb.arg, cur, first_out);
             if (sum + pmin >= fmin(tk.vbest, tk.best) * keep) break;
             B = fmin(pm, fmin(tk.vbest, tk.best) - sum);
         }
@@ -534,12 +215,12 @@ static int renumber(int N, int *grp)
 /* candidates from the groups of fast-linked ranks (nodes) */
 static void structured_layouts(hyb *h, layouts *ls)
 {
-    int N = h->N;
+    int N = h->x.N;
     int *group = ppdl_xmalloc((size_t)N * sizeof(int)), *grp = ppdl_xmalloc((size_t)N * sizeof(int));
     int G = rank_groups(&h->x, group);
     int *gorder = ppdl_xmalloc((size_t)G * sizeof(int)), *seq = ppdl_xmalloc((size_t)N * sizeof(int));
     int *gsize = ppdl_xcalloc((size_t)G, sizeof(int)), *gstart = ppdl_xmalloc(((size_t)G + 1) * sizeof(int));
-    order_groups(h->cl, group, G, gorder);
+    order_groups(h->x.cl, group, G, gorder);
     for (int r = 0; r < N; r++) gsize[group[r]]++;
     for (int dir = 0; dir < 2; dir++) {
         /* the ranks node by node along the groups' path (or its reverse), by index inside */
@@ -603,20 +284,20 @@ typedef struct incumbent {
 /* solve layout grp under the incumbent; keep it when better */
 static int try_layout(hyb *h, incumbent *in, const int *grp, int *first)
 {
-    if (!set_layout(h, grp)) return 0;
+    if (!layout_from_groups(&h->ly, &h->x, grp)) return 0;
     double T = solve_layout(h, in->T, first);
     if (!(T < in->T)) return 0;
     in->T = T;
     in->mode = h->mode;
-    memcpy(in->grp, grp, (size_t)h->N * sizeof(int));
-    memcpy(in->first, first, (size_t)h->S * sizeof(int));
+    memcpy(in->grp, grp, (size_t)h->x.N * sizeof(int));
+    memcpy(in->first, first, (size_t)h->ly.S * sizeof(int));
     return 1;
 }
 
 /* One pass of first-improvement moves from the incumbent's layout. 1 when improved. */
 static int descend(hyb *h, incumbent *in, long budget, int *first)
 {
-    int N = h->N, improved = 0;
+    int N = h->x.N, improved = 0;
     int *g = ppdl_xmalloc((size_t)N * sizeof(int)), *R = ppdl_xmalloc((size_t)N * sizeof(int));
     int S = 0;
     for (int r = 0; r < N; r++) S = in->grp[r] + 1 > S ? in->grp[r] + 1 : S;
@@ -632,10 +313,10 @@ static int descend(hyb *h, incumbent *in, long budget, int *first)
     }
     /* split a stage in halves of its replica order, either half first */
     for (int s = 0; s < S; s++) {
-        set_layout(h, in->grp);
-        int k = h->start[s + 1] - h->start[s];
+        layout_from_groups(&h->ly, &h->x, in->grp);
+        int k = h->ly.start[s + 1] - h->ly.start[s];
         if (k < 2) continue;
-        memcpy(R, &h->ranks[h->start[s]], (size_t)k * sizeof(int));
+        memcpy(R, &h->ly.ranks[h->ly.start[s]], (size_t)k * sizeof(int));
         for (int side = 0; side < 2; side++) {
             for (int r = 0; r < N; r++) g[r] = 2 * in->grp[r] + (in->grp[r] > s ? 1 : 0);
             for (int q = 0; q < k; q++) g[R[q]] = 2 * s + ((q < (k + 1) / 2) == side);
@@ -698,34 +379,8 @@ out:
 static void make_plan(hyb *h, const incumbent *in, ppdl_plan *p)
 {
     h->mode = in->mode;
-    set_layout(h, in->grp);
-    int S = h->S, L = h->L;
-    memset(p, 0, sizeof *p);
-    snprintf(p->method, sizeof p->method, "ppdl");
-    p->S = S;
-    p->stages = ppdl_xcalloc((size_t)S, sizeof *p->stages);
-    for (int s = 0; s < S; s++) {
-        ppdl_plan_stage *st = &p->stages[s];
-        int k = h->start[s + 1] - h->start[s];
-        st->n_replicas = k;
-        st->ranks = ppdl_xmalloc((size_t)k * sizeof(int));
-        memcpy(st->ranks, &h->ranks[h->start[s]], (size_t)k * sizeof(int));
-        st->rank = st->ranks[0];
-        st->first = in->first[s];
-        st->last = s + 1 < S ? in->first[s + 1] - 1 : L - 1;
-        st->recompute = ppdl_xcalloc((size_t)(st->last - st->first + 1), sizeof(int));
-        for (int l = st->first; l <= st->last; l++)
-            st->recompute[l - st->first] = h->mode == MODE_MINSTASH ? h->x.omin[l] : 0;
-        if (h->mode == MODE_BEST) {
-            long k2;
-            stage_extra(h, s, st->first, st->last, &k2);
-            PPDL_CHECK(k2 >= 0, "planner: stage %d (layers %d-%d) has no option that fits", s, st->first, st->last);
-            for (int l = st->last; l >= st->first; l--) {
-                st->recompute[l - st->first] = h->x.pt_opt[k2];
-                k2 = h->x.pt_parent[k2];
-            }
-        }
-    }
+    layout_from_groups(&h->ly, &h->x, in->grp);
+    plan_from_layout(&h->x, &h->ly, in->mode, in->first, "ppdl", p);
 }
 
 int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
@@ -775,12 +430,12 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
              * (merging or widening its stages), half the budget each */
             long half = (opts->hybrid_evals > 0 ? opts->hybrid_evals : N <= 16 ? 400 : 40) / 2;
             if (have && in.mode != MODE_BEST) { /* moves work on frontier plans: re-solve the start's layout */
-                set_layout(&h, in.grp);
+                layout_from_groups(&h.ly, &h.x, in.grp);
                 double T = solve_layout(&h, INFINITY, first);
                 if (T <= in.T) {
                     in.T = T;
                     in.mode = MODE_BEST;
-                    memcpy(in.first, first, (size_t)h.S * sizeof(int));
+                    memcpy(in.first, first, (size_t)h.ly.S * sizeof(int));
                 }
             }
             long budget = h.solves + half;
@@ -844,7 +499,7 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
         snprintf(info->hybrid, sizeof info->hybrid, "%d candidate layouts from the groups of fast-linked ranks", ls.n);
     int found = have && in.T < T_inc;
     info->layouts_solved = h.solves;
-    info->dp_runs += h.dps;
+    info->dp_runs += h.x.n_dp;
     info->hybrid_exact = exhaustive && !h.x.inexact;
     if (found) make_plan(&h, &in, out);
     free(grp);
@@ -856,3 +511,4 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
     hyb_free(&h);
     return found ? 0 : 1;
 }
+

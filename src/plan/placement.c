@@ -19,14 +19,14 @@
  *    finds nothing. Then, while the budget of solves lasts, kick the best order with two
  *    random swaps (fixed seed) and descend again (iterated local search). Interchangeable
  *    ranks are never swapped. Each try refills only the rows of the moved ranks and is
- *    pruned by the incumbent T (solve_order_work), so most tries cost one bounded DP.
+ *    pruned by the incumbent T (solve_order, engine.c), so most tries cost one bounded DP.
  * 4. When no candidate fits in memory at all, swaps that lower the largest overflow
  *    (of the smallest-stash plan) look for an order that fits first.
  * Deterministic: budgets count solves, never seconds, and the kicks' random numbers
  * come from a fixed seed.
  */
 #include "core/util.h"
-#include "plan/solver_impl.h"
+#include "plan/placement.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -236,11 +236,11 @@ int candidate_orders(const plan_ctx *x, int *orders, int max, int *n_groups)
 }
 
 /* try one order; keep it when it beats T */
-static int try_order(plan_ctx *x, order_work *w, int *order, int *first, double *T, const int *cand,
+static int try_order(plan_ctx *x, stage_tables *w, layout *ly, int *order, int *first, double *T, const int *cand,
                      int *f2, long *used)
 {
     (*used)++;
-    double T2 = solve_order_work(x, w, cand, *T, f2);
+    double T2 = solve_order(x, w, ly, cand, *T, f2);
     if (!(T2 < *T)) return 0;
     *T = T2;
     memcpy(order, cand, (size_t)x->N * sizeof(int));
@@ -262,7 +262,7 @@ static int group_runs(const int *group, const int *order, int N, int *start)
  * structural first: exchange two group runs, reverse a run, swap two ranks (nearest
  * positions first), move one rank elsewhere, reverse any stretch of positions.
  * Returns 1 when some move improved T. */
-static int descend_pass(plan_ctx *x, order_work *w, const int *group, int *order, int *first, double *T,
+static int descend_pass(plan_ctx *x, stage_tables *w, layout *ly, const int *group, int *order, int *first, double *T,
                         long budget, long *used)
 {
     int N = x->N, improved = 0;
@@ -278,7 +278,7 @@ static int descend_pass(plan_ctx *x, order_work *w, const int *group, int *order
             for (int p = start[a + 1]; p < start[b]; p++) cand[k++] = order[p];
             for (int p = start[a]; p < start[a + 1]; p++) cand[k++] = order[p];
             for (int p = start[b + 1]; p < N; p++) cand[k++] = order[p];
-            if (try_order(x, w, order, first, T, cand, f2, used)) {
+            if (try_order(x, w, ly, order, first, T, cand, f2, used)) {
                 improved = 1;
                 nr = group_runs(group, order, N, start);
             }
@@ -288,7 +288,7 @@ static int descend_pass(plan_ctx *x, order_work *w, const int *group, int *order
         if (p1 - p0 < 1) continue;
         memcpy(cand, order, (size_t)N * sizeof(int));
         for (int k = 0; k <= p1 - p0; k++) cand[p0 + k] = order[p1 - k];
-        improved |= try_order(x, w, order, first, T, cand, f2, used);
+        improved |= try_order(x, w, ly, order, first, T, cand, f2, used);
     }
     /* swaps, nearest positions first; interchangeable ranks are never swapped */
     for (int d = 1; d < N && *used < budget; d++)
@@ -298,7 +298,7 @@ static int descend_pass(plan_ctx *x, order_work *w, const int *group, int *order
             memcpy(cand, order, (size_t)N * sizeof(int));
             cand[p] = order[q];
             cand[q] = order[p];
-            improved |= try_order(x, w, order, first, T, cand, f2, used);
+            improved |= try_order(x, w, ly, order, first, T, cand, f2, used);
         }
     /* move the rank at p to position q (distance 1 is a swap, done) */
     for (int d = 2; d < N && *used < budget; d++)
@@ -313,14 +313,14 @@ static int descend_pass(plan_ctx *x, order_work *w, const int *group, int *order
                     cand[k++] = order[i];
                 }
                 if (k == q) cand[k++] = r;
-                improved |= try_order(x, w, order, first, T, cand, f2, used);
+                improved |= try_order(x, w, ly, order, first, T, cand, f2, used);
             }
     /* reverse positions p..q, 3 or more of them */
     for (int d = 2; d < N && *used < budget; d++)
         for (int p = 0; p + d < N && *used < budget; p++) {
             memcpy(cand, order, (size_t)N * sizeof(int));
             for (int k = 0; k <= d; k++) cand[p + k] = order[p + d - k];
-            improved |= try_order(x, w, order, first, T, cand, f2, used);
+            improved |= try_order(x, w, ly, order, first, T, cand, f2, used);
         }
     free(cand);
     free(f2);
@@ -328,13 +328,13 @@ static int descend_pass(plan_ctx *x, order_work *w, const int *group, int *order
     return improved;
 }
 
-void local_search(plan_ctx *x, order_work *w, int *order, int *first, double *T, long budget)
+void local_search(plan_ctx *x, stage_tables *w, layout *ly, int *order, int *first, double *T, long budget)
 {
     int N = x->N, S = x->S;
     int *group = ppdl_xmalloc((size_t)N * sizeof(int));
     rank_groups(x, group);
     long used = 0;
-    while (used < budget && descend_pass(x, w, group, order, first, T, budget, &used)) {}
+    while (used < budget && descend_pass(x, w, ly, group, order, first, T, budget, &used)) {}
     /* iterated local search: kick the best order with two random swaps, descend from
      * there, keep the result when it beats the best; a fixed seed keeps it deterministic */
     ppdl_rng g;
@@ -350,9 +350,9 @@ void local_search(plan_ctx *x, order_work *w, int *order, int *first, double *T,
             o2[q] = t;
         }
         used++;
-        double T2 = solve_order_work(x, w, o2, INFINITY, f2);
+        double T2 = solve_order(x, w, ly, o2, INFINITY, f2);
         if (!(T2 < INFINITY)) { stale++; continue; }
-        while (used < budget && descend_pass(x, w, group, o2, f2, &T2, budget, &used)) {}
+        while (used < budget && descend_pass(x, w, ly, group, o2, f2, &T2, budget, &used)) {}
         if (T2 < *T) {
             *T = T2;
             memcpy(order, o2, (size_t)N * sizeof(int));

@@ -1,0 +1,19 @@
+/* hybrid.h — hybrid.c, the search over replica layouts (a driver of the engine, used
+ * by solver.c). Not a public interface. */
+#ifndef PPDL_HYBRID_H
+#define PPDL_HYBRID_H
+
+#include "plan/costs.h"
+#include "plan/cluster_model.h"
+#include "plan/plan.h"
+#include "plan/solver.h"
+
+/* The best plan with at least one replicated stage (S < N) whose T is below T_inc, the
+ * T of the one-rank-per-stage plan with ranks pipe_order[0..N-1] (NULL and INFINITY:
+ * none). 0 and *out (not yet annotated) when found; 1 when none beats T_inc (out->S =
+ * 0). info gets the layouts solved and whether the search was exhaustive. */
+int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                 const ppdl_solve_opts *opts, double T_inc, const int *pipe_order, ppdl_plan *out,
+                 ppdl_solve_info *info);
+
+#endif
