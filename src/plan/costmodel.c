@@ -17,10 +17,10 @@ int ppdl_in_flight(int schedule, int S, int M, int s)
     return M < S - s ? M : S - s;
 }
 
-double ppdl_stage_time(const ppdl_costs *c, int i, int j, const int *opt, double speed)
+double ppdl_stage_time(const ppdl_costs *c, int i, int j, const int *recompute, double speed)
 {
     double t = 0;
-    for (int l = i; l <= j; l++) t += ppdl_layer_time(&c->layers[l], opt ? opt[l - i] : 0);
+    for (int l = i; l <= j; l++) t += ppdl_layer_time(&c->layers[l], recompute ? recompute[l - i] : 0);
     if (i == 0) t += c->input_ms;         /* the first stage reads the inputs */
     if (j == c->L - 1) t += c->target_ms; /* the last stage the targets */
     return t / speed;
@@ -33,12 +33,12 @@ double ppdl_stage_opt_ms(const ppdl_costs *c, int i, int j, double speed)
     return t / speed;
 }
 
-double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *opt, int n)
+double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *recompute, int n)
 {
     double params = 0, stash = 0;
     for (int l = i; l <= j; l++) {
         params += c->layers[l].param_bytes;
-        stash += c->layers[l].stash_bytes[opt ? opt[l - i] : 0];
+        stash += c->layers[l].stash_bytes[recompute ? recompute[l - i] : 0];
     }
     return c->state_multiplier * params + (double)n * stash;
 }

@@ -71,12 +71,12 @@
 /* micro-batches stage s of S holds at once under the schedule (PPDL_SCHED_*) */
 int ppdl_in_flight(int schedule, int S, int M, int s);
 
-/* time_s of layers i..j under options opt[0..j-i] (NULL: all 0) on a rank of `speed` */
-double ppdl_stage_time(const ppdl_costs *c, int i, int j, const int *opt, double speed);
+/* time_s of layers i..j under options recompute[0..j-i] (NULL: all 0) on a rank of `speed` */
+double ppdl_stage_time(const ppdl_costs *c, int i, int j, const int *recompute, double speed);
 /* the optimizer step of layers i..j on a rank of `speed` (0 without optimizer_ms) */
 double ppdl_stage_opt_ms(const ppdl_costs *c, int i, int j, double speed);
-/* mem_s of layers i..j under options opt (NULL: all 0) with n micro-batches in flight */
-double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *opt, int n);
+/* mem_s of layers i..j under options recompute (NULL: all 0) with n micro-batches in flight */
+double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *recompute, int n);
 /* link_s after layer j from rank a to rank b, in ms */
 double ppdl_link_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int j, int a, int b);
 

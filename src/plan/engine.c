@@ -167,7 +167,7 @@ void ctx_free(plan_ctx *x)
 // ----------------------------------------------------------------------------
 // Pareto frontiers of (stash, extra) per segment
 
-static void pool_push(plan_ctx *x, double stash, double extra, int nrc, int parent, int opt)
+static void pool_push(plan_ctx *x, double stash, double extra, int nrc, int parent, int option)
 {
     if (x->n_pts == x->cap_pts) {
         x->cap_pts = x->cap_pts ? 2 * x->cap_pts : 4096;
@@ -183,7 +183,7 @@ static void pool_push(plan_ctx *x, double stash, double extra, int nrc, int pare
     x->pt_extra[x->n_pts] = extra;
     x->pt_nrc[x->n_pts] = nrc;
     x->pt_parent[x->n_pts] = parent;
-    x->pt_opt[x->n_pts] = (unsigned char)opt;
+    x->pt_opt[x->n_pts] = (unsigned char)option;
     x->n_pts++;
 }
 
