@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch_step import batch, forward, load_model  # noqa: E402
