@@ -71,3 +71,15 @@ timed_ok() {
     ok $? "$2"
   fi
 }
+# skip_ok DESCRIPTION REASON: a visible SKIP for a check this machine cannot make
+skip_ok() { n_tap=$((n_tap + 1)); echo "ok $n_tap - $1 # SKIP $2"; }
+# no_cuda_ok DESCRIPTION REASON: a CUDA check that cannot run here. A SKIP, except where
+# PPDL_REQUIRE_CUDA=1 (tests/gpu/run sets it on the GPU machine): there a GPU that does
+# not work is a failure, not a skip
+no_cuda_ok() {
+  if [ "${PPDL_REQUIRE_CUDA:-0}" = 1 ]; then
+    ok 1 "$1 (PPDL_REQUIRE_CUDA=1, but CUDA is not usable: $2)"
+  else
+    skip_ok "$1" "$2"
+  fi
+}

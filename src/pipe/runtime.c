@@ -99,6 +99,8 @@ struct ppdl_runtime {
     MPI_Request *grad_reqs;    /* [nl] */
     ppdl_xfer *grad_x;         /* [nl] their host staging */
     int grads_posted;          /* this step's all-reduces have been started */
+    float test_grad_scale;     /* PPDL_TEST_GRAD_SCALE, a planted bug (test_grad_scale_of); 1 */
+    long test_fail_step;       /* PPDL_TEST_FAIL_STEP, a planted error (test_fail_step_of); -1 */
     double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
     char nonfinite_what[256];
 };
@@ -171,6 +173,32 @@ static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb)
     if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, mb, t0, t1);
 }
 
+/* PPDL_TEST_GRAD_SCALE=RANK:FACTOR, a planted bug for the tests' negative controls:
+ * rank RANK multiplies every gradient of its stage by FACTOR after the step's last
+ * backward, before the replicas sum them (tests/oracle, tests/mpi/hybrid.sh show that
+ * their comparisons see a wrong gradient scale). Unset, or another rank: 1. */
+static float test_grad_scale_of(int rank)
+{
+    const char *s = getenv("PPDL_TEST_GRAD_SCALE");
+    int r;
+    float f;
+    if (!s || sscanf(s, "%d:%f", &r, &f) != 2 || r != rank) return 1.0f;
+    return f;
+}
+
+/* PPDL_TEST_FAIL_STEP=RANK:STEP, for the fault tests: rank RANK dies with an internal
+ * error in the middle of step STEP (counting from 1), as a failed check would, so that
+ * the tests see one rank's error mid-step reach the user and end the job. Unset, or
+ * another rank: -1 (never). */
+static long test_fail_step_of(int rank)
+{
+    const char *s = getenv("PPDL_TEST_FAIL_STEP");
+    int r;
+    long k;
+    if (!s || sscanf(s, "%d:%ld", &r, &k) != 2 || r != rank || k < 1) return -1;
+    return k - 1;
+}
+
 ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                                   ppdl_batch_source src, ppdl_comm *comm)
 {
@@ -189,6 +217,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->model_first = st->first == 0;
     PPDL_CHECK(rt->last_stage == (st->last == st->model->L - 1), "the last stage must hold the last layer");
     rt->recompute = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
+    rt->test_grad_scale = test_grad_scale_of(comm->rank);
+    rt->test_fail_step = test_fail_step_of(comm->rank);
     for (int i = 0; i < rt->nl; i++) rt->recompute[i] = cfg->recompute ? cfg->recompute[i] : 0;
     rt->loss_rows = ppdl_model_loss_rows(st->model);
     rt->classes = ppdl_model_classes(st->model);
@@ -535,6 +565,9 @@ static void backward(ppdl_runtime *rt, int mb, int last)
         l->kind->backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, option);
         /* the last backward of the step finalises this layer's gradients: sum them
          * across replicas while the layers below are still computing */
+        if (last && rt->test_grad_scale != 1.0f && l->n_params)
+            ppdl_be_axpy(be, layer_grad_floats(rt, i), rt->test_grad_scale - 1.0f, l->params[0].grad,
+                         l->params[0].grad);
         if (last) {
             allreduce_layer_grads(rt, i);
             progress_allreduce(rt);
@@ -633,6 +666,11 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     for (int k = 0; k < rt->ops.n; k++) {
         const ppdl_op *op = &rt->ops.ops[k];
         double t_op = ppdl_now_s(), w_op = rt->comm->wait_s, t_post;
+        /* PPDL_TEST_FAIL_STEP (test_fail_step_of): a planted internal error halfway
+         * through this rank's op list, while the other ranks wait for its messages */
+        if (step == rt->test_fail_step && k == rt->ops.n / 2)
+            ppdl_die("PPDL_TEST_FAIL_STEP: the planted error of stage %d at step %ld, op %d of %d", rt->cfg.stage,
+                     step + 1, k, rt->ops.n);
         const void *send_buf;
         slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
         switch (op->kind) {

@@ -13,6 +13,9 @@ expect_fail() {  # expect_fail "description" "message pattern" N ARGS...
   [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 137 ] && grep -q -- "$pat" "$tmp/out" &&
     ! grep -q "BAD TERMINATION" "$tmp/out"
   ok $? "$what (exit $rc, every rank ended by itself)"
+  # printed once: by the lowest rank that found it, not by every rank
+  local n=$(grep -c -- "$pat" "$tmp/out")
+  [ "$n" = 1 ]; ok $? "$what: the message is printed once (seen $n times)"
   grep -q -- "$pat" "$tmp/out" || sed 's/^/#   /' "$tmp/out" | tail -3
 }
 "$PPDL_INIT" --preset mlp-tiny --set n_layers=3 -o "$tmp/m3.h5" >/dev/null

@@ -8,8 +8,12 @@
 # MPI_Iallreduce. Both add the replicas' partial sums in another order than one rank
 # accumulates them, so the comparison with 1 rank has a float tolerance:
 # losses within 1e-5 relative, weights within 1e-5 absolute after 3 AdamW steps
-# (rounding is ~1e-7 relative per sum; AdamW's first steps move weights by ~lr = 1e-3,
-# so a wrong sum, a missing or doubled replica, is off by ~1e-3 and fails).
+# (rounding is ~1e-7 relative per sum). The runs use --lr 0.05 --eps 1: with AdamW's
+# default eps an update is ~lr * sign(grad) whatever the gradient's size, so a
+# replica summed twice or averaged instead of summed would move the weights by only
+# ~eps/|grad| and pass; with eps = 1 an update is ~lr * m, linear in the gradient, and
+# a wrong scale moves the weights by ~lr |grad|. Negative control: one replica's
+# gradients doubled (PPDL_TEST_GRAD_SCALE, a planted bug in the runtime) must fail.
 . "$top_srcdir/tests/lib.sh"
 close_losses() {
   "$PYTHON_ORACLE" - "$1" "$2" <<'PY'
@@ -21,7 +25,7 @@ PY
 }
 run() {  # run NAME N ARGS...
   local name=$1 n=$2; shift 2
-  mpirun_n "$n" "$@" --steps 3 --batch-size 8 --micro-batches 4 --threads 1 \
+  mpirun_n "$n" "$@" --steps 3 --batch-size 8 --micro-batches 4 --threads 1 --lr 0.05 --eps 1 \
     --report "$tmp/$name.json" --save "$tmp/$name.h5" >"$tmp/$name.log" 2>&1
 }
 for fam in gpt mlp cnn; do
@@ -82,6 +86,16 @@ for sched in 1f1b gpipe; do
   [ $? = 0 ] && close_losses "$tmp/gpt-netem-$sched.json" "$tmp/gpt-1.json" &&
     h5diff -d 1e-5 "$tmp/gpt-netem-$sched.h5" "$tmp/gpt-1.h5" >/dev/null 2>&1
   ok $? "gpt $sched, 2 stages x 2 replicas under --netem (ring all-reduce) trains like 1 rank"
+done
+# the negative control: replica 1 of stage 1 (rank 1) doubles its gradients
+for sched in 1f1b gpipe; do
+  PPDL_TEST_GRAD_SCALE=1:2 run gpt-doubled-$sched 4 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --plan "$tmp/gpt-4.json" \
+    --schedule $sched
+  rc=$?
+  [ $rc = 0 ] && close_losses "$tmp/gpt-doubled-$sched.json" "$tmp/gpt-1.json" &&
+    h5diff -d 1e-5 "$tmp/gpt-doubled-$sched.h5" "$tmp/gpt-1.h5" >/dev/null 2>&1
+  [ $? != 0 ] && [ $rc = 0 ]
+  ok $? "gpt $sched, 2 stages x 2 replicas, one replica's gradients doubled: trains (status $rc) and fails the comparison"
 done
 # too few micro-batches for the replicas is an error, not idle ranks
 mpirun_n 4 "$tmp/mlp.h5" --data "$tmp/mlp-data.h5" --plan dp --micro-batches 2 --batch-size 8 >"$tmp/e.log" 2>&1

@@ -101,8 +101,12 @@ if not all(len({node(r) for r in s.get("ranks", [s["rank"]])}) == 1 for s in st)
         sum(a != b for a, b in zip(seq, seq[1:])) != 1:
     print("plan %s" % plan)
 PYEOF
-) || out="cannot read the plan of $tmp/b.json $out"
-timed_ok "$out" "the plan keeps every all-reduce inside a node and crosses the slow link once${out:+ ($out)}"
+)
+if [ $? = 0 ]; then
+  timed_ok "$out" "the plan keeps every all-reduce inside a node and crosses the slow link once${out:+ ($out)}"
+else  # not a timing: the report is missing or broken
+  ok 1 "the plan keeps every all-reduce inside a node and crosses the slow link once (cannot read the plan of $tmp/b.json: $out)"
+fi
 close_losses "$tmp/b.json" "$tmp/r1.json"
 ok $? "and it trains like one rank (losses within 1e-5)"
 for cl in c probed; do
@@ -128,6 +132,9 @@ PYEOF
 rc=$?
 echo "$found" | grep '^#'
 out=$(echo "$found" | grep -v '^#')
-[ $rc = 0 ] || out="the comparison of ppdl-plan --compare's tables failed (exit $rc) $out"
-timed_ok "$out" "the probed cluster predicts the given one's T for ppdl's plan and for dp within 25%${out:+ ($out)}"
+if [ $rc = 0 ]; then
+  timed_ok "$out" "the probed cluster predicts the given one's T for ppdl's plan and for dp within 25%${out:+ ($out)}"
+else  # not a timing: a table that cannot be read
+  ok 1 "the probed cluster predicts the given one's T for ppdl's plan and for dp within 25% (the comparison of ppdl-plan --compare's tables failed, exit $rc: $out)"
+fi
 finish

@@ -29,8 +29,10 @@ json.dump({"ranks": n, "bandwidth_Bps": bw, "latency_s": lat,
 EOF
 }
 
-# compare a probed file with the truth; prints the pairs out of tolerance
-compare() {  # compare TRUTH.json PROBED.json
+# compare TRUTH.json PROBED.json: prints the links out of tolerance and exits 3 when
+# there are any (a timing miss, for timed_ok); any other non-zero status is a broken
+# file or comparison (a Python traceback), a plain failure, never a skip
+compare() {
   "$PY" - "$1" "$2" <<'EOF'
 import json, sys
 t, p = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
@@ -44,7 +46,7 @@ for i in range(n):
             print("#   %d->%d bandwidth %.3g B/s, emulated %.3g (off by %.0f%%)" % (i, j, bp, bt, 100 * (bp / bt - 1))); bad += 1
         if abs(lp - lt) > max(0.20 * lt, 20e-6):
             print("#   %d->%d latency %.1f us, emulated %.1f us" % (i, j, lp * 1e6, lt * 1e6)); bad += 1
-sys.exit(1 if bad else 0)
+sys.exit(3 if bad else 0)
 EOF
 }
 
@@ -72,16 +74,27 @@ for case in two:4:'[[0, 1], [2, 3]]' ring:4:'[[0, 1, 2, 3]]' slow:3:'[[0, 1], [2
       >"$tmp/$name.log" 2>&1
     rc=$?
     out=$(compare "$tmp/$name.json" "$tmp/$name-probed.json" 2>&1)
+    crc=$?
     got=$(nodes_of "$tmp/$name-probed.json" 2>&1)
+    grc=$?
+    { [ $crc != 0 ] && [ $crc != 3 ]; } || [ $grc != 0 ] && break  # broken, not late: no retry
     [ -z "$out" ] && [ "$got" = "$want" ] && break
     [ $attempt != 3 ] && diag "$name: attempt $attempt out of tolerance (load: $(cut -d' ' -f1-3 /proc/loadavg)), again:" &&
       echo "$out" && diag "  nodes $got"
   done
   ok $rc "$name: $n ranks probe the emulated network"
-  timed_ok "$out" "$name: every pair's bandwidth within 10% and latency within 20% or 20 us"
-  [ -n "$out" ] && echo "$out" && sed 's/^/#   /' "$tmp/$name.log"
-  wrong=; [ "$got" = "$want" ] || wrong="got $got"
-  timed_ok "$wrong" "$name: nodes $want (got $got)"
+  if [ $crc = 0 ] || [ $crc = 3 ]; then
+    timed_ok "$out" "$name: every pair's bandwidth within 10% and latency within 20% or 20 us"
+  else
+    ok 1 "$name: every pair's bandwidth within 10% and latency within 20% or 20 us (the comparison failed, exit $crc)"
+  fi
+  [ -n "$out" ] && echo "$out" | sed 's/^\([^#]\)/# \1/' && sed 's/^/#   /' "$tmp/$name.log"
+  if [ $grc = 0 ]; then
+    wrong=; [ "$got" = "$want" ] || wrong="got $got"
+    timed_ok "$wrong" "$name: nodes $want (got $got)"
+  else
+    ok 1 "$name: nodes $want (the probed file has no nodes: $(echo "$got" | tail -1))"
+  fi
 done
 
 # ---- the probe on its own: 1 rank, and 3 ranks sharing this host ----

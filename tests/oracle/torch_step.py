@@ -8,7 +8,16 @@ ppdl's --report) and every weight after the last step (from ppdl's --save).
 Prints TAP lines; exits non-zero on any mismatch.
 
 usage: torch_step.py MODEL.h5 DATA.h5 REPORT.json TRAINED.h5 --batch-size B --steps K
-                     [--lr X] [--weight-decay X]
+                     [--lr X] [--weight-decay X] [--eps X]
+
+Scale: with AdamW's eps small against |grad| (the default 1e-8), an update is about
+lr * sign(grad) whatever the gradient's size, so a run whose every gradient is off by a
+constant factor (replicas averaged instead of summed, a wrong 1/B) moves the weights
+by ~eps / |grad| relatively: invisible. With --eps 1 (and ppdl run with the same) an
+update is lr * m / (sqrt(v) + 1), which for |grad| << 1 is lr * m, linear in the
+gradient: then a factor 2 on any gradient moves its weights by ~lr * |grad| and the
+weight check sees it (tests/oracle/torch_oracle.sh runs both, and a planted doubled
+gradient, PPDL_TEST_GRAD_SCALE, must fail the scale-sensitive one).
 """
 import argparse
 import json
@@ -116,12 +125,13 @@ def main():
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=1e-2)
+    ap.add_argument("--eps", type=float, default=1e-8)
     args = ap.parse_args()
     torch.set_num_threads(1)
 
     root, layers = load_model(args.model)
     params = [p for _, _, ps in layers for p in ps.values()]
-    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=args.weight_decay)
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999), eps=args.eps, weight_decay=args.weight_decay)
     with open(args.report) as f:
         report = json.load(f)
     family = attr_str(root["family"])
@@ -148,9 +158,10 @@ def main():
         check(abs(ours - loss.item()) <= 2e-5 * abs(loss.item()) + 1e-6,
               f"step {step} loss ppdl {ours:.7f} torch {loss.item():.7f}")
 
-    # every weight after the last update: AdamW's first steps move each weight by about
-    # lr * sign(grad), so the comparison is sensitive to every gradient's sign and scale;
-    # 2e-6 absolute is ~100 float32 ulps at |w| ~ 0.02-1 and far below lr (1e-3)
+    # every weight after the last update. With the default eps, AdamW's first steps
+    # move each weight by about lr * sign(grad): the comparison sees every gradient's
+    # sign, not its scale (see the top: --eps 1 makes it scale-sensitive). 2e-6
+    # absolute is ~100 float32 ulps at |w| ~ 0.02-1 and far below lr (1e-3)
     worst = (0.0, "")
     with h5py.File(args.trained, "r") as f:
         for (kind, _, ps), key in zip(layers, sorted(f["layers"].keys())):

@@ -955,8 +955,14 @@ int main(int argc, char **argv)
 
     /* 3. CUDA against CPU */
     if (!probe(why, sizeof why)) {
-        diag("part 3: CUDA against CPU: skipped (%s)", why);
-        skip(1, why);
+        const char *req = getenv("PPDL_REQUIRE_CUDA");
+        if (req && !strcmp(req, "1")) {
+            /* on the GPU machine (tests/gpu/run) a device that does not work fails */
+            ok(0, "PPDL_REQUIRE_CUDA=1: the CUDA backend is usable (%s)", why);
+        } else {
+            diag("part 3: CUDA against CPU: skipped (%s)", why);
+            skip(1, why);
+        }
         free(H);
         ppdl_backend_destroy(ref);
         done_testing();

@@ -1,7 +1,9 @@
 /* test_profile.c — the layer profile (prof/profile.c): with room for the whole model it
  * times the layers in their order, without room it falls back to timing each layer
  * alone; either way every time is a positive, finite number, the bytes are the model's,
- * and the device's memory is all given back. */
+ * and the device's memory is all given back. The bytes are also checked against the
+ * shapes written out here from the hyperparameters (DESIGN.md's parameter shapes), not
+ * only against ppdl_costs_from_model, which the profiler itself calls. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +31,34 @@ static int costs_sane(const ppdl_costs *c, const ppdl_model *m, int b)
     return good;
 }
 
+/* param_bytes and out_bytes from the hyperparameters alone, for gpt and mlp: 0 when
+ * every layer has the bytes its shapes give */
+static int bytes_by_hand(const ppdl_costs *c, const ppdl_model *m, int b)
+{
+    int bad = 0;
+    for (int l = 0; l < c->L; l++) {
+        double params = -1, out = -1;
+        if (!strcmp(m->family, "gpt")) {
+            double V = m->vocab_size, T = m->seq_len, C = m->d_model;
+            if (l == 0) params = V * C + T * C, out = b * T * C;                      /* wte, wpe */
+            else if (l < c->L - 1) params = 12 * C * C + 13 * C, out = b * T * C;     /* a block */
+            else params = 2 * C + V * C;                                              /* ln_f, lm_head */
+        } else if (!strcmp(m->family, "mlp")) {
+            double in = l == 0 ? m->in_features : m->hidden, o = l == c->L - 1 ? m->n_classes : m->hidden;
+            params = in * o + o, out = b * o;                                         /* weight, bias */
+        }
+        if (params >= 0 && c->layers[l].param_bytes != 4 * params) {
+            diag("layer %d: param_bytes %.0f, the shapes give %.0f", l, c->layers[l].param_bytes, 4 * params);
+            bad = 1;
+        }
+        if (out >= 0 && c->layers[l].out_bytes != 4 * out) {
+            diag("layer %d: out_bytes %.0f, the shapes give %.0f", l, c->layers[l].out_bytes, 4 * out);
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
 static void one_family(ppdl_backend *be, const char *preset, int b)
 {
     char err[PPDL_ERR_LEN] = "";
@@ -47,6 +77,8 @@ static void one_family(ppdl_backend *be, const char *preset, int b)
     if (rc == 0) {
         ok(c.ordered == 1, "%s: the device holds the model, so the layers were timed in their order", preset);
         ok(costs_sane(&c, &m, b), "%s: every time positive and finite, the bytes the model's", preset);
+        if (strcmp(m.family, "cnn"))
+            ok(bytes_by_hand(&c, &m, b) == 0, "%s: param_bytes and out_bytes as the shapes give them", preset);
         ppdl_costs_free(&c);
     }
     ok(ppdl_be_in_use(be) == 0, "%s: all device memory given back (%zu bytes left)", preset, ppdl_be_in_use(be));
@@ -78,6 +110,7 @@ static void fallback(ppdl_backend *be)
     if (rc == 0) {
         ok(c.ordered == 0, "no room for the whole model: each layer was timed alone");
         ok(costs_sane(&c, &m, 4), "every time positive and finite under the limit");
+        ok(bytes_by_hand(&c, &m, 4) == 0, "mlp 8 x 512: param_bytes and out_bytes as the shapes give them");
         ppdl_costs_free(&c);
     }
     ok(ppdl_be_in_use(be) == 0, "all device memory given back (%zu bytes left)", ppdl_be_in_use(be));
