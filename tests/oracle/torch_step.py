@@ -8,7 +8,7 @@ ppdl's --report) and every weight after the last step (from ppdl's --save).
 Prints TAP lines; exits non-zero on any mismatch.
 
 usage: torch_step.py MODEL.h5 DATA.h5 REPORT.json TRAINED.h5 --batch-size B --steps K
-                     [--lr X] [--weight-decay X] [--eps X]
+                     [--lr X] [--weight-decay X] [--eps X] [--beta1 X] [--beta2 X]
 
 Scale: with AdamW's eps small against |grad| (the default 1e-8), an update is about
 lr * sign(grad) whatever the gradient's size, so a run whose every gradient is off by a
@@ -126,12 +126,14 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=1e-2)
     ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
     args = ap.parse_args()
     torch.set_num_threads(1)
 
     root, layers = load_model(args.model)
     params = [p for _, _, ps in layers for p in ps.values()]
-    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.999), eps=args.eps, weight_decay=args.weight_decay)
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=args.weight_decay)
     with open(args.report) as f:
         report = json.load(f)
     family = attr_str(root["family"])
