@@ -25,6 +25,7 @@
 #include "io/data_io.h"
 #include "net/cluster.h"
 #include "net/comm.h"
+#include "nn/lr_schedule.h"
 #include "nn/model.h"
 #include "nn/stage.h"
 #include "pipe/runtime.h"
@@ -43,6 +44,11 @@ typedef struct options {
     const char *papi;          /* --papi EVENTS */
     const char *method;        /* --method: the planner's method for --plan auto */
     double lr, beta1, beta2, eps, weight_decay;
+    /* the learning-rate schedule (nn/lr_schedule.h) and gradient clipping */
+    const char *lr_schedule_name;
+    long warmup, decay_steps;          /* decay_steps 0: --steps */
+    double min_lr, min_lr_ratio;       /* < 0: not given */
+    double decay_fraction, clip_grad_norm;
     /* checkpoints: every `checkpoint_every` steps, or every `checkpoint_every_s` s */
     const char *checkpoint, *resume;
     long checkpoint_every, step_delay_ms;
@@ -57,6 +63,7 @@ typedef struct options {
     int micro_batch_size;      /* b = B / M, samples per micro-batch */
     int resume_auto;           /* --resume auto */
     int record_events;         /* --trace or --timeline: the runtime records its events */
+    ppdl_lr_schedule lr_sched; /* the learning rate of every step */
 } options;
 
 /* Parse argv (every rank alike). 0: run; 1: --help; 2: --version; -1: a bad option,

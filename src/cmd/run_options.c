@@ -36,6 +36,18 @@ void run_options_usage(FILE *f)
 "  --micro-batches M       micro-batches per step; must divide B (default 4)\n"
 "  --lr X                  AdamW learning rate (default 1e-3)\n"
 "  --weight-decay X        AdamW weight decay (default 1e-2); --beta1, --beta2, --eps too\n"
+"  --lr-schedule constant|cosine|linear|wsd\n"
+"                          the learning rate of each step (default constant), llm.c's\n"
+"                          formulas: after --warmup K steps rising linearly to --lr,\n"
+"                          cosine: min + (lr - min)(1 + cos(pi r))/2, linear:\n"
+"                          lr - (lr - min) r, with r going 0 -> 1 up to --decay-steps\n"
+"                          (default --steps); wsd: --lr until the last --decay-fraction\n"
+"                          F (default 0.2) of the steps after the warm-up, then\n"
+"                          min + (lr - min)(1 - sqrt(r)) over them\n"
+"  --warmup K, --min-lr X (or --min-lr-ratio R: R x lr), --decay-steps K, --decay-fraction F\n"
+"  --clip-grad-norm X      scale every gradient by min(1, X / ||g||), ||g|| the L2 norm\n"
+"                          over all parameters of the model (every stage; a replicated\n"
+"                          stage once): the same bits on any number of ranks\n"
 "  --seed S                recorded in the report (data order is sequential)\n"
 "  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
 "                          stop, naming the step, stage and layer; nothing is written)\n"
@@ -134,10 +146,15 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
     o->eps = 1e-8;
     o->weight_decay = 1e-2;
     o->seed = 1234;
+    o->lr_schedule_name = "constant";
+    o->min_lr = -1;
+    o->min_lr_ratio = -1;
+    o->decay_fraction = 0.2;
     enum { O_DATA = 256, O_STEPS, O_BATCH, O_MICRO, O_SCHED, O_PLAN, O_MEM, O_LR, O_WD, O_B1, O_B2,
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
-           O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_HELP, O_VERSION };
+           O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
+           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -155,6 +172,10 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
         {"skip-nonfinite", no_argument, 0, O_SKIPNF}, {"papi", required_argument, 0, O_PAPI},
         {"method", required_argument, 0, O_METHOD},
+        {"lr-schedule", required_argument, 0, O_LR_SCHED}, {"warmup", required_argument, 0, O_WARMUP},
+        {"min-lr", required_argument, 0, O_MIN_LR}, {"min-lr-ratio", required_argument, 0, O_MIN_LR_RATIO},
+        {"decay-steps", required_argument, 0, O_DECAY_STEPS}, {"decay-fraction", required_argument, 0, O_DECAY_FRAC},
+        {"clip-grad-norm", required_argument, 0, O_CLIP},
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
         {"step-delay", required_argument, 0, O_STEP_DELAY},
@@ -256,6 +277,30 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
             o->method = a;
             break;
         }
+        case O_LR_SCHED:
+            if (ppdl_lr_parse(a) < 0)
+                return ppdl_errf(err, errlen, "--lr-schedule %s: expected constant, cosine, linear or wsd", a);
+            o->lr_schedule_name = a;
+            break;
+        case O_WARMUP:
+            if (ppdl_parse_int(a, 0, LONG_MAX / 2, &o->warmup)) return ppdl_errf(err, errlen, "--warmup %s: expected a number of steps >= 0", a);
+            break;
+        case O_MIN_LR:
+            if (ppdl_parse_float(a, 0, 10, &o->min_lr)) return ppdl_errf(err, errlen, "--min-lr %s: expected a number in [0, 10]", a);
+            break;
+        case O_MIN_LR_RATIO:
+            if (ppdl_parse_float(a, 0, 1, &o->min_lr_ratio)) return ppdl_errf(err, errlen, "--min-lr-ratio %s: expected a number in [0, 1]", a);
+            break;
+        case O_DECAY_STEPS:
+            if (ppdl_parse_int(a, 1, LONG_MAX / 2, &o->decay_steps)) return ppdl_errf(err, errlen, "--decay-steps %s: expected a number of steps >= 1", a);
+            break;
+        case O_DECAY_FRAC:
+            if (ppdl_parse_float(a, 0, 1, &o->decay_fraction)) return ppdl_errf(err, errlen, "--decay-fraction %s: expected a number in [0, 1]", a);
+            break;
+        case O_CLIP:
+            if (ppdl_parse_float(a, 0, 1e30, &o->clip_grad_norm) || !(o->clip_grad_norm > 0))
+                return ppdl_errf(err, errlen, "--clip-grad-norm %s: expected a norm > 0 (e.g. 1.0)", a);
+            break;
         case 'h':
         case O_HELP: return 1;
         case O_VERSION: return 2;
@@ -291,6 +336,20 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
     o->micro_batch_size = (int)(o->batch_size / o->micro_batches);
     o->resume_auto = o->resume && !strcmp(o->resume, "auto");
     o->record_events = o->trace || o->timeline;
+    if (o->min_lr >= 0 && o->min_lr_ratio >= 0)
+        return ppdl_errf(err, errlen, "--min-lr and --min-lr-ratio both given: give one");
+    ppdl_lr_schedule *ls = &o->lr_sched;
+    ls->kind = ppdl_lr_parse(o->lr_schedule_name);
+    ls->lr = o->lr;
+    ls->min_lr = o->min_lr >= 0 ? o->min_lr : o->min_lr_ratio >= 0 ? o->min_lr_ratio * o->lr : 0;
+    ls->warmup = o->warmup;
+    ls->decay_steps = o->decay_steps ? o->decay_steps : o->steps;
+    ls->decay_fraction = o->decay_fraction;
+    if (ls->min_lr > o->lr)
+        return ppdl_errf(err, errlen, "--min-lr %g is above --lr %g: the schedule decays from --lr to it", ls->min_lr, o->lr);
+    if (ls->kind != PPDL_LR_CONSTANT && ls->decay_steps <= ls->warmup)
+        return ppdl_errf(err, errlen, "--decay-steps %ld (default --steps) must be above --warmup %ld: the %s "
+                                      "decay runs between them", ls->decay_steps, ls->warmup, o->lr_schedule_name);
     return 0;
 }
 

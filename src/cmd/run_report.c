@@ -68,6 +68,15 @@ void run_print_header(const run *r)
             printf("note: AdamW's hyperparameters differ from the checkpoint's (lr %g, betas %g %g, eps %g, "
                    "weight decay %g): the command line's are used\n", ck->lr, ck->beta1, ck->beta2, ck->eps,
                    ck->weight_decay);
+        const ppdl_lr_schedule *ls = &o->lr_sched;
+        /* decay steps, floor and fraction matter only to a decaying schedule */
+        if (strcmp(ck->lr_schedule, ppdl_lr_name(ls->kind)) || ck->warmup != ls->warmup ||
+            ck->clip_grad_norm != o->clip_grad_norm ||
+            (ls->kind != PPDL_LR_CONSTANT && (ck->decay_steps != ls->decay_steps || ck->min_lr != ls->min_lr ||
+                                              ck->decay_fraction != ls->decay_fraction)))
+            printf("note: the learning-rate schedule or clipping differs from the checkpoint's (%s, warmup %lld, "
+                   "decay steps %lld, min lr %g, decay fraction %g, clip %g): the command line's is used\n",
+                   ck->lr_schedule, ck->warmup, ck->decay_steps, ck->min_lr, ck->decay_fraction, ck->clip_grad_norm);
         if (r->start_step >= o->steps)
             printf("nothing to train: the checkpoint has %ld steps, --steps is %ld\n", r->start_step, o->steps);
     }
@@ -203,6 +212,12 @@ void run_write_report(run *r)
     json_object_set_new(rep, "threads", json_integer(r->threads));
     json_object_set_new(rep, "backend", json_string(ppdl_be_name(r->be)));
     json_object_set_new(rep, "seed", json_integer(o->seed));
+    const ppdl_lr_schedule *ls = &o->lr_sched;
+    json_object_set_new(rep, "lr_schedule",
+                        json_pack("{s:s, s:f, s:f, s:I, s:I, s:f}", "kind", ppdl_lr_name(ls->kind), "lr", ls->lr,
+                                  "min_lr", ls->min_lr, "warmup", (json_int_t)ls->warmup, "decay_steps",
+                                  (json_int_t)ls->decay_steps, "decay_fraction", ls->decay_fraction));
+    json_object_set_new(rep, "clip_grad_norm", o->clip_grad_norm > 0 ? json_real(o->clip_grad_norm) : json_null());
     char *pj = ppdl_plan_to_json(&r->plan);
     json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));
     free(pj);

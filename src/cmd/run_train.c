@@ -31,7 +31,10 @@ void run_write_checkpoint(run *r, long done, double at_s)
         .adam_t = ppdl_runtime_adam_t(r->rt), .seed = o->seed, .batch_size = o->batch_size,
         .micro_batches = o->micro_batches, .ranks = r->n_ranks, .lr = o->lr, .beta1 = o->beta1,
         .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay, .plan_json = c->plan_json,
+        .warmup = o->lr_sched.warmup, .decay_steps = o->lr_sched.decay_steps, .min_lr = o->lr_sched.min_lr,
+        .decay_fraction = o->lr_sched.decay_fraction, .clip_grad_norm = o->clip_grad_norm,
     };
+    snprintf(info.lr_schedule, sizeof info.lr_schedule, "%s", ppdl_lr_name(o->lr_sched.kind));
     snprintf(info.schedule, sizeof info.schedule, "%s", ppdl_schedule_name(o->schedule));
     ppdl_ckpt_stats cs;
     int rc = ppdl_ckpt_write(c->ckpt, o->checkpoint, MPI_COMM_WORLD, h.a[0], h.a[1], h.a[2], &info, &cs,
@@ -112,6 +115,8 @@ typedef struct step_log {
     int loss_rows;
     double flops_step;
     train_totals *t;           /* rank 0's totals and per-step entries */
+    double lr[2], grad_norm[2]; /* of the step in flight (the same on every rank) */
+    int show_lr, show_norm;    /* the progress line shows them (a schedule, clipping) */
 } step_log;
 
 static void step_log_finish(step_log *lg)
@@ -145,10 +150,15 @@ static void step_log_finish(step_log *lg)
     json_object_set_new(js, "loss", json_real(loss));
     json_object_set_new(js, "ms", json_real(ms));
     json_object_set_new(js, "bubble", json_real(bubble));
+    json_object_set_new(js, "lr", json_real(lg->lr[step % 2]));
+    if (lg->grad_norm[step % 2] >= 0) json_object_set_new(js, "grad_norm", json_real(lg->grad_norm[step % 2]));
     json_array_append_new(lg->t->steps_json, js);
     if ((step + 1) % lg->log_every == 0 || step == lg->start_step || step + 1 == o->steps) {
-        printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%\n", step + 1,
+        printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%", step + 1,
                o->steps, loss, ms, o->batch_size / (ms / 1e3), lg->flops_step / (ms / 1e3) / 1e9, 100 * bubble);
+        if (lg->show_lr) printf("  lr %.3e", lg->lr[step % 2]);
+        if (lg->show_norm) printf("  norm %.4f", lg->grad_norm[step % 2]);
+        printf("\n");
         fflush(stdout);
     }
 }
@@ -157,6 +167,8 @@ static void step_log_finish(step_log *lg)
 static void step_log_post(step_log *lg, long step, const ppdl_step_stats *stats)
 {
     step_log_finish(lg);
+    lg->lr[step % 2] = stats->lr;
+    lg->grad_norm[step % 2] = stats->grad_norm;
     double *mine = lg->mine[step % 2];
     mine[0] = stats->loss_sum;
     mine[1] = stats->step_ms;
@@ -196,7 +208,9 @@ void run_train(run *r)
     step_log lg = {.rank = r->rank, .n_ranks = r->n_ranks, .pending = -1, .comm = &r->comm, .o = o,
                    .start_step = r->start_step,
                    .log_every = o->log_every ? o->log_every : (o->steps > 20 ? o->steps / 20 : 1),
-                   .loss_rows = ppdl_model_loss_rows(&r->model), .flops_step = r->flops_step, .t = t};
+                   .loss_rows = ppdl_model_loss_rows(&r->model), .flops_step = r->flops_step, .t = t,
+                   .show_lr = o->lr_sched.kind != PPDL_LR_CONSTANT || o->lr_sched.warmup > 0,
+                   .show_norm = o->clip_grad_norm > 0};
     for (int k = 0; k < 2; k++)
         lg.all[k] = r->rank == 0 ? ppdl_xmalloc(3 * (size_t)r->n_ranks * sizeof(double)) : NULL;
     ctl->t_prev = ppdl_now_s();
@@ -205,6 +219,7 @@ void run_train(run *r)
         if (ctl->ckpt) step_log_finish(&lg);
         if (step > r->start_step && between_steps(r, step)) break;
         ppdl_step_stats stats;
+        ppdl_runtime_set_lr(r->rt, ppdl_lr_at(&o->lr_sched, step));
         ppdl_runtime_step(r->rt, step, &stats);
         add_step_times(&r->mine, &stats);
         if (stats.nonfinite_stage >= 0) {

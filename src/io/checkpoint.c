@@ -381,6 +381,12 @@ static void create_structure(const ppdl_ckpt *k, hid_t f, const ppdl_ckpt_info *
     put_i64(train, "micro_batches", info->micro_batches, path);
     put_i64(train, "ranks", info->ranks, path);
     put_str(train, "schedule", info->schedule, path);
+    put_str(train, "lr_schedule", info->lr_schedule[0] ? info->lr_schedule : "constant", path);
+    put_i64(train, "warmup", info->warmup, path);
+    put_f64(train, "min_lr", info->min_lr, path);
+    put_i64(train, "decay_steps", info->decay_steps, path);
+    put_f64(train, "decay_fraction", info->decay_fraction, path);
+    put_f64(train, "clip_grad_norm", info->clip_grad_norm, path);
     put_str(train, "plan", info->plan_json ? info->plan_json : "", path);
     hsize_t dims[2] = {(hsize_t)m->L, 3};
     hid_t space = H5Screate_simple(2, dims, NULL);
@@ -848,6 +854,19 @@ static int read_info(ppdl_h5_ctx *c, hid_t f, const ppdl_model *m, ppdl_ckpt_inf
     snprintf(info->schedule, sizeof info->schedule, "%s", s);
     free(s);
     if (!(info->plan_json = get_string(c, train, "/train", "plan"))) goto out;
+    /* the schedule and clipping: optional (checkpoints before they existed) */
+    snprintf(info->lr_schedule, sizeof info->lr_schedule, "constant");
+    if (H5Aexists(train, "lr_schedule") > 0) {
+        if (!(s = get_string(c, train, "/train", "lr_schedule"))) goto out;
+        snprintf(info->lr_schedule, sizeof info->lr_schedule, "%s", s);
+        free(s);
+        if (get_int(c, train, "/train", "warmup", 0, big, &info->warmup) ||
+            get_double(c, train, "/train", "min_lr", &info->min_lr) ||
+            get_int(c, train, "/train", "decay_steps", 0, big, &info->decay_steps) ||
+            get_double(c, train, "/train", "decay_fraction", &info->decay_fraction) ||
+            get_double(c, train, "/train", "clip_grad_norm", &info->clip_grad_norm))
+            goto out;
+    }
 
     if (H5Lexists(f, "optimizer", H5P_DEFAULT) <= 0) {
         ppdl_h5_fail(c, "group /optimizer is missing: not a complete checkpoint");

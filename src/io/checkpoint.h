@@ -46,6 +46,12 @@ typedef struct ppdl_ckpt_info {
     long long seed, batch_size, micro_batches, ranks;
     double lr, beta1, beta2, eps, weight_decay;
     char schedule[16];
+    /* the learning-rate schedule and clipping (README "Learning rate and clipping"):
+     * /train attributes lr_schedule, warmup, min_lr, decay_steps, decay_fraction,
+     * clip_grad_norm; older checkpoints have none: read as constant and zeros */
+    char lr_schedule[16];
+    long long warmup, decay_steps;
+    double min_lr, decay_fraction, clip_grad_norm;
     char *plan_json;           /* write: the caller's; read: malloc'd (ppdl_ckpt_info_free) */
 } ppdl_ckpt_info;
 

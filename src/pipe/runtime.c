@@ -81,6 +81,9 @@ struct ppdl_runtime {
     size_t in_bytes, out_bytes; /* per micro-batch, of the stage */
     int loss_rows, classes;
     int adam_t;
+    double lr;                 /* this step's learning rate (ppdl_runtime_set_lr) */
+    double *layer_sumsq;       /* [the model's L]: per layer, its gradients' sum of squares
+                                * (clip_grad_norm), 0 for other stages' layers */
     ppdl_mem_breakdown mem;
     /* receive pre-posting: index of the next RECV_ACT / RECV_GRAD op not yet posted */
     int next_act_recv, next_grad_recv;
@@ -217,6 +220,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->model_first = st->first == 0;
     PPDL_CHECK(rt->last_stage == (st->last == st->model->L - 1), "the last stage must hold the last layer");
     rt->recompute = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
+    rt->lr = cfg->lr;
+    rt->layer_sumsq = ppdl_xcalloc((size_t)st->model->L + 1, sizeof(double));
     rt->test_grad_scale = test_grad_scale_of(comm->rank);
     rt->test_fail_step = test_fail_step_of(comm->rank);
     for (int i = 0; i < rt->nl; i++) rt->recompute[i] = cfg->recompute ? cfg->recompute[i] : 0;
@@ -631,6 +636,36 @@ static int agree_nonfinite(ppdl_runtime *rt)
 
 const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt) { return rt->nonfinite_what; }
 
+/* The model's gradient norm, the same bits on every rank and for any plan
+ * (runtime.h: clip_grad_norm): per layer the sum of its tensors' sums of squares, in
+ * parameter order, from the first replica of each stage; an all-reduce in which each
+ * layer has one non-zero contribution; then every rank sums the layers in order. */
+static double global_grad_norm(ppdl_runtime *rt)
+{
+    ppdl_stage *st = rt->st;
+    int L = st->model->L;
+    double t0 = ppdl_now_s();
+    memset(rt->layer_sumsq, 0, (size_t)L * sizeof(double));
+    if (rt->cfg.replica == 0)
+        for (int l = st->first; l <= st->last; l++) {
+            const ppdl_layer *ly = &st->model->layers[l];
+            double layer = 0;
+            for (int i = 0; i < ly->n_params; i++) {
+                double ss = 0;
+                ppdl_be_sumsq(rt->be, ly->params[i].numel, ly->params[i].grad, &ss);
+                layer += ss;
+            }
+            rt->layer_sumsq[l] = layer;
+        }
+    record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+    MPI_Request req;
+    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, rt->layer_sumsq, L, MPI_DOUBLE, MPI_SUM, rt->comm->comm, &req));
+    wait_req(rt, &req, -1);
+    double total = 0;
+    for (int l = 0; l < L; l++) total += rt->layer_sumsq[l];
+    return sqrt(total);
+}
+
 static void optimizer(ppdl_runtime *rt)
 {
     ppdl_stage *st = rt->st;
@@ -639,7 +674,7 @@ static void optimizer(ppdl_runtime *rt)
     double t0 = ppdl_now_s();
     rt->adam_t++;
     ppdl_be_adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v,
-                       rt->cfg.lr, rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps, rt->cfg.weight_decay,
+                       rt->lr, rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps, rt->cfg.weight_decay,
                        rt->adam_t);
     ppdl_be_zero(rt->be, st->grads, st->n_params * sizeof(float));
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
@@ -652,6 +687,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     ppdl_backend *be = rt->be;
     memset(stats, 0, sizeof *stats);
     stats->nonfinite_stage = -1;
+    stats->grad_norm = -1;
     memset(rt->t_kind, 0, sizeof rt->t_kind);
     rt->nonfinite_what[0] = 0;
     rt->n_ev = 0;
@@ -740,6 +776,12 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                 wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb);
             }
             stats->nonfinite_stage = agree_nonfinite(rt);
+            stats->lr = rt->lr;
+            if (stats->nonfinite_stage < 0 && rt->cfg.clip_grad_norm > 0) {
+                stats->grad_norm = global_grad_norm(rt);
+                double c = rt->cfg.clip_grad_norm / (stats->grad_norm + 1e-6);
+                if (c < 1) ppdl_be_axpy(rt->be, rt->st->n_params, (float)(c - 1.0), rt->st->grads, rt->st->grads);
+            }
             if (stats->nonfinite_stage < 0) {
                 optimizer(rt);
             } else {
@@ -784,6 +826,7 @@ ppdl_mem_breakdown ppdl_runtime_memory(const ppdl_runtime *rt) { return rt->mem;
 int ppdl_runtime_slots(const ppdl_runtime *rt) { return rt->n_slots; }
 int ppdl_runtime_adam_t(const ppdl_runtime *rt) { return rt->adam_t; }
 void ppdl_runtime_set_adam_t(ppdl_runtime *rt, int t) { rt->adam_t = t; }
+void ppdl_runtime_set_lr(ppdl_runtime *rt, double lr) { rt->lr = lr; }
 
 void ppdl_runtime_destroy(ppdl_runtime *rt)
 {
@@ -819,6 +862,7 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     free(rt->host_in);
     free(rt->host_tg);
     free(rt->recompute);
+    free(rt->layer_sumsq);
     free(rt->ev);
     for (int i = 0; i < rt->nl; i++) {
         ppdl_ring_free(&rt->rings[i]);

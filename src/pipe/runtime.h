@@ -53,6 +53,14 @@ typedef struct ppdl_runtime_cfg {
     struct ppdl_papi *papi;    /* counters per op kind (prof/papi.h), or NULL */
     int skip_nonfinite;        /* 1: a step with a non-finite loss or gradient is skipped
                                 * (no update) instead of stopping the run */
+    /* global gradient-norm clipping: scale every gradient by min(1, X / (||g|| + 1e-6))
+     * with ||g|| the L2 norm over all parameters of the model (every stage, a
+     * replicated stage once); 0: off. The norm is bitwise the same for any split of the
+     * layers: each parameter tensor's sum of squares (ppdl_be_sumsq: fixed chunks, in
+     * double) is summed in the model's parameter order by every rank, from one
+     * all-reduce in which each layer has exactly one non-zero contribution (an exact
+     * sum). Then g += (c - 1) g, elementwise, the same on every rank. */
+    double clip_grad_norm;
 } ppdl_runtime_cfg;
 
 /* bytes by what they hold, for the memory report */
@@ -96,6 +104,9 @@ typedef struct ppdl_step_stats {
      * The step's update was not applied. */
     int nonfinite_stage;
     int skipped;               /* the step was skipped (skip_nonfinite) */
+    double grad_norm;          /* the global gradient norm before clipping (clip_grad_norm
+                                * set), else -1 */
+    double lr;                 /* the learning rate the update used */
 } ppdl_step_stats;
 
 typedef struct ppdl_runtime ppdl_runtime;
@@ -118,6 +129,9 @@ int ppdl_runtime_slots(const ppdl_runtime *rt);
 /* AdamW steps taken so far (for checkpoints) and setting it on resume */
 int ppdl_runtime_adam_t(const ppdl_runtime *rt);
 void ppdl_runtime_set_adam_t(ppdl_runtime *rt, int t);
+/* the learning rate of the next steps' updates (nn/lr_schedule.h gives it per step);
+ * cfg->lr until set */
+void ppdl_runtime_set_lr(ppdl_runtime *rt, double lr);
 void ppdl_runtime_destroy(ppdl_runtime *rt);
 
 #endif

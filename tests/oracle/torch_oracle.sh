@@ -7,7 +7,12 @@
 #   - with --lr 0.05 --eps 1: an update is ~lr * m, linear in the gradient, so the
 #     weights check every gradient's scale too (torch_step.py's header says why);
 #   - the negative control: the same scale-sensitive run with every gradient doubled
-#     (PPDL_TEST_GRAD_SCALE=0:2, a planted bug in the runtime) must fail the oracle.
+#     (PPDL_TEST_GRAD_SCALE=0:2, a planted bug in the runtime) must fail the oracle;
+#   - the GPT-2 recipe on gpt, 20 steps on 1 and on 3 ranks: cosine after a 3-step
+#     warm-up to 0.1 x lr, betas 0.9/0.95, clipping at a norm that binds in some steps,
+#     against torch.optim.AdamW + clip_grad_norm_ + LambdaLR: every step's lr, norm
+#     (1e-5: ppdl sums the squares in double, PyTorch in float32) and loss, and the
+#     final weights (scale-sensitive: --eps 1).
 . "$top_srcdir/tests/lib.sh"
 "$PYTHON_ORACLE" -c 'import torch, h5py' 2>/dev/null ||
   skip_all "$PYTHON_ORACLE has no torch and h5py (apt-get install python3-torch python3-h5py)"
@@ -33,4 +38,21 @@ for fam in gpt mlp cnn; do
   [ $rc = 1 ]; ok $? "$fam: negative control: with every gradient doubled (PPDL_TEST_GRAD_SCALE) the scale-sensitive oracle fails (status $rc, 1 expected)"
   grep 'not ok' "$tmp/$fam-doubled-torch.tap" | head -2 | sed 's/^/# /'
 done
+recipe="--lr 0.02 --eps 1 --beta2 0.95 --lr-schedule cosine --warmup 3 --min-lr-ratio 0.1 --clip-grad-norm 2.7"
+for n in 1 3; do
+  mpirun_n $n "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 20 --batch-size 8 --micro-batches 2 --threads 1 \
+    $recipe --report "$tmp/recipe$n.json" --save "$tmp/recipe$n.h5" >"$tmp/recipe$n.log" 2>&1
+  ok $? "gpt recipe on $n rank(s): 20 steps"
+  "$PYTHON_ORACLE" "$top_srcdir/tests/oracle/torch_step.py" "$tmp/gpt.h5" "$tmp/gpt-data.h5" "$tmp/recipe$n.json" \
+    "$tmp/recipe$n.h5" --batch-size 8 --steps 20 $recipe >"$tmp/recipe$n-torch.tap" 2>&1
+  ok $? "gpt recipe on $n rank(s): PyTorch's AdamW + clip_grad_norm_ + LambdaLR agree (lr, norm, loss of every step; weights)"
+  grep -v '^ok\|^1\.\.' "$tmp/recipe$n-torch.tap" | head -3 | sed 's/^/# /'
+  grep 'weights' "$tmp/recipe$n-torch.tap" | sed 's/^/# /'
+done
+"$PYTHON_ORACLE" -c '
+import json, sys
+n = [s["grad_norm"] for s in json.load(open(sys.argv[1]))["steps"]]
+print("# norms", " ".join("%.3g" % x for x in n))
+sys.exit(not (0 < sum(x > 2.7 for x in n) < len(n)))' "$tmp/recipe1.json"
+ok $? "gpt recipe: the clip (2.7) binds in some steps, not all"
 finish

@@ -128,12 +128,41 @@ def main():
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "linear", "wsd"])
+    ap.add_argument("--warmup", type=int, default=0)
+    ap.add_argument("--min-lr-ratio", type=float, default=0.0)
+    ap.add_argument("--decay-steps", type=int, default=0)
+    ap.add_argument("--decay-fraction", type=float, default=0.2)
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0)
     args = ap.parse_args()
     torch.set_num_threads(1)
 
     root, layers = load_model(args.model)
     params = [p for _, _, ps in layers for p in ps.values()]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=args.weight_decay)
+    # the schedule as PyTorch's LambdaLR (a factor of the peak lr per step), with the
+    # formulas of ppdl's README written out again here
+    D = args.decay_steps or args.steps
+    W = args.warmup
+
+    def factor(k):
+        if W and k < W:
+            return (k + 1) / W
+        m = args.min_lr_ratio
+        if args.lr_schedule == "constant":
+            return 1.0
+        if args.lr_schedule == "wsd":
+            P = W + (1 - args.decay_fraction) * (D - W)
+            if k < P:
+                return 1.0
+            r = min(max((k - P) / (D - P), 0.0), 1.0) if D > P else 1.0
+            return m + (1 - m) * (1 - math.sqrt(r))
+        r = min(max((k - W) / (D - W), 0.0), 1.0) if D > W else 1.0
+        if args.lr_schedule == "cosine":
+            return m + (1 - m) * 0.5 * (1 + math.cos(math.pi * r))
+        return 1 - (1 - m) * r
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     with open(args.report) as f:
         report = json.load(f)
     family = attr_str(root["family"])
@@ -152,7 +181,17 @@ def main():
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
+        if args.clip_grad_norm > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(params, args.clip_grad_norm))
+            theirs = report["steps"][step].get("grad_norm", float("nan"))
+            # the norm sums float32 gradients in double on ppdl's side, in float32 here
+            check(abs(theirs - norm) <= 1e-5 * norm, f"step {step} gradient norm ppdl {theirs:.7g} torch {norm:.7g}")
+        lr_used = opt.param_groups[0]["lr"]
+        if "lr" in report["steps"][step]:
+            check(abs(report["steps"][step]["lr"] - lr_used) <= 1e-12 * lr_used,
+                  f"step {step} learning rate ppdl {report['steps'][step]['lr']:.9g} torch {lr_used:.9g}")
         opt.step()
+        sched.step()
         ours = report["steps"][step]["loss"]
         # fp32 forward in a different summation order: ~1e-6 relative is the noise
         # level; 2e-5 leaves room without hiding a real mistake (which moves the loss
