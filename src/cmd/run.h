@@ -49,6 +49,7 @@ typedef struct options {
     long warmup, decay_steps;          /* decay_steps 0: --steps */
     double min_lr, min_lr_ratio;       /* < 0: not given */
     double decay_fraction, clip_grad_norm;
+    int decay_all;                     /* --decay-all: weight decay on every parameter */
     /* checkpoints: every `checkpoint_every` steps, or every `checkpoint_every_s` s */
     const char *checkpoint, *resume;
     long checkpoint_every, step_delay_ms;

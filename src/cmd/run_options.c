@@ -35,7 +35,10 @@ void run_options_usage(FILE *f)
 "  --batch-size B          samples per step, the mini-batch (default 8)\n"
 "  --micro-batches M       micro-batches per step; must divide B (default 4)\n"
 "  --lr X                  AdamW learning rate (default 1e-3)\n"
-"  --weight-decay X        AdamW weight decay (default 1e-2); --beta1, --beta2, --eps too\n"
+"  --weight-decay X        AdamW weight decay (default 1e-2) on the tensors of 2 or more\n"
+"                          dimensions (matrices, kernels, embeddings), not on biases or\n"
+"                          layer-norm weights, as nanoGPT and llm.c; --decay-all: on\n"
+"                          every parameter (before 2026-12); --beta1, --beta2, --eps too\n"
 "  --lr-schedule constant|cosine|linear|wsd\n"
 "                          the learning rate of each step (default constant), llm.c's\n"
 "                          formulas: after --warmup K steps rising linearly to --lr,\n"
@@ -154,7 +157,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
-           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_HELP, O_VERSION };
+           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -175,7 +178,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         {"lr-schedule", required_argument, 0, O_LR_SCHED}, {"warmup", required_argument, 0, O_WARMUP},
         {"min-lr", required_argument, 0, O_MIN_LR}, {"min-lr-ratio", required_argument, 0, O_MIN_LR_RATIO},
         {"decay-steps", required_argument, 0, O_DECAY_STEPS}, {"decay-fraction", required_argument, 0, O_DECAY_FRAC},
-        {"clip-grad-norm", required_argument, 0, O_CLIP},
+        {"clip-grad-norm", required_argument, 0, O_CLIP}, {"decay-all", no_argument, 0, O_DECAY_ALL},
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
         {"step-delay", required_argument, 0, O_STEP_DELAY},
@@ -301,6 +304,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
             if (ppdl_parse_float(a, 0, 1e30, &o->clip_grad_norm) || !(o->clip_grad_norm > 0))
                 return ppdl_errf(err, errlen, "--clip-grad-norm %s: expected a norm > 0 (e.g. 1.0)", a);
             break;
+        case O_DECAY_ALL: o->decay_all = 1; break;
         case 'h':
         case O_HELP: return 1;
         case O_VERSION: return 2;

@@ -217,6 +217,7 @@ void run_write_report(run *r)
                         json_pack("{s:s, s:f, s:f, s:I, s:I, s:f}", "kind", ppdl_lr_name(ls->kind), "lr", ls->lr,
                                   "min_lr", ls->min_lr, "warmup", (json_int_t)ls->warmup, "decay_steps",
                                   (json_int_t)ls->decay_steps, "decay_fraction", ls->decay_fraction));
+    json_object_set_new(rep, "weight_decay_on", json_string(o->decay_all ? "all" : "2-d"));
     json_object_set_new(rep, "clip_grad_norm", o->clip_grad_norm > 0 ? json_real(o->clip_grad_norm) : json_null());
     char *pj = ppdl_plan_to_json(&r->plan);
     json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));

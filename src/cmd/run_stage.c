@@ -89,7 +89,8 @@ void run_build_stage(run *r)
         .replica_comm = ps->n_replicas > 1 ? r->replica_comm : MPI_COMM_NULL,
         .M = (int)o->micro_batches, .batch_size = (int)o->batch_size, .recompute = ps->recompute,
         .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay,
-        .record_events = o->record_events, .clip_grad_norm = o->clip_grad_norm, .skip_nonfinite = o->skip_nonfinite, .papi = o->papi ? &r->papi : NULL,
+        .record_events = o->record_events, .clip_grad_norm = o->clip_grad_norm,
+        .decay_all = o->decay_all, .skip_nonfinite = o->skip_nonfinite, .papi = o->papi ? &r->papi : NULL,
     };
     r->rt = ppdl_runtime_create(st, &cfg, (ppdl_batch_source){&r->ds, read_batch}, &r->comm);
     if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);

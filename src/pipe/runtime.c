@@ -673,9 +673,29 @@ static void optimizer(ppdl_runtime *rt)
     ppdl_range_push("optimizer", -1);
     double t0 = ppdl_now_s();
     rt->adam_t++;
-    ppdl_be_adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v,
-                       rt->lr, rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps, rt->cfg.weight_decay,
-                       rt->adam_t);
+    if (rt->cfg.decay_all || rt->cfg.weight_decay == 0) {
+        ppdl_be_adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v, rt->lr, rt->cfg.beta1,
+                      rt->cfg.beta2, rt->cfg.eps, rt->cfg.weight_decay, rt->adam_t);
+    } else {
+        /* runs of consecutive tensors that decay alike, one update each: AdamW is
+         * elementwise, so a run's bits are those of the whole arena's update */
+        size_t run0 = 0;
+        int run_decays = -1;
+        for (int l = st->first; l <= st->last + 1; l++) {
+            const ppdl_layer *ly = l <= st->last ? &st->model->layers[l] : NULL;
+            for (int i = 0; i < (ly ? ly->n_params : 1); i++) {
+                int decays = ly ? ly->params[i].ndim >= 2 : -2; /* -2: the end */
+                size_t at = ly ? ly->params[i].offset : st->n_params;
+                if (decays == run_decays) continue;
+                if (run_decays >= 0 && at > run0)
+                    ppdl_be_adamw(rt->be, at - run0, st->params + run0, st->grads + run0, st->adam_m + run0,
+                                  st->adam_v + run0, rt->lr, rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps,
+                                  run_decays ? rt->cfg.weight_decay : 0, rt->adam_t);
+                run0 = at;
+                run_decays = decays;
+            }
+        }
+    }
     ppdl_be_zero(rt->be, st->grads, st->n_params * sizeof(float));
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     ppdl_range_pop();

@@ -61,6 +61,10 @@ typedef struct ppdl_runtime_cfg {
      * all-reduce in which each layer has exactly one non-zero contribution (an exact
      * sum). Then g += (c - 1) g, elementwise, the same on every rank. */
     double clip_grad_norm;
+    /* weight decay on every parameter (1), or, as nanoGPT and llm.c do, only on the
+     * tensors of two or more dimensions: the matrices, convolution kernels and the
+     * embeddings, not biases or layer-norm weights (0, the default) */
+    int decay_all;
 } ppdl_runtime_cfg;
 
 /* bytes by what they hold, for the memory report */

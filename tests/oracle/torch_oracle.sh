@@ -12,7 +12,11 @@
 #     warm-up to 0.1 x lr, betas 0.9/0.95, clipping at a norm that binds in some steps,
 #     against torch.optim.AdamW + clip_grad_norm_ + LambdaLR: every step's lr, norm
 #     (1e-5: ppdl sums the squares in double, PyTorch in float32) and loss, and the
-#     final weights (scale-sensitive: --eps 1).
+#     final weights (scale-sensitive: --eps 1);
+#   - weight decay on the 2-D tensors only (the default) against PyTorch's two parameter
+#     groups; --decay-all against one group; and, as the control, ppdl --decay-all
+#     against the two groups must fail (the layer norms' weights, 1 at the start, decay
+#     by lr x wd = 1e-5 a step, above the 2e-6 weight tolerance).
 . "$top_srcdir/tests/lib.sh"
 "$PYTHON_ORACLE" -c 'import torch, h5py' 2>/dev/null ||
   skip_all "$PYTHON_ORACLE has no torch and h5py (apt-get install python3-torch python3-h5py)"
@@ -38,6 +42,15 @@ for fam in gpt mlp cnn; do
   [ $rc = 1 ]; ok $? "$fam: negative control: with every gradient doubled (PPDL_TEST_GRAD_SCALE) the scale-sensitive oracle fails (status $rc, 1 expected)"
   grep 'not ok' "$tmp/$fam-doubled-torch.tap" | head -2 | sed 's/^/# /'
 done
+oracle gpt-all gpt --decay-all
+ok $? "gpt --decay-all: PyTorch with weight decay on every parameter agrees"
+mpirun_n 1 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 2 --batch-size 8 --micro-batches 2 --threads 1 --decay-all \
+  --report "$tmp/gpt-allc.json" --save "$tmp/gpt-allc-trained.h5" >"$tmp/gpt-allc.log" 2>&1
+"$PYTHON_ORACLE" "$top_srcdir/tests/oracle/torch_step.py" "$tmp/gpt.h5" "$tmp/gpt-data.h5" "$tmp/gpt-allc.json" \
+  "$tmp/gpt-allc-trained.h5" --batch-size 8 --steps 2 >"$tmp/gpt-allc.tap" 2>&1
+rc=$?
+[ $rc = 1 ]; ok $? "control: ppdl --decay-all against PyTorch's 2-D-only groups fails (status $rc)"
+grep 'not ok' "$tmp/gpt-allc.tap" | head -1 | sed 's/^/# /'
 recipe="--lr 0.02 --eps 1 --beta2 0.95 --lr-schedule cosine --warmup 3 --min-lr-ratio 0.1 --clip-grad-norm 2.7"
 for n in 1 3; do
   mpirun_n $n "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 20 --batch-size 8 --micro-batches 2 --threads 1 \

@@ -134,12 +134,18 @@ def main():
     ap.add_argument("--decay-steps", type=int, default=0)
     ap.add_argument("--decay-fraction", type=float, default=0.2)
     ap.add_argument("--clip-grad-norm", type=float, default=0.0)
+    ap.add_argument("--decay-all", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
     root, layers = load_model(args.model)
     params = [p for _, _, ps in layers for p in ps.values()]
-    opt = torch.optim.AdamW(params, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=args.weight_decay)
+    # weight decay on the tensors of 2 or more dimensions only (nanoGPT's groups), or
+    # on all with --decay-all
+    decay = [p for p in params if args.decay_all or p.dim() >= 2]
+    no_decay = [p for p in params if not (args.decay_all or p.dim() >= 2)]
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=args.weight_decay)
     # the schedule as PyTorch's LambdaLR (a factor of the peak lr per step), with the
     # formulas of ppdl's README written out again here
     D = args.decay_steps or args.steps
