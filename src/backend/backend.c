@@ -66,6 +66,10 @@ void ppdl_be_free(ppdl_backend *be, void *p)
 void ppdl_backend_destroy(ppdl_backend *be)
 {
     if (!be) return;
+    /* what is still allocated belongs to this backend and goes with it (the table kept
+     * it reachable before; a test or an early exit need not free every buffer first) */
+    for (size_t i = 0; i < be->n_live; i++) be->ops->free(be, be->live[i].p);
+    be->n_live = 0;
     if (be->ops->destroy) be->ops->destroy(be);
     free(be->live);
     free(be->impl);

@@ -45,6 +45,7 @@ int ppdl_cluster_validate(const ppdl_cluster *cl, const char *what, char *err, s
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) {
             double b = cl->bw[i * n + j], l = cl->lat[i * n + j];
+            if (i == j) continue; /* never read */
             if (!(b > 0) || !isfinite(b))
                 return ppdl_errf(err, errlen, "%s: bandwidth_Bps[%d][%d] is %g: expected a positive finite "
                                  "number of bytes/s", what, i, j, b);
@@ -99,9 +100,16 @@ static int read_matrix(const json_t *root, const char *key, int n, double *out, 
         if (!json_is_array(row) || (int)json_array_size(row) != n)
             return ppdl_errf(err, errlen, "%s: %s[%d] must be an array of %d numbers (a square matrix), "
                              "it has %d", what, key, i, n, json_is_array(row) ? (int)json_array_size(row) : 0);
-        for (int j = 0; j < n && out; j++)   /* out NULL: the shape only */
+        for (int j = 0; j < n && out; j++) {   /* out NULL: the shape only */
+            /* the diagonal is never read (a rank sends nothing to itself): any value,
+             * a number kept, anything else 0 */
+            if (i == j) {
+                if (read_number(json_array_get(row, (size_t)j), &out[(size_t)i * n + j])) out[(size_t)i * n + j] = 0;
+                continue;
+            }
             if (read_number(json_array_get(row, (size_t)j), &out[(size_t)i * n + j]))
                 return ppdl_errf(err, errlen, "%s: %s[%d][%d] is not a number", what, key, i, j);
+        }
     }
     return 0;
 }

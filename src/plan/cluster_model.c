@@ -197,7 +197,7 @@ int ppdl_cluster_model_validate(const ppdl_cluster_model *c, const char *what, c
             double bw = c->bw[(size_t)a * N + b], lat = c->lat[(size_t)a * N + b];
             if (a != b && (!isfinite(bw) || bw <= 0))
                 return ppdl_errf(err, errlen, "%s: bandwidth_Bps[%d][%d] is %g: expected bytes/s > 0", what, a, b, bw);
-            if (!isfinite(lat) || lat < 0)
+            if (a != b && (!isfinite(lat) || lat < 0))
                 return ppdl_errf(err, errlen, "%s: latency_s[%d][%d] is %g: expected seconds >= 0", what, a, b, lat);
         }
         if (!isfinite(c->mem[a]) || c->mem[a] <= 0)
@@ -237,6 +237,8 @@ static int get_mat(json_t *root, const char *key, int N, double *out, int requir
             return ppdl_errf(err, errlen, "%s: %s[%d]: expected a row of %d numbers", what, key, a, N);
         for (int b = 0; b < N && out; b++) {   /* out NULL: the shape only */
             json_t *x = json_array_get(row, (size_t)b);
+            /* the diagonal is never read (a rank sends nothing to itself): any value */
+            if (a == b && !json_is_number(x)) { out[(size_t)a * N + b] = 0; continue; }
             if (!json_is_number(x)) return ppdl_errf(err, errlen, "%s: %s[%d][%d]: expected a number", what, key, a, b);
             out[(size_t)a * N + b] = json_number_value(x);
         }
