@@ -135,6 +135,7 @@ typedef struct run {
     ppdl_model model;
     long threads;
     ppdl_backend *be;
+    char backend_why[256];         /* --backend auto: why it chose what it chose */
     ppdl_comm comm;
     ppdl_cluster cluster;
     int have_cluster;

@@ -77,7 +77,9 @@ void run_options_usage(FILE *f)
 "                          ranks outnumber cores (default auto)\n"
 "\n"
 "Device:\n"
-"  --backend cpu|cuda      compute device (default cpu)\n"
+"  --backend auto|cpu|cuda compute device; auto (default): CUDA where this build has\n"
+"                          it and every rank sees a usable GPU of its own (or\n"
+"                          PPDL_CUDA_SHARE=1), the CPU otherwise; it says which and why\n"
 "  --threads T             compute threads per rank (default: cores / ranks on the node)\n"
 "\n"
 "Network:\n"
@@ -141,7 +143,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
     o->schedule = PPDL_SCHED_1F1B;
     o->plan = "uniform";
     o->method = "ppdl";
-    o->backend = "cpu";
+    o->backend = "auto";
     o->wait = -1;
     o->lr = 1e-3;
     o->beta1 = 0.9;
@@ -231,7 +233,11 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         case O_THREADS:
             if (ppdl_parse_int(a, 1, 1024, &o->threads)) return ppdl_errf(err, errlen, "--threads %s: expected an integer in [1, 1024]", a);
             break;
-        case O_BACKEND: o->backend = a; break;
+        case O_BACKEND:
+            if (strcmp(a, "auto") && strcmp(a, "cpu") && strcmp(a, "cuda"))
+                return ppdl_errf(err, errlen, "--backend %s: expected auto, cpu or cuda", a);
+            o->backend = a;
+            break;
         case O_WAIT:
             if (!strcmp(a, "auto")) o->wait = -1;
             else if (!strcmp(a, "yield")) o->wait = 1;

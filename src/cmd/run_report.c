@@ -49,6 +49,7 @@ void run_print_header(const run *r)
            r->n_ranks, r->n_ranks > 1 ? "s" : "", ppdl_schedule_name(o->schedule), o->batch_size, o->micro_batches,
            o->micro_batch_size, ppdl_be_name(r->be), r->threads, r->threads > 1 ? "s" : "",
            r->comm.yield ? "yielding" : "blocking");
+    if (r->backend_why[0]) printf("backend %s (--backend auto: %s)\n", ppdl_be_name(r->be), r->backend_why);
     printf("plan (%s):\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: selective)\n",
            r->plan.method);
     for (int s = 0; s < r->plan.S; s++) plan_row(r, s);

@@ -15,6 +15,9 @@
 #include "core/util.h"
 #include "io/model_io.h"
 #include "net/probe.h"
+#if HAVE_CUDA
+#include "backend/cuda/cuda_api.h"
+#endif
 #include "prof/profile.h"
 
 /* ---- the network (net/probe.h, net/cluster.h, net/netem.h) ---- */
@@ -176,6 +179,33 @@ static const char *resume_path(const options *o)
     return exists ? o->checkpoint : NULL;
 }
 
+/* --backend auto: CUDA where this build has it and every rank sees a usable GPU of its
+ * own (or PPDL_CUDA_SHARE=1 lets ranks share), the CPU otherwise. Collective: every
+ * rank calls it, and all take the same answer; `why` says why (the header prints it). */
+static const char *choose_backend(int node_ranks, char *why, size_t len)
+{
+    int usable = 0;
+#if HAVE_CUDA
+    if (ppdl_cuda_available(why, len)) {
+        int count = ppdl_cuda_device_count();
+        const char *share = getenv("PPDL_CUDA_SHARE");
+        usable = node_ranks <= count || (share && !strcmp(share, "1"));
+        if (!usable)
+            snprintf(why, len, "%d ranks on a node with %d GPU%s (PPDL_CUDA_SHARE=1 shares them)", node_ranks, count,
+                     count == 1 ? "" : "s");
+        else
+            snprintf(why, len, "a usable GPU on every rank");
+    }
+#else
+    (void)node_ranks;
+    snprintf(why, len, "this ppdl was built without CUDA (configure --with-cuda)");
+#endif
+    int all = 0;
+    PPDL_CHECK_MPI(MPI_Allreduce(&usable, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (usable && !all) snprintf(why, len, "another rank has no usable GPU");
+    return all ? "cuda" : "cpu";
+}
+
 void run_setup_device_and_network(run *r)
 {
     const options *o = &r->o;
@@ -183,13 +213,15 @@ void run_setup_device_and_network(run *r)
     int rc = o->model ? ppdl_model_load_desc(o->model, &r->model, err, sizeof err) : 0;
     agree_or_end_job(rc != 0, err, 1);
     /* the device: compute threads default to the node's cores shared among its ranks */
+    int local = ppdl_comm_node_ranks(MPI_COMM_WORLD); /* collective: every rank, always */
     r->threads = o->threads;
     if (!r->threads) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int local = ppdl_comm_node_ranks(MPI_COMM_WORLD);
         r->threads = cores > local ? cores / local : 1;
     }
-    r->be = ppdl_backend_create(o->backend, (int)r->threads, r->rank, err, sizeof err);
+    const char *backend = o->backend;
+    if (!strcmp(backend, "auto")) backend = choose_backend(local, r->backend_why, sizeof r->backend_why);
+    r->be = ppdl_backend_create(backend, (int)r->threads, r->rank, err, sizeof err);
     agree_or_end_job(r->be == NULL, err, 1);
     /* the network between the ranks: measured, read or emulated */
     ppdl_comm_init(&r->comm, MPI_COMM_WORLD, o->wait);

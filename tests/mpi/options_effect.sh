@@ -7,6 +7,9 @@
 #                          oracle: --eps 1, tests/oracle/torch_step.py)
 #   --plan auto --method   the plan ppdl runs is the named method's, as ppdl-plan
 #                          --method gives it for the run's costs and cluster
+#   --backend auto         the default: CUDA when this build has it and the rank sees a
+#                          usable GPU (test_backend_ops.t --probe says), else the CPU,
+#                          and the header says which and why
 #   ppdl-plan --exact-ranks / --exact-layouts (4 ranks, 2 fast-linked pairs)
 #                          below the thresholds the searches are exact ("optimal"),
 #                          above them the heuristics run (the header says which)
@@ -25,6 +28,18 @@ grep -q "yielding wait" "$tmp/w-yield.log" && grep -q "blocking wait" "$tmp/w-bl
 ok $? "--wait: the header says which wait ran (yielding, blocking)"
 [ -n "$(losses "$tmp/w-yield.json")" ] && [ "$(losses "$tmp/w-yield.json")" = "$(losses "$tmp/w-block.json")" ]
 ok $? "--wait: the same losses, bit for bit, either way"
+
+# ---- --backend auto (the default) ----
+why=$("$top_builddir/tests/unit/test_backend_ops.t" --probe 2>&1)
+if [ $? = 0 ]; then want="backend cuda (--backend auto: a usable GPU on every rank)"; else want="backend cpu (--backend auto: $why)"; fi
+mpirun_n 1 $common --steps 1 >"$tmp/auto.log" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -qxF "$want" "$tmp/auto.log"
+ok $? "no --backend: auto, and the header says so ($want)"
+[ $rc = 0 ] || sed 's/^/#   /' "$tmp/auto.log" | tail -3
+mpirun_n 1 $common --steps 1 --backend tpu >"$tmp/tpu.log" 2>&1
+[ $? != 0 ] && grep -q "backend tpu: expected auto, cpu or cuda" "$tmp/tpu.log"
+ok $? "--backend tpu: refused, naming the choices"
 
 # ---- --beta1 / --beta2 ----
 mpirun_n 1 $common --micro-batches 2 --lr 0.05 --eps 1 --report "$tmp/b0.json" >/dev/null 2>&1

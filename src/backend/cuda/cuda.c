@@ -534,6 +534,13 @@ int ppdl_cuda_available(char *why, size_t len)
     return 1;
 }
 
+int ppdl_cuda_device_count(void)
+{
+    int count = 0; /* left unwritten on failure */
+    if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+    return count;
+}
+
 /* This rank's place among the ranks of its node. Collective over MPI_COMM_WORLD when
  * MPI runs; a process without MPI is rank 0 of 1. */
 static void node_local_rank(int *local_rank, int *local_size)

@@ -20,6 +20,8 @@
 /* 1 when this process can use a CUDA device; otherwise 0 and why, e.g.
  * "CUDA error 35: CUDA driver version is insufficient for CUDA runtime version" */
 int ppdl_cuda_available(char *why, size_t len);
+/* the CUDA devices this process sees; 0 when CUDA is not usable */
+int ppdl_cuda_device_count(void);
 
 /* the constructor the registry calls for "cuda" (registry.c; collective, see above).
  * On failure NULL and a reason naming --backend cuda and the rank in err. */
