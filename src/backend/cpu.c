@@ -556,6 +556,7 @@ static const ppdl_backend_ops cpu_ops = {
     .seq_to_heads = cpu_seq_to_heads,
     .causal_softmax_fwd = cpu_causal_softmax_fwd,
     .causal_softmax_bwd = cpu_causal_softmax_bwd,
+    .causal_softmax_tail_fwd = cpu_causal_softmax_tail_fwd,
     .softmax_xent = cpu_softmax_xent,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
