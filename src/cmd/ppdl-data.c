@@ -285,7 +285,8 @@ static int cmd_tokens(const options *o, char *err, size_t errlen)
     ppdl_tok_convert_opts c = {
         .inputs = o->inputs, .n_inputs = o->n_inputs,
         .format = text ? PPDL_TOK_BYTES : o->format, .raw_width = o->raw_width,
-        .vocab_size = text ? 256 : o->vocab_size, .vocab_what = text ? "bytes" : NULL, .T = o->seq_len, .S = o->stride,
+        .vocab_size = text ? 256 : o->vocab_size, .vocab_what = text ? "bytes" : NULL,
+        .unit = text ? "bytes" : NULL, .T = o->seq_len, .S = o->stride,
         .val_fraction = o->val_fraction, .output = o->output, .val_output = o->val_output,
         .compress = o->compress, .progress = 1,
     };

@@ -127,8 +127,8 @@ int ppdl_tok_convert(const ppdl_tok_convert_opts *o, ppdl_tok_convert_result *re
     long vocab;
     if (pick_vocab(o, files, &vocab, err, errlen)) goto out;
     if (c.total < c.T1) {
-        ppdl_errf(err, errlen, "%s: %lld tokens in all, but one row of --seq-len %ld needs %ld", name, c.total, o->T,
-                  c.T1);
+        ppdl_errf(err, errlen, "%s: %lld %s in all, but one row of --seq-len %ld needs %ld", name, c.total,
+                  o->unit ? o->unit : "tokens", o->T, c.T1);
         goto out;
     }
     long n_all = rows_of(c.total, c.T1, c.S), n_val = 0, n_train = n_all;
