@@ -455,11 +455,13 @@ ppdl_tokens_out *ppdl_tokens_out_begin(const char *path, long n, int T, int voca
         free(w);
         return NULL;
     }
+    /* contiguous unless compressed: each write is then one pwrite of the rows, with no
+     * pass through HDF5's chunk cache */
     hsize_t dims[2] = {(hsize_t)n, (hsize_t)T + 1}, chunk[2] = {(hsize_t)chunk_rows(n, T), (hsize_t)T + 1};
     hid_t space = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    int ok = space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 2, chunk) >= 0 &&
-             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
-             (compress <= 0 || (H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, (unsigned)compress) >= 0));
+    int ok = space >= 0 && dcpl >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
+             (compress <= 0 || (H5Pset_chunk(dcpl, 2, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 &&
+                                H5Pset_deflate(dcpl, (unsigned)compress) >= 0));
     if (ok) w->ds = H5Dcreate2(w->file, "tokens", H5T_STD_I32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     ppdl_h5_close(&dcpl, H5Pclose);
     ppdl_h5_close(&space, H5Sclose);
