@@ -134,7 +134,10 @@ int ppdl_tok_convert(const ppdl_tok_convert_opts *o, ppdl_tok_convert_result *re
     long n_all = rows_of(c.total, c.T1, c.S), n_val = 0, n_train = n_all;
     long long split = c.total; /* where the validation region starts */
     if (o->val_fraction > 0) {
-        n_val = (long)ceil(o->val_fraction * (double)n_all);
+        /* ceil(F*n), where an F*n within rounding of an integer (0.1 * 230 =
+         * 23.000000000000004) counts as that integer */
+        double x = o->val_fraction * (double)n_all, r = nearbyint(x);
+        n_val = (long)(fabs(x - r) <= 1e-9 * x ? r : ceil(x));
         if (n_val < 1) n_val = 1;
         split = c.total - ((long long)(n_val - 1) * c.S + c.T1);
         n_train = split < 0 ? 0 : rows_of(split, c.T1, c.S);

@@ -261,8 +261,7 @@ static int probe_npy(ppdl_tok_file *f, int fd, const unsigned char *head, long g
     if (ndim != 1) {
         char shape[128] = "(";
         for (int i = 0; i < ndim; i++)
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%lld%s", dims[i],
-                     ndim == 1 || i + 1 < ndim ? ", " : "");
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%lld%s", dims[i], i + 1 < ndim ? ", " : "");
         strcat(shape, ")");
         ppdl_errf(err, errlen, "%s: .npy shape %s: expected a 1-D array of token ids", f->path, shape);
         goto out;

@@ -128,7 +128,8 @@ import math, sys
 import h5py
 T1, S, N = 65, 64, int(sys.argv[3])
 n_all = (N - T1) // S + 1
-n_val = math.ceil(0.1 * n_all)
+x = 0.1 * n_all
+n_val = round(x) if abs(x - round(x)) <= 1e-9 * x else math.ceil(x)
 split = N - ((n_val - 1) * S + T1)
 n_tr = h5py.File(sys.argv[1], "r")["tokens"].shape[0]
 n_v = h5py.File(sys.argv[2], "r")["tokens"].shape[0]
