@@ -899,6 +899,40 @@ static void test_emulated(ppdl_backend *ref)
 }
 #endif
 
+/* ------------------------------------------------------------------ one-row GEMMs */
+
+/* The CPU backend computes a product with one row of C by sgemv, any other by sgemm:
+ * check the sgemv mapping of each (trans_a, trans_b), with alpha and beta, against the
+ * same row inside a 3-row product (sgemm), to fp32 rounding (1e-5 relative). */
+static void test_gemm_single_row(ppdl_backend *cpu)
+{
+    enum { M = 3, N = 70, K = 45 };
+    ppdl_rng rng;
+    ppdl_rng_seed(&rng, 12);
+    float A[M * K], B[K * N], C0[M * N], C3[M * N], C1[N];
+    for (int i = 0; i < M * K; i++) A[i] = (float)ppdl_rng_normal(&rng);
+    for (int i = 0; i < K * N; i++) B[i] = (float)ppdl_rng_normal(&rng);
+    for (int i = 0; i < M * N; i++) C0[i] = (float)ppdl_rng_normal(&rng);
+    for (int t_a = 0; t_a < 2; t_a++)
+        for (int t_b = 0; t_b < 2; t_b++) {
+            int lda = t_a ? M : K, ldb = t_b ? K : N; /* A stored [M,K] or [K,M]; B [K,N] or [N,K] */
+            memcpy(C3, C0, sizeof C3);
+            ppdl_be_gemm(cpu, t_a, t_b, M, N, K, 0.7f, A, lda, B, ldb, 0.4f, C3, N);
+            double worst = 0, big = 0;
+            for (int r = 0; r < M; r++) {
+                memcpy(C1, C0 + r * N, sizeof C1);
+                const float *ar = t_a ? A + r : A + (size_t)r * K; /* row r of op(A) */
+                ppdl_be_gemm(cpu, t_a, t_b, 1, N, K, 0.7f, ar, lda, B, ldb, 0.4f, C1, N);
+                for (int j = 0; j < N; j++) {
+                    worst = fmax(worst, fabs((double)C1[j] - C3[r * N + j]));
+                    big = fmax(big, fabs((double)C3[r * N + j]));
+                }
+            }
+            ok(worst <= 1e-5 * big, "gemm of one row (sgemv), trans_a %d trans_b %d: the rows of the 3-row product "
+               "(sgemm), max error %.2g of %.2g", t_a, t_b, worst, big);
+        }
+}
+
 /* ------------------------------------------------------------------ the tail softmax */
 
 /* what causal_softmax_tail_fwd means, on the CPU: its rows are the last n rows of the
@@ -1000,6 +1034,7 @@ int main(int argc, char **argv)
 
     test_xfer();
     test_tail_is_square_rows(ref);
+    test_gemm_single_row(ref);
 #if HAVE_CUDA
     test_emulated(ref);
 #else
