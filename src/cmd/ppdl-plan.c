@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/options.h"
 #include "core/util.h"
 #include "sched/schedule.h"
 #include "plan/cluster_model.h"
@@ -145,7 +146,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_HELP: return 1;
         case O_VERSION: return 2;
         case ':': return ppdl_errf(err, errlen, "%s needs a value (see --help)", argv[optind - 1]);
-        default: return ppdl_errf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
+        default: return ppdl_option_refused(argv[optind - 1], longopts, "ppdl-plan", err, errlen);
         }
     }
     if (optind < argc) return ppdl_errf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);

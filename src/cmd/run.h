@@ -172,9 +172,12 @@ typedef struct run {
 /* ---- the steps of main(), in order ---- */
 /* 1. MPI is up: read the command line; 1: stop now with status 0 (--help, --version) */
 int run_start(run *r, int argc, char **argv);
-/* 2. the model description, the device, the network (probed, read, or emulated) */
+/* 2. the model description and the checkpoint resumed from, if any; 1: it has --steps
+ *    steps already (said in one line: nothing to do or write) */
+int run_setup_model(run *r);
+/*    the device, the network (probed, read, or emulated) */
 void run_setup_device_and_network(run *r);
-/*    the data, the checkpoint resumed from, the layers' costs */
+/*    the data, the layers' costs */
 void run_setup_data(run *r);
 /* 3. the plan every rank runs, and each stage's memory predicted */
 void run_choose_plan(run *r);

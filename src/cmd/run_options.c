@@ -14,6 +14,7 @@
 
 #include "cmd/run.h"
 #include "core/error.h"
+#include "core/options.h"
 #include "core/stop.h"
 #include "core/util.h"
 #include "plan/planner.h"
@@ -315,7 +316,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         case O_HELP: return 1;
         case O_VERSION: return 2;
         case ':': return ppdl_errf(err, errlen, "%s needs a value (see --help)", argv[optind - 1]);
-        default: return ppdl_errf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
+        default: return ppdl_option_refused(argv[optind - 1], longopts, "ppdl", err, errlen);
         }
     }
     if (optind >= argc && !o->probe_only)

@@ -78,8 +78,6 @@ void run_print_header(const run *r)
             printf("note: the learning-rate schedule or clipping differs from the checkpoint's (%s, warmup %lld, "
                    "decay steps %lld, min lr %g, decay fraction %g, clip %g): the command line's is used\n",
                    ck->lr_schedule, ck->warmup, ck->decay_steps, ck->min_lr, ck->decay_fraction, ck->clip_grad_norm);
-        if (r->start_step >= o->steps)
-            printf("nothing to train: the checkpoint has %ld steps, --steps is %ld\n", r->start_step, o->steps);
     }
     fflush(stdout);
 }
