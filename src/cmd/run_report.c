@@ -50,6 +50,9 @@ void run_print_header(const run *r)
            o->micro_batch_size, ppdl_be_name(r->be), r->threads, r->threads > 1 ? "s" : "",
            r->comm.yield ? "yielding" : "blocking");
     if (r->backend_why[0]) printf("backend %s (--backend auto: %s)\n", ppdl_be_name(r->be), r->backend_why);
+    if (o->batch_size > r->data.n)
+        printf("note: --batch-size %ld is more than the %ld samples of %s: every step repeats samples (step k "
+               "takes samples kB ... kB+B-1, mod %ld)\n", o->batch_size, r->data.n, o->data, r->data.n);
     printf("plan (%s):\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: selective)\n",
            r->plan.method);
     for (int s = 0; s < r->plan.S; s++) plan_row(r, s);
@@ -101,10 +104,12 @@ static run_rates rates_of(const run *r)
 void run_print_closing(const run *r)
 {
     run_rates x = rates_of(r);
-    printf("done: %ld steps, final loss %.4f, %.1f ms/step, %.1f samples/s, %.2f GFLOP/s, bubble %.1f%% "
-           "(steps after the first)\n",
-           r->ctl.stopped ? r->ctl.ckpt_step : r->o.steps, r->totals.final_loss, x.mean_ms, x.samples_per_s,
-           x.gflops, 100 * x.bubble);
+    long done = r->ctl.stopped ? r->ctl.ckpt_step : r->o.steps;
+    /* what the rates average: the steps after this job's first, or its only step */
+    int only_one = r->totals.timed_steps == 1 && done - r->start_step <= 1;
+    printf("done: %ld step%s, final loss %.4f, %.1f ms/step, %.1f samples/s, %.2f GFLOP/s, bubble %.1f%% (%s)\n",
+           done, done == 1 ? "" : "s", r->totals.final_loss, x.mean_ms, x.samples_per_s, x.gflops, 100 * x.bubble,
+           only_one ? "one step, its warm-up included" : "steps after the first");
     printf("memory per rank (measured peak vs predicted before the run):\n"
            "  rank  stage       peak  predicted     params  optimizer      stash    buffers\n");
     for (int q = 0; q < r->n_ranks; q++) {

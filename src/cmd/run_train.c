@@ -140,13 +140,15 @@ static void step_log_finish(step_log *lg)
     double bubble = ms > 0 ? 1.0 - busy / (lg->n_ranks * ms) : 0;
     if (bubble < 0) bubble = 0;
     lg->t->final_loss = loss;
-    if (step > 0 || o->steps == 1) {
+    /* the first step of a job warms up (allocation, caches, first messages): timed only
+     * when it is the only one */
+    if (step > lg->start_step || o->steps - lg->start_step == 1) {
         lg->t->total_ms += ms;
         lg->t->timed_steps++;
         lg->t->sum_bubble += bubble;
     }
     json_t *js = json_object();
-    json_object_set_new(js, "step", json_integer(step));
+    json_object_set_new(js, "step", json_integer(step + 1)); /* numbered from 1, as the progress line */
     json_object_set_new(js, "loss", json_real(loss));
     json_object_set_new(js, "ms", json_real(ms));
     json_object_set_new(js, "bubble", json_real(bubble));

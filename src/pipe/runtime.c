@@ -166,14 +166,15 @@ static void record_instant(ppdl_runtime *rt, int kind, int mb)
     record(rt, kind, mb, t, t);
 }
 
-/* wait for a request, recording the time blocked as a WAIT event */
-static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb)
+/* wait for a request, recording the time blocked as an event of `kind` (PPDL_EV_WAIT
+ * for a message, PPDL_EV_ALLREDUCE for the replicas' gradient sum) */
+static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb, int kind)
 {
     if (*req == MPI_REQUEST_NULL) return;
     double t0 = ppdl_now_s();
     ppdl_comm_wait(rt->comm, req);
     double t1 = ppdl_now_s();
-    if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, mb, t0, t1);
+    if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
 }
 
 /* PPDL_TEST_GRAD_SCALE=RANK:FACTOR, a planted bug for the tests' negative controls:
@@ -451,7 +452,7 @@ static void progress_allreduce(ppdl_runtime *rt)
  * needs only the step before it on the neighbour. */
 static void finish_allreduce(ppdl_runtime *rt)
 {
-    for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1); /* MPI's, if any */
+    for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
     for (;;) {
         progress_allreduce(rt);
         int i = rt->nl - 1;
@@ -460,7 +461,7 @@ static void finish_allreduce(ppdl_runtime *rt)
         double t0 = ppdl_now_s();
         ppdl_ring_finish(&rt->rings[i]);
         double t1 = ppdl_now_s();
-        if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, -1, t0, t1);
+        if (t1 - t0 > 20e-6) record(rt, PPDL_EV_ALLREDUCE, -1, t0, t1);
     }
     for (int i = rt->nl - 1; i >= 0; i--) {
         if (rt->k <= 1 || layer(rt, i)->n_params == 0) continue;
@@ -515,7 +516,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
     sl->mb = mb;
-    wait_req(rt, &sl->act_send, mb); /* the send buffer's previous message is gone */
+    wait_req(rt, &sl->act_send, mb, PPDL_EV_WAIT); /* the send buffer's previous message is gone */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     ppdl_range_push("forward", mb);
     /* reading the micro-batch is the end stages' own work, not idle time: it counts
@@ -547,7 +548,7 @@ static void backward(ppdl_runtime *rt, int mb, int last)
     ppdl_backend *be = rt->be;
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == mb, "backward of micro-batch %d before its forward", mb);
-    wait_req(rt, &sl->grad_send, mb);
+    wait_req(rt, &sl->grad_send, mb, PPDL_EV_WAIT);
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
     ppdl_range_push("backward", mb);
     double t0 = ppdl_now_s();
@@ -630,7 +631,7 @@ static int agree_nonfinite(ppdl_runtime *rt)
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
     PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rt->comm->comm, &req));
-    wait_req(rt, &req, -1); /* shown as a wait: the stages that finished first idle here */
+    wait_req(rt, &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
     return first == INT_MAX ? -1 : first;
 }
 
@@ -660,7 +661,7 @@ static double global_grad_norm(ppdl_runtime *rt)
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
     PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, rt->layer_sumsq, L, MPI_DOUBLE, MPI_SUM, rt->comm->comm, &req));
-    wait_req(rt, &req, -1);
+    wait_req(rt, &req, -1, PPDL_EV_ALLREDUCE);
     double total = 0;
     for (int l = 0; l < L; l++) total += rt->layer_sumsq[l];
     return sqrt(total);
@@ -738,7 +739,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                        sl->mb);
             inbox_buf *ib = &rt->inbox[j];
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &ib->req, op->mb);
+            wait_req(rt, &ib->req, op->mb, PPDL_EV_WAIT);
             ppdl_xfer_recv_done(rt->be, &ib->x, ib->buf, rt->in_bytes);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
@@ -763,7 +764,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &sl->grad_recv, op->mb);
+            wait_req(rt, &sl->grad_recv, op->mb, PPDL_EV_WAIT);
             ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
@@ -792,8 +793,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             finish_allreduce(rt);
             /* every send of the step is complete before the weights change */
             for (int j = 0; j < rt->n_slots; j++) {
-                wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb);
-                wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb);
+                wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb, PPDL_EV_WAIT);
+                wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb, PPDL_EV_WAIT);
             }
             stats->nonfinite_stage = agree_nonfinite(rt);
             stats->lr = rt->lr;
