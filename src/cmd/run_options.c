@@ -130,7 +130,11 @@ void run_options_usage(FILE *f)
 "Example:\n"
 "  ppdl-init --preset gpt-tiny -o gpt.h5\n"
 "  ppdl-data text README.md --seq-len 64 -o text.h5\n"
-"  mpiexec -n 2 ./ppdl gpt.h5 --data text.h5 --steps 50 --batch-size 16 --micro-batches 4\n");
+"  mpiexec -n 2 ./ppdl gpt.h5 --data text.h5 --steps 50 --batch-size 16 --micro-batches 4\n"
+"\n"
+"Every file's fields (model, data, checkpoint, plan, cluster, costs, report, trace),\n"
+"every option's default and the exit statuses: docs/formats.md, docs/cli.md and\n"
+"docs/cost-model.md in the source tree.\n");
 }
 
 

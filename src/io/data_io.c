@@ -1,4 +1,4 @@
-/* data_io.c — read and write data.h5 (layout and contract: data_io.h, DESIGN.md).
+/* data_io.c — read and write data.h5 (layout and contract: data_io.h, docs/formats.md).
  *
  * Plain serial HDF5. ppdl_data_open checks the file against the model once (the kind
  * of data for the family, shapes, dtypes, N >= 1); ppdl_data_read then reads `count`

@@ -1,6 +1,6 @@
 /* data_io.h — data.h5: what the model trains on.
  *
- * Layout (contract: ../DESIGN.md "data.h5"):
+ * Layout (contract: docs/formats.md "data.h5"):
  *   language modelling: tokens int32 [N, T+1] (inputs [:, :T], targets [:, 1:]),
  *                       root attribute vocab_size (int32)
  *   classification:     features float32 [N, D]  or  images float32 [N, C, H, W],

@@ -74,7 +74,7 @@ typedef struct ppdl_mem_breakdown {
 } ppdl_mem_breakdown;
 
 /* What a stage will hold, from the layers' sizes alone, before anything is allocated:
- * DESIGN.md's cost model (mem_s = 4 * param bytes + n_s * sum of stash bytes) and the
+ * the cost model's (docs/cost-model.md: mem_s = 4 * param bytes + n_s * sum of stash bytes) and the
  * runtime's own buffers, which the cost model leaves out: the activation/gradient
  * messages in flight, scratch for a recomputed forward, two gradient buffers between
  * layers, the layers' work space. */
