@@ -46,6 +46,7 @@ typedef struct options {
     double lr, beta1, beta2, eps, weight_decay;
     /* the learning-rate schedule (nn/lr_schedule.h) and gradient clipping */
     const char *lr_schedule_name;
+    long long shuffle;                 /* --shuffle SEED, -1: sequential */
     long warmup, decay_steps;          /* decay_steps 0: --steps */
     double min_lr, min_lr_ratio;       /* < 0: not given */
     double decay_fraction, clip_grad_norm;
@@ -83,15 +84,21 @@ void agree_or_end_job(int failed, const char *msg, int code);
 /* the same, waiting without spinning (for the ranks idle while rank 0 works alone) */
 void agree_or_end_job_idle(int failed, const char *msg, int code);
 
-/* the data each step reads: samples step*B ... step*B + B-1 (mod N), micro-batch
- * mb takes the mb-th contiguous B/M of them. A resumed run continues from the data
+/* the data each step reads: the samples at positions step*B ... step*B + B-1, micro-batch
+ * mb the mb-th contiguous B/M of them. Position p is row p mod N of the data set, or
+ * with --shuffle SEED row perm_e(p mod N), perm_e the permutation of epoch e = p / N
+ * drawn from SEED and e alone (core/permute.h). A resumed run continues from the data
  * position its checkpoint recorded (pos0 samples consumed by step0 steps), which is
  * step0*B unless the batch size changed. */
 typedef struct data_source {
     ppdl_data *data;
     long batch_size;
     long long step0, pos0;
+    long long shuffle;         /* the seed, -1: sequential */
 } data_source;
+/* the position of step's first sample, and its epoch (from 1) */
+long long data_position_of(const data_source *ds, long step);
+long long data_epoch_of(const data_source *ds, long step);
 
 /* what the loop needs to checkpoint and to stop early */
 typedef struct run_ctl {

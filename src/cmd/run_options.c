@@ -52,7 +52,10 @@ void run_options_usage(FILE *f)
 "  --clip-grad-norm X      scale every gradient by min(1, X / ||g||), ||g|| the L2 norm\n"
 "                          over all parameters of the model (every stage; a replicated\n"
 "                          stage once): the same bits on any number of ranks\n"
-"  --seed S                recorded in the report (data order is sequential)\n"
+"  --seed S                recorded in the report\n"
+"  --shuffle SEED          visit the rows in a new random order each epoch, drawn from\n"
+"                          SEED and the epoch alone: the same order on any number of\n"
+"                          ranks and across resumes (default: in order, row k*B on)\n"
 "  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
@@ -153,6 +156,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
     o->weight_decay = 1e-2;
     o->seed = 1234;
     o->lr_schedule_name = "constant";
+    o->shuffle = -1;
     o->min_lr = -1;
     o->min_lr_ratio = -1;
     o->decay_fraction = 0.2;
@@ -160,7 +164,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
-           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_HELP, O_VERSION };
+           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -184,7 +188,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         {"clip-grad-norm", required_argument, 0, O_CLIP}, {"decay-all", no_argument, 0, O_DECAY_ALL},
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
-        {"step-delay", required_argument, 0, O_STEP_DELAY},
+        {"step-delay", required_argument, 0, O_STEP_DELAY}, {"shuffle", required_argument, 0, O_SHUFFLE},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -312,6 +316,12 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
                 return ppdl_errf(err, errlen, "--clip-grad-norm %s: expected a norm > 0 (e.g. 1.0)", a);
             break;
         case O_DECAY_ALL: o->decay_all = 1; break;
+        case O_SHUFFLE: {
+            long seed;
+            if (ppdl_parse_int(a, 0, LONG_MAX, &seed)) return ppdl_errf(err, errlen, "--shuffle %s: expected a seed, an integer >= 0", a);
+            o->shuffle = seed;
+            break;
+        }
         case 'h':
         case O_HELP: return 1;
         case O_VERSION: return 2;

@@ -27,7 +27,7 @@ void run_write_checkpoint(run *r, long done, double at_s)
     host_state h;
     host_state_get(&h, &r->st, 1);
     ppdl_ckpt_info info = {
-        .step = done, .data_position = r->ds.pos0 + (done - r->ds.step0) * (long long)r->ds.batch_size,
+        .step = done, .data_position = data_position_of(&r->ds, done), .shuffle = o->shuffle,
         .adam_t = ppdl_runtime_adam_t(r->rt), .seed = o->seed, .batch_size = o->batch_size,
         .micro_batches = o->micro_batches, .ranks = r->n_ranks, .lr = o->lr, .beta1 = o->beta1,
         .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay, .plan_json = c->plan_json,
@@ -117,6 +117,8 @@ typedef struct step_log {
     train_totals *t;           /* rank 0's totals and per-step entries */
     double lr[2], grad_norm[2]; /* of the step in flight (the same on every rank) */
     int show_lr, show_norm;    /* the progress line shows them (a schedule, clipping) */
+    const data_source *ds;
+    int show_epoch;            /* the progress line shows the epoch (shuffled, or more than one) */
 } step_log;
 
 static void step_log_finish(step_log *lg)
@@ -149,6 +151,7 @@ static void step_log_finish(step_log *lg)
     }
     json_t *js = json_object();
     json_object_set_new(js, "step", json_integer(step + 1)); /* numbered from 1, as the progress line */
+    json_object_set_new(js, "epoch", json_integer((json_int_t)data_epoch_of(lg->ds, step)));
     json_object_set_new(js, "loss", json_real(loss));
     json_object_set_new(js, "ms", json_real(ms));
     json_object_set_new(js, "bubble", json_real(bubble));
@@ -158,6 +161,7 @@ static void step_log_finish(step_log *lg)
     if ((step + 1) % lg->log_every == 0 || step == lg->start_step || step + 1 == o->steps) {
         printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%", step + 1,
                o->steps, loss, ms, o->batch_size / (ms / 1e3), lg->flops_step / (ms / 1e3) / 1e9, 100 * bubble);
+        if (lg->show_epoch) printf("  epoch %lld", data_epoch_of(lg->ds, step));
         if (lg->show_lr) printf("  lr %.3e", lg->lr[step % 2]);
         if (lg->show_norm) printf("  norm %.4f", lg->grad_norm[step % 2]);
         printf("\n");
@@ -212,7 +216,8 @@ void run_train(run *r)
                    .log_every = o->log_every ? o->log_every : (o->steps > 20 ? o->steps / 20 : 1),
                    .loss_rows = ppdl_model_loss_rows(&r->model), .flops_step = r->flops_step, .t = t,
                    .show_lr = o->lr_sched.kind != PPDL_LR_CONSTANT || o->lr_sched.warmup > 0,
-                   .show_norm = o->clip_grad_norm > 0};
+                   .show_norm = o->clip_grad_norm > 0, .ds = &r->ds,
+                   .show_epoch = o->shuffle >= 0 || data_epoch_of(&r->ds, o->steps - 1) > 1};
     for (int k = 0; k < 2; k++)
         lg.all[k] = r->rank == 0 ? ppdl_xmalloc(3 * (size_t)r->n_ranks * sizeof(double)) : NULL;
     ctl->t_prev = ppdl_now_s();
