@@ -11,6 +11,7 @@
  *   run_report.c    what is printed (header, plan table, the closing tables) and
  *                   the --report JSON
  *   run_agree.c     the job-ending agreement every rank reaches
+ *   run_log.c       the run log (--log FILE.jsonl)
  * Every value derived from the options is derived once, in run_options.c.
  */
 #ifndef PPDL_CMD_RUN_H
@@ -37,6 +38,7 @@ typedef enum plan_mode { PLAN_UNIFORM = 0, PLAN_AUTO, PLAN_DP, PLAN_FILE } plan_
 
 typedef struct options {
     const char *model, *data, *plan, *report, *trace, *timeline, *save, *backend, *recompute;
+    const char *log;           /* --log FILE.jsonl */
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
@@ -174,6 +176,7 @@ typedef struct run {
     double *papi_all;              /* rank 0: every rank's PAPI counts */
     double *clock_all;             /* rank 0: per rank, its clock's offset and bound (s) */
     int output_failed;             /* rank 0: a requested output could not be written */
+    FILE *log;                     /* rank 0: --log, open while training (run_log.c) */
 } run;
 
 /* ---- the steps of main(), in order ---- */
@@ -201,6 +204,14 @@ void run_finish(run *r);
 int run_exit_status(const run *r);
 /* free everything (any step may have been the last one run) */
 void run_free(run *r);
+
+/* --log FILE.jsonl (run_log.c), rank 0: opened (a resumed run's log trimmed to its
+ * checkpoint's step) by every rank at the start of training; a step's line; synced at
+ * checkpoints; closed (synced) at the end */
+void run_log_open(run *r);
+void run_log_line(run *r, json_t *entry);
+void run_log_sync(run *r);
+void run_log_close(run *r);
 
 /* helpers shared between the steps */
 /* Host views of a stage's weights and AdamW moments: the arenas themselves when the

@@ -136,6 +136,7 @@ static void save_model(run *r)
 void run_finish(run *r)
 {
     const options *o = &r->o;
+    run_log_close(r);
     gather_summaries(r);
     if (o->record_events) write_trace_and_timeline(r);
     if (o->save && r->ctl.stopped && r->rank == 0)
@@ -160,6 +161,7 @@ int run_exit_status(const run *r)
 
 void run_free(run *r)
 {
+    if (r->log) fclose(r->log);
     json_decref(r->totals.steps_json);
     if (r->rt) ppdl_runtime_destroy(r->rt);
     if (r->st.be) ppdl_stage_free(&r->st);

@@ -108,6 +108,9 @@ void run_options_usage(FILE *f)
 "                          the machine has no counters it says why and times only\n"
 "  --log-every K           progress line every K steps (default: about 20 lines per run)\n"
 "  --report FILE.json      losses, throughput, plan and memory per rank\n"
+"  --log FILE.jsonl        one JSON line per step as the run goes (step, epoch, loss,\n"
+"                          lr, grad_norm, ms, samples/s, tokens/s, bubble); a resumed\n"
+"                          run continues the file, so a chain of jobs leaves one log\n"
 "  --trace FILE.json       the last step as a Chrome/Perfetto trace (ui.perfetto.dev)\n"
 "  --timeline FILE.svg     the last step as a pipeline diagram (open in a browser)\n"
 "  --save FILE.h5          write the trained model (a model.h5 ppdl can train again)\n"
@@ -164,7 +167,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
-           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_HELP, O_VERSION };
+           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -189,6 +192,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
         {"step-delay", required_argument, 0, O_STEP_DELAY}, {"shuffle", required_argument, 0, O_SHUFFLE},
+        {"log", required_argument, 0, O_RUNLOG},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -232,6 +236,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
             if (ppdl_parse_int(a, 0, LONG_MAX, &o->seed)) return ppdl_errf(err, errlen, "--seed %s: expected an integer >= 0", a);
             break;
         case O_REPORT: o->report = a; break;
+        case O_RUNLOG: o->log = a; break;
         case O_TRACE: o->trace = a; break;
         case O_TIMELINE: o->timeline = a; break;
         case O_SAVE: o->save = a; break;
@@ -418,7 +423,7 @@ int run_options_check_outputs(const options *o, char *err, size_t errlen)
     return check_output("--report", o->report, err, errlen) || check_output("--trace", o->trace, err, errlen) ||
            check_output("--timeline", o->timeline, err, errlen) || check_output("--save", o->save, err, errlen) ||
            check_output("--cluster-out", o->cluster_out, err, errlen) ||
-           check_output("--costs-out", o->costs_out, err, errlen);
+           check_output("--costs-out", o->costs_out, err, errlen) || check_output("--log", o->log, err, errlen);
 }
 
 int run_start(run *r, int argc, char **argv)

@@ -43,6 +43,7 @@ void run_write_checkpoint(run *r, long done, double at_s)
     agree_or_end_job(rc == -1, err, 1);   /* the rank that failed explains */
     agree_or_end_job(rc != 0, err, 1);
     c->ckpt_est_s = cs.total_s;
+    run_log_sync(r); /* the log is as durable as the checkpoint */
     c->ckpt_total_s += cs.total_s;
     c->ckpt_at_s = at_s + cs.total_s;
     c->ckpt_step = done;
@@ -118,6 +119,8 @@ typedef struct step_log {
     double lr[2], grad_norm[2]; /* of the step in flight (the same on every rank) */
     int show_lr, show_norm;    /* the progress line shows them (a schedule, clipping) */
     const data_source *ds;
+    run *run;                  /* its --log */
+    int tokens;                /* samples are sequences of loss_rows tokens */
     int show_epoch;            /* the progress line shows the epoch (shuffled, or more than one) */
 } step_log;
 
@@ -157,6 +160,14 @@ static void step_log_finish(step_log *lg)
     json_object_set_new(js, "bubble", json_real(bubble));
     json_object_set_new(js, "lr", json_real(lg->lr[step % 2]));
     if (lg->grad_norm[step % 2] >= 0) json_object_set_new(js, "grad_norm", json_real(lg->grad_norm[step % 2]));
+    if (lg->run->log) { /* the run log's line: the report's entry and the rates */
+        json_t *line = json_deep_copy(js);
+        double per_s = ms > 0 ? 1e3 / ms : 0; /* steps per second */
+        json_object_set_new(line, "samples_per_s", json_real((double)o->batch_size * per_s));
+        if (lg->tokens) json_object_set_new(line, "tokens_per_s", json_real((double)o->batch_size * lg->loss_rows * per_s));
+        run_log_line(lg->run, line);
+        json_decref(line);
+    }
     json_array_append_new(lg->t->steps_json, js);
     if ((step + 1) % lg->log_every == 0 || step == lg->start_step || step + 1 == o->steps) {
         printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%", step + 1,
@@ -216,8 +227,10 @@ void run_train(run *r)
                    .log_every = o->log_every ? o->log_every : (o->steps > 20 ? o->steps / 20 : 1),
                    .loss_rows = ppdl_model_loss_rows(&r->model), .flops_step = r->flops_step, .t = t,
                    .show_lr = o->lr_sched.kind != PPDL_LR_CONSTANT || o->lr_sched.warmup > 0,
-                   .show_norm = o->clip_grad_norm > 0, .ds = &r->ds,
+                   .show_norm = o->clip_grad_norm > 0, .ds = &r->ds, .run = r,
+                   .tokens = r->data.kind == PPDL_DATA_TOKENS,
                    .show_epoch = o->shuffle >= 0 || data_epoch_of(&r->ds, o->steps - 1) > 1};
+    run_log_open(r);
     for (int k = 0; k < 2; k++)
         lg.all[k] = r->rank == 0 ? ppdl_xmalloc(3 * (size_t)r->n_ranks * sizeof(double)) : NULL;
     ctl->t_prev = ppdl_now_s();
