@@ -39,6 +39,8 @@ typedef enum plan_mode { PLAN_UNIFORM = 0, PLAN_AUTO, PLAN_DP, PLAN_FILE } plan_
 typedef struct options {
     const char *model, *data, *plan, *report, *trace, *timeline, *save, *backend, *recompute;
     const char *log;           /* --log FILE.jsonl */
+    const char *val_data;      /* --val-data FILE.h5 */
+    long eval_every, eval_batches; /* 0: at the start and the end only; 0: the default count */
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
@@ -98,6 +100,8 @@ typedef struct data_source {
     long long step0, pos0;
     long long shuffle;         /* the seed, -1: sequential */
 } data_source;
+/* the batches of a data source, as the runtime reads them (run_stage.c) */
+ppdl_batch_source run_batch_source(data_source *ds);
 /* the position of step's first sample, and its epoch (from 1) */
 long long data_position_of(const data_source *ds, long step);
 long long data_epoch_of(const data_source *ds, long step);
@@ -132,6 +136,8 @@ typedef struct train_totals {
     double total_ms, final_loss, sum_bubble;
     long timed_steps;
     json_t *steps_json;            /* [{"step", "loss", "ms", "bubble"}] */
+    json_t *evals_json;            /* [{"step", "val_loss"}] */
+    double eval_ms;                /* time spent evaluating, all evaluations */
     int nonfinite_exit;            /* 4: stopped at a non-finite step */
 } train_totals;
 
@@ -149,6 +155,8 @@ typedef struct run {
     ppdl_cluster cluster;
     int have_cluster;
     ppdl_data data;
+    ppdl_data val_data;            /* --val-data (val_data.file > 0 when open) */
+    long eval_batches;             /* batches per evaluation */
     const char *resume;            /* the checkpoint resumed from, NULL: a fresh start */
     ppdl_ckpt_info ck;             /* its /train record */
     long start_step;

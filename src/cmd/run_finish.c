@@ -166,6 +166,8 @@ void run_free(run *r)
     if (r->rt) ppdl_runtime_destroy(r->rt);
     if (r->st.be) ppdl_stage_free(&r->st);
     if (r->data.file > 0) ppdl_data_close(&r->data);
+    if (r->val_data.file > 0) ppdl_data_close(&r->val_data);
+    json_decref(r->totals.evals_json);
     if (r->plan.stages) ppdl_plan_free(&r->plan);
     if (r->have_costs) ppdl_costs_free(&r->costs);
     ppdl_model_free(&r->model);

@@ -56,6 +56,11 @@ void run_options_usage(FILE *f)
 "  --shuffle SEED          visit the rows in a new random order each epoch, drawn from\n"
 "                          SEED and the epoch alone: the same order on any number of\n"
 "                          ranks and across resumes (default: in order, row k*B on)\n"
+"  --val-data FILE.h5      held-out data (ppdl-data ... --val-fraction or --val-out):\n"
+"                          its mean loss over --eval-batches N batches of the\n"
+"                          mini-batch size (default: as many as it holds, at most 50),\n"
+"                          forward only through the same pipeline, before the first\n"
+"                          step, every --eval-every K steps and after the last\n"
 "  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
@@ -167,7 +172,8 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
-           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_HELP, O_VERSION };
+           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
+           O_EVAL_BATCHES, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -192,7 +198,8 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
         {"step-delay", required_argument, 0, O_STEP_DELAY}, {"shuffle", required_argument, 0, O_SHUFFLE},
-        {"log", required_argument, 0, O_RUNLOG},
+        {"log", required_argument, 0, O_RUNLOG}, {"val-data", required_argument, 0, O_VAL_DATA},
+        {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -237,6 +244,13 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
             break;
         case O_REPORT: o->report = a; break;
         case O_RUNLOG: o->log = a; break;
+        case O_VAL_DATA: o->val_data = a; break;
+        case O_EVAL_EVERY:
+            if (ppdl_parse_int(a, 1, LONG_MAX, &o->eval_every)) return ppdl_errf(err, errlen, "--eval-every %s: expected a number of steps >= 1", a);
+            break;
+        case O_EVAL_BATCHES:
+            if (ppdl_parse_int(a, 1, 1 << 20, &o->eval_batches)) return ppdl_errf(err, errlen, "--eval-batches %s: expected an integer in [1, 1048576]", a);
+            break;
         case O_TRACE: o->trace = a; break;
         case O_TIMELINE: o->timeline = a; break;
         case O_SAVE: o->save = a; break;
@@ -354,6 +368,9 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
                                           "checkpoint with a model without optimizer state", o->save);
         if (!o->checkpoint_every && !(o->checkpoint_every_s > 0)) o->checkpoint_every_s = 15 * 60;
     }
+    if (!o->val_data && (o->eval_every || o->eval_batches))
+        return ppdl_errf(err, errlen, "%s needs --val-data FILE.h5 (the data to evaluate on)",
+                         o->eval_every ? "--eval-every" : "--eval-batches");
     /* derived once, read everywhere */
     o->plan_mode = !strcmp(o->plan, "auto")      ? PLAN_AUTO
                    : !strcmp(o->plan, "uniform") ? PLAN_UNIFORM

@@ -60,6 +60,8 @@ static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t
     return rc;
 }
 
+ppdl_batch_source run_batch_source(data_source *ds) { return (ppdl_batch_source){ds, read_batch}; }
+
 void run_build_stage(run *r)
 {
     const options *o = &r->o;
@@ -108,7 +110,7 @@ void run_build_stage(run *r)
         .record_events = o->record_events, .clip_grad_norm = o->clip_grad_norm,
         .decay_all = o->decay_all, .skip_nonfinite = o->skip_nonfinite, .papi = o->papi ? &r->papi : NULL,
     };
-    r->rt = ppdl_runtime_create(st, &cfg, (ppdl_batch_source){&r->ds, read_batch}, &r->comm);
+    r->rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
     if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);
     if (r->resume) ppdl_runtime_set_adam_t(r->rt, (int)r->ck.adam_t);
     /* checkpoints: stage replicas after the first hold the same weights, only the first writes */

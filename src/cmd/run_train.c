@@ -120,6 +120,7 @@ typedef struct step_log {
     int show_lr, show_norm;    /* the progress line shows them (a schedule, clipping) */
     const data_source *ds;
     run *run;                  /* its --log */
+    double val[2];             /* the validation loss after the step in flight, NaN: none */
     int tokens;                /* samples are sequences of loss_rows tokens */
     int show_epoch;            /* the progress line shows the epoch (shuffled, or more than one) */
 } step_log;
@@ -159,6 +160,8 @@ static void step_log_finish(step_log *lg)
     json_object_set_new(js, "ms", json_real(ms));
     json_object_set_new(js, "bubble", json_real(bubble));
     json_object_set_new(js, "lr", json_real(lg->lr[step % 2]));
+    double val = lg->val[step % 2];
+    if (!isnan(val)) json_object_set_new(js, "val_loss", json_real(val));
     if (lg->grad_norm[step % 2] >= 0) json_object_set_new(js, "grad_norm", json_real(lg->grad_norm[step % 2]));
     if (lg->run->log) { /* the run log's line: the report's entry and the rates */
         json_t *line = json_deep_copy(js);
@@ -169,21 +172,23 @@ static void step_log_finish(step_log *lg)
         json_decref(line);
     }
     json_array_append_new(lg->t->steps_json, js);
-    if ((step + 1) % lg->log_every == 0 || step == lg->start_step || step + 1 == o->steps) {
+    if ((step + 1) % lg->log_every == 0 || step == lg->start_step || step + 1 == o->steps || !isnan(val)) {
         printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%", step + 1,
                o->steps, loss, ms, o->batch_size / (ms / 1e3), lg->flops_step / (ms / 1e3) / 1e9, 100 * bubble);
         if (lg->show_epoch) printf("  epoch %lld", data_epoch_of(lg->ds, step));
         if (lg->show_lr) printf("  lr %.3e", lg->lr[step % 2]);
         if (lg->show_norm) printf("  norm %.4f", lg->grad_norm[step % 2]);
+        if (!isnan(val)) printf("  val %.4f", val);
         printf("\n");
         fflush(stdout);
     }
 }
 
 /* step's numbers start on their way to rank 0; the previous step's are finished first */
-static void step_log_post(step_log *lg, long step, const ppdl_step_stats *stats)
+static void step_log_post(step_log *lg, long step, const ppdl_step_stats *stats, double val)
 {
     step_log_finish(lg);
+    lg->val[step % 2] = val;
     lg->lr[step % 2] = stats->lr;
     lg->grad_norm[step % 2] = stats->grad_norm;
     double *mine = lg->mine[step % 2];
@@ -192,6 +197,32 @@ static void step_log_post(step_log *lg, long step, const ppdl_step_stats *stats)
     mine[2] = stats->compute_ms;
     PPDL_CHECK_MPI(MPI_Igather(mine, 3, MPI_DOUBLE, lg->all[step % 2], 3, MPI_DOUBLE, 0, MPI_COMM_WORLD, &lg->req));
     lg->pending = step;
+}
+
+/* ---- evaluation (--val-data) ----
+ * The mean loss over the validation set's first eval_batches batches of B samples (the
+ * same batches every time), forward only through the pipeline (ppdl_runtime_eval).
+ * Every rank calls it; rank 0 gets every rank's sum (the last stage's replicas each
+ * hold the sum of their micro-batches) and adds them in rank order, as it does the
+ * training loss; other ranks get NaN. The time is counted apart from the steps'. */
+static double run_evaluate(run *r, long after_step)
+{
+    const options *o = &r->o;
+    double t0 = ppdl_now_s();
+    data_source vs = {&r->val_data, o->batch_size, 0, 0, -1};
+    double mine = ppdl_runtime_eval(r->rt, run_batch_source(&vs), (int)r->eval_batches), val = NAN;
+    double *all = r->rank == 0 ? ppdl_xmalloc((size_t)r->n_ranks * sizeof(double)) : NULL;
+    PPDL_CHECK_MPI(MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (r->rank == 0) {
+        double sum = 0;
+        for (int q = 0; q < r->n_ranks; q++) sum += all[q];
+        val = sum / ((double)r->eval_batches * o->batch_size * ppdl_model_loss_rows(&r->model));
+        json_array_append_new(r->totals.evals_json, json_pack("{s:I, s:f}", "step", (json_int_t)after_step,
+                                                              "val_loss", val));
+        free(all);
+    }
+    r->totals.eval_ms += 1e3 * (ppdl_now_s() - t0);
+    return val;
 }
 
 /* forward FLOPs of the whole model for `samples` samples, x3 for forward + backward */
@@ -222,7 +253,7 @@ void run_train(run *r)
     r->flops_step = model_train_flops(&r->model, o->batch_size);
     t->steps_json = json_array();
     t->final_loss = NAN;
-    step_log lg = {.rank = r->rank, .n_ranks = r->n_ranks, .pending = -1, .comm = &r->comm, .o = o,
+    step_log lg = {.val = {NAN, NAN}, .rank = r->rank, .n_ranks = r->n_ranks, .pending = -1, .comm = &r->comm, .o = o,
                    .start_step = r->start_step,
                    .log_every = o->log_every ? o->log_every : (o->steps > 20 ? o->steps / 20 : 1),
                    .loss_rows = ppdl_model_loss_rows(&r->model), .flops_step = r->flops_step, .t = t,
@@ -231,6 +262,17 @@ void run_train(run *r)
                    .tokens = r->data.kind == PPDL_DATA_TOKENS,
                    .show_epoch = o->shuffle >= 0 || data_epoch_of(&r->ds, o->steps - 1) > 1};
     run_log_open(r);
+    t->evals_json = json_array();
+    if (r->eval_batches && r->start_step == 0) { /* the held-out loss before any step */
+        double val = run_evaluate(r, 0);
+        if (r->rank == 0) {
+            printf("validation before training: loss %.4f (%ld batch%s of %ld from %s)\n", val, r->eval_batches,
+                   r->eval_batches == 1 ? "" : "es", o->batch_size, o->val_data);
+            json_t *line = json_pack("{s:i, s:f}", "step", 0, "val_loss", val);
+            run_log_line(r, line);
+            json_decref(line);
+        }
+    }
     for (int k = 0; k < 2; k++)
         lg.all[k] = r->rank == 0 ? ppdl_xmalloc(3 * (size_t)r->n_ranks * sizeof(double)) : NULL;
     ctl->t_prev = ppdl_now_s();
@@ -256,7 +298,11 @@ void run_train(run *r)
                 break;
             }
         }
-        step_log_post(&lg, step, &stats);
+        /* the held-out loss after the step: every --eval-every steps and after the last */
+        double val = r->eval_batches && ((o->eval_every && (step + 1) % o->eval_every == 0) || step + 1 == o->steps)
+                         ? run_evaluate(r, step + 1)
+                         : NAN;
+        step_log_post(&lg, step, &stats, val);
     }
     step_log_finish(&lg);
     for (int k = 0; k < 2; k++) free(lg.all[k]);
