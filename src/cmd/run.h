@@ -39,6 +39,8 @@ typedef enum plan_mode { PLAN_UNIFORM = 0, PLAN_AUTO, PLAN_DP, PLAN_FILE } plan_
 typedef struct options {
     const char *model, *data, *plan, *report, *trace, *timeline, *save, *backend, *recompute;
     const char *log;           /* --log FILE.jsonl */
+    const char *loss_plot;     /* --loss-plot FILE.svg */
+    int loss_plot_log;         /* --loss-plot-scale log */
     const char *val_data;      /* --val-data FILE.h5 */
     long eval_every, eval_batches; /* 0: at the start and the end only; 0: the default count */
     const char *mem_limit;
@@ -132,12 +134,23 @@ typedef struct rank_summary {
 
 /* The training's totals over the timed steps (after the first, or the only one), on
  * rank 0 */
+/* the losses so far, for --loss-plot (rank 0): this job's steps and evaluations, and a
+ * resumed run's earlier ones from its --log */
+typedef struct loss_history {
+    long *step, *val_step;
+    double *loss, *val_loss;
+    int n, n_val, cap, cap_val;
+} loss_history;
+void loss_history_add(loss_history *h, long step, double loss, int validation);
+void loss_history_free(loss_history *h);
+
 typedef struct train_totals {
     double total_ms, final_loss, sum_bubble;
     long timed_steps;
     json_t *steps_json;            /* [{"step", "loss", "ms", "bubble"}] */
     json_t *evals_json;            /* [{"step", "val_loss"}] */
     double eval_ms;                /* time spent evaluating, all evaluations */
+    loss_history history;          /* rank 0, for --loss-plot */
     int nonfinite_exit;            /* 4: stopped at a non-finite step */
 } train_totals;
 
@@ -220,6 +233,8 @@ void run_log_open(run *r);
 void run_log_line(run *r, json_t *entry);
 void run_log_sync(run *r);
 void run_log_close(run *r);
+/* rank 0: --loss-plot from the history so far (at checkpoints and at the end) */
+void run_write_loss_plot(run *r);
 
 /* helpers shared between the steps */
 /* Host views of a stage's weights and AdamW moments: the arenas themselves when the

@@ -6,7 +6,10 @@
  * steps after its checkpoint (a job killed after step 150 with its last checkpoint at
  * step 100 logged 101-150, which the resumed run trains again) and a line cut short by
  * the kill, then appends. A fresh run starts the file anew. The trimmed log replaces
- * the old one only once written whole (FILE.tmp, then rename). */
+ * the old one only once written whole (FILE.tmp, then rename).
+ *
+ * The loss history of --loss-plot lives here too: this job's steps and evaluations,
+ * after the lines a resumed run's log kept, so that a chain's plot shows the whole run. */
 #include "config.h"
 
 #include <errno.h>
@@ -18,10 +21,37 @@
 
 #include "cmd/run.h"
 #include "core/error.h"
+#include "core/util.h"
+#include "prof/loss_plot.h"
+
+void loss_history_add(loss_history *h, long step, double loss, int validation)
+{
+    long **steps = validation ? &h->val_step : &h->step;
+    double **losses = validation ? &h->val_loss : &h->loss;
+    int *n = validation ? &h->n_val : &h->n, *cap = validation ? &h->cap_val : &h->cap;
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        *steps = realloc(*steps, (size_t)*cap * sizeof **steps);
+        *losses = realloc(*losses, (size_t)*cap * sizeof **losses);
+        PPDL_CHECK(*steps && *losses, "out of host memory for the loss history");
+    }
+    (*steps)[*n] = step;
+    (*losses)[(*n)++] = loss;
+}
+
+void loss_history_free(loss_history *h)
+{
+    free(h->step);
+    free(h->loss);
+    free(h->val_step);
+    free(h->val_loss);
+    memset(h, 0, sizeof *h);
+}
 
 /* The log's lines up to and including step `keep` (a resume point) into path.tmp,
- * renamed onto path. Lines without a step (none are written today) are kept. */
-static int trim(const char *path, long keep, long *dropped, char *err, size_t errlen)
+ * renamed onto path, their losses into h. Lines without a step (none are written
+ * today) are kept. */
+static int trim(const char *path, long keep, long *dropped, loss_history *h, char *err, size_t errlen)
 {
     *dropped = 0;
     FILE *in = fopen(path, "r");
@@ -39,8 +69,16 @@ static int trim(const char *path, long keep, long *dropped, char *err, size_t er
     while ((n = getline(&line, &cap, in)) > 0) {
         json_t *j = line[n - 1] == '\n' ? json_loads(line, 0, NULL) : NULL; /* a cut line is dropped */
         json_t *step = j ? json_object_get(j, "step") : NULL;
-        if (j && (!json_is_integer(step) || json_integer_value(step) <= keep)) fputs(line, out);
-        else (*dropped)++;
+        if (j && (!json_is_integer(step) || json_integer_value(step) <= keep)) {
+            fputs(line, out);
+            json_t *loss = json_object_get(j, "loss"), *val = json_object_get(j, "val_loss");
+            if (json_is_integer(step) && json_is_number(loss))
+                loss_history_add(h, (long)json_integer_value(step), json_number_value(loss), 0);
+            if (json_is_integer(step) && json_is_number(val))
+                loss_history_add(h, (long)json_integer_value(step), json_number_value(val), 1);
+        } else {
+            (*dropped)++;
+        }
         json_decref(j);
     }
     free(line);
@@ -61,7 +99,7 @@ void run_log_open(run *r)
     int failed = 0;
     if (r->rank == 0 && o->log) {
         long dropped = 0;
-        failed = r->resume ? trim(o->log, r->start_step, &dropped, err, sizeof err) : 0;
+        failed = r->resume ? trim(o->log, r->start_step, &dropped, &r->totals.history, err, sizeof err) : 0;
         if (!failed && !(r->log = fopen(o->log, r->resume ? "a" : "w")))
             failed = ppdl_errf(err, sizeof err, "--log %s: cannot open it: %s", o->log, strerror(errno)) != 0;
         if (!failed && dropped)
@@ -98,4 +136,24 @@ void run_log_close(run *r)
     run_log_sync(r);
     if (fclose(r->log) != 0) log_failed(r, "closing it");
     r->log = NULL;
+}
+
+void run_write_loss_plot(run *r)
+{
+    const options *o = &r->o;
+    if (r->rank != 0 || !o->loss_plot) return;
+    const loss_history *h = &r->totals.history;
+    int tokens = r->data.kind == PPDL_DATA_TOKENS;
+    char title[512], err[PPDL_ERR_LEN];
+    snprintf(title, sizeof title, "%s on %s: loss", o->model, o->data);
+    ppdl_loss_curve c = {
+        .step = h->step, .loss = h->loss, .n = h->n, .val_step = h->val_step, .val_loss = h->val_loss,
+        .n_val = h->n_val, .per_step = (double)o->batch_size * (tokens ? ppdl_model_loss_rows(&r->model) : 1),
+        .per_step_unit = tokens ? "tokens" : "samples", .log_scale = o->loss_plot_log, .title = title,
+    };
+    if (h->n + h->n_val == 0) return; /* nothing to draw yet */
+    if (ppdl_loss_plot_write_svg(o->loss_plot, &c, err, sizeof err)) {
+        fprintf(stderr, "ppdl: %s\n", err);
+        r->output_failed = 1;
+    }
 }

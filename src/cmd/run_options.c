@@ -116,6 +116,9 @@ void run_options_usage(FILE *f)
 "  --log FILE.jsonl        one JSON line per step as the run goes (step, epoch, loss,\n"
 "                          lr, grad_norm, ms, samples/s, tokens/s, bubble); a resumed\n"
 "                          run continues the file, so a chain of jobs leaves one log\n"
+"  --loss-plot FILE.svg    training and validation loss against the step (and the\n"
+"                          tokens seen), at every checkpoint and at the end; open it in\n"
+"                          a browser; --loss-plot-scale log for a logarithmic loss axis\n"
 "  --trace FILE.json       the last step as a Chrome/Perfetto trace (ui.perfetto.dev)\n"
 "  --timeline FILE.svg     the last step as a pipeline diagram (open in a browser)\n"
 "  --save FILE.h5          write the trained model (a model.h5 ppdl can train again)\n"
@@ -173,7 +176,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
-           O_EVAL_BATCHES, O_HELP, O_VERSION };
+           O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -199,7 +202,8 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
         {"step-delay", required_argument, 0, O_STEP_DELAY}, {"shuffle", required_argument, 0, O_SHUFFLE},
         {"log", required_argument, 0, O_RUNLOG}, {"val-data", required_argument, 0, O_VAL_DATA},
-        {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
+        {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"loss-plot", required_argument, 0, O_LOSS_PLOT},
+        {"loss-plot-scale", required_argument, 0, O_LOSS_PLOT_SCALE}, {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -245,6 +249,12 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         case O_REPORT: o->report = a; break;
         case O_RUNLOG: o->log = a; break;
         case O_VAL_DATA: o->val_data = a; break;
+        case O_LOSS_PLOT: o->loss_plot = a; break;
+        case O_LOSS_PLOT_SCALE:
+            if (strcmp(a, "linear") && strcmp(a, "log"))
+                return ppdl_errf(err, errlen, "--loss-plot-scale %s: expected linear or log", a);
+            o->loss_plot_log = !strcmp(a, "log");
+            break;
         case O_EVAL_EVERY:
             if (ppdl_parse_int(a, 1, LONG_MAX, &o->eval_every)) return ppdl_errf(err, errlen, "--eval-every %s: expected a number of steps >= 1", a);
             break;
@@ -440,7 +450,8 @@ int run_options_check_outputs(const options *o, char *err, size_t errlen)
     return check_output("--report", o->report, err, errlen) || check_output("--trace", o->trace, err, errlen) ||
            check_output("--timeline", o->timeline, err, errlen) || check_output("--save", o->save, err, errlen) ||
            check_output("--cluster-out", o->cluster_out, err, errlen) ||
-           check_output("--costs-out", o->costs_out, err, errlen) || check_output("--log", o->log, err, errlen);
+           check_output("--costs-out", o->costs_out, err, errlen) || check_output("--log", o->log, err, errlen) ||
+           check_output("--loss-plot", o->loss_plot, err, errlen);
 }
 
 int run_start(run *r, int argc, char **argv)

@@ -44,6 +44,7 @@ void run_write_checkpoint(run *r, long done, double at_s)
     agree_or_end_job(rc != 0, err, 1);
     c->ckpt_est_s = cs.total_s;
     run_log_sync(r); /* the log is as durable as the checkpoint */
+    run_write_loss_plot(r);
     c->ckpt_total_s += cs.total_s;
     c->ckpt_at_s = at_s + cs.total_s;
     c->ckpt_step = done;
@@ -146,6 +147,7 @@ static void step_log_finish(step_log *lg)
     double bubble = ms > 0 ? 1.0 - busy / (lg->n_ranks * ms) : 0;
     if (bubble < 0) bubble = 0;
     lg->t->final_loss = loss;
+    loss_history_add(&lg->t->history, step + 1, loss, 0);
     /* the first step of a job warms up (allocation, caches, first messages): timed only
      * when it is the only one */
     if (step > lg->start_step || o->steps - lg->start_step == 1) {
@@ -219,6 +221,7 @@ static double run_evaluate(run *r, long after_step)
         val = sum / ((double)r->eval_batches * o->batch_size * ppdl_model_loss_rows(&r->model));
         json_array_append_new(r->totals.evals_json, json_pack("{s:I, s:f}", "step", (json_int_t)after_step,
                                                               "val_loss", val));
+        loss_history_add(&r->totals.history, after_step, val, 1);
         free(all);
     }
     r->totals.eval_ms += 1e3 * (ppdl_now_s() - t0);

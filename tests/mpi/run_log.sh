@@ -25,12 +25,13 @@ ok $? "a line per step 1..8: step, epoch, loss, lr, grad_norm, ms, samples/s, to
 # a chain: 3 steps, then 5 (resumed); then a job killed after logging steps 4-5 resumes
 # from the step-3 checkpoint to step 8, and the log ends with steps 1..8 once each
 run() { mpirun_n "$@" >>"$tmp/chain.log" 2>&1; }
-run 2 $base --steps 3 --checkpoint "$tmp/ck.h5" --log "$tmp/c.jsonl" && cp "$tmp/ck.h5" "$tmp/ck3.h5" &&
-  run 3 $base --steps 5 --checkpoint "$tmp/ck.h5" --resume auto --log "$tmp/c.jsonl"
+plot="--loss-plot $tmp/c.svg"
+run 2 $base --steps 3 --checkpoint "$tmp/ck.h5" --log "$tmp/c.jsonl" $plot && cp "$tmp/ck.h5" "$tmp/ck3.h5" &&
+  run 3 $base --steps 5 --checkpoint "$tmp/ck.h5" --resume auto --log "$tmp/c.jsonl" $plot
 ok $? "3 steps, then resumed to 5 on 3 ranks, one log"
 printf '{"step": 6, "loss": 1.2' >>"$tmp/c.jsonl"   # the kill cut a line short
 cp "$tmp/ck3.h5" "$tmp/ck.h5"                       # ... and its checkpoint is the one of step 3
-run 4 $base --steps 8 --checkpoint "$tmp/ck.h5" --resume auto --log "$tmp/c.jsonl" &&
+run 4 $base --steps 8 --checkpoint "$tmp/ck.h5" --resume auto --log "$tmp/c.jsonl" $plot --loss-plot-scale log &&
   grep -q "^--log .*: dropped 3 lines after step 3" "$tmp/chain.log"
 ok $? "resumed from step 3: the lines of steps 4, 5 and the cut one dropped, and said so"
 "$PY" - "$tmp/c.jsonl" "$tmp/ref.jsonl" <<'PYEOF'
@@ -42,6 +43,18 @@ for k in ("loss", "lr", "grad_norm", "epoch"):
     assert [l[k] for l in got] == [l[k] for l in ref], k
 PYEOF
 ok $? "the chain's log: steps 1..8 once each, with the losses, lr and norms of the run in one go"
+# --loss-plot: the whole chain's curve (the resumed job reads the earlier steps from its log)
+"$PY" - "$tmp/c.svg" "$tmp/ref.jsonl" <<'PYEOF'
+import sys, xml.etree.ElementTree as ET
+svg = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+lines = svg.findall(ns + "polyline")
+pts = [len(l.get("points").split()) for l in lines]
+texts = [t.text for t in svg.iter(ns + "text")]
+assert pts == [8], pts          # one training line through steps 1..8 (no mean line under 50 steps)
+assert "step" in texts and "tokens seen" in texts and "loss (log scale)" in texts, texts
+PYEOF
+ok $? "--loss-plot: valid SVG; the chain's curve has all 8 steps; axes labelled (step, tokens seen, log loss)"
 mpirun_n 1 $base --steps 3 --log "$tmp/c.jsonl" >"$tmp/fresh.log" 2>&1 && [ "$(wc -l <"$tmp/c.jsonl")" = 3 ]
 ok $? "a fresh run (no --resume) starts the log anew"
 mpirun_n 1 $base --steps 3 --log "$tmp/no/such/dir/x.jsonl" >"$tmp/bad.log" 2>&1

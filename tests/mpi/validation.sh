@@ -26,7 +26,7 @@ run() {  # run NAME N ARGS...
 evals() { "$PY" -c '
 import json, sys
 for e in json.load(open(sys.argv[1])).get("evals", []): print(e["step"], repr(e["val_loss"]))' "$1"; }
-run ref 1 --steps 8 $val --log "$tmp/ref.jsonl"
+run ref 1 --steps 8 $val --log "$tmp/ref.jsonl" --loss-plot "$tmp/ref.svg"
 ok $? "1 rank, 8 steps, evaluated every 3 steps on 5 batches"
 [ "$(evals "$tmp/ref.json" | cut -d' ' -f1 | tr '\n' ' ')" = "0 3 6 8 " ] &&
   grep -q "^validation before training: loss" "$tmp/ref.log" && grep -q "step     3/8 .*val [0-9]" "$tmp/ref.log" &&
@@ -41,6 +41,16 @@ got = {l["step"]: l["val_loss"] for l in lines[1:] if "val_loss" in l}
 assert got == {k: v for k, v in ev.items() if k}, (got, ev)
 PYEOF
 ok $? "the run log has the step-0 evaluation's line and val_loss on the steps evaluated"
+"$PY" - "$tmp/ref.svg" <<'PYEOF'
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+svg = ET.parse(sys.argv[1]).getroot()
+pts = [len(l.get("points").split()) for l in svg.findall(ns + "polyline")]
+dots = [c.find(ns + "title").text for c in svg.findall(ns + "circle") if c.find(ns + "title") is not None]
+assert pts == [8, 4], pts      # training steps 1..8, evaluations at 0, 3, 6, 8
+assert [d.split(":")[0] for d in dots] == ["step 0", "step 3", "step 6", "step 8"], dots
+PYEOF
+ok $? "--loss-plot draws the 8 training losses and the 4 evaluations (steps 0, 3, 6, 8)"
 run plain 1 --steps 8
 [ "$(losses "$tmp/plain.json")" = "$(losses "$tmp/ref.json")" ] && h5diff "$tmp/plain.h5" "$tmp/ref.h5" >/dev/null 2>&1
 ok $? "evaluating touches nothing: the training losses and weights of a run without it"
