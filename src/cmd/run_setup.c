@@ -259,6 +259,14 @@ void run_setup_data(run *r)
     char err[PPDL_ERR_LEN] = "";
     int rc = ppdl_data_open(o->data, &r->model, &r->data, err, sizeof err);
     agree_or_end_job(rc != 0, err, 1);
+    if (o->val_data) { /* held out: checked against the model as the training data is */
+        char verr[PPDL_ERR_LEN - 16];
+        rc = ppdl_data_open(o->val_data, &r->model, &r->val_data, verr, sizeof verr);
+        snprintf(err, sizeof err, "--val-data: %s", verr);
+        agree_or_end_job(rc != 0, err, 1);
+        long whole = r->val_data.n / o->batch_size;
+        r->eval_batches = o->eval_batches ? o->eval_batches : whole < 1 ? 1 : whole > 50 ? 50 : whole;
+    }
     /* what each layer costs: profiled on rank 0's device (--costs-out, --plan auto) or
      * read (--costs) */
     r->have_costs = know_costs(o, &r->model, r->be, &r->comm, &r->data, &r->costs);

@@ -52,6 +52,9 @@ typedef struct ppdl_ckpt_info {
     char lr_schedule[16];
     long long warmup, decay_steps;
     double min_lr, decay_fraction, clip_grad_norm;
+    /* the data order: /train attribute shuffle, the --shuffle seed or -1 (in order);
+     * older checkpoints have none: read as -1 */
+    long long shuffle;
     char *plan_json;           /* write: the caller's; read: malloc'd (ppdl_ckpt_info_free) */
 } ppdl_ckpt_info;
 

@@ -836,6 +836,97 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     stats->optimizer_ms = 1e3 * rt->t_kind[PPDL_OP_OPTIMIZER];
 }
 
+/* ---- evaluation: forward only, through the same stages, slots and messages ----
+ * Between steps every slot is free. An evaluation batch runs this rank's forward-only
+ * list (RECV_ACT, FORWARD, SEND_ACT of each of its micro-batches, in order: a list
+ * without backward cannot wait on a later stage), each slot freed as soon as its
+ * activation is sent (or its loss taken on the last stage). Nothing of it is kept: no
+ * gradient is computed (the loss's gradient is written into the logits' buffer and
+ * dropped), no weight changes, and the step's events, times and counters stay those
+ * of the training step. */
+static void eval_ops(const ppdl_runtime *rt, ppdl_op_list *l)
+{
+    l->stage = rt->cfg.stage;
+    l->n = 0;
+    l->ops = ppdl_xmalloc(3 * (size_t)rt->cfg.M * sizeof *l->ops);
+    for (int mb = rt->cfg.replica; mb < rt->cfg.M; mb += rt->k) {
+        if (!rt->first_stage) l->ops[l->n++] = (ppdl_op){PPDL_OP_RECV_ACT, mb, rt->cfg.stage - 1};
+        l->ops[l->n++] = (ppdl_op){PPDL_OP_FORWARD, mb, -1};
+        if (!rt->last_stage) l->ops[l->n++] = (ppdl_op){PPDL_OP_SEND_ACT, mb, rt->cfg.stage + 1};
+    }
+}
+
+/* the slot of mb is done with: its input buffer back to the inbox (not on stage 0,
+ * whose input is the slot's own) */
+static void eval_free_slot(ppdl_runtime *rt, slot *sl)
+{
+    if (!rt->first_stage && sl->in >= 0) {
+        rt->inbox[sl->in].lent = 0;
+        sl->in = -1;
+        sl->act[0] = NULL;
+    }
+    sl->mb = -1;
+}
+
+double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
+{
+    ppdl_op_list train = rt->ops, ev;
+    ppdl_batch_source train_src = rt->src;
+    ppdl_runtime_cfg keep = rt->cfg;
+    double t_kind[PPDL_OP_N_KINDS + 1], busy = rt->busy_s, comm = rt->comm_s;
+    memcpy(t_kind, rt->t_kind, sizeof t_kind);
+    eval_ops(rt, &ev);
+    rt->ops = ev;
+    rt->src = src;
+    rt->cfg.record_events = 0;
+    rt->cfg.papi = NULL;
+    double loss_sum = 0;
+    for (int e = 0; e < n_batches; e++) {
+        if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
+        rt->next_act_recv = 0;
+        post_receives(rt);
+        for (int k = 0; k < ev.n; k++) {
+            const ppdl_op *op = &ev.ops[k];
+            slot *sl = slot_of(rt, op->mb);
+            if (op->kind == PPDL_OP_RECV_ACT) {
+                int j = 0;
+                while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
+                PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
+                wait_req(rt, &rt->inbox[j].req, op->mb, PPDL_EV_WAIT);
+                ppdl_xfer_recv_done(rt->be, &rt->inbox[j].x, rt->inbox[j].buf, rt->in_bytes);
+                rt->inbox[j].mb = -1;
+                rt->inbox[j].lent = 1;
+                sl->in = j;
+                sl->act[0] = rt->inbox[j].buf;
+                sl->mb = op->mb;
+            } else if (op->kind == PPDL_OP_FORWARD) {
+                forward(rt, e, op->mb);
+                if (rt->last_stage) eval_free_slot(rt, sl);
+            } else {
+                const void *buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
+                ppdl_comm_isend(rt->comm, buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+                eval_free_slot(rt, sl);
+            }
+            post_receives(rt);
+        }
+        /* the batch's sends are complete before its slots take the next batch's data */
+        for (int j = 0; j < rt->n_slots; j++) wait_req(rt, &rt->slots[j].act_send, -1, PPDL_EV_WAIT);
+        if (rt->last_stage) {
+            float loss = 0;
+            ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
+            loss_sum += loss; /* batch by batch, in order, in double */
+        }
+    }
+    ppdl_op_list_free(&ev);
+    rt->ops = train;
+    rt->src = train_src;
+    rt->cfg = keep;
+    memcpy(rt->t_kind, t_kind, sizeof t_kind);
+    rt->busy_s = busy;
+    rt->comm_s = comm;
+    return loss_sum;
+}
+
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)
 {
     *n = rt->n_ev;
