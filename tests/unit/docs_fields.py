@@ -49,7 +49,9 @@ documented `<...>`), or "from ..." naming where its values are documented litera
 (a wrapper's parameter: its callers' literals are extracted). A key argument nobody
 explained fails the check: a key made at run time is never silently skipped.
 A literal component holding a printf conversion ("%05d") is a placeholder too, mapped
-per format (PLACEHOLDERS).
+per format (PLACEHOLDERS). Where one source file serves two formats (run_train.c: the
+report's entries and the run log's lines), its entry names the functions that belong
+to the format ("functions") and the keys that do not ("not", with the reason).
 
 Every source file under src/ that calls one of the key functions above must belong to a
 format or be listed in UNCLAIMED with the reason, so that a new file writing a new file
@@ -124,13 +126,19 @@ FORMATS = {
         "src/cmd/run_report.c": {
             "dynamic": {"p->names[e]": ["<event>"], "ppdl_papi_kind_name(k)": ["<kind>"]},
         },
-        "src/cmd/run_train.c": {},
+        # steps[], checkpoints[] and evals[] entries
+        "src/cmd/run_train.c": {"functions": ["run_write_checkpoint", "step_log_finish", "run_evaluate"],
+                                "not": {"tokens_per_s": "step_log_finish adds it to the run log's line only"}},
     },
     "trace": {
         "src/prof/timeline.c": {"dynamic": {"key": FROM + " meta_event's callers"},
                                 "calls": {"meta_event": 3}},
     },
-    "run log": {},   # --log FILE.jsonl: not written yet (docs/formats.md has a placeholder)
+    "run log": {
+        "src/cmd/run_log.c": {},   # reads a resumed run's lines back
+        # the lines: a step's report entry and its rates; the evaluation before step 1
+        "src/cmd/run_train.c": {"functions": ["step_log_finish", "run_train"]},
+    },
 }
 
 # a printf conversion in a literal key component, per format: the placeholder it is
@@ -316,12 +324,38 @@ def key_sites(src, calls):
             yield m.group(1), args[idx], m.start()
 
 
-def scan_file(root, rel, cfg, fmt_name, f):
+def only_functions(src, names, missing):
+    """src with everything outside the bodies of the functions `names` blanked (lines
+    kept); the names it does not define are appended to missing"""
+    keep = [False] * len(src)
+    for name in names:
+        m = re.search(r'(?m)^[\w \t\*]*\b' + re.escape(name) + r'\s*\([^;{]*\)\s*\{', src)
+        if not m:
+            missing.append(name)
+            continue
+        depth = 0
+        for br in re.finditer(r'[{}]', src[m.end() - 1:]):
+            depth += 1 if br.group(0) == '{' else -1
+            if depth == 0:
+                for i in range(m.start(), m.end() - 1 + br.end()):
+                    keep[i] = True
+                break
+    return ''.join(c if k or c == '\n' else ' ' for c, k in zip(src, keep))
+
+
+def scan_file(root, rel, cfg, fmt_name, out):
     try:
         src = source(root, rel)
     except OSError as e:
-        f.problems.append("%s: %s: cannot read it (%s)" % (rel, fmt_name, e.strerror))
+        out.problems.append("%s: %s: cannot read it (%s)" % (rel, fmt_name, e.strerror))
         return
+    if 'functions' in cfg:
+        missing = []
+        src = only_functions(src, cfg['functions'], missing)
+        for name in missing:
+            out.problems.append("%s: %s: docs_fields.py reads the keys of its function %s, which it does not "
+                                "define any more: update the file's \"functions\"" % (rel, fmt_name, name))
+    f = Finding()
     calls = dict(COMMON_CALLS)
     calls.update(cfg.get('calls', {}))
     dynamic = cfg.get('dynamic', {})
@@ -356,6 +390,11 @@ def scan_file(root, rel, cfg, fmt_name, f):
     for rx in cfg.get('tables', []):
         for m in re.finditer(rx, src):
             f.add(m.group(1), "%s:%d" % (rel, line_of(src, m.start())))
+    out.problems += f.problems
+    for k, where in f.keys.items():
+        if k not in cfg.get('not', {}):
+            for w in where:
+                out.add(k, w)
 
 
 def code_keys(root, fmt_name):

@@ -40,7 +40,7 @@ expect_fail() {
   [ $rc = 1 ] || sed 's/^/#   /' "$tmp/planted.out"
 }
 
-for sec in model.h5 data.h5 checkpoint.h5 CLUSTER.json COSTS.json "plan JSON" report trace \
+for sec in model.h5 data.h5 checkpoint.h5 CLUSTER.json COSTS.json "plan JSON" report trace "run log" \
            "cli ppdl" "cli ppdl-init" "cli ppdl-data" "cli ppdl-plan" "exit status"; do
   copy
   planted=$("$PY" "$CHECK" --root "$tmp/tree" --plant doc "$sec")
