@@ -46,7 +46,7 @@ run_block() {
   # the trap records the block's own failing commands (not the '.' that ran it)
   printf 'set -E\ntrap '\''readme_rc=$?; [ "$BASH_SOURCE" != "%s" ] || echo "line $LINENO: status $readme_rc" >>"%s"'\'' ERR\n. "%s"\nexit 0\n' \
     "$script" "$st" "$script" >"$script.run"
-  (cd "$dir" && timeout -k 10 400 bash "$script.run" >"$log" 2>&1 </dev/null 9>&-)
+  (cd "$dir" && timeout -k 10 400 bash "$script.run" >"$log" 2>&1 </dev/null 8>&- 9>&-)
   rc=$?
   [ $rc = 0 ] || echo "the block did not finish (status $rc: killed after 400 s?)"
   while read -r l; do
@@ -58,7 +58,7 @@ run_block() {
 # run_md ROOT MD: one TAP line per ```sh block of ROOT/MD, run in order in a scratch
 # folder of its own that stands for the top of the build tree
 run_md() {
-  local root=$1 md=$2 name w b k where directives rewrites what skip allowed d bad oldifs t0
+  local root=$1 md=$2 name w b k where directives rewrites what skip allowed d bad oldifs t0 lock
   [ -f "$root/$md" ] || { ok 1 "$md exists"; return; }
   name=$(echo "$md" | tr / -)
   w=$tmp/$name.work b=$tmp/$name.blocks
@@ -71,7 +71,7 @@ run_md() {
     { ok 1 "the blocks of $md can be extracted"; return; }
   while IFS="$(printf '\037')" read -r k where directives rewrites; do
     what="$where: the block runs as written"
-    skip= allowed=0
+    skip= allowed=0 lock=
     case $directives in
       skip*) skip=${directives#skip}; skip=${skip# }; directives= ;;   # the reason is the rest
     esac
@@ -80,7 +80,9 @@ run_md() {
       d=$(echo "$d" | sed 's/^ *//; s/ *$//')
       case $d in
         "requires netns") has_netns || skip="needs root and network namespaces (scripts/cluster-emu)" ;;
-        "requires slurm") has_slurm || skip="needs root and Slurm's daemons (scripts/slurm/local-slurm)" ;;
+        "requires slurm") has_slurm || skip="needs root and Slurm's daemons (scripts/slurm/local-slurm)"
+                          # its folder is local-slurm's default, /tmp/ppdl-slurm: one such block at a time
+                          lock=/tmp/ppdl-slurm.readme-test.lock ;;
         expect-status*) allowed="0,$(echo "${d#expect-status}" | tr -d ' ')" ;;
         *) skip="BAD $d" ;;
       esac
@@ -92,7 +94,11 @@ run_md() {
     esac
     [ -n "$rewrites" ] && what="$what (rewritten: $rewrites)"
     t0=$(date +%s)
-    bad=$(PATH="$w:$w/.bin:$PATH" run_block "$w" "$b/block-$k.sh" "$b/block-$k.log" "$allowed")
+    bad=$(if [ -n "$lock" ]; then
+            exec 8>>"$lock"
+            ! command -v flock >/dev/null || flock -w 600 8 || echo "waited 600 s for $lock (another run of this block)"
+          fi
+          PATH="$w:$w/.bin:$PATH" run_block "$w" "$b/block-$k.sh" "$b/block-$k.log" "$allowed")
     [ -z "$bad" ]
     ok $? "$what"
     diag "$(($(date +%s) - t0)) s; its last line: $(tail -1 "$b/block-$k.log")"

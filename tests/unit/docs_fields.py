@@ -61,7 +61,8 @@ Options: the long names of a program's getopt table ({"steps", required_argument
 or of its list of "--name" literals. Exit statuses: the integer codes of every exit
 path found by the patterns in EXIT_PATTERNS (agree_or_end_job's last argument,
 ppdl_fail's first, exit/_exit/abort_job arguments, `status = N` and `return N;` in a
-main(), the PPDL_EXIT_* constants, nonfinite_exit), across src/.
+main(), the PPDL_EXIT_* constants of #defines or enums, nonfinite_exit), across src/;
+a PPDL_EXIT_* name is resolved to its number.
 """
 import os
 import re
@@ -169,8 +170,9 @@ EXIT_PATTERNS = [
     r'\b_?exit\(\s*(\w+)\s*\)',
     r'\babort_job\(\s*(\w+)\s*\)',
     r'#define\s+PPDL_EXIT_\w+\s+(\d+)',
+    r'\bPPDL_EXIT_\w+\s*=\s*(\d+)\b',
     r'\bnonfinite_exit\s*=\s*(\w+)',
-    r'\bstatus\s*=\s*(\d+)\s*;',
+    r'\bstatus\s*=\s*(\d+|PPDL_EXIT_\w+)\s*;',
 ]
 
 # ---- C source reading -------------------------------------------------------------------
@@ -459,8 +461,9 @@ def exit_keys(root):
                 sources.append((rel, source(root, rel)))
     defines = {}
     for _, src in sources:
-        for m in re.finditer(r'#define\s+(PPDL_EXIT_\w+)\s+(\d+)', src):
-            defines[m.group(1)] = m.group(2)
+        # #define PPDL_EXIT_X 75, or an enum's PPDL_EXIT_X = 75
+        for m in re.finditer(r'(?:#define\s+(PPDL_EXIT_\w+)\s+|\b(PPDL_EXIT_\w+)\s*=\s*)(\d+)\b', src):
+            defines[m.group(1) or m.group(2)] = m.group(3)
     for rel, src in sources:
         spans = []
         for rx in EXIT_PATTERNS:
@@ -474,7 +477,7 @@ def exit_keys(root):
                 if depth == 0:
                     i = body_start + br.start()
                     break
-            for r in re.finditer(r'\breturn\s+(\d+)\s*;', src[body_start:i]):
+            for r in re.finditer(r'\breturn\s+(\d+|PPDL_EXIT_\w+)\s*;', src[body_start:i]):
                 spans.append((body_start + r.start(1), r.group(1)))
         for pos, v in spans:
             v = defines.get(v, v)
