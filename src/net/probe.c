@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #define SMALL_BYTES 8          /* the latency message */
-#define MAX_LARGE 2            /* large sizes: the activation, and >= 1 MiB */
-#define RES_LEN (1 + 2 * MAX_LARGE)
+#define N_LARGE 2              /* large sizes: the activation (or S/4), and S */
+#define RES_LEN (1 + 3 * N_LARGE) /* small round trip; per large size: out, back, bytes */
 #define TAG_DATA 32000         /* pair messages (through ppdl_comm, so netem sees them) */
 #define TAG_GO 1               /* control messages, on a private duplicate communicator */
 #define TAG_RESULT 2
@@ -39,6 +39,8 @@ void ppdl_probe_defaults(ppdl_probe_opts *o)
     o->reps_large = 2;
     o->min_samples = 3;
     o->max_samples = 7;
+    o->target_ms = 25;
+    o->max_bytes = (size_t)8 << 20;
     o->agree = 0.10;
     o->asym = 2.0;
 }
@@ -151,9 +153,10 @@ static void free_schedule(schedule *s)
 typedef struct ctx {
     ppdl_comm *c;
     const ppdl_probe_opts *o;
-    size_t large[MAX_LARGE];
-    int n_large, rounds;
-    char *sbuf, *rbuf;         /* [large max] */
+    size_t first, cap;         /* the large size before a pair's own is chosen; the most */
+    size_t *large;             /* [n] the large size S of each pair this rank drives, 0: not yet */
+    int rounds;
+    char *sbuf, *rbuf;         /* [cap] */
 } ctx;
 
 static int cmp_double(const void *x, const void *y)
@@ -175,11 +178,14 @@ static double median(double *v, int n)
  * probe: medians were 20-50% off the emulated values, minima within a few %. */
 
 /* One exchange: the driver sends `fwd` bytes and receives `back` bytes; returns the
- * round trip on the driver (0 on the other side). */
+ * round trip on the driver (0 on the other side). The driver chooses the sizes: the
+ * first 8 bytes of what it sends say how many bytes to send back, and the other side
+ * receives into a buffer of the largest size, so it needs to know nothing else. */
 static double exchange(ctx *x, int peer, int driver, size_t fwd, size_t back)
 {
     MPI_Request s, r;
     if (driver) {
+        memcpy(x->sbuf, &back, sizeof back);
         ppdl_comm_irecv(x->c, x->rbuf, back, peer, TAG_DATA, &r);
         double t0 = ppdl_now_s();
         ppdl_comm_isend(x->c, x->sbuf, fwd, peer, TAG_DATA, &s);
@@ -187,9 +193,10 @@ static double exchange(ctx *x, int peer, int driver, size_t fwd, size_t back)
         ppdl_comm_wait(x->c, &r);
         return ppdl_now_s() - t0;
     }
-    ppdl_comm_irecv(x->c, x->rbuf, fwd, peer, TAG_DATA, &r);
+    ppdl_comm_irecv(x->c, x->rbuf, x->cap, peer, TAG_DATA, &r);
     ppdl_comm_wait(x->c, &r);
-    ppdl_comm_isend(x->c, x->sbuf, back, peer, TAG_DATA, &s);
+    memcpy(&back, x->rbuf, sizeof back);
+    ppdl_comm_isend(x->c, x->sbuf, back <= x->cap ? back : x->cap, peer, TAG_DATA, &s);
     ppdl_comm_wait(x->c, &s);
     return 0;
 }
@@ -200,33 +207,58 @@ static void keep_min(double *best, double t)
     if (*best <= 0 || t < *best) *best = t;
 }
 
+/* The large size S of a pair, chosen by its driver from its warm-up: a message long
+ * enough (target_ms on the link) that the wake-ups around it, a few ms on a busy
+ * machine, are a small part of its time (1 MiB at 1 Gbit/s is 8.7 ms, and at load 5-10
+ * on 2 cores such a link read 40-60% slow); between `first` and `cap`, whole 4 KiB. */
+static size_t choose_large(const ctx *x, double t_first)
+{
+    if (x->o->msg_bytes || !(t_first > 0)) return x->first;
+    double want = (double)x->first / t_first * x->o->target_ms * 1e-3;
+    size_t s = want >= (double)x->cap ? x->cap : (size_t)want;
+    s = s < x->first ? x->first : s;
+    return s / 4096 * 4096;
+}
+
 /* One direction of a pair: the driver sends the large sizes (out = 1) or receives them
  * (out = 0), always answered by / answering a small message. Warm-up first (it sets up
- * connections and drains a shaped link's token bucket), then reps_large rounds of
- * [a few small exchanges, one of each large size]: the latency samples are spread over
- * the whole measurement instead of bunched into 2 ms, so one burst of other work on
- * the machine cannot spoil all of them; and the large messages of one direction still
- * follow each other closely, so a token bucket (tc tbf) cannot refill between them. */
+ * connections and drains a shaped link's token bucket; on the way out it chooses the
+ * pair's size S), then reps_large rounds of [a few small exchanges, one of each large
+ * size]: the latency samples are spread over the whole measurement instead of bunched
+ * into 2 ms, so one burst of other work on the machine cannot spoil all of them; and
+ * the large messages of one direction still follow each other closely, so a token
+ * bucket (tc tbf) cannot refill between them. The sizes: [the activation, or S/4; S]. */
 static void one_direction(ctx *x, int peer, int driver, int out, int warm, double *res)
 {
     const ppdl_probe_opts *o = x->o;
     int small_per_round = (o->reps_small + 2 * o->reps_large - 1) / (2 * o->reps_large);
+    size_t *S = driver ? &x->large[peer] : NULL, size[N_LARGE] = {0, 0};
+    if (driver && !*S) *S = x->first;
+    double t_first = 0;
     for (int w = 0; w < (warm ? o->warmup : 0); w++) {
         exchange(x, peer, driver, SMALL_BYTES, SMALL_BYTES);
-        for (int k = 0; k < x->n_large; k++)
-            exchange(x, peer, driver, out ? x->large[k] : SMALL_BYTES, out ? SMALL_BYTES : x->large[k]);
+        double t = exchange(x, peer, driver, out && S ? *S : SMALL_BYTES, !out && S ? *S : SMALL_BYTES);
+        if (out) keep_min(&t_first, t);
+    }
+    if (driver) {
+        if (warm && out) *S = choose_large(x, t_first);
+        size_t act = o->act_bytes;
+        size[0] = act > SMALL_BYTES && act < *S ? act : *S / 4;
+        size[1] = *S;
     }
     for (int r = 0; r < o->reps_large; r++) {
         for (int q = 0; q < small_per_round; q++) keep_min(&res[0], exchange(x, peer, driver, SMALL_BYTES, SMALL_BYTES));
-        for (int k = 0; k < x->n_large; k++)
-            keep_min(&res[1 + 2 * k + !out],
-                     exchange(x, peer, driver, out ? x->large[k] : SMALL_BYTES, out ? SMALL_BYTES : x->large[k]));
+        for (int k = 0; k < N_LARGE; k++)
+            keep_min(&res[1 + 3 * k + !out],
+                     exchange(x, peer, driver, out ? size[k] : SMALL_BYTES, out ? SMALL_BYTES : size[k]));
     }
+    for (int k = 0; k < N_LARGE && driver; k++) res[3 + 3 * k] = (double)size[k];
 }
 
-/* One sample of a pair: res = [small round trip, then per large size: S out + small
- * back, small out + S back], each the fastest of its repetitions (on the driver a;
- * zeros on b). warm: the pair's first sample, after warm-up exchanges. */
+/* One sample of a pair: res = [small round trip, then per large size: its bytes out +
+ * small back, small out + its bytes back, its bytes], the times the fastest of their
+ * repetitions (on the driver a; zeros on b). warm: the pair's first sample, after
+ * warm-up exchanges. */
 static void run_pair(ctx *x, int a, int b, int warm, double *res)
 {
     int me = x->c->rank, driver = me == a, peer = driver ? b : a, nap = x->c->nap;
@@ -282,7 +314,7 @@ static double gemm_gflops(ppdl_backend *be)
 /* res = [GFLOP/s, memcpy bytes/s] */
 static void run_local(ctx *x, double *res)
 {
-    size_t n = x->large[x->n_large - 1];
+    size_t n = x->first;
     double t[6];
     for (int k = 0; k < 6; k++) {
         double t0 = ppdl_now_s();
@@ -313,21 +345,21 @@ static double fit_bandwidth(const double *x, const double *y, int n)
     return y[n - 1] > 0 ? x[n - 1] / y[n - 1] : 1e12;
 }
 
-/* one sample of a pair from its exchanges: out[0] a->b bandwidth, out[1] b->a, out[2]
- * the one-way latency */
-static void fit_sample(const ctx *x, const double *res, double *out)
+/* one sample of a pair from its exchanges (run_pair's res): out[0] a->b bandwidth,
+ * out[1] b->a, out[2] the one-way latency */
+static void fit_sample(const double *res, double *out)
 {
     double half = 0.5 * res[0]; /* one-way small message */
-    double xs[1 + MAX_LARGE], yab[1 + MAX_LARGE], yba[1 + MAX_LARGE];
+    double xs[1 + N_LARGE], yab[1 + N_LARGE], yba[1 + N_LARGE];
     xs[0] = SMALL_BYTES;
     yab[0] = yba[0] = half;
-    for (int k = 0; k < x->n_large; k++) {
-        xs[1 + k] = (double)x->large[k];
-        yab[1 + k] = res[1 + 2 * k] - half;
-        yba[1 + k] = res[2 + 2 * k] - half;
+    for (int k = 0; k < N_LARGE; k++) {
+        xs[1 + k] = res[3 + 3 * k];
+        yab[1 + k] = res[1 + 3 * k] - half;
+        yba[1 + k] = res[2 + 3 * k] - half;
     }
-    out[0] = fit_bandwidth(xs, yab, 1 + x->n_large);
-    out[1] = fit_bandwidth(xs, yba, 1 + x->n_large);
+    out[0] = fit_bandwidth(xs, yab, 1 + N_LARGE);
+    out[1] = fit_bandwidth(xs, yba, 1 + N_LARGE);
     out[2] = half > 0 ? half : 0;
 }
 
@@ -508,7 +540,7 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
         int c = sm->count[t->a * n + t->b];
         if (c >= sm->max) continue;
         double *v = sample_at(sm, t->a, t->b, c), f;
-        fit_sample(x, &results[k * RES_LEN], v);
+        fit_sample(&results[k * RES_LEN], v);
         for (int d = 0; d < 2; d++) {
             char err[PPDL_ERR_LEN];
             if (ppdl_probe_skew(skew, n, d ? t->b : t->a, d ? t->a : t->b, c, &f, err, sizeof err)) ppdl_die("%s", err);
@@ -576,13 +608,13 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     PPDL_CHECK_MPI(MPI_Allgather(&mem, 1, MPI_DOUBLE, mems, 1, MPI_DOUBLE, comm));
 
     ctx x = {.c = c, .o = o};
-    size_t big = o->msg_bytes ? o->msg_bytes : (o->act_bytes > (1u << 20) ? o->act_bytes : (size_t)1 << 20);
-    if (o->act_bytes > SMALL_BYTES && o->act_bytes < big) x.large[x.n_large++] = o->act_bytes;
-    x.large[x.n_large++] = big;
-    x.sbuf = ppdl_xmalloc(big);
-    x.rbuf = ppdl_xmalloc(big);
-    memset(x.sbuf, 1, big); /* touch the pages now, not while timing */
-    memset(x.rbuf, 2, big);
+    x.first = o->msg_bytes ? o->msg_bytes : (o->act_bytes > (1u << 20) ? o->act_bytes : (size_t)1 << 20);
+    x.cap = o->msg_bytes ? o->msg_bytes : (o->max_bytes > x.first ? o->max_bytes : x.first);
+    x.large = ppdl_xcalloc((size_t)n, sizeof(size_t));
+    x.sbuf = ppdl_xmalloc(x.cap);
+    x.rbuf = ppdl_xmalloc(x.cap);
+    memset(x.sbuf, 1, x.cap); /* touch the pages now, not while timing */
+    memset(x.rbuf, 2, x.cap);
 
     MPI_Comm ctl;
     PPDL_CHECK_MPI(MPI_Comm_dup(comm, &ctl));
@@ -667,7 +699,10 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
         cl->spread[k] = pack[3 * nn + 2 * (size_t)n + k];
     }
     cl->probe_ms = pack[len - 1];
-    cl->probe_bytes = (double)big;
+    double most = 0; /* the largest message any pair used */
+    for (int i = 0; i < n; i++) most = x.large[i] > most ? (double)x.large[i] : most;
+    PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_DOUBLE, MPI_MAX, comm));
+    cl->probe_bytes = most > 0 ? most : (double)x.first;
     cl->act_bytes = (double)o->act_bytes;
     cl->probe_rounds = x.rounds;
     cl->probe_slots = first_slots;
@@ -686,4 +721,5 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     free(host);
     free(x.sbuf);
     free(x.rbuf);
+    free(x.large);
 }

@@ -17,8 +17,11 @@
  *     least squares; the bandwidth is the fit's slope. The pair's first measurement
  *     starts with untimed warm-up exchanges (connection set-up); each size's timed
  *     exchanges keep their fastest (noise on a shared machine only adds time);
- *   - the sizes: 8 bytes, the model's boundary activation (if given) and a large
- *     message of at least 1 MiB;
+ *   - the sizes: 8 bytes, the model's boundary activation (else a quarter of S) and a
+ *     large size S per pair, chosen by its driver from the warm-up so that one message
+ *     takes target_ms (25 ms) on the link: between max(1 MiB, activation) and 8 MiB. A
+ *     short message is mostly the wake-ups around it on a busy machine (1 MiB at
+ *     1 Gbit/s takes 8.7 ms; a wake-up there can take several);
  *   - samples: one such measurement of a pair is one sample of each direction. The
  *     whole schedule of pairs runs in passes, so a pair's samples lie a pass apart
  *     (whatever disturbs one sample, a burst of other work, a stall of TCP, has
@@ -56,7 +59,10 @@
 
 typedef struct ppdl_probe_opts {
     size_t act_bytes;          /* the model's boundary activation per micro-batch; 0: none */
-    size_t msg_bytes;          /* the large size; 0: max(1 MiB, act_bytes) */
+    size_t msg_bytes;          /* the large size of every pair; 0: chosen per pair (below) */
+    double target_ms;          /* a pair's large size: one message of it takes this long
+                                * (from its warm-up), at least max(1 MiB, act_bytes) */
+    size_t max_bytes;          /* ... and at most this */
     int warmup;                /* untimed exchanges per size and direction, before a pair's
                                 * first sample */
     int reps_small, reps_large;/* timed exchanges per sample (the fastest of each counts) */
