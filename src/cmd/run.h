@@ -181,7 +181,8 @@ typedef struct run {
     double simulated_ms;           /* the simulator's step for --plan auto, 0 otherwise */
     int stage, replica;            /* this rank's */
     MPI_Comm replica_comm;         /* the replicas of this rank's stage */
-    ppdl_mem_prediction *pred;     /* per stage */
+    ppdl_mem_prediction *pred;     /* per stage (its first replica) */
+    ppdl_mem_prediction pred_own;  /* this rank's stage and replica */
     /* this rank's stage (run_stage.c) */
     ppdl_stage st;
     float *host;                   /* host buffer of the stage's parameters */

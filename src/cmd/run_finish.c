@@ -155,7 +155,7 @@ int run_exit_status(const run *r)
 {
     /* stopped early with a checkpoint: the job script resubmits on this status */
     return r->totals.nonfinite_exit ? r->totals.nonfinite_exit
-           : r->ctl.stopped         ? PPDL_EXIT_CHECKPOINTED
+           : r->ctl.stopped         ? ppdl_exit_stopped(r->ctl.stopped, r->ctl.ckpt != NULL)
            : r->output_failed       ? 1
                                     : 0;
 }
