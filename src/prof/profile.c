@@ -340,10 +340,11 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
         const ppdl_layer *ly = &mc->layers[l];
         size_t np = ppdl_layer_param_count(ly);
         if (!np) continue;
-        float *host = ppdl_xmalloc(np * sizeof(float));
+        float *host = ppdl_xmalloc(np * sizeof(float)), *p = host;
         ppdl_layer_init_params(m, ly, o->seed, host);
-        /* a layer's parameters are consecutive in the arena, from its first one */
-        ppdl_be_copy_h2d(be, ly->params[0].value, host, np * sizeof(float));
+        for (int i = 0; i < ly->n_params; p += ly->params[i++].numel)
+            if (!ppdl_model_is_tied(mc, l, i)) /* a tied weight is wte, held once here */
+                ppdl_be_copy_h2d(be, ly->params[i].value, p, ly->params[i].numel * sizeof(float));
         free(host);
     }
 
