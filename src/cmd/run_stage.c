@@ -111,6 +111,8 @@ void run_build_stage(run *r)
     r->ds = (data_source){&r->data, o->batch_size, r->start_step, r->resume ? r->ck.data_position : 0, o->shuffle};
     const ppdl_plan *plan = &r->plan;
     int stage = r->stage;
+    /* tied embeddings on two stages: the first and the last exchange their gradients */
+    int tie_other = !r->model.tie_embeddings || plan->S == 1 ? -1 : stage == 0 ? plan->S - 1 : stage == plan->S - 1 ? 0 : -1;
     ppdl_runtime_cfg cfg = {
         .schedule = o->schedule, .S = plan->S, .stage = stage,
         .replica = r->replica, .n_replicas = ps->n_replicas,
@@ -123,6 +125,8 @@ void run_build_stage(run *r)
         .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay,
         .record_events = o->record_events, .clip_grad_norm = o->clip_grad_norm,
         .decay_all = o->decay_all, .skip_nonfinite = o->skip_nonfinite, .papi = o->papi ? &r->papi : NULL,
+        .tie_peers = tie_other >= 0 ? plan->stages[tie_other].ranks : NULL,
+        .n_tie_peers = tie_other >= 0 ? plan->stages[tie_other].n_replicas : 0,
     };
     r->rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
     if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);
