@@ -22,7 +22,7 @@ diag "clip at the median of the unclipped norms: $clip"
 recipe="$recipe --clip-grad-norm $clip"
 run() {  # run NAME N ARGS...
   name=$1 n=$2; shift 2
-  mpirun_n "$n" $base $recipe "$@" --report "$tmp/$name.json" --save "$tmp/$name.h5" >"$tmp/$name.log" 2>&1
+  mpirun_n "$n" $base $recipe --plan uniform "$@" --report "$tmp/$name.json" --save "$tmp/$name.h5" >"$tmp/$name.log" 2>&1
 }
 # step, loss, lr, grad_norm of every step, full precision
 steps_of() { "$PY" -c '
