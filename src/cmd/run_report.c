@@ -296,6 +296,25 @@ void run_write_report(run *r)
     json_object_set_new(pv, "simulated_ms", r->simulated_ms > 0 ? json_real(r->simulated_ms) : json_null());
     json_object_set_new(pv, "measured_ms", json_real(x.mean_ms));
     json_object_set_new(rep, "prediction", pv);
+    /* how the plan came about (the timing line): seconds, null where not done; the
+     * plan's kind; the choice where ranks share cores */
+    char kind[96];
+    json_t *pl = json_object();
+    json_object_set_new(pl, "mode", json_string(o->plan_mode == PLAN_AUTO ? "auto" : o->plan_mode == PLAN_FILE ? "file"
+                                                : o->plan_mode == PLAN_DP ? "dp" : "uniform"));
+    json_object_set_new(pl, "defaulted", json_boolean(o->plan_defaulted));
+    json_object_set_new(pl, "kind", json_string(ppdl_plan_kind(&r->plan, kind, sizeof kind)));
+    json_object_set_new(pl, "probe_s", r->probe_s >= 0 ? json_real(r->probe_s) : json_null());
+    json_object_set_new(pl, "profile_s", r->profile_s >= 0 ? json_real(r->profile_s) : json_null());
+    json_object_set_new(pl, "solve_s", r->solve_s >= 0 ? json_real(r->solve_s) : json_null());
+    if (r->shared.active)
+        json_object_set_new(pl, "shared_cores", json_pack("{s:i, s:i, s:i, s:s, s:f, s:s, s:f}", "ranks",
+                                                          r->shared.max_ranks, "cores", r->shared.cores, "candidates",
+                                                          r->shared.candidates, "chosen", r->shared.chosen,
+                                                          "chosen_simulated_ms", r->shared.chosen_sim_ms,
+                                                          "optimum_of_T", r->shared.optimum_kind,
+                                                          "optimum_simulated_ms", r->shared.optimum_sim_ms));
+    json_object_set_new(rep, "planning", pl);
     if (r->clock_all) {
         /* how the trace's ranks were put on one time axis (net/clock_sync.h) */
         json_t *jc = json_array();
