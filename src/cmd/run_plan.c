@@ -57,9 +57,10 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             text = ppdl_plan_to_json(&p);
             len = (long)strlen(text) + 1;
         } else {
-            char msg[2 * PPDL_ERR_LEN], rb[32];
-            snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory less the runtime's buffer "
-                     "reserve of %s: messages in flight, recompute scratch, work space)", err,
+            char msg[2 * PPDL_ERR_LEN], rb[32], lim[PPDL_ERR_LEN / 2] = "the probe's";
+            if (o->mem_limit) snprintf(lim, sizeof lim, "--mem-limit %s", o->mem_limit);
+            snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory, %s, less the runtime's "
+                     "buffer reserve of %s: messages in flight, recompute scratch, work space)", err, lim,
                      ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
             text = strdup(msg);
             PPDL_CHECK(text, "out of host memory");

@@ -80,17 +80,6 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
 
 /* ---- the layers' costs (prof/profile.h, plan/costs.h) ---- */
 
-/* What each layer costs, the planner's input. --costs: every rank reads the file and
- * checks it against the model and this run's micro-batch size. --costs-out: rank 0
- * times every layer alone on its device and writes the file, while the other ranks
- * wait napping (a spinning rank on the same cores would slow the timings). Returns 1
- * when `c` holds costs: with --costs on every rank, with --costs-out on rank 0. */
-/* The data reading per micro-batch of b samples (median of 5 after a warm-up): the
- * first stage reads the inputs, the last the targets (runtime.c's load_batch). In a
- * step the layers' work passes through the CPU's caches between two reads, so each
- * timed read here follows a sweep over a buffer the size of the last-level cache: read
- * back to back, HDF5's own structures stay in cache and a read takes a tenth of its
- * time inside a step (perf/RESULTS.md, "Measurements behind the code"). */
 /* The last-level cache this rank's core sees, in bytes: the largest cache of cpu0 in
  * sysfs (one instance: "32768K"), else sysconf's L3, which on some VMs reports the
  * whole host's (256 MiB here, where one instance holds 32 MiB: sweeping that made the
@@ -117,6 +106,12 @@ static size_t last_level_cache_bytes(void)
     return best >= (1L << 20) && best <= (256L << 20) ? (size_t)best : (size_t)32 << 20;
 }
 
+/* The data reading per micro-batch of b samples (median of 5 after a warm-up): the
+ * first stage reads the inputs, the last the targets (runtime.c's load_batch). In a
+ * step the layers' work passes through the CPU's caches between two reads, so each
+ * timed read here follows a sweep over a buffer the size of the last-level cache: read
+ * back to back, HDF5's own structures stay in cache and a read takes a tenth of its
+ * time inside a step (perf/RESULTS.md, "Measurements behind the code"). */
 static int profile_reading(const ppdl_model *m, ppdl_data *data, int b, ppdl_costs *c, char *err, size_t errlen)
 {
     size_t in_b = (size_t)b * m->layers[0].in_bytes, tg_b = (size_t)b * ppdl_model_loss_rows(m) * sizeof(int32_t);
@@ -147,6 +142,12 @@ static int profile_reading(const ppdl_model *m, ppdl_data *data, int b, ppdl_cos
     return rc;
 }
 
+/* What each layer costs, the planner's input. --costs: every rank reads the file and
+ * checks it against the model and this run's micro-batch size. --costs-out or --plan
+ * auto: rank 0 profiles the layers on its device (prof/profile.h) and the reading,
+ * while the other ranks wait napping (a spinning rank on the same cores would slow the
+ * timings), and writes the file with --costs-out; *profile_s gets the time it took.
+ * Returns 1 when `c` holds costs: with --costs on every rank, else on rank 0. */
 static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm, ppdl_data *data,
                        ppdl_costs *c, double *profile_s)
 {

@@ -5,6 +5,7 @@
 #include "nn/stage.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,7 +548,15 @@ int ppdl_profile_layers(const ppdl_model *m, ppdl_backend *be, int b, const ppdl
             continue;
         }
         size_t np = ppdl_layer_param_count(&m->layers[l]);
-        host[l] = ppdl_xmalloc((np ? np : 1) * sizeof(float));
+        host[l] = np <= SIZE_MAX / sizeof(float) ? malloc((np ? np : 1) * sizeof(float)) : NULL;
+        if (!host[l]) {
+            char a[32];
+            rc = ppdl_errf(err, errlen, "profiling layer %d (%s): out of memory: its parameters need %s of host "
+                                        "memory", l, m->layers[l].kind->name,
+                           ppdl_fmt_bytes(np > SIZE_MAX / sizeof(float) ? SIZE_MAX : np * sizeof(float), a,
+                                          sizeof a));
+            break;
+        }
         profile_values(m, &m->layers[l], opts->seed, np, host[l]);
         rc = profile_one(m, &mc, l, host[l], be, b, opts, &out->layers[l], err, errlen);
     }

@@ -60,8 +60,8 @@ for n in 2 3 4; do
   done
 done
 # stopped after 3 steps on 2 ranks, resumed on 3: the run never stopped
-mpirun_n 2 $base $recipe --steps 3 --decay-steps 8 --checkpoint "$tmp/c.h5" >"$tmp/c1.log" 2>&1 &&
-  mpirun_n 3 $base $recipe --checkpoint "$tmp/c.h5" --resume auto --report "$tmp/res.json" --save "$tmp/res.h5" \
+mpirun_n 2 $base $recipe --plan uniform --steps 3 --decay-steps 8 --checkpoint "$tmp/c.h5" >"$tmp/c1.log" 2>&1 &&
+  mpirun_n 3 $base $recipe --plan uniform --checkpoint "$tmp/c.h5" --resume auto --report "$tmp/res.json" --save "$tmp/res.h5" \
     >"$tmp/c2.log" 2>&1
 rc=$?
 [ $rc = 0 ] && grep -q "resumed from" "$tmp/c2.log" && h5diff "$tmp/res.h5" "$tmp/ref.h5" >/dev/null 2>&1 &&
