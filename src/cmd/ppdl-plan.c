@@ -355,7 +355,9 @@ int main(int argc, char **argv)
         else
             printf("simulated T  (not available: %s)\n", serr);
         if (o.compare) {
-            printf("\ncompare (same cost model, same cluster):\n");
+            printf("\ncompare (same cost model, same cluster%s):\n",
+                   ppdl_hosts_oversubscribed(&cl.hosts, cl.N)
+                       ? "; ranks share cores, so ppdl's methods chose by the simulated step, not by T" : "");
             print_compare(&costs, &cl, M, o.schedule);
         }
     }
