@@ -1,4 +1,4 @@
-/* ppdl-data.c — turn user data into data.h5 (the layout is in data_io.h / DESIGN.md).
+/* ppdl-data.c — turn user data into data.h5 (the layout is in data_io.h / docs/formats.md).
  *
  *   ppdl-data text  FILE.txt --seq-len T [--stride S] -o data.h5     byte tokens, vocab 256
  *   ppdl-data csv   FILE.csv --label-column K|NAME [--image C,H,W] [--header] -o data.h5
@@ -78,7 +78,8 @@ static void print_help(void)
            "  ppdl-data csv digits.csv --label-column 1 --image 1,28,28 -o digits.h5\n"
            "  ppdl-data synth --model mlp.h5 -n 4096 --seed 3 -o synth.h5\n"
            "\n"
-           "The data.h5 layout is in DESIGN.md (\"data.h5\") and inputs/README.md.\n");
+           "The data.h5 layout, field by field: docs/formats.md (\"data.h5\") in the source tree, and\n"
+           "inputs/README.md; every option and exit status: docs/cli.md.\n");
 }
 
 /* ---------------------------------------------------------------------------------- */

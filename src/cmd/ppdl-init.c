@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/options.h"
 #include "core/util.h"
 #include "io/model_io.h"
 #include "nn/model.h"
@@ -95,59 +96,57 @@ static void print_help(void)
            "  ppdl-init --preset mlp --set in_features=4 --set n_classes=3 -o iris-mlp.h5\n"
            "\n"
            "Then make data with ppdl-data and train with: mpiexec -n 2 ppdl MODEL.h5 --data DATA.h5\n"
-           "The file layout is in DESIGN.md (\"model.h5\") and inputs/README.md.\n");
-}
-
-/* value of an option given as "--opt value" or "--opt=value"; NULL when it is not `name` */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n)) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n]) return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
+           "The file layout, field by field: docs/formats.md (\"model.h5\") in the source tree; every\n"
+           "option and exit status: docs/cli.md.\n");
 }
 
 /* 0: run, 1: done (help/version printed), -1: usage error (message in err) */
 static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
 {
+    enum { O_PRESET, O_SET, O_SEED, O_OUTPUT, O_HELP, O_VERSION };
+    static const char *const names[] = {"--preset", "--set", "--seed", "--output", "--help", "--version", NULL};
     memset(o, 0, sizeof *o);
     o->seed = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int missing = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            print_help();
-            return 1;
-        } else if (!strcmp(a, "--version")) {
-            printf("ppdl-init %s\n", PACKAGE_VERSION);
-            return 1;
-        } else if ((v = opt_value(argc, argv, &i, "--preset", &missing))) {
-            o->preset = v;
-        } else if ((v = opt_value(argc, argv, &i, "--set", &missing))) {
-            if (o->n_sets == MAX_SETS) return ppdl_errf(err, errlen, "--set: at most %d of them", MAX_SETS);
-            o->sets[o->n_sets++] = v;
-        } else if ((v = opt_value(argc, argv, &i, "--seed", &missing))) {
-            long s;
-            if (ppdl_parse_int(v, 0, 2147483647L, &s))
-                return ppdl_errf(err, errlen, "--seed %s: expected an integer in [0, 2147483647]", v);
-            o->seed = (unsigned long long)s;
-        } else if ((v = opt_value(argc, argv, &i, "--output", &missing)) ||
-                   (v = opt_value(argc, argv, &i, "-o", &missing))) {
-            o->output = v;
-        } else if (missing) {
-            return ppdl_errf(err, errlen, "%s needs a value", a);
+        const char *a = argv[i];
+        int opt;
+        if (!strcmp(a, "-h")) opt = O_HELP;
+        else if (!strcmp(a, "-o")) opt = O_OUTPUT;
+        else if (!strncmp(a, "--", 2)) {
+            if ((opt = ppdl_option_lookup(a, names, "ppdl-init", err, errlen)) < 0) return -1;
         } else if (a[0] == '-') {
             return ppdl_errf(err, errlen, "unknown option '%s' (see ppdl-init --help)", a);
         } else {
             return ppdl_errf(err, errlen, "unexpected argument '%s' (the output file goes after -o)", a);
         }
-        if (missing) return ppdl_errf(err, errlen, "%s needs a value", a);
+        if (opt == O_HELP) {
+            print_help();
+            return 1;
+        }
+        if (opt == O_VERSION) {
+            printf("ppdl-init %s\n", PACKAGE_VERSION);
+            return 1;
+        }
+        /* the value: after '=' or the next argument */
+        const char *eq = a[0] == '-' && a[1] == '-' ? strchr(a, '=') : NULL, *v;
+        if (eq) v = eq + 1;
+        else if (i + 1 < argc) v = argv[++i];
+        else return ppdl_errf(err, errlen, "%s needs a value", names[opt]);
+        switch (opt) {
+        case O_PRESET: o->preset = v; break;
+        case O_SET:
+            if (o->n_sets == MAX_SETS) return ppdl_errf(err, errlen, "--set: at most %d of them", MAX_SETS);
+            o->sets[o->n_sets++] = v;
+            break;
+        case O_SEED: {
+            long s;
+            if (ppdl_parse_int(v, 0, 2147483647L, &s))
+                return ppdl_errf(err, errlen, "--seed %s: expected an integer in [0, 2147483647]", v);
+            o->seed = (unsigned long long)s;
+            break;
+        }
+        default: o->output = v; break;
+        }
     }
     if (!o->preset) return ppdl_errf(err, errlen, "--preset is required (see ppdl-init --help for the list)");
     if (!o->output || !*o->output) return ppdl_errf(err, errlen, "-o FILE is required: where to write the model");

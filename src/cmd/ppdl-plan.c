@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/options.h"
 #include "core/util.h"
 #include "sched/schedule.h"
 #include "plan/cluster_model.h"
@@ -42,7 +43,7 @@ static void usage(FILE *f)
 "and backward ms, parameter, activation and stash bytes, recompute options); ppdl\n"
 "writes them with `ppdl MODEL.h5 --costs-out COSTS.json`. The cluster says how fast\n"
 "each pair of ranks talks (bandwidth and latency matrices), and each rank's memory and\n"
-"relative speed (DESIGN.md: CLUSTER.json). ppdl-plan chooses the stages, which layers\n"
+"relative speed (docs/formats.md: CLUSTER.json). ppdl-plan chooses the stages, which layers\n"
 "each runs, which ranks run it (one, or several replicas that split the micro-batches\n"
 "and sum their gradients) and what each layer recomputes, to minimise the predicted\n"
 "time of one training step. With one rank per stage:\n"
@@ -55,7 +56,7 @@ static void usage(FILE *f)
 "  T = micro-batch 0's path + the busiest replica or rank pair's other micro-batches\n"
 "      + the slowest stage's gradient all-reduce (ring: 2(k-1)/k bytes / slowest link)\n"
 "\n"
-"(README.md, \"Planner\"). Then it plays the schedule with these costs (links as\n"
+"(docs/cost-model.md in the source tree). Then it plays the schedule with these costs (links as\n"
 "queues) and prints the simulated step time next to the prediction.\n"
 "\n"
 "Options:\n"
@@ -96,7 +97,8 @@ static void usage(FILE *f)
 "  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --micro-batches 4 --plan plan.json\n"
 "\n"
 "Exit status: 0 a plan that fits; 1 no plan fits in memory (the message names the\n"
-"stage and by how much it is over) or a bad input file; 2 a bad command line.\n");
+"stage and by how much it is over) or a bad input file; 2 a bad command line.\n"
+"The file formats, field by field: docs/formats.md; the options: docs/cli.md.\n");
 }
 
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
@@ -145,7 +147,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_HELP: return 1;
         case O_VERSION: return 2;
         case ':': return ppdl_errf(err, errlen, "%s needs a value (see --help)", argv[optind - 1]);
-        default: return ppdl_errf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
+        default: return ppdl_option_refused(argv[optind - 1], longopts, "ppdl-plan", err, errlen);
         }
     }
     if (optind < argc) return ppdl_errf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);

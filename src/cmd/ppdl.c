@@ -2,9 +2,10 @@
  * each step is a function of its own (src/cmd/run.h says which file holds which):
  *
  *   1. start MPI, read the command line (every rank, identically)
- *   2. read the model description; start the device; know the network (probe it, read a
- *      saved CLUSTER.json, or emulate one: --netem); open the data, find the checkpoint
- *      to resume, know what each layer costs (profiled or read)
+ *   2. read the model description and find the checkpoint to resume (a finished run
+ *      stops here); start the device; know the network (probe it, read a saved
+ *      CLUSTER.json, or emulate one: --netem); open the data, know what each layer
+ *      costs (profiled or read)
  *   3. choose the plan: which layers each rank's stage runs, on which ranks, and what
  *      it recomputes; predict each stage's memory
  *   4. build this rank's stage: its layers on its backend, only its own weights
@@ -34,6 +35,11 @@ int main(int argc, char **argv)
     }
 
     /* ---- 2. the model, the device, the network; the data and the costs ---- */
+    if (run_setup_model(&r)) { /* the run had finished: nothing to do */
+        run_free(&r);
+        MPI_Finalize();
+        return 0;
+    }
     run_setup_device_and_network(&r);
     if (r.o.probe_only) {
         run_free(&r);

@@ -11,6 +11,7 @@
  *   run_report.c    what is printed (header, plan table, the closing tables) and
  *                   the --report JSON
  *   run_agree.c     the job-ending agreement every rank reaches
+ *   run_log.c       the run log (--log FILE.jsonl)
  * Every value derived from the options is derived once, in run_options.c.
  */
 #ifndef PPDL_CMD_RUN_H
@@ -38,6 +39,11 @@ typedef enum plan_mode { PLAN_UNIFORM = 0, PLAN_AUTO, PLAN_DP, PLAN_FILE } plan_
 
 typedef struct options {
     const char *model, *data, *plan, *report, *trace, *timeline, *save, *backend, *recompute;
+    const char *log;           /* --log FILE.jsonl */
+    const char *loss_plot;     /* --loss-plot FILE.svg */
+    int loss_plot_log;         /* --loss-plot-scale log */
+    const char *val_data;      /* --val-data FILE.h5 */
+    long eval_every, eval_batches; /* 0: at the start and the end only; 0: the default count */
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
@@ -47,6 +53,7 @@ typedef struct options {
     double lr, beta1, beta2, eps, weight_decay;
     /* the learning-rate schedule (nn/lr_schedule.h) and gradient clipping */
     const char *lr_schedule_name;
+    long long shuffle;                 /* --shuffle SEED, -1: sequential */
     long warmup, decay_steps;          /* decay_steps 0: --steps */
     double min_lr, min_lr_ratio;       /* < 0: not given */
     double decay_fraction, clip_grad_norm;
@@ -86,15 +93,23 @@ void agree_or_end_job(int failed, const char *msg, int code);
 /* the same, waiting without spinning (for the ranks idle while rank 0 works alone) */
 void agree_or_end_job_idle(int failed, const char *msg, int code);
 
-/* the data each step reads: samples step*B ... step*B + B-1 (mod N), micro-batch
- * mb takes the mb-th contiguous B/M of them. A resumed run continues from the data
+/* the data each step reads: the samples at positions step*B ... step*B + B-1, micro-batch
+ * mb the mb-th contiguous B/M of them. Position p is row p mod N of the data set, or
+ * with --shuffle SEED row perm_e(p mod N), perm_e the permutation of epoch e = p / N
+ * drawn from SEED and e alone (core/permute.h). A resumed run continues from the data
  * position its checkpoint recorded (pos0 samples consumed by step0 steps), which is
  * step0*B unless the batch size changed. */
 typedef struct data_source {
     ppdl_data *data;
     long batch_size;
     long long step0, pos0;
+    long long shuffle;         /* the seed, -1: sequential */
 } data_source;
+/* the batches of a data source, as the runtime reads them (run_stage.c) */
+ppdl_batch_source run_batch_source(data_source *ds);
+/* the position of step's first sample, and its epoch (from 1) */
+long long data_position_of(const data_source *ds, long step);
+long long data_epoch_of(const data_source *ds, long step);
 
 /* what the loop needs to checkpoint and to stop early */
 typedef struct run_ctl {
@@ -122,10 +137,23 @@ typedef struct rank_summary {
 
 /* The training's totals over the timed steps (after the first, or the only one), on
  * rank 0 */
+/* the losses so far, for --loss-plot (rank 0): this job's steps and evaluations, and a
+ * resumed run's earlier ones from its --log */
+typedef struct loss_history {
+    long *step, *val_step;
+    double *loss, *val_loss;
+    int n, n_val, cap, cap_val;
+} loss_history;
+void loss_history_add(loss_history *h, long step, double loss, int validation);
+void loss_history_free(loss_history *h);
+
 typedef struct train_totals {
     double total_ms, final_loss, sum_bubble;
     long timed_steps;
     json_t *steps_json;            /* [{"step", "loss", "ms", "bubble"}] */
+    json_t *evals_json;            /* [{"step", "val_loss"}] */
+    double eval_ms;                /* time spent evaluating, all evaluations */
+    loss_history history;          /* rank 0, for --loss-plot */
     int nonfinite_exit;            /* 4: stopped at a non-finite step */
 } train_totals;
 
@@ -143,6 +171,8 @@ typedef struct run {
     ppdl_cluster cluster;
     int have_cluster;
     ppdl_data data;
+    ppdl_data val_data;            /* --val-data (val_data.file > 0 when open) */
+    long eval_batches;             /* batches per evaluation */
     const char *resume;            /* the checkpoint resumed from, NULL: a fresh start */
     ppdl_ckpt_info ck;             /* its /train record */
     long start_step;
@@ -175,14 +205,18 @@ typedef struct run {
     double *papi_all;              /* rank 0: every rank's PAPI counts */
     double *clock_all;             /* rank 0: per rank, its clock's offset and bound (s) */
     int output_failed;             /* rank 0: a requested output could not be written */
+    FILE *log;                     /* rank 0: --log, open while training (run_log.c) */
 } run;
 
 /* ---- the steps of main(), in order ---- */
 /* 1. MPI is up: read the command line; 1: stop now with status 0 (--help, --version) */
 int run_start(run *r, int argc, char **argv);
-/* 2. the model description, the device, the network (probed, read, or emulated) */
+/* 2. the model description and the checkpoint resumed from, if any; 1: it has --steps
+ *    steps already (said in one line: nothing to do or write) */
+int run_setup_model(run *r);
+/*    the device, the network (probed, read, or emulated) */
 void run_setup_device_and_network(run *r);
-/*    the data, the checkpoint resumed from, the layers' costs */
+/*    the data, the layers' costs */
 void run_setup_data(run *r);
 /* 3. the plan every rank runs, and each stage's memory predicted */
 void run_choose_plan(run *r);
@@ -199,6 +233,16 @@ void run_finish(run *r);
 int run_exit_status(const run *r);
 /* free everything (any step may have been the last one run) */
 void run_free(run *r);
+
+/* --log FILE.jsonl (run_log.c), rank 0: opened (a resumed run's log trimmed to its
+ * checkpoint's step) by every rank at the start of training; a step's line; synced at
+ * checkpoints; closed (synced) at the end */
+void run_log_open(run *r);
+void run_log_line(run *r, json_t *entry);
+void run_log_sync(run *r);
+void run_log_close(run *r);
+/* rank 0: --loss-plot from the history so far (at checkpoints and at the end) */
+void run_write_loss_plot(run *r);
 
 /* helpers shared between the steps */
 /* Host views of a stage's weights and AdamW moments: the arenas themselves when the

@@ -136,6 +136,7 @@ static void save_model(run *r)
 void run_finish(run *r)
 {
     const options *o = &r->o;
+    run_log_close(r);
     gather_summaries(r);
     if (o->record_events) write_trace_and_timeline(r);
     if (o->save && r->ctl.stopped && r->rank == 0)
@@ -144,6 +145,7 @@ void run_finish(run *r)
     if (o->save && !r->ctl.stopped && !r->totals.nonfinite_exit) save_model(r);
     if (r->rank == 0) {
         run_print_closing(r);
+        run_write_loss_plot(r);
         if (o->report) run_write_report(r);
         fflush(stdout);
     }
@@ -160,10 +162,14 @@ int run_exit_status(const run *r)
 
 void run_free(run *r)
 {
+    if (r->log) fclose(r->log);
     json_decref(r->totals.steps_json);
     if (r->rt) ppdl_runtime_destroy(r->rt);
     if (r->st.be) ppdl_stage_free(&r->st);
     if (r->data.file > 0) ppdl_data_close(&r->data);
+    if (r->val_data.file > 0) ppdl_data_close(&r->val_data);
+    json_decref(r->totals.evals_json);
+    loss_history_free(&r->totals.history);
     if (r->plan.stages) ppdl_plan_free(&r->plan);
     if (r->have_costs) ppdl_costs_free(&r->costs);
     ppdl_model_free(&r->model);

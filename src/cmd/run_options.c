@@ -14,6 +14,7 @@
 
 #include "cmd/run.h"
 #include "core/error.h"
+#include "core/options.h"
 #include "core/stop.h"
 #include "core/util.h"
 #include "plan/planner.h"
@@ -54,7 +55,15 @@ void run_options_usage(FILE *f)
 "  --clip-grad-norm X      scale every gradient by min(1, X / ||g||), ||g|| the L2 norm\n"
 "                          over all parameters of the model (every stage; a replicated\n"
 "                          stage once): the same bits on any number of ranks\n"
-"  --seed S                recorded in the report (data order is sequential)\n"
+"  --seed S                recorded in the report\n"
+"  --shuffle SEED          visit the rows in a new random order each epoch, drawn from\n"
+"                          SEED and the epoch alone: the same order on any number of\n"
+"                          ranks and across resumes (default: in order, row k*B on)\n"
+"  --val-data FILE.h5      held-out data (ppdl-data ... --val-fraction or --val-out):\n"
+"                          its mean loss over --eval-batches N batches of the\n"
+"                          mini-batch size (default: as many as it holds, at most 50),\n"
+"                          forward only through the same pipeline, before the first\n"
+"                          step, every --eval-every K steps and after the last\n"
 "  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
@@ -117,6 +126,12 @@ void run_options_usage(FILE *f)
 "                          the machine has no counters it says why and times only\n"
 "  --log-every K           progress line every K steps (default: about 20 lines per run)\n"
 "  --report FILE.json      losses, throughput, plan and memory per rank\n"
+"  --log FILE.jsonl        one JSON line per step as the run goes (step, epoch, loss,\n"
+"                          lr, grad_norm, ms, samples/s, tokens/s, bubble); a resumed\n"
+"                          run continues the file, so a chain of jobs leaves one log\n"
+"  --loss-plot FILE.svg    training and validation loss against the step (and the\n"
+"                          tokens seen), at every checkpoint and at the end; open it in\n"
+"                          a browser; --loss-plot-scale log for a logarithmic loss axis\n"
 "  --trace FILE.json       the last step as a Chrome/Perfetto trace (ui.perfetto.dev)\n"
 "  --timeline FILE.svg     the last step as a pipeline diagram (open in a browser)\n"
 "  --save FILE.h5          write the trained model (a model.h5 ppdl can train again)\n"
@@ -144,7 +159,11 @@ void run_options_usage(FILE *f)
 "  ppdl-data text README.md --seq-len 64 -o text.h5\n"
 "  mpiexec -n 2 ./ppdl gpt.h5 --data text.h5 --steps 50 --batch-size 16 --micro-batches 4\n"
 "  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --steps 5 --plan-out plan.json   # plan once\n"
-"  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --steps 5000 --plan plan.json    # reuse it\n");
+"  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --steps 5000 --plan plan.json    # reuse it\n"
+"\n"
+"Every file's fields (model, data, checkpoint, plan, cluster, costs, report, trace),\n"
+"every option's default and the exit statuses: docs/formats.md, docs/cli.md and\n"
+"docs/cost-model.md in the source tree.\n");
 }
 
 
@@ -167,6 +186,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
     o->weight_decay = 1e-2;
     o->seed = 1234;
     o->lr_schedule_name = "constant";
+    o->shuffle = -1;
     o->min_lr = -1;
     o->min_lr_ratio = -1;
     o->decay_fraction = 0.2;
@@ -174,7 +194,8 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_EPS, O_SEED, O_REPORT, O_TRACE, O_TIMELINE, O_SAVE, O_THREADS, O_BACKEND, O_WAIT,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
-           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_PLAN_OUT, O_HELP, O_VERSION };
+           O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
+           O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -199,7 +220,10 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"clip-grad-norm", required_argument, 0, O_CLIP}, {"decay-all", no_argument, 0, O_DECAY_ALL},
         {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
         {"resume", required_argument, 0, O_RESUME}, {"time-limit", required_argument, 0, O_TIME_LIMIT},
-        {"step-delay", required_argument, 0, O_STEP_DELAY},
+        {"step-delay", required_argument, 0, O_STEP_DELAY}, {"shuffle", required_argument, 0, O_SHUFFLE},
+        {"log", required_argument, 0, O_RUNLOG}, {"val-data", required_argument, 0, O_VAL_DATA},
+        {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"loss-plot", required_argument, 0, O_LOSS_PLOT},
+        {"loss-plot-scale", required_argument, 0, O_LOSS_PLOT_SCALE}, {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -244,6 +268,20 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
             if (ppdl_parse_int(a, 0, LONG_MAX, &o->seed)) return ppdl_errf(err, errlen, "--seed %s: expected an integer >= 0", a);
             break;
         case O_REPORT: o->report = a; break;
+        case O_RUNLOG: o->log = a; break;
+        case O_VAL_DATA: o->val_data = a; break;
+        case O_LOSS_PLOT: o->loss_plot = a; break;
+        case O_LOSS_PLOT_SCALE:
+            if (strcmp(a, "linear") && strcmp(a, "log"))
+                return ppdl_errf(err, errlen, "--loss-plot-scale %s: expected linear or log", a);
+            o->loss_plot_log = !strcmp(a, "log");
+            break;
+        case O_EVAL_EVERY:
+            if (ppdl_parse_int(a, 1, LONG_MAX, &o->eval_every)) return ppdl_errf(err, errlen, "--eval-every %s: expected a number of steps >= 1", a);
+            break;
+        case O_EVAL_BATCHES:
+            if (ppdl_parse_int(a, 1, 1 << 20, &o->eval_batches)) return ppdl_errf(err, errlen, "--eval-batches %s: expected an integer in [1, 1048576]", a);
+            break;
         case O_TRACE: o->trace = a; break;
         case O_TIMELINE: o->timeline = a; break;
         case O_SAVE: o->save = a; break;
@@ -328,11 +366,17 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                 return ppdl_errf(err, errlen, "--clip-grad-norm %s: expected a norm > 0 (e.g. 1.0)", a);
             break;
         case O_DECAY_ALL: o->decay_all = 1; break;
+        case O_SHUFFLE: {
+            long seed;
+            if (ppdl_parse_int(a, 0, LONG_MAX, &seed)) return ppdl_errf(err, errlen, "--shuffle %s: expected a seed, an integer >= 0", a);
+            o->shuffle = seed;
+            break;
+        }
         case 'h':
         case O_HELP: return 1;
         case O_VERSION: return 2;
         case ':': return ppdl_errf(err, errlen, "%s needs a value (see --help)", argv[optind - 1]);
-        default: return ppdl_errf(err, errlen, "unknown option %s (see --help)", argv[optind - 1]);
+        default: return ppdl_option_refused(argv[optind - 1], longopts, "ppdl", err, errlen);
         }
     }
     if (optind >= argc && !o->probe_only)
@@ -355,6 +399,9 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                                           "checkpoint with a model without optimizer state", o->save);
         if (!o->checkpoint_every && !(o->checkpoint_every_s > 0)) o->checkpoint_every_s = 15 * 60;
     }
+    if (!o->val_data && (o->eval_every || o->eval_batches))
+        return ppdl_errf(err, errlen, "%s needs --val-data FILE.h5 (the data to evaluate on)",
+                         o->eval_every ? "--eval-every" : "--eval-batches");
     /* derived once, read everywhere */
     o->plan_defaulted = o->plan == NULL;
     if (!o->plan) o->plan = n_ranks > 1 ? "auto" : "uniform";
@@ -426,7 +473,8 @@ int run_options_check_outputs(const options *o, char *err, size_t errlen)
     return check_output("--report", o->report, err, errlen) || check_output("--trace", o->trace, err, errlen) ||
            check_output("--timeline", o->timeline, err, errlen) || check_output("--save", o->save, err, errlen) ||
            check_output("--cluster-out", o->cluster_out, err, errlen) ||
-           check_output("--costs-out", o->costs_out, err, errlen) ||
+           check_output("--costs-out", o->costs_out, err, errlen) || check_output("--log", o->log, err, errlen) ||
+           check_output("--loss-plot", o->loss_plot, err, errlen) ||
            check_output("--plan-out", o->plan_out, err, errlen);
 }
 

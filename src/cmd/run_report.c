@@ -97,6 +97,15 @@ void run_print_header(const run *r)
            r->comm.yield ? "yielding" : "blocking");
     if (r->backend_why[0]) printf("backend %s (--backend auto: %s)\n", ppdl_be_name(r->be), r->backend_why);
     warn_shared_cores(r);
+    if (o->shuffle >= 0)
+        printf("data order: shuffled, a new permutation of the %ld samples each epoch from --shuffle %lld\n",
+               r->data.n, o->shuffle);
+    if (o->val_data && r->eval_batches * o->batch_size > r->val_data.n)
+        printf("note: --eval-batches %ld x --batch-size %ld is more than the %ld samples of %s: an evaluation "
+               "repeats samples\n", r->eval_batches, o->batch_size, r->val_data.n, o->val_data);
+    if (o->batch_size > r->data.n)
+        printf("note: --batch-size %ld is more than the %ld samples of %s: every step repeats samples (step k "
+               "takes samples kB ... kB+B-1, mod %ld)\n", o->batch_size, r->data.n, o->data, r->data.n);
     char kind[96], line[512];
     printf("plan (%s%s%s): %s\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: "
            "selective)\n", r->plan.method, o->plan_mode == PLAN_FILE ? ", from " : "",
@@ -132,8 +141,9 @@ void run_print_header(const run *r)
             printf("note: the learning-rate schedule or clipping differs from the checkpoint's (%s, warmup %lld, "
                    "decay steps %lld, min lr %g, decay fraction %g, clip %g): the command line's is used\n",
                    ck->lr_schedule, ck->warmup, ck->decay_steps, ck->min_lr, ck->decay_fraction, ck->clip_grad_norm);
-        if (r->start_step >= o->steps)
-            printf("nothing to train: the checkpoint has %ld steps, --steps is %ld\n", r->start_step, o->steps);
+        if (ck->shuffle != o->shuffle)
+            printf("note: the data order differs from the checkpoint's (%s%lld): the command line's is used\n",
+                   ck->shuffle < 0 ? "in order" : "--shuffle ", ck->shuffle < 0 ? 0LL : ck->shuffle);
     }
     fflush(stdout);
 }
@@ -157,10 +167,12 @@ static run_rates rates_of(const run *r)
 void run_print_closing(const run *r)
 {
     run_rates x = rates_of(r);
-    printf("done: %ld steps, final loss %.4f, %.1f ms/step, %.1f samples/s, %.2f GFLOP/s, bubble %.1f%% "
-           "(steps after the first)\n",
-           r->ctl.stopped ? r->ctl.ckpt_step : r->o.steps, r->totals.final_loss, x.mean_ms, x.samples_per_s,
-           x.gflops, 100 * x.bubble);
+    long done = r->ctl.stopped ? r->ctl.ckpt_step : r->o.steps;
+    /* what the rates average: the steps after this job's first, or its only step */
+    int only_one = r->totals.timed_steps == 1 && done - r->start_step <= 1;
+    printf("done: %ld step%s, final loss %.4f, %.1f ms/step, %.1f samples/s, %.2f GFLOP/s, bubble %.1f%% (%s)\n",
+           done, done == 1 ? "" : "s", r->totals.final_loss, x.mean_ms, x.samples_per_s, x.gflops, 100 * x.bubble,
+           only_one ? "one step, its warm-up included" : "steps after the first");
     printf("memory per rank (measured peak vs predicted before the run):\n"
            "  rank  stage       peak  predicted     params  optimizer      stash    buffers\n");
     for (int q = 0; q < r->n_ranks; q++) {
@@ -274,6 +286,14 @@ void run_write_report(run *r)
                                   (json_int_t)ls->decay_steps, "decay_fraction", ls->decay_fraction));
     json_object_set_new(rep, "weight_decay_on", json_string(o->decay_all ? "all" : "2-d"));
     json_object_set_new(rep, "clip_grad_norm", o->clip_grad_norm > 0 ? json_real(o->clip_grad_norm) : json_null());
+    json_object_set_new(rep, "shuffle", o->shuffle >= 0 ? json_integer((json_int_t)o->shuffle) : json_null());
+    if (o->val_data) {
+        json_object_set_new(rep, "validation", json_pack("{s:s, s:I, s:I, s:I, s:f}", "data", o->val_data, "batches",
+                                                          (json_int_t)r->eval_batches, "every",
+                                                          (json_int_t)o->eval_every, "samples", (json_int_t)r->val_data.n,
+                                                          "eval_ms", r->totals.eval_ms));
+        json_object_set(rep, "evals", r->totals.evals_json);
+    }
     char *pj = ppdl_plan_to_json(&r->plan);
     json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));
     free(pj);

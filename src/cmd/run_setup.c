@@ -237,12 +237,37 @@ static const char *choose_backend(int node_ranks, char *why, size_t len)
     return all ? "cuda" : "cpu";
 }
 
-void run_setup_device_and_network(run *r)
+int run_setup_model(run *r)
 {
     const options *o = &r->o;
     char err[PPDL_ERR_LEN] = "";
     int rc = o->model ? ppdl_model_load_desc(o->model, &r->model, err, sizeof err) : 0;
     agree_or_end_job(rc != 0, err, 1);
+    if (o->probe_only) return 0;
+    /* the run to continue, if any: a checkpoint of this model, whose state and step
+     * replace the model file's weights and a fresh optimizer */
+    r->resume = resume_path(o);
+    rc = r->resume ? ppdl_ckpt_read_info(r->resume, &r->model, &r->ck, err, sizeof err) : 0;
+    agree_or_end_job(rc != 0, err, 1);
+    /* after the resume file's own checks, so that a bad one is named as such */
+    rc = o->checkpoint ? ppdl_ckpt_check_path(o->checkpoint, err, sizeof err) : 0;
+    agree_or_end_job(rc != 0, err, 1);
+    r->start_step = r->resume ? (long)r->ck.step : 0;
+    /* a finished run started again (a batch chain's last resubmission): nothing to
+     * probe, plan, train or summarise; the checkpoint stays as it is */
+    if (r->resume && r->start_step >= o->steps) {
+        if (r->rank == 0)
+            printf("nothing to train: %s has %ld steps done, --steps is %ld (give a larger --steps to train "
+                   "further)\n", r->resume, r->start_step, o->steps);
+        return 1;
+    }
+    return 0;
+}
+
+void run_setup_device_and_network(run *r)
+{
+    const options *o = &r->o;
+    char err[PPDL_ERR_LEN] = "";
     /* the device: compute threads default to the node's cores shared among its ranks */
     int local = ppdl_comm_node_ranks(MPI_COMM_WORLD); /* collective: every rank, always */
     r->threads = o->threads;
@@ -267,15 +292,14 @@ void run_setup_data(run *r)
     char err[PPDL_ERR_LEN] = "";
     int rc = ppdl_data_open(o->data, &r->model, &r->data, err, sizeof err);
     agree_or_end_job(rc != 0, err, 1);
-    /* the run to continue, if any: a checkpoint of this model, whose state and step
-     * replace the model file's weights and a fresh optimizer */
-    r->resume = resume_path(o);
-    rc = r->resume ? ppdl_ckpt_read_info(r->resume, &r->model, &r->ck, err, sizeof err) : 0;
-    agree_or_end_job(rc != 0, err, 1);
-    /* after the resume file's own checks, so that a bad one is named as such */
-    rc = o->checkpoint ? ppdl_ckpt_check_path(o->checkpoint, err, sizeof err) : 0;
-    agree_or_end_job(rc != 0, err, 1);
-    r->start_step = r->resume ? (long)r->ck.step : 0;
+    if (o->val_data) { /* held out: checked against the model as the training data is */
+        char verr[PPDL_ERR_LEN - 16];
+        rc = ppdl_data_open(o->val_data, &r->model, &r->val_data, verr, sizeof verr);
+        snprintf(err, sizeof err, "--val-data: %s", verr);
+        agree_or_end_job(rc != 0, err, 1);
+        long whole = r->val_data.n / o->batch_size;
+        r->eval_batches = o->eval_batches ? o->eval_batches : whole < 1 ? 1 : whole > 50 ? 50 : whole;
+    }
     /* what each layer costs: profiled on rank 0's device (--costs-out, --plan auto) or
      * read (--costs) */
     r->have_costs = know_costs(o, &r->model, r->be, &r->comm, &r->data, &r->costs, &r->profile_s);

@@ -10,6 +10,7 @@
 
 #include "cmd/run.h"
 #include "core/error.h"
+#include "core/permute.h"
 #include "core/util.h"
 #include "io/model_io.h"
 
@@ -36,13 +37,30 @@ void host_state_free(host_state *h)
     for (int a = 0; a < 3 && h->copies; a++) free(h->a[a]);
 }
 
+long long data_position_of(const data_source *ds, long step)
+{
+    return ds->pos0 + (step - ds->step0) * (long long)ds->batch_size;
+}
+
+long long data_epoch_of(const data_source *ds, long step) { return 1 + data_position_of(ds, step) / ds->data->n; }
+
 static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t *targets, char *err, size_t errlen)
 {
     data_source *ds = ctx;
-    long long pos = ds->pos0 + (step - ds->step0) * (long long)ds->batch_size + (long long)mb * b;
-    long start = (long)(pos % ds->data->n);
-    return ppdl_data_read(ds->data, start, b, inputs, targets, err, errlen);
+    long long pos = data_position_of(ds, step) + (long long)mb * b, n = ds->data->n;
+    if (ds->shuffle < 0) return ppdl_data_read(ds->data, (long)(pos % n), b, inputs, targets, err, errlen);
+    long *rows = ppdl_xmalloc((size_t)(b > 0 ? b : 1) * sizeof *rows);
+    for (int i = 0; i < b; i++) {
+        long long p = pos + i;
+        rows[i] = (long)ppdl_permute(ppdl_permute_key((uint64_t)ds->shuffle, (uint64_t)(p / n)), (uint64_t)n,
+                                     (uint64_t)(p % n));
+    }
+    int rc = ppdl_data_read_rows(ds->data, rows, b, inputs, targets, err, errlen);
+    free(rows);
+    return rc;
 }
+
+ppdl_batch_source run_batch_source(data_source *ds) { return (ppdl_batch_source){ds, read_batch}; }
 
 void run_build_stage(run *r)
 {
@@ -76,7 +94,7 @@ void run_build_stage(run *r)
         PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &r->resume_read_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     }
 
-    r->ds = (data_source){&r->data, o->batch_size, r->start_step, r->resume ? r->ck.data_position : 0};
+    r->ds = (data_source){&r->data, o->batch_size, r->start_step, r->resume ? r->ck.data_position : 0, o->shuffle};
     const ppdl_plan *plan = &r->plan;
     int stage = r->stage;
     ppdl_runtime_cfg cfg = {
@@ -92,7 +110,7 @@ void run_build_stage(run *r)
         .record_events = o->record_events, .clip_grad_norm = o->clip_grad_norm,
         .decay_all = o->decay_all, .skip_nonfinite = o->skip_nonfinite, .papi = o->papi ? &r->papi : NULL,
     };
-    r->rt = ppdl_runtime_create(st, &cfg, (ppdl_batch_source){&r->ds, read_batch}, &r->comm);
+    r->rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
     if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);
     if (r->resume) ppdl_runtime_set_adam_t(r->rt, (int)r->ck.adam_t);
     /* checkpoints: stage replicas after the first hold the same weights, only the first writes */

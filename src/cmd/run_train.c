@@ -27,7 +27,7 @@ void run_write_checkpoint(run *r, long done, double at_s)
     host_state h;
     host_state_get(&h, &r->st, 1);
     ppdl_ckpt_info info = {
-        .step = done, .data_position = r->ds.pos0 + (done - r->ds.step0) * (long long)r->ds.batch_size,
+        .step = done, .data_position = data_position_of(&r->ds, done), .shuffle = o->shuffle,
         .adam_t = ppdl_runtime_adam_t(r->rt), .seed = o->seed, .batch_size = o->batch_size,
         .micro_batches = o->micro_batches, .ranks = r->n_ranks, .lr = o->lr, .beta1 = o->beta1,
         .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay, .plan_json = c->plan_json,
@@ -43,6 +43,8 @@ void run_write_checkpoint(run *r, long done, double at_s)
     agree_or_end_job(rc == -1, err, 1);   /* the rank that failed explains */
     agree_or_end_job(rc != 0, err, 1);
     c->ckpt_est_s = cs.total_s;
+    run_log_sync(r); /* the log is as durable as the checkpoint */
+    run_write_loss_plot(r);
     c->ckpt_total_s += cs.total_s;
     c->ckpt_at_s = at_s + cs.total_s;
     c->ckpt_step = done;
@@ -117,6 +119,11 @@ typedef struct step_log {
     train_totals *t;           /* rank 0's totals and per-step entries */
     double lr[2], grad_norm[2]; /* of the step in flight (the same on every rank) */
     int show_lr, show_norm;    /* the progress line shows them (a schedule, clipping) */
+    const data_source *ds;
+    run *run;                  /* its --log */
+    double val[2];             /* the validation loss after the step in flight, NaN: none */
+    int tokens;                /* samples are sequences of loss_rows tokens */
+    int show_epoch;            /* the progress line shows the epoch (shuffled, or more than one) */
 } step_log;
 
 static void step_log_finish(step_log *lg)
@@ -140,33 +147,50 @@ static void step_log_finish(step_log *lg)
     double bubble = ms > 0 ? 1.0 - busy / (lg->n_ranks * ms) : 0;
     if (bubble < 0) bubble = 0;
     lg->t->final_loss = loss;
-    if (step > 0 || o->steps == 1) {
+    loss_history_add(&lg->t->history, step + 1, loss, 0);
+    /* the first step of a job warms up (allocation, caches, first messages): timed only
+     * when it is the only one */
+    if (step > lg->start_step || o->steps - lg->start_step == 1) {
         lg->t->total_ms += ms;
         lg->t->timed_steps++;
         lg->t->sum_bubble += bubble;
     }
     json_t *js = json_object();
-    json_object_set_new(js, "step", json_integer(step));
+    json_object_set_new(js, "step", json_integer(step + 1)); /* numbered from 1, as the progress line */
+    json_object_set_new(js, "epoch", json_integer((json_int_t)data_epoch_of(lg->ds, step)));
     json_object_set_new(js, "loss", json_real(loss));
     json_object_set_new(js, "ms", json_real(ms));
     json_object_set_new(js, "bubble", json_real(bubble));
     json_object_set_new(js, "lr", json_real(lg->lr[step % 2]));
+    double val = lg->val[step % 2];
+    if (!isnan(val)) json_object_set_new(js, "val_loss", json_real(val));
     if (lg->grad_norm[step % 2] >= 0) json_object_set_new(js, "grad_norm", json_real(lg->grad_norm[step % 2]));
+    if (lg->run->log) { /* the run log's line: the report's entry and the rates */
+        json_t *line = json_deep_copy(js);
+        double per_s = ms > 0 ? 1e3 / ms : 0; /* steps per second */
+        json_object_set_new(line, "samples_per_s", json_real((double)o->batch_size * per_s));
+        if (lg->tokens) json_object_set_new(line, "tokens_per_s", json_real((double)o->batch_size * lg->loss_rows * per_s));
+        run_log_line(lg->run, line);
+        json_decref(line);
+    }
     json_array_append_new(lg->t->steps_json, js);
-    if ((step + 1) % lg->log_every == 0 || step == lg->start_step || step + 1 == o->steps) {
+    if ((step + 1) % lg->log_every == 0 || step == lg->start_step || step + 1 == o->steps || !isnan(val)) {
         printf("step %5ld/%ld  loss %.4f  %8.1f ms  %8.1f samples/s  %6.2f GFLOP/s  bubble %4.1f%%", step + 1,
                o->steps, loss, ms, o->batch_size / (ms / 1e3), lg->flops_step / (ms / 1e3) / 1e9, 100 * bubble);
+        if (lg->show_epoch) printf("  epoch %lld", data_epoch_of(lg->ds, step));
         if (lg->show_lr) printf("  lr %.3e", lg->lr[step % 2]);
         if (lg->show_norm) printf("  norm %.4f", lg->grad_norm[step % 2]);
+        if (!isnan(val)) printf("  val %.4f", val);
         printf("\n");
         fflush(stdout);
     }
 }
 
 /* step's numbers start on their way to rank 0; the previous step's are finished first */
-static void step_log_post(step_log *lg, long step, const ppdl_step_stats *stats)
+static void step_log_post(step_log *lg, long step, const ppdl_step_stats *stats, double val)
 {
     step_log_finish(lg);
+    lg->val[step % 2] = val;
     lg->lr[step % 2] = stats->lr;
     lg->grad_norm[step % 2] = stats->grad_norm;
     double *mine = lg->mine[step % 2];
@@ -175,6 +199,33 @@ static void step_log_post(step_log *lg, long step, const ppdl_step_stats *stats)
     mine[2] = stats->compute_ms;
     PPDL_CHECK_MPI(MPI_Igather(mine, 3, MPI_DOUBLE, lg->all[step % 2], 3, MPI_DOUBLE, 0, MPI_COMM_WORLD, &lg->req));
     lg->pending = step;
+}
+
+/* ---- evaluation (--val-data) ----
+ * The mean loss over the validation set's first eval_batches batches of B samples (the
+ * same batches every time), forward only through the pipeline (ppdl_runtime_eval).
+ * Every rank calls it; rank 0 gets every rank's sum (the last stage's replicas each
+ * hold the sum of their micro-batches) and adds them in rank order, as it does the
+ * training loss; other ranks get NaN. The time is counted apart from the steps'. */
+static double run_evaluate(run *r, long after_step)
+{
+    const options *o = &r->o;
+    double t0 = ppdl_now_s();
+    data_source vs = {&r->val_data, o->batch_size, 0, 0, -1};
+    double mine = ppdl_runtime_eval(r->rt, run_batch_source(&vs), (int)r->eval_batches), val = NAN;
+    double *all = r->rank == 0 ? ppdl_xmalloc((size_t)r->n_ranks * sizeof(double)) : NULL;
+    PPDL_CHECK_MPI(MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (r->rank == 0) {
+        double sum = 0;
+        for (int q = 0; q < r->n_ranks; q++) sum += all[q];
+        val = sum / ((double)r->eval_batches * o->batch_size * ppdl_model_loss_rows(&r->model));
+        json_array_append_new(r->totals.evals_json, json_pack("{s:I, s:f}", "step", (json_int_t)after_step,
+                                                              "val_loss", val));
+        loss_history_add(&r->totals.history, after_step, val, 1);
+        free(all);
+    }
+    r->totals.eval_ms += 1e3 * (ppdl_now_s() - t0);
+    return val;
 }
 
 /* forward FLOPs of the whole model for `samples` samples, x3 for forward + backward */
@@ -205,12 +256,26 @@ void run_train(run *r)
     r->flops_step = model_train_flops(&r->model, o->batch_size);
     t->steps_json = json_array();
     t->final_loss = NAN;
-    step_log lg = {.rank = r->rank, .n_ranks = r->n_ranks, .pending = -1, .comm = &r->comm, .o = o,
+    step_log lg = {.val = {NAN, NAN}, .rank = r->rank, .n_ranks = r->n_ranks, .pending = -1, .comm = &r->comm, .o = o,
                    .start_step = r->start_step,
                    .log_every = o->log_every ? o->log_every : (o->steps > 20 ? o->steps / 20 : 1),
                    .loss_rows = ppdl_model_loss_rows(&r->model), .flops_step = r->flops_step, .t = t,
                    .show_lr = o->lr_sched.kind != PPDL_LR_CONSTANT || o->lr_sched.warmup > 0,
-                   .show_norm = o->clip_grad_norm > 0};
+                   .show_norm = o->clip_grad_norm > 0, .ds = &r->ds, .run = r,
+                   .tokens = r->data.kind == PPDL_DATA_TOKENS,
+                   .show_epoch = o->shuffle >= 0 || data_epoch_of(&r->ds, o->steps - 1) > 1};
+    run_log_open(r);
+    t->evals_json = json_array();
+    if (r->eval_batches && r->start_step == 0) { /* the held-out loss before any step */
+        double val = run_evaluate(r, 0);
+        if (r->rank == 0) {
+            printf("validation before training: loss %.4f (%ld batch%s of %ld from %s)\n", val, r->eval_batches,
+                   r->eval_batches == 1 ? "" : "es", o->batch_size, o->val_data);
+            json_t *line = json_pack("{s:i, s:f}", "step", 0, "val_loss", val);
+            run_log_line(r, line);
+            json_decref(line);
+        }
+    }
     for (int k = 0; k < 2; k++)
         lg.all[k] = r->rank == 0 ? ppdl_xmalloc(3 * (size_t)r->n_ranks * sizeof(double)) : NULL;
     ctl->t_prev = ppdl_now_s();
@@ -236,7 +301,11 @@ void run_train(run *r)
                 break;
             }
         }
-        step_log_post(&lg, step, &stats);
+        /* the held-out loss after the step: every --eval-every steps and after the last */
+        double val = r->eval_batches && ((o->eval_every && (step + 1) % o->eval_every == 0) || step + 1 == o->steps)
+                         ? run_evaluate(r, step + 1)
+                         : NAN;
+        step_log_post(&lg, step, &stats, val);
     }
     step_log_finish(&lg);
     for (int k = 0; k < 2; k++) free(lg.all[k]);

@@ -2,7 +2,7 @@
  * position, written by all ranks together into one file with parallel HDF5, and read
  * back under any number of ranks and any plan (layers are keyed by index, not rank).
  *
- * Layout (contract: DESIGN.md "model.h5"; a checkpoint IS a model file, so `ppdl
+ * Layout (contract: docs/formats.md "checkpoint.h5"; a checkpoint IS a model file, so `ppdl
  * ckpt.h5` trains from it and h5py reads it):
  *   /, /layers/NNNNN/...     the model file of model_io.h: the root and layer attributes
  *                            of the model the run started from, the current weights
@@ -52,6 +52,9 @@ typedef struct ppdl_ckpt_info {
     char lr_schedule[16];
     long long warmup, decay_steps;
     double min_lr, decay_fraction, clip_grad_norm;
+    /* the data order: /train attribute shuffle, the --shuffle seed or -1 (in order);
+     * older checkpoints have none: read as -1 */
+    long long shuffle;
     char *plan_json;           /* write: the caller's; read: malloc'd (ppdl_ckpt_info_free) */
 } ppdl_ckpt_info;
 

@@ -1,4 +1,4 @@
-/* data_io.c — read and write data.h5 (layout and contract: data_io.h, DESIGN.md).
+/* data_io.c — read and write data.h5 (layout and contract: data_io.h, docs/formats.md).
  *
  * Plain serial HDF5. ppdl_data_open checks the file against the model once (the kind
  * of data for the family, shapes, dtypes, N >= 1); ppdl_data_read then reads `count`
@@ -297,8 +297,11 @@ static int read_classif(ppdl_data *d, hid_t xs, hid_t ls, long row0, long rows, 
     return 0;
 }
 
-int ppdl_data_read(ppdl_data *d, long start, int count, void *inputs, int32_t *targets, char *err,
-                   size_t errlen)
+/* Read `count` samples into inputs/targets: rows[0..count-1] when rows is given, else
+ * the rows from `start` on (wrapping mod N). Consecutive rows are read with one
+ * hyperslab each stretch. */
+static int read_samples(ppdl_data *d, long start, const long *rows, int count, void *inputs, int32_t *targets,
+                        char *err, size_t errlen)
 {
     const char *path = d->path;
     if (d->file < 0 || d->n < 1) return FAIL("data file is not open");
@@ -318,15 +321,23 @@ int ppdl_data_read(ppdl_data *d, long start, int count, void *inputs, int32_t *t
     }
     long pos = start % d->n;
     if (pos < 0) pos += d->n;
-    /* one hyperslab per stretch up to the end of the file's rows: two when wrapping
-     * once, more only if count > N */
     for (long done = 0; done < count;) {
-        long rows = count - done < d->n - pos ? count - done : d->n - pos;
+        long n_rows;
+        if (rows) { /* the longest run of consecutive rows of the list */
+            pos = rows[done];
+            if (pos < 0 || pos >= d->n) {
+                FAIL("row %ld is outside 0..%ld", pos, d->n - 1);
+                goto out;
+            }
+            for (n_rows = 1; done + n_rows < count && rows[done + n_rows] == pos + n_rows; n_rows++) {}
+        } else { /* up to the end of the file's rows: two stretches when wrapping once */
+            n_rows = count - done < d->n - pos ? count - done : d->n - pos;
+        }
         int st = d->kind == PPDL_DATA_TOKENS
-                     ? read_tokens(d, xs, pos, rows, done, inputs, targets, err, errlen)
-                     : read_classif(d, xs, ls, pos, rows, done, inputs, targets, err, errlen);
+                     ? read_tokens(d, xs, pos, n_rows, done, inputs, targets, err, errlen)
+                     : read_classif(d, xs, ls, pos, n_rows, done, inputs, targets, err, errlen);
         if (st) goto out;
-        done += rows;
+        done += n_rows;
         pos = 0;
     }
     rc = 0;
@@ -334,6 +345,18 @@ out:
     ppdl_h5_close(&ls, H5Dclose);
     ppdl_h5_close(&xs, H5Dclose);
     return rc;
+}
+
+int ppdl_data_read(ppdl_data *d, long start, int count, void *inputs, int32_t *targets, char *err,
+                   size_t errlen)
+{
+    return read_samples(d, start, NULL, count, inputs, targets, err, errlen);
+}
+
+int ppdl_data_read_rows(ppdl_data *d, const long *rows, int count, void *inputs, int32_t *targets, char *err,
+                        size_t errlen)
+{
+    return read_samples(d, 0, rows, count, inputs, targets, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /* data_io.h — data.h5: what the model trains on.
  *
- * Layout (contract: ../DESIGN.md "data.h5"):
+ * Layout (contract: docs/formats.md "data.h5"):
  *   language modelling: tokens int32 [N, T+1] (inputs [:, :T], targets [:, 1:]),
  *                       root attribute vocab_size (int32)
  *   classification:     features float32 [N, D]  or  images float32 [N, C, H, W],
@@ -39,6 +39,9 @@ int ppdl_data_open(const char *path, const ppdl_model *m, ppdl_data *d, char *er
  * Fails, naming the file and dataset, on a token or label out of range. */
 int ppdl_data_read(ppdl_data *d, long start, int count, void *inputs, int32_t *targets,
                    char *err, size_t errlen);
+/* The same for the samples of rows[0..count-1] (each in 0..N-1), in that order. */
+int ppdl_data_read_rows(ppdl_data *d, const long *rows, int count, void *inputs, int32_t *targets, char *err,
+                        size_t errlen);
 void ppdl_data_close(ppdl_data *d);
 
 /* Writers used by ppdl-data (and tests). Write to path.tmp, then rename. */

@@ -1,4 +1,4 @@
-/* model_io.c — read and write model.h5 (layout and contract: model_io.h, DESIGN.md).
+/* model_io.c — read and write model.h5 (layout and contract: model_io.h, docs/formats.md).
  *
  * Plain serial HDF5 (default file access property list): every rank that needs the
  * weights opens the file read-only on its own. The reader trusts nothing in the file:

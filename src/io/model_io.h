@@ -1,6 +1,6 @@
 /* model_io.h — model.h5, the file every ppdl program reads and writes.
  *
- * Layout (contract: ../DESIGN.md "model.h5"):
+ * Layout (contract: docs/formats.md "model.h5"):
  *   /                      attributes ppdl_format="ppdl-model", ppdl_version=1 (int),
  *                          family ("gpt"|"mlp"|"cnn") and the family's hyperparameters
  *                          (model.h: ints as int32, ln_eps as float64, activation as a string)

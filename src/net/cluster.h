@@ -1,5 +1,5 @@
 /* cluster.h — what the network and the devices of a job look like: the CLUSTER.json of
- * DESIGN.md, in memory.
+ * docs/formats.md, in memory.
  *
  *   {"ranks": N,
  *    "bandwidth_Bps": [[N] x N],   bytes/s from row rank to column rank

@@ -1,4 +1,4 @@
-/* probe.h — measure the job's network and devices: the CLUSTER.json of DESIGN.md.
+/* probe.h — measure the job's network and devices: the CLUSTER.json of docs/formats.md.
  *
  * Rank 0 coordinates; every ordered pair (i, j) gets its bandwidth and latency:
  *   - pairs come from a round-robin tournament (the circle method): N-1 rounds for even

@@ -166,14 +166,15 @@ static void record_instant(ppdl_runtime *rt, int kind, int mb)
     record(rt, kind, mb, t, t);
 }
 
-/* wait for a request, recording the time blocked as a WAIT event */
-static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb)
+/* wait for a request, recording the time blocked as an event of `kind` (PPDL_EV_WAIT
+ * for a message, PPDL_EV_ALLREDUCE for the replicas' gradient sum) */
+static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb, int kind)
 {
     if (*req == MPI_REQUEST_NULL) return;
     double t0 = ppdl_now_s();
     ppdl_comm_wait(rt->comm, req);
     double t1 = ppdl_now_s();
-    if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, mb, t0, t1);
+    if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
 }
 
 /* PPDL_TEST_GRAD_SCALE=RANK:FACTOR, a planted bug for the tests' negative controls:
@@ -451,7 +452,7 @@ static void progress_allreduce(ppdl_runtime *rt)
  * needs only the step before it on the neighbour. */
 static void finish_allreduce(ppdl_runtime *rt)
 {
-    for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1); /* MPI's, if any */
+    for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
     for (;;) {
         progress_allreduce(rt);
         int i = rt->nl - 1;
@@ -460,7 +461,7 @@ static void finish_allreduce(ppdl_runtime *rt)
         double t0 = ppdl_now_s();
         ppdl_ring_finish(&rt->rings[i]);
         double t1 = ppdl_now_s();
-        if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, -1, t0, t1);
+        if (t1 - t0 > 20e-6) record(rt, PPDL_EV_ALLREDUCE, -1, t0, t1);
     }
     for (int i = rt->nl - 1; i >= 0; i--) {
         if (rt->k <= 1 || layer(rt, i)->n_params == 0) continue;
@@ -515,7 +516,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
     sl->mb = mb;
-    wait_req(rt, &sl->act_send, mb); /* the send buffer's previous message is gone */
+    wait_req(rt, &sl->act_send, mb, PPDL_EV_WAIT); /* the send buffer's previous message is gone */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     ppdl_range_push("forward", mb);
     /* reading the micro-batch is the end stages' own work, not idle time: it counts
@@ -547,7 +548,7 @@ static void backward(ppdl_runtime *rt, int mb, int last)
     ppdl_backend *be = rt->be;
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == mb, "backward of micro-batch %d before its forward", mb);
-    wait_req(rt, &sl->grad_send, mb);
+    wait_req(rt, &sl->grad_send, mb, PPDL_EV_WAIT);
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
     ppdl_range_push("backward", mb);
     double t0 = ppdl_now_s();
@@ -630,7 +631,7 @@ static int agree_nonfinite(ppdl_runtime *rt)
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
     PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rt->comm->comm, &req));
-    wait_req(rt, &req, -1); /* shown as a wait: the stages that finished first idle here */
+    wait_req(rt, &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
     return first == INT_MAX ? -1 : first;
 }
 
@@ -660,7 +661,7 @@ static double global_grad_norm(ppdl_runtime *rt)
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
     PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, rt->layer_sumsq, L, MPI_DOUBLE, MPI_SUM, rt->comm->comm, &req));
-    wait_req(rt, &req, -1);
+    wait_req(rt, &req, -1, PPDL_EV_ALLREDUCE);
     double total = 0;
     for (int l = 0; l < L; l++) total += rt->layer_sumsq[l];
     return sqrt(total);
@@ -738,7 +739,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                        sl->mb);
             inbox_buf *ib = &rt->inbox[j];
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &ib->req, op->mb);
+            wait_req(rt, &ib->req, op->mb, PPDL_EV_WAIT);
             ppdl_xfer_recv_done(rt->be, &ib->x, ib->buf, rt->in_bytes);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
@@ -763,7 +764,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &sl->grad_recv, op->mb);
+            wait_req(rt, &sl->grad_recv, op->mb, PPDL_EV_WAIT);
             ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
@@ -792,8 +793,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             finish_allreduce(rt);
             /* every send of the step is complete before the weights change */
             for (int j = 0; j < rt->n_slots; j++) {
-                wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb);
-                wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb);
+                wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb, PPDL_EV_WAIT);
+                wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb, PPDL_EV_WAIT);
             }
             stats->nonfinite_stage = agree_nonfinite(rt);
             stats->lr = rt->lr;
@@ -833,6 +834,97 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     stats->recompute_ms = 1e3 * rt->t_kind[PPDL_OP_N_KINDS];
     stats->backward_ms = 1e3 * rt->t_kind[PPDL_OP_BACKWARD] - stats->recompute_ms;
     stats->optimizer_ms = 1e3 * rt->t_kind[PPDL_OP_OPTIMIZER];
+}
+
+/* ---- evaluation: forward only, through the same stages, slots and messages ----
+ * Between steps every slot is free. An evaluation batch runs this rank's forward-only
+ * list (RECV_ACT, FORWARD, SEND_ACT of each of its micro-batches, in order: a list
+ * without backward cannot wait on a later stage), each slot freed as soon as its
+ * activation is sent (or its loss taken on the last stage). Nothing of it is kept: no
+ * gradient is computed (the loss's gradient is written into the logits' buffer and
+ * dropped), no weight changes, and the step's events, times and counters stay those
+ * of the training step. */
+static void eval_ops(const ppdl_runtime *rt, ppdl_op_list *l)
+{
+    l->stage = rt->cfg.stage;
+    l->n = 0;
+    l->ops = ppdl_xmalloc(3 * (size_t)rt->cfg.M * sizeof *l->ops);
+    for (int mb = rt->cfg.replica; mb < rt->cfg.M; mb += rt->k) {
+        if (!rt->first_stage) l->ops[l->n++] = (ppdl_op){PPDL_OP_RECV_ACT, mb, rt->cfg.stage - 1};
+        l->ops[l->n++] = (ppdl_op){PPDL_OP_FORWARD, mb, -1};
+        if (!rt->last_stage) l->ops[l->n++] = (ppdl_op){PPDL_OP_SEND_ACT, mb, rt->cfg.stage + 1};
+    }
+}
+
+/* the slot of mb is done with: its input buffer back to the inbox (not on stage 0,
+ * whose input is the slot's own) */
+static void eval_free_slot(ppdl_runtime *rt, slot *sl)
+{
+    if (!rt->first_stage && sl->in >= 0) {
+        rt->inbox[sl->in].lent = 0;
+        sl->in = -1;
+        sl->act[0] = NULL;
+    }
+    sl->mb = -1;
+}
+
+double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
+{
+    ppdl_op_list train = rt->ops, ev;
+    ppdl_batch_source train_src = rt->src;
+    ppdl_runtime_cfg keep = rt->cfg;
+    double t_kind[PPDL_OP_N_KINDS + 1], busy = rt->busy_s, comm = rt->comm_s;
+    memcpy(t_kind, rt->t_kind, sizeof t_kind);
+    eval_ops(rt, &ev);
+    rt->ops = ev;
+    rt->src = src;
+    rt->cfg.record_events = 0;
+    rt->cfg.papi = NULL;
+    double loss_sum = 0;
+    for (int e = 0; e < n_batches; e++) {
+        if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
+        rt->next_act_recv = 0;
+        post_receives(rt);
+        for (int k = 0; k < ev.n; k++) {
+            const ppdl_op *op = &ev.ops[k];
+            slot *sl = slot_of(rt, op->mb);
+            if (op->kind == PPDL_OP_RECV_ACT) {
+                int j = 0;
+                while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
+                PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
+                wait_req(rt, &rt->inbox[j].req, op->mb, PPDL_EV_WAIT);
+                ppdl_xfer_recv_done(rt->be, &rt->inbox[j].x, rt->inbox[j].buf, rt->in_bytes);
+                rt->inbox[j].mb = -1;
+                rt->inbox[j].lent = 1;
+                sl->in = j;
+                sl->act[0] = rt->inbox[j].buf;
+                sl->mb = op->mb;
+            } else if (op->kind == PPDL_OP_FORWARD) {
+                forward(rt, e, op->mb);
+                if (rt->last_stage) eval_free_slot(rt, sl);
+            } else {
+                const void *buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
+                ppdl_comm_isend(rt->comm, buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+                eval_free_slot(rt, sl);
+            }
+            post_receives(rt);
+        }
+        /* the batch's sends are complete before its slots take the next batch's data */
+        for (int j = 0; j < rt->n_slots; j++) wait_req(rt, &rt->slots[j].act_send, -1, PPDL_EV_WAIT);
+        if (rt->last_stage) {
+            float loss = 0;
+            ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
+            loss_sum += loss; /* batch by batch, in order, in double */
+        }
+    }
+    ppdl_op_list_free(&ev);
+    rt->ops = train;
+    rt->src = train_src;
+    rt->cfg = keep;
+    memcpy(rt->t_kind, t_kind, sizeof t_kind);
+    rt->busy_s = busy;
+    rt->comm_s = comm;
+    return loss_sum;
 }
 
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)

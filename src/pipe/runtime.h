@@ -74,7 +74,7 @@ typedef struct ppdl_mem_breakdown {
 } ppdl_mem_breakdown;
 
 /* What a stage will hold, from the layers' sizes alone, before anything is allocated:
- * DESIGN.md's cost model (mem_s = 4 * param bytes + n_s * sum of stash bytes) and the
+ * the cost model's (docs/cost-model.md: mem_s = 4 * param bytes + n_s * sum of stash bytes) and the
  * runtime's own buffers, which the cost model leaves out: the activation/gradient
  * messages in flight, scratch for a recomputed forward, two gradient buffers between
  * layers, the layers' work space. */
@@ -121,6 +121,13 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                                   ppdl_batch_source src, ppdl_comm *comm);
 /* one training step: all micro-batches forward and backward, then AdamW */
 void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats);
+/* Evaluation between steps: n_batches batches of the mini-batch size, each through this
+ * rank's part of the pipeline forward only (the same plan, slots and messages; no
+ * gradient, no stash kept past its micro-batch, no weight touched); batch e's
+ * micro-batch mb comes from src.read(ctx, e, mb, ...). Returns the sum over the batches
+ * (in order, in double) of each batch's summed per-row losses on the last stage (its
+ * replica's micro-batches), 0 on other stages. Collective over the pipeline. */
+double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches);
 /* After a step with nonfinite_stage == this rank's stage: what was found, e.g.
  * "layer 3 (block): gradient of attn.qkv.weight is not finite" */
 const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt);

@@ -252,7 +252,7 @@ static int parse_root(json_t *root, const char *what, ppdl_cluster_model *c, cha
     if (!json_is_object(root) || !json_is_integer(ranks) || json_integer_value(ranks) < 1 ||
         json_integer_value(ranks) > MAX_RANKS)
         return ppdl_errf(err, errlen, "%s: expected an object with \"ranks\": an integer 1..%d (CLUSTER.json, "
-                                      "see DESIGN.md)", what, MAX_RANKS);
+                                      "see docs/formats.md)", what, MAX_RANKS);
     int N = (int)json_integer_value(ranks);
     /* the shapes before allocating: a few bytes claiming 65536 ranks must not allocate
      * and fill two 32 GiB matrices */

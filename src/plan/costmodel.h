@@ -1,7 +1,7 @@
-/* costmodel.h — the cost model of DESIGN.md, evaluated for one plan, and its extension
+/* costmodel.h — the cost model of docs/cost-model.md, evaluated for one plan, and its extension
  * to replicated stages.
  *
- * One rank per stage (S = N, DESIGN.md, unchanged): stage s holds layers first..last
+ * One rank per stage (S = N, the original form): stage s holds layers first..last
  * on rank r_s with recompute option c_l for each layer l:
  *
  *   n_s    = min(M, S - s) for 1F1B, M for GPipe             (micro-batches in flight)

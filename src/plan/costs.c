@@ -109,7 +109,7 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
     json_t *layers = json_object_get(root, "layers");
     if (!json_is_object(root) || !json_is_array(layers) || json_array_size(layers) == 0)
         return ppdl_errf(err, errlen, "%s: expected an object with a non-empty array \"layers\" "
-                                      "(COSTS.json, see DESIGN.md)", what);
+                                      "(COSTS.json, see docs/formats.md)", what);
     if (json_array_size(layers) > 1000000)
         return ppdl_errf(err, errlen, "%s: %zu layers is more than ppdl plans", what, json_array_size(layers));
     ppdl_costs_alloc(c, (int)json_array_size(layers));

@@ -1,4 +1,4 @@
-/* costs.h — what each layer costs: COSTS.json (DESIGN.md), read, validated, written.
+/* costs.h — what each layer costs: COSTS.json (docs/formats.md), read, validated, written.
  *
  * Per layer, at the run's micro-batch size b: forward and backward milliseconds on the
  * profiled device (speed 1.0 in CLUSTER.json), parameter bytes, the bytes of the

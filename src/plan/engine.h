@@ -81,7 +81,7 @@ double rank_stage_time(const plan_ctx *x, int mode, int i, int j, int r, int n);
 
 /* A layout: S stages in pipeline order, stage s on ranks[start[s] .. start[s+1]-1]
  * (its replicas, in ppdl_sort_replicas order). `factored`: every stage has one rank,
- * the terms are those of DESIGN.md (time, link, and T = sum + (M-1) max term), as the
+ * the terms are those of docs/cost-model.md (time, link, and T = sum + (M-1) max term), as the
  * search over rank orders keeps them; else the replica form of costmodel.h. */
 typedef struct layout {
     int N, S, factored;

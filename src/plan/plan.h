@@ -1,5 +1,5 @@
 /* plan.h — a pipeline plan: which layers each stage runs, on which rank, and which
- * recompute option each layer uses. Pure data + JSON (the "plan JSON" of DESIGN.md);
+ * recompute option each layer uses. Pure data + JSON (the "plan JSON" of docs/formats.md);
  * no MPI, no device. */
 #ifndef PPDL_PLAN_H
 #define PPDL_PLAN_H
@@ -50,7 +50,7 @@ int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_opti
 /* Set every layer's recompute option to `option`; layers that do not offer it get 0. */
 void ppdl_plan_set_recompute(ppdl_plan *p, int option, const int *n_options);
 
-/* The plan as JSON text (malloc'd, caller frees), in DESIGN.md's plan format. */
+/* The plan as JSON text (malloc'd, caller frees), in the plan format of docs/formats.md. */
 char *ppdl_plan_to_json(const ppdl_plan *p);
 /* ... written to a file (whole or not at all), which ppdl_plan_read reads back. */
 int ppdl_plan_write(const char *path, const ppdl_plan *p, char *err, size_t errlen);

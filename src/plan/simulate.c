@@ -54,6 +54,16 @@ static void add_ev(ppdl_sim *o, int *cap, int record, int rank, int stage, int k
     o->ev[o->n_ev++] = (ppdl_event_rec){.rank = rank, .stage = stage, .kind = kind, .mb = mb, .t0_ms = t0, .t1_ms = t1};
 }
 
+/* The wait before a stage's OPTIMIZER, from `from` to `t`: its sends arriving (until
+ * t_msg, a message wait) and then the replicas' all-reduce (an all-reduce wait), as the
+ * runtime records them. */
+static void add_update_waits(ppdl_sim *o, int *cap, int record, int rank, int stage, double from, double t_msg,
+                             double t)
+{
+    if (t_msg > from) add_ev(o, cap, record, rank, stage, PPDL_EV_WAIT, -1, from, t_msg);
+    if (t > fmax(from, t_msg)) add_ev(o, cap, record, rank, stage, PPDL_EV_ALLREDUCE, -1, fmax(from, t_msg), t);
+}
+
 static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
 static int rep_rank(const ppdl_plan_stage *st, int q) { return st->n_replicas > 0 ? st->ranks[q] : st->rank; }
 
@@ -133,6 +143,7 @@ static int shared_step(sim_ctx *g, int u, double now)
                 if (s + 1 < S) t = fmax(t, g->act_arr[(size_t)s * M + j]);
                 if (s > 0) t = fmax(t, g->grad_arr[(size_t)s * M + j]);
             }
+            double t_msg = t;
             if (x->k > 1) {
                 double start = 0;
                 for (int v = g->u0[s]; v < g->u0[s + 1]; v++) {
@@ -142,7 +153,7 @@ static int shared_step(sim_ctx *g, int u, double now)
                 t = fmax(t, start + g->allreduce_ms[s]);
             }
             if (t > x->t) {
-                add_ev(out, g->cap, g->record, x->rank, s, PPDL_EV_WAIT, -1, x->t, t);
+                add_update_waits(out, g->cap, g->record, x->rank, s, x->t, t_msg, t);
                 x->t = t;
                 return 1;
             }
@@ -376,6 +387,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                         if (s + 1 < S) t = fmax(t, act_arr[(size_t)s * M + j]);
                         if (s > 0) t = fmax(t, grad_arr[(size_t)s * M + j]);
                     }
+                    double t_msg = t;
                     /* the all-reduce starts once every replica has its gradients */
                     if (x->k > 1) {
                         double start = 0;
@@ -385,7 +397,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                         }
                         t = fmax(t, start + ev.allreduce_ms[s]);
                     }
-                    if (t > x->t) add_ev(out, &cap, record, x->rank, s, PPDL_EV_WAIT, -1, x->t, t);
+                    add_update_waits(out, &cap, record, x->rank, s, x->t, t_msg, t);
                     x->t = t;
                     add_ev(out, &cap, record, x->rank, s, PPDL_OP_OPTIMIZER, -1, x->t, x->t + x->opt_ms);
                     x->t += x->opt_ms;

@@ -11,7 +11,8 @@
  *
  * Timeline (ppdl_timeline_write_svg): ranks as rows, time as x. Each row has a compute
  * lane (forward boxes blue, backward boxes orange, shaded by mb, labelled with the mb
- * when wide enough; optimizer purple; waits hatched; idle left as the pale row
+ * when wide enough; optimizer purple; waits hatched (grey for a message, sand for an
+ * all-reduce: the replicas' gradients, the finite check, the norm); idle left as the pale row
  * background) and a thin comm lane under it (send/recv marks, activation blue,
  * gradient orange). The title carries the bubble fraction: the idle share of the
  * n_ranks compute lanes between the first start and the last end of any record,
@@ -51,7 +52,10 @@ static int is_comm(int kind)
 
 static const char *kind_cat(int kind)
 {
-    return kind == PPDL_EV_WAIT ? "wait" : kind == PPDL_EV_RECOMPUTE ? "recompute" : ppdl_op_name((ppdl_op_kind)kind);
+    return kind == PPDL_EV_WAIT        ? "wait"
+           : kind == PPDL_EV_ALLREDUCE ? "allreduce wait"
+           : kind == PPDL_EV_RECOMPUTE ? "recompute"
+                                       : ppdl_op_name((ppdl_op_kind)kind);
 }
 
 /* "F3", "B3", "send act 3", "recv grad 3", "optimizer", "wait" */
@@ -66,6 +70,7 @@ static const char *event_name(const ppdl_event_rec *e, char *buf, size_t len)
     case PPDL_OP_RECV_GRAD: snprintf(buf, len, "recv grad %d", e->mb); break;
     case PPDL_OP_OPTIMIZER: snprintf(buf, len, "optimizer"); break;
     case PPDL_EV_RECOMPUTE: snprintf(buf, len, "recompute %d", e->mb); break;
+    case PPDL_EV_ALLREDUCE: snprintf(buf, len, "allreduce wait"); break;
     default: snprintf(buf, len, "wait"); break;
     }
     return buf;
@@ -83,7 +88,8 @@ static int check_events(const char *path, const ppdl_event_rec *ev, int n, int n
         if (e->rank < 0 || e->rank >= n_ranks)
             return ppdl_errf(err, errlen, "%s: event %d has rank %d outside 0..%d", path, i, e->rank,
                              n_ranks - 1);
-        if (!(is_compute(e->kind) || is_comm(e->kind) || e->kind == PPDL_EV_WAIT || e->kind == PPDL_EV_RECOMPUTE))
+        if (!(is_compute(e->kind) || is_comm(e->kind) || e->kind == PPDL_EV_WAIT || e->kind == PPDL_EV_ALLREDUCE ||
+              e->kind == PPDL_EV_RECOMPUTE))
             return ppdl_errf(err, errlen, "%s: event %d has unknown kind %d", path, i, e->kind);
         if (!isfinite(e->t0_ms) || !isfinite(e->t1_ms) || e->t1_ms < e->t0_ms)
             return ppdl_errf(err, errlen, "%s: event %d has bad times %g..%g ms", path, i, e->t0_ms,
@@ -306,6 +312,11 @@ static void svg_header(svg_ctx *c, int height, const char *title, double bubble,
           "    <rect width=\"6\" height=\"6\" fill=\"#e4e7eb\"/>\n"
           "    <line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#9aa3ae\" stroke-width=\"2.2\"/>\n"
           "  </pattern>\n"
+          "  <pattern id=\"arhatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+          "patternTransform=\"rotate(-45)\">\n"
+          "    <rect width=\"6\" height=\"6\" fill=\"#efe6d6\"/>\n"
+          "    <line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#b39b6e\" stroke-width=\"2.2\"/>\n"
+          "  </pattern>\n"
           "</defs>\n",
           f);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", SVG_W, height);
@@ -418,6 +429,7 @@ static void svg_box(svg_ctx *c, const ppdl_event_rec *e)
         case PPDL_OP_FORWARD: cls = "fwd", fill = fwd_fill[(e->mb < 0 ? 0 : e->mb) % 4]; break;
         case PPDL_OP_BACKWARD: cls = "bwd", fill = bwd_fill[(e->mb < 0 ? 0 : e->mb) % 4]; break;
         case PPDL_OP_OPTIMIZER: cls = "opt", fill = OPT_FILL; break;
+        case PPDL_EV_ALLREDUCE: cls = "arwait", fill = "url(#arhatch)"; break;
         default: cls = "wait", fill = "url(#hatch)"; break;
         }
         fprintf(f, "<rect class=\"%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" rx=\"2.5\" "
@@ -478,24 +490,31 @@ static void svg_legend(svg_ctx *c, int y)
     }
     struct {
         const char *fill, *opacity, *label;
-        int h;
+        int h, width, new_line;
     } items[] = {
-        {OPT_FILL, "1", "optimizer", 14},
-        {"url(#hatch)", "1", "waiting for a message", 14},
-        {RECOMP_FILL, "1", "recompute", 7},
-        {ROW_BG, "1", "idle", 14},
-        {ACT_MARK, "1", "send act (recv paler)", 7},
-        {GRAD_MARK, "1", "send grad (recv paler)", 7},
+        {OPT_FILL, "1", "optimizer", 14, 100, 0},
+        {RECOMP_FILL, "1", "recompute", 7, 100, 0},
+        {ROW_BG, "1", "idle", 14, 70, 0},
+        {"url(#hatch)", "1", "waiting for a message", 14, 170, 0},
+        {"url(#arhatch)", "1", "waiting for an all-reduce", 14, 190, 0},
+        /* the comm lane's marks on a line of their own */
+        {ACT_MARK, "1", "activation sent", 7, 150, 1},
+        {ACT_MARK, "0.5", "activation received", 7, 180, 0},
+        {GRAD_MARK, "1", "gradient sent", 7, 140, 0},
+        {GRAD_MARK, "0.5", "gradient received", 7, 170, 0},
     };
-    int widths[] = {100, 170, 100, 70, 170, 170};
     for (size_t k = 0; k < sizeof items / sizeof items[0]; k++) {
+        if (items[k].new_line || x + items[k].width > SVG_W - 16) {
+            x = PLOT_X;
+            y += 22;
+        }
         fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"22\" height=\"%d\" rx=\"2\" fill=\"%s\" "
-                   "stroke=\"%s\"/>\n",
-                x, y + (14 - items[k].h) / 2, items[k].h, items[k].fill,
+                   "fill-opacity=\"%s\" stroke=\"%s\"/>\n",
+                x, y + (14 - items[k].h) / 2, items[k].h, items[k].fill, items[k].opacity,
                 strcmp(items[k].fill, ROW_BG) == 0 ? GRID : "none");
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"" INK "\">%s</text>\n", x + 28,
                 y + 11, items[k].label);
-        x += widths[k];
+        x += items[k].width;
     }
 }
 
@@ -536,7 +555,7 @@ int ppdl_timeline_write_svg(const char *path, const ppdl_event_rec *ev, int n, i
     c.label_px_b = pick_label_px(&c, ev, n, PPDL_OP_BACKWARD);
 
     int rows_bottom = PLOT_Y + n_ranks * ROW_PITCH - (ROW_PITCH - LANE_H - COMM_GAP - COMM_H);
-    int axis_y = rows_bottom + 8, legend_y = axis_y + 40, height = legend_y + 34;
+    int axis_y = rows_bottom + 8, legend_y = axis_y + 40, height = legend_y + 56; /* two legend lines */
 
     svg_header(&c, height, title, bubble, n > 0);
     svg_subtitle(&c, n_ranks, n_mb, t0, t1, n);

@@ -8,12 +8,14 @@
 typedef struct ppdl_event_rec {
     int rank;              /* row */
     int stage;
-    int kind;              /* ppdl_op_kind (sched/schedule.h), or PPDL_EV_WAIT */
+    int kind;              /* ppdl_op_kind (sched/schedule.h), or a PPDL_EV_* below */
     int mb;                /* micro-batch or -1 */
     double t0_ms, t1_ms;   /* from the start of the step (or run) */
 } ppdl_event_rec;
 
 #define PPDL_EV_WAIT 100      /* time spent blocked waiting for a message */
 #define PPDL_EV_RECOMPUTE 101 /* a forward run again before its backward (inside a BACKWARD) */
+#define PPDL_EV_ALLREDUCE 102 /* time spent waiting for an all-reduce: the replicas' gradient sum, the
+                               * step's finite check, the gradient norm (before the update) */
 
 #endif

@@ -86,9 +86,17 @@ done
 ! grep -q "resumed" "$tmp/auto3.log" && grep -q "resumed from .*auto.h5: 3 steps done" "$tmp/auto6.log" &&
   h5diff "$tmp/auto6.h5" "$tmp/gpt-ref.h5" >/dev/null 2>&1
 ok $? "--resume auto starts fresh without the file, resumes with it; bitwise the run in one go"
-train auto6again 2 "$m" --data "$d" --steps 6 --checkpoint "$tmp/auto.h5" --resume auto
-grep -q "nothing to train" "$tmp/auto6again.log"
-ok $? "--resume auto on a finished run: nothing to train, exit 0"
+sum_before=$(md5sum <"$tmp/auto.h5")
+train auto6again 2 "$m" --data "$d" --steps 6 --checkpoint "$tmp/auto.h5" --resume auto \
+  --report "$tmp/again.json" --save "$tmp/again.h5"
+ok $? "--resume auto on a finished run: exit 0"
+# one line, and no summary of a run that did not happen (no 'done:', no memory table,
+# no report or saved model); the checkpoint as it was
+diag "$(cat "$tmp/auto6again.log")"
+[ "$(wc -l <"$tmp/auto6again.log")" = 1 ] && grep -q "^nothing to train: .*auto.h5 has 6 steps done, --steps is 6" "$tmp/auto6again.log"
+ok $? "a finished run: the one line 'nothing to train', nothing else printed"
+[ ! -e "$tmp/again.json" ] && [ ! -e "$tmp/again.h5" ] && [ "$(md5sum <"$tmp/auto.h5")" = "$sum_before" ]
+ok $? "a finished run: no report, no saved model, the checkpoint unchanged"
 
 # a stage replicated on 2 ranks (data parallelism): only the first replica writes; a
 # data-parallel checkpoint resumes data-parallel bitwise

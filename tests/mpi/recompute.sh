@@ -6,7 +6,7 @@
 #  2. each rank's measured peak is within 10% of the prediction plus 256 bytes per
 #     allocation (the allocator's rounding; it is the same bytes:
 #     the prediction counts what the runtime will allocate, from the layers' sizes), and
-#     above the cost model of DESIGN.md by exactly the runtime's buffers (messages in
+#     above the cost model of docs/cost-model.md by exactly the runtime's buffers (messages in
 #     flight, recompute scratch, layer work space), which the cost model leaves out;
 #  3. full recompute holds less than none on every stage, selective in between;
 #  4. under a memory limit that keeping everything exceeds on stage 0, the run fails

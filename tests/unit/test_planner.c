@@ -116,8 +116,7 @@ static void inst_free(inst *x)
 }
 
 // ----------------------------------------------------------------------------
-// this file's own cost model (written from DESIGN.md and the replication extension in
-// README.md's "Planner" section, not from costmodel.c)
+// this file's own cost model (written from docs/cost-model.md, not from costmodel.c)
 
 /* a layout: S stages, stage s on ranks R[s][0..k[s]-1] in replica order */
 typedef struct lay {
@@ -1616,7 +1615,7 @@ static void test_replica_in_flight(void)
            "(1F1B), n_sq (GPipe) = simulated; cost model's stage memory from the largest");
 }
 
-/* T of a one-rank-per-stage plan by DESIGN.md's formula, from costmodel.h's per-stage
+/* T of a one-rank-per-stage plan by docs/cost-model.md's formula, from costmodel.h's per-stage
  * functions (not the planner's tables); INFINITY when a stage is over its memory */
 static double pipeline_T(const inst *x, const ppdl_plan *p)
 {

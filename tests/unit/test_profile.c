@@ -2,7 +2,7 @@
  * times the layers in their order, without room it falls back to timing each layer
  * alone; either way every time is a positive, finite number, the bytes are the model's,
  * and the device's memory is all given back. The bytes are also checked against the
- * shapes written out here from the hyperparameters (DESIGN.md's parameter shapes), not
+ * shapes written out here from the hyperparameters (docs/formats.md's parameter shapes), not
  * only against ppdl_costs_from_model, which the profiler itself calls. */
 #include <math.h>
 #include <stdio.h>

@@ -23,6 +23,7 @@
 #define F_MS 1.0      /* forward of one mb on one stage */
 #define B_MS 2.0      /* backward */
 #define OPT_MS 0.5    /* optimizer step */
+#define AR_MS 0.3     /* the all-reduce wait before it (replicas' gradients, the finite check) */
 #define LINK_MS 0.25  /* send issued -> message available at the peer */
 #define POST_MS 0.05  /* cost of posting a send or completing a receive */
 
@@ -56,6 +57,10 @@ static int play_timed(int kind, int S, int M, ppdl_event_rec *ev, int cap)
                     double *slot = op->kind == PPDL_OP_SEND_ACT ? act_at : grad_at;
                     slot[s * M + op->mb] = t + dt + LINK_MS;
                 } else {
+                    if (op->kind == PPDL_OP_OPTIMIZER && n < cap) {
+                        ev[n++] = (ppdl_event_rec){s, s, PPDL_EV_ALLREDUCE, -1, t, t + AR_MS};
+                        t += AR_MS;
+                    }
                     dt = op->kind == PPDL_OP_FORWARD ? F_MS : op->kind == PPDL_OP_BACKWARD ? B_MS : OPT_MS;
                 }
                 if (n < cap) ev[n++] = (ppdl_event_rec){s, s, (int)op->kind, op->mb, t, t + dt};
@@ -139,8 +144,11 @@ static void test_trace(const char *dir, const ppdl_event_rec *ev, int n, int n_r
         else if (r->kind == PPDL_OP_BACKWARD) snprintf(want_name, sizeof want_name, "B%d", r->mb);
         else if (r->kind == PPDL_OP_SEND_ACT) snprintf(want_name, sizeof want_name, "send act %d", r->mb);
         else if (r->kind == PPDL_EV_WAIT) snprintf(want_name, sizeof want_name, "wait");
+        else if (r->kind == PPDL_EV_ALLREDUCE) snprintf(want_name, sizeof want_name, "allreduce wait");
         else want_name[0] = '\0';
-        const char *want_cat = r->kind == PPDL_EV_WAIT ? "wait" : ppdl_op_name((ppdl_op_kind)r->kind);
+        const char *want_cat = r->kind == PPDL_EV_WAIT        ? "wait"
+                               : r->kind == PPDL_EV_ALLREDUCE ? "allreduce wait"
+                                                              : ppdl_op_name((ppdl_op_kind)r->kind);
         /* ts/dur are us rounded to the ns: 1e-3 us plus float slack */
         int good = json_integer_value(json_object_get(e, "pid")) == r->rank &&
                    json_integer_value(json_object_get(args, "mb")) == r->mb &&
@@ -190,6 +198,13 @@ static void test_svg(const char *dir, const ppdl_event_rec *ev, int n, int n_ran
     ok(svg && count_substr(svg, "class=\"wait\"") == count_kind(ev, n, PPDL_EV_WAIT) &&
            count_kind(ev, n, PPDL_EV_WAIT) > 0,
        "one hatched box per WAIT record (%d)", count_kind(ev, n, PPDL_EV_WAIT));
+    /* an all-reduce wait is not drawn as a message wait, and the legend names each mark */
+    ok(svg && count_substr(svg, "class=\"arwait\"") == count_kind(ev, n, PPDL_EV_ALLREDUCE) &&
+           count_kind(ev, n, PPDL_EV_ALLREDUCE) == 4 && strstr(svg, ">waiting for an all-reduce<") &&
+           strstr(svg, ">waiting for a message<") && strstr(svg, ">activation sent<") &&
+           strstr(svg, ">gradient sent<") && !strstr(svg, "paler"),
+       "one all-reduce box per ALLREDUCE record (%d), apart from the message waits; the legend names them",
+       count_kind(ev, n, PPDL_EV_ALLREDUCE));
 
     /* same input, same bytes */
     char path2[512];
@@ -252,7 +267,7 @@ static void test_errors(const ppdl_event_rec *ev, int n, int n_ranks)
 
 int main(void)
 {
-    plan(20);
+    plan(21);
     enum { S = 4, M = 8, CAP = 4096 };
     ppdl_event_rec *ev = malloc(CAP * sizeof *ev);
     int n = play_timed(PPDL_SCHED_1F1B, S, M, ev, CAP);

@@ -3,15 +3,73 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/options.h"
+#include "core/permute.h"
 #include "core/util.h"
 #include "plan/plan.h"
 #include "tap.h"
+
+/* --shuffle's order: each epoch's permutation is a bijection of 0..n-1 (every row once)
+ * for any n, the same for the same key, another for another key, and spread evenly */
+static void permutations(void)
+{
+    static const uint64_t sizes[] = {1, 2, 3, 5, 7, 16, 17, 64, 549, 1000, 4097, 100003};
+    int all_bijective = 1, all_stable = 1, n_differ = 0, n_moved = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint64_t n = sizes[k];
+        unsigned char *seen = calloc(n, 1);
+        uint64_t key = ppdl_permute_key(1234, k), other = ppdl_permute_key(1234, k + 1);
+        int differs = 0, moved = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t x = ppdl_permute(key, n, i);
+            if (x >= n || seen[x]++) all_bijective = 0;
+            if (x != ppdl_permute(key, n, i)) all_stable = 0;
+            differs |= x != ppdl_permute(other, n, i);
+            moved += x != i;
+        }
+        if (n >= 5) { /* a smaller n has too few orders for two keys to differ surely */
+            n_differ += differs;
+            n_moved += moved > (int)(n / 2);
+        }
+        free(seen);
+    }
+    ok(all_bijective, "every epoch's order visits each of n rows exactly once (n = 1 ... 100003)");
+    ok(all_stable && n_differ == 9 && n_moved == 9,
+       "an order depends on its key alone: the same key gives the same order, the next epoch another (%d of the 9 "
+       "sizes >= 5), and most rows move (%d of 9)", n_differ, n_moved);
+    /* where row 0 of 10 goes, over 2000 keys: each place 200 times expected (sd 13.4) */
+    int count[10] = {0}, lo = 2000, hi = 0;
+    for (uint64_t e = 0; e < 2000; e++) count[ppdl_permute(ppdl_permute_key(7, e), 10, 0)]++;
+    for (int i = 0; i < 10; i++) {
+        if (count[i] < lo) lo = count[i];
+        if (count[i] > hi) hi = count[i];
+    }
+    ok(lo >= 150 && hi <= 250, "over 2000 epochs, row 0 of 10 lands in each place 150-250 times (%d-%d)", lo, hi);
+}
+
+/* option names: full or a unique prefix; ambiguous prefixes named */
+static void option_names(void)
+{
+    static const char *const names[] = {"--steps", "--step-delay", "--seed", "--set", NULL};
+    char err[256] = "";
+    ok(ppdl_option_lookup("--steps", names, "p", err, sizeof err) == 0 &&
+           ppdl_option_lookup("--steps=4", names, "p", err, sizeof err) == 0 &&
+           ppdl_option_lookup("--step-", names, "p", err, sizeof err) == 1,
+       "a full name is itself (also with =value, and beside longer names); a unique prefix is its option");
+    ok(ppdl_option_lookup("--step", names, "p", err, sizeof err) == -1 &&
+           !strcmp(err, "ambiguous option --step: --steps or --step-delay (see p --help)"),
+       "an ambiguous prefix names its options: %s", err);
+    ok(ppdl_option_lookup("--s", names, "p", err, sizeof err) == -1 && strstr(err, "--steps, --step-delay, --seed or --set") &&
+           ppdl_option_lookup("--x", names, "p", err, sizeof err) == -1 && strstr(err, "unknown option --x"),
+       "three or more are listed; no match is unknown: %s", err);
+}
 
 /* Two backends in one process (the op-by-op harness holds a CPU reference beside the
  * device under test) account separately: each has its own table of live allocations,
@@ -120,6 +178,8 @@ int main(void)
            strstr(err, "cpu or cuda"),
        "an unknown backend is named, and the known ones: %s", err);
     two_backends();
+    permutations();
+    option_names();
 #if !HAVE_CUDA
     ok(ppdl_backend_create("cuda", 1, 0, err, sizeof err) == NULL && strstr(err, "without CUDA"),
        "cuda without CUDA support says so: %s", err);
