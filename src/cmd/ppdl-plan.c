@@ -251,29 +251,10 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
     ppdl_cost_eval_free(&ev);
 }
 
-/* "1 stage x 4" or "2+1+1": replicas per stage */
-static void layout_str(const ppdl_plan *p, char *buf, size_t len)
-{
-    if (p->S == 1) {
-        snprintf(buf, len, "dp x%d", p->stages[0].n_replicas > 0 ? p->stages[0].n_replicas : 1);
-        return;
-    }
-    int all1 = 1;
-    for (int s = 0; s < p->S; s++) all1 &= p->stages[s].n_replicas <= 1;
-    if (all1) {
-        snprintf(buf, len, "%d x 1", p->S);
-        return;
-    }
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int s = 0; s < p->S && n + 8 < len; s++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%d", s ? "+" : "", p->stages[s].n_replicas > 0 ? p->stages[s].n_replicas : 1);
-}
-
 static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
 {
     double T_ppdl = NAN;
-    printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  replicas/stage  fits in memory\n");
+    printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  fits in memory           kind\n");
     for (int k = 0; ppdl_plan_methods[k]; k++) {
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
@@ -296,11 +277,10 @@ static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int
         double sim_ms = NAN;
         if (ppdl_simulate(c, cl, &p, M, schedule, 0, &sim, err, sizeof err) == 0) sim_ms = sim.step_ms;
         ppdl_sim_free(&sim);
-        char ratio[16] = "     -", lay[48];
+        char ratio[16] = "     -", kind[96];
         if (T_ppdl > 0) snprintf(ratio, sizeof ratio, "%6.2fx", p.predicted_iter_ms / T_ppdl);
-        layout_str(&p, lay, sizeof lay);
-        printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %-14s  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
-               p.bottleneck_ms, sim_ms, lay, fits);
+        printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %-23s  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
+               p.bottleneck_ms, sim_ms, fits, ppdl_plan_kind(&p, kind, sizeof kind));
         ppdl_plan_free(&p);
     }
 }
@@ -338,18 +318,12 @@ int main(int argc, char **argv)
     ppdl_plan plan;
     ppdl_solve_info info;
     memset(&info, 0, sizeof info);
-    int rc;
-    if (!strncmp(o.method, "ppdl", 4)) {
-        ppdl_solve_opts so;
-        ppdl_solve_opts_default(&so);
-        so.placement = strcmp(o.method, "ppdl-inorder") != 0;
-        so.replicate = !strcmp(o.method, "ppdl");
-        so.exact_max_ranks = (int)o.exact_ranks;
-        so.exact_hybrid_ranks = (int)o.exact_layouts;
-        rc = ppdl_solve(&costs, &cl, M, o.schedule, &so, &plan, &info, err, sizeof err);
-    } else {
-        rc = ppdl_plan_solve(&costs, &cl, M, o.schedule, o.method, &plan, err, sizeof err);
-    }
+    ppdl_solve_opts so;
+    ppdl_solve_opts_default(&so);
+    so.exact_max_ranks = (int)o.exact_ranks;
+    so.exact_hybrid_ranks = (int)o.exact_layouts;
+    ppdl_shared_choice sc;
+    int rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);
     double plan_s = ppdl_now_s() - t0;
     if (plan.S == 0) {
         fprintf(stderr, "ppdl-plan: %s\n", err);
@@ -378,6 +352,9 @@ int main(int argc, char **argv)
             if (info.exact) printf(" (optimal)");
         }
         printf("; planned in %.1f ms\n", 1e3 * plan_s);
+        char line[512], kind[96];
+        if (sc.active) printf("%s\n", ppdl_shared_choice_line(&sc, line, sizeof line));
+        printf("plan: %s\n", ppdl_plan_kind(&plan, kind, sizeof kind));
         char rb[32];
         printf("memory: each rank's mem_bytes less the runtime's buffer reserve of %s (messages in flight, "
                "recompute scratch, work space), as ppdl --plan auto plans\n",
@@ -389,7 +366,9 @@ int main(int argc, char **argv)
         else
             printf("simulated T  (not available: %s)\n", serr);
         if (o.compare) {
-            printf("\ncompare (same cost model, same cluster):\n");
+            printf("\ncompare (same cost model, same cluster%s):\n",
+                   ppdl_hosts_oversubscribed(&cl.hosts, cl.N)
+                       ? "; ranks share cores, so ppdl's methods chose by the simulated step, not by T" : "");
             print_compare(&costs, &cl, M, o.schedule);
         }
     }

@@ -179,6 +179,7 @@ void run_free(run *r)
     if (r->be) ppdl_backend_destroy(r->be);
     ppdl_comm_free(&r->comm);
     if (r->have_cluster) ppdl_cluster_free(&r->cluster);
+    ppdl_hosts_free(&r->own_hosts);
     free(r->host);
     free(r->all);
     free(r->clock_all);

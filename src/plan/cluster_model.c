@@ -332,18 +332,7 @@ char *ppdl_cluster_model_to_json(const ppdl_cluster_model *c)
 int ppdl_cluster_model_write(const char *path, const ppdl_cluster_model *c, char *err, size_t errlen)
 {
     char *text = ppdl_cluster_model_to_json(c);
-    size_t n = strlen(path) + 8;
-    char *tmp = ppdl_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int rc = (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0) ? -1 : 0;
-    if (f && fclose(f)) rc = -1;
-    if (!rc && rename(tmp, path)) rc = -1;
-    if (rc) {
-        remove(tmp);
-        ppdl_errf(err, errlen, "%s: cannot write the cluster file", path);
-    }
-    free(tmp);
+    int rc = ppdl_write_text_file(path, text, "cluster", err, errlen);
     free(text);
     return rc;
 }

@@ -301,19 +301,7 @@ int ppdl_costs_write(const char *path, const ppdl_costs *c, char *err, size_t er
 {
     char *text = ppdl_costs_to_json(c);
     if (!text) return ppdl_errf(err, errlen, "%s: cannot format the costs as JSON", path);
-    size_t n = strlen(path) + 8;
-    char *tmp = ppdl_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int rc = 0;
-    if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0) rc = -1;
-    if (f && fclose(f)) rc = -1;
-    if (!rc && rename(tmp, path)) rc = -1;
-    if (rc) {
-        remove(tmp);
-        ppdl_errf(err, errlen, "%s: cannot write the costs file", path);
-    }
-    free(tmp);
+    int rc = ppdl_write_text_file(path, text, "costs", err, errlen);
     free(text);
     return rc;
 }

@@ -520,3 +520,51 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
     return found ? 0 : 1;
 }
 
+
+int solve_layouts(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const int *grps, int n,
+                  ppdl_plan *outs)
+{
+    int N = cl->N, n_found = 0;
+    hyb h;
+    hyb_init(&h, c, cl, M, schedule);
+    /* per layout: its best plan with fixed options (no frontiers needed), whose T caps
+     * the stages worth a frontier */
+    incumbent *in = ppdl_xcalloc((size_t)n, sizeof *in);
+    int *first = ppdl_xmalloc((size_t)N * sizeof(int));
+    double tcap = 0;
+    for (int k = 0; k < n; k++) {
+        const int *grp = &grps[(size_t)k * N];
+        memset(&outs[k], 0, sizeof outs[k]);
+        in[k] = (incumbent){INFINITY, MODE_KEEP, ppdl_xmalloc((size_t)N * sizeof(int)),
+                            ppdl_xmalloc((size_t)N * sizeof(int))};
+        for (int mode = MODE_KEEP; mode >= MODE_MINSTASH; mode--) {
+            h.mode = mode;
+            try_layout(&h, &in[k], grp, first);
+        }
+        if (in[k].T < INFINITY) tcap = fmax(tcap, in[k].T);
+    }
+    if (tcap > 0) build_frontiers(&h.x, tcap);
+    h.mode = MODE_BEST;
+    for (int k = 0; k < n; k++) {
+        if (!(in[k].T < INFINITY)) continue;
+        try_layout(&h, &in[k], &grps[(size_t)k * N], first); /* the least extra time that fits */
+        make_plan(&h, &in[k], &outs[k]);
+        ppdl_cost_eval ev;
+        char err[PPDL_ERR_LEN];
+        if (ppdl_cost_evaluate(c, cl, M, schedule, &outs[k], &ev, err, sizeof err) == 0) {
+            ppdl_cost_annotate(&outs[k], &ev);
+            ppdl_cost_eval_free(&ev);
+            n_found++;
+        } else {
+            ppdl_plan_free(&outs[k]);
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        free(in[k].grp);
+        free(in[k].first);
+    }
+    free(in);
+    free(first);
+    hyb_free(&h);
+    return n_found;
+}

@@ -12,7 +12,7 @@
 make_case gpt gpt || { ok 1 "model and data"; finish; exit; }
 m=$tmp/gpt.h5 d=$tmp/gpt-data.h5
 steps=60
-args() { echo "$m" --data "$d" --steps $steps --batch-size 8 --micro-batches 4 --threads 1; }
+args() { echo "$m" --data "$d" --steps $steps --batch-size 8 --micro-batches 4 --threads 1 --plan uniform; }
 mpirun_n 2 $(args) --report "$tmp/ref.json" --save "$tmp/ref.h5" >"$tmp/ref.log" 2>&1
 ok $? "the uninterrupted run (the reference)"
 final() { sed -n 's/.*"final_loss": \([^,]*\),*/\1/p' "$1"; }
@@ -61,7 +61,7 @@ interrupt term-storm TERM 1
 
 # --checkpoint-every DURATION: 40 steps of >= 50 ms, a checkpoint every 0.5 s: at
 # least 3 before the final one (4 on an idle machine, fewer steps per second only add more)
-mpirun_n 2 "$m" --data "$d" --steps 40 --batch-size 8 --micro-batches 4 --threads 1 --step-delay 50 \
+mpirun_n 2 "$m" --data "$d" --steps 40 --batch-size 8 --micro-batches 4 --threads 1 --plan uniform --step-delay 50 \
   --checkpoint "$tmp/every.h5" --checkpoint-every 0.5s >"$tmp/every.log" 2>&1
 n=$(grep -c "^checkpoint .*every.h5: step [0-9]*," "$tmp/every.log")
 [ "$n" -ge 4 ] && grep -q "^checkpoint .*every.h5: step 40," "$tmp/every.log"

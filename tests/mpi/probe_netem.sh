@@ -170,10 +170,10 @@ ok $? "--netem with a malformed file: the option, file and field are named"
 
 # ---- --netem changes timing only: the same losses, bitwise ----
 mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 3 --batch-size 8 --micro-batches 4 --threads 1 \
-  --report "$tmp/plain.json" >"$tmp/plain.log" 2>&1
+  --plan uniform --report "$tmp/plain.json" >"$tmp/plain.log" 2>&1
 ok $? "4-rank pipeline without netem"
 mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 3 --batch-size 8 --micro-batches 4 --threads 1 \
-  --netem "$tmp/two.json" --report "$tmp/netem.json" >"$tmp/netem.log" 2>&1
+  --plan uniform --netem "$tmp/two.json" --report "$tmp/netem.json" >"$tmp/netem.log" 2>&1
 rc=$?
 [ $rc = 0 ] && [ "$(losses "$tmp/netem.json")" = "$(losses "$tmp/plain.json")" ]
 ok $? "4-rank pipeline under --netem: bitwise the losses of the run without it"
@@ -182,7 +182,7 @@ ok $? "4-rank pipeline under --netem: bitwise the losses of the run without it"
 # per step take >= 4 x 2 ms on the link (they queue); so a step takes >= 8 ms
 mk crawl 4 '2e6 if {i, j} == {1, 2} else 2 * G' '5 * us'
 mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 2 --batch-size 8 --micro-batches 4 --threads 1 \
-  --netem "$tmp/crawl.json" --report "$tmp/crawl-rep.json" --cluster "$tmp/crawl.json" >"$tmp/crawl.log" 2>&1
+  --plan uniform --netem "$tmp/crawl.json" --report "$tmp/crawl-rep.json" --cluster "$tmp/crawl.json" >"$tmp/crawl.log" 2>&1
 ms=$("$PY" -c 'import json,sys; print(min(s["ms"] for s in json.load(open(sys.argv[1]))["steps"]))' "$tmp/crawl-rep.json" 2>/dev/null)
 "$PY" -c "import sys; sys.exit(not (float('${ms:-0}') >= 8.0))"
 ok $? "a 2 MB/s link: each step takes >= 8 ms (got ${ms:-none} ms): messages queue on the link"

@@ -20,7 +20,7 @@
 make_case gpt gpt || { ok 1 "model and data"; finish; exit; }
 m=$tmp/gpt.h5 d=$tmp/gpt-data.h5
 steps=400 delay=125   # 50 s of training: more than a 1-minute link with a signal 15 s before its end
-run_args() { echo "$m" --data "$d" --steps $steps --batch-size 8 --micro-batches 4 --log-every 50; }
+run_args() { echo "$m" --data "$d" --steps $steps --batch-size 8 --micro-batches 4 --log-every 50 --plan uniform; }
 mpirun_n 2 $(run_args) --threads 1 --report "$tmp/ref.json" --save "$tmp/ref.h5" >"$tmp/ref.log" 2>&1
 ok $? "the run in one go, without Slurm (the reference)"
 echo "PPDL_BIN=$top_builddir" >"$tmp/site.env"

@@ -26,7 +26,7 @@ diag "clip at the median of the unclipped norms: $clip"
 recipe="$recipe --clip-grad-norm $clip"
 run() {  # run NAME N ARGS...
   name=$1 n=$2; shift 2
-  mpirun_n "$n" $base $recipe "$@" --report "$tmp/$name.json" --save "$tmp/$name.h5" >"$tmp/$name.log" 2>&1
+  mpirun_n "$n" $base $recipe --plan uniform "$@" --report "$tmp/$name.json" --save "$tmp/$name.h5" >"$tmp/$name.log" 2>&1
 }
 # step, loss, lr, grad_norm of every step, full precision
 steps_of() { "$PY" -c '
@@ -64,8 +64,8 @@ for n in 2 3 4; do
   done
 done
 # stopped after 3 steps on 2 ranks, resumed on 3: the run never stopped
-mpirun_n 2 $base $recipe --steps 3 --decay-steps 8 --checkpoint "$tmp/c.h5" >"$tmp/c1.log" 2>&1 &&
-  mpirun_n 3 $base $recipe --checkpoint "$tmp/c.h5" --resume auto --report "$tmp/res.json" --save "$tmp/res.h5" \
+mpirun_n 2 $base $recipe --plan uniform --steps 3 --decay-steps 8 --checkpoint "$tmp/c.h5" >"$tmp/c1.log" 2>&1 &&
+  mpirun_n 3 $base $recipe --plan uniform --checkpoint "$tmp/c.h5" --resume auto --report "$tmp/res.json" --save "$tmp/res.h5" \
     >"$tmp/c2.log" 2>&1
 rc=$?
 [ $rc = 0 ] && grep -q "resumed from" "$tmp/c2.log" && h5diff "$tmp/res.h5" "$tmp/ref.h5" >/dev/null 2>&1 &&

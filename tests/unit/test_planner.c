@@ -41,29 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char first_fail[1024];
-static int n_fail;
-
-#if defined(__GNUC__)
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#endif
-static void fail(const char *fmt, ...)
-{
-    if (n_fail++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(first_fail, sizeof first_fail, fmt, ap);
-        va_end(ap);
-    }
-}
-
-static void report(const char *what)
-{
-    if (!ok(n_fail == 0, "%s", what)) diag("  %d failing case(s); first: %s", n_fail, first_fail);
-    n_fail = 0;
-    first_fail[0] = '\0';
-}
-
 // ----------------------------------------------------------------------------
 // random instances
 
