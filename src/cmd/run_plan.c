@@ -3,6 +3,7 @@
  * communicators and each stage's memory predicted before anything is allocated. */
 #include "config.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "plan/costmodel.h"
 #include "plan/planner.h"
 #include "plan/reserve.h"
 #include "plan/simulate.h"
@@ -87,6 +89,35 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     return rc;
 }
 
+/* --plan FILE: the prediction a plan file carries was made for the costs, cluster and
+ * micro-batch size of whoever wrote it. Rank 0 predicts the plan again for this run
+ * where it knows this run's costs and network (--costs or a profile, --cluster or a
+ * probe): the cost model's T and the simulator's step. Otherwise no prediction is
+ * shown as this run's; the header says why and what would give one. */
+static void predict_plan_file(run *r)
+{
+    const options *o = &r->o;
+    ppdl_plan *p = &r->plan;
+    r->file_predicted_ms = p->predicted_iter_ms;
+    p->predicted_iter_ms = p->bottleneck_ms = 0;
+    if (r->rank != 0 || !r->have_costs || !r->have_cluster) return;
+    const ppdl_cluster *cl = &r->cluster;
+    ppdl_cluster_model cm;
+    ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, cl->mem, cl->speed);
+    cm.hosts = cl->hosts;
+    if (!isfinite(ppdl_cost_apply(&r->costs, &cm, (int)o->micro_batches, o->schedule, p))) {
+        p->predicted_iter_ms = p->bottleneck_ms = 0;
+        return;
+    }
+    ppdl_sim sim;
+    char err[PPDL_ERR_LEN];
+    if (ppdl_simulate(&r->costs, &cm, p, (int)o->micro_batches, o->schedule, 0, &sim, err, sizeof err) == 0) {
+        r->simulated_ms = sim.step_ms;
+        ppdl_sim_free(&sim);
+    }
+    r->file_predicted_ms = -1;
+}
+
 void run_choose_plan(run *r)
 {
     const options *o = &r->o;
@@ -108,6 +139,7 @@ void run_choose_plan(run *r)
     default: rc = ppdl_plan_read(o->plan, m->L, r->n_ranks, r->n_options, &r->plan, err, sizeof err); break;
     }
     agree_or_end_job(rc != 0, err, 1);
+    if (o->plan_mode == PLAN_FILE) predict_plan_file(r);
     ppdl_plan *plan = &r->plan;
     if (o->recompute) {
         int option = !strcmp(o->recompute, "full")        ? PPDL_RC_FULL
