@@ -194,6 +194,7 @@ typedef struct run {
     MPI_Comm replica_comm;         /* the replicas of this rank's stage */
     ppdl_mem_prediction *pred;     /* per stage (its first replica) */
     ppdl_mem_prediction pred_own;  /* this rank's stage and replica */
+    ppdl_mem_prediction pred_own_full; /* the same with every layer fully recomputed */
     /* this rank's stage (run_stage.c) */
     ppdl_stage st;
     float *host;                   /* host buffer of the stage's parameters */

@@ -138,7 +138,9 @@ void run_choose_plan(run *r)
     case PLAN_DP: rc = ppdl_plan_data_parallel(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
     default: rc = ppdl_plan_read(o->plan, m->L, r->n_ranks, r->n_options, &r->plan, err, sizeof err); break;
     }
-    agree_or_end_job(rc != 0, err, 1);
+    /* a plan that cannot fit the memory limits is the memory-limit status (3), as a stage
+     * over its limit is; any other failure is a file's or the planner's (1) */
+    agree_or_end_job(rc != 0, err, strstr(err, "no plan fits") ? 3 : 1);
     if (o->plan_mode == PLAN_FILE) predict_plan_file(r);
     ppdl_plan *plan = &r->plan;
     if (o->recompute) {
@@ -177,6 +179,13 @@ void run_choose_plan(run *r)
         r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                   ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                   p->recompute, s == 0, s == plan->S - 1);
+        /* ... and with full recompute, for the advice when it does not fit */
+        int *full = ppdl_xcalloc((size_t)(p->last - p->first + 1), sizeof(int));
+        for (int l = p->first; l <= p->last; l++) full[l - p->first] = r->n_options[l] > 1 ? PPDL_RC_FULL : 0;
+        r->pred_own_full = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
+                                                       ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
+                                                       full, s == 0, s == plan->S - 1);
+        free(full);
         ppdl_op_list_free(&ol);
     }
     free(layout);
