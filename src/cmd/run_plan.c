@@ -61,9 +61,21 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         } else {
             char msg[2 * PPDL_ERR_LEN], rb[32], lim[PPDL_ERR_LEN / 2] = "the probe's";
             if (o->mem_limit) snprintf(lim, sizeof lim, "--mem-limit %s", o->mem_limit);
-            snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory, %s, less the runtime's "
-                     "buffer reserve of %s: messages in flight, recompute scratch, work space)", err, lim,
-                     ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
+            /* a rank whose memory the reserve takes whole: that is the news, not the stages */
+            int starved = -1;
+            for (int q = 0; q < cl->n && starved < 0; q++)
+                if (cl->mem[q] <= reserve) starved = q;
+            char mb[32];
+            if (starved >= 0)
+                snprintf(msg, sizeof msg, "--plan auto: no plan fits in memory: rank %d has %s (%s), and the runtime's own buffers "
+                         "(messages in flight, recompute scratch, work space) may take up to %s of it before any "
+                         "layer's weights or activations; give --mem-limit well above %s (or fewer micro-batches, "
+                         "which shrink the buffers)", starved, ppdl_fmt_bytes((size_t)cl->mem[starved], mb, sizeof mb),
+                         lim, ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb), rb);
+            else
+                snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory, %s, less the runtime's "
+                         "buffer reserve of %s: messages in flight, recompute scratch, work space)", err, lim,
+                         ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
             text = strdup(msg);
             PPDL_CHECK(text, "out of host memory");
             len = -(long)strlen(text) - 1; /* a failure: the message travels instead */
