@@ -269,8 +269,8 @@ static int run(const options *o, char *err, size_t errlen)
         long steps = o->tokens - 1;
         char rate[64] = "";
         if (steps > 0) snprintf(rate, sizeof rate, ", %.1f tokens/s", (double)steps / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
-        fprintf(stderr, "ppdl-sample: the prompt (%d tokens) in %.3f s, then %ld more tokens in %.3f s%s (%s; %s "
-                "backend, %ld thread%s)\n", n_prompt, t1 - t0, steps, t2 - t1, rate,
+        fprintf(stderr, "ppdl-sample: the prompt (%d token%s) in %.3f s, then %ld more in %.3f s%s (%s; %s "
+                "backend, %ld thread%s)\n", n_prompt, n_prompt == 1 ? "" : "s", t1 - t0, steps, t2 - t1, rate,
                 o->no_cache ? "no cache: the whole context per token" : "key/value cache", o->backend, o->threads,
                 o->threads == 1 ? "" : "s");
     }
