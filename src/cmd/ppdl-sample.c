@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/options.h"
 #include "core/util.h"
 #include "io/model_io.h"
 #include "nn/generate.h"
@@ -106,9 +107,13 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         if (n >= sizeof name) return ppdl_errf(err, errlen, "unknown option '%s' (see ppdl-sample --help)", a);
         memcpy(name, a, n);
         name[n] = 0;
-        static const char *const flags[] = {"--no-cache", "--ids", "--quiet"};
-        int is_flag = 0;
-        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) is_flag |= !strcmp(name, flags[k]);
+        /* a full name or a unique prefix (core/options.h) */
+        static const char *const names[] = {"--no-cache", "--ids", "--quiet", "--prompt", "--prompt-ids", "--tokens",
+                                            "--temperature", "--top-k", "--seed", "--threads", "--backend", NULL};
+        int which = ppdl_option_lookup(name, names, "ppdl-sample", err, errlen);
+        if (which < 0) return -1;
+        snprintf(name, sizeof name, "%s", names[which]);
+        int is_flag = which < 3;
         if (is_flag) {
             if (eq) return ppdl_errf(err, errlen, "%s takes no value", name);
             if (!strcmp(name, "--no-cache")) o->no_cache = 1;
@@ -116,11 +121,6 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
             else o->quiet = 1;
             continue;
         }
-        static const char *const valued[] = {"--prompt", "--prompt-ids", "--tokens", "--temperature",
-                                              "--top-k", "--seed", "--threads", "--backend"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(name, valued[k]);
-        if (!known) return ppdl_errf(err, errlen, "unknown option '%s' (see ppdl-sample --help)", name);
         if (eq) v = eq + 1;
         else if (i + 1 < argc) v = argv[++i];
         else return ppdl_errf(err, errlen, "%s needs a value", name);
