@@ -200,14 +200,20 @@ static float *load_weights(const options *o, ppdl_model *m, ppdl_backend *be, ch
     float *arena = ppdl_be_alloc(be, (total ? total : 1) * sizeof *arena, "parameters");
     ppdl_be_copy_h2d(be, arena, host, total * sizeof *arena);
     free(host);
-    /* load_params writes the layers back to back, each in its table order */
+    /* load_params writes the layers back to back, each in its table order (the held
+     * layout, nn/model.h): a tied lm_head.weight is not there, it is wte */
     size_t off = 0;
     for (int i = 0; i < m->L; i++)
         for (int j = 0; j < m->layers[i].n_params; j++) {
             ppdl_param *p = &m->layers[i].params[j];
+            p->grad = NULL;
+            if (ppdl_model_is_tied(m, i, j)) {
+                p->offset = m->layers[0].params[0].offset;
+                p->value = m->layers[0].params[0].value;
+                continue;
+            }
             p->offset = off;
             p->value = arena + off;
-            p->grad = NULL;
             off += p->numel;
         }
     return arena;
