@@ -29,7 +29,7 @@ make_case g gpt
 V=256 C=32
 h5ls -r "$tmp/g.h5" | grep -q '^/layers/00004/lm_head.weight *Dataset, same as /layers/00000/wte'
 ok $? "the gpt preset ties: /layers/00004/lm_head.weight is a hard link to /layers/00000/wte"
-base="$tmp/g.h5 --data $tmp/g-data.h5 --steps 6 --batch-size 8 --micro-batches 4 --threads 1"
+base="$tmp/g.h5 --data $tmp/g-data.h5 --steps 6 --batch-size 8 --micro-batches 4 --threads 1 --plan uniform"  # a later --plan overrides
 recipe="--lr 3e-3 --lr-schedule cosine --warmup 2 --min-lr-ratio 0.1 --beta2 0.95 --clip-grad-norm 1.5"
 run() {  # run NAME N ARGS...
   name=$1 n=$2; shift 2
@@ -136,7 +136,7 @@ ok $? "rep-emb under --netem (ring all-reduce, then the exchange through the emu
 # memory: the cost model's tie terms and the measured peak
 "$PPDL_INIT" --preset gpt-tiny --set n_layers=3 --set d_model=32 --set seq_len=16 --set tie_embeddings=0 --seed 3 \
   -o "$tmp/u.h5" >/dev/null
-ubase="$tmp/u.h5 --data $tmp/g-data.h5 --steps 6 --batch-size 8 --micro-batches 4 --threads 1"
+ubase="$tmp/u.h5 --data $tmp/g-data.h5 --steps 6 --batch-size 8 --micro-batches 4 --threads 1 --plan uniform"
 mpirun_n 1 $ubase $recipe --report "$tmp/u1.json" --save "$tmp/u1.h5" >"$tmp/u1.log" 2>&1
 urc=$?
 mpirun_n 3 $ubase $recipe --report "$tmp/u3.json" --save "$tmp/u3.h5" >"$tmp/u3.log" 2>&1
