@@ -191,31 +191,11 @@ static int prompt_tokens(const options *o, const ppdl_model *m, int32_t **out, i
 /* every layer's weights on the backend, in one arena (no gradients: inference only) */
 static float *load_weights(const options *o, ppdl_model *m, ppdl_backend *be, char *err, size_t errlen)
 {
-    size_t total = ppdl_model_param_count(m);
+    size_t total = ppdl_model_held_floats(m, 0, m->L - 1);
     float *host = ppdl_xmalloc((total ? total : 1) * sizeof *host);
-    if (ppdl_model_load_params(o->model, m, 0, m->L - 1, host, err, errlen)) {
-        free(host);
-        return NULL;
-    }
-    float *arena = ppdl_be_alloc(be, (total ? total : 1) * sizeof *arena, "parameters");
-    ppdl_be_copy_h2d(be, arena, host, total * sizeof *arena);
+    float *arena = ppdl_model_load_params(o->model, m, 0, m->L - 1, host, err, errlen) ? NULL
+                                                                                      : ppdl_model_place_weights(m, be, host);
     free(host);
-    /* load_params writes the layers back to back, each in its table order (the held
-     * layout, nn/model.h): a tied lm_head.weight is not there, it is wte */
-    size_t off = 0;
-    for (int i = 0; i < m->L; i++)
-        for (int j = 0; j < m->layers[i].n_params; j++) {
-            ppdl_param *p = &m->layers[i].params[j];
-            p->grad = NULL;
-            if (ppdl_model_is_tied(m, i, j)) {
-                p->offset = m->layers[0].params[0].offset;
-                p->value = m->layers[0].params[0].value;
-                continue;
-            }
-            p->offset = off;
-            p->value = arena + off;
-            off += p->numel;
-        }
     return arena;
 }
 

@@ -43,6 +43,8 @@ typedef struct options {
     const char *loss_plot;     /* --loss-plot FILE.svg */
     int loss_plot_log;         /* --loss-plot-scale log */
     const char *val_data;      /* --val-data FILE.h5 */
+    long sample_every, sample_tokens; /* --sample-every K (0: never), --sample-tokens N */
+    const char *sample_prompt; /* --sample-prompt TEXT */
     long eval_every, eval_batches; /* 0: at the start and the end only; 0: the default count */
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
@@ -248,6 +250,14 @@ void run_log_sync(run *r);
 void run_log_close(run *r);
 /* rank 0: --loss-plot from the history so far (at checkpoints and at the end) */
 void run_write_loss_plot(run *r);
+
+/* Every stage's weights on rank 0, in the held layout of layers 0..L-1 (a tied weight
+ * once): a Gatherv of each stage's first replica's values, nothing else (run_finish.c;
+ * --save and --sample-every). Collective; rank 0 gets the malloc'd array, others NULL. */
+float *run_gather_weights(run *r);
+/* --sample-every (run_sample.c): a sample of the model as it is after `after_step`
+ * steps, printed by rank 0. Collective. */
+void run_sample(run *r, long after_step);
 
 /* helpers shared between the steps */
 /* Host views of a stage's weights and AdamW moments: the arenas themselves when the

@@ -105,11 +105,9 @@ static void write_trace_and_timeline(run *r)
  * replica: the replicas hold the same weights), write one model file. The whole
  * model's held layout (nn/model.h) has a tied weight once, as wte: the head's stage
  * leaves its copy (its arena's last floats) out when it does not hold layer 0. */
-static void save_model(run *r)
+float *run_gather_weights(run *r)
 {
-    const options *o = &r->o;
     ppdl_stage *st = &r->st;
-    char err[PPDL_ERR_LEN] = "";
     ppdl_be_copy_d2h(r->be, r->host, st->params, st->n_params * sizeof(float));
     size_t copy = st->first > 0 && st->last == r->model.L - 1 ? ppdl_model_tied_floats(&r->model) : 0;
     int n_mine = r->replica == 0 ? (int)(st->n_params - copy) : 0, *counts = NULL, *displs = NULL;
@@ -128,11 +126,18 @@ static void save_model(run *r)
         all_p = ppdl_xmalloc((size_t)off * sizeof(float) + 1);
     }
     PPDL_CHECK_MPI(MPI_Gatherv(r->host, n_mine, MPI_FLOAT, all_p, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
-    int failed = 0;
-    if (r->rank == 0) failed = ppdl_model_save(o->save, &r->model, all_p, err, sizeof err) != 0;
-    free(all_p);
     free(counts);
     free(displs);
+    return all_p;
+}
+
+static void save_model(run *r)
+{
+    char err[PPDL_ERR_LEN] = "";
+    float *all_p = run_gather_weights(r);
+    int failed = 0;
+    if (r->rank == 0) failed = ppdl_model_save(r->o.save, &r->model, all_p, err, sizeof err) != 0;
+    free(all_p);
     agree_or_end_job(failed, err, 1);
 }
 

@@ -65,6 +65,12 @@ void run_options_usage(FILE *f)
 "                          mini-batch size (default: as many as it holds, at most 50),\n"
 "                          forward only through the same pipeline, before the first\n"
 "                          step, every --eval-every K steps and after the last\n"
+"  --sample-every K        every K steps (and after the last) rank 0 prints what the\n"
+"                          model writes: --sample-tokens N tokens (default 64) after\n"
+"                          --sample-prompt TEXT (byte-level models; default: the first\n"
+"                          8 tokens of the data's first row), temperature 0.8, top-k 40,\n"
+"                          seed --seed + step (gpt models; the weights are gathered to\n"
+"                          rank 0 for it, nothing else)\n"
 "  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
@@ -201,7 +207,8 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
-           O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_HELP, O_VERSION };
+           O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
+           O_SAMPLE_PROMPT, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -229,7 +236,9 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"step-delay", required_argument, 0, O_STEP_DELAY}, {"shuffle", required_argument, 0, O_SHUFFLE},
         {"log", required_argument, 0, O_RUNLOG}, {"val-data", required_argument, 0, O_VAL_DATA},
         {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"loss-plot", required_argument, 0, O_LOSS_PLOT},
-        {"loss-plot-scale", required_argument, 0, O_LOSS_PLOT_SCALE}, {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
+        {"loss-plot-scale", required_argument, 0, O_LOSS_PLOT_SCALE},
+        {"sample-every", required_argument, 0, O_SAMPLE_EVERY}, {"sample-tokens", required_argument, 0, O_SAMPLE_TOKENS},
+        {"sample-prompt", required_argument, 0, O_SAMPLE_PROMPT}, {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -277,6 +286,16 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         case O_RUNLOG: o->log = a; break;
         case O_VAL_DATA: o->val_data = a; break;
         case O_LOSS_PLOT: o->loss_plot = a; break;
+        case O_SAMPLE_EVERY:
+            if (ppdl_parse_int(a, 1, LONG_MAX, &o->sample_every)) return ppdl_errf(err, errlen, "--sample-every %s: expected a number of steps >= 1", a);
+            break;
+        case O_SAMPLE_TOKENS:
+            if (ppdl_parse_int(a, 1, 100000, &o->sample_tokens)) return ppdl_errf(err, errlen, "--sample-tokens %s: expected an integer in [1, 100000]", a);
+            break;
+        case O_SAMPLE_PROMPT:
+            if (!*a) return ppdl_errf(err, errlen, "--sample-prompt is empty: give some text to continue");
+            o->sample_prompt = a;
+            break;
         case O_LOSS_PLOT_SCALE:
             if (strcmp(a, "linear") && strcmp(a, "log"))
                 return ppdl_errf(err, errlen, "--loss-plot-scale %s: expected linear or log", a);
@@ -405,6 +424,10 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                                           "checkpoint with a model without optimizer state", o->save);
         if (!o->checkpoint_every && !(o->checkpoint_every_s > 0)) o->checkpoint_every_s = 15 * 60;
     }
+    if (!o->sample_every && (o->sample_tokens || o->sample_prompt))
+        return ppdl_errf(err, errlen, "%s needs --sample-every K (how often to sample)",
+                         o->sample_tokens ? "--sample-tokens" : "--sample-prompt");
+    if (!o->sample_tokens) o->sample_tokens = 64;
     if (!o->val_data && (o->eval_every || o->eval_batches))
         return ppdl_errf(err, errlen, "%s needs --val-data FILE.h5 (the data to evaluate on)",
                          o->eval_every ? "--eval-every" : "--eval-batches");

@@ -292,6 +292,9 @@ void run_setup_data(run *r)
     char err[PPDL_ERR_LEN] = "";
     int rc = ppdl_data_open(o->data, &r->model, &r->data, err, sizeof err);
     agree_or_end_job(rc != 0, err, 1);
+    snprintf(err, sizeof err, "--sample-every: %s is %s %s model; samples are text from gpt models", o->model,
+             strcmp(r->model.family, "mlp") ? "a" : "an", r->model.family);
+    agree_or_end_job(o->sample_every && strcmp(r->model.family, "gpt"), err, 2);
     if (o->val_data) { /* held out: checked against the model as the training data is */
         char verr[PPDL_ERR_LEN - 16];
         rc = ppdl_data_open(o->val_data, &r->model, &r->val_data, verr, sizeof verr);

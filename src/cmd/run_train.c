@@ -321,6 +321,10 @@ void run_train(run *r)
                          ? run_evaluate(r, step + 1)
                          : NAN;
         step_log_post(&lg, step, &stats, val);
+        if (o->sample_every && ((step + 1) % o->sample_every == 0 || step + 1 == o->steps)) {
+            step_log_finish(&lg); /* the step's line before its sample */
+            run_sample(r, step + 1);
+        }
     }
     step_log_finish(&lg);
     for (int k = 0; k < 2; k++) free(lg.all[k]);

@@ -221,6 +221,28 @@ size_t ppdl_model_held_floats(const ppdl_model *m, int first, int last)
     return n - (ppdl_model_tie_within(m, first, last) ? ppdl_model_tied_floats(m) : 0);
 }
 
+float *ppdl_model_place_weights(ppdl_model *m, ppdl_backend *be, const float *host)
+{
+    size_t total = ppdl_model_held_floats(m, 0, m->L - 1);
+    float *arena = ppdl_be_alloc(be, (total ? total : 1) * sizeof *arena, "parameters");
+    ppdl_be_copy_h2d(be, arena, host, total * sizeof *arena);
+    size_t off = 0;
+    for (int i = 0; i < m->L; i++)
+        for (int j = 0; j < m->layers[i].n_params; j++) {
+            ppdl_param *p = &m->layers[i].params[j];
+            p->grad = NULL;
+            if (ppdl_model_is_tied(m, i, j)) { /* wte, the embedding's first parameter */
+                p->offset = m->layers[0].params[0].offset;
+                p->value = m->layers[0].params[0].value;
+                continue;
+            }
+            p->offset = off;
+            p->value = arena + off;
+            off += p->numel;
+        }
+    return arena;
+}
+
 size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int option)
 {
     const ppdl_layer *ly = &m->layers[l];

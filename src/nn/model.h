@@ -74,6 +74,11 @@ int ppdl_model_tie_within(const ppdl_model *m, int first, int last);
 size_t ppdl_model_tied_floats(const ppdl_model *m);
 /* floats of layers first..last in the held layout */
 size_t ppdl_model_held_floats(const ppdl_model *m, int first, int last);
+/* Every layer's weights on `be` for inference (ppdl-sample, --sample-every): one arena
+ * of the held layout of layers 0..L-1 copied from host, each parameter's value pointed
+ * into it (a tied lm_head.weight at wte), no gradients. Returns the arena (free it with
+ * ppdl_be_free before the backend). */
+float *ppdl_model_place_weights(ppdl_model *m, ppdl_backend *be, const float *host);
 /* Bytes layer l keeps per in-flight micro-batch of b samples under option option, as the
  * runtime holds them: ppdl_layer_stash_bytes, plus, for the last layer, the gradient
  * of the loss w.r.t. the logits (computed at forward time, kept until backward). This
