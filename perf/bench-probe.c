@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/finish.h"
 #include "core/util.h"
 #include "net/cluster.h"
 #include "net/comm.h"
@@ -162,9 +163,8 @@ int main(int argc, char **argv)
     if (argc >= 3 && !strcmp(argv[1], "schedule")) return schedule(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "pingpong")) {
         PPDL_CHECK_MPI(MPI_Init(&argc, &argv));
-        int rc = pingpong(argc, argv);
-        MPI_Finalize();
-        return rc;
+        /* the bounded end of ppdl's jobs: over TCP MPI_Finalize can hang (core/finish.h) */
+        ppdl_end_job(pingpong(argc, argv));
     }
     fprintf(stderr, "usage: bench-probe-bin schedule N [RANKS_PER_HOST...] | pingpong [BYTES] [REPS]\n");
     return 2;
