@@ -56,6 +56,9 @@ static void usage(FILE *f)
 "  T = micro-batch 0's path + the busiest replica or rank pair's other micro-batches\n"
 "      + the slowest stage's gradient all-reduce (ring: 2(k-1)/k bytes / slowest link)\n"
 "\n"
+"A tied weight (COSTS.json \"tied\": a gpt's wte = lm_head.weight) is held once where\n"
+"one stage has the first and the last layer; else both stages hold it and add the time\n"
+"of exchanging its gradient to T, and the memory of the gradient they receive.\n"
 "(docs/cost-model.md in the source tree). Then it plays the schedule with these costs (links as\n"
 "queues) and prints the simulated step time next to the prediction.\n"
 "\n"
@@ -239,6 +242,12 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
         printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + pace %.3f (busiest: %s %d) + "
                "all-reduce %.3f ms)\n", ev.T, ev.sum_time, ev.sum_link, ev.pace,
                ev.bottleneck_is_link ? "link after stage" : "stage", ev.bottleneck_stage, ev.allreduce);
+    if (c->tied_bytes > 0) {
+        char tb[32];
+        printf("tied weight  %s of layers 0 and %d: %s\n", ppdl_fmt_bytes((size_t)c->tied_bytes, tb, sizeof tb),
+               c->L - 1, p->S > 1 ? "the first and the last stage exchange its gradient" : "held once, on one stage");
+        if (p->S > 1) printf("             + %.3f ms in T for that exchange (README \"Planner\": tied weights)\n", ev.tie);
+    }
     ppdl_cost_eval_free(&ev);
 }
 

@@ -189,7 +189,8 @@ typedef struct run {
     ppdl_shared_choice shared;     /* --plan auto, rank 0: the choice where ranks share cores */
     int stage, replica;            /* this rank's */
     MPI_Comm replica_comm;         /* the replicas of this rank's stage */
-    ppdl_mem_prediction *pred;     /* per stage */
+    ppdl_mem_prediction *pred;     /* per stage (its first replica) */
+    ppdl_mem_prediction pred_own;  /* this rank's stage and replica */
     /* this rank's stage (run_stage.c) */
     ppdl_stage st;
     float *host;                   /* host buffer of the stage's parameters */

@@ -14,6 +14,7 @@
 
 #include "cmd/run.h"
 #include "core/error.h"
+#include "core/finish.h"
 #include "core/options.h"
 #include "core/stop.h"
 #include "core/util.h"
@@ -497,8 +498,11 @@ int run_start(run *r, int argc, char **argv)
     agree_or_end_job(prc != 0, err, 2);
     agree_or_end_job(r->rank == 0 && run_options_check_outputs(&r->o, err, sizeof err), err, 2);
     if (r->o.papi) agree_or_end_job(ppdl_papi_init(&r->papi, r->o.papi, err, sizeof err) != 0, err, 2);
+    double fin_s;
+    agree_or_end_job(ppdl_finalize_timeout(&fin_s, err, sizeof err) != 0, err, 2);
     r->t_start = ppdl_now_s();
-    /* with somewhere to save the run, a batch system's signal stops it cleanly */
-    if (r->o.checkpoint) ppdl_stop_signals_install();
+    /* a batch system's signal stops the run cleanly after a step: with a checkpoint to
+     * resume from (status 75), or without (128 + the signal, as a shell reports it) */
+    ppdl_stop_signals_install();
     return 0;
 }

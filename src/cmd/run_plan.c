@@ -139,6 +139,13 @@ void run_choose_plan(run *r)
                                                  p->recompute, s == 0, s == plan->S - 1);
         plan->stages[s].mem_bytes = r->pred[s].cost_model;
         ppdl_op_list_free(&ol);
+        if (s != r->stage) continue;
+        /* this rank's own replica (replica 0 holds the most micro-batches) */
+        ppdl_schedule_build_replica(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, &ol);
+        r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
+                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
+                                                  p->recompute, s == 0, s == plan->S - 1);
+        ppdl_op_list_free(&ol);
     }
     free(layout);
 }

@@ -88,9 +88,10 @@ void run_print_header(const run *r)
     const options *o = &r->o;
     const ppdl_model *m = &r->model;
     char pb[32];
-    printf("ppdl %s: %s model %s, %d layers, %.2f M parameters (%s); data %s, %ld samples\n", PACKAGE_VERSION,
+    printf("ppdl %s: %s model %s, %d layers, %.2f M parameters (%s%s); data %s, %ld samples\n", PACKAGE_VERSION,
            m->family, o->model, m->L, ppdl_model_param_count(m) / 1e6,
-           ppdl_fmt_bytes(ppdl_model_param_count(m) * sizeof(float), pb, sizeof pb), o->data, r->data.n);
+           ppdl_fmt_bytes(ppdl_model_param_count(m) * sizeof(float), pb, sizeof pb),
+           m->tie_embeddings ? ", embeddings tied" : "", o->data, r->data.n);
     printf("%d rank%s, schedule %s, batch %ld = %ld micro-batches of %d, backend %s, %ld thread%s/rank, %s wait\n",
            r->n_ranks, r->n_ranks > 1 ? "s" : "", ppdl_schedule_name(o->schedule), o->batch_size, o->micro_batches,
            o->micro_batch_size, ppdl_be_name(r->be), r->threads, r->threads > 1 ? "s" : "",
@@ -272,6 +273,7 @@ void run_write_report(run *r)
     json_object_set_new(rep, "model", json_string(o->model));
     json_object_set_new(rep, "family", json_string(r->model.family));
     json_object_set_new(rep, "parameters", json_integer((json_int_t)ppdl_model_param_count(&r->model)));
+    json_object_set_new(rep, "tie_embeddings", json_boolean(r->model.tie_embeddings)); /* parameters count it once */
     json_object_set_new(rep, "ranks", json_integer(r->n_ranks));
     json_object_set_new(rep, "schedule", json_string(ppdl_schedule_name(o->schedule)));
     json_object_set_new(rep, "micro_batches", json_integer(o->micro_batches));

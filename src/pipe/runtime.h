@@ -65,6 +65,11 @@ typedef struct ppdl_runtime_cfg {
      * tensors of two or more dimensions: the matrices, convolution kernels and the
      * embeddings, not biases or layer-norm weights (0, the default) */
     int decay_all;
+    /* tied embeddings (nn/model.h, pipe/tie.h), where the embedding and the head are
+     * on different stages: on stage 0 the ranks of stage S-1's replicas, on stage S-1
+     * those of stage 0's; NULL otherwise */
+    const int *tie_peers;
+    int n_tie_peers;
 } ppdl_runtime_cfg;
 
 /* bytes by what they hold, for the memory report */
@@ -81,7 +86,11 @@ typedef struct ppdl_mem_breakdown {
 typedef struct ppdl_mem_prediction {
     double params_optimizer;   /* 4 * parameter bytes: values, gradients, AdamW m, v */
     double stash;              /* n_slots * sum over the stage's layers of stash bytes */
-    double cost_model;         /* params_optimizer + stash */
+    double tie;                /* a tied weight of b bytes (costmodel.h): - 3 b where the
+                                  stage holds it once (the head has only its gradient
+                                  buffer), + b where it holds one of its two layers (the
+                                  other stage's gradient, received); 0 otherwise */
+    double cost_model;         /* params_optimizer + stash + tie */
     double buffers;
     double total;              /* cost_model + buffers */
 } ppdl_mem_prediction;

@@ -63,6 +63,19 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
         return ppdl_errf(err, errlen, "%s: input_ms is %g: expected a number of milliseconds >= 0", what, c->input_ms);
     if (!isfinite(c->target_ms) || c->target_ms < 0)
         return ppdl_errf(err, errlen, "%s: target_ms is %g: expected a number of milliseconds >= 0", what, c->target_ms);
+    if (c->tied_bytes != 0) {
+        if (!isfinite(c->tied_bytes) || c->tied_bytes < 0 || c->tied_bytes >= MAX_BYTES ||
+            floor(c->tied_bytes) != c->tied_bytes)
+            return ppdl_errf(err, errlen, "%s: tied[0].bytes is %.17g: expected a whole number of bytes in [0, 2^50)",
+                             what, c->tied_bytes);
+        if (c->L < 2)
+            return ppdl_errf(err, errlen, "%s: tied: the model has one layer, a tie needs two (the first and the last)",
+                             what);
+        if (c->tied_bytes > c->layers[0].param_bytes || c->tied_bytes > c->layers[c->L - 1].param_bytes)
+            return ppdl_errf(err, errlen, "%s: tied[0].bytes is %.17g, more than layer 0's param_bytes (%.17g) or "
+                             "layer %d's (%.17g): the tied weight is a parameter of both", what, c->tied_bytes,
+                             c->layers[0].param_bytes, c->L - 1, c->layers[c->L - 1].param_bytes);
+    }
     for (int l = 0; l < c->L; l++) {
         const ppdl_layer_cost *lc = &c->layers[l];
         if (check_ms(lc->fwd_ms, what, l, "fwd_ms", err, errlen) ||
@@ -90,6 +103,30 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
             check_bytes(lc->work_bytes, what, l, "work_bytes", err, errlen))
             return -1;
     }
+    return 0;
+}
+
+/* "tied": [{"layers": [0, L-1], "bytes": b}] (costs.h), after the layers are read */
+static int parse_tied(json_t *root, const char *what, ppdl_costs *c, char *err, size_t errlen)
+{
+    json_t *t = json_object_get(root, "tied");
+    if (!t) return 0;
+    if (!json_is_array(t) || json_array_size(t) > 1)
+        return ppdl_errf(err, errlen, "%s: tied: expected an array of at most one {\"layers\": [0, %d], \"bytes\": B}",
+                         what, c->L - 1);
+    if (json_array_size(t) == 0) return 0;
+    json_t *e = json_array_get(t, 0), *ly = json_object_get(e, "layers"), *b = json_object_get(e, "bytes");
+    if (!json_is_object(e)) return ppdl_errf(err, errlen, "%s: tied[0]: expected an object", what);
+    if (!json_is_array(ly) || json_array_size(ly) != 2 || !json_is_integer(json_array_get(ly, 0)) ||
+        !json_is_integer(json_array_get(ly, 1)) || json_integer_value(json_array_get(ly, 0)) != 0 ||
+        json_integer_value(json_array_get(ly, 1)) != c->L - 1)
+        return ppdl_errf(err, errlen, "%s: tied[0].layers: expected [0, %d] (the first and the last layer: the only "
+                         "tie ppdl plans)", what, c->L - 1);
+    if (!json_is_number(b))
+        return ppdl_errf(err, errlen, "%s: tied[0].bytes: %s", what, b ? "expected a number" : "missing");
+    c->tied_bytes = json_number_value(b);
+    if (c->tied_bytes == 0) /* a tie of nothing: written as none */
+        return ppdl_errf(err, errlen, "%s: tied[0].bytes is 0: expected the tied weight's bytes (> 0)", what);
     return 0;
 }
 
@@ -175,6 +212,7 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
                 return -1;
         }
     }
+    if (parse_tied(root, what, c, err, errlen)) return -1;
     return ppdl_costs_validate(c, what, err, errlen);
 }
 
@@ -242,6 +280,16 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "layers", arr);
+    if (c->tied_bytes > 0) { /* files without a tie stay as they were */
+        json_t *t = json_object(), *ly = json_array();
+        json_array_append_new(ly, json_integer(0));
+        json_array_append_new(ly, json_integer(c->L - 1));
+        json_object_set_new(t, "layers", ly);
+        json_object_set_new(t, "bytes", jbytes(c->tied_bytes));
+        json_t *arr_t = json_array();
+        json_array_append_new(arr_t, t);
+        json_object_set_new(root, "tied", arr_t);
+    }
     /* 17 significant digits: the file reads back to the same doubles, so ppdl-plan on
      * a --costs-out file plans exactly what ppdl --plan auto planned in memory */
     char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

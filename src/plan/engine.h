@@ -145,6 +145,11 @@ int stage_dp(plan_ctx *x, stage_tables *tb, double B, int sB, double A, int sA, 
 void stage_walk(const plan_ctx *x, const stage_tables *tb, const int *arg, int *first, double *sum, double *pm,
                 double *am);
 
+/* X, a tied weight's exchange between the layout's first and last stage (costmodel.h:
+ * ppdl_tie_ms; 0 with one stage or without a tie): a constant of the layout, which the
+ * drivers add to the T of their staircases */
+double layout_tie_ms(const plan_ctx *x, const layout *ly);
+
 /* The exact optimum of T for the rank order order[0..N-1] (ly gets its layout, one
  * rank per stage) with the tables' mode,
  * among plans with T below T_inc (INFINITY: any). Returns that T and the first layer

@@ -114,10 +114,10 @@ static void consider(const hyb *h, track *tk, const int *arg, int *cur, int *fir
     }
 }
 
-/* The exact optimum of the current layout below T_inc: its T and cut, or INFINITY. */
-static double solve_layout(hyb *h, double T_inc, int *first_out)
+/* The exact optimum of the current layout below T_inc: its T and cut, or INFINITY,
+ * without the tie's exchange (solve_layout adds it). */
+static double solve_layout_cut(hyb *h, double T_inc, int *first_out)
 {
-    h->solves++;
     tables_fill_layout(&h->x, &h->tb, &h->ly, h->mode, T_inc);
     int S = h->ly.S, L = h->x.L;
     int *cur = ppdl_xmalloc((size_t)S * sizeof(int));
@@ -156,6 +156,14 @@ static double solve_layout(hyb *h, double T_inc, int *first_out)
     }
     free(cur);
     return tk.found ? tk.best : INFINITY;
+}
+
+/* ... with a tied weight's exchange, a constant of the layout (costmodel.h) */
+static double solve_layout(hyb *h, double T_inc, int *first_out)
+{
+    h->solves++;
+    double X = layout_tie_ms(&h->x, &h->ly);
+    return solve_layout_cut(h, T_inc - X, first_out) + X;
 }
 
 // ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ void ppdl_costs_from_model(const ppdl_model *m, int b, ppdl_costs *out)
     out->micro_batch_size = b;
     out->state_multiplier = 4; /* values, gradients, AdamW m and v */
     out->buffer_bytes_given = 1;
+    out->tied_bytes = (double)(ppdl_model_tied_floats(m) * sizeof(float)); /* a gpt's wte = lm_head.weight */
     for (int l = 0; l < m->L; l++) {
         const ppdl_layer *ly = &m->layers[l];
         ppdl_layer_cost *lc = &out->layers[l];
@@ -367,8 +368,12 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, float *const *host
     for (int l = 0; l < L; l++) {
         const ppdl_layer *ly = &mc->layers[l];
         size_t np = ppdl_layer_param_count(ly);
-        /* a layer's parameters are consecutive in the arena, from its first one */
-        if (np) ppdl_be_copy_h2d(be, ly->params[0].value, host[l], np * sizeof(float));
+        if (!np) continue;
+        /* the layer's initial values (lent to its twins); a tied weight is wte, held once here */
+        const float *p = host[l];
+        for (int i = 0; i < ly->n_params; p += ly->params[i++].numel)
+            if (!ppdl_model_is_tied(mc, l, i))
+                ppdl_be_copy_h2d(be, ly->params[i].value, p, ly->params[i].numel * sizeof(float));
     }
 
     /* inputs as the isolated profile makes them; targets at random */
@@ -600,6 +605,11 @@ int ppdl_costs_check_model(const ppdl_costs *c, const ppdl_model *m, int b, cons
                            a->saved_bytes, a->work_bytes, r->param_bytes, r->out_bytes, r->in_bytes, r->saved_bytes,
                            r->work_bytes);
     }
+    if (!rc && c->tied_bytes != ref.tied_bytes)
+        rc = ppdl_errf(err, errlen, "%s: tied bytes %.0f (\"tied\"), but the model %s: these costs are of another "
+                       "model (or from before ppdl knew tied embeddings: profile again with --costs-out)", what,
+                       c->tied_bytes, m->tie_embeddings ? "ties its embeddings (tie_embeddings = 1)"
+                                                        : "does not tie its embeddings");
     ppdl_costs_free(&ref);
     return rc;
 }

@@ -17,14 +17,6 @@ mpirun_n 2 $(args) --report "$tmp/ref.json" --save "$tmp/ref.h5" >"$tmp/ref.log"
 ok $? "the uninterrupted run (the reference)"
 final() { sed -n 's/.*"final_loss": \([^,]*\),*/\1/p' "$1"; }
 
-wait_for() {  # wait_for FILE REGEX SECONDS: until FILE has a line matching REGEX
-  local i=0
-  while [ $i -lt $(($3 * 20)) ]; do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05; i=$((i + 1))
-  done
-  return 1
-}
 
 # interrupt NAME SIGNAL STORM: start a slow run, signal it after its 5th step (STORM=1:
 # then keep signalling every 10 ms until it exits), then resume it to the end
@@ -38,9 +30,8 @@ interrupt() {
   (trap 'kill $s; exit 0' TERM; sleep 120 & s=$!; wait $s; kill -KILL $pid) >/dev/null 2>&1 &
   local watchdog=$!
   wait_for "$tmp/$name.log" "^step  *5/" 60
-  # to the ranks themselves, as srun passes a signal to every task of a step. (Hydra's
-  # mpiexec forwards USR1 and TERM too, but then reports exit status 0 instead of its
-  # ranks' 75 about one time in five: seen with MPICH 4.0.2.)
+  # to the ranks themselves, as Slurm passes a signal to every task of a step (the
+  # signal sent to mpiexec, which forwards it, is tests/faults/exit_status.sh's case)
   ranks=$(for p in $(pgrep -P $pid); do pgrep -P "$p"; done)
   kill -"$sig" $ranks
   if [ "$storm" = 1 ]; then

@@ -7,7 +7,7 @@
 # from the top would.
 #
 # The scratch folder stands for the top of a build tree: symlinks to the built ppdl,
-# ppdl-init, ppdl-data, ppdl-plan and to the source tree's README.md, docs/, inputs/
+# ppdl-init, ppdl-data, ppdl-plan, ppdl-sample and to the source tree's README.md, docs/, inputs/
 # and scripts/; it is also on PATH (inputs/README.md writes `ppdl-init`, not
 # `./ppdl-init`). Fixtures: corpus.txt (the user's own text in README's "Using ppdl")
 # is a copy of README.md; as root, a `sudo` that runs its command (root needs none).
@@ -64,7 +64,7 @@ run_md() {
   w=$tmp/$name.work b=$tmp/$name.blocks
   rm -rf "$w" "$b" && mkdir -p "$w/.bin" "$b" || return
   for f in README.md docs inputs scripts; do ln -s "$root/$f" "$w/$f"; done
-  for f in ppdl ppdl-init ppdl-data ppdl-plan; do ln -s "$top_builddir/$f" "$w/$f"; done
+  for f in ppdl ppdl-init ppdl-data ppdl-plan ppdl-sample; do ln -s "$top_builddir/$f" "$w/$f"; done
   cp "$top_srcdir/README.md" "$w/corpus.txt"
   if [ "$(id -u)" = 0 ]; then printf '#!/bin/sh\nexec "$@"\n' >"$w/.bin/sudo" && chmod +x "$w/.bin/sudo"; fi
   (cd "$root" && "$PY" "$top_srcdir/tests/mpi/readme_blocks.py" "$md" "$b") >"$b/list" ||

@@ -6,9 +6,13 @@
 # number of ranks) gives the bits of the run never stopped; the learning rate and the
 # norm of every step are in the report. Replicated stages sum their gradients in
 # another order (README), so they are checked within hybrid.sh's tolerance (1e-5).
+# The gpt ties its embeddings (the presets' default): on 2-4 ranks the embedding and
+# the head are on different stages and exchange their gradients (tied.sh has the rest).
 . "$top_srcdir/tests/lib.sh"
 PY=/usr/bin/python3
 make_case g gpt
+h5ls -r "$tmp/g.h5" | grep -q 'lm_head.weight *Dataset, same as /layers/00000/wte'
+ok $? "the gpt ties its embeddings (lm_head.weight is a hard link to wte)"
 base="$tmp/g.h5 --data $tmp/g-data.h5 --steps 8 --batch-size 8 --micro-batches 4 --threads 1"
 recipe="--lr 3e-3 --lr-schedule cosine --warmup 2 --min-lr-ratio 0.1 --beta2 0.95"
 # the unclipped norms of the 1-rank run choose a clip that binds in some steps only

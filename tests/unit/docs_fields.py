@@ -160,6 +160,7 @@ PROGRAMS = {
     "ppdl-plan": ("src/cmd/ppdl-plan.c", "getopt"),
     "ppdl-init": ("src/cmd/ppdl-init.c", "literals"),
     "ppdl-data": ("src/cmd/ppdl-data.c", "literals"),
+    "ppdl-sample": ("src/cmd/ppdl-sample.c", "literals"),
 }
 
 # exit statuses: (regex with one group, files glob) — group 1 is an integer or a
