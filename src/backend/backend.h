@@ -117,7 +117,9 @@ void ppdl_be_sumsq(ppdl_backend *be, size_t n, const float *x, double *out_host)
 /* x[rows,C] -> y[rows,C]; mean[rows], rstd[rows] saved for backward */
 void ppdl_be_layernorm_fwd(ppdl_backend *be, int rows, int C, float eps, const float *x,
                            const float *w, const float *b, float *y, float *mean, float *rstd);
-/* adds into dx[rows,C], dw[C], db[C] */
+/* adds into dx[rows,C], dw[C], db[C]. Two independent halves: dx NULL skips the input
+ * gradient, dw and db NULL (both) skip the parameter gradients; each half alone gives
+ * the bits it gives in the whole call (the backward split, nn/layer.h) */
 void ppdl_be_layernorm_bwd(ppdl_backend *be, int rows, int C, const float *x, const float *w,
                            const float *mean, const float *rstd, const float *dy, float *dx,
                            float *dw, float *db);

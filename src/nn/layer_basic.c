@@ -16,6 +16,10 @@
  *   flatten       nothing
  * Recompute option 1 (full) is carried out by the runtime, which re-runs forward before
  * backward, so the kinds treat option 1 exactly like option 0.
+ *
+ * The backward split (layer.h): B turns dout into the pre-activation's gradient dz in
+ * place (as the fused pass does) and computes din; W reads dz from dout. Nothing is
+ * kept besides, and W never reads `saved`.
  */
 #include "nn/layer.h"
 #include "core/error.h"
@@ -29,6 +33,13 @@ _Static_assert(sizeof(int32_t) == sizeof(float), "maxpool stores int32 argmax in
 /* helpers */
 
 static size_t act_saved(int act, size_t out_floats) { return act == PPDL_ACT_NONE ? 0 : out_floats; }
+
+static size_t no_keep(const ppdl_layer *l, int b)
+{
+    (void)l;
+    (void)b;
+    return 0;
+}
 
 /* dev[n] = 1 (a device vector of ones, for bias broadcasts and reductions by GEMM) */
 static void put_ones(ppdl_backend *be, float *dev, int n)
@@ -71,9 +82,10 @@ static void linear_forward(const ppdl_layer *l, ppdl_backend *be, int b, const v
     if (act != PPDL_ACT_NONE) ppdl_be_act_fwd(be, act, (size_t)b * OUT, z, out); /* out [B, OUT] */
 }
 
-static void linear_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                            float *dout, float *din, float *work, int option)
+static void linear_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                            float *dout, float *din, float *keep, float *work, int option)
 {
+    (void)keep;
     (void)work;
     (void)option;
     const int IN = l->cfg.in_f, OUT = l->cfg.out_f, act = l->cfg.act;
@@ -81,13 +93,16 @@ static void linear_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *
     const float *w = l->params[0].value;               /* [OUT, IN] */
     float *dw = l->params[0].grad;                     /* [OUT, IN] */
     float *dbias = l->params[1].grad;                  /* [OUT] */
-    float *dz = dout;                                  /* [B, OUT], overwrites dout */
-    if (act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * OUT, saved, dout, dz);
-    /* dW[OUT, IN] += dz^T @ x ; db[OUT] += sum over B of dz */
-    ppdl_be_gemm(be, 1, 0, OUT, IN, b, 1.0f, dz, OUT, x, IN, 1.0f, dw, IN);
-    ppdl_be_bias_grad(be, b, OUT, dz, dbias);
+    float *dz = dout;                                  /* [B, OUT], overwrites dout (B) */
+    int bi = part & PPDL_BWD_INPUT;
+    if (bi && act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * OUT, saved, dout, dz);
+    if (part & PPDL_BWD_WEIGHT) {
+        /* dW[OUT, IN] += dz^T @ x ; db[OUT] += sum over B of dz */
+        ppdl_be_gemm(be, 1, 0, OUT, IN, b, 1.0f, dz, OUT, x, IN, 1.0f, dw, IN);
+        ppdl_be_bias_grad(be, b, OUT, dz, dbias);
+    }
     /* dx[B, IN] = dz @ W */
-    if (din) ppdl_be_gemm(be, 0, 0, b, IN, OUT, 1.0f, dz, OUT, w, IN, 0.0f, din, IN);
+    if (bi && din) ppdl_be_gemm(be, 0, 0, b, IN, OUT, 1.0f, dz, OUT, w, IN, 0.0f, din, IN);
 }
 
 static double linear_flops(const ppdl_layer *l, int b)
@@ -102,6 +117,7 @@ const ppdl_layer_kind ppdl_kind_linear = {
     .work_floats = linear_work_floats,
     .forward = linear_forward,
     .backward = linear_backward,
+    .keep_floats = no_keep,
     .flops_fwd = linear_flops,
 };
 
@@ -167,9 +183,10 @@ static void conv_forward(const ppdl_layer *l, ppdl_backend *be, int b, const voi
     if (act != PPDL_ACT_NONE) ppdl_be_act_fwd(be, act, (size_t)b * y_img, z, out);
 }
 
-static void conv_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                          float *dout, float *din, float *work, int option)
+static void conv_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                          float *dout, float *din, float *keep, float *work, int option)
 {
+    (void)keep;
     (void)option;
     const conv_dims d = conv_get_dims(l);
     const int act = l->cfg.act;
@@ -178,18 +195,22 @@ static void conv_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in
     const float *w = l->params[0].value;               /* [Co, K] */
     float *dw = l->params[0].grad;                     /* [Co, K] */
     float *dbias = l->params[1].grad;                  /* [Co] */
-    float *dz = dout;                                  /* [B, Co, OH, OW], overwrites dout */
+    float *dz = dout;                                  /* [B, Co, OH, OW], overwrites dout (B) */
     float *col = work;                                 /* [K, P]: im2col(x_n), then dcol */
     float *ones = work + (size_t)d.K * d.P;            /* [P] */
-    if (act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * y_img, saved, dout, dz);
-    put_ones(be, ones, d.P);
+    int bi = part & PPDL_BWD_INPUT, bw = part & PPDL_BWD_WEIGHT;
+    if (bi && act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * y_img, saved, dout, dz);
+    if (bw) put_ones(be, ones, d.P);
+    if (!bi) din = NULL;
     if (din) ppdl_be_zero(be, din, (size_t)b * x_img * sizeof(float)); /* col2im adds */
     for (int n = 0; n < b; n++) {
         const float *dz_n = dz + n * y_img;            /* [Co, P] */
-        ppdl_be_im2col(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, x + n * x_img, col);
-        /* dW[Co, K] += dz_n[Co, P] @ col^T ; db[Co] += dz_n[Co, P] @ ones[P] */
-        ppdl_be_gemm(be, 0, 1, d.Co, d.K, d.P, 1.0f, dz_n, d.P, col, d.P, 1.0f, dw, d.K);
-        ppdl_be_gemm(be, 0, 0, d.Co, 1, d.P, 1.0f, dz_n, d.P, ones, 1, 1.0f, dbias, 1);
+        if (bw) {
+            ppdl_be_im2col(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, x + n * x_img, col);
+            /* dW[Co, K] += dz_n[Co, P] @ col^T ; db[Co] += dz_n[Co, P] @ ones[P] */
+            ppdl_be_gemm(be, 0, 1, d.Co, d.K, d.P, 1.0f, dz_n, d.P, col, d.P, 1.0f, dw, d.K);
+            ppdl_be_gemm(be, 0, 0, d.Co, 1, d.P, 1.0f, dz_n, d.P, ones, 1, 1.0f, dbias, 1);
+        }
         if (!din) continue;
         /* dcol[K, P] = W^T @ dz_n, folded back into dx_n[Ci, Hh, Ww] */
         ppdl_be_gemm(be, 1, 0, d.K, d.P, d.Co, 1.0f, w, d.K, dz_n, d.P, 0.0f, col, d.P);
@@ -210,6 +231,7 @@ const ppdl_layer_kind ppdl_kind_conv = {
     .work_floats = conv_work_floats,
     .forward = conv_forward,
     .backward = conv_backward,
+    .keep_floats = no_keep,
     .flops_fwd = conv_flops,
 };
 
@@ -241,14 +263,15 @@ static void maxpool_forward(const ppdl_layer *l, ppdl_backend *be, int b, const 
                          (int32_t *)saved);
 }
 
-static void maxpool_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                             float *dout, float *din, float *work, int option)
+static void maxpool_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                             float *dout, float *din, float *keep, float *work, int option)
 {
     (void)in;
+    (void)keep;
     (void)work;
     (void)option;
     const ppdl_layer_cfg *c = &l->cfg;
-    if (!din) return;
+    if (!din || !(part & PPDL_BWD_INPUT)) return;
     ppdl_be_maxpool_bwd(be, b, c->in_c, c->in_h, c->in_w, c->k, c->stride,
                          (const int32_t *)saved, dout, din);
 }
@@ -268,6 +291,7 @@ const ppdl_layer_kind ppdl_kind_maxpool = {
     .work_floats = maxpool_work_floats,
     .forward = maxpool_forward,
     .backward = maxpool_backward,
+    .keep_floats = no_keep,
     .flops_fwd = maxpool_flops,
 };
 
@@ -298,14 +322,15 @@ static void flatten_forward(const ppdl_layer *l, ppdl_backend *be, int b, const 
     ppdl_be_copy_d2d(be, out, in, (size_t)b * l->out_bytes);
 }
 
-static void flatten_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                             float *dout, float *din, float *work, int option)
+static void flatten_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                             float *dout, float *din, float *keep, float *work, int option)
 {
     (void)in;
     (void)saved;
+    (void)keep;
     (void)work;
     (void)option;
-    if (din) ppdl_be_copy_d2d(be, din, dout, (size_t)b * l->in_bytes);
+    if (din && (part & PPDL_BWD_INPUT)) ppdl_be_copy_d2d(be, din, dout, (size_t)b * l->in_bytes);
 }
 
 static double flatten_flops(const ppdl_layer *l, int b)
@@ -322,5 +347,6 @@ const ppdl_layer_kind ppdl_kind_flatten = {
     .work_floats = flatten_work_floats,
     .forward = flatten_forward,
     .backward = flatten_backward,
+    .keep_floats = no_keep,
     .flops_fwd = flatten_flops,
 };

@@ -568,7 +568,7 @@ static void backward(ppdl_runtime *rt, int mb, int last)
             saved = rt->scratch_saved;
             option = 0;
         }
-        l->kind->backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, option);
+        ppdl_layer_backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, option);
         /* the last backward of the step finalises this layer's gradients: sum them
          * across replicas while the layers below are still computing */
         if (last && rt->test_grad_scale != 1.0f && l->n_params)

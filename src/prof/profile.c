@@ -201,7 +201,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
                 int q = r - r0;
                 ppdl_be_copy_d2d(be, B.dout, B.dout_ref, out_b); /* backward may clobber dout */
                 double t2 = now_synced(be);
-                k->backward(ly, be, b, B.in, B.saved[q], B.dout, B.din, B.work, option);
+                ppdl_layer_backward(ly, be, b, B.in, B.saved[q], B.dout, B.din, B.work, option);
                 tb[r] = now_synced(be) - t2;
             }
         }
@@ -411,7 +411,7 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
                 const void *x = l ? (const void *)(C.act[q] + C.act_off[l - 1]) : C.in[q];
                 float *din = l ? C.grad[l % 2] : NULL;
                 double t0 = now_synced(be);
-                ly->kind->backward(ly, be, b, x, C.saved[q] + C.saved_off[l], dout, din, C.work, 0);
+                ppdl_layer_backward(ly, be, b, x, C.saved[q] + C.saved_off[l], dout, din, C.work, 0);
                 if (r >= 0) tb[(size_t)l * cap + (size_t)(r * n_slots + q)] = now_synced(be) - t0;
                 dout = din;
             }
