@@ -106,7 +106,7 @@ void ppdl_be_bias_add(ppdl_backend *be, int rows, int cols, float *x, const floa
 /* adds into dbias[c] the sum over r of dy[r,c] */
 void ppdl_be_bias_grad(ppdl_backend *be, int rows, int cols, const float *dy, float *dbias);
 /* activations: act is PPDL_ACT_*; backward: dx = dy * act'(x), given the input x
- * (dx may alias dy) */
+ * (elementwise: dx may alias dy or x) */
 void ppdl_be_act_fwd(ppdl_backend *be, int act, size_t n, const float *x, float *y);
 void ppdl_be_act_bwd(ppdl_backend *be, int act, size_t n, const float *x, const float *dy, float *dx);
 /* sum of squares of x into *out_host (a host double); used for non-finite checks

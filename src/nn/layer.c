@@ -134,8 +134,9 @@ void ppdl_layer_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in,
     l->kind->backward(l, be, PPDL_BWD_FUSED, b, in, saved, dout, din, NULL, work, option);
 }
 
-size_t ppdl_layer_weight_keep_bytes(const ppdl_layer *l, int b)
+size_t ppdl_layer_weight_keep_bytes(const ppdl_layer *l, int b, int option)
 {
     if (l->n_params == 0) return 0;
-    return sizeof(float) * l->kind->keep_floats(l, b) + (size_t)b * l->out_bytes;
+    size_t dout = l->kind->weight_reads(l, option) & PPDL_W_DOUT ? (size_t)b * l->out_bytes : 0;
+    return sizeof(float) * l->kind->keep_floats(l, b, option) + dout;
 }

@@ -17,9 +17,12 @@
  * Recompute option 1 (full) is carried out by the runtime, which re-runs forward before
  * backward, so the kinds treat option 1 exactly like option 0.
  *
- * The backward split (layer.h): B turns dout into the pre-activation's gradient dz in
- * place (as the fused pass does) and computes din; W reads dz from dout. Nothing is
- * kept besides, and W never reads `saved`.
+ * The backward split (layer.h), for linear and conv: B computes the pre-activation's
+ * gradient dz and din; W reads dz from where B left it:
+ *   activation none    dz is dout (W reads dout; B leaves it alone);
+ *   else, option 0     dz over the saved pre-activation z (B's alone): no bytes added;
+ *   else, full         dz in keep (the runtime's `saved` is scratch then).
+ * The fused pass computes dz in place over dout, as before.
  */
 #include "nn/layer.h"
 #include "core/error.h"
@@ -34,11 +37,37 @@ _Static_assert(sizeof(int32_t) == sizeof(float), "maxpool stores int32 argmax in
 
 static size_t act_saved(int act, size_t out_floats) { return act == PPDL_ACT_NONE ? 0 : out_floats; }
 
-static size_t no_keep(const ppdl_layer *l, int b)
+static size_t no_keep(const ppdl_layer *l, int b, int option)
 {
     (void)l;
     (void)b;
+    (void)option;
     return 0;
+}
+
+static int reads_nothing(const ppdl_layer *l, int option)
+{
+    (void)l;
+    (void)option;
+    return 0;
+}
+
+/* linear and conv: where W finds dz (the comment at the top) */
+static int act_weight_reads(const ppdl_layer *l, int option)
+{
+    if (l->cfg.act == PPDL_ACT_NONE) return PPDL_W_DOUT;
+    return option == PPDL_RC_FULL ? 0 : PPDL_W_SAVED;
+}
+
+static size_t act_keep(const ppdl_layer *l, int option, size_t out_floats)
+{
+    return l->cfg.act != PPDL_ACT_NONE && option == PPDL_RC_FULL ? out_floats : 0;
+}
+
+static float *act_dz(const ppdl_layer *l, int part, int option, float *dout, float *saved, float *keep)
+{
+    if (l->cfg.act == PPDL_ACT_NONE || part == PPDL_BWD_FUSED) return dout;
+    return option == PPDL_RC_FULL ? keep : saved;
 }
 
 /* dev[n] = 1 (a device vector of ones, for bias broadcasts and reductions by GEMM) */
@@ -58,6 +87,11 @@ static size_t linear_saved_floats(const ppdl_layer *l, int b, int option)
 {
     (void)option;
     return act_saved(l->cfg.act, (size_t)b * l->cfg.out_f); /* z [B, OUT] */
+}
+
+static size_t linear_keep_floats(const ppdl_layer *l, int b, int option)
+{
+    return act_keep(l, option, (size_t)b * l->cfg.out_f);
 }
 
 static size_t linear_work_floats(const ppdl_layer *l, int b)
@@ -85,15 +119,13 @@ static void linear_forward(const ppdl_layer *l, ppdl_backend *be, int b, const v
 static void linear_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
                             float *dout, float *din, float *keep, float *work, int option)
 {
-    (void)keep;
     (void)work;
-    (void)option;
     const int IN = l->cfg.in_f, OUT = l->cfg.out_f, act = l->cfg.act;
     const float *x = in;                               /* [B, IN] */
     const float *w = l->params[0].value;               /* [OUT, IN] */
     float *dw = l->params[0].grad;                     /* [OUT, IN] */
     float *dbias = l->params[1].grad;                  /* [OUT] */
-    float *dz = dout;                                  /* [B, OUT], overwrites dout (B) */
+    float *dz = act_dz(l, part, option, dout, saved, keep); /* [B, OUT] */
     int bi = part & PPDL_BWD_INPUT;
     if (bi && act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * OUT, saved, dout, dz);
     if (part & PPDL_BWD_WEIGHT) {
@@ -117,7 +149,8 @@ const ppdl_layer_kind ppdl_kind_linear = {
     .work_floats = linear_work_floats,
     .forward = linear_forward,
     .backward = linear_backward,
-    .keep_floats = no_keep,
+    .keep_floats = linear_keep_floats,
+    .weight_reads = act_weight_reads,
     .flops_fwd = linear_flops,
 };
 
@@ -149,6 +182,12 @@ static size_t conv_saved_floats(const ppdl_layer *l, int b, int option)
     (void)option;
     conv_dims d = conv_get_dims(l);
     return act_saved(l->cfg.act, (size_t)b * d.Co * d.P); /* z [B, Co, OH, OW] */
+}
+
+static size_t conv_keep_floats(const ppdl_layer *l, int b, int option)
+{
+    conv_dims d = conv_get_dims(l);
+    return act_keep(l, option, (size_t)b * d.Co * d.P);
 }
 
 static size_t conv_work_floats(const ppdl_layer *l, int b)
@@ -186,8 +225,6 @@ static void conv_forward(const ppdl_layer *l, ppdl_backend *be, int b, const voi
 static void conv_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
                           float *dout, float *din, float *keep, float *work, int option)
 {
-    (void)keep;
-    (void)option;
     const conv_dims d = conv_get_dims(l);
     const int act = l->cfg.act;
     const size_t x_img = (size_t)d.Ci * d.Hh * d.Ww, y_img = (size_t)d.Co * d.P;
@@ -195,7 +232,7 @@ static void conv_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, cons
     const float *w = l->params[0].value;               /* [Co, K] */
     float *dw = l->params[0].grad;                     /* [Co, K] */
     float *dbias = l->params[1].grad;                  /* [Co] */
-    float *dz = dout;                                  /* [B, Co, OH, OW], overwrites dout (B) */
+    float *dz = act_dz(l, part, option, dout, saved, keep); /* [B, Co, OH, OW] */
     float *col = work;                                 /* [K, P]: im2col(x_n), then dcol */
     float *ones = work + (size_t)d.K * d.P;            /* [P] */
     int bi = part & PPDL_BWD_INPUT, bw = part & PPDL_BWD_WEIGHT;
@@ -231,7 +268,8 @@ const ppdl_layer_kind ppdl_kind_conv = {
     .work_floats = conv_work_floats,
     .forward = conv_forward,
     .backward = conv_backward,
-    .keep_floats = no_keep,
+    .keep_floats = conv_keep_floats,
+    .weight_reads = act_weight_reads,
     .flops_fwd = conv_flops,
 };
 
@@ -292,6 +330,7 @@ const ppdl_layer_kind ppdl_kind_maxpool = {
     .forward = maxpool_forward,
     .backward = maxpool_backward,
     .keep_floats = no_keep,
+    .weight_reads = reads_nothing,
     .flops_fwd = maxpool_flops,
 };
 
@@ -348,5 +387,6 @@ const ppdl_layer_kind ppdl_kind_flatten = {
     .forward = flatten_forward,
     .backward = flatten_backward,
     .keep_floats = no_keep,
+    .weight_reads = reads_nothing,
     .flops_fwd = flatten_flops,
 };

@@ -48,10 +48,22 @@ static void linear_bwd(ppdl_backend *be, int rows, int in, int out, const float 
 /* a parameter's gradient where the part computes parameter gradients (W), else NULL */
 static float *grad_if(int part, ppdl_param *p) { return part & PPDL_BWD_WEIGHT ? p->grad : NULL; }
 
-/* nothing is kept from B to W */
-static size_t no_keep(const ppdl_layer *l, int b)
+/* W reads `saved` and dout (the block, the head), or dout alone (the embedding) */
+static int reads_saved_dout(const ppdl_layer *l, int option)
 {
-    (void)l; (void)b;
+    (void)l; (void)option;
+    return PPDL_W_SAVED | PPDL_W_DOUT;
+}
+
+static int reads_dout(const ppdl_layer *l, int option)
+{
+    (void)l; (void)option;
+    return PPDL_W_DOUT;
+}
+
+static size_t no_keep(const ppdl_layer *l, int b, int option)
+{
+    (void)l; (void)b; (void)option;
     return 0;
 }
 
@@ -116,6 +128,7 @@ const ppdl_layer_kind ppdl_kind_embedding = {
     .forward = emb_forward,
     .backward = emb_backward,
     .keep_floats = no_keep,
+    .weight_reads = reads_dout,
     .flops_fwd = emb_flops_fwd,
 };
 
@@ -180,33 +193,38 @@ typedef struct {
     float *fch, *fcg, *att;
 } block_work;
 
-/* The gradients inside the block that W needs, where the backward keeps them: in the
- * work space (and dout) for the fused pass, as above; in `keep` from B to W when split:
+/* The gradients inside the block that W needs, and where the backward keeps them: in
+ * the work space (and dout) for the fused pass, as above. Split, B leaves them for W:
  *
- *   offset   gradient   shape
- *   0        d x1       [N,C]    (the fused pass accumulates it in dout, which W needs
- *                                 as it came: d of the MLP's projection)
- *   NC       d fch      [N,4C]
- *   5NC      d ln2      [N,C]
- *   6NC      d qkv      [N,3C]
- *   9NC      d ln1      [N,C]
- *   total: 10NC
- */
+ *   gradient   shape    option 0            option 2 (selective)   option 1 (full)
+ *   d x1       [N,C]    keep 0              keep 0                 keep 0
+ *   d ln2      [N,C]    keep NC             keep NC                keep NC
+ *   d ln1      [N,C]    keep 2NC            keep 2NC               keep 2NC
+ *   d fch      [N,4C]   saved, over fch     keep 3NC               keep 3NC
+ *   d qkv      [N,3C]   saved, over q,k,v   saved, over q,k,v      keep 7NC
+ *   keep:               3NC                 7NC                    10NC
+ * fch and q, k, v are read by B alone; under full recompute `saved` is the runtime's
+ * scratch, so everything goes to keep. W also reads dout as it came (d of the MLP's
+ * projection; the fused pass accumulates d x1 in it) and the rest of `saved`. */
 typedef struct {
     float *dx1, *dfch, *dln2, *dqkv, *dln1;
 } block_grads;
 
-static size_t block_keep_grads(const ppdl_layer *l, int b)
+static size_t block_grads_floats(const ppdl_layer *l, int b, int option)
 {
-    return 10 * (size_t)b * l->cfg.T * l->cfg.C;
+    size_t NC = (size_t)b * l->cfg.T * l->cfg.C;
+    return NC * (3 + (option != PPDL_RC_NONE ? 4 : 0) + (option == PPDL_RC_FULL ? 3 : 0));
 }
 
-static block_grads block_grad_views(const ppdl_layer *l, int b, float *keep, const block_work *w, float *dout)
+static block_grads block_grad_views(const ppdl_layer *l, int b, int option, int part, float *keep,
+                                    const block_saved *s, const block_work *w, float *dout)
 {
-    if (!keep) return (block_grads){.dx1 = dout, .dfch = w->dfc, .dln2 = w->dln, .dqkv = w->qkv, .dln1 = w->dln};
+    if (part == PPDL_BWD_FUSED)
+        return (block_grads){.dx1 = dout, .dfch = w->dfc, .dln2 = w->dln, .dqkv = w->qkv, .dln1 = w->dln};
     size_t NC = (size_t)b * l->cfg.T * l->cfg.C;
-    return (block_grads){.dx1 = keep, .dfch = keep + NC, .dln2 = keep + 5 * NC, .dqkv = keep + 6 * NC,
-                         .dln1 = keep + 9 * NC};
+    return (block_grads){.dx1 = keep, .dln2 = keep + NC, .dln1 = keep + 2 * NC,
+                         .dfch = option == PPDL_RC_NONE ? s->fch : keep + 3 * NC,
+                         .dqkv = option == PPDL_RC_FULL ? keep + 7 * NC : s->q};
 }
 
 static size_t block_keep_floats(const ppdl_layer *l, int b)
@@ -371,9 +389,9 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
 }
 
 /* in: x[b,T,C]; dout: [b,T,C]; din: [b,T,C]. The fused pass accumulates d x1 in dout;
- * B leaves dout as it came (W reads it) and keeps d x1 (block_grads). Every step below
- * runs its B half and its W half, each where the part asks for it, in the fused pass's
- * order. */
+ * B leaves dout as it came (W reads it) and the rest where block_grads says. Every step
+ * below runs its B half and its W half, each where the part asks for it, in the fused
+ * pass's order. */
 static void block_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
                            float *dout, float *din, float *keep, float *work, int option)
 {
@@ -386,7 +404,7 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, con
     block_saved s;
     block_work w;
     block_views(l, b, option, saved, work, &s, &w);
-    block_grads g = block_grad_views(l, b, part == PPDL_BWD_FUSED ? NULL : keep, &w, dout);
+    block_grads g = block_grad_views(l, b, option, part, keep, &s, &w, dout);
 
     /* selective: recompute what forward did not keep, exactly as forward computed it
      * (B needs the attention probabilities and the MLP pre-activation, W its output) */
@@ -397,8 +415,8 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, con
 
     /* ---- MLP ---- */
     linear_bwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, dout, grad_if(part, &p[BLK_FCPROJ_W]),
-               grad_if(part, &p[BLK_FCPROJ_B]), bi ? g.dfch : NULL);          /* d fcg [N,4C] */
-    if (bi) ppdl_be_act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, g.dfch, g.dfch); /* d fch */
+               grad_if(part, &p[BLK_FCPROJ_B]), bi ? w.dfc : NULL);           /* d fcg [N,4C] */
+    if (bi) ppdl_be_act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, w.dfc, g.dfch); /* d fch */
     linear_bwd(be, N, C, 4 * C, s.ln2, p[BLK_FC_W].value, g.dfch, grad_if(part, &p[BLK_FC_W]),
                grad_if(part, &p[BLK_FC_B]), bi ? g.dln2 : NULL);              /* d ln2 [N,C] */
     /* the residual: d x1 = dout + ln2'(d ln2) */
@@ -452,8 +470,8 @@ const ppdl_layer_kind ppdl_kind_block = {
     .work_floats = block_work_floats,
     .forward = block_forward,
     .backward = block_backward,
-    .keep_floats = block_keep_grads,
-    .weight_reads_saved = 1,
+    .keep_floats = block_grads_floats,
+    .weight_reads = reads_saved_dout,
     .flops_fwd = block_flops_fwd,
 };
 
@@ -475,9 +493,10 @@ static size_t head_work_floats(const ppdl_layer *l, int b)
     return (size_t)b * l->cfg.T * l->cfg.C;
 }
 
-/* keep: dlnf [N,C] */
-static size_t head_keep_floats(const ppdl_layer *l, int b)
+/* keep: dlnf [N,C]; W also reads lnf and the statistics (saved) and d logits (dout) */
+static size_t head_keep_floats(const ppdl_layer *l, int b, int option)
 {
+    (void)option;
     return (size_t)b * l->cfg.T * l->cfg.C;
 }
 
@@ -527,6 +546,6 @@ const ppdl_layer_kind ppdl_kind_head = {
     .forward = head_forward,
     .backward = head_backward,
     .keep_floats = head_keep_floats,
-    .weight_reads_saved = 1,
+    .weight_reads = reads_saved_dout,
     .flops_fwd = head_flops_fwd,
 };

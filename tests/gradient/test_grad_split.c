@@ -12,11 +12,14 @@
  *              terms summed in another order give other bits (the reason every schedule
  *              accumulates in micro-batch order), so the bitwise comparison above sees
  *              a wrong order.
- * The work space is filled with NaN before every call, so a W that read scratch left by
- * its B would show. Under the full recompute option (1) the runtime's hook is played:
- * forward again into a scratch `saved` right before B, and, where the kind says W reads
- * it, again before W, the scratch overwritten with NaN in between (the other layers and
- * micro-batches use it meanwhile).
+ * The work space is filled with NaN before every call, and between the B's and the W's
+ * what the kind says W does not read (weight_reads: saved, dout), so a W that read
+ * scratch left by its B, or a buffer the runtime does not keep for it, would show. Under
+ * the full recompute option (1) the runtime's hook is played: forward again into a
+ * scratch `saved` right before B (and the fused pass), and, where W reads `saved`, again
+ * before W, the scratch overwritten with NaN in between (the other layers and
+ * micro-batches use it meanwhile). B may write into `saved` (option 0: a
+ * pre-activation's gradient over it), so each way starts from the forward's `saved`.
  *
  * CPU backend (its device pointers are host pointers). No MPI: run it directly.
  */
@@ -66,6 +69,7 @@ typedef struct lcase {
     void *in[MB];              /* float, or int32 tokens for the embedding */
     float *saved[MB], *dout[MB], *keep[MB], *din[MB];
     float *dout0[MB];          /* each micro-batch's output gradient as it came */
+    float *saved0[MB];         /* (host) each micro-batch's saved tensors as forward left them */
     float *out, *work, *scratch_saved;
 } lcase;
 
@@ -77,13 +81,13 @@ static void lcase_init(lcase *c, ppdl_stage *st, ppdl_layer *l, int b, int opt)
     c->b = b;
     c->opt = opt;
     c->full = opt == PPDL_RC_FULL;
-    int kind_opt = c->full ? 0 : opt; /* the kind runs option 1 as 0; the runtime recomputes */
+    int kind_opt = c->full ? 0 : opt; /* forward runs option 1 as 0; the runtime recomputes */
     int tokens = l->kind == &ppdl_kind_embedding;
     c->n_in = (size_t)b * l->in_bytes / 4;
     c->n_out = (size_t)b * l->out_bytes / 4;
     c->n_saved = l->kind->saved_floats(l, b, kind_opt);
     c->n_work = l->kind->work_floats(l, b);
-    c->n_keep = l->kind->keep_floats(l, b);
+    c->n_keep = l->kind->keep_floats(l, b, opt);
     c->out = alloc_f(c->n_out);
     c->work = alloc_f(c->n_work);
     c->scratch_saved = alloc_f(c->n_saved);
@@ -103,6 +107,8 @@ static void lcase_init(lcase *c, ppdl_stage *st, ppdl_layer *l, int b, int opt)
         fill_normal(c->dout0[m], c->n_out, 1.0);
         fill_nan(c->work, c->n_work);
         l->kind->forward(l, be, b, c->in[m], c->out, c->saved[m], c->work, kind_opt);
+        c->saved0[m] = ppdl_xmalloc((c->n_saved ? c->n_saved : 1) * sizeof(float));
+        memcpy(c->saved0[m], c->saved[m], c->n_saved * sizeof(float));
     }
 }
 
@@ -118,6 +124,7 @@ static void lcase_free(lcase *c)
         ppdl_be_free(be, c->dout[m]);
         ppdl_be_free(be, c->keep[m]);
         ppdl_be_free(be, c->din[m]);
+        free(c->saved0[m]);
     }
 }
 
@@ -127,7 +134,7 @@ static float *saved_for(lcase *c, int m, int part)
 {
     if (!c->full) return c->saved[m];
     fill_nan(c->scratch_saved, c->n_saved);
-    if (part == PPDL_BWD_WEIGHT && !c->l->kind->weight_reads_saved) return c->scratch_saved;
+    if (part == PPDL_BWD_WEIGHT && !(c->l->kind->weight_reads(c->l, c->opt) & PPDL_W_SAVED)) return c->scratch_saved;
     fill_nan(c->work, c->n_work);
     c->l->kind->forward(c->l, be, c->b, c->in[m], c->out, c->scratch_saved, c->work, 0);
     return c->scratch_saved;
@@ -138,16 +145,29 @@ static void run_part(lcase *c, int m, int part)
     ppdl_layer *l = c->l;
     float *saved = saved_for(c, m, part);
     fill_nan(c->work, c->n_work);
+    /* as the runtime calls it: the fused pass after a recompute with option 0 */
+    int opt = part == PPDL_BWD_FUSED && c->full ? 0 : c->opt;
     l->kind->backward(l, be, part, c->b, c->in[m], saved, c->dout[m], part == PPDL_BWD_WEIGHT ? NULL : c->din[m],
-                      part == PPDL_BWD_FUSED ? NULL : c->keep[m], c->work, c->full ? 0 : c->opt);
+                      part == PPDL_BWD_FUSED ? NULL : c->keep[m], c->work, opt);
 }
 
-/* fresh output gradients, zero parameter gradients, NaN in din and keep */
+/* between the B's and the W's: NaN in what W does not read */
+static void poison_unread(lcase *c)
+{
+    int reads = c->l->kind->weight_reads(c->l, c->opt);
+    for (int m = 0; m < MB; m++) {
+        if (!(reads & PPDL_W_DOUT)) fill_nan(c->dout[m], c->n_out);
+        if (!(reads & PPDL_W_SAVED)) fill_nan(c->saved[m], c->n_saved);
+    }
+}
+
+/* fresh output gradients and saved tensors, zero parameter gradients, NaN in din and keep */
 static void reset(lcase *c)
 {
     memset(c->st->grads, 0, c->st->n_params * sizeof(float));
     for (int m = 0; m < MB; m++) {
         memcpy(c->dout[m], c->dout0[m], c->n_out * sizeof(float));
+        memcpy(c->saved[m], c->saved0[m], c->n_saved * sizeof(float));
         fill_nan(c->keep[m], c->n_keep);
         if (c->din[m]) fill_nan(c->din[m], c->n_in);
     }
@@ -189,6 +209,7 @@ static void test_layer(const char *label, ppdl_stage *st, ppdl_layer *l, int b, 
     for (size_t i = 0; i < np && grads_after_b < 0; i++)
         if (st->grads[i] != 0.0f) grads_after_b = (long)i;
     ok(grads_after_b < 0, "%s: B leaves the parameter gradients alone", what);
+    poison_unread(&c);
     for (int m = 0; m < MB; m++) run_part(&c, m, PPDL_BWD_WEIGHT);
     long bad = first_diff(st->grads, ref_grads, np);
     if (!ok(bad < 0, "%s: B x3 then W x3 gives bitwise the fused gradients", what))
@@ -198,6 +219,7 @@ static void test_layer(const char *label, ppdl_stage *st, ppdl_layer *l, int b, 
     if (np) {
         reset(&c);
         for (int m = 0; m < MB; m++) run_part(&c, m, PPDL_BWD_INPUT);
+        poison_unread(&c);
         for (int m = MB - 1; m >= 0; m--) run_part(&c, m, PPDL_BWD_WEIGHT);
         ok(first_diff(st->grads, ref_grads, np) >= 0,
            "%s: W in reverse micro-batch order gives other bits (the comparison sees the order)", what);

@@ -314,7 +314,12 @@ static void case_elementwise(harness *H, size_t n)
         check(H, fwd[act], "y", ya, tol);
         BOTH(ppdl_be_act_bwd(be, act, n, F(a), F(dy), F(dx)));
         check(H, bwd[act], "dx", dx, tol);
-        /* in place: dx aliases dy (the block's GELU backward does this) */
+        /* in place: dx aliases dy (the block's GELU backward does this), or x (the
+         * backward split writes a pre-activation's gradient over it) */
+        tb *a2 = mk_host(H, n, ACC, a->init);
+        BOTH(ppdl_be_act_bwd(be, act, n, F(a2), F(dy), F(a2)));
+        check(H, bwd[act], "dx (over x)", a2, tol);
+        check_same(H, bwd[act], "dx over x and elsewhere", a2, dx);
         BOTH(ppdl_be_act_bwd(be, act, n, F(a), F(dy), F(dy)));
         check(H, bwd[act], "dx (in place)", dy, tol);
     }
@@ -594,7 +599,7 @@ static void case_layers(harness *H, const char *preset, int b)
             if (sr.n_params) check(H, "layers backward", "(parameter gradients)", &grads, 1e-4);
             /* split: B, then W into gradients saved and zeroed, as a schedule with a
              * delayed W runs it (nothing but keep, saved and dout between them) */
-            tb *fused = mk(H, sr.n_params, OUT, 1), *keep = mk(H, lr->kind->keep_floats(lr, b) + 1, OUT, 1);
+            tb *fused = mk(H, sr.n_params, OUT, 1), *keep = mk(H, lr->kind->keep_floats(lr, b, opt) + 1, OUT, 1);
             tb *din2 = li > 0 ? mk(H, in_n, OUT, 1) : NULL;
             BOTH(ppdl_be_copy_d2d(be, F(fused), F(&grads), sr.n_params * 4);
                  ppdl_be_zero(be, F(&grads), sr.n_params * 4));
