@@ -65,8 +65,17 @@ void run_options_usage(FILE *f)
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
 "Pipeline:\n"
-"  --schedule 1f1b|gpipe   1f1b (default): PipeDream-Flush, stage s keeps at most\n"
-"                          min(M, N-s) micro-batches of activations; gpipe keeps M\n"
+"  --schedule 1f1b|gpipe|zb-h1|zb-h2\n"
+"                          1f1b (default): PipeDream-Flush, stage s keeps at most\n"
+"                          min(M, N-s) micro-batches of activations; gpipe keeps M;\n"
+"                          zb-h1, zb-h2: zero bubble, each backward split into B (the\n"
+"                          input gradient, sent at once) and W (the weight gradient,\n"
+"                          run where a stage would wait): the bubble of 1f1b shrinks\n"
+"                          (by about 2/3 with zb-h1, to the pipeline's fill with\n"
+"                          zb-h2); a stage keeps up to N (zb-h1, the most 1f1b keeps\n"
+"                          on a stage) or 2N-1 (zb-h2) micro-batches, plus what W\n"
+"                          needs until it runs. Same losses and weights as 1f1b, bit\n"
+"                          for bit; one rank per stage (no replicated stages)\n"
 "  --plan auto|uniform|dp|FILE\n"
 "                          auto: measure the network, profile the layers, and solve\n"
 "                          for the stages, their ranks and recompute (--method picks\n"
@@ -223,7 +232,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
             break;
         case O_SCHED:
             o->schedule = ppdl_schedule_parse(a);
-            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b or gpipe", a);
+            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1 or zb-h2", a);
             break;
         case O_PLAN: o->plan = a; break;
         case O_MEM: o->mem_limit = a; break;

@@ -114,6 +114,9 @@ void run_choose_plan(run *r)
     snprintf(err, sizeof err, "--micro-batches %ld: a stage has %d replicas, each needs at least one "
                               "micro-batch (give at least %d)", o->micro_batches, max_replicas, max_replicas);
     agree_or_end_job(o->micro_batches < max_replicas, err, 2);
+    /* the zero-bubble schedules run one rank per stage */
+    int unsupported = ppdl_schedule_supports(o->schedule, plan->S, layout, err, sizeof err);
+    agree_or_end_job(unsupported, err, 2);
     /* the replicas of this rank's stage sum their gradients among themselves */
     PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->stage, r->replica, &r->replica_comm));
     /* each stage's memory, predicted from the layers' sizes before anything is allocated */
@@ -124,7 +127,8 @@ void run_choose_plan(run *r)
         ppdl_schedule_build_replica(o->schedule, plan->S, (int)o->micro_batches, layout, s, 0, &ol);
         r->pred[s] = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
-                                                 p->recompute, s == 0, s == plan->S - 1);
+                                                 ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
+                                                 s == plan->S - 1);
         plan->stages[s].mem_bytes = r->pred[s].cost_model;
         ppdl_op_list_free(&ol);
     }
