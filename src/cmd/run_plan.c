@@ -11,6 +11,7 @@
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "plan/costmodel.h"
 #include "plan/planner.h"
 #include "plan/reserve.h"
 #include "plan/simulate.h"
@@ -43,7 +44,11 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         cm.hosts = cl->hosts; /* the simulator shares a host's cores among its ranks */
         ppdl_plan p;
         memset(&p, 0, sizeof p);
-        if (ppdl_plan_solve(costs, &cm, (int)o->micro_batches, o->schedule, o->method, &p, err, errlen) == 0) {
+        /* the zero-bubble schedules: planned with 1F1B's cost model and one rank per
+         * stage (plan/costmodel.h ppdl_cost_schedule), simulated with their own lists */
+        int plan_kind = ppdl_cost_schedule(o->schedule);
+        const char *method = plan_kind != o->schedule && !strcmp(o->method, "ppdl") ? "ppdl-pipeline" : o->method;
+        if (ppdl_plan_solve(costs, &cm, (int)o->micro_batches, plan_kind, method, &p, err, errlen) == 0) {
             ppdl_sim sim;
             char serr[PPDL_ERR_LEN];
             if (ppdl_simulate(costs, &cm, &p, (int)o->micro_batches, o->schedule, 0, &sim, serr, sizeof serr) == 0) {
