@@ -505,7 +505,7 @@ static void svg_legend(svg_ctx *c, int y, int split)
                     x + 7 * j, y, fills[k][j]);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"" INK "\">%s (mb)</text>\n",
                 x + 34, y + 11, names[k]);
-        x += 130;
+        x += k < 2 ? 130 : 170; /* the split's labels are longer */
     }
     struct {
         const char *fill, *opacity, *label;
