@@ -20,6 +20,7 @@
 #define ppdl_cu_heads_seq ppdl_emu_heads_seq
 #define ppdl_cu_causal_softmax_fwd ppdl_emu_causal_softmax_fwd
 #define ppdl_cu_causal_softmax_bwd ppdl_emu_causal_softmax_bwd
+#define ppdl_cu_causal_softmax_tail_fwd ppdl_emu_causal_softmax_tail_fwd
 #define ppdl_cu_softmax_xent ppdl_emu_softmax_xent
 #define ppdl_cu_im2col ppdl_emu_im2col
 #define ppdl_cu_col2im ppdl_emu_col2im

@@ -22,6 +22,15 @@ mpirun_n() {  # mpirun_n N ARGS... (runs ppdl)
   # 9>&-: the ranks do not hold the test's run-alone lock (env.sh), even if one outlived it
   timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" 9>&-
 }
+# wait_for FILE REGEX SECONDS: until FILE has a line matching REGEX (1: not in time)
+wait_for() {
+  local i=0
+  while [ $i -lt $(($3 * 20)) ]; do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.05; i=$((i + 1))
+  done
+  return 1
+}
 # a text every Debian system has, for language-model data
 text_file() {
   for f in /usr/share/common-licenses/GPL-3 "$top_srcdir/README.md"; do

@@ -67,6 +67,33 @@ static inline int ok_at(int cond, const char *file, int line, const char *fmt, .
             diag("  got %.9g, expected %.9g (atol %g, rtol %g)", g_, w_, (double)(atol), (double)(rtol)); \
     } while (0)
 
+/* Many cases folded into one TAP line: fail() records a failed case (the first one's
+ * text is kept), report() prints one ok line for the batch, with the count and the
+ * first failure as a diag, and starts the next batch. */
+static char tap_first_fail_[1024];
+static int tap_n_fail_;
+
+#if defined(__GNUC__)
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), unused));
+static void report(const char *what) __attribute__((unused));
+#endif
+static void fail(const char *fmt, ...)
+{
+    if (tap_n_fail_++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(tap_first_fail_, sizeof tap_first_fail_, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void report(const char *what)
+{
+    if (!ok(tap_n_fail_ == 0, "%s", what)) diag("  %d failing case(s); first: %s", tap_n_fail_, tap_first_fail_);
+    tap_n_fail_ = 0;
+    tap_first_fail_[0] = '\0';
+}
+
 static inline void skip_all(const char *why)
 {
     if (!tap_quiet_) printf("1..0 # SKIP %s\n", why);

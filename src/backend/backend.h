@@ -140,6 +140,11 @@ void ppdl_be_heads_to_seq(ppdl_backend *be, int B, int T, int C, int H, const fl
 void ppdl_be_seq_to_heads(ppdl_backend *be, int B, int T, int C, int H, const float *x, float *y);
 /* row-wise causal softmax of scale*s over [BH,T,T]: p[r,t,u] = 0 for u > t */
 void ppdl_be_causal_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, const float *s, float *p);
+/* the last n rows of that softmax over L positions (decoding with a key/value cache:
+ * n new queries against L cached keys): s, p [BH,n,L]; row i of each is position
+ * t = L-n+i and p[.,i,u] = 0 for u > t; p may alias s. n = L is causal_softmax_fwd. */
+void ppdl_be_causal_softmax_tail_fwd(ppdl_backend *be, int BH, int n, int L, float scale, const float *s,
+                                     float *p);
 /* ds = scale * p * (dp - sum_u dp*p)  (overwrites ds; ds may alias dp) */
 void ppdl_be_causal_softmax_bwd(ppdl_backend *be, int BH, int T, float scale, const float *p,
                                 const float *dp, float *ds);

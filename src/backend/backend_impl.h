@@ -67,6 +67,8 @@ struct ppdl_backend_ops {
     void (*causal_softmax_fwd)(ppdl_backend *be, int BH, int T, float scale, const float *s, float *p);
     void (*causal_softmax_bwd)(ppdl_backend *be, int BH, int T, float scale, const float *p,
                                const float *dp, float *ds);
+    void (*causal_softmax_tail_fwd)(ppdl_backend *be, int BH, int n, int L, float scale,
+                                    const float *s, float *p);
 
     /* ---- loss ---- */
     void (*softmax_xent)(ppdl_backend *be, int rows, int V, const float *logits,

@@ -304,19 +304,21 @@ typedef struct {
     const float *s, *p, *dp;
     float *out;
     size_t T;
+    size_t n, L;                   /* forward: the last n query rows of L positions */
     float scale;
 } softmax_args;
 
-/* rows [lo,hi) of the forward: row (r,t) keeps u <= t */
+/* rows [lo,hi) of the forward, n per head, each of L columns: row (r,i) is position
+ * t = L-n+i and keeps u <= t (the training forward is n = L = T: t = i) */
 CPU_SIMD static void softmax_fwd_rows(void *arg, size_t lo, size_t hi)
 {
     const softmax_args *a = arg;
-    size_t T = a->T;
+    size_t T = a->L, first = a->L - a->n;
     float scale = a->scale;
     for (size_t row = lo; row < hi; row++) {
-        size_t len = row % T + 1;       /* u = 0..t */
-        const float *sr = a->s + row * T; /* [T] */
-        float *pr = a->out + row * T;     /* [T] */
+        size_t len = first + row % a->n + 1; /* u = 0..t */
+        const float *sr = a->s + row * T;     /* [L] */
+        float *pr = a->out + row * T;         /* [L] */
         /* scale > 0, so the largest scaled score is scale times the largest score */
         float mx = scale * cpu_max_f32(sr, len);
         float acc[CPU_LANES] = {0};
@@ -344,8 +346,17 @@ CPU_SIMD static void softmax_fwd_rows(void *arg, size_t lo, size_t hi)
 void cpu_causal_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, const float *s, float *p)
 {
     if (BH <= 0 || T <= 0) return;
-    softmax_args a = {.s = s, .out = p, .T = (size_t)T, .scale = scale};
+    softmax_args a = {.s = s, .out = p, .n = (size_t)T, .L = (size_t)T, .scale = scale};
     cpu_pool_for(cpu_pool_of(be), (size_t)BH * T, grain_rows((size_t)T), softmax_fwd_rows, &a);
+}
+
+/* s[BH,n,L] -> p[BH,n,L]: the last n rows of cpu_causal_softmax_fwd's [L,L] (row i is
+ * position L-n+i); p may alias s */
+void cpu_causal_softmax_tail_fwd(ppdl_backend *be, int BH, int n, int L, float scale, const float *s, float *p)
+{
+    if (BH <= 0 || n <= 0 || L < n) return;
+    softmax_args a = {.s = s, .out = p, .n = (size_t)n, .L = (size_t)L, .scale = scale};
+    cpu_pool_for(cpu_pool_of(be), (size_t)BH * n, grain_rows((size_t)L), softmax_fwd_rows, &a);
 }
 
 CPU_SIMD static void softmax_bwd_rows(void *arg, size_t lo, size_t hi)

@@ -44,6 +44,8 @@ void cpu_qkv_merge(ppdl_backend *be, int B, int T, int C, int H, const float *dq
 void cpu_heads_to_seq(ppdl_backend *be, int B, int T, int C, int H, const float *x, float *y);
 void cpu_seq_to_heads(ppdl_backend *be, int B, int T, int C, int H, const float *x, float *y);
 void cpu_causal_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, const float *s, float *p);
+void cpu_causal_softmax_tail_fwd(ppdl_backend *be, int BH, int n, int L, float scale, const float *s,
+                                 float *p);
 void cpu_causal_softmax_bwd(ppdl_backend *be, int BH, int T, float scale, const float *p,
                             const float *dp, float *ds);
 

@@ -160,6 +160,12 @@ void ppdl_be_causal_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, co
     be->ops->causal_softmax_fwd(be, BH, T, scale, s, p);
 }
 
+void ppdl_be_causal_softmax_tail_fwd(ppdl_backend *be, int BH, int n, int L, float scale, const float *s,
+                                     float *p)
+{
+    be->ops->causal_softmax_tail_fwd(be, BH, n, L, scale, s, p);
+}
+
 void ppdl_be_causal_softmax_bwd(ppdl_backend *be, int BH, int T, float scale, const float *p, const float *dp,
                                 float *ds)
 {

@@ -1,12 +1,15 @@
-/* ppdl-data.c — turn user data into data.h5 (the layout is in data_io.h / DESIGN.md).
+/* ppdl-data.c — turn user data into data.h5 (the layout is in data_io.h / docs/formats.md).
  *
  *   ppdl-data text  FILE.txt --seq-len T [--stride S] -o data.h5     byte tokens, vocab 256
+ *   ppdl-data tokens FILE... --seq-len T [--vocab-size V] [--format F] -o data.h5
+ *                                                   llm.c / nanoGPT / .npy token files
  *   ppdl-data csv   FILE.csv --label-column K|NAME [--image C,H,W] [--header] -o data.h5
  *   ppdl-data synth --model MODEL.h5 -n N [--family F] [--seed S] -o data.h5
  *
- * Every subcommand reads its input completely, checks it, and hands it to one writer
- * (ppdl_data_write_tokens / ppdl_data_write_classif), which writes data.h5 whole or not
- * at all. MPI is initialised only so that the library's fatal-error path is safe; a
+ * text and tokens stream their files through io/token_convert.c (memory bounded, any
+ * corpus size); csv and synth build their data in memory and hand it to one writer
+ * (ppdl_data_write_classif / ppdl_data_write_tokens). Every output is written whole or
+ * not at all. MPI is initialised only so that the library's fatal-error path is safe; a
  * singleton init needs no mpiexec.
  */
 #include "config.h"
@@ -24,15 +27,24 @@
 #include "core/util.h"
 #include "io/data_io.h"
 #include "io/model_io.h"
+#include "io/token_convert.h"
+#include "io/token_corpus.h"
 #include "nn/model.h"
 
-/* the most int32 tokens `text` will hold in memory (4 GiB) */
+/* the most int32 tokens `synth` will hold in memory (4 GiB) */
 #define MAX_TOKENS (1L << 30)
+#define MAX_INPUTS 4096
 
 typedef struct options {
-    const char *cmd;               /* text, csv, synth */
-    const char *input, *output;
-    long seq_len, stride;          /* text */
+    const char *cmd;               /* text, tokens, csv, synth */
+    const char *input, *output;    /* input: the first (text, csv: the only) input file */
+    const char *inputs[MAX_INPUTS];
+    int n_inputs;
+    long seq_len, stride;          /* text, tokens */
+    long vocab_size;
+    int format, raw_width, compress;
+    double val_fraction;
+    const char *val_output;        /* tokens */
     const char *label_column, *image;
     int header;                    /* csv */
     const char *model, *family;
@@ -50,6 +62,30 @@ static void print_help(void)
            "      (vocab_size 256). Row i holds the T+1 bytes starting at byte i*S; the model\n"
            "      reads the first T and predicts the last T. S (the stride) defaults to T, so\n"
            "      consecutive rows share one byte. T must equal the model's seq_len.\n"
+           "\n"
+           "  ppdl-data tokens FILE... --seq-len T [--stride S] [--vocab-size V] -o data.h5\n"
+           "      Token ids someone already made (a tokenizer's output), from these formats:\n"
+           "        llm.c shards (.bin with a 1024-byte header: magic 20240520 for GPT-2's\n"
+           "          uint16 tokens, vocab_size 50257; 20240801 for Llama 3's uint32, 128256)\n"
+           "        nanoGPT's train.bin / val.bin (no header; --dtype uint16, the default, or\n"
+           "          uint32)\n"
+           "        NumPy .npy files holding a 1-D array of integers\n"
+           "      The files, in the order given, are one stream of tokens cut into rows as for\n"
+           "      text. Every token must lie in [0, V): --vocab-size V is required unless the\n"
+           "      files are llm.c shards (then it defaults to their tokenizer's). Any corpus\n"
+           "      size: the files are read a block at a time and the rows written a few MiB\n"
+           "      at a time (about 30 MiB of memory in all); progress goes to stderr.\n"
+           "        --format auto|llmc|raw|npy  how to read the files (auto: by their first\n"
+           "                            bytes: .npy magic, llm.c magic, else raw)\n"
+           "        --dtype uint16|uint32 the token width of raw files\n"
+           "\n"
+           "  Options of text and tokens:\n"
+           "      --val-fraction F      hold back the last F of the rows (0 < F < 1) as a\n"
+           "                            validation set; they come from the end of the\n"
+           "                            stream and share no token with the training rows\n"
+           "      --val-out FILE.h5     where the validation rows go (default: OUT with\n"
+           "                            -val before .h5); alone, it means --val-fraction 0.1\n"
+           "      --compress L          gzip level 1-9 for the rows (default 0: none)\n"
            "\n"
            "  ppdl-data csv FILE.csv --label-column K|NAME [--header] [--image C,H,W] -o data.h5\n"
            "      Classification data for an mlp or cnn: one sample per line, numbers separated\n"
@@ -74,19 +110,25 @@ static void print_help(void)
            "\n"
            "Examples:\n"
            "  ppdl-data text inputs/tiny.txt --seq-len 64 -o text.h5\n"
+           "  ppdl-data tokens fineweb_train_*.bin --seq-len 1024 --val-fraction 0.01 -o fw.h5\n"
+           "  ppdl-data tokens train.bin --vocab-size 50304 --seq-len 256 -o owt.h5\n"
+           "  ppdl-data tokens inputs/gpl3-tokens.npy --vocab-size 512 --seq-len 64 -o g.h5\n"
            "  ppdl-data csv inputs/tiny.csv --header --label-column label -o tiny.h5\n"
            "  ppdl-data csv digits.csv --label-column 1 --image 1,28,28 -o digits.h5\n"
            "  ppdl-data synth --model mlp.h5 -n 4096 --seed 3 -o synth.h5\n"
            "\n"
-           "The data.h5 layout is in DESIGN.md (\"data.h5\") and inputs/README.md.\n");
+           "The data.h5 layout, field by field: docs/formats.md (\"data.h5\") in the source tree, and\n"
+           "inputs/README.md; every option and exit status: docs/cli.md.\n");
 }
 
 /* ---------------------------------------------------------------------------------- */
 /* command line */
 
 /* options each subcommand accepts */
-static const char *const allowed[][8] = {
-    {"text", "--seq-len", "--stride", "--output", NULL},
+#define VAL_OPTIONS "--val-fraction", "--val-out", "--compress"
+static const char *const allowed[][12] = {
+    {"text", "--seq-len", "--stride", VAL_OPTIONS, "--output", NULL},
+    {"tokens", "--seq-len", "--stride", "--vocab-size", "--format", "--dtype", VAL_OPTIONS, "--output", NULL},
     {"csv", "--label-column", "--image", "--header", "--output", NULL},
     {"synth", "--model", "--family", "-n", "--seed", "--output", NULL},
 };
@@ -108,12 +150,30 @@ static int parse_long(const char *opt, const char *v, long lo, long hi, long *ou
     return 0;
 }
 
+/* --val-out, or OUT with "-val" before its ".h5" */
+static int val_path(options *o, char *err, size_t errlen)
+{
+    static char derived[4096 + 8];
+    if (!o->val_output) {
+        size_t n = strlen(o->output);
+        if (n >= 3 && !strcmp(o->output + n - 3, ".h5")) n -= 3;
+        if (n + 8 >= sizeof derived) return ppdl_errf(err, errlen, "-o %s: path too long", o->output);
+        snprintf(derived, sizeof derived, "%.*s-val.h5", (int)n, o->output);
+        o->val_output = derived;
+    }
+    if (!*o->val_output) return ppdl_errf(err, errlen, "--val-out needs a file name");
+    if (!strcmp(o->val_output, o->output))
+        return ppdl_errf(err, errlen, "--val-out %s: the same file as -o; the validation rows need their own",
+                         o->val_output);
+    return 0;
+}
+
 /* 0: run, 1: done (help/version printed), -1: usage error */
 static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
 {
     memset(o, 0, sizeof *o);
     o->seed = 1;
-    if (argc < 2) return ppdl_errf(err, errlen, "which data? ppdl-data text|csv|synth ... (see ppdl-data --help)");
+    if (argc < 2) return ppdl_errf(err, errlen, "which data? ppdl-data text|tokens|csv|synth ... (see ppdl-data --help)");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         print_help();
         return 1;
@@ -123,9 +183,11 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         return 1;
     }
     o->cmd = argv[1];
-    if (strcmp(o->cmd, "text") && strcmp(o->cmd, "csv") && strcmp(o->cmd, "synth"))
-        return ppdl_errf(err, errlen, "unknown subcommand '%s': expected text, csv or synth (see ppdl-data --help)",
-                         o->cmd);
+    if (strcmp(o->cmd, "text") && strcmp(o->cmd, "tokens") && strcmp(o->cmd, "csv") && strcmp(o->cmd, "synth"))
+        return ppdl_errf(err, errlen, "unknown subcommand '%s': expected text, tokens, csv or synth "
+                         "(see ppdl-data --help)", o->cmd);
+    int tokens = !strcmp(o->cmd, "tokens");
+    o->raw_width = 2;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -133,9 +195,12 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
             return 1;
         }
         if (a[0] != '-' || !a[1]) {
-            if (o->input || !strcmp(o->cmd, "synth"))
+            if ((o->input && !tokens) || !strcmp(o->cmd, "synth"))
                 return ppdl_errf(err, errlen, "unexpected argument '%s'", a);
-            o->input = a;
+            if (o->n_inputs == MAX_INPUTS)
+                return ppdl_errf(err, errlen, "more than %d input files: concatenate some", MAX_INPUTS);
+            if (!o->input) o->input = a;
+            o->inputs[o->n_inputs++] = a;
             continue;
         }
         /* "--opt value" or "--opt=value"; -o is --output */
@@ -165,6 +230,23 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         if (!strcmp(name, "--output")) o->output = v;
         else if (!strcmp(name, "--seq-len")) { if (parse_long(name, v, 1, 1 << 20, &o->seq_len, err, errlen)) return -1; }
         else if (!strcmp(name, "--stride")) { if (parse_long(name, v, 1, 1L << 40, &o->stride, err, errlen)) return -1; }
+        else if (!strcmp(name, "--vocab-size")) { if (parse_long(name, v, 1, 2147483647L, &o->vocab_size, err, errlen)) return -1; }
+        else if (!strcmp(name, "--compress")) { if (parse_long(name, v, 0, 9, &x, err, errlen)) return -1; o->compress = (int)x; }
+        else if (!strcmp(name, "--val-out")) o->val_output = v;
+        else if (!strcmp(name, "--val-fraction")) {
+            if (ppdl_parse_float(v, 0, 1, &o->val_fraction) || !(o->val_fraction > 0 && o->val_fraction < 1))
+                return ppdl_errf(err, errlen, "--val-fraction %s: expected a fraction of the rows, 0 < F < 1", v);
+        }
+        else if (!strcmp(name, "--format")) {
+            o->format = ppdl_tok_format_parse(v);
+            if (o->format < 0 || o->format == PPDL_TOK_BYTES)
+                return ppdl_errf(err, errlen, "--format %s: expected auto, llmc, raw or npy", v);
+        }
+        else if (!strcmp(name, "--dtype")) {
+            if (!strcmp(v, "uint16")) o->raw_width = 2;
+            else if (!strcmp(v, "uint32")) o->raw_width = 4;
+            else return ppdl_errf(err, errlen, "--dtype %s: expected uint16 or uint32 (the width of raw token files)", v);
+        }
         else if (!strcmp(name, "--label-column")) o->label_column = v;
         else if (!strcmp(name, "--image")) o->image = v;
         else if (!strcmp(name, "--model")) o->model = v;
@@ -176,10 +258,15 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         }
     }
     if (!o->output || !*o->output) return ppdl_errf(err, errlen, "-o FILE is required: where to write the data");
-    if (!strcmp(o->cmd, "text")) {
-        if (!o->input) return ppdl_errf(err, errlen, "ppdl-data text: which text file? (ppdl-data text FILE --seq-len T -o OUT)");
+    if (!strcmp(o->cmd, "text") || tokens) {
+        if (!o->input)
+            return ppdl_errf(err, errlen, tokens ? "ppdl-data tokens: which token files? (ppdl-data tokens FILE... "
+                                                   "--seq-len T -o OUT)"
+                                                 : "ppdl-data text: which text file? (ppdl-data text FILE --seq-len T -o OUT)");
         if (!o->seq_len) return ppdl_errf(err, errlen, "--seq-len is required: the model's seq_len");
         if (!o->stride) o->stride = o->seq_len;
+        if (o->val_output && !o->val_fraction) o->val_fraction = 0.1;
+        if (o->val_fraction && val_path(o, err, errlen)) return -1;
     } else if (!strcmp(o->cmd, "csv")) {
         if (!o->input) return ppdl_errf(err, errlen, "ppdl-data csv: which CSV file?");
         if (!o->label_column) return ppdl_errf(err, errlen, "--label-column is required (a number from 1, -1 for the last, or a header name)");
@@ -191,64 +278,31 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* text: bytes become tokens */
+/* text and tokens: files of tokens become rows */
 
-static int read_whole(const char *path, unsigned char **buf, size_t *len, char *err, size_t errlen)
+static int cmd_tokens(const options *o, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ppdl_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0, got;
-    unsigned char *b = ppdl_xmalloc(cap);
-    while ((got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            unsigned char *nb = realloc(b, cap);
-            if (!nb) {
-                free(b);
-                fclose(f);
-                return ppdl_errf(err, errlen, "%s: too large to read into memory", path);
-            }
-            b = nb;
-        }
-    }
-    int bad = ferror(f) ? errno : 0;
-    fclose(f);
-    if (bad) {
-        free(b);
-        return ppdl_errf(err, errlen, "%s: cannot read: %s", path, strerror(bad));
-    }
-    *buf = b;
-    *len = n;
+    int text = !strcmp(o->cmd, "text");
+    ppdl_tok_convert_opts c = {
+        .inputs = o->inputs, .n_inputs = o->n_inputs,
+        .format = text ? PPDL_TOK_BYTES : o->format, .raw_width = o->raw_width,
+        .vocab_size = text ? 256 : o->vocab_size, .vocab_what = text ? "bytes" : NULL,
+        .unit = text ? "bytes" : NULL, .T = o->seq_len, .S = o->stride,
+        .val_fraction = o->val_fraction, .output = o->output, .val_output = o->val_output,
+        .compress = o->compress, .progress = 1,
+    };
+    ppdl_tok_convert_result r;
+    if (ppdl_tok_convert(&c, &r, err, errlen)) return -1;
+    char from[256];
+    if (o->n_inputs == 1) snprintf(from, sizeof from, "%s", o->input);
+    else snprintf(from, sizeof from, "%d files", o->n_inputs);
+    printf("wrote %s: %ld rows of %ld %stokens (seq_len %ld, vocab_size %ld, stride %ld) from %s (%lld %s)\n",
+           o->output, r.rows, o->seq_len + 1, text ? "byte " : "", o->seq_len, r.vocab_size, o->stride, from,
+           r.tokens, text ? "bytes" : "tokens");
+    if (r.val_rows)
+        printf("wrote %s: %ld validation rows (the last %.3g of the rows; no token shared with %s)\n",
+               o->val_output, r.val_rows, o->val_fraction, o->output);
     return 0;
-}
-
-static int cmd_text(const options *o, char *err, size_t errlen)
-{
-    unsigned char *bytes = NULL;
-    size_t len = 0;
-    if (read_whole(o->input, &bytes, &len, err, errlen)) return -1;
-    long T = o->seq_len, S = o->stride;
-    if (len < (size_t)T + 1) {
-        free(bytes);
-        return ppdl_errf(err, errlen, "%s: %zu bytes, but one row of --seq-len %ld needs %ld", o->input, len, T, T + 1);
-    }
-    long n = (long)((len - (size_t)(T + 1)) / (size_t)S) + 1;
-    if ((double)n * (double)(T + 1) > (double)MAX_TOKENS) {
-        free(bytes);
-        return ppdl_errf(err, errlen, "%s: %ld rows of %ld tokens would not fit in memory; use a larger --stride",
-                         o->input, n, T + 1);
-    }
-    int32_t *tok = ppdl_xmalloc((size_t)n * (size_t)(T + 1) * sizeof *tok); /* [n, T+1] */
-    for (long i = 0; i < n; i++)
-        for (long t = 0; t <= T; t++) tok[i * (T + 1) + t] = bytes[(size_t)(i * S + t)];
-    int rc = ppdl_data_write_tokens(o->output, tok, n, (int)T, 256, err, errlen);
-    if (!rc)
-        printf("wrote %s: %ld rows of %ld byte tokens (seq_len %ld, vocab_size 256, stride %ld) from %s (%zu bytes)\n",
-               o->output, n, T + 1, T, S, o->input, len);
-    free(tok);
-    free(bytes);
-    return rc;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -573,7 +627,7 @@ int main(int argc, char **argv)
     if (rc < 0) {
         status = 2;
     } else if (rc == 0) {
-        if (!strcmp(o.cmd, "text")) rc = cmd_text(&o, err, sizeof err);
+        if (!strcmp(o.cmd, "text") || !strcmp(o.cmd, "tokens")) rc = cmd_tokens(&o, err, sizeof err);
         else if (!strcmp(o.cmd, "csv")) rc = cmd_csv(&o, err, sizeof err);
         else rc = cmd_synth(&o, err, sizeof err);
         status = rc ? 1 : 0;

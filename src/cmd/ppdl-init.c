@@ -46,8 +46,8 @@ static const char *fmt_params(size_t n, char *buf, size_t len)
 static void describe(const ppdl_model *m, char *buf, size_t len)
 {
     if (!strcmp(m->family, "gpt"))
-        snprintf(buf, len, "vocab_size=%d seq_len=%d d_model=%d n_heads=%d n_layers=%d", m->vocab_size,
-                 m->seq_len, m->d_model, m->n_heads, m->n_layers);
+        snprintf(buf, len, "vocab_size=%d seq_len=%d d_model=%d n_heads=%d n_layers=%d tie_embeddings=%d",
+                 m->vocab_size, m->seq_len, m->d_model, m->n_heads, m->n_layers, m->tie_embeddings);
     else if (!strcmp(m->family, "mlp"))
         snprintf(buf, len, "in_features=%d hidden=%d n_layers=%d n_classes=%d activation=%s", m->in_features,
                  m->hidden, m->n_layers, m->n_classes, ppdl_act_name(m->activation));
@@ -84,7 +84,9 @@ static void print_help(void)
     printf("\n"
            "--set keys (the root attributes of model.h5):\n"
            "  gpt  vocab_size, seq_len, d_model, n_heads (must divide d_model),\n"
-           "       n_layers (transformer blocks; the chain is embedding + blocks + head), ln_eps\n"
+           "       n_layers (transformer blocks; the chain is embedding + blocks + head), ln_eps,\n"
+           "       tie_embeddings (1, the presets' default as in GPT-2: the head's output matrix\n"
+           "       lm_head.weight is the embedding's wte, one weight stored once; 0: two weights)\n"
            "  mlp  in_features, hidden, n_layers (linear layers), n_classes,\n"
            "       activation (relu|gelu|none, after every linear layer but the last)\n"
            "  cnn  in_channels, height, width, channels (of the first conv; doubled by each block),\n"
@@ -93,10 +95,12 @@ static void print_help(void)
            "Examples:\n"
            "  ppdl-init --preset gpt-tiny -o gpt-tiny.h5\n"
            "  ppdl-init --preset gpt-small --set n_layers=6 --set seq_len=256 --seed 7 -o gpt-6l.h5\n"
+           "  ppdl-init --preset gpt-tiny --set tie_embeddings=0 -o gpt-untied.h5\n"
            "  ppdl-init --preset mlp --set in_features=4 --set n_classes=3 -o iris-mlp.h5\n"
            "\n"
            "Then make data with ppdl-data and train with: mpiexec -n 2 ppdl MODEL.h5 --data DATA.h5\n"
-           "The file layout is in DESIGN.md (\"model.h5\") and inputs/README.md.\n");
+           "The file layout, field by field: docs/formats.md (\"model.h5\") in the source tree; every\n"
+           "option and exit status: docs/cli.md.\n");
 }
 
 /* 0: run, 1: done (help/version printed), -1: usage error (message in err) */
@@ -202,7 +206,10 @@ static int run(const options *o, char *err, size_t errlen)
         ppdl_model_free(&m);
         return -1;
     }
-    float *host = ppdl_xmalloc((n ? n : 1) * sizeof *host), *p = host;
+    /* the held layout (nn/model.h): a tied lm_head.weight is wte. It is the last
+     * parameter, so the head's initial values for it land past the layout and are not
+     * written: room for them is the tied floats more */
+    float *host = ppdl_xmalloc((n + ppdl_model_tied_floats(&m) + 1) * sizeof *host), *p = host;
     for (int i = 0; i < m.L; i++) {
         ppdl_layer_init_params(&m, &m.layers[i], o->seed, p);
         p += ppdl_layer_param_count(&m.layers[i]);

@@ -43,7 +43,7 @@ static void usage(FILE *f)
 "and backward ms, parameter, activation and stash bytes, recompute options); ppdl\n"
 "writes them with `ppdl MODEL.h5 --costs-out COSTS.json`. The cluster says how fast\n"
 "each pair of ranks talks (bandwidth and latency matrices), and each rank's memory and\n"
-"relative speed (DESIGN.md: CLUSTER.json). ppdl-plan chooses the stages, which layers\n"
+"relative speed (docs/formats.md: CLUSTER.json). ppdl-plan chooses the stages, which layers\n"
 "each runs, which ranks run it (one, or several replicas that split the micro-batches\n"
 "and sum their gradients) and what each layer recomputes, to minimise the predicted\n"
 "time of one training step. With one rank per stage:\n"
@@ -56,7 +56,10 @@ static void usage(FILE *f)
 "  T = micro-batch 0's path + the busiest replica or rank pair's other micro-batches\n"
 "      + the slowest stage's gradient all-reduce (ring: 2(k-1)/k bytes / slowest link)\n"
 "\n"
-"(README.md, \"Planner\"). Then it plays the schedule with these costs (links as\n"
+"A tied weight (COSTS.json \"tied\": a gpt's wte = lm_head.weight) is held once where\n"
+"one stage has the first and the last layer; else both stages hold it and add the time\n"
+"of exchanging its gradient to T, and the memory of the gradient they receive.\n"
+"(docs/cost-model.md in the source tree). Then it plays the schedule with these costs (links as\n"
 "queues) and prints the simulated step time next to the prediction.\n"
 "\n"
 "Options:\n"
@@ -101,7 +104,8 @@ static void usage(FILE *f)
 "  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --micro-batches 4 --plan plan.json\n"
 "\n"
 "Exit status: 0 a plan that fits; 1 no plan fits in memory (the message names the\n"
-"stage and by how much it is over) or a bad input file; 2 a bad command line.\n");
+"stage and by how much it is over) or a bad input file; 2 a bad command line.\n"
+"The file formats, field by field: docs/formats.md; the options: docs/cli.md.\n");
 }
 
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
@@ -242,26 +246,13 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
         printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + pace %.3f (busiest: %s %d) + "
                "all-reduce %.3f ms)\n", ev.T, ev.sum_time, ev.sum_link, ev.pace,
                ev.bottleneck_is_link ? "link after stage" : "stage", ev.bottleneck_stage, ev.allreduce);
+    if (c->tied_bytes > 0) {
+        char tb[32];
+        printf("tied weight  %s of layers 0 and %d: %s\n", ppdl_fmt_bytes((size_t)c->tied_bytes, tb, sizeof tb),
+               c->L - 1, p->S > 1 ? "the first and the last stage exchange its gradient" : "held once, on one stage");
+        if (p->S > 1) printf("             + %.3f ms in T for that exchange (README \"Planner\": tied weights)\n", ev.tie);
+    }
     ppdl_cost_eval_free(&ev);
-}
-
-/* "1 stage x 4" or "2+1+1": replicas per stage */
-static void layout_str(const ppdl_plan *p, char *buf, size_t len)
-{
-    if (p->S == 1) {
-        snprintf(buf, len, "dp x%d", p->stages[0].n_replicas > 0 ? p->stages[0].n_replicas : 1);
-        return;
-    }
-    int all1 = 1;
-    for (int s = 0; s < p->S; s++) all1 &= p->stages[s].n_replicas <= 1;
-    if (all1) {
-        snprintf(buf, len, "%d x 1", p->S);
-        return;
-    }
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int s = 0; s < p->S && n + 8 < len; s++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%d", s ? "+" : "", p->stages[s].n_replicas > 0 ? p->stages[s].n_replicas : 1);
 }
 
 /* schedule: what the simulator plays; the plans and the cost model use its cost model's
@@ -270,7 +261,7 @@ static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int
 {
     int plan_kind = ppdl_cost_schedule(schedule);
     double T_ppdl = NAN;
-    printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  replicas/stage  fits in memory\n");
+    printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  fits in memory           kind\n");
     for (int k = 0; ppdl_plan_methods[k]; k++) {
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
@@ -293,11 +284,10 @@ static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int
         double sim_ms = NAN;
         if (ppdl_simulate(c, cl, &p, M, schedule, 0, &sim, err, sizeof err) == 0) sim_ms = sim.step_ms;
         ppdl_sim_free(&sim);
-        char ratio[16] = "     -", lay[48];
+        char ratio[16] = "     -", kind[96];
         if (T_ppdl > 0) snprintf(ratio, sizeof ratio, "%6.2fx", p.predicted_iter_ms / T_ppdl);
-        layout_str(&p, lay, sizeof lay);
-        printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %-14s  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
-               p.bottleneck_ms, sim_ms, lay, fits);
+        printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %-23s  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
+               p.bottleneck_ms, sim_ms, fits, ppdl_plan_kind(&p, kind, sizeof kind));
         ppdl_plan_free(&p);
     }
 }
@@ -337,18 +327,14 @@ int main(int argc, char **argv)
     ppdl_plan plan;
     ppdl_solve_info info;
     memset(&info, 0, sizeof info);
-    int rc;
-    if (!strncmp(o.method, "ppdl", 4)) {
-        ppdl_solve_opts so;
-        ppdl_solve_opts_default(&so);
-        so.placement = strcmp(o.method, "ppdl-inorder") != 0;
-        so.replicate = !strcmp(o.method, "ppdl") && !split;
-        so.exact_max_ranks = (int)o.exact_ranks;
-        so.exact_hybrid_ranks = (int)o.exact_layouts;
-        rc = ppdl_solve(&costs, &cl, M, plan_kind, &so, &plan, &info, err, sizeof err);
-    } else {
-        rc = ppdl_plan_solve(&costs, &cl, M, plan_kind, o.method, &plan, err, sizeof err);
-    }
+    ppdl_solve_opts so;
+    ppdl_solve_opts_default(&so);
+    so.exact_max_ranks = (int)o.exact_ranks;
+    so.exact_hybrid_ranks = (int)o.exact_layouts;
+    ppdl_shared_choice sc;
+    /* a zero-bubble schedule runs one rank per stage: ppdl's method without replicas */
+    const char *method = split && !strcmp(o.method, "ppdl") ? "ppdl-pipeline" : o.method;
+    int rc = ppdl_plan_solve_ex(&costs, &cl, M, plan_kind, method, &so, &plan, &info, &sc, err, sizeof err);
     double plan_s = ppdl_now_s() - t0;
     if (plan.S == 0) {
         fprintf(stderr, "ppdl-plan: %s\n", err);
@@ -382,6 +368,9 @@ int main(int argc, char **argv)
                    "written yet); the simulation plays the %s lists, B and W %s\n", ppdl_schedule_name(o.schedule),
                    ppdl_schedule_name(o.schedule),
                    costs.split_given ? "as profiled" : "each half of bwd_ms (COSTS.json has no bwd_input_ms)");
+        char line[512], kind[96];
+        if (sc.active) printf("%s\n", ppdl_shared_choice_line(&sc, line, sizeof line));
+        printf("plan: %s\n", ppdl_plan_kind(&plan, kind, sizeof kind));
         char rb[32];
         printf("memory: each rank's mem_bytes less the runtime's buffer reserve of %s (messages in flight, "
                "recompute scratch, work space), as ppdl --plan auto plans\n",
@@ -393,7 +382,9 @@ int main(int argc, char **argv)
         else
             printf("simulated T  (not available: %s)\n", serr);
         if (o.compare) {
-            printf("\ncompare (same cost model, same cluster):\n");
+            printf("\ncompare (same cost model, same cluster%s):\n",
+                   ppdl_hosts_oversubscribed(&cl.hosts, cl.N)
+                       ? "; ranks share cores, so ppdl's methods chose by the simulated step, not by T" : "");
             print_compare(&costs, &cl, M, o.schedule);
         }
     }

@@ -15,13 +15,15 @@
  *
  * Errors that every rank sees alike (a bad option, a bad file) are reported once by
  * rank 0 and every rank exits non-zero (agree_or_end_job); an error on one rank alone
- * aborts the job (core/error.h).
+ * aborts the job (core/error.h). Every rank ends through ppdl_end_job (core/finish.h):
+ * the same exit status on every rank, README's table, and no hang in MPI_Finalize.
  */
 #include <mpi.h>
 #include <string.h>
 
 #include "cmd/run.h"
 #include "core/error.h"
+#include "core/finish.h"
 
 int main(int argc, char **argv)
 {
@@ -29,10 +31,7 @@ int main(int argc, char **argv)
     run r;
 
     /* ---- 1. the command line ---- */
-    if (run_start(&r, argc, argv)) { /* --help, --version */
-        MPI_Finalize();
-        return 0;
-    }
+    if (run_start(&r, argc, argv)) ppdl_end_job(0); /* --help, --version */
 
     /* ---- 2. the model, the device, the network; the data and the costs ---- */
     if (run_setup_model(&r)) { /* the run had finished: nothing to do */
@@ -43,8 +42,7 @@ int main(int argc, char **argv)
     run_setup_device_and_network(&r);
     if (r.o.probe_only) {
         run_free(&r);
-        MPI_Finalize();
-        return 0;
+        ppdl_end_job(0);
     }
     run_setup_data(&r);
 
@@ -62,6 +60,5 @@ int main(int argc, char **argv)
     run_finish(&r);
     int status = run_exit_status(&r);
     run_free(&r);
-    MPI_Finalize();
-    return status;
+    ppdl_end_job(status); /* every rank alike; a finalize that hangs is bounded (core/finish.h) */
 }

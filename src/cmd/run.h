@@ -32,6 +32,7 @@
 #include "pipe/runtime.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
+#include "plan/shared_cores.h"
 #include "prof/papi.h"
 
 typedef enum plan_mode { PLAN_UNIFORM = 0, PLAN_AUTO, PLAN_DP, PLAN_FILE } plan_mode;
@@ -66,17 +67,19 @@ typedef struct options {
     int probe_only;
     /* the layers' costs for the planner: where to write the profile, a saved one */
     const char *costs, *costs_out;
+    const char *plan_out;      /* --plan-out: write the plan that runs */
     /* derived once from the above */
     plan_mode plan_mode;       /* --plan: auto, uniform, dp, or a file (o->plan names it) */
+    int plan_defaulted;        /* no --plan: auto on 2 or more ranks, uniform on 1 */
     int micro_batch_size;      /* b = B / M, samples per micro-batch */
     int resume_auto;           /* --resume auto */
     int record_events;         /* --trace or --timeline: the runtime records its events */
     ppdl_lr_schedule lr_sched; /* the learning rate of every step */
 } options;
 
-/* Parse argv (every rank alike). 0: run; 1: --help; 2: --version; -1: a bad option,
- * explained in err. */
-int run_options_parse(int argc, char **argv, options *o, char *err, size_t errlen);
+/* Parse argv (every rank alike) for a job of n_ranks ranks (the default plan depends
+ * on it). 0: run; 1: --help; 2: --version; -1: a bad option, explained in err. */
+int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err, size_t errlen);
 void run_options_usage(FILE *f);
 /* rank 0: every output file named can be created (0), else -1 with the option named */
 int run_options_check_outputs(const options *o, char *err, size_t errlen);
@@ -177,13 +180,19 @@ typedef struct run {
     long start_step;
     ppdl_costs costs;
     int have_costs;
+    ppdl_hosts own_hosts;          /* the job's machines when no cluster is known (else
+                                      cluster.hosts): for the warning on shared cores */
+    /* how the plan came about, for the timing line: rank 0's seconds, < 0 not done */
+    double probe_s, profile_s, solve_s;
     /* the plan (run_plan.c) */
     int *n_options;                /* recompute options per layer */
     ppdl_plan plan;
     double simulated_ms;           /* the simulator's step for --plan auto, 0 otherwise */
+    ppdl_shared_choice shared;     /* --plan auto, rank 0: the choice where ranks share cores */
     int stage, replica;            /* this rank's */
     MPI_Comm replica_comm;         /* the replicas of this rank's stage */
-    ppdl_mem_prediction *pred;     /* per stage */
+    ppdl_mem_prediction *pred;     /* per stage (its first replica) */
+    ppdl_mem_prediction pred_own;  /* this rank's stage and replica */
     /* this rank's stage (run_stage.c) */
     ppdl_stage st;
     float *host;                   /* host buffer of the stage's parameters */

@@ -10,6 +10,7 @@
 
 #include "cmd/run.h"
 #include "core/error.h"
+#include "core/finish.h"
 #include "net/comm.h"
 
 static void agree(int failed, const char *msg, int code, int idle)
@@ -28,8 +29,7 @@ static void agree(int failed, const char *msg, int code, int idle)
     }
     if (first_bad == INT_MAX) return;
     if (rank == first_bad) fprintf(stderr, "ppdl: %s\n", msg);
-    MPI_Finalize();
-    exit(code);
+    ppdl_end_job(code);
 }
 
 void agree_or_end_job(int failed, const char *msg, int code) { agree(failed, msg, code, 0); }

@@ -103,14 +103,17 @@ static void write_trace_and_timeline(run *r)
 }
 
 /* gather the stages' weights to rank 0 in layer order (from each stage's first
- * replica: the replicas hold the same weights), write one model file */
+ * replica: the replicas hold the same weights), write one model file. The whole
+ * model's held layout (nn/model.h) has a tied weight once, as wte: the head's stage
+ * leaves its copy (its arena's last floats) out when it does not hold layer 0. */
 static void save_model(run *r)
 {
     const options *o = &r->o;
     ppdl_stage *st = &r->st;
     char err[PPDL_ERR_LEN] = "";
     ppdl_be_copy_d2h(r->be, r->host, st->params, st->n_params * sizeof(float));
-    int n_mine = r->replica == 0 ? (int)st->n_params : 0, *counts = NULL, *displs = NULL;
+    size_t copy = st->first > 0 && st->last == r->model.L - 1 ? ppdl_model_tied_floats(&r->model) : 0;
+    int n_mine = r->replica == 0 ? (int)(st->n_params - copy) : 0, *counts = NULL, *displs = NULL;
     float *all_p = NULL;
     if (r->rank == 0) {
         counts = ppdl_xcalloc((size_t)r->n_ranks, sizeof(int));
@@ -156,7 +159,7 @@ int run_exit_status(const run *r)
 {
     /* stopped early with a checkpoint: the job script resubmits on this status */
     return r->totals.nonfinite_exit ? r->totals.nonfinite_exit
-           : r->ctl.stopped         ? PPDL_EXIT_CHECKPOINTED
+           : r->ctl.stopped         ? ppdl_exit_stopped(r->ctl.stopped, r->ctl.ckpt != NULL)
            : r->output_failed       ? 1
                                     : 0;
 }
@@ -177,6 +180,7 @@ void run_free(run *r)
     if (r->be) ppdl_backend_destroy(r->be);
     ppdl_comm_free(&r->comm);
     if (r->have_cluster) ppdl_cluster_free(&r->cluster);
+    ppdl_hosts_free(&r->own_hosts);
     free(r->host);
     free(r->all);
     free(r->clock_all);

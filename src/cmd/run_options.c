@@ -14,6 +14,7 @@
 
 #include "cmd/run.h"
 #include "core/error.h"
+#include "core/finish.h"
 #include "core/options.h"
 #include "core/stop.h"
 #include "core/util.h"
@@ -25,10 +26,13 @@ void run_options_usage(FILE *f)
     fprintf(f,
 "usage: mpiexec -n N ppdl MODEL.h5 --data DATA.h5 [options]\n"
 "\n"
-"Train MODEL.h5 with its layers split into N pipeline stages, one per MPI rank.\n"
-"Micro-batches flow forward through the stages and gradients flow back; after every\n"
-"step (all micro-batches of one mini-batch) each stage updates its weights with AdamW.\n"
-"The losses and weights do not depend on N or on the number of micro-batches.\n"
+"Train MODEL.h5 on N MPI ranks with its layers split into pipeline stages, each on\n"
+"one rank or on several (replicas that split the micro-batches). On 2 or more ranks\n"
+"ppdl plans this itself (--plan auto): it measures the network and the layers, and\n"
+"picks the stages, their ranks and what each layer recomputes. Micro-batches flow\n"
+"forward through the stages and gradients flow back; after every step (all\n"
+"micro-batches of one mini-batch) each stage updates its weights with AdamW. The\n"
+"losses and weights do not depend on N (to float rounding where a stage has replicas).\n"
 "\n"
 "Training:\n"
 "  --data FILE.h5          training data made by ppdl-data (required)\n"
@@ -77,13 +81,20 @@ void run_options_usage(FILE *f)
 "                          needs until it runs. Same losses and weights as 1f1b, bit\n"
 "                          for bit; one rank per stage (no replicated stages)\n"
 "  --plan auto|uniform|dp|FILE\n"
-"                          auto: measure the network, profile the layers, and solve\n"
-"                          for the stages, their ranks and recompute (--method picks\n"
-"                          ppdl's solver, the default, or a baseline; see ppdl-plan);\n"
-"                          uniform (default): equal layer counts on ranks 0..N-1;\n"
-"                          dp: data parallelism, the whole model on every rank;\n"
-"                          FILE: a plan JSON (stages, ranks or replicas, recompute;\n"
-"                          see README)\n"
+"                          auto (the default on 2 or more ranks): measure the network,\n"
+"                          profile the layers, and solve for the stages, their ranks\n"
+"                          (one each, or replicas) and recompute; prints the plan, its\n"
+"                          kind (\"pipeline, 4 stages\", \"2 stages x 2 replicas\") and\n"
+"                          how long the probe, the profile and the solve took. Where\n"
+"                          ranks outnumber a machine's cores, the plan is the one whose\n"
+"                          simulated step, cores shared, is the least. --method picks\n"
+"                          ppdl's solver (default) or a baseline (see ppdl-plan);\n"
+"                          uniform: equal layer counts on ranks 0..N-1 (1 rank: the\n"
+"                          default, nothing to plan); dp: data parallelism, the whole\n"
+"                          model on every rank; FILE: a plan JSON (stages, ranks or\n"
+"                          replicas, recompute; see README), nothing probed or solved\n"
+"  --plan-out FILE.json    write the plan that runs (any --plan), in the format\n"
+"                          --plan FILE reads: plan once, reuse it\n"
 "  --recompute none|full|selective\n"
 "                          recompute option for every layer (overrides the plan):\n"
 "                          full keeps only each layer's input and runs its forward\n"
@@ -105,16 +116,19 @@ void run_options_usage(FILE *f)
 "                          (MODEL.h5 and --data are optional then; a model sets the\n"
 "                          activation size measured)\n"
 "  --cluster-out FILE.json write the measurement (CLUSTER.json); the probe runs with\n"
-"                          this, --probe-only or --report (a few 100 ms)\n"
+"                          this, --probe-only, --report or --plan auto (a few 100 ms;\n"
+"                          its table is printed with the first two and an explicit\n"
+"                          --plan auto)\n"
 "  --cluster FILE.json     use a saved measurement instead of probing\n"
 "  --netem FILE.json       emulate that cluster's network: every message between\n"
 "                          ranks i, j takes latency + bytes/bandwidth of the link\n"
-"  --costs-out FILE.json   profile every layer on rank 0's device at this run's\n"
-"                          micro-batch size (forward, backward, each recompute option,\n"
-"                          bytes; median of 5 timed runs) and write COSTS.json, what\n"
-"                          ppdl-plan plans with (well under a second for gpt-tiny)\n"
-"  --costs FILE.json       use saved layer costs instead (checked against the model\n"
-"                          and the micro-batch size)\n"
+"  --costs-out FILE.json   write the layers' costs --plan auto profiles (COSTS.json,\n"
+"                          what ppdl-plan plans with): every distinct layer timed on\n"
+"                          rank 0's device at this run's micro-batch size (forward,\n"
+"                          backward, each recompute option; median of 5, or of 3 for\n"
+"                          layers over 20 ms), then the model in its order; bytes\n"
+"  --costs FILE.json       use saved layer costs instead: no profile (checked against\n"
+"                          the model and the micro-batch size)\n"
 "\n"
 "Output:\n"
 "  --papi EVENTS           count PAPI events (e.g. PAPI_TOT_CYC,PAPI_TOT_INS) per stage\n"
@@ -153,19 +167,25 @@ void run_options_usage(FILE *f)
 "Example:\n"
 "  ppdl-init --preset gpt-tiny -o gpt.h5\n"
 "  ppdl-data text README.md --seq-len 64 -o text.h5\n"
-"  mpiexec -n 2 ./ppdl gpt.h5 --data text.h5 --steps 50 --batch-size 16 --micro-batches 4\n");
+"  mpiexec -n 2 ./ppdl gpt.h5 --data text.h5 --steps 50 --batch-size 16 --micro-batches 4\n"
+"  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --steps 5 --plan-out plan.json   # plan once\n"
+"  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --steps 5000 --plan plan.json    # reuse it\n"
+"\n"
+"Every file's fields (model, data, checkpoint, plan, cluster, costs, report, trace),\n"
+"every option's default and the exit statuses: docs/formats.md, docs/cli.md and\n"
+"docs/cost-model.md in the source tree.\n");
 }
 
 
 /* Every rank parses the same argv; on an error rank 0 explains and all exit. */
-int run_options_parse(int argc, char **argv, options *o, char *err, size_t errlen)
+int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err, size_t errlen)
 {
     memset(o, 0, sizeof *o);
     o->steps = 10;
     o->batch_size = 8;
     o->micro_batches = 4;
     o->schedule = PPDL_SCHED_1F1B;
-    o->plan = "uniform";
+    o->plan = NULL; /* not given: auto on 2 or more ranks, uniform (nothing to plan) on 1 */
     o->method = "ppdl";
     o->backend = "auto";
     o->wait = -1;
@@ -185,7 +205,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
            O_RECOMP, O_LOG, O_SKIPNF, O_CKPT, O_CKPT_EVERY, O_RESUME, O_TIME_LIMIT, O_STEP_DELAY,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
-           O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_HELP, O_VERSION };
+           O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -193,6 +213,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         {"data", required_argument, 0, O_DATA}, {"steps", required_argument, 0, O_STEPS},
         {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
         {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
+        {"plan-out", required_argument, 0, O_PLAN_OUT},
         {"mem-limit", required_argument, 0, O_MEM}, {"lr", required_argument, 0, O_LR},
         {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
         {"beta2", required_argument, 0, O_B2}, {"eps", required_argument, 0, O_EPS},
@@ -235,6 +256,7 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
             if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1 or zb-h2", a);
             break;
         case O_PLAN: o->plan = a; break;
+        case O_PLAN_OUT: o->plan_out = a; break;
         case O_MEM: o->mem_limit = a; break;
         case O_LR:
             if (ppdl_parse_float(a, 0, 10, &o->lr)) return ppdl_errf(err, errlen, "--lr %s: expected a number in [0, 10]", a);
@@ -391,6 +413,8 @@ int run_options_parse(int argc, char **argv, options *o, char *err, size_t errle
         return ppdl_errf(err, errlen, "%s needs --val-data FILE.h5 (the data to evaluate on)",
                          o->eval_every ? "--eval-every" : "--eval-batches");
     /* derived once, read everywhere */
+    o->plan_defaulted = o->plan == NULL;
+    if (!o->plan) o->plan = n_ranks > 1 ? "auto" : "uniform";
     o->plan_mode = !strcmp(o->plan, "auto")      ? PLAN_AUTO
                    : !strcmp(o->plan, "uniform") ? PLAN_UNIFORM
                    : !strcmp(o->plan, "dp")      ? PLAN_DP
@@ -460,7 +484,8 @@ int run_options_check_outputs(const options *o, char *err, size_t errlen)
            check_output("--timeline", o->timeline, err, errlen) || check_output("--save", o->save, err, errlen) ||
            check_output("--cluster-out", o->cluster_out, err, errlen) ||
            check_output("--costs-out", o->costs_out, err, errlen) || check_output("--log", o->log, err, errlen) ||
-           check_output("--loss-plot", o->loss_plot, err, errlen);
+           check_output("--loss-plot", o->loss_plot, err, errlen) ||
+           check_output("--plan-out", o->plan_out, err, errlen);
 }
 
 int run_start(run *r, int argc, char **argv)
@@ -471,7 +496,7 @@ int run_start(run *r, int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &r->n_ranks);
     ppdl_set_log_rank(r->rank);
     char err[PPDL_ERR_LEN] = "";
-    int prc = run_options_parse(argc, argv, &r->o, err, sizeof err);
+    int prc = run_options_parse(argc, argv, r->n_ranks, &r->o, err, sizeof err);
     if (prc > 0) {
         if (r->rank == 0) {
             if (prc == 1) run_options_usage(stdout);
@@ -482,8 +507,11 @@ int run_start(run *r, int argc, char **argv)
     agree_or_end_job(prc != 0, err, 2);
     agree_or_end_job(r->rank == 0 && run_options_check_outputs(&r->o, err, sizeof err), err, 2);
     if (r->o.papi) agree_or_end_job(ppdl_papi_init(&r->papi, r->o.papi, err, sizeof err) != 0, err, 2);
+    double fin_s;
+    agree_or_end_job(ppdl_finalize_timeout(&fin_s, err, sizeof err) != 0, err, 2);
     r->t_start = ppdl_now_s();
-    /* with somewhere to save the run, a batch system's signal stops it cleanly */
-    if (r->o.checkpoint) ppdl_stop_signals_install();
+    /* a batch system's signal stops the run cleanly after a step: with a checkpoint to
+     * resume from (status 75), or without (128 + the signal, as a shell reports it) */
+    ppdl_stop_signals_install();
     return 0;
 }

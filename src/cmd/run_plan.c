@@ -24,7 +24,8 @@
  * and is read back there like a plan file, so every rank runs exactly what rank 0
  * printed. Returns 0 on every rank, or -1 with the same message on every rank. */
 static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster *cl,
-                     const int *n_options, ppdl_plan *plan, double *simulated_ms, char *err, size_t errlen)
+                     const int *n_options, ppdl_plan *plan, double *simulated_ms, ppdl_shared_choice *sc,
+                     char *err, size_t errlen)
 {
     int rank, n_ranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -41,14 +42,17 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         double *mem = ppdl_memory_less_reserve(cl->mem, cl->n, reserve);
         ppdl_cluster_model cm;
         ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, mem, cl->speed);
-        cm.hosts = cl->hosts; /* the simulator shares a host's cores among its ranks */
+        /* the simulator shares a host's cores among its ranks, and where a host has
+         * more ranks than cores the plan is chosen by it (plan/shared_cores.h) */
+        cm.hosts = cl->hosts;
         ppdl_plan p;
         memset(&p, 0, sizeof p);
         /* the zero-bubble schedules: planned with 1F1B's cost model and one rank per
          * stage (plan/costmodel.h ppdl_cost_schedule), simulated with their own lists */
         int plan_kind = ppdl_cost_schedule(o->schedule);
         const char *method = plan_kind != o->schedule && !strcmp(o->method, "ppdl") ? "ppdl-pipeline" : o->method;
-        if (ppdl_plan_solve(costs, &cm, (int)o->micro_batches, plan_kind, method, &p, err, errlen) == 0) {
+        if (ppdl_plan_solve_ex(costs, &cm, (int)o->micro_batches, plan_kind, method, NULL, &p, NULL, sc, err,
+                               errlen) == 0) {
             ppdl_sim sim;
             char serr[PPDL_ERR_LEN];
             if (ppdl_simulate(costs, &cm, &p, (int)o->micro_batches, o->schedule, 0, &sim, serr, sizeof serr) == 0) {
@@ -58,9 +62,10 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             text = ppdl_plan_to_json(&p);
             len = (long)strlen(text) + 1;
         } else {
-            char msg[2 * PPDL_ERR_LEN], rb[32];
-            snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory less the runtime's buffer "
-                     "reserve of %s: messages in flight, recompute scratch, work space)", err,
+            char msg[2 * PPDL_ERR_LEN], rb[32], lim[PPDL_ERR_LEN / 2] = "the probe's";
+            if (o->mem_limit) snprintf(lim, sizeof lim, "--mem-limit %s", o->mem_limit);
+            snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory, %s, less the runtime's "
+                     "buffer reserve of %s: messages in flight, recompute scratch, work space)", err, lim,
                      ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
             text = strdup(msg);
             PPDL_CHECK(text, "out of host memory");
@@ -95,9 +100,13 @@ void run_choose_plan(run *r)
     int rc;
     r->n_options = ppdl_xcalloc((size_t)m->L, sizeof(int));
     for (int l = 0; l < m->L; l++) r->n_options[l] = m->layers[l].kind->n_options;
+    double t0 = ppdl_now_s();
+    r->solve_s = -1;
     switch (o->plan_mode) {
     case PLAN_AUTO:
-        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, &r->plan, &r->simulated_ms, err, sizeof err);
+        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, &r->plan, &r->simulated_ms, &r->shared, err,
+                       sizeof err);
+        r->solve_s = ppdl_now_s() - t0;
         break;
     case PLAN_UNIFORM: rc = ppdl_plan_uniform(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
     case PLAN_DP: rc = ppdl_plan_data_parallel(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
@@ -111,6 +120,9 @@ void run_choose_plan(run *r)
                                                           : PPDL_RC_NONE;
         ppdl_plan_set_recompute(plan, option, r->n_options);
     }
+    /* --plan-out: the plan that runs, for --plan FILE another time */
+    rc = r->rank == 0 && o->plan_out ? ppdl_plan_write(o->plan_out, plan, err, sizeof err) : 0;
+    agree_or_end_job(rc != 0, err, 1);
     r->stage = ppdl_plan_stage_of_rank(plan, r->rank, &r->replica);
     PPDL_CHECK(r->stage >= 0, "rank %d has no stage in the plan", r->rank);
     int max_replicas = 1, *layout = ppdl_xcalloc((size_t)plan->S, sizeof(int)); /* replicas per stage */
@@ -135,6 +147,14 @@ void run_choose_plan(run *r)
                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
                                                  s == plan->S - 1);
         plan->stages[s].mem_bytes = r->pred[s].cost_model;
+        ppdl_op_list_free(&ol);
+        if (s != r->stage) continue;
+        /* this rank's own replica (replica 0 holds the most micro-batches) */
+        ppdl_schedule_build_replica(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, &ol);
+        r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
+                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
+                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
+                                                  s == plan->S - 1);
         ppdl_op_list_free(&ol);
     }
     free(layout);

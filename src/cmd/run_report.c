@@ -36,20 +36,68 @@ static void plan_row(const run *r, int s)
            ppdl_fmt_bytes((size_t)r->pred[s].total, mem, sizeof mem), kinds);
 }
 
+/* the job's machines: the cluster's, else those found without a probe (run_setup.c) */
+static const ppdl_hosts *job_hosts(const run *r)
+{
+    return r->have_cluster ? &r->cluster.hosts : &r->own_hosts;
+}
+
+/* One line when a host runs more of the job's ranks than it has cores (the host with
+ * the most ranks per core is named). */
+static void warn_shared_cores(const run *r)
+{
+    const ppdl_hosts *h = job_hosts(r);
+    if (!ppdl_hosts_oversubscribed(h, r->n_ranks)) return;
+    int *cnt = ppdl_xcalloc((size_t)h->n, sizeof(int)), w = 0;
+    for (int q = 0; q < r->n_ranks; q++) cnt[h->of_rank[q]]++;
+    for (int i = 1; i < h->n; i++)
+        if ((double)cnt[i] / h->cores[i] > (double)cnt[w] / h->cores[w]) w = i;
+    printf("warning: %d ranks share the %d core%s of host %s: ranks that compute at once slow each other down, and "
+           "fewer ranks may train as fast or faster; %s\n", cnt[w], h->cores[w], h->cores[w] == 1 ? "" : "s",
+           h->name[w][0] ? h->name[w] : "?",
+           r->o.plan_mode == PLAN_AUTO ? "the plan was chosen for the shared cores"
+                                       : "--plan auto (the default) chooses a plan for them");
+    free(cnt);
+}
+
+/* How the plan came about, one line: "planned in 0.84 s: probe 0.12 s, profile 0.61 s,
+ * solve 0.11 s", saying what a file replaced ("profile skipped (--costs c.json)"),
+ * or for a plan file what ran anyway. Nothing for uniform and dp. */
+static void print_plan_timing(const run *r)
+{
+    const options *o = &r->o;
+    char probe[160], prof[160];
+    if (r->probe_s >= 0) snprintf(probe, sizeof probe, "probe %.2f s", r->probe_s);
+    else if (o->cluster) snprintf(probe, sizeof probe, "probe skipped (--cluster %s)", o->cluster);
+    else snprintf(probe, sizeof probe, "no probe");
+    if (r->profile_s >= 0) snprintf(prof, sizeof prof, "profile %.2f s", r->profile_s);
+    else if (o->costs) snprintf(prof, sizeof prof, "profile skipped (--costs %s)", o->costs);
+    else snprintf(prof, sizeof prof, "no profile");
+    double total = fmax(r->probe_s, 0) + fmax(r->profile_s, 0) + fmax(r->solve_s, 0);
+    if (o->plan_mode == PLAN_AUTO)
+        printf("planned in %.2f s: %s, %s, solve %.2f s\n", total, probe, prof, r->solve_s);
+    else if (o->plan_mode == PLAN_FILE)
+        printf("plan read from %s: nothing solved; %s%s, %s%s\n", o->plan, probe,
+               r->probe_s >= 0 ? " (for --report or --cluster-out)" : "", prof,
+               r->profile_s >= 0 ? " (for --costs-out)" : "");
+}
+
 void run_print_header(const run *r)
 {
     if (r->rank != 0) return;
     const options *o = &r->o;
     const ppdl_model *m = &r->model;
     char pb[32];
-    printf("ppdl %s: %s model %s, %d layers, %.2f M parameters (%s); data %s, %ld samples\n", PACKAGE_VERSION,
+    printf("ppdl %s: %s model %s, %d layers, %.2f M parameters (%s%s); data %s, %ld samples\n", PACKAGE_VERSION,
            m->family, o->model, m->L, ppdl_model_param_count(m) / 1e6,
-           ppdl_fmt_bytes(ppdl_model_param_count(m) * sizeof(float), pb, sizeof pb), o->data, r->data.n);
+           ppdl_fmt_bytes(ppdl_model_param_count(m) * sizeof(float), pb, sizeof pb),
+           m->tie_embeddings ? ", embeddings tied" : "", o->data, r->data.n);
     printf("%d rank%s, schedule %s, batch %ld = %ld micro-batches of %d, backend %s, %ld thread%s/rank, %s wait\n",
            r->n_ranks, r->n_ranks > 1 ? "s" : "", ppdl_schedule_name(o->schedule), o->batch_size, o->micro_batches,
            o->micro_batch_size, ppdl_be_name(r->be), r->threads, r->threads > 1 ? "s" : "",
            r->comm.yield ? "yielding" : "blocking");
     if (r->backend_why[0]) printf("backend %s (--backend auto: %s)\n", ppdl_be_name(r->be), r->backend_why);
+    warn_shared_cores(r);
     if (o->shuffle >= 0)
         printf("data order: shuffled, a new permutation of the %ld samples each epoch from --shuffle %lld\n",
                r->data.n, o->shuffle);
@@ -59,12 +107,19 @@ void run_print_header(const run *r)
     if (o->batch_size > r->data.n)
         printf("note: --batch-size %ld is more than the %ld samples of %s: every step repeats samples (step k "
                "takes samples kB ... kB+B-1, mod %ld)\n", o->batch_size, r->data.n, o->data, r->data.n);
-    printf("plan (%s):\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: selective)\n",
-           r->plan.method);
+    char kind[96], line[512];
+    printf("plan (%s%s%s): %s\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: "
+           "selective)\n", r->plan.method, o->plan_mode == PLAN_FILE ? ", from " : "",
+           o->plan_mode == PLAN_FILE ? o->plan : "", ppdl_plan_kind(&r->plan, kind, sizeof kind));
     for (int s = 0; s < r->plan.S; s++) plan_row(r, s);
-    if (r->plan.predicted_iter_ms > 0)
+    if (r->plan.predicted_iter_ms > 0 && r->simulated_ms > 0)
         printf("predicted step: %.2f ms by the cost model, %.2f ms by the simulator (bottleneck %.2f ms)\n",
                r->plan.predicted_iter_ms, r->simulated_ms, r->plan.bottleneck_ms);
+    else if (r->plan.predicted_iter_ms > 0)
+        printf("predicted step: %.2f ms by the cost model (bottleneck %.2f ms)\n", r->plan.predicted_iter_ms,
+               r->plan.bottleneck_ms);
+    if (r->shared.active) printf("%s\n", ppdl_shared_choice_line(&r->shared, line, sizeof line));
+    print_plan_timing(r);
     if (r->resume) {
         const ppdl_ckpt_info *ck = &r->ck;
         printf("resumed from %s: %lld steps done (AdamW step %lld, data position %lld), written by %lld rank%s "
@@ -224,6 +279,7 @@ void run_write_report(run *r)
     json_object_set_new(rep, "model", json_string(o->model));
     json_object_set_new(rep, "family", json_string(r->model.family));
     json_object_set_new(rep, "parameters", json_integer((json_int_t)ppdl_model_param_count(&r->model)));
+    json_object_set_new(rep, "tie_embeddings", json_boolean(r->model.tie_embeddings)); /* parameters count it once */
     json_object_set_new(rep, "ranks", json_integer(r->n_ranks));
     json_object_set_new(rep, "schedule", json_string(ppdl_schedule_name(o->schedule)));
     json_object_set_new(rep, "micro_batches", json_integer(o->micro_batches));
@@ -268,6 +324,25 @@ void run_write_report(run *r)
     json_object_set_new(pv, "simulated_ms", r->simulated_ms > 0 ? json_real(r->simulated_ms) : json_null());
     json_object_set_new(pv, "measured_ms", json_real(x.mean_ms));
     json_object_set_new(rep, "prediction", pv);
+    /* how the plan came about (the timing line): seconds, null where not done; the
+     * plan's kind; the choice where ranks share cores */
+    char kind[96];
+    json_t *pl = json_object();
+    json_object_set_new(pl, "mode", json_string(o->plan_mode == PLAN_AUTO ? "auto" : o->plan_mode == PLAN_FILE ? "file"
+                                                : o->plan_mode == PLAN_DP ? "dp" : "uniform"));
+    json_object_set_new(pl, "defaulted", json_boolean(o->plan_defaulted));
+    json_object_set_new(pl, "kind", json_string(ppdl_plan_kind(&r->plan, kind, sizeof kind)));
+    json_object_set_new(pl, "probe_s", r->probe_s >= 0 ? json_real(r->probe_s) : json_null());
+    json_object_set_new(pl, "profile_s", r->profile_s >= 0 ? json_real(r->profile_s) : json_null());
+    json_object_set_new(pl, "solve_s", r->solve_s >= 0 ? json_real(r->solve_s) : json_null());
+    if (r->shared.active)
+        json_object_set_new(pl, "shared_cores", json_pack("{s:i, s:i, s:i, s:s, s:f, s:s, s:f}", "ranks",
+                                                          r->shared.max_ranks, "cores", r->shared.cores, "candidates",
+                                                          r->shared.candidates, "chosen", r->shared.chosen,
+                                                          "chosen_simulated_ms", r->shared.chosen_sim_ms,
+                                                          "optimum_of_T", r->shared.optimum_kind,
+                                                          "optimum_simulated_ms", r->shared.optimum_sim_ms));
+    json_object_set_new(rep, "planning", pl);
     if (r->clock_all) {
         /* how the trace's ranks were put on one time axis (net/clock_sync.h) */
         json_t *jc = json_array();

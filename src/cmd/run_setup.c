@@ -30,8 +30,9 @@
  * machines (a --cluster file's "hosts", else the job's own). Rank 0 prints the table
  * and writes --cluster-out. Returns 1 when `cl` holds a cluster. */
 static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm,
-                         ppdl_cluster *cl)
+                         ppdl_cluster *cl, double *probe_s)
 {
+    *probe_s = -1;
     char err[PPDL_ERR_LEN] = "", msg[PPDL_ERR_LEN + 32];
     int rc;
     if (o->netem) {
@@ -58,13 +59,18 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
         rc = run_options_mem_limit(o->mem_limit, comm->rank, &po.mem_bytes, err, sizeof err);
         agree_or_end_job(rc != 0, err, 2);
         po.be = be;
+        double t0 = ppdl_now_s();
         ppdl_probe_run(comm, &po, cl);
+        *probe_s = ppdl_now_s() - t0;
     } else {
         return 0;
     }
     int failed = 0;
+    /* the table, unless the probe ran only for the default plan (whose timing line
+     * says how long it took; --cluster-out or --probe-only show it) */
+    int quiet = o->plan_defaulted && !o->probe_only && !o->cluster_out && !o->cluster;
     if (comm->rank == 0) {
-        ppdl_cluster_print(cl, stdout);
+        if (!quiet) ppdl_cluster_print(cl, stdout);
         fflush(stdout);
         if (o->cluster_out) failed = ppdl_cluster_write(cl, o->cluster_out, err, sizeof err) != 0;
     }
@@ -74,11 +80,32 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
 
 /* ---- the layers' costs (prof/profile.h, plan/costs.h) ---- */
 
-/* What each layer costs, the planner's input. --costs: every rank reads the file and
- * checks it against the model and this run's micro-batch size. --costs-out: rank 0
- * times every layer alone on its device and writes the file, while the other ranks
- * wait napping (a spinning rank on the same cores would slow the timings). Returns 1
- * when `c` holds costs: with --costs on every rank, with --costs-out on rank 0. */
+/* The last-level cache this rank's core sees, in bytes: the largest cache of cpu0 in
+ * sysfs (one instance: "32768K"), else sysconf's L3, which on some VMs reports the
+ * whole host's (256 MiB here, where one instance holds 32 MiB: sweeping that made the
+ * profile of the reading take 0.6 s); between 1 and 256 MiB, else 32 MiB. */
+static size_t last_level_cache_bytes(void)
+{
+    long best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        long v = 0;
+        char unit = 0;
+        if (fscanf(f, "%ld%c", &v, &unit) >= 1) {
+            v *= unit == 'K' ? 1024L : unit == 'M' ? 1024L * 1024 : 1;
+            if (v > best) best = v;
+        }
+        fclose(f);
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (best == 0) best = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    return best >= (1L << 20) && best <= (256L << 20) ? (size_t)best : (size_t)32 << 20;
+}
+
 /* The data reading per micro-batch of b samples (median of 5 after a warm-up): the
  * first stage reads the inputs, the last the targets (runtime.c's load_batch). In a
  * step the layers' work passes through the CPU's caches between two reads, so each
@@ -90,11 +117,7 @@ static int profile_reading(const ppdl_model *m, ppdl_data *data, int b, ppdl_cos
     size_t in_b = (size_t)b * m->layers[0].in_bytes, tg_b = (size_t)b * ppdl_model_loss_rows(m) * sizeof(int32_t);
     void *in = ppdl_xmalloc(in_b ? in_b : 1);
     int32_t *tg = ppdl_xmalloc(tg_b ? tg_b : 1);
-    long llc = 0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-    size_t sweep_n = llc >= (1L << 20) && llc <= (256L << 20) ? (size_t)llc : (size_t)32 << 20;
+    size_t sweep_n = last_level_cache_bytes();
     unsigned char *sweep = ppdl_xmalloc(sweep_n);
     double t[2][6];
     int rc = 0;
@@ -119,12 +142,19 @@ static int profile_reading(const ppdl_model *m, ppdl_data *data, int b, ppdl_cos
     return rc;
 }
 
+/* What each layer costs, the planner's input. --costs: every rank reads the file and
+ * checks it against the model and this run's micro-batch size. --costs-out or --plan
+ * auto: rank 0 profiles the layers on its device (prof/profile.h) and the reading,
+ * while the other ranks wait napping (a spinning rank on the same cores would slow the
+ * timings), and writes the file with --costs-out; *profile_s gets the time it took.
+ * Returns 1 when `c` holds costs: with --costs on every rank, else on rank 0. */
 static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm, ppdl_data *data,
-                       ppdl_costs *c)
+                       ppdl_costs *c, double *profile_s)
 {
     char err[PPDL_ERR_LEN] = "", msg[PPDL_ERR_LEN + 32] = "";
     int b = o->micro_batch_size, rc = 0;
     memset(c, 0, sizeof *c);
+    *profile_s = -1;
     if (o->costs) {
         rc = ppdl_costs_read(o->costs, c, err, sizeof err);
         if (!rc && ppdl_costs_check_model(c, m, b, o->costs, err, sizeof err)) {
@@ -146,11 +176,12 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
             ppdl_costs_free(c);
             rc = -1;
         }
+        *profile_s = ppdl_now_s() - t0;
         if (!rc) {
             double f = 0, bw = 0;
             for (int l = 0; l < c->L; l++) f += c->layers[l].fwd_ms, bw += c->layers[l].bwd_ms;
             printf("costs: %d layers profiled on rank 0 (%s) at micro-batch size %d in %.2f s: forward %.3f ms, "
-                   "backward %.3f ms per micro-batch, %s%s%s\n", c->L, ppdl_be_name(be), b, ppdl_now_s() - t0,
+                   "backward %.3f ms per micro-batch, %s%s%s\n", c->L, ppdl_be_name(be), b, *profile_s,
                    f, bw,
                    c->ordered ? "the layers timed in their order"
                               : "each layer timed alone (the device cannot hold the whole model at once)",
@@ -250,7 +281,9 @@ void run_setup_device_and_network(run *r)
     agree_or_end_job(r->be == NULL, err, 1);
     /* the network between the ranks: measured, read or emulated */
     ppdl_comm_init(&r->comm, MPI_COMM_WORLD, o->wait);
-    r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, &r->comm, &r->cluster);
+    r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, &r->comm, &r->cluster, &r->probe_s);
+    /* the job's machines even without a cluster: whether ranks share cores (collective) */
+    if (!r->have_cluster && r->n_ranks > 1) ppdl_probe_hosts(MPI_COMM_WORLD, ppdl_be_device_memory(r->be), &r->own_hosts);
 }
 
 void run_setup_data(run *r)
@@ -269,5 +302,5 @@ void run_setup_data(run *r)
     }
     /* what each layer costs: profiled on rank 0's device (--costs-out, --plan auto) or
      * read (--costs) */
-    r->have_costs = know_costs(o, &r->model, r->be, &r->comm, &r->data, &r->costs);
+    r->have_costs = know_costs(o, &r->model, r->be, &r->comm, &r->data, &r->costs, &r->profile_s);
 }

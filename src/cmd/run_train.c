@@ -66,7 +66,9 @@ void run_write_checkpoint(run *r, long done, double at_s)
 
 /* Between two steps (`done` steps done): the ranks agree on a signal caught by any of
  * them, the time used and the slowest step, then write a checkpoint when one is due.
- * Every rank takes the same decisions from the same agreed numbers. 1: stop now. */
+ * Every rank takes the same decisions from the same agreed numbers, so every rank
+ * stops after the same step. 1: stop now. (One all-reduce of 3 doubles a step, with
+ * or without --checkpoint: a signal must stop every rank at the same step.) */
 static int between_steps(run *r, long done)
 {
     const options *o = &r->o;
@@ -75,7 +77,6 @@ static int between_steps(run *r, long done)
         struct timespec ts = {o->step_delay_ms / 1000, (o->step_delay_ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) != 0) {}
     }
-    if (!c->ckpt) return 0;
     double now = ppdl_now_s();
     double mine[3] = {ppdl_stop_signal(), now - r->t_start, now - c->t_prev}, all[3];
     MPI_Request req;
@@ -85,19 +86,29 @@ static int between_steps(run *r, long done)
     int stop = (int)all[0];
     if (!stop && o->time_limit_s > 0 && ppdl_stop_for_time(all[1], o->time_limit_s, c->step_est_s, c->ckpt_est_s))
         stop = -1;
-    int due = stop || (o->checkpoint_every && done % o->checkpoint_every == 0) ||
-              (o->checkpoint_every_s > 0 && all[1] - c->ckpt_at_s >= o->checkpoint_every_s);
+    int due = c->ckpt && (stop || (o->checkpoint_every && done % o->checkpoint_every == 0) ||
+                          (o->checkpoint_every_s > 0 && all[1] - c->ckpt_at_s >= o->checkpoint_every_s));
     if (due) run_write_checkpoint(r, done, all[1]);
-    if (stop && r->rank == 0) {
-        printf("stopped after step %ld of %ld (%s): resubmit the same command with --resume %s to continue "
-               "(exit status %d)\n", done, o->steps,
-               stop == SIGUSR1 ? "SIGUSR1" : stop == SIGTERM ? "SIGTERM" : "the time limit is near",
-               o->resume_auto ? "auto" : o->checkpoint, PPDL_EXIT_CHECKPOINTED);
-        fflush(stdout);
-    }
     c->stopped = stop;
     c->t_prev = ppdl_now_s();
     return stop != 0;
+}
+
+/* rank 0 says why the run stopped after `done` steps, and with which status */
+static void print_stop(const run *r, long done)
+{
+    const options *o = &r->o;
+    int stop = r->ctl.stopped;
+    if (r->rank != 0) return;
+    const char *why = stop == SIGUSR1 ? "SIGUSR1" : stop == SIGTERM ? "SIGTERM" : "the time limit is near";
+    if (r->ctl.ckpt)
+        printf("stopped after step %ld of %ld (%s): resubmit the same command with --resume %s to continue "
+               "(exit status %d)\n", done, o->steps, why, o->resume_auto ? "auto" : o->checkpoint,
+               ppdl_exit_stopped(stop, 1));
+    else
+        printf("stopped after step %ld of %ld (%s): no --checkpoint, so there is nothing to resume from "
+               "(exit status %d)\n", done, o->steps, why, ppdl_exit_stopped(stop, 0));
+    fflush(stdout);
 }
 
 /* ---- the per-step line and report entry ----
@@ -283,7 +294,11 @@ void run_train(run *r)
     for (long step = r->start_step; step < o->steps; step++) {
         /* a checkpoint's or a stop's message comes after the previous step's line */
         if (ctl->ckpt) step_log_finish(&lg);
-        if (step > r->start_step && between_steps(r, step)) break;
+        if (step > r->start_step && between_steps(r, step)) {
+            step_log_finish(&lg); /* the last step's line before the stop's */
+            print_stop(r, step);
+            break;
+        }
         ppdl_step_stats stats;
         ppdl_runtime_set_lr(r->rt, ppdl_lr_at(&o->lr_sched, step));
         ppdl_runtime_step(r->rt, step, &stats);

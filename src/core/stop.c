@@ -30,6 +30,11 @@ void ppdl_stop_signals_install(void)
 
 int ppdl_stop_signal(void) { return (int)caught_signal; }
 
+int ppdl_exit_stopped(int stop, int checkpointed)
+{
+    return checkpointed || stop <= 0 ? PPDL_EXIT_CHECKPOINTED : 128 + stop;
+}
+
 /* a non-negative decimal number at *s; advances *s. -1 when there is none. */
 static int number(const char **s, double *v)
 {

@@ -14,6 +14,11 @@
  * command to continue" (sysexits.h EX_TEMPFAIL). Job scripts requeue on it. */
 #define PPDL_EXIT_CHECKPOINTED 75
 
+/* The exit status of a run stopped early by `stop` (a signal number, or -1: the time
+ * limit): PPDL_EXIT_CHECKPOINTED with a checkpoint written, else 128 + the signal (143
+ * for SIGTERM, 138 for SIGUSR1: what a shell reports for a process the signal ended). */
+int ppdl_exit_stopped(int stop, int checkpointed);
+
 /* Catch SIGUSR1 and SIGTERM from now on (sigaction, SA_RESTART). */
 void ppdl_stop_signals_install(void);
 /* The first signal caught since install (SIGUSR1 or SIGTERM), or 0. */

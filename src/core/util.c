@@ -141,3 +141,20 @@ double ppdl_rng_normal(ppdl_rng *r)
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
+
+int ppdl_write_text_file(const char *path, const char *text, const char *what, char *err, size_t errlen)
+{
+    size_t n = strlen(path) + 8;
+    char *tmp = ppdl_xmalloc(n);
+    snprintf(tmp, n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int rc = (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0) ? -1 : 0;
+    if (f && fclose(f)) rc = -1;
+    if (!rc && rename(tmp, path)) rc = -1;
+    if (rc) {
+        remove(tmp);
+        ppdl_errf(err, errlen, "%s: cannot write the %s file", path, what);
+    }
+    free(tmp);
+    return rc;
+}

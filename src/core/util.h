@@ -15,6 +15,10 @@ const char *ppdl_fmt_bytes(size_t bytes, char *buf, size_t buflen);
 int ppdl_parse_int(const char *s, long lo, long hi, long *out);
 int ppdl_parse_float(const char *s, double lo, double hi, double *out);
 
+/* Write text and a newline to PATH.tmp, then rename it onto path: the file is whole or
+ * not there. -1 with "PATH: cannot write the WHAT file" (text NULL: the same). */
+int ppdl_write_text_file(const char *path, const char *text, const char *what, char *err, size_t errlen);
+
 void *ppdl_xmalloc(size_t n);                 /* dies on failure */
 void *ppdl_xcalloc(size_t n, size_t size);
 

@@ -326,10 +326,19 @@ typedef struct file_plan {
     hid_t checksums;
 } file_plan;
 
-static void create_param_datasets(hid_t g, const ppdl_layer *l, hid_t dcpl, file_plan *fp, const char *path)
+/* layer l's datasets in group g of /layers, /optimizer/m or /optimizer/v (`top`); a
+ * tied lm_head.weight is a hard link to that group's 00000/wte instead (no id: -1) */
+static void create_param_datasets(const ppdl_model *m, hid_t top, hid_t g, const ppdl_layer *l, hid_t dcpl,
+                                  file_plan *fp, const char *path)
 {
     for (int i = 0; i < l->n_params; i++) {
         const ppdl_param *p = &l->params[i];
+        if (ppdl_model_is_tied(m, l->index, i)) {
+            MUST(H5Lcreate_hard(top, "00000/wte", g, p->name, H5P_DEFAULT, H5P_DEFAULT),
+                 "%s: cannot link %s of layer %d to wte", path, p->name, l->index);
+            fp->dset[fp->n_dsets++] = -1;
+            continue;
+        }
         hsize_t dims[PPDL_MAX_DIMS];
         for (int d = 0; d < p->ndim; d++) dims[d] = (hsize_t)p->shape[d];
         hid_t space = H5Screate_simple(p->ndim, dims, NULL);
@@ -358,8 +367,9 @@ static void create_structure(const ppdl_ckpt *k, hid_t f, const ppdl_ckpt_info *
         snprintf(name, sizeof name, "%05d", l);
         hid_t g[3] = {new_group(layers, name, path), new_group(mg, name, path), new_group(vg, name, path)};
         put_snap(g[0], &k->layers[l], path);
+        hid_t top[3] = {layers, mg, vg};
         for (int a = 0; a < 3; a++) {
-            create_param_datasets(g[a], &m->layers[l], dcpl, fp, path);
+            create_param_datasets(m, top[a], g[a], &m->layers[l], dcpl, fp, path);
             H5Gclose(g[a]);
         }
     }
@@ -418,9 +428,14 @@ static int write_my_layers(const ppdl_ckpt *k, file_plan *fp, const float *const
     for (int l = k->first; l <= k->last; l++) {
         const ppdl_layer *ly = &m->layers[l];
         int d = first_dset(m, l);
+        size_t o = off;
         for (int a = 0; a < 3; a++) {
-            size_t o = off;
+            o = off;
             for (int i = 0; i < ly->n_params; i++, d++) {
+                if (fp->dset[d] < 0) { /* a tied lm_head.weight: layer 0's wte, written by its owner */
+                    if (!ppdl_model_tie_within(m, k->first, k->last)) o += ly->params[i].numel;
+                    continue;
+                }
                 if (H5Dwrite(fp->dset[d], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, arr[a] + o) < 0)
                     return ppdl_h5_fail(c, "cannot write %s/%05d/%s (disk full?)",
                                 a == 0 ? "/layers" : a == 1 ? "/optimizer/m" : "/optimizer/v", l,
@@ -428,7 +443,7 @@ static int write_my_layers(const ppdl_ckpt *k, file_plan *fp, const float *const
                 o += ly->params[i].numel;
             }
         }
-        off += ppdl_layer_param_count(ly);
+        off = o;
     }
     return 0;
 }
@@ -510,27 +525,32 @@ static int read_layers(ppdl_h5_ctx *c, MPI_Comm comm, const ppdl_model *m, int f
     for (int l = first; l <= last; l++)
         for (int i = 0; i < m->layers[l].n_params; i++)
             if (m->layers[l].params[i].numel > biggest) biggest = m->layers[l].params[i].numel;
-    if (!dst[0]) scratch = ppdl_xmalloc(biggest * sizeof(float));
+    int within = ppdl_model_tie_within(m, first, last);
+    if (!dst[0] || within) scratch = ppdl_xmalloc(biggest * sizeof(float));
     for (int l = first; l <= last && !rc; l++) {
         const ppdl_layer *ly = &m->layers[l];
+        size_t held = 0;
         for (int a = 0; a < 3 && !rc; a++) {
             ppdl_fletcher fl = {0, 0};
             float *out = dst[a] ? dst[a] + off : NULL;
             for (int i = 0; i < ly->n_params && !rc; i++) {
                 const ppdl_param *p = &ly->params[i];
-                float *buf = out ? out : scratch;
+                /* a tied weight held once is wte's: read through its link for the checksum only */
+                int skip = within && ppdl_model_is_tied(m, l, i);
+                float *buf = out && !skip ? out : scratch;
                 hid_t d = open_dataset(c, f, a, l, p);
                 if (d < 0) { rc = -1; break; }
                 if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
                     rc = ppdl_h5_fail(c, "/%s/%05d/%s: cannot read the data (damaged file?)", group_of[a], l, p->name);
                 H5Dclose(d);
                 ppdl_ckpt_fletcher(&fl, buf, p->numel);
-                if (out) out += p->numel;
+                if (out && !skip) out += p->numel;
+                if (a == 0 && !skip) held += p->numel;
             }
             if (!rc && ppdl_ckpt_fletcher_value(&fl) != expected[3 * l + a])
                 rc = ppdl_h5_fail(c, "the %s of layer %d do not match their checksum: the file is damaged", what_of[a], l);
         }
-        off += ppdl_layer_param_count(ly);
+        off += held;
     }
     free(scratch);
     free(sums);
@@ -573,18 +593,28 @@ static int agree_checksums(const ppdl_ckpt *k, MPI_Comm comm, const float *const
     unsigned long long *mine = ppdl_xcalloc(3 * (size_t)L, sizeof *mine);
     int *own = ppdl_xcalloc((size_t)L, sizeof *own), *owners = ppdl_xcalloc((size_t)L, sizeof *owners);
     size_t off = 0;
+    int within = ppdl_model_tie_within(m, k->first, k->last);
     for (int l = k->first; l <= k->last; l++) {
-        size_t n = ppdl_layer_param_count(&m->layers[l]);
+        const ppdl_layer *ly = &m->layers[l];
         own[l] = 1;
+        size_t o = off;
         for (int a = 0; a < 3; a++) {
             ppdl_fletcher fl = {0, 0};
-            size_t bad = ppdl_ckpt_fletcher(&fl, arr[a] + off, n);
+            size_t bad = 0;
+            o = off;
+            /* each dataset of the layer in table order, as a reader sees them: a tied
+             * lm_head.weight held once is wte, the first floats of the arrays */
+            for (int i = 0; i < ly->n_params; i++) {
+                int shared = within && ppdl_model_is_tied(m, l, i);
+                bad += ppdl_ckpt_fletcher(&fl, arr[a] + (shared ? 0 : o), ly->params[i].numel);
+                if (!shared) o += ly->params[i].numel;
+            }
             mine[3 * l + a] = ppdl_ckpt_fletcher_value(&fl);
             if (bad && !rc)
                 rc = ppdl_h5_fail(c, "not written: the %s of layer %d hold %zu non-finite values (the training "
                              "diverged?); the previous checkpoint is kept", what_of[a], l, bad);
         }
-        off += n;
+        off = o;
     }
     PPDL_CHECK_MPI(MPI_Allreduce(mine, sums, 3 * L, MPI_UNSIGNED_LONG_LONG, MPI_BXOR, comm));
     PPDL_CHECK_MPI(MPI_Allreduce(own, owners, L, MPI_INT, MPI_SUM, comm));
@@ -657,7 +687,8 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
     if (!rc && rank == 0 &&
         H5Dwrite(fp.checksums, H5T_NATIVE_ULLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, sums) < 0)
         rc = ppdl_h5_fail(&c, "cannot write /train/checksums (disk full?)");
-    for (int i = 0; i < fp.n_dsets; i++) H5Dclose(fp.dset[i]);
+    for (int i = 0; i < fp.n_dsets; i++)
+        if (fp.dset[i] >= 0) H5Dclose(fp.dset[i]);
     H5Dclose(fp.checksums);
     free(fp.dset);
     int all_ok = agree(comm, rc == 0);
@@ -782,7 +813,7 @@ static const char *model_difference(const ppdl_model *a, const ppdl_model *b, ch
         {"activation", offsetof(ppdl_model, activation)}, {"in_channels", offsetof(ppdl_model, in_channels)},
         {"height", offsetof(ppdl_model, height)}, {"width", offsetof(ppdl_model, width)},
         {"channels", offsetof(ppdl_model, channels)}, {"n_blocks", offsetof(ppdl_model, n_blocks)},
-        {"layers in the chain", offsetof(ppdl_model, L)},
+        {"layers in the chain", offsetof(ppdl_model, L)}, {"tie_embeddings", offsetof(ppdl_model, tie_embeddings)},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         int x = *(const int *)((const char *)a + ints[i].off), y = *(const int *)((const char *)b + ints[i].off);

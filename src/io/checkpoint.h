@@ -2,7 +2,7 @@
  * position, written by all ranks together into one file with parallel HDF5, and read
  * back under any number of ranks and any plan (layers are keyed by index, not rank).
  *
- * Layout (contract: DESIGN.md "model.h5"; a checkpoint IS a model file, so `ppdl
+ * Layout (contract: docs/formats.md "checkpoint.h5"; a checkpoint IS a model file, so `ppdl
  * ckpt.h5` trains from it and h5py reads it):
  *   /, /layers/NNNNN/...     the model file of model_io.h: the root and layer attributes
  *                            of the model the run started from, the current weights
@@ -22,6 +22,11 @@
  *     checksums              uint64 [L, 3]: Fletcher-64 of layer l's parameters, m and v
  *                            (each float's bit pattern as a uint32 word, the layer's
  *                            datasets back to back in table order)
+ *   tied embeddings          (model_io.h) stored once: /layers/<L-1>/lm_head.weight,
+ *                            /optimizer/m/<L-1>/lm_head.weight and .../v/... are hard
+ *                            links to the same groups' 00000/wte, written by layer 0's
+ *                            owner; the head's checksums read them through the links (so
+ *                            they cover wte's bits a second time, and the rule above holds)
  *
  * Writing (ppdl_ckpt_write, collective): every rank creates every group, dataset and
  * attribute with the same arguments (parallel HDF5 requires metadata changes from all
@@ -80,7 +85,7 @@ void ppdl_ckpt_destroy(ppdl_ckpt *c);
 
 /* Write a checkpoint to path (atomically, see above). params, adam_m, adam_v: host
  * arrays of this rank's layers, back to back in layer and table order (the stage
- * arena's layout). Collective on comm; every layer must be on exactly one rank.
+ * arena's held layout, nn/model.h). Collective on comm; every layer must be on exactly one rank.
  * Returns 0; -1 with a message when this rank failed; -2 when another rank failed
  * (its message says why). On failure path is untouched and PATH.tmp removed.
  * Non-finite weights or moments are refused (the run diverged): path is kept. */
@@ -95,7 +100,7 @@ int ppdl_ckpt_read_info(const char *path, const ppdl_model *m, ppdl_ckpt_info *i
                         char *err, size_t errlen);
 void ppdl_ckpt_info_free(ppdl_ckpt_info *info);
 
-/* Read layers first..last of path into params, adam_m, adam_v (host, arena layout)
+/* Read layers first..last of path into params, adam_m, adam_v (host, held layout)
  * and check them against the checksums. Collective on comm (parallel HDF5 open);
  * each rank reads only its own layers. seconds: this rank's read time (may be NULL).
  * Returns 0, or -1 with a message on this rank (other ranks may return 0). */

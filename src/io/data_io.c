@@ -1,4 +1,4 @@
-/* data_io.c — read and write data.h5 (layout and contract: data_io.h, DESIGN.md).
+/* data_io.c — read and write data.h5 (layout and contract: data_io.h, docs/formats.md).
  *
  * Plain serial HDF5. ppdl_data_open checks the file against the model once (the kind
  * of data for the family, shapes, dtypes, N >= 1); ppdl_data_read then reads `count`
@@ -396,14 +396,12 @@ static int write_header(hid_t f)
     return rc ? rc : write_root_attr(f, "ppdl_version", H5T_STD_I32LE, H5T_NATIVE_INT, &one);
 }
 
-typedef int (*write_body_fn)(hid_t f, const void *ctx);
-
-/* create path.tmp, let body fill it, close, rename; on failure remove path.tmp */
-static int write_file(const char *path, write_body_fn body, const void *ctx, char *err, size_t errlen)
+/* create path.tmp (tmp[tmplen] receives its name) as an HDF5 file with the ppdl-data
+ * header; -1 with a message, nothing left behind */
+static hid_t create_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
 {
-    char tmp[4096 + 8];
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return FAIL("path too long");
+    if (snprintf(tmp, tmplen, "%s.tmp", path) >= (int)tmplen) return FAIL("path too long");
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* for errno's reason */
     if (fd < 0) return FAIL("cannot create %s: %s", tmp, strerror(errno));
     close(fd);
@@ -412,7 +410,23 @@ static int write_file(const char *path, write_body_fn body, const void *ctx, cha
         unlink(tmp);
         return FAIL("cannot create %s as an HDF5 file", tmp);
     }
-    int rc = write_header(f) || body(f, ctx) ? -1 : 0;
+    if (write_header(f)) {
+        H5Fclose(f);
+        unlink(tmp);
+        return FAIL("cannot write %s (disk full?)", tmp);
+    }
+    return f;
+}
+
+typedef int (*write_body_fn)(hid_t f, const void *ctx);
+
+/* create path.tmp, let body fill it, close, rename; on failure remove path.tmp */
+static int write_file(const char *path, write_body_fn body, const void *ctx, char *err, size_t errlen)
+{
+    char tmp[4096 + 8];
+    hid_t f = create_tmp(path, tmp, sizeof tmp, err, errlen);
+    if (f < 0) return -1;
+    int rc = body(f, ctx) ? -1 : 0;
     if (H5Fclose(f) < 0) rc = -1;
     if (rc) FAIL("cannot write %s (disk full?)", tmp);
     if (!rc && rename(tmp, path) != 0) rc = FAIL("cannot rename %s to %s: %s", tmp, path, strerror(errno));
@@ -420,18 +434,116 @@ static int write_file(const char *path, write_body_fn body, const void *ctx, cha
     return rc;
 }
 
-typedef struct tokens_ctx {
-    const int32_t *tokens;
-    long n;
-    int T, vocab_size;
-} tokens_ctx;
+/* ---- tokens, a piece at a time ---- */
 
-static int tokens_body(hid_t f, const void *p)
+struct ppdl_tokens_out {
+    char path[4096], tmp[4096 + 8];
+    hid_t file, ds;
+    long n;
+    int T;
+};
+
+/* rows per HDF5 chunk: about 256 KiB (small enough for HDF5's 1 MiB chunk cache when
+ * training reads a few rows of a compressed file), at least one row */
+static long chunk_rows(long n, int T)
 {
-    const tokens_ctx *c = p;
-    hsize_t dims[2] = {(hsize_t)c->n, (hsize_t)c->T + 1};
-    return write_dataset(f, "tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, dims, c->tokens) ||
-           write_root_attr(f, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &c->vocab_size);
+    long r = (256L << 10) / (((long)T + 1) * 4);
+    return r < 1 ? 1 : r > n ? n : r;
+}
+
+long ppdl_tokens_out_chunk_rows(const ppdl_tokens_out *w) { return chunk_rows(w->n, w->T); }
+
+ppdl_tokens_out *ppdl_tokens_out_begin(const char *path, long n, int T, int vocab_size, int compress,
+                                       char *err, size_t errlen)
+{
+    if (n < 1 || T < 1 || vocab_size < 1) {
+        FAIL("not written: need N >= 1 rows, T >= 1 and vocab_size >= 1 (got %ld, %d, %d)", n, T, vocab_size);
+        return NULL;
+    }
+    if (compress > 0 && H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0) {
+        FAIL("not written: this HDF5 library has no gzip (deflate) filter for the compression asked for");
+        return NULL;
+    }
+    if (strlen(path) >= sizeof ((ppdl_tokens_out *)0)->path) {
+        FAIL("path too long");
+        return NULL;
+    }
+    ppdl_tokens_out *w = ppdl_xcalloc(1, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->n = n;
+    w->T = T;
+    w->ds = -1;
+    w->file = create_tmp(path, w->tmp, sizeof w->tmp, err, errlen);
+    if (w->file < 0) {
+        free(w);
+        return NULL;
+    }
+    /* contiguous unless compressed: each write is then one pwrite of the rows, with no
+     * pass through HDF5's chunk cache */
+    hsize_t dims[2] = {(hsize_t)n, (hsize_t)T + 1}, chunk[2] = {(hsize_t)chunk_rows(n, T), (hsize_t)T + 1};
+    hid_t space = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int ok = space >= 0 && dcpl >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
+             (compress <= 0 || (H5Pset_chunk(dcpl, 2, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 &&
+                                H5Pset_deflate(dcpl, (unsigned)compress) >= 0));
+    if (ok) w->ds = H5Dcreate2(w->file, "tokens", H5T_STD_I32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ppdl_h5_close(&dcpl, H5Pclose);
+    ppdl_h5_close(&space, H5Sclose);
+    if (w->ds < 0 || write_root_attr(w->file, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &vocab_size)) {
+        FAIL("cannot write %s (disk full?)", w->tmp);
+        ppdl_tokens_out_discard(w);
+        return NULL;
+    }
+    return w;
+}
+
+int ppdl_tokens_out_rows(ppdl_tokens_out *w, long row0, long rows, const int32_t *tok, char *err,
+                         size_t errlen)
+{
+    const char *path = w->path;
+    if (row0 < 0 || rows < 1 || row0 + rows > w->n || w->ds < 0)
+        return FAIL("internal: rows %ld..%ld of %ld", row0, row0 + rows - 1, w->n);
+    hsize_t start[2] = {(hsize_t)row0, 0}, count[2] = {(hsize_t)rows, (hsize_t)w->T + 1};
+    hid_t fspace = H5Dget_space(w->ds), mspace = H5Screate_simple(2, count, NULL);
+    int rc = fspace >= 0 && mspace >= 0 &&
+                     H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+                     H5Dwrite(w->ds, H5T_NATIVE_INT32, mspace, fspace, H5P_DEFAULT, tok) >= 0
+                 ? 0
+                 : -1;
+    ppdl_h5_close(&mspace, H5Sclose);
+    ppdl_h5_close(&fspace, H5Sclose);
+    if (rc) FAIL("cannot write %s (disk full?)", w->tmp);
+    return rc;
+}
+
+int ppdl_tokens_out_close(ppdl_tokens_out *w, char *err, size_t errlen)
+{
+    const char *path = w->path;
+    int rc = 0;
+    if (w->ds >= 0 && H5Dclose(w->ds) < 0) rc = -1;
+    if (w->file >= 0 && H5Fclose(w->file) < 0) rc = -1;
+    w->ds = w->file = -1;
+    if (rc) FAIL("cannot write %s (disk full?)", w->tmp);
+    return rc;
+}
+
+int ppdl_tokens_out_commit(ppdl_tokens_out *w, char *err, size_t errlen)
+{
+    const char *path = w->path;
+    int rc = w->file >= 0 ? FAIL("internal: committed before it was closed") : 0;
+    if (!rc && rename(w->tmp, w->path) != 0)
+        rc = FAIL("cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
+    if (rc) ppdl_tokens_out_discard(w);
+    else free(w);
+    return rc;
+}
+
+void ppdl_tokens_out_discard(ppdl_tokens_out *w)
+{
+    if (!w) return;
+    ppdl_h5_close(&w->ds, H5Dclose);
+    ppdl_h5_close(&w->file, H5Fclose);
+    unlink(w->tmp);
+    free(w);
 }
 
 int ppdl_data_write_tokens(const char *path, const int32_t *tokens, long n, int T, int vocab_size,
@@ -445,8 +557,13 @@ int ppdl_data_write_tokens(const char *path, const int32_t *tokens, long n, int 
         if (tokens[i] < 0 || tokens[i] >= vocab_size)
             return FAIL("not written: token %d at row %zu is outside [0, %d)", tokens[i], i / (size_t)(T + 1),
                         vocab_size);
-    tokens_ctx c = {tokens, n, T, vocab_size};
-    return write_file(path, tokens_body, &c, err, errlen);
+    ppdl_tokens_out *w = ppdl_tokens_out_begin(path, n, T, vocab_size, 0, err, errlen);
+    if (!w) return -1;
+    if (ppdl_tokens_out_rows(w, 0, n, tokens, err, errlen) || ppdl_tokens_out_close(w, err, errlen)) {
+        ppdl_tokens_out_discard(w);
+        return -1;
+    }
+    return ppdl_tokens_out_commit(w, err, errlen);
 }
 
 typedef struct classif_ctx {

@@ -1,6 +1,6 @@
 /* data_io.h — data.h5: what the model trains on.
  *
- * Layout (contract: ../DESIGN.md "data.h5"):
+ * Layout (contract: docs/formats.md "data.h5"):
  *   language modelling: tokens int32 [N, T+1] (inputs [:, :T], targets [:, 1:]),
  *                       root attribute vocab_size (int32)
  *   classification:     features float32 [N, D]  or  images float32 [N, C, H, W],
@@ -47,6 +47,25 @@ void ppdl_data_close(ppdl_data *d);
 /* Writers used by ppdl-data (and tests). Write to path.tmp, then rename. */
 int ppdl_data_write_tokens(const char *path, const int32_t *tokens, long n, int T, int vocab_size,
                            char *err, size_t errlen);
+/* data.h5 of tokens written a piece at a time (corpora larger than memory): `tokens`
+ * int32 [n, T+1] in chunks of about 256 KiB (gzip level `compress` 1-9 with the shuffle
+ * filter, 0: none), attribute vocab_size. Written to path.tmp; nothing is at path until
+ * ppdl_tokens_out_commit. The caller checks the tokens against vocab_size.
+ *   begin -> rows (any order, each row once) -> close -> commit (rename to path)
+ *   discard (at any point): remove path.tmp and free the writer */
+typedef struct ppdl_tokens_out ppdl_tokens_out;
+ppdl_tokens_out *ppdl_tokens_out_begin(const char *path, long n, int T, int vocab_size, int compress,
+                                       char *err, size_t errlen);
+/* tok: int32 [rows, T+1], the rows row0 .. row0+rows-1; writes of whole chunks (a
+ * multiple of ppdl_tokens_out_chunk_rows, from a multiple of it) are the fast ones */
+int ppdl_tokens_out_rows(ppdl_tokens_out *w, long row0, long rows, const int32_t *tok, char *err,
+                         size_t errlen);
+long ppdl_tokens_out_chunk_rows(const ppdl_tokens_out *w);
+int ppdl_tokens_out_close(ppdl_tokens_out *w, char *err, size_t errlen);
+/* rename path.tmp to path and free w (on failure path.tmp is removed, w freed) */
+int ppdl_tokens_out_commit(ppdl_tokens_out *w, char *err, size_t errlen);
+void ppdl_tokens_out_discard(ppdl_tokens_out *w);
+
 int ppdl_data_write_classif(const char *path, const float *x, const int32_t *labels, long n,
                             int ndim, const long *sample_shape, char *err, size_t errlen);
 

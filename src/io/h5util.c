@@ -63,3 +63,23 @@ hid_t ppdl_h5_open_scalar_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, con
     }
     return a;
 }
+
+int ppdl_h5_same_object(hid_t loc, const char *a, const char *b)
+{
+    if (H5Oexists_by_name(loc, a, H5P_DEFAULT) <= 0 || H5Oexists_by_name(loc, b, H5P_DEFAULT) <= 0) return -1;
+#if H5_VERSION_GE(1, 12, 0)
+    H5O_info2_t ia, ib;
+    if (H5Oget_info_by_name3(loc, a, &ia, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+        H5Oget_info_by_name3(loc, b, &ib, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return -1;
+    int cmp = 1;
+    if (H5Otoken_cmp(loc, &ia.token, &ib.token, &cmp) < 0) return -1;
+    return ia.fileno == ib.fileno && cmp == 0;
+#else
+    H5O_info_t ia, ib;
+    if (H5Oget_info_by_name2(loc, a, &ia, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+        H5Oget_info_by_name2(loc, b, &ib, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return -1;
+    return ia.fileno == ib.fileno && ia.addr == ib.addr;
+#endif
+}

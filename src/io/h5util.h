@@ -39,4 +39,8 @@ void ppdl_h5_fmt_dims(char *buf, size_t len, int ndim, const hsize_t *dims);
  * returned with nothing left open. */
 hid_t ppdl_h5_open_scalar_attr(ppdl_h5_ctx *c, hid_t obj, const char *where, const char *name);
 
+/* Are the paths a and b (from loc) the same object, as an HDF5 hard link makes them
+ * (h5py: f[a] == f[b])? 1 yes, 0 no, -1 when either is missing or cannot be read. */
+int ppdl_h5_same_object(hid_t loc, const char *a, const char *b);
+
 #endif

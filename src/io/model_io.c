@@ -1,4 +1,4 @@
-/* model_io.c — read and write model.h5 (layout and contract: model_io.h, DESIGN.md).
+/* model_io.c — read and write model.h5 (layout and contract: model_io.h, docs/formats.md).
  *
  * Plain serial HDF5 (default file access property list): every rank that needs the
  * weights opens the file read-only on its own. The reader trusts nothing in the file:
@@ -200,27 +200,29 @@ typedef struct hyper {
     const char *family, *key;
     char type;                     /* 'i' int32, 'f' float64 (ln_eps), 's' activation string */
     size_t off;                    /* of the int/float field in ppdl_model */
+    int optional;                  /* 1: may be absent (files from before it existed): 0 then */
 } hyper;
 
 static const hyper hypers[] = {
-    {"gpt", "vocab_size", 'i', offsetof(ppdl_model, vocab_size)},
-    {"gpt", "seq_len", 'i', offsetof(ppdl_model, seq_len)},
-    {"gpt", "d_model", 'i', offsetof(ppdl_model, d_model)},
-    {"gpt", "n_heads", 'i', offsetof(ppdl_model, n_heads)},
-    {"gpt", "n_layers", 'i', offsetof(ppdl_model, n_layers)},
-    {"gpt", "ln_eps", 'f', offsetof(ppdl_model, ln_eps)},
-    {"mlp", "in_features", 'i', offsetof(ppdl_model, in_features)},
-    {"mlp", "hidden", 'i', offsetof(ppdl_model, hidden)},
-    {"mlp", "n_layers", 'i', offsetof(ppdl_model, n_layers)},
-    {"mlp", "n_classes", 'i', offsetof(ppdl_model, n_classes)},
-    {"mlp", "activation", 's', offsetof(ppdl_model, activation)},
-    {"cnn", "in_channels", 'i', offsetof(ppdl_model, in_channels)},
-    {"cnn", "height", 'i', offsetof(ppdl_model, height)},
-    {"cnn", "width", 'i', offsetof(ppdl_model, width)},
-    {"cnn", "channels", 'i', offsetof(ppdl_model, channels)},
-    {"cnn", "n_blocks", 'i', offsetof(ppdl_model, n_blocks)},
-    {"cnn", "hidden", 'i', offsetof(ppdl_model, hidden)},
-    {"cnn", "n_classes", 'i', offsetof(ppdl_model, n_classes)},
+    {"gpt", "vocab_size", 'i', offsetof(ppdl_model, vocab_size), 0},
+    {"gpt", "seq_len", 'i', offsetof(ppdl_model, seq_len), 0},
+    {"gpt", "d_model", 'i', offsetof(ppdl_model, d_model), 0},
+    {"gpt", "n_heads", 'i', offsetof(ppdl_model, n_heads), 0},
+    {"gpt", "n_layers", 'i', offsetof(ppdl_model, n_layers), 0},
+    {"gpt", "ln_eps", 'f', offsetof(ppdl_model, ln_eps), 0},
+    {"gpt", "tie_embeddings", 'i', offsetof(ppdl_model, tie_embeddings), 1},
+    {"mlp", "in_features", 'i', offsetof(ppdl_model, in_features), 0},
+    {"mlp", "hidden", 'i', offsetof(ppdl_model, hidden), 0},
+    {"mlp", "n_layers", 'i', offsetof(ppdl_model, n_layers), 0},
+    {"mlp", "n_classes", 'i', offsetof(ppdl_model, n_classes), 0},
+    {"mlp", "activation", 's', offsetof(ppdl_model, activation), 0},
+    {"cnn", "in_channels", 'i', offsetof(ppdl_model, in_channels), 0},
+    {"cnn", "height", 'i', offsetof(ppdl_model, height), 0},
+    {"cnn", "width", 'i', offsetof(ppdl_model, width), 0},
+    {"cnn", "channels", 'i', offsetof(ppdl_model, channels), 0},
+    {"cnn", "n_blocks", 'i', offsetof(ppdl_model, n_blocks), 0},
+    {"cnn", "hidden", 'i', offsetof(ppdl_model, hidden), 0},
+    {"cnn", "n_classes", 'i', offsetof(ppdl_model, n_classes), 0},
 };
 #define N_HYPERS ((int)(sizeof hypers / sizeof hypers[0]))
 
@@ -245,6 +247,7 @@ static void hyper_list(const char *family, char *buf, size_t len)
 static int read_hyper(ppdl_h5_ctx *c, hid_t root, ppdl_model *m, const hyper *h)
 {
     char value[128], setmsg[PPDL_ERR_LEN];
+    if (h->optional && H5Aexists(root, h->key) <= 0) return 0; /* ppdl_model_load_desc zeroed it */
     if (h->type == 'i') {
         long long v;
         if (read_int_attr(c, root, "root", h->key, &v)) return -1;
@@ -566,6 +569,22 @@ out:
     return rc;
 }
 
+/* A tied model stores its weight once: the head's lm_head.weight is a hard link to
+ * the embedding's wte, one dataset (model_io.h). A file that says tied but holds two
+ * datasets would leave it unclear which one is the weight: refused. (An untied model
+ * whose lm_head.weight links to wte is accepted: two parameters that start equal.) */
+static int check_tie(ppdl_h5_ctx *c, hid_t layers, const ppdl_model *m)
+{
+    if (!m->tie_embeddings) return 0;
+    char head[32];
+    snprintf(head, sizeof head, "%05d/lm_head.weight", m->L - 1);
+    if (ppdl_h5_same_object(layers, "00000/wte", head) == 1) return 0;
+    return ppdl_h5_fail(c, "root attribute 'tie_embeddings' is 1 but /layers/%s is a dataset of its own: a tied model "
+                        "stores the weight once, /layers/%s as a hard link to /layers/00000/wte (h5py: del "
+                        "f['layers/%s']; f['layers/%s'] = f['layers/00000/wte']), or set tie_embeddings to 0",
+                        head, head, head, head);
+}
+
 static int load_desc(ppdl_h5_ctx *c, hid_t f, ppdl_model *m)
 {
     char family[64], msg[PPDL_ERR_LEN];
@@ -582,6 +601,7 @@ static int load_desc(ppdl_h5_ctx *c, hid_t f, ppdl_model *m)
     if (check_layer_count(c, layers, m)) goto out;
     for (int i = 0; i < m->L; i++)
         if (check_layer(c, layers, m, &m->layers[i])) goto out;
+    if (check_tie(c, layers, m)) goto out;
     rc = 0;
 out:
     ppdl_h5_close(&layers, H5Gclose);
@@ -633,6 +653,7 @@ static int load_params(ppdl_h5_ctx *c, hid_t f, const ppdl_model *m, int first, 
             goto out;
         }
         for (int i = 0; i < l->n_params; i++) {
+            if (ppdl_model_is_tied(m, li, i) && ppdl_model_tie_within(m, first, last)) continue; /* it is wte */
             if (read_param(c, g, where, &l->params[i], dst)) goto out;
             dst += l->params[i].numel;
         }
@@ -676,7 +697,9 @@ static int write_param(ppdl_h5_ctx *c, hid_t g, const char *where, const ppdl_pa
     return rc;
 }
 
-static int write_layer(ppdl_h5_ctx *c, hid_t layers, const ppdl_layer *l, const float *src)
+/* layer l's datasets from *src (the held layout), advanced past them; a tied
+ * lm_head.weight is a hard link to /layers/00000/wte, written before it */
+static int write_layer(ppdl_h5_ctx *c, hid_t layers, const ppdl_model *m, const ppdl_layer *l, const float **src)
 {
     char name[16], where[32];
     layer_attr a[8];
@@ -692,8 +715,15 @@ static int write_layer(ppdl_h5_ctx *c, hid_t layers, const ppdl_layer *l, const 
         if (st) goto out;
     }
     for (int i = 0; i < l->n_params; i++) {
-        if (write_param(c, g, where, &l->params[i], src)) goto out;
-        src += l->params[i].numel;
+        if (ppdl_model_is_tied(m, l->index, i)) {
+            if (H5Lcreate_hard(layers, "00000/wte", g, l->params[i].name, H5P_DEFAULT, H5P_DEFAULT) < 0) {
+                ppdl_h5_fail(c, "cannot link %s/%s to /layers/00000/wte", where, l->params[i].name);
+                goto out;
+            }
+            continue;
+        }
+        if (write_param(c, g, where, &l->params[i], *src)) goto out;
+        *src += l->params[i].numel;
     }
     rc = 0;
 out:
@@ -711,10 +741,7 @@ static int write_model(ppdl_h5_ctx *c, hid_t f, const ppdl_model *m, const float
     if (layers < 0) return ppdl_h5_fail(c, "cannot create group /layers");
     int rc = 0;
     const float *src = host;
-    for (int i = 0; i < m->L && !rc; i++) {
-        rc = write_layer(c, layers, &m->layers[i], src);
-        src += ppdl_layer_param_count(&m->layers[i]);
-    }
+    for (int i = 0; i < m->L && !rc; i++) rc = write_layer(c, layers, m, &m->layers[i], &src);
     H5Gclose(layers);
     return rc;
 }
@@ -726,6 +753,7 @@ static int check_finite(ppdl_h5_ctx *c, const ppdl_model *m, const float *host)
     for (int li = 0; li < m->L; li++)
         for (int i = 0; i < m->layers[li].n_params; i++) {
             const ppdl_param *pa = &m->layers[li].params[i];
+            if (ppdl_model_is_tied(m, li, i)) continue; /* held once, as wte */
             for (size_t j = 0; j < pa->numel; j++)
                 if (!isfinite(p[j]))
                     return ppdl_h5_fail(c, "not written: /layers/%05d/%s holds a non-finite value at index %zu "

@@ -32,6 +32,8 @@ void ppdl_cluster_free(ppdl_cluster *cl)
     free(cl->mem);
     free(cl->speed);
     free(cl->node);
+    free(cl->samples);
+    free(cl->spread);
     ppdl_hosts_free(&cl->hosts);
     memset(cl, 0, sizeof *cl);
 }
@@ -183,10 +185,11 @@ static int cmp_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+/* a link is as fast as its faster direction (cluster.h) */
 static double link_bw(const ppdl_cluster *cl, int i, int j)
 {
     double a = cl->bw[i * cl->n + j], b = cl->bw[j * cl->n + i];
-    return a < b ? a : b;
+    return a > b ? a : b;
 }
 
 void ppdl_cluster_group_nodes(ppdl_cluster *cl, double min_ratio)
@@ -288,10 +291,28 @@ char *ppdl_cluster_to_json(const ppdl_cluster *cl)
     char *hs = ppdl_hosts_to_json(&cl->hosts, n, "    ");
     if (hs) put(&t, ",\n  \"hosts\": %s", hs);
     free(hs);
-    if (cl->probe_ms > 0)
+    if (cl->probe_ms > 0) {
         put(&t, ",\n  \"probe\": {\"ms\": %.1f, \"message_bytes\": %.0f, \"activation_bytes\": %.0f, "
-                "\"rounds\": %d, \"slots\": %d}",
-            cl->probe_ms, cl->probe_bytes, cl->act_bytes, cl->probe_rounds, cl->probe_slots);
+                "\"rounds\": %d, \"slots\": %d, \"passes\": %d",
+            cl->probe_ms, cl->probe_bytes, cl->act_bytes, cl->probe_rounds, cl->probe_slots, cl->probe_passes);
+        if (cl->samples && cl->spread) {
+            /* per link: how many samples its median is of, and how far apart they were */
+            put(&t, ",\n    \"samples\": [");
+            for (int i = 0; i < n; i++) {
+                put(&t, "%s[", i ? ", " : "");
+                for (int j = 0; j < n; j++) put(&t, "%s%d", j ? ", " : "", cl->samples[i * n + j]);
+                put(&t, "]");
+            }
+            put(&t, "],\n    \"spread\": [");
+            for (int i = 0; i < n; i++) {
+                put(&t, "%s[", i ? ", " : "");
+                for (int j = 0; j < n; j++) put(&t, "%s%.4f", j ? ", " : "", cl->spread[i * n + j]);
+                put(&t, "]");
+            }
+            put(&t, "]");
+        }
+        put(&t, "}");
+    }
     put(&t, "\n}\n");
     return t.s;
 }
@@ -334,6 +355,25 @@ static void print_matrix(const ppdl_cluster *cl, FILE *f, const char *title, con
     }
 }
 
+/* the probe's samples per link and their spread, "5 x 12%": the bandwidth above is
+ * the median of 5 samples that lay within 12% of it, smallest to largest */
+static void print_samples(const ppdl_cluster *cl, FILE *f)
+{
+    int n = cl->n;
+    fprintf(f, "  samples x spread (the median of N samples, largest - smallest of them)\n  %6s", "");
+    for (int j = 0; j < n; j++) fprintf(f, " %7d", j);
+    fprintf(f, "\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "  %6d", i);
+        for (int j = 0; j < n; j++) {
+            double pc = 100 * cl->spread[i * n + j];
+            if (i == j) fprintf(f, " %7s", "-");
+            else fprintf(f, " %2d x%3.0f%%", cl->samples[i * n + j], pc < 999 ? pc : 999);
+        }
+        fprintf(f, "\n");
+    }
+}
+
 /* min / max of the off-diagonal values within nodes (same = 1) or between (same = 0) */
 static int range_of(const ppdl_cluster *cl, const double *m, int same, double *lo, double *hi)
 {
@@ -355,13 +395,15 @@ void ppdl_cluster_print(const ppdl_cluster *cl, FILE *f)
     fprintf(f, "cluster: %d rank%s in %d node%s", n, n == 1 ? "" : "s", cl->n_nodes, cl->n_nodes == 1 ? "" : "s");
     if (cl->probe_ms > 0) {
         char b[32];
-        fprintf(f, ", probed in %.0f ms (%d rounds of pairs, %s messages)", cl->probe_ms, cl->probe_rounds,
+        fprintf(f, ", probed in %.0f ms (%d rounds of pairs, %d pass%s, %s messages)", cl->probe_ms,
+                cl->probe_rounds, cl->probe_passes, cl->probe_passes == 1 ? "" : "es",
                 ppdl_fmt_bytes((size_t)cl->probe_bytes, b, sizeof b));
     }
     fprintf(f, "\n");
     if (n > 1 && n <= 16) {
         print_matrix(cl, f, "bandwidth GB/s (row sends to column)", cl->bw, 1e-9, " %7.3f");
         print_matrix(cl, f, "latency us (one way)", cl->lat, 1e6, " %7.1f");
+        if (cl->samples && cl->spread) print_samples(cl, f);
     } else if (n > 1) {
         for (int same = 1; same >= 0; same--) {
             double blo = 0, bhi = 0, llo = 0, lhi = 0;

@@ -1,5 +1,5 @@
 /* cluster.h — what the network and the devices of a job look like: the CLUSTER.json of
- * DESIGN.md, in memory.
+ * docs/formats.md, in memory.
  *
  *   {"ranks": N,
  *    "bandwidth_Bps": [[N] x N],   bytes/s from row rank to column rank
@@ -37,7 +37,10 @@ typedef struct ppdl_cluster {
     double probe_ms;           /* wall time of the whole probe */
     double probe_bytes;        /* the largest message size measured */
     double act_bytes;          /* the model's boundary activation size measured (0: none) */
-    int probe_rounds, probe_slots;
+    int probe_rounds, probe_slots;  /* of the first pass (the schedule) */
+    int probe_passes;
+    int *samples;              /* [n*n] the probe's samples of each link; NULL: read from a file */
+    double *spread;            /* [n*n] their (largest - smallest) / median */
 } ppdl_cluster;
 
 /* Allocate an n-rank cluster: bandwidth 1e12 B/s, latency 0, memory 0, speed 1, one node. */
@@ -62,7 +65,10 @@ char *ppdl_cluster_to_json(const ppdl_cluster *cl);
 int ppdl_cluster_write(const ppdl_cluster *cl, const char *path, char *err, size_t errlen);
 
 /* Group ranks into "nodes": ranks joined by links much faster than the rest.
- * The link between i and j counts min(bw[i][j], bw[j][i]). Sort the distinct link
+ * The link between i and j counts max(bw[i][j], bw[j][i]): a disturbed measurement
+ * only ever makes a direction slower, so the faster direction is the evidence of what
+ * the link can do, and one slow reading cannot split a node (the probe's medians are
+ * the first defence, probe.h; this is the second). Sort the distinct link
  * speeds, find the largest ratio between neighbours; if it is at least `min_ratio`
  * (the caller's choice; ppdl uses PPDL_NODE_RATIO), links at or above the gap are
  * "fast" and the connected components of fast links are the nodes. Otherwise the

@@ -1,6 +1,7 @@
 #include "net/comm.h"
 #include "net/netem.h"
 #include "core/error.h"
+#include "core/finish.h"
 #include "core/util.h"
 
 #include <limits.h>
@@ -102,22 +103,4 @@ int ppdl_comm_test(ppdl_comm *c, MPI_Request *req)
     return done;
 }
 
-void ppdl_comm_waitall_idle(int n, MPI_Request *reqs)
-{
-    /* naps grow from 20 us to 0.5 ms: a quick answer when the wait is short, and a long
-     * wait (a bystander of the probe) wakes rarely, so it steals little from the ranks
-     * being measured */
-    long nap_ns = 20 * 1000;
-    for (;;) {
-        int all = 1;
-        for (int k = 0; k < n; k++) {
-            int done = 1;
-            if (reqs[k] != MPI_REQUEST_NULL) PPDL_CHECK_MPI(MPI_Test(&reqs[k], &done, MPI_STATUS_IGNORE));
-            all &= done;
-        }
-        if (all) return;
-        struct timespec nap = {0, nap_ns};
-        nanosleep(&nap, NULL);
-        if (nap_ns < 500 * 1000) nap_ns *= 2;
-    }
-}
+void ppdl_comm_waitall_idle(int n, MPI_Request *reqs) { ppdl_wait_all_idle(n, reqs); }

@@ -3,7 +3,9 @@
  * The measurement is a list of "tasks" grouped into "slots": the tasks of one slot run at
  * the same time, the slots one after another, each started by rank 0's "go" and ended by
  * the results that come back to it. A task is either a pair (a, b) of one tournament
- * round, or the local benchmarks of one rank (memcpy rate, SGEMM speed). */
+ * round, or the local benchmarks of one rank (memcpy rate, SGEMM speed). The slots of
+ * pairs run in passes: each pass gives every pair it measures one sample, and rank 0
+ * decides after each pass which pairs need another (probe.h). */
 #include "net/probe.h"
 #include "core/error.h"
 #include "core/util.h"
@@ -16,8 +18,8 @@
 #include <unistd.h>
 
 #define SMALL_BYTES 8          /* the latency message */
-#define MAX_LARGE 2            /* large sizes: the activation, and >= 1 MiB */
-#define RES_LEN (1 + 2 * MAX_LARGE)
+#define N_LARGE 2              /* large sizes: the activation (or S/4), and S */
+#define RES_LEN (1 + 3 * N_LARGE) /* small round trip; per large size: out, back, bytes */
 #define TAG_DATA 32000         /* pair messages (through ppdl_comm, so netem sees them) */
 #define TAG_GO 1               /* control messages, on a private duplicate communicator */
 #define TAG_RESULT 2
@@ -26,12 +28,21 @@
 void ppdl_probe_defaults(ppdl_probe_opts *o)
 {
     memset(o, 0, sizeof *o);
-    /* warm-up covers connection set-up (UCX makes endpoints on first use); the fastest
-     * of 21 small / 7 large exchanges is stable to a few % here, and 7 x 1 MiB keeps a
-     * 4-rank probe near 0.1 s */
+    /* Warm-up covers connection set-up (UCX makes endpoints on first use). A sample is
+     * the fastest of 6 small and 2 large exchanges each way; 3 to 7 samples a pair, a
+     * pass apart. Agreement within 10% of the median: a link shaped to 1 Gbit/s gave
+     * samples within 2-6% of each other at load 2-9 (perf/RESULTS.md, "Network probe");
+     * directions more than 2x apart are measured again: 2x is the gap that makes a
+     * hierarchy (PPDL_NODE_RATIO), so a smaller asymmetry cannot move a node boundary. */
     o->warmup = 2;
-    o->reps_small = 21;
-    o->reps_large = 7;
+    o->reps_small = 6;
+    o->reps_large = 2;
+    o->min_samples = 3;
+    o->max_samples = 7;
+    o->target_ms = 25;
+    o->max_bytes = (size_t)8 << 20;
+    o->agree = 0.10;
+    o->asym = 2.0;
 }
 
 /* ---- the schedule ---- */
@@ -90,14 +101,17 @@ typedef struct schedule {
     int n_slots, rounds;
 } schedule;
 
-static void build_schedule(int n, const int *host, int all_at_once, schedule *s)
+/* The slots of one pass: the local benchmarks (locals: the first pass only), then the
+ * pairs (a < b) with need[a * n + b] set (need NULL: every pair), round after round. */
+static void build_schedule(int n, const int *host, int all_at_once, const unsigned char *need, int locals,
+                           schedule *s)
 {
     int max_t = n + n * (n - 1) / 2;
     s->t = ppdl_xmalloc((size_t)max_t * sizeof(task));
     s->start = ppdl_xmalloc((size_t)(max_t + 1) * sizeof(int));
     s->n_t = s->n_slots = 0;
     /* local slots: the j-th rank of every host at once */
-    for (int j = 0; j < n; j++) {
+    for (int j = 0; j < n && locals; j++) {
         int first = s->n_t;
         for (int i = 0; i < n; i++) {
             int before = 0;
@@ -112,11 +126,13 @@ static void build_schedule(int n, const int *host, int all_at_once, schedule *s)
     int *a = ppdl_xmalloc((size_t)(n / 2 + 1) * sizeof(int)), *b = ppdl_xmalloc((size_t)(n / 2 + 1) * sizeof(int));
     int *slot = ppdl_xmalloc((size_t)(n / 2 + 1) * sizeof(int));
     for (int r = 0; r < s->rounds; r++) {
-        int np = ppdl_probe_round_pairs(n, r, a, b);
-        int ns = ppdl_probe_slots(np, a, b, host, all_at_once, slot);
+        int np = ppdl_probe_round_pairs(n, r, a, b), kept = 0;
+        for (int k = 0; k < np; k++)
+            if (!need || need[a[k] * n + b[k]]) { a[kept] = a[k]; b[kept] = b[k]; kept++; }
+        int ns = ppdl_probe_slots(kept, a, b, host, all_at_once, slot);
         for (int q = 0; q < ns; q++) {
             s->start[s->n_slots++] = s->n_t;
-            for (int k = 0; k < np; k++)
+            for (int k = 0; k < kept; k++)
                 if (slot[k] == q) s->t[s->n_t++] = (task){a[k], b[k]};
         }
     }
@@ -126,14 +142,21 @@ static void build_schedule(int n, const int *host, int all_at_once, schedule *s)
     free(slot);
 }
 
+static void free_schedule(schedule *s)
+{
+    free(s->t);
+    free(s->start);
+}
+
 /* ---- measuring ---- */
 
 typedef struct ctx {
     ppdl_comm *c;
     const ppdl_probe_opts *o;
-    size_t large[MAX_LARGE];
-    int n_large;
-    char *sbuf, *rbuf;         /* [large max] */
+    size_t first, cap;         /* the large size before a pair's own is chosen; the most */
+    size_t *large;             /* [n] the large size S of each pair this rank drives, 0: not yet */
+    int rounds;
+    char *sbuf, *rbuf;         /* [cap] */
 } ctx;
 
 static int cmp_double(const void *x, const void *y)
@@ -155,11 +178,14 @@ static double median(double *v, int n)
  * probe: medians were 20-50% off the emulated values, minima within a few %. */
 
 /* One exchange: the driver sends `fwd` bytes and receives `back` bytes; returns the
- * round trip on the driver (0 on the other side). */
+ * round trip on the driver (0 on the other side). The driver chooses the sizes: the
+ * first 8 bytes of what it sends say how many bytes to send back, and the other side
+ * receives into a buffer of the largest size, so it needs to know nothing else. */
 static double exchange(ctx *x, int peer, int driver, size_t fwd, size_t back)
 {
     MPI_Request s, r;
     if (driver) {
+        memcpy(x->sbuf, &back, sizeof back);
         ppdl_comm_irecv(x->c, x->rbuf, back, peer, TAG_DATA, &r);
         double t0 = ppdl_now_s();
         ppdl_comm_isend(x->c, x->sbuf, fwd, peer, TAG_DATA, &s);
@@ -167,9 +193,10 @@ static double exchange(ctx *x, int peer, int driver, size_t fwd, size_t back)
         ppdl_comm_wait(x->c, &r);
         return ppdl_now_s() - t0;
     }
-    ppdl_comm_irecv(x->c, x->rbuf, fwd, peer, TAG_DATA, &r);
+    ppdl_comm_irecv(x->c, x->rbuf, x->cap, peer, TAG_DATA, &r);
     ppdl_comm_wait(x->c, &r);
-    ppdl_comm_isend(x->c, x->sbuf, back, peer, TAG_DATA, &s);
+    memcpy(&back, x->rbuf, sizeof back);
+    ppdl_comm_isend(x->c, x->sbuf, back <= x->cap ? back : x->cap, peer, TAG_DATA, &s);
     ppdl_comm_wait(x->c, &s);
     return 0;
 }
@@ -180,39 +207,65 @@ static void keep_min(double *best, double t)
     if (*best <= 0 || t < *best) *best = t;
 }
 
+/* The large size S of a pair, chosen by its driver from its warm-up: a message long
+ * enough (target_ms on the link) that the wake-ups around it, a few ms on a busy
+ * machine, are a small part of its time (1 MiB at 1 Gbit/s is 8.7 ms, and at load 5-10
+ * on 2 cores such a link read 40-60% slow); between `first` and `cap`, whole 4 KiB. */
+static size_t choose_large(const ctx *x, double t_first)
+{
+    if (x->o->msg_bytes || !(t_first > 0)) return x->first;
+    double want = (double)x->first / t_first * x->o->target_ms * 1e-3;
+    size_t s = want >= (double)x->cap ? x->cap : (size_t)want;
+    s = s < x->first ? x->first : s;
+    return s / 4096 * 4096;
+}
+
 /* One direction of a pair: the driver sends the large sizes (out = 1) or receives them
  * (out = 0), always answered by / answering a small message. Warm-up first (it sets up
- * connections and drains a shaped link's token bucket), then reps_large rounds of
- * [a few small exchanges, one of each large size]: the latency samples are spread over
- * the whole measurement instead of bunched into 2 ms, so one burst of other work on
- * the machine cannot spoil all of them; and the large messages of one direction still
- * follow each other closely, so a token bucket (tc tbf) cannot refill between them. */
-static void one_direction(ctx *x, int peer, int driver, int out, double *res)
+ * connections and drains a shaped link's token bucket; on the way out it chooses the
+ * pair's size S), then reps_large rounds of [a few small exchanges, one of each large
+ * size]: the latency samples are spread over the whole measurement instead of bunched
+ * into 2 ms, so one burst of other work on the machine cannot spoil all of them; and
+ * the large messages of one direction still follow each other closely, so a token
+ * bucket (tc tbf) cannot refill between them. The sizes: [the activation, or S/4; S]. */
+static void one_direction(ctx *x, int peer, int driver, int out, int warm, double *res)
 {
     const ppdl_probe_opts *o = x->o;
     int small_per_round = (o->reps_small + 2 * o->reps_large - 1) / (2 * o->reps_large);
-    for (int w = 0; w < o->warmup; w++) {
+    size_t *S = driver ? &x->large[peer] : NULL, size[N_LARGE] = {0, 0};
+    if (driver && !*S) *S = x->first;
+    double t_first = 0;
+    for (int w = 0; w < (warm ? o->warmup : 0); w++) {
         exchange(x, peer, driver, SMALL_BYTES, SMALL_BYTES);
-        for (int k = 0; k < x->n_large; k++)
-            exchange(x, peer, driver, out ? x->large[k] : SMALL_BYTES, out ? SMALL_BYTES : x->large[k]);
+        double t = exchange(x, peer, driver, out && S ? *S : SMALL_BYTES, !out && S ? *S : SMALL_BYTES);
+        if (out) keep_min(&t_first, t);
+    }
+    if (driver) {
+        if (warm && out) *S = choose_large(x, t_first);
+        size_t act = o->act_bytes;
+        size[0] = act > SMALL_BYTES && act < *S ? act : *S / 4;
+        size[1] = *S;
     }
     for (int r = 0; r < o->reps_large; r++) {
         for (int q = 0; q < small_per_round; q++) keep_min(&res[0], exchange(x, peer, driver, SMALL_BYTES, SMALL_BYTES));
-        for (int k = 0; k < x->n_large; k++)
-            keep_min(&res[1 + 2 * k + !out],
-                     exchange(x, peer, driver, out ? x->large[k] : SMALL_BYTES, out ? SMALL_BYTES : x->large[k]));
+        for (int k = 0; k < N_LARGE; k++)
+            keep_min(&res[1 + 3 * k + !out],
+                     exchange(x, peer, driver, out ? size[k] : SMALL_BYTES, out ? SMALL_BYTES : size[k]));
     }
+    for (int k = 0; k < N_LARGE && driver; k++) res[3 + 3 * k] = (double)size[k];
 }
 
-/* res = [small round trip, then per large size: S out + small back, small out + S back],
- * each the fastest of its repetitions (on the driver a; zeros on b) */
-static void run_pair(ctx *x, int a, int b, double *res)
+/* One sample of a pair: res = [small round trip, then per large size: its bytes out +
+ * small back, small out + its bytes back, its bytes], the times the fastest of their
+ * repetitions (on the driver a; zeros on b). warm: the pair's first sample, after
+ * warm-up exchanges. */
+static void run_pair(ctx *x, int a, int b, int warm, double *res)
 {
     int me = x->c->rank, driver = me == a, peer = driver ? b : a, nap = x->c->nap;
     for (int i = 0; i < RES_LEN; i++) res[i] = 0;
     x->c->nap = 0; /* a round trip is timed: a nap in it would be measured as latency */
-    one_direction(x, peer, driver, 1, res);
-    one_direction(x, peer, driver, 0, res);
+    one_direction(x, peer, driver, 1, warm, res);
+    one_direction(x, peer, driver, 0, warm, res);
     x->c->nap = nap;
 }
 
@@ -261,7 +314,7 @@ static double gemm_gflops(ppdl_backend *be)
 /* res = [GFLOP/s, memcpy bytes/s] */
 static void run_local(ctx *x, double *res)
 {
-    size_t n = x->large[x->n_large - 1];
+    size_t n = x->first;
     double t[6];
     for (int k = 0; k < 6; k++) {
         double t0 = ppdl_now_s();
@@ -292,20 +345,65 @@ static double fit_bandwidth(const double *x, const double *y, int n)
     return y[n - 1] > 0 ? x[n - 1] / y[n - 1] : 1e12;
 }
 
-static void fit_pair(const ctx *x, int n, int a, int b, const double *res, ppdl_cluster *cl)
+/* one sample of a pair from its exchanges (run_pair's res): out[0] a->b bandwidth,
+ * out[1] b->a, out[2] the one-way latency */
+static void fit_sample(const double *res, double *out)
 {
     double half = 0.5 * res[0]; /* one-way small message */
-    double xs[1 + MAX_LARGE], yab[1 + MAX_LARGE], yba[1 + MAX_LARGE];
+    double xs[1 + N_LARGE], yab[1 + N_LARGE], yba[1 + N_LARGE];
     xs[0] = SMALL_BYTES;
     yab[0] = yba[0] = half;
-    for (int k = 0; k < x->n_large; k++) {
-        xs[1 + k] = (double)x->large[k];
-        yab[1 + k] = res[1 + 2 * k] - half;
-        yba[1 + k] = res[2 + 2 * k] - half;
+    for (int k = 0; k < N_LARGE; k++) {
+        xs[1 + k] = res[3 + 3 * k];
+        yab[1 + k] = res[1 + 3 * k] - half;
+        yba[1 + k] = res[2 + 3 * k] - half;
     }
-    cl->bw[a * n + b] = fit_bandwidth(xs, yab, 1 + x->n_large);
-    cl->bw[b * n + a] = fit_bandwidth(xs, yba, 1 + x->n_large);
-    cl->lat[a * n + b] = cl->lat[b * n + a] = half > 0 ? half : 0;
+    out[0] = fit_bandwidth(xs, yab, 1 + N_LARGE);
+    out[1] = fit_bandwidth(xs, yba, 1 + N_LARGE);
+    out[2] = half > 0 ? half : 0;
+}
+
+/* ---- the statistic ---- */
+
+ppdl_link_stat ppdl_probe_link_stat(const double *v, int n, double agree)
+{
+    ppdl_link_stat st = {0, 0, n, 0};
+    if (n < 1) return st;
+    double *w = ppdl_xmalloc((size_t)n * sizeof(double));
+    memcpy(w, v, (size_t)n * sizeof(double));
+    st.median = median(w, n); /* sorts w */
+    st.spread = st.median > 0 ? (w[n - 1] - w[0]) / st.median : 0;
+    for (int i = 0; i < n; i++) st.agreeing += fabs(w[i] - st.median) <= agree * st.median;
+    free(w);
+    return st;
+}
+
+int ppdl_probe_pair_settled(const double *ab, const double *ba, int n, const ppdl_probe_opts *o)
+{
+    if (n >= o->max_samples) return 1;
+    if (n < o->min_samples) return 0;
+    ppdl_link_stat x = ppdl_probe_link_stat(ab, n, o->agree), y = ppdl_probe_link_stat(ba, n, o->agree);
+    if (x.agreeing < o->min_samples || y.agreeing < o->min_samples) return 0;
+    double hi = x.median > y.median ? x.median : y.median, lo = x.median > y.median ? y.median : x.median;
+    return lo > 0 && hi <= o->asym * lo;
+}
+
+int ppdl_probe_skew(const char *spec, int n, int a, int b, int k, double *factor, char *err, size_t errlen)
+{
+    *factor = 1;
+    if (!spec || !*spec) return 0;
+    const char *p = spec;
+    while (*p) {
+        int ia, ib, ik, used = 0;
+        double f;
+        if (sscanf(p, "%d-%d:%d:%lf%n", &ia, &ib, &ik, &f, &used) != 4 || ia < 0 || ib < 0 || ia >= n ||
+            ib >= n || ia == ib || ik < 0 || !(f > 0) || !isfinite(f) || (p[used] && p[used] != ','))
+            return ppdl_errf(err, errlen, "PPDL_TEST_PROBE_SKEW=%s: expected A-B:K:F[,...] (ranks A != B below %d, "
+                             "sample K >= 0, factor F > 0)", spec, n);
+        if (ia == a && ib == b && ik == k) *factor *= f;
+        p += used + (p[used] == ',');
+    }
+    return 0;
 }
 
 /* ---- the machines ---- */
@@ -374,10 +472,115 @@ static int in_slot(const schedule *s, int slot, int rank, int *task_index)
     return 0;
 }
 
-static void run_task(ctx *x, const task *t, double *res)
+static void run_task(ctx *x, const task *t, int warm, double *res)
 {
     if (t->b < 0) run_local(x, res);
-    else run_pair(x, t->a, t->b, res);
+    else run_pair(x, t->a, t->b, warm, res);
+}
+
+/* Run the slots of one pass; rank 0 receives every task's results (results[k]). */
+static void run_pass(ctx *x, const schedule *s, MPI_Comm ctl, int warm, double *results, MPI_Request *reqs)
+{
+    int me = x->c->rank, go = 0;
+    for (int sl = 0; sl < s->n_slots; sl++) {
+        int k_mine = -1, mine = in_slot(s, sl, me, &k_mine);
+        double res[RES_LEN] = {0};
+        if (me == 0) {
+            int nr = 0;
+            for (int k = s->start[sl]; k < s->start[sl + 1]; k++) {
+                const task *t = &s->t[k];
+                if (t->a != 0)
+                    PPDL_CHECK_MPI(MPI_Irecv(&results[k * RES_LEN], RES_LEN, MPI_DOUBLE, t->a, TAG_RESULT, ctl, &reqs[nr++]));
+                int who[2] = {t->a, t->b};
+                for (int w = 0; w < 2; w++)
+                    if (who[w] > 0) PPDL_CHECK_MPI(MPI_Isend(&go, 1, MPI_INT, who[w], TAG_GO, ctl, &reqs[nr++]));
+            }
+            if (mine) {
+                run_task(x, &s->t[k_mine], warm, res);
+                memcpy(&results[k_mine * RES_LEN], res, sizeof res);
+            }
+            ppdl_comm_waitall_idle(nr, reqs);
+        } else if (mine) {
+            int got;
+            PPDL_CHECK_MPI(MPI_Irecv(&got, 1, MPI_INT, 0, TAG_GO, ctl, &reqs[0]));
+            ppdl_comm_waitall_idle(1, reqs);
+            run_task(x, &s->t[k_mine], warm, res);
+            if (s->t[k_mine].a == me) PPDL_CHECK_MPI(MPI_Send(res, RES_LEN, MPI_DOUBLE, 0, TAG_RESULT, ctl));
+        }
+    }
+}
+
+/* rank 0's samples: per unordered pair (a < b, index a * n + b), up to max_samples of
+ * [a->b bandwidth, b->a bandwidth, latency] */
+typedef struct samples {
+    int n, max;
+    double *v;                 /* [n * n][max][3] */
+    int *count;                /* [n * n] */
+} samples;
+
+static double *sample_at(const samples *sm, int a, int b, int k) { return &sm->v[(((size_t)a * sm->n + b) * sm->max + k) * 3]; }
+
+/* one direction's (or the latency's, which = 2) samples of pair (a, b) into out */
+static int series(const samples *sm, int a, int b, int which, double *out)
+{
+    int c = sm->count[a * sm->n + b];
+    for (int k = 0; k < c; k++) out[k] = sample_at(sm, a, b, k)[which];
+    return c;
+}
+
+/* After a pass, on rank 0: store its samples (with the test hook's skew), then mark
+ * the pairs that need another in need[]; returns how many do. */
+static int take_samples(const ctx *x, const schedule *s, const double *results, samples *sm, unsigned char *need)
+{
+    int n = sm->n, left = 0;
+    const char *skew = getenv("PPDL_TEST_PROBE_SKEW");
+    for (int k = 0; k < s->n_t; k++) {
+        const task *t = &s->t[k];
+        if (t->b < 0) continue;
+        int c = sm->count[t->a * n + t->b];
+        if (c >= sm->max) continue;
+        double *v = sample_at(sm, t->a, t->b, c), f;
+        fit_sample(&results[k * RES_LEN], v);
+        for (int d = 0; d < 2; d++) {
+            char err[PPDL_ERR_LEN];
+            if (ppdl_probe_skew(skew, n, d ? t->b : t->a, d ? t->a : t->b, c, &f, err, sizeof err)) ppdl_die("%s", err);
+            v[d] *= f;
+        }
+        sm->count[t->a * n + t->b] = c + 1;
+    }
+    double *ab = ppdl_xmalloc((size_t)sm->max * sizeof(double)), *ba = ppdl_xmalloc((size_t)sm->max * sizeof(double));
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            int c = series(sm, a, b, 0, ab);
+            series(sm, a, b, 1, ba);
+            need[a * n + b] = !ppdl_probe_pair_settled(ab, ba, c, x->o);
+            left += need[a * n + b];
+        }
+    free(ab);
+    free(ba);
+    return left;
+}
+
+/* The medians into the cluster, with each link's number of samples and spread */
+static void summarize(const samples *sm, double agree, ppdl_cluster *cl)
+{
+    int n = sm->n;
+    double *v = ppdl_xmalloc((size_t)sm->max * sizeof(double));
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
+            for (int which = 0; which < 3; which++) {
+                int c = series(sm, a, b, which, v);
+                ppdl_link_stat st = ppdl_probe_link_stat(v, c, agree);
+                if (which == 2) {
+                    cl->lat[a * n + b] = cl->lat[b * n + a] = st.median;
+                    continue;
+                }
+                int from = which ? b : a, to = which ? a : b;
+                cl->bw[from * n + to] = st.median;
+                cl->samples[from * n + to] = c;
+                cl->spread[from * n + to] = st.spread;
+            }
+    free(v);
 }
 
 void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
@@ -405,73 +608,84 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     PPDL_CHECK_MPI(MPI_Allgather(&mem, 1, MPI_DOUBLE, mems, 1, MPI_DOUBLE, comm));
 
     ctx x = {.c = c, .o = o};
-    size_t big = o->msg_bytes ? o->msg_bytes : (o->act_bytes > (1u << 20) ? o->act_bytes : (size_t)1 << 20);
-    if (o->act_bytes > SMALL_BYTES && o->act_bytes < big) x.large[x.n_large++] = o->act_bytes;
-    x.large[x.n_large++] = big;
-    x.sbuf = ppdl_xmalloc(big);
-    x.rbuf = ppdl_xmalloc(big);
-    memset(x.sbuf, 1, big); /* touch the pages now, not while timing */
-    memset(x.rbuf, 2, big);
+    x.first = o->msg_bytes ? o->msg_bytes : (o->act_bytes > (1u << 20) ? o->act_bytes : (size_t)1 << 20);
+    x.cap = o->msg_bytes ? o->msg_bytes : (o->max_bytes > x.first ? o->max_bytes : x.first);
+    x.large = ppdl_xcalloc((size_t)n, sizeof(size_t));
+    x.sbuf = ppdl_xmalloc(x.cap);
+    x.rbuf = ppdl_xmalloc(x.cap);
+    memset(x.sbuf, 1, x.cap); /* touch the pages now, not while timing */
+    memset(x.rbuf, 2, x.cap);
 
-    schedule s;
-    build_schedule(n, host, o->all_at_once, &s);
     MPI_Comm ctl;
     PPDL_CHECK_MPI(MPI_Comm_dup(comm, &ctl));
-
-    /* rank 0 keeps every task's results */
-    double *results = me == 0 ? ppdl_xcalloc((size_t)s.n_t * RES_LEN, sizeof(double)) : NULL;
     /* per slot: a result and up to two "go"s per task */
     MPI_Request *reqs = ppdl_xmalloc((size_t)(3 * n + 2) * sizeof(MPI_Request));
-    int go = 0;
-    for (int sl = 0; sl < s.n_slots; sl++) {
-        int k_mine = -1, mine = in_slot(&s, sl, me, &k_mine);
-        double res[RES_LEN] = {0};
+    size_t nn = (size_t)n * (size_t)n;
+    unsigned char *need = ppdl_xcalloc(nn, 1);
+    samples sm = {.n = n, .max = o->max_samples > 0 ? o->max_samples : 1};
+    if (me == 0) {
+        sm.v = ppdl_xcalloc(nn * (size_t)sm.max * 3, sizeof(double));
+        sm.count = ppdl_xcalloc(nn, sizeof(int));
+    }
+    ppdl_cluster_alloc(cl, n);
+    cl->samples = ppdl_xcalloc(nn, sizeof(int));
+    cl->spread = ppdl_xcalloc(nn, sizeof(double));
+
+    /* the passes: the first measures every pair (and the local benchmarks), each next
+     * one the pairs rank 0 found not settled */
+    int pass = 0, first_slots = 0, left = n > 1;
+    double *local = me == 0 ? ppdl_xcalloc(2 * (size_t)n, sizeof(double)) : NULL; /* GFLOP/s, memcpy B/s */
+    while (left) {
+        schedule s;
+        build_schedule(n, host, o->all_at_once, pass ? need : NULL, pass == 0, &s);
+        if (pass == 0) { first_slots = s.n_slots; x.rounds = s.rounds; }
+        double *results = me == 0 ? ppdl_xcalloc((size_t)s.n_t * RES_LEN + 1, sizeof(double)) : NULL;
+        run_pass(&x, &s, ctl, pass == 0, results, reqs);
         if (me == 0) {
-            int nr = 0;
-            for (int k = s.start[sl]; k < s.start[sl + 1]; k++) {
-                const task *t = &s.t[k];
-                if (t->a != 0)
-                    PPDL_CHECK_MPI(MPI_Irecv(&results[k * RES_LEN], RES_LEN, MPI_DOUBLE, t->a, TAG_RESULT, ctl, &reqs[nr++]));
-                int who[2] = {t->a, t->b};
-                for (int w = 0; w < 2; w++)
-                    if (who[w] > 0) PPDL_CHECK_MPI(MPI_Isend(&go, 1, MPI_INT, who[w], TAG_GO, ctl, &reqs[nr++]));
-            }
-            if (mine) {
-                run_task(&x, &s.t[k_mine], res);
-                memcpy(&results[k_mine * RES_LEN], res, sizeof res);
-            }
-            ppdl_comm_waitall_idle(nr, reqs);
-        } else if (mine) {
-            int got;
-            PPDL_CHECK_MPI(MPI_Irecv(&got, 1, MPI_INT, 0, TAG_GO, ctl, &reqs[0]));
-            ppdl_comm_waitall_idle(1, reqs);
-            run_task(&x, &s.t[k_mine], res);
-            if (s.t[k_mine].a == me) PPDL_CHECK_MPI(MPI_Send(res, RES_LEN, MPI_DOUBLE, 0, TAG_RESULT, ctl));
+            for (int k = 0; k < s.n_t; k++)
+                if (s.t[k].b < 0) memcpy(&local[2 * s.t[k].a], &results[k * RES_LEN], 2 * sizeof(double));
+            left = take_samples(&x, &s, results, &sm, need);
         }
+        free(results);
+        free_schedule(&s);
+        pass++;
+        /* every rank learns which pairs the next pass measures */
+        MPI_Request req[2];
+        PPDL_CHECK_MPI(MPI_Ibcast(&left, 1, MPI_INT, 0, ctl, &req[0]));
+        PPDL_CHECK_MPI(MPI_Ibcast(need, (int)nn, MPI_UNSIGNED_CHAR, 0, ctl, &req[1]));
+        ppdl_comm_waitall_idle(2, req);
+    }
+    if (n == 1) { /* no pair: the local benchmarks alone */
+        schedule s;
+        build_schedule(n, host, o->all_at_once, NULL, 1, &s);
+        double res[RES_LEN] = {0};
+        run_task(&x, &s.t[0], 1, res);
+        memcpy(local, res, 2 * sizeof(double));
+        first_slots = s.n_slots;
+        free_schedule(&s);
+        pass = 1;
     }
 
-    /* rank 0 turns the times into the cluster; everyone receives it */
-    ppdl_cluster_alloc(cl, n);
-    size_t nn = (size_t)n * (size_t)n, len = 2 * nn + 3 * (size_t)n + 1;
+    /* rank 0 turns the samples into the cluster; everyone receives it */
+    size_t len = 2 * nn + 3 * (size_t)n + 2 * nn + 1;
     double *pack = ppdl_xcalloc(len, sizeof(double));
     if (me == 0) {
-        double g0 = 0;
-        for (int k = 0; k < s.n_t; k++) {
-            const task *t = &s.t[k];
-            const double *r = &results[k * RES_LEN];
-            if (t->b >= 0) { fit_pair(&x, n, t->a, t->b, r, cl); continue; }
-            cl->bw[t->a * n + t->a] = r[1];
-            cl->speed[t->a] = r[0]; /* GFLOP/s for now */
-            if (t->a == 0) g0 = r[0];
+        if (n > 1) summarize(&sm, o->agree, cl);
+        double g0 = local[0];
+        for (int i = 0; i < n; i++) {
+            cl->bw[i * n + i] = local[2 * i + 1];
+            /* speed relative to rank 0; no benchmark (or a failed one): 1 */
+            cl->speed[i] = g0 > 0 && local[2 * i] > 0 ? local[2 * i] / g0 : 1.0;
         }
-        /* speed relative to rank 0; no benchmark (or a failed one): 1 */
-        for (int i = 0; i < n; i++)
-            cl->speed[i] = g0 > 0 && cl->speed[i] > 0 ? cl->speed[i] / g0 : 1.0;
         memcpy(cl->mem, mems, (size_t)n * sizeof(double));
         memcpy(pack, cl->bw, nn * sizeof(double));
         memcpy(pack + nn, cl->lat, nn * sizeof(double));
         memcpy(pack + 2 * nn, cl->mem, (size_t)n * sizeof(double));
         memcpy(pack + 2 * nn + n, cl->speed, (size_t)n * sizeof(double));
+        for (size_t k = 0; k < nn; k++) {
+            pack[2 * nn + 2 * (size_t)n + k] = cl->samples[k];
+            pack[3 * nn + 2 * (size_t)n + k] = cl->spread[k];
+        }
         pack[len - 1] = 1e3 * (ppdl_now_s() - t_start);
     }
     PPDL_CHECK_MPI(MPI_Ibcast(pack, (int)len, MPI_DOUBLE, 0, comm, &reqs[0]));
@@ -480,22 +694,32 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     memcpy(cl->lat, pack + nn, nn * sizeof(double));
     memcpy(cl->mem, pack + 2 * nn, (size_t)n * sizeof(double));
     memcpy(cl->speed, pack + 2 * nn + n, (size_t)n * sizeof(double));
+    for (size_t k = 0; k < nn; k++) {
+        cl->samples[k] = (int)pack[2 * nn + 2 * (size_t)n + k];
+        cl->spread[k] = pack[3 * nn + 2 * (size_t)n + k];
+    }
     cl->probe_ms = pack[len - 1];
-    cl->probe_bytes = (double)big;
+    double most = 0; /* the largest message any pair used */
+    for (int i = 0; i < n; i++) most = x.large[i] > most ? (double)x.large[i] : most;
+    PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_DOUBLE, MPI_MAX, comm));
+    cl->probe_bytes = most > 0 ? most : (double)x.first;
     cl->act_bytes = (double)o->act_bytes;
-    cl->probe_rounds = s.rounds;
-    cl->probe_slots = s.n_slots;
+    cl->probe_rounds = x.rounds;
+    cl->probe_slots = first_slots;
+    cl->probe_passes = pass;
     ppdl_cluster_group_nodes(cl, PPDL_NODE_RATIO);
     ppdl_probe_hosts(comm, o->be && ppdl_be_device_memory(o->be), &cl->hosts);
 
     PPDL_CHECK_MPI(MPI_Comm_free(&ctl));
     free(pack);
     free(mems);
-    free(results);
+    free(local);
+    free(sm.v);
+    free(sm.count);
+    free(need);
     free(reqs);
-    free(s.t);
-    free(s.start);
     free(host);
     free(x.sbuf);
     free(x.rbuf);
+    free(x.large);
 }

@@ -1,4 +1,4 @@
-/* probe.h — measure the job's network and devices: the CLUSTER.json of DESIGN.md.
+/* probe.h — measure the job's network and devices: the CLUSTER.json of docs/formats.md.
  *
  * Rank 0 coordinates; every ordered pair (i, j) gets its bandwidth and latency:
  *   - pairs come from a round-robin tournament (the circle method): N-1 rounds for even
@@ -14,11 +14,25 @@
  *     clocks, so i->j and j->i get the same latency), then for each large size S a
  *     message of S one way and a small reply. The one-way time of S from a to b is
  *     round trip - (small one-way), fitted over the sizes to latency + S/bandwidth by
- *     least squares; the bandwidth is the fit's slope. Each size has untimed warm-up
- *     exchanges (connection set-up), then timed ones of which the fastest counts (noise
- *     on a shared machine only adds time, see probe.c);
- *   - the sizes: 8 bytes, the model's boundary activation (if given) and a large
- *     message of at least 1 MiB;
+ *     least squares; the bandwidth is the fit's slope. The pair's first measurement
+ *     starts with untimed warm-up exchanges (connection set-up); each size's timed
+ *     exchanges keep their fastest (noise on a shared machine only adds time);
+ *   - the sizes: 8 bytes, the model's boundary activation (else a quarter of S) and a
+ *     large size S per pair, chosen by its driver from the warm-up so that one message
+ *     takes target_ms (25 ms) on the link: between max(1 MiB, activation) and 8 MiB. A
+ *     short message is mostly the wake-ups around it on a busy machine (1 MiB at
+ *     1 Gbit/s takes 8.7 ms; a wake-up there can take several);
+ *   - samples: one such measurement of a pair is one sample of each direction. The
+ *     whole schedule of pairs runs in passes, so a pair's samples lie a pass apart
+ *     (whatever disturbs one sample, a burst of other work, a stall of TCP, has
+ *     usually passed by the next). After each pass rank 0 decides which pairs need
+ *     another (ppdl_probe_pair_settled): fewer than min_samples samples; or the
+ *     samples of a direction do not agree (fewer than min_samples of them within
+ *     `agree` of their median); or the two directions' medians differ by more than
+ *     the factor `asym` (re-measured: a real asymmetry stays, a misreading goes);
+ *     never more than max_samples. The bandwidth and latency of a link are the
+ *     MEDIANS of its samples: a single disturbed sample, however far off, cannot move
+ *     them past its neighbours;
  *   - ranks outside the pairs being measured wait for rank 0's "go" in a sleeping loop
  *     (MPI_Test, then nanosleep), not spinning: on 2 cores a spinning bystander cuts a
  *     measured rate several-fold (ENVIRONMENT.md). The pair itself waits as the job's
@@ -45,9 +59,16 @@
 
 typedef struct ppdl_probe_opts {
     size_t act_bytes;          /* the model's boundary activation per micro-batch; 0: none */
-    size_t msg_bytes;          /* the large size; 0: max(1 MiB, act_bytes) */
-    int warmup;                /* untimed exchanges per size and direction */
-    int reps_small, reps_large;/* timed exchanges (the fastest counts) */
+    size_t msg_bytes;          /* the large size of every pair; 0: chosen per pair (below) */
+    double target_ms;          /* a pair's large size: one message of it takes this long
+                                * (from its warm-up), at least max(1 MiB, act_bytes) */
+    size_t max_bytes;          /* ... and at most this */
+    int warmup;                /* untimed exchanges per size and direction, before a pair's
+                                * first sample */
+    int reps_small, reps_large;/* timed exchanges per sample (the fastest of each counts) */
+    int min_samples, max_samples; /* samples per pair: at least, at most */
+    double agree;              /* samples agree when within this fraction of their median */
+    double asym;               /* directions whose medians differ by more: measured again */
     size_t mem_bytes;          /* this rank's memory; 0: physical / ranks on the host */
     ppdl_backend *be;          /* the speed benchmark's device; NULL: every speed is 1 */
     int all_at_once;           /* 1: run every pair of a round at once, whatever the hosts */
@@ -68,6 +89,23 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl);
  * (a GPU backend), not on the cores: each host then counts as many cores as ranks, so
  * nothing is shared. Its name: MPI_Get_processor_name. */
 void ppdl_probe_hosts(MPI_Comm comm, int device, ppdl_hosts *h);
+
+/* ---- the statistic (pure, for tests) ---- */
+typedef struct ppdl_link_stat {
+    double median;             /* of the samples: the link's value */
+    double spread;             /* (largest - smallest) / median: 0 when they all agree */
+    int n, agreeing;           /* samples; of them within `agree` of the median */
+} ppdl_link_stat;
+ppdl_link_stat ppdl_probe_link_stat(const double *v, int n, double agree);
+/* Is a pair measured well enough? ab, ba: the n samples of each direction's bandwidth.
+ * Yes when n >= max_samples; else when n >= min_samples, each direction has at least
+ * min_samples samples agreeing with its median, and the two medians are within the
+ * factor asym of each other. */
+int ppdl_probe_pair_settled(const double *ab, const double *ba, int n, const ppdl_probe_opts *o);
+/* The test hook PPDL_TEST_PROBE_SKEW="A-B:K:F[,...]" (README "Tests"): the factor by
+ * which the K-th sample (from 0) of link A->B's bandwidth is multiplied, 1 when none;
+ * -1 with a message in err when the variable is malformed. */
+int ppdl_probe_skew(const char *spec, int n, int a, int b, int k, double *factor, char *err, size_t errlen);
 
 /* ---- the schedule of pairs (pure, for tests and perf/) ---- */
 /* rounds of the tournament for n ranks: n-1 (n even), n (n odd), 0 (n = 1) */

@@ -1,4 +1,4 @@
-/* layer_gpt.c — the three layer kinds of the GPT-2 family (DESIGN.md, model.h5 "gpt"):
+/* layer_gpt.c — the three layer kinds of the GPT-2 family (docs/formats.md, model.h5):
  *
  *   embedding  tokens[B,T] (int32)  -> x[B,T,C] = wte[tok] + wpe[t]
  *   block      x[B,T,C] -> x1 = x + attn(ln1(x)),  out = x1 + mlp(ln2(x1))   (pre-LN)

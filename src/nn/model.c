@@ -18,6 +18,7 @@ int ppdl_model_preset(ppdl_model *m, const char *preset, char *err, size_t errle
     if (!strncmp(preset, "gpt", 3)) {
         strcpy(m->family, "gpt");
         m->ln_eps = 1e-5f;
+        m->tie_embeddings = 1; /* as GPT-2: the output head is the token embedding */
         if (!strcmp(preset, "gpt-tiny")) {          /* trains in seconds on one core */
             m->vocab_size = 256; m->seq_len = 64; m->d_model = 64; m->n_heads = 4; m->n_layers = 2;
         } else if (!strcmp(preset, "gpt-small")) {  /* GPT-2 124M dimensions */
@@ -76,6 +77,14 @@ int ppdl_model_set(ppdl_model *m, const char *key, const char *value, char *err,
             return ppdl_errf(err, errlen, "--set %s=%s: expected an integer in [%ld, %ld]", key,
                              value, ints[i].lo, ints[i].hi);
         *ints[i].field = (int)v;
+        return 0;
+    }
+    if (!strcmp(m->family, "gpt") && !strcmp(key, "tie_embeddings")) {
+        long v;
+        if (ppdl_parse_int(value, 0, 1, &v))
+            return ppdl_errf(err, errlen, "--set tie_embeddings=%s: expected 0 (the head has its own lm_head.weight) "
+                             "or 1 (lm_head.weight is the embedding's wte)", value);
+        m->tie_embeddings = (int)v;
         return 0;
     }
     if (!strcmp(m->family, "gpt") && !strcmp(key, "ln_eps")) {
@@ -186,9 +195,30 @@ int ppdl_model_classes(const ppdl_model *m) { return !strcmp(m->family, "gpt") ?
 
 size_t ppdl_model_param_count(const ppdl_model *m)
 {
+    return m->L > 0 ? ppdl_model_held_floats(m, 0, m->L - 1) : 0;
+}
+
+int ppdl_model_is_tied(const ppdl_model *m, int l, int i)
+{
+    return m->tie_embeddings && l == m->L - 1 && m->layers[l].kind == &ppdl_kind_head &&
+           !strcmp(m->layers[l].params[i].name, "lm_head.weight");
+}
+
+int ppdl_model_tie_within(const ppdl_model *m, int first, int last)
+{
+    return m->tie_embeddings && first == 0 && last == m->L - 1;
+}
+
+size_t ppdl_model_tied_floats(const ppdl_model *m)
+{
+    return m->tie_embeddings ? (size_t)m->vocab_size * (size_t)m->d_model : 0;
+}
+
+size_t ppdl_model_held_floats(const ppdl_model *m, int first, int last)
+{
     size_t n = 0;
-    for (int i = 0; i < m->L; i++) n += ppdl_layer_param_count(&m->layers[i]);
-    return n;
+    for (int i = first; i <= last; i++) n += ppdl_layer_param_count(&m->layers[i]);
+    return n - (ppdl_model_tie_within(m, first, last) ? ppdl_model_tied_floats(m) : 0);
 }
 
 size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int option)

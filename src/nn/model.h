@@ -2,7 +2,8 @@
  *
  * Root hyperparameters per family (the root attributes of model.h5, and the keys of
  * `ppdl-init --set`):
- *   gpt: vocab_size, seq_len, d_model, n_heads, n_layers (blocks), ln_eps
+ *   gpt: vocab_size, seq_len, d_model, n_heads, n_layers (blocks), ln_eps,
+ *        tie_embeddings (0/1, optional in a file: absent is 0)
  *        chain: embedding, block x n_layers, head            (L = n_layers + 2)
  *   mlp: in_features, hidden, n_layers (linear layers), n_classes, activation
  *        chain: linear(in->hidden, act), ..., linear(hidden->n_classes, none)
@@ -24,6 +25,7 @@ typedef struct ppdl_model {
     /* gpt */
     int vocab_size, seq_len, d_model, n_heads, n_layers;
     float ln_eps;
+    int tie_embeddings;            /* 1: the head's lm_head.weight is the embedding's wte */
     /* mlp / cnn */
     int in_features, hidden, n_classes, activation;
     int in_channels, height, width, channels, n_blocks;
@@ -48,7 +50,30 @@ extern const char *const ppdl_presets[];
 /* what the loss sees per sample: rows of logits and the number of classes */
 int ppdl_model_loss_rows(const ppdl_model *m);   /* T for gpt, 1 otherwise */
 int ppdl_model_classes(const ppdl_model *m);     /* vocab_size or n_classes */
+/* the model's parameters, a tied weight once */
 size_t ppdl_model_param_count(const ppdl_model *m);
+
+/* Tied embeddings (gpt, tie_embeddings = 1): the head's lm_head.weight [V, C] is the
+ * embedding's wte [V, C], one parameter that both layers use. It is the last parameter
+ * of the last layer, so of every arena that holds it. Where one stage holds both layers
+ * (first == 0, last == L-1) the weight is there once: lm_head.weight's value is wte's
+ * and it has no AdamW m and v of its own, only its own gradient buffer (the head's
+ * contribution, kept apart until the update; pipe/runtime.c says why). A stage holding
+ * only the head keeps a copy of the value, m and v, which its updates keep bitwise
+ * equal to the embedding stage's.
+ *
+ * "Held layout" of layers first..last: their parameters back to back in layer and
+ * table order, without the tied lm_head.weight where ppdl_model_tie_within: the layout
+ * of a stage's value, m and v arenas, and of every host array that model_io.h and
+ * checkpoint.h read and write. */
+/* is parameter i of layer l the tied lm_head.weight? */
+int ppdl_model_is_tied(const ppdl_model *m, int l, int i);
+/* does a stage of layers first..last hold the tied weight once (both of its layers)? */
+int ppdl_model_tie_within(const ppdl_model *m, int first, int last);
+/* floats of the tied weight (V C), 0 for a model without */
+size_t ppdl_model_tied_floats(const ppdl_model *m);
+/* floats of layers first..last in the held layout */
+size_t ppdl_model_held_floats(const ppdl_model *m, int first, int last);
 /* Bytes layer l keeps per in-flight micro-batch of b samples under option option, as the
  * runtime holds them: ppdl_layer_stash_bytes, plus, for the last layer, the gradient
  * of the loss w.r.t. the logits (computed at forward time, kept until backward). This

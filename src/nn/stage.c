@@ -18,15 +18,18 @@ void ppdl_stage_alloc_params(ppdl_stage *st, ppdl_model *m, ppdl_backend *be, in
             m->layers[i].params[j].offset = off;
             off += m->layers[i].params[j].numel;
         }
-    st->n_params = off;
-    size_t bytes = (off ? off : 1) * sizeof(float);
-    st->params = ppdl_be_alloc(be, bytes, "parameters");
+    st->n_grads = off;
+    st->n_params = ppdl_model_held_floats(m, first, last); /* the tied weight is last: off - V C */
+    size_t bytes = (st->n_grads ? st->n_grads : 1) * sizeof(float);
+    st->params = ppdl_be_alloc(be, (st->n_params ? st->n_params : 1) * sizeof(float), "parameters");
     st->grads = ppdl_be_alloc(be, bytes, "gradients");
     ppdl_be_zero(be, st->grads, bytes);
     for (int i = first; i <= last; i++)
         for (int j = 0; j < m->layers[i].n_params; j++) {
             ppdl_param *p = &m->layers[i].params[j];
-            p->value = st->params + p->offset;
+            /* a tied weight held once: the head multiplies by wte itself */
+            int shared = ppdl_model_is_tied(m, i, j) && ppdl_model_tie_within(m, first, last);
+            p->value = shared ? m->layers[0].params[0].value : st->params + p->offset;
             p->grad = st->grads + p->offset;
         }
 }

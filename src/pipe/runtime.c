@@ -32,6 +32,7 @@
  * start moving before its receive is posted).
  */
 #include "pipe/runtime.h"
+#include "pipe/tie.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "backend/xfer.h"
@@ -125,6 +126,7 @@ struct ppdl_runtime {
     MPI_Request *grad_reqs;    /* [nl] */
     ppdl_xfer *grad_x;         /* [nl] their host staging */
     int grads_posted;          /* this step's all-reduces have been started */
+    ppdl_tie tie;              /* a tied weight's gradients (pipe/tie.h) */
     float test_grad_scale;     /* PPDL_TEST_GRAD_SCALE, a planted bug (test_grad_scale_of); 1 */
     long test_fail_step;       /* PPDL_TEST_FAIL_STEP, a planted error (test_fail_step_of); -1 */
     double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
@@ -145,6 +147,9 @@ int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
 static int tag_act(int mb) { return 2 * mb; }
 static int tag_grad(int mb) { return 2 * mb + 1; }
 static int tag_allreduce(const ppdl_runtime *rt, int i) { return 2 * rt->cfg.M + i; }
+/* the tied weight's exchange between stage 0 and S-1: above every stage's all-reduce
+ * tags (a stage has at most L layers), the same on both */
+static int tag_tie(const ppdl_runtime *rt) { return 2 * rt->cfg.M + rt->st->model->L; }
 
 static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, size_t *category)
 {
@@ -257,7 +262,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->loss_rows = ppdl_model_loss_rows(st->model);
     rt->classes = ppdl_model_classes(st->model);
     size_t arena = ppdl_be_alloc_size((st->n_params ? st->n_params : 1) * sizeof(float));
-    rt->mem.params = 2 * arena;                     /* values + gradients */
+    rt->mem.params = arena + ppdl_be_alloc_size((st->n_grads ? st->n_grads : 1) * sizeof(float)); /* values + gradients */
     rt->mem.optimizer = st->adam_m ? 2 * arena : 0; /* AdamW m and v */
     rt->mem.allocations = st->adam_m ? 4 : 2;
 
@@ -315,9 +320,9 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                "stage %d has %d replicas but no communicator among them", cfg->stage, rt->k);
     int *tag_ub = NULL, has_ub = 0;
     PPDL_CHECK_MPI(MPI_Comm_get_attr(comm->comm, MPI_TAG_UB, &tag_ub, &has_ub));
-    PPDL_CHECK(!has_ub || tag_allreduce(rt, rt->nl - 1) <= *tag_ub,
-               "%d micro-batches and %d layers need message tags up to %d; this MPI allows %d", cfg->M, rt->nl,
-               tag_allreduce(rt, rt->nl - 1), has_ub ? *tag_ub : 0);
+    PPDL_CHECK(!has_ub || tag_tie(rt) <= *tag_ub,
+               "%d micro-batches and %d layers need message tags up to %d; this MPI allows %d", cfg->M,
+               st->model->L, tag_tie(rt), has_ub ? *tag_ub : 0);
     rt->rings = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rings);
     for (int i = 0; i < rt->nl; i++)
         ppdl_ring_init(&rt->rings[i], comm, members, rt->k, cfg->replica, tag_allreduce(rt, i));
@@ -325,6 +330,9 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
     for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
     rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
+    ppdl_tie_init(&rt->tie, st, cfg->tie_peers, cfg->n_tie_peers, cfg->replica, rt->k, tag_tie(rt));
+    rt->mem.params += rt->tie.bytes ? ppdl_be_alloc_size(rt->tie.bytes) : 0; /* a gradient */
+    rt->mem.allocations += rt->tie.bytes > 0;
     rt->n_slots = ppdl_schedule_max_in_flight(&rt->ops);
 
     int b = rt->b;
@@ -413,6 +421,10 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
 {
     ppdl_mem_prediction p = {0};
     size_t params = 0, stash = 0, keep = 0, max_act = 0, max_saved = 0, max_work = 0;
+    /* a tied weight (pipe/tie.h): held once, or one of its two layers here */
+    double tied = (double)(ppdl_model_tied_floats(m) * sizeof(float));
+    if (ppdl_model_tie_within(m, first, last)) p.tie = -3.0 * tied;
+    else if (first == 0 || last == m->L - 1) p.tie = tied;
     for (int l = first; l <= last; l++) {
         const ppdl_layer *ly = &m->layers[l];
         int option = recompute ? recompute[l - first] : 0;
@@ -436,7 +448,7 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
     p.params_optimizer = 4.0 * (double)params;
     p.stash = (double)n_slots * (double)stash;
     p.weight_keep = (double)n_wbufs * (double)keep;
-    p.cost_model = p.params_optimizer + p.stash + p.weight_keep;
+    p.cost_model = p.params_optimizer + p.stash + p.weight_keep + p.tie;
     /* the inbox's buffer beyond the slots' inputs (which the stash counts) */
     double spare_in = !first_stage && n_inbox > n_slots ? (double)(n_inbox - n_slots) * (double)in_b : 0;
     p.buffers = (double)n_slots * (double)per_slot + spare_in + (double)max_saved + 3.0 * (double)max_act +
@@ -518,6 +530,15 @@ static void finish_allreduce(ppdl_runtime *rt)
         ppdl_xfer_recv_done(rt->be, &rt->grad_x[i], layer(rt, i)->params[0].grad,
                             layer_grad_floats(rt, i) * sizeof(float));
     }
+}
+
+/* the tied weight's gradient g = g_emb + g_head (pipe/tie.h), after the replicas'
+ * sums; the time waiting for the other stage's part shows as a wait */
+static void combine_tie(ppdl_runtime *rt)
+{
+    double t0 = ppdl_now_s(), waited = 0;
+    ppdl_tie_combine(&rt->tie, rt->be, rt->comm, &waited);
+    if (waited > 20e-6) record(rt, PPDL_EV_WAIT, -1, t0, t0 + waited);
 }
 
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
@@ -702,7 +723,7 @@ static int local_nonfinite(ppdl_runtime *rt)
         }
     }
     double ss = 0;
-    ppdl_be_sumsq(be, st->n_params, st->grads, &ss);
+    ppdl_be_sumsq(be, st->n_grads, st->grads, &ss);
     if (isfinite(ss)) return 0;
     for (int l = st->first; l <= st->last; l++) {
         const ppdl_layer *ly = &st->model->layers[l];
@@ -751,6 +772,7 @@ static double global_grad_norm(ppdl_runtime *rt)
             double layer = 0;
             for (int i = 0; i < ly->n_params; i++) {
                 double ss = 0;
+                if (ppdl_model_is_tied(st->model, l, i)) continue; /* counted once, as layer 0's wte */
                 ppdl_be_sumsq(rt->be, ly->params[i].numel, ly->params[i].grad, &ss);
                 layer += ss;
             }
@@ -783,6 +805,9 @@ static void optimizer(ppdl_runtime *rt)
         for (int l = st->first; l <= st->last + 1; l++) {
             const ppdl_layer *ly = l <= st->last ? &st->model->layers[l] : NULL;
             for (int i = 0; i < (ly ? ly->n_params : 1); i++) {
+                /* a tied weight held once is updated as wte (it is the arena's last) */
+                if (ly && ppdl_model_is_tied(st->model, l, i) && ppdl_model_tie_within(st->model, st->first, st->last))
+                    continue;
                 int decays = ly ? ly->params[i].ndim >= 2 : -2; /* -2: the end */
                 size_t at = ly ? ly->params[i].offset : st->n_params;
                 if (decays == run_decays) continue;
@@ -795,7 +820,7 @@ static void optimizer(ppdl_runtime *rt)
             }
         }
     }
-    ppdl_be_zero(rt->be, st->grads, st->n_params * sizeof(float));
+    ppdl_be_zero(rt->be, st->grads, st->n_grads * sizeof(float));
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
@@ -889,6 +914,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             /* a replica without micro-batches this step still joins the sums */
             allreduce_all_pending(rt);
             finish_allreduce(rt);
+            /* then the tied weight's two gradients, summed the same way on every plan */
+            combine_tie(rt);
             /* every send of the step is complete before the weights change */
             for (int j = 0; j < rt->n_slots; j++) {
                 wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb, PPDL_EV_WAIT);
@@ -905,7 +932,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                 optimizer(rt);
             } else {
                 /* no update from a broken step: gradients dropped, weights untouched */
-                ppdl_be_zero(rt->be, rt->st->grads, rt->st->n_params * sizeof(float));
+                ppdl_be_zero(rt->be, rt->st->grads, rt->st->n_grads * sizeof(float));
                 stats->skipped = rt->cfg.skip_nonfinite;
             }
             break;
@@ -1090,6 +1117,7 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
         ppdl_xfer_free(rt->be, &rt->grad_x[i]);
     }
     free(rt->rings);
+    ppdl_tie_free(&rt->tie, rt->be);
     free(rt->grad_reqs);
     free(rt->grad_x);
     ppdl_op_list_free(&rt->ops);

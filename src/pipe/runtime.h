@@ -65,6 +65,11 @@ typedef struct ppdl_runtime_cfg {
      * tensors of two or more dimensions: the matrices, convolution kernels and the
      * embeddings, not biases or layer-norm weights (0, the default) */
     int decay_all;
+    /* tied embeddings (nn/model.h, pipe/tie.h), where the embedding and the head are
+     * on different stages: on stage 0 the ranks of stage S-1's replicas, on stage S-1
+     * those of stage 0's; NULL otherwise */
+    const int *tie_peers;
+    int n_tie_peers;
 } ppdl_runtime_cfg;
 
 /* bytes by what they hold, for the memory report */
@@ -75,7 +80,7 @@ typedef struct ppdl_mem_breakdown {
 } ppdl_mem_breakdown;
 
 /* What a stage will hold, from the layers' sizes alone, before anything is allocated:
- * DESIGN.md's cost model (mem_s = 4 * param bytes + n_s * sum of stash bytes) and the
+ * the cost model's (docs/cost-model.md: mem_s = 4 * param bytes + n_s * sum of stash bytes) and the
  * runtime's own buffers, which the cost model leaves out: the activation/gradient
  * messages in flight, scratch for a recomputed forward, two gradient buffers between
  * layers, the layers' work space. */
@@ -85,7 +90,11 @@ typedef struct ppdl_mem_prediction {
     double weight_keep;        /* n_wbufs * sum over the layers of what a split backward keeps
                                 * from B to W (nn/layer.h ppdl_layer_weight_keep_bytes, less the
                                 * last layer's output gradient: the slot's) */
-    double cost_model;         /* params_optimizer + stash + weight_keep */
+    double tie;                /* a tied weight of b bytes (costmodel.h): - 3 b where the
+                                   stage holds it once (the head has only its gradient
+                                   buffer), + b where it holds one of its two layers (the
+                                   other stage's gradient, received); 0 otherwise */
+    double cost_model;         /* params_optimizer + stash + weight_keep + tie */
     double buffers;
     double total;              /* cost_model + buffers */
 } ppdl_mem_prediction;

@@ -252,7 +252,7 @@ static int parse_root(json_t *root, const char *what, ppdl_cluster_model *c, cha
     if (!json_is_object(root) || !json_is_integer(ranks) || json_integer_value(ranks) < 1 ||
         json_integer_value(ranks) > MAX_RANKS)
         return ppdl_errf(err, errlen, "%s: expected an object with \"ranks\": an integer 1..%d (CLUSTER.json, "
-                                      "see DESIGN.md)", what, MAX_RANKS);
+                                      "see docs/formats.md)", what, MAX_RANKS);
     int N = (int)json_integer_value(ranks);
     /* the shapes before allocating: a few bytes claiming 65536 ranks must not allocate
      * and fill two 32 GiB matrices */
@@ -332,18 +332,7 @@ char *ppdl_cluster_model_to_json(const ppdl_cluster_model *c)
 int ppdl_cluster_model_write(const char *path, const ppdl_cluster_model *c, char *err, size_t errlen)
 {
     char *text = ppdl_cluster_model_to_json(c);
-    size_t n = strlen(path) + 8;
-    char *tmp = ppdl_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int rc = (!f || !text || fputs(text, f) < 0 || fputc('\n', f) < 0) ? -1 : 0;
-    if (f && fclose(f)) rc = -1;
-    if (!rc && rename(tmp, path)) rc = -1;
-    if (rc) {
-        remove(tmp);
-        ppdl_errf(err, errlen, "%s: cannot write the cluster file", path);
-    }
-    free(tmp);
+    int rc = ppdl_write_text_file(path, text, "cluster", err, errlen);
     free(text);
     return rc;
 }

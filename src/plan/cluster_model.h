@@ -1,4 +1,4 @@
-/* cluster_model.h — the cluster as the planner sees it: CLUSTER.json (DESIGN.md) read
+/* cluster_model.h — the cluster as the planner sees it: CLUSTER.json (docs/formats.md) read
  * into plain arrays. Pure C: no MPI, so ppdl-plan runs anywhere. (The probe that
  * measures a cluster and writes the file lives in src/net/.)
  *
@@ -16,13 +16,13 @@
 
 #include <stddef.h>
 
-/* The real machines the ranks run on (an extension of DESIGN.md's CLUSTER.json,
+/* The real machines the ranks run on (an extension of CLUSTER.json, docs/formats.md;
  * optional): each host's name, its cores (those its ranks may run on) and its ranks;
  * every rank is on exactly one host. Not the same as the "nodes" of fast-linked ranks:
  * --netem and scripts/cluster-emu emulate several nodes on one machine, whose ranks
  * still share its cores. The simulator shares a host's cores among the compute ops
  * running on its ranks (simulate.h). Absent (n = 0): every rank has a core of its own,
- * the model of DESIGN.md. */
+ * the one-rank-per-stage model of docs/cost-model.md. */
 typedef struct ppdl_hosts {
     int n;                     /* hosts; 0: not given */
     int *of_rank;              /* [N] the host of each rank */

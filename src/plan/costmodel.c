@@ -42,7 +42,30 @@ double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *recompute, i
         params += c->layers[l].param_bytes;
         stash += c->layers[l].stash_bytes[recompute ? recompute[l - i] : 0];
     }
-    return c->state_multiplier * params + (double)n * stash;
+    return c->state_multiplier * params + (double)n * stash + ppdl_tie_mem(c, i, j);
+}
+
+double ppdl_tie_mem(const ppdl_costs *c, int i, int j)
+{
+    if (c->tied_bytes <= 0) return 0;
+    int both = i == 0 && j == c->L - 1, one = i == 0 || j == c->L - 1;
+    return both ? -(c->state_multiplier - 1) * c->tied_bytes : one ? c->tied_bytes : 0;
+}
+
+/* one message of the exchange, a -> b */
+static double tie_msg_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int a, int b)
+{
+    size_t ab = (size_t)a * cl->N + b;
+    return 1000.0 * (cl->lat[ab] + c->tied_bytes / cl->bw[ab]);
+}
+
+double ppdl_tie_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const int *r0, int k0, const int *rl, int kl)
+{
+    if (c->tied_bytes <= 0) return 0;
+    double x = 0;
+    for (int q = 0; q < k0; q++) x = fmax(x, tie_msg_ms(c, cl, rl[q % kl], r0[q])); /* what replica q of the first receives */
+    for (int q = 0; q < kl; q++) x = fmax(x, tie_msg_ms(c, cl, r0[q % k0], rl[q])); /* ... of the last */
+    return x;
 }
 
 double ppdl_link_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int j, int a, int b)
@@ -168,7 +191,16 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             ev->sum_link += ev->link_ms[s];
         }
     }
-    ev->T = ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail;
+    if (S > 1 && c->tied_bytes > 0) { /* the tie's exchange between the first and the last stage */
+        const ppdl_plan_stage *a = &p->stages[0], *b = &p->stages[S - 1];
+        int ka = n_rep(a), kb = n_rep(b);
+        int *ra = ppdl_xmalloc((size_t)(ka + kb) * sizeof(int)), *rb = ra + ka;
+        for (int q = 0; q < ka; q++) ra[q] = rep_rank(a, q);
+        for (int q = 0; q < kb; q++) rb[q] = rep_rank(b, q);
+        ev->tie = ppdl_tie_ms(c, cl, ra, ka, rb, kb);
+        free(ra);
+    }
+    ev->T = ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail + ev->tie;
     return 0;
 }
 

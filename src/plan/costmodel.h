@@ -1,7 +1,7 @@
-/* costmodel.h — the cost model of DESIGN.md, evaluated for one plan, and its extension
+/* costmodel.h — the cost model of docs/cost-model.md, evaluated for one plan, and its extension
  * to replicated stages.
  *
- * One rank per stage (S = N, DESIGN.md, unchanged): stage s holds layers first..last
+ * One rank per stage (S = N, the original form): stage s holds layers first..last
  * on rank r_s with recompute option c_l for each layer l:
  *
  *   n_s    = min(M, S - s) for 1F1B, M for GPipe             (micro-batches in flight)
@@ -58,6 +58,20 @@
  * speed (its slowest replica) once its all-reduce is done:
  *   T = sum_s time_s + 2 sum link_s + P + max_s (AR_s + OPT_s)
  * The planner (solver.h) minimises exactly this T; this file is the independent check.
+ *
+ * A tied weight (costs.h tied_bytes = b > 0, optional; 0 and then every formula above
+ * is unchanged): the first and the last layer use one weight, which both layers'
+ * param_bytes count (pipe/tie.h: how the runtime holds it).
+ *   memory  a stage holding both layers holds it once: mem -= (state_multiplier - 1) b
+ *           (the head keeps its own gradient buffer, not the values, m and v); a stage
+ *           holding one of the two receives the other's gradient: mem += b
+ *   time    on two stages, after the flush the first and the last stage exchange the
+ *           gradient, replica q of each receiving from replica q mod k' of the other:
+ *           X = max over those messages of 1000 (latency[a][b] + b / bandwidth[a][b]),
+ *           added at the end of the step like the all-reduce (0 on one stage):
+ *   T = sum_s time_s + 2 sum link_s + P + max_s (AR_s + OPT_s) + X
+ * X counted after every tail is an upper bound: the exchange waits for the first and the
+ * last stage's all-reduces, not for every stage's update (the simulator plays it).
  */
 #ifndef PPDL_COSTMODEL_H
 #define PPDL_COSTMODEL_H
@@ -84,6 +98,11 @@ double ppdl_stage_opt_ms(const ppdl_costs *c, int i, int j, double speed);
 double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *recompute, int n);
 /* link_s after layer j from rank a to rank b, in ms */
 double ppdl_link_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int j, int a, int b);
+/* the tie's memory term of a stage of layers i..j (above; 0 without a tie) */
+double ppdl_tie_mem(const ppdl_costs *c, int i, int j);
+/* X, the tie's exchange (above) between the first stage's replicas r0[0..k0-1] and the
+ * last stage's rl[0..kl-1], in ms; 0 without a tie */
+double ppdl_tie_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const int *r0, int k0, const int *rl, int kl);
 
 typedef struct ppdl_cost_eval {
     int S;
@@ -99,6 +118,7 @@ typedef struct ppdl_cost_eval {
     double allreduce;          /* max_s AR_s */
     double tail;               /* after the flush: max_s (AR_s + OPT_s); = allreduce
                                   when the costs have no optimizer_ms */
+    double tie;                /* X, the tied weight's exchange (0 without, or on one stage) */
     double *time_ms;           /* [S] time_s: the slowest replica's */
     double *mem_bytes;         /* [S] of the replica furthest over (or closest to) its limit */
     double *mem_limit;         /* [S] mem_bytes of that replica's rank */

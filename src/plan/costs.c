@@ -63,6 +63,19 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
         return ppdl_errf(err, errlen, "%s: input_ms is %g: expected a number of milliseconds >= 0", what, c->input_ms);
     if (!isfinite(c->target_ms) || c->target_ms < 0)
         return ppdl_errf(err, errlen, "%s: target_ms is %g: expected a number of milliseconds >= 0", what, c->target_ms);
+    if (c->tied_bytes != 0) {
+        if (!isfinite(c->tied_bytes) || c->tied_bytes < 0 || c->tied_bytes >= MAX_BYTES ||
+            floor(c->tied_bytes) != c->tied_bytes)
+            return ppdl_errf(err, errlen, "%s: tied[0].bytes is %.17g: expected a whole number of bytes in [0, 2^50)",
+                             what, c->tied_bytes);
+        if (c->L < 2)
+            return ppdl_errf(err, errlen, "%s: tied: the model has one layer, a tie needs two (the first and the last)",
+                             what);
+        if (c->tied_bytes > c->layers[0].param_bytes || c->tied_bytes > c->layers[c->L - 1].param_bytes)
+            return ppdl_errf(err, errlen, "%s: tied[0].bytes is %.17g, more than layer 0's param_bytes (%.17g) or "
+                             "layer %d's (%.17g): the tied weight is a parameter of both", what, c->tied_bytes,
+                             c->layers[0].param_bytes, c->L - 1, c->layers[c->L - 1].param_bytes);
+    }
     for (int l = 0; l < c->L; l++) {
         const ppdl_layer_cost *lc = &c->layers[l];
         if (check_ms(lc->fwd_ms, what, l, "fwd_ms", err, errlen) ||
@@ -79,16 +92,18 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
         if (check_ms(lc->bwd_input_ms, what, l, "bwd_input_ms", err, errlen) ||
             check_ms(lc->bwd_weight_ms, what, l, "bwd_weight_ms", err, errlen))
             return -1;
-        for (int o = 0; o < lc->n_opts; o++) {
-            char f[64], pre[32] = "";
-            if (o) snprintf(pre, sizeof pre, "recompute[%d].", o - 1);
-            snprintf(f, sizeof f, "%sstash_bytes", pre);
+        if (check_bytes(lc->stash_bytes[0], what, l, "stash_bytes", err, errlen) ||
+            check_bytes(lc->weight_keep_bytes[0], what, l, "weight_keep_bytes", err, errlen))
+            return -1;
+        for (int o = 1; o < lc->n_opts; o++) {
+            char f[64];
+            snprintf(f, sizeof f, "recompute[%d].stash_bytes", o - 1);
             if (check_bytes(lc->stash_bytes[o], what, l, f, err, errlen)) return -1;
-            snprintf(f, sizeof f, "%sextra_ms", pre);
-            if (o && check_ms(lc->extra_ms[o], what, l, f, err, errlen)) return -1;
-            snprintf(f, sizeof f, "%sweight_extra_ms", pre);
-            if (o && check_ms(lc->weight_extra_ms[o], what, l, f, err, errlen)) return -1;
-            snprintf(f, sizeof f, "%sweight_keep_bytes", pre);
+            snprintf(f, sizeof f, "recompute[%d].extra_ms", o - 1);
+            if (check_ms(lc->extra_ms[o], what, l, f, err, errlen)) return -1;
+            snprintf(f, sizeof f, "recompute[%d].weight_extra_ms", o - 1);
+            if (check_ms(lc->weight_extra_ms[o], what, l, f, err, errlen)) return -1;
+            snprintf(f, sizeof f, "recompute[%d].weight_keep_bytes", o - 1);
             if (check_bytes(lc->weight_keep_bytes[o], what, l, f, err, errlen)) return -1;
         }
         if (lc->weight_extra_ms[0] != 0)
@@ -99,6 +114,30 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
             check_bytes(lc->work_bytes, what, l, "work_bytes", err, errlen))
             return -1;
     }
+    return 0;
+}
+
+/* "tied": [{"layers": [0, L-1], "bytes": b}] (costs.h), after the layers are read */
+static int parse_tied(json_t *root, const char *what, ppdl_costs *c, char *err, size_t errlen)
+{
+    json_t *t = json_object_get(root, "tied");
+    if (!t) return 0;
+    if (!json_is_array(t) || json_array_size(t) > 1)
+        return ppdl_errf(err, errlen, "%s: tied: expected an array of at most one {\"layers\": [0, %d], \"bytes\": B}",
+                         what, c->L - 1);
+    if (json_array_size(t) == 0) return 0;
+    json_t *e = json_array_get(t, 0), *ly = json_object_get(e, "layers"), *b = json_object_get(e, "bytes");
+    if (!json_is_object(e)) return ppdl_errf(err, errlen, "%s: tied[0]: expected an object", what);
+    if (!json_is_array(ly) || json_array_size(ly) != 2 || !json_is_integer(json_array_get(ly, 0)) ||
+        !json_is_integer(json_array_get(ly, 1)) || json_integer_value(json_array_get(ly, 0)) != 0 ||
+        json_integer_value(json_array_get(ly, 1)) != c->L - 1)
+        return ppdl_errf(err, errlen, "%s: tied[0].layers: expected [0, %d] (the first and the last layer: the only "
+                         "tie ppdl plans)", what, c->L - 1);
+    if (!json_is_number(b))
+        return ppdl_errf(err, errlen, "%s: tied[0].bytes: %s", what, b ? "expected a number" : "missing");
+    c->tied_bytes = json_number_value(b);
+    if (c->tied_bytes == 0) /* a tie of nothing: written as none */
+        return ppdl_errf(err, errlen, "%s: tied[0].bytes is 0: expected the tied weight's bytes (> 0)", what);
     return 0;
 }
 
@@ -125,7 +164,7 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
     json_t *layers = json_object_get(root, "layers");
     if (!json_is_object(root) || !json_is_array(layers) || json_array_size(layers) == 0)
         return ppdl_errf(err, errlen, "%s: expected an object with a non-empty array \"layers\" "
-                                      "(COSTS.json, see DESIGN.md)", what);
+                                      "(COSTS.json, see docs/formats.md)", what);
     if (json_array_size(layers) > 1000000)
         return ppdl_errf(err, errlen, "%s: %zu layers is more than ppdl plans", what, json_array_size(layers));
     ppdl_costs_alloc(c, (int)json_array_size(layers));
@@ -203,6 +242,7 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
                 return -1;
         }
     }
+    if (parse_tied(root, what, c, err, errlen)) return -1;
     return ppdl_costs_validate(c, what, err, errlen);
 }
 
@@ -279,6 +319,16 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "layers", arr);
+    if (c->tied_bytes > 0) { /* files without a tie stay as they were */
+        json_t *t = json_object(), *ly = json_array();
+        json_array_append_new(ly, json_integer(0));
+        json_array_append_new(ly, json_integer(c->L - 1));
+        json_object_set_new(t, "layers", ly);
+        json_object_set_new(t, "bytes", jbytes(c->tied_bytes));
+        json_t *arr_t = json_array();
+        json_array_append_new(arr_t, t);
+        json_object_set_new(root, "tied", arr_t);
+    }
     /* 17 significant digits: the file reads back to the same doubles, so ppdl-plan on
      * a --costs-out file plans exactly what ppdl --plan auto planned in memory */
     char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
@@ -290,19 +340,7 @@ int ppdl_costs_write(const char *path, const ppdl_costs *c, char *err, size_t er
 {
     char *text = ppdl_costs_to_json(c);
     if (!text) return ppdl_errf(err, errlen, "%s: cannot format the costs as JSON", path);
-    size_t n = strlen(path) + 8;
-    char *tmp = ppdl_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int rc = 0;
-    if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0) rc = -1;
-    if (f && fclose(f)) rc = -1;
-    if (!rc && rename(tmp, path)) rc = -1;
-    if (rc) {
-        remove(tmp);
-        ppdl_errf(err, errlen, "%s: cannot write the costs file", path);
-    }
-    free(tmp);
+    int rc = ppdl_write_text_file(path, text, "costs", err, errlen);
     free(text);
     return rc;
 }

@@ -1,4 +1,4 @@
-/* costs.h — what each layer costs: COSTS.json (DESIGN.md), read, validated, written.
+/* costs.h — what each layer costs: COSTS.json (docs/formats.md), read, validated, written.
  *
  * Per layer, at the run's micro-batch size b: forward and backward milliseconds on the
  * profiled device (speed 1.0 in CLUSTER.json), parameter bytes, the bytes of the
@@ -52,6 +52,13 @@ typedef struct ppdl_costs {
      * default 0): the first stage reads the inputs before its forward, the last stage
      * the targets before its loss; counted in those stages' forward per micro-batch */
     double input_ms, target_ms;
+    /* a tied weight (COSTS.json "tied", optional: [{"layers": [0, L-1], "bytes": b}];
+     * absent: 0): the first and the last layer use one weight of b bytes (a gpt with
+     * tie_embeddings: wte is lm_head.weight), which both layers' param_bytes count. Where
+     * one stage holds both it is there once; else the two stages exchange its gradient
+     * at the end of the step (costmodel.h: ppdl_tie_mem, ppdl_tie_ms). At most one tie,
+     * between the first and the last layer (the only one ppdl's models have). */
+    double tied_bytes;
     /* how the profile took fwd_ms/bwd_ms: 1 with the layers in their order (the device
      * held the whole model), 0 each layer alone; not in COSTS.json */
     int ordered;

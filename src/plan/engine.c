@@ -269,7 +269,7 @@ static int fits_all(double base, double stash, int nc, const int *fl, const doub
 
 double stage_fit(const plan_ctx *x, int mode, int i, int j, int nc, const int *fl, const double *mem, long *pt)
 {
-    double base = x->c->state_multiplier * (x->P[j + 1] - x->P[i]);
+    double base = x->c->state_multiplier * (x->P[j + 1] - x->P[i]) + ppdl_tie_mem(x->c, i, j);
     if (pt) *pt = -1;
     if (mode == MODE_KEEP) return fits_all(base, x->S0[j + 1] - x->S0[i], nc, fl, mem) ? 0 : INFINITY;
     if (mode == MODE_MINSTASH)
@@ -828,11 +828,21 @@ double opt_staircase(plan_ctx *x, inner_solve inner, void *arg, stage_tables *tb
     return found ? best : INFINITY;
 }
 
+double layout_tie_ms(const plan_ctx *x, const layout *ly)
+{
+    int S = ly->S;
+    if (S < 2) return 0; /* one stage holds both layers of the tie */
+    return ppdl_tie_ms(x->c, x->cl, &ly->ranks[ly->start[0]], ly->start[1] - ly->start[0], &ly->ranks[ly->start[S - 1]],
+                       ly->start[S] - ly->start[S - 1]);
+}
+
 double solve_order(plan_ctx *x, stage_tables *tb, layout *ly, const int *order, double T_inc, int *first)
 {
     layout_from_order(ly, x, order);
     order_arg oa = {tb, ly};
-    return opt_staircase(x, order_inner, &oa, tb, order, T_inc, NULL, first);
+    /* a tied weight's exchange: a constant of the order, outside the staircases */
+    double X = layout_tie_ms(x, ly);
+    return opt_staircase(x, order_inner, &oa, tb, order, T_inc - X, NULL, first) + X;
 }
 
 // ----------------------------------------------------------------------------
@@ -888,7 +898,8 @@ double least_over(const plan_ctx *x, const int *order, int *first)
             double best = INFINITY;
             int bi = -1;
             for (int i = s == 0 ? 0 : j; i >= (s == 0 ? 0 : s); i--) {
-                double over = sm * (x->P[j + 1] - x->P[i]) + (double)n * (x->Smin[j + 1] - x->Smin[i]) - x->cl->mem[r];
+                double over = sm * (x->P[j + 1] - x->P[i]) + ppdl_tie_mem(x->c, i, j) +
+                              (double)n * (x->Smin[j + 1] - x->Smin[i]) - x->cl->mem[r];
                 double v = s == 0 ? over : fmax(over, f[(size_t)(s - 1) * L + i - 1]);
                 if (v < best) {
                     best = v;

@@ -81,7 +81,7 @@ double rank_stage_time(const plan_ctx *x, int mode, int i, int j, int r, int n);
 
 /* A layout: S stages in pipeline order, stage s on ranks[start[s] .. start[s+1]-1]
  * (its replicas, in ppdl_sort_replicas order). `factored`: every stage has one rank,
- * the terms are those of DESIGN.md (time, link, and T = sum + (M-1) max term), as the
+ * the terms are those of docs/cost-model.md (time, link, and T = sum + (M-1) max term), as the
  * search over rank orders keeps them; else the replica form of costmodel.h. */
 typedef struct layout {
     int N, S, factored;
@@ -144,6 +144,11 @@ int stage_dp(plan_ctx *x, stage_tables *tb, double B, int sB, double A, int sA, 
 /* the plan behind the choices arg: its cut, its sum, largest pace and largest tail */
 void stage_walk(const plan_ctx *x, const stage_tables *tb, const int *arg, int *first, double *sum, double *pm,
                 double *am);
+
+/* X, a tied weight's exchange between the layout's first and last stage (costmodel.h:
+ * ppdl_tie_ms; 0 with one stage or without a tie): a constant of the layout, which the
+ * drivers add to the T of their staircases */
+double layout_tie_ms(const plan_ctx *x, const layout *ly);
 
 /* The exact optimum of T for the rank order order[0..N-1] (ly gets its layout, one
  * rank per stage) with the tables' mode,

@@ -114,10 +114,10 @@ static void consider(const hyb *h, track *tk, const int *arg, int *cur, int *fir
     }
 }
 
-/* The exact optimum of the current layout below T_inc: its T and cut, or INFINITY. */
-static double solve_layout(hyb *h, double T_inc, int *first_out)
+/* The exact optimum of the current layout below T_inc: its T and cut, or INFINITY,
+ * without the tie's exchange (solve_layout adds it). */
+static double solve_layout_cut(hyb *h, double T_inc, int *first_out)
 {
-    h->solves++;
     tables_fill_layout(&h->x, &h->tb, &h->ly, h->mode, T_inc);
     int S = h->ly.S, L = h->x.L;
     int *cur = ppdl_xmalloc((size_t)S * sizeof(int));
@@ -156,6 +156,14 @@ static double solve_layout(hyb *h, double T_inc, int *first_out)
     }
     free(cur);
     return tk.found ? tk.best : INFINITY;
+}
+
+/* ... with a tied weight's exchange, a constant of the layout (costmodel.h) */
+static double solve_layout(hyb *h, double T_inc, int *first_out)
+{
+    h->solves++;
+    double X = layout_tie_ms(&h->x, &h->ly);
+    return solve_layout_cut(h, T_inc - X, first_out) + X;
 }
 
 // ----------------------------------------------------------------------------
@@ -512,3 +520,51 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
     return found ? 0 : 1;
 }
 
+
+int solve_layouts(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const int *grps, int n,
+                  ppdl_plan *outs)
+{
+    int N = cl->N, n_found = 0;
+    hyb h;
+    hyb_init(&h, c, cl, M, schedule);
+    /* per layout: its best plan with fixed options (no frontiers needed), whose T caps
+     * the stages worth a frontier */
+    incumbent *in = ppdl_xcalloc((size_t)n, sizeof *in);
+    int *first = ppdl_xmalloc((size_t)N * sizeof(int));
+    double tcap = 0;
+    for (int k = 0; k < n; k++) {
+        const int *grp = &grps[(size_t)k * N];
+        memset(&outs[k], 0, sizeof outs[k]);
+        in[k] = (incumbent){INFINITY, MODE_KEEP, ppdl_xmalloc((size_t)N * sizeof(int)),
+                            ppdl_xmalloc((size_t)N * sizeof(int))};
+        for (int mode = MODE_KEEP; mode >= MODE_MINSTASH; mode--) {
+            h.mode = mode;
+            try_layout(&h, &in[k], grp, first);
+        }
+        if (in[k].T < INFINITY) tcap = fmax(tcap, in[k].T);
+    }
+    if (tcap > 0) build_frontiers(&h.x, tcap);
+    h.mode = MODE_BEST;
+    for (int k = 0; k < n; k++) {
+        if (!(in[k].T < INFINITY)) continue;
+        try_layout(&h, &in[k], &grps[(size_t)k * N], first); /* the least extra time that fits */
+        make_plan(&h, &in[k], &outs[k]);
+        ppdl_cost_eval ev;
+        char err[PPDL_ERR_LEN];
+        if (ppdl_cost_evaluate(c, cl, M, schedule, &outs[k], &ev, err, sizeof err) == 0) {
+            ppdl_cost_annotate(&outs[k], &ev);
+            ppdl_cost_eval_free(&ev);
+            n_found++;
+        } else {
+            ppdl_plan_free(&outs[k]);
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        free(in[k].grp);
+        free(in[k].first);
+    }
+    free(in);
+    free(first);
+    hyb_free(&h);
+    return n_found;
+}

@@ -16,4 +16,13 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
                  const ppdl_solve_opts *opts, double T_inc, const int *pipe_order, ppdl_plan *out,
                  ppdl_solve_info *info);
 
+/* The exact optimum of each of n given layouts: grps[k*N .. k*N+N-1] the stage of each
+ * rank (stages 0..S-1 in pipeline order, all used), into outs[k] (annotated by the
+ * cost model); outs[k].S = 0 where the layout is no plan of the problem (more replicas
+ * than micro-batches, more stages than layers) or none of its plans fits. Returns the
+ * number of layouts solved. (The choice on shared cores, shared_cores.c, compares the
+ * best plan of every layout kind.) */
+int solve_layouts(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const int *grps, int n,
+                  ppdl_plan *outs);
+
 #endif

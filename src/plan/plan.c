@@ -64,6 +64,30 @@ int ppdl_plan_ranks_used(const ppdl_plan *p)
     return n;
 }
 
+const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len)
+{
+    int S = p->S, k0 = S > 0 ? n_rep(&p->stages[0]) : 0, equal = 1, n_repl = 0;
+    for (int s = 0; s < S; s++) {
+        equal &= n_rep(&p->stages[s]) == k0;
+        n_repl += n_rep(&p->stages[s]) > 1;
+    }
+    if (S == 0) snprintf(buf, len, "no stages");
+    else if (S == 1) snprintf(buf, len, k0 > 1 ? "data parallel x %d" : "one stage", k0);
+    else if (k0 == 1 && equal) snprintf(buf, len, "pipeline, %d stages", S);
+    else if (equal) snprintf(buf, len, "%d stages x %d replicas", S, k0);
+    else {
+        /* "3 stages (stage 0 x 2, stage 2 x 3 replicas)" */
+        size_t n = (size_t)snprintf(buf, len, "%d stages (", S);
+        for (int s = 0, named = 0; s < S && n < len; s++) {
+            if (n_rep(&p->stages[s]) == 1) continue;
+            named++;
+            n += (size_t)snprintf(buf + n, len - n, "%sstage %d x %d%s", named > 1 ? ", " : "", s,
+                                  n_rep(&p->stages[s]), named == n_repl ? " replicas)" : "");
+        }
+    }
+    return buf;
+}
+
 int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_options,
                        const char *what, char *err, size_t errlen)
 {
@@ -283,6 +307,14 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return s;
+}
+
+int ppdl_plan_write(const char *path, const ppdl_plan *p, char *err, size_t errlen)
+{
+    char *text = ppdl_plan_to_json(p);
+    int rc = ppdl_write_text_file(path, text, "plan", err, errlen);
+    free(text);
+    return rc;
 }
 
 int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank, int *replica)

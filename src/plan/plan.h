@@ -1,5 +1,5 @@
 /* plan.h — a pipeline plan: which layers each stage runs, on which rank, and which
- * recompute option each layer uses. Pure data + JSON (the "plan JSON" of DESIGN.md);
+ * recompute option each layer uses. Pure data + JSON (the "plan JSON" of docs/formats.md);
  * no MPI, no device. */
 #ifndef PPDL_PLAN_H
 #define PPDL_PLAN_H
@@ -50,10 +50,17 @@ int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_opti
 /* Set every layer's recompute option to `option`; layers that do not offer it get 0. */
 void ppdl_plan_set_recompute(ppdl_plan *p, int option, const int *n_options);
 
-/* The plan as JSON text (malloc'd, caller frees), in DESIGN.md's plan format. */
+/* The plan as JSON text (malloc'd, caller frees), in the plan format of docs/formats.md. */
 char *ppdl_plan_to_json(const ppdl_plan *p);
+/* ... written to a file (whole or not at all), which ppdl_plan_read reads back. */
+int ppdl_plan_write(const char *path, const ppdl_plan *p, char *err, size_t errlen);
 /* the stage run by `rank`, or -1; *replica (if not NULL) gets its replica index */
 int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank, int *replica);
+/* What kind of plan it is, in words, into buf: "one stage" (one rank), "data parallel
+ * x 4" (one stage on every rank), "pipeline, 4 stages" (one rank each), "2 stages x 2
+ * replicas" (every stage on as many ranks), "3 stages (stage 0 x 2 replicas)" or "4
+ * stages (stage 0 x 2, stage 2 x 3 replicas)" (the replicated ones named). Returns buf. */
+const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len);
 /* ranks used by the plan: the sum of the stages' replicas */
 int ppdl_plan_ranks_used(const ppdl_plan *p);
 void ppdl_plan_free(ppdl_plan *p);

@@ -16,13 +16,25 @@ const char *const ppdl_plan_methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder"
 int ppdl_plan_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                     const char *method, ppdl_plan *out, char *err, size_t errlen)
 {
+    return ppdl_plan_solve_ex(c, cl, M, schedule, method, NULL, out, NULL, NULL, err, errlen);
+}
+
+int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                       const char *method, const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
+                       ppdl_shared_choice *sc, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
+    if (sc) memset(sc, 0, sizeof *sc);
     if (!strcmp(method, "ppdl") || !strcmp(method, "ppdl-pipeline") || !strcmp(method, "ppdl-inorder")) {
         ppdl_solve_opts o;
-        ppdl_solve_opts_default(&o);
+        if (opts) o = *opts;
+        else ppdl_solve_opts_default(&o);
         o.placement = strcmp(method, "ppdl-inorder") != 0;
         o.replicate = !strcmp(method, "ppdl");
-        return ppdl_solve(c, cl, M, schedule, &o, out, NULL, err, errlen);
+        int rc = ppdl_solve(c, cl, M, schedule, &o, out, info, err, errlen);
+        /* ranks sharing cores: the plan is the candidate of least simulated step */
+        if (rc == 0) ppdl_choose_on_shared_cores(c, cl, M, schedule, method, &o, out, sc);
+        return rc;
     }
     if (!ppdl_is_baseline(method)) {
         char list[256] = "";

@@ -8,6 +8,8 @@
 #include "plan/cluster_model.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
+#include "plan/shared_cores.h"
+#include "plan/solver.h"
 
 /* method names, NULL-terminated: "ppdl" (the default: stages, their replicas, placement
  * and recompute), "ppdl-pipeline" (one stage per rank: partition, placement and
@@ -23,5 +25,13 @@ extern const char *const ppdl_plan_methods[];
  * (out->S = 0) for an unknown method or a model with fewer layers than ranks. */
 int ppdl_plan_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                     const char *method, ppdl_plan *out, char *err, size_t errlen);
+/* The same with the solver's options (NULL: defaults; used by ppdl's methods), what
+ * the solver did (info, may be NULL) and, where cl's hosts put more ranks on a host
+ * than it has cores, the choice among candidate plans by the simulated step that
+ * ppdl's methods then make (shared_cores.h; sc may be NULL). Baselines are built as
+ * they are, shared cores or not. */
+int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                       const char *method, const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
+                       ppdl_shared_choice *sc, char *err, size_t errlen);
 
 #endif

@@ -87,6 +87,36 @@ static double op_rc_ms(const sim_unit *x, ppdl_op_kind k)
 static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
 static int rep_rank(const ppdl_plan_stage *st, int q) { return st->n_replicas > 0 ? st->ranks[q] : st->rank; }
 
+/* A tied weight's exchange (costmodel.h, pipe/tie.h): at its OPTIMIZER, once its
+ * gradient is ready (its sends arrived, its stage's all-reduce done), a replica of the
+ * first or the last stage sends it to the replicas of the other stage that take it from
+ * this one (replica p there from replica p mod k here), on the links' FIFO queues, and
+ * waits for its own part from the other stage before the update. */
+typedef struct sim_tie {
+    double bytes;              /* 0: no exchange (no tie, or one stage holds both layers) */
+    double *ready, *arr;       /* [nu] when each unit sent its part, when the other's arrived; NAN: not yet */
+} sim_tie;
+
+/* Unit u is at its OPTIMIZER with its gradient ready at `ready`: send once, then the
+ * time the other stage's part is in (>= ready), or NAN while it has not been sent. */
+static double tie_exchange(sim_tie *tt, const ppdl_cluster_model *cl, const int *u0, int S, sim_unit *U, int u,
+                           double ready, double *link_free)
+{
+    sim_unit *x = &U[u];
+    if (tt->bytes <= 0 || (x->s != 0 && x->s != S - 1)) return ready;
+    int N = cl->N, o = x->s == 0 ? S - 1 : 0, ko = u0[o + 1] - u0[o];
+    if (isnan(tt->ready[u])) {
+        tt->ready[u] = ready;
+        for (int p = x->q; p < ko; p += x->k) {
+            int v = u0[o] + p, a = x->rank, b = U[v].rank;
+            double start = fmax(ready, link_free[(size_t)a * N + b]);
+            link_free[(size_t)a * N + b] = start + 1000.0 * tt->bytes / cl->bw[(size_t)a * N + b];
+            tt->arr[v] = link_free[(size_t)a * N + b] + 1000.0 * cl->lat[(size_t)a * N + b];
+        }
+    }
+    return isnan(tt->arr[u]) ? NAN : fmax(ready, tt->arr[u]);
+}
+
 /* what play_shared needs of ppdl_simulate's state */
 typedef struct sim_ctx {
     const ppdl_costs *c;
@@ -97,6 +127,7 @@ typedef struct sim_ctx {
     sim_unit *U;
     double *act_arr, *grad_arr, *link_free, *bwd_done;
     const double *allreduce_ms;
+    sim_tie *tie;
     ppdl_sim *out;
 } sim_ctx;
 
@@ -176,6 +207,14 @@ static int shared_step(sim_ctx *g, int u, double now)
             }
             if (t > x->t) {
                 add_update_waits(out, g->cap, g->record, x->rank, s, x->t, t_msg, t);
+                x->t = t;
+                return 1;
+            }
+            /* then a tied weight's part from the other stage (like a RECV) */
+            t = tie_exchange(g->tie, g->cl, g->u0, S, g->U, u, x->t, g->link_free);
+            if (isnan(t)) return did;
+            if (t > x->t) {
+                add_ev(out, g->cap, g->record, x->rank, s, PPDL_EV_WAIT, -1, x->t, t);
                 x->t = t;
                 return 1;
             }
@@ -353,13 +392,16 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     double *link_free = ppdl_xcalloc((size_t)N * N, sizeof(double)); /* directed pair a->b */
     double *bwd_done = ppdl_xmalloc((size_t)nu * sizeof(double));     /* end of each unit's last backward */
     for (int u = 0; u < nu; u++) bwd_done[u] = NAN;
+    sim_tie tie = {S > 1 ? c->tied_bytes : 0, ppdl_xmalloc((size_t)nu * sizeof(double)),
+                   ppdl_xmalloc((size_t)nu * sizeof(double))};
+    for (int u = 0; u < nu; u++) tie.ready[u] = tie.arr[u] = NAN;
 
     int cap = 0, done_units = rc ? nu : 0; /* a failed check plays nothing */
     if (!rc && shares_cores(cl, U, nu)) {
         for (int u = 0; u < nu; u++) U[u].host = cl->hosts.of_rank[U[u].rank];
         sim_ctx g = {.c = c, .cl = cl, .p = p, .M = M, .S = S, .N = N, .nu = nu, .record = record, .cap = &cap,
                      .u0 = u0, .U = U, .act_arr = act_arr, .grad_arr = grad_arr, .link_free = link_free,
-                     .bwd_done = bwd_done, .allreduce_ms = ev.allreduce_ms, .out = out};
+                     .bwd_done = bwd_done, .allreduce_ms = ev.allreduce_ms, .tie = &tie, .out = out};
         rc = play_shared(&g, schedule, err, errlen);
         done_units = nu; /* the sweep below has nothing to do */
     }
@@ -437,7 +479,12 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                         }
                         t = fmax(t, start + ev.allreduce_ms[s]);
                     }
+                    /* then a tied weight's part from the other stage (a message wait) */
+                    double t_tie = tie_exchange(&tie, cl, u0, S, U, u, t, link_free);
+                    if (isnan(t_tie)) goto blocked;
                     add_update_waits(out, &cap, record, x->rank, s, x->t, t_msg, t);
+                    if (t_tie > fmax(x->t, t)) add_ev(out, &cap, record, x->rank, s, PPDL_EV_WAIT, -1, fmax(x->t, t), t_tie);
+                    t = fmax(t, t_tie);
                     x->t = t;
                     add_ev(out, &cap, record, x->rank, s, PPDL_OP_OPTIMIZER, -1, x->t, x->t + x->opt_ms);
                     x->t += x->opt_ms;
@@ -476,6 +523,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     free(grad_arr);
     free(link_free);
     free(bwd_done);
+    free(tie.ready);
+    free(tie.arr);
     ppdl_cost_eval_free(&ev);
     if (rc) ppdl_sim_free(out);
     return rc;

@@ -20,6 +20,10 @@
  *    takes the stage's optimizer_ms / speed (0 when COSTS.json has none);
  *  - the first stage's FORWARD includes reading the inputs (input_ms), the last
  *    stage's the targets (target_ms).
+ *  - a tied weight on two stages (COSTS.json "tied"): at OPTIMIZER, once its gradient
+ *    is ready, a replica of the first or the last stage sends it over its link to the
+ *    other stage's replicas that take it from this one, and waits for its own part
+ *    before the update (simulate.c: tie_exchange).
  *  - more ranks than cores on a host (cl->hosts, cluster_model.h): the FORWARD,
  *    BACKWARD and OPTIMIZER ops running on the host's ranks at a moment each get
  *    min(1, cores / running) of a core (processor sharing; a waiting rank takes none),

@@ -83,6 +83,10 @@ static double solve_subsets(plan_ctx *x, void *arg, double T_inc, int *order_out
                 lkr[((size_t)j * N + a) * N + b] = a == b ? INFINITY : ppdl_link_ms(x->c, x->cl, j, a, b);
     double *restlb = ppdl_xmalloc((size_t)L * sizeof(double));
     for (int j = 0; j < L; j++) restlb[j] = (x->W[L] - x->W[j + 1]) / x->vmax;
+    double *tie_x = ppdl_xcalloc((size_t)N * N, sizeof(double)); /* X(first rank, last rank) */
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++)
+            if (a != b) tie_x[(size_t)a * N + b] = ppdl_tie_ms(x->c, x->cl, &a, 1, &b, 1);
     unsigned *lower = ppdl_xcalloc((size_t)N, sizeof(unsigned)); /* interchangeable ranks below r */
     for (int r = 0; r < N; r++)
         for (int q = 0; q < r; q++)
@@ -95,88 +99,100 @@ static double solve_subsets(plan_ctx *x, void *arg, double T_inc, int *order_out
 #define ST(U, r, j) ((((size_t)(U)) * N + (size_t)(r)) * L + (size_t)(j))
 #define TAB(s, r, i, len) tab[(((size_t)(s) * N + (r)) * L + (i)) * ML + (len) - 1]
 
-    double best = T_inc, B = first_bound(x, T_inc);
-    int strict = 0, found = 0;
+    double best = T_inc, B;
+    int strict, found = 0;
     int *ord = ppdl_xmalloc((size_t)S * sizeof(int)), *fst = ppdl_xmalloc((size_t)S * sizeof(int));
-    for (;;) {
-        x->n_solved++;
-        for (size_t k = 0; k < nst; k++) val[k] = INFINITY;
-        for (int r = 0; r < N; r++) {
-            if (lower[r]) continue;
-            for (int j = 0; j <= L - S && j < ML; j++) {
-                double t = TAB(0, r, 0, j + 1);
-                if (!FITS(t)) break;
-                val[ST(1u << r, r, j)] = t;
-                back[ST(1u << r, r, j)] = -1;
-            }
-        }
-        for (unsigned U = 1; U < full; U++) {
-            int s2 = __builtin_popcount(U); /* index of the next stage */
+    /* A tied weight's exchange X (costmodel.h) depends on the first and the last rank of
+     * the order: with a tie, one staircase per first rank r0 (X(r0, last) is then a term
+     * of the last stage, added at the end); without, one staircase over every start */
+    int tie = x->c->tied_bytes > 0 && S > 1;
+    for (int r0 = tie ? 0 : -1; r0 < (tie ? N : 0); r0++) {
+        if (r0 >= 0 && lower[r0]) continue;
+        B = first_bound(x, best);
+        strict = 0;
+        for (;;) {
+            x->n_solved++;
+            for (size_t k = 0; k < nst; k++) val[k] = INFINITY;
             for (int r = 0; r < N; r++) {
-                if (!(U >> r & 1)) continue;
-                for (int j = s2 - 1; j <= L - S + s2 - 1; j++) {
-                    double v = val[ST(U, r, j)];
-                    if (!(v < INFINITY) || v + restlb[j] + (M - 1) * x->lb >= best) continue;
-                    for (int r2 = 0; r2 < N; r2++) {
-                        if ((U >> r2 & 1) || (U & lower[r2]) != lower[r2]) continue;
-                        double l = lkr[((size_t)j * N + r) * N + r2];
-                        if (!FITS(l)) continue;
-                        double v2 = v + 2 * l;
-                        unsigned U2 = U | 1u << r2;
-                        for (int len = 1; len <= ML && j + len <= L - S + s2; len++) {
-                            double t = TAB(s2, r2, j + 1, len);
-                            if (!FITS(t)) break;
-                            size_t k = ST(U2, r2, j + len);
-                            if (v2 + t < val[k]) {
-                                val[k] = v2 + t;
-                                back[k] = (j + 1) * 32 + r;
+                if (lower[r] || (r0 >= 0 && r != r0)) continue;
+                for (int j = 0; j <= L - S && j < ML; j++) {
+                    double t = TAB(0, r, 0, j + 1);
+                    if (!FITS(t)) break;
+                    val[ST(1u << r, r, j)] = t;
+                    back[ST(1u << r, r, j)] = -1;
+                }
+            }
+            for (unsigned U = 1; U < full; U++) {
+                int s2 = __builtin_popcount(U); /* index of the next stage */
+                for (int r = 0; r < N; r++) {
+                    if (!(U >> r & 1)) continue;
+                    for (int j = s2 - 1; j <= L - S + s2 - 1; j++) {
+                        double v = val[ST(U, r, j)];
+                        if (!(v < INFINITY) || v + restlb[j] + (M - 1) * x->lb >= best) continue;
+                        for (int r2 = 0; r2 < N; r2++) {
+                            if ((U >> r2 & 1) || (U & lower[r2]) != lower[r2]) continue;
+                            double l = lkr[((size_t)j * N + r) * N + r2];
+                            if (!FITS(l)) continue;
+                            double v2 = v + 2 * l;
+                            unsigned U2 = U | 1u << r2;
+                            for (int len = 1; len <= ML && j + len <= L - S + s2; len++) {
+                                double t = TAB(s2, r2, j + 1, len);
+                                if (!FITS(t)) break;
+                                size_t k = ST(U2, r2, j + len);
+                                if (v2 + t < val[k]) {
+                                    val[k] = v2 + t;
+                                    back[k] = (j + 1) * 32 + r;
+                                }
                             }
                         }
                     }
                 }
             }
-        }
-        int rb = -1;
-        double total = INFINITY;
-        for (int r = 0; r < N; r++)
-            if (val[ST(full, r, L - 1)] < total) {
-                total = val[ST(full, r, L - 1)];
-                rb = r;
+            int rb = -1;
+            double total = INFINITY;
+            for (int r = 0; r < N; r++) {
+                double v = val[ST(full, r, L - 1)] + (r0 >= 0 ? tie_x[(size_t)r0 * N + r] : 0);
+                if (v < total) {
+                    total = v;
+                    rb = r;
+                }
             }
-        if (rb < 0) break;
-        /* walk back: the order, the cut and the largest term */
-        unsigned U = full;
-        int r = rb, j = L - 1;
-        double mx = 0;
-        for (int s = S - 1; s >= 0; s--) {
-            int b = back[ST(U, r, j)];
-            int i = s == 0 ? 0 : b / 32;
-            ord[s] = r;
-            fst[s] = i;
-            mx = fmax(mx, TAB(s, r, i, j - i + 1));
-            if (s + 1 < S) mx = fmax(mx, lkr[((size_t)j * N + r) * N + ord[s + 1]]);
-            U &= ~(1u << r);
-            if (s > 0) r = b % 32;
-            j = i - 1;
+            if (rb < 0) break;
+            /* walk back: the order, the cut and the largest term */
+            unsigned U = full;
+            int r = rb, j = L - 1;
+            double mx = 0;
+            for (int s = S - 1; s >= 0; s--) {
+                int b = back[ST(U, r, j)];
+                int i = s == 0 ? 0 : b / 32;
+                ord[s] = r;
+                fst[s] = i;
+                mx = fmax(mx, TAB(s, r, i, j - i + 1));
+                if (s + 1 < S) mx = fmax(mx, lkr[((size_t)j * N + r) * N + ord[s + 1]]);
+                U &= ~(1u << r);
+                if (s > 0) r = b % 32;
+                j = i - 1;
+            }
+            double T = total + (M - 1) * mx;
+            if (T < best) {
+                best = T;
+                found = 1;
+                memcpy(order_out, ord, (size_t)S * sizeof(int));
+                memcpy(first_out, fst, (size_t)S * sizeof(int));
+            }
+            if (M == 1 || total + (M - 1) * x->lb >= best) break;
+            /* every plan under the last bound has a sum >= total: one that beats `best`
+             * has its largest term below (best - total) / (M-1) */
+            B = fmin(mx, (best - total) / (M - 1));
+            strict = 1;
         }
-        double T = total + (M - 1) * mx;
-        if (T < best) {
-            best = T;
-            found = 1;
-            memcpy(order_out, ord, (size_t)S * sizeof(int));
-            memcpy(first_out, fst, (size_t)S * sizeof(int));
-        }
-        if (M == 1 || total + (M - 1) * x->lb >= best) break;
-        /* every plan under the last bound has a sum >= total: one that beats `best`
-         * has its largest term below (best - total) / (M-1) */
-        B = fmin(mx, (best - total) / (M - 1));
-        strict = 1;
     }
 #undef ST
 #undef TAB
     free(tab);
     free(lkr);
     free(restlb);
+    free(tie_x);
     free(lower);
     free(val);
     free(back);

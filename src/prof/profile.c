@@ -5,6 +5,7 @@
 #include "nn/stage.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ void ppdl_costs_from_model(const ppdl_model *m, int b, ppdl_costs *out)
     out->micro_batch_size = b;
     out->state_multiplier = 4; /* values, gradients, AdamW m and v */
     out->buffer_bytes_given = 1;
+    out->tied_bytes = (double)(ppdl_model_tied_floats(m) * sizeof(float)); /* a gpt's wte = lm_head.weight */
     for (int l = 0; l < m->L; l++) {
         const ppdl_layer *ly = &m->layers[l];
         ppdl_layer_cost *lc = &out->layers[l];
@@ -95,7 +97,20 @@ static double now_synced(ppdl_backend *be)
     return ppdl_now_s();
 }
 
-static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend *be, int b,
+/* Timed runs of a measurement whose warm-up run took tw seconds: opts->reps, or
+ * SLOW_REPS where that run took SLOW_S or more. Timer and scheduler noise is a few
+ * microseconds to a millisecond, small against such a run, and the median of 3 is as
+ * steady as that of 5; a gpt-small block (seconds per run on one CPU core) would
+ * otherwise spend most of the profile repeating itself. */
+#define SLOW_S 0.02
+#define SLOW_REPS 3
+
+static int timed_runs(const ppdl_profile_opts *o, double tw)
+{
+    return o->warmup > 0 && tw >= SLOW_S && o->reps > SLOW_REPS ? SLOW_REPS : o->reps;
+}
+
+static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *host, ppdl_backend *be, int b,
                        const ppdl_profile_opts *o, ppdl_layer_cost *lc, char *err, size_t errlen)
 {
     ppdl_layer *ly = &mc->layers[l];
@@ -112,10 +127,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     /* parameters: this layer alone in a stage arena, initialised as the model would be */
     ppdl_stage st;
     ppdl_stage_alloc_params(&st, mc, be, l, l);
-    float *host = ppdl_xmalloc((st.n_params ? st.n_params : 1) * sizeof(float));
-    ppdl_layer_init_params(m, ly, o->seed, host);
     ppdl_be_copy_h2d(be, st.params, host, st.n_params * sizeof(float));
-    free(host);
 
     layer_bufs B;
     memset(&B, 0, sizeof B);
@@ -183,7 +195,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     ppdl_be_sync(be);
     free(h);
 
-    int n = o->warmup + o->reps;
+    int n = o->reps > 0 ? o->reps : 1;
     double *tf = ppdl_xmalloc((size_t)n * sizeof(double)), *tx = ppdl_xmalloc((size_t)n * sizeof(double));
     double *tb = ppdl_xmalloc((size_t)n * sizeof(double));
     double *tbi = ppdl_xmalloc((size_t)n * sizeof(double)), *tbw = ppdl_xmalloc((size_t)n * sizeof(double));
@@ -191,9 +203,21 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
     /* option 0, then the kind's own option 2 (selective) when it has one */
     for (int option = 0; option < k->n_options; option++) {
         if (option == PPDL_RC_FULL) continue; /* the runtime's full recompute: forward again */
+        /* the warm-up, untimed but for its length, which sets the timed runs */
+        double tw = 0;
+        for (int r = 0; r < o->warmup; r++) {
+            double t0 = now_synced(be);
+            k->forward(ly, be, b, B.in, B.out[0], B.saved[0], B.work, option);
+            if (last)
+                ppdl_be_softmax_xent(be, rows, classes, B.out[0], B.targets, 1.0f / (float)rows, B.loss, B.dout_ref);
+            ppdl_be_copy_d2d(be, B.dout, B.dout_ref, out_b);
+            ppdl_layer_backward(ly, be, b, B.in, B.saved[0], B.dout, B.din, B.work, option);
+            if (r == 0) tw = now_synced(be) - t0;
+        }
+        int reps = timed_runs(o, tw);
         /* GPipe-like groups: the forwards of n_slots micro-batches, then their backwards */
-        for (int r0 = 0; r0 < n; r0 += B.n_slots) {
-            int r1 = r0 + B.n_slots < n ? r0 + B.n_slots : n;
+        for (int r0 = 0; r0 < reps; r0 += B.n_slots) {
+            int r1 = r0 + B.n_slots < reps ? r0 + B.n_slots : reps;
             for (int r = r0; r < r1; r++) {
                 int q = r - r0;
                 double t0 = now_synced(be);
@@ -225,12 +249,12 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
                 tbi[r] = t3 - t2;
             }
         }
-        bwd[option] = 1e3 * median(tb + o->warmup, o->reps);
-        bi[option] = 1e3 * median(tbi + o->warmup, o->reps);
-        bw[option] = 1e3 * median(tbw + o->warmup, o->reps);
+        bwd[option] = 1e3 * median(tb, reps);
+        bi[option] = 1e3 * median(tbi, reps);
+        bw[option] = 1e3 * median(tbw, reps);
         if (option == 0) {
-            fwd0 = 1e3 * median(tf + o->warmup, o->reps);
-            if (last) xent = 1e3 * median(tx + o->warmup, o->reps);
+            fwd0 = 1e3 * median(tf, reps);
+            if (last) xent = 1e3 * median(tx, reps);
         }
     }
     lc->fwd_ms = fwd0 + xent;
@@ -251,14 +275,19 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, ppdl_backend 
             ppdl_be_zero(be, g, pb);
             ppdl_be_zero(be, mm, pb);
             ppdl_be_zero(be, vv, pb);
-            for (int r = 0; r < n; r++) {
+            double tw = 0;
+            int reps = n;
+            for (int r = -o->warmup; r < reps; r++) {
                 double t0 = now_synced(be), ss = 0;
                 /* the runtime's check that every gradient is finite, then the update */
                 ppdl_be_sumsq(be, st.n_params, g, &ss);
-                ppdl_be_adamw(be, st.n_params, st.params, g, mm, vv, 1e-4, 0.9, 0.999, 1e-8, 0.01, r + 1);
-                tf[r] = now_synced(be) - t0;
+                ppdl_be_adamw(be, st.n_params, st.params, g, mm, vv, 1e-4, 0.9, 0.999, 1e-8, 0.01,
+                              r + o->warmup + 1);
+                double t = now_synced(be) - t0;
+                if (r >= 0) tf[r] = t;
+                else if (r == -o->warmup) reps = timed_runs(o, tw = t);
             }
-            lc->opt_ms = 1e3 * median(tf + o->warmup, o->reps);
+            lc->opt_ms = 1e3 * median(tf, reps);
         }
         void *all[] = {g, mm, vv};
         for (int q = 0; q < 3; q++)
@@ -325,8 +354,8 @@ static void chain_free(ppdl_backend *be, chain_bufs *C, int n_slots)
 
 /* 1: times in out->layers[].fwd_ms/bwd_ms replaced; 0: the device has no room for the
  * whole model and its buffers (the isolated times stand) */
-static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, int b, const ppdl_profile_opts *o,
-                         ppdl_costs *out)
+static int profile_chain(const ppdl_model *m, ppdl_model *mc, float *const *host, ppdl_backend *be, int b,
+                         const ppdl_profile_opts *o, ppdl_costs *out)
 {
     const int L = m->L, n_slots = PROFILE_SLOTS;
     int rows = b * ppdl_model_loss_rows(m), classes = ppdl_model_classes(m), failed = 0;
@@ -373,11 +402,11 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
         const ppdl_layer *ly = &mc->layers[l];
         size_t np = ppdl_layer_param_count(ly);
         if (!np) continue;
-        float *host = ppdl_xmalloc(np * sizeof(float));
-        ppdl_layer_init_params(m, ly, o->seed, host);
-        /* a layer's parameters are consecutive in the arena, from its first one */
-        ppdl_be_copy_h2d(be, ly->params[0].value, host, np * sizeof(float));
-        free(host);
+        /* the layer's initial values (lent to its twins); a tied weight is wte, held once here */
+        const float *p = host[l];
+        for (int i = 0; i < ly->n_params; p += ly->params[i++].numel)
+            if (!ppdl_model_is_tied(mc, l, i))
+                ppdl_be_copy_h2d(be, ly->params[i].value, p, ly->params[i].numel * sizeof(float));
     }
 
     /* inputs as the isolated profile makes them; targets at random */
@@ -409,13 +438,21 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
      * small model's layers take 0.01-0.3 ms, and 8 samples of them taken within a
      * few ms moved its predicted step by 30% between two runs */
     int min_rounds = (o->reps + n_slots - 1) / n_slots, max_rounds = min_rounds > 64 ? min_rounds : 64;
+    /* A round that the isolated times say takes 0.1 s or more: the layers are slow
+     * enough to be warm after the isolated profile and steady in one round's n_slots
+     * samples (SLOW_S above), and 0.1 s would end the rounds after the first anyway:
+     * no warm-up round, one round (a round of gpt-small is 4 of its training passes) */
+    double round_s = 0;
+    for (int l = 0; l < L; l++) round_s += n_slots * (out->layers[l].fwd_ms + out->layers[l].bwd_ms) / 1e3;
+    int warm = o->warmup > 0;
+    if (round_s >= 0.1) min_rounds = 1, warm = 0;
     size_t cap = (size_t)max_rounds * (size_t)n_slots;
     double *tf = ppdl_xmalloc((size_t)L * cap * sizeof(double));
     double *tb = ppdl_xmalloc((size_t)L * cap * sizeof(double));
     double *tr = ppdl_xmalloc((size_t)L * cap * sizeof(double)); /* forward without the loss */
     int rounds = 0;
     double t_first = 0;
-    for (int r = -(o->warmup > 0); r < max_rounds; r++) {
+    for (int r = -warm; r < max_rounds; r++) {
         if (r == 0) t_first = ppdl_now_s();
         if (r >= min_rounds && ppdl_now_s() - t_first >= 0.1) break;
         if (r >= 0) rounds = r + 1;
@@ -477,6 +514,58 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, ppdl_backend *be, 
     return 1;
 }
 
+/* An earlier layer that runs exactly as layer l does, or -1: the same kind and
+ * hyperparameters (so the same shapes, parameters and options), neither of them the
+ * first layer (which computes no input gradient) or the last (which adds the loss).
+ * A GPT's blocks are all alike: gpt-small's 12 are profiled once. */
+static int same_layer_before(const ppdl_model *m, int l)
+{
+    if (l == 0 || l == m->L - 1) return -1;
+    const ppdl_layer *a = &m->layers[l];
+    for (int k = 1; k < l; k++) {
+        const ppdl_layer *t = &m->layers[k];
+        if (t->kind == a->kind && !memcmp(&t->cfg, &a->cfg, sizeof a->cfg) && t->in_bytes == a->in_bytes &&
+            t->out_bytes == a->out_bytes && ppdl_layer_param_count(t) == ppdl_layer_param_count(a))
+            return k;
+    }
+    return -1;
+}
+
+/* Parameter values to time a layer with: the model's own initialisation up to
+ * EXACT_VALUES parameters; above, a block of TILE_VALUES uniform values of standard
+ * deviation 0.02 (GPT-2's; PyTorch's linear default is of that order for 500-1000
+ * inputs) repeated. The kernels' times do not depend on the values (no data-dependent
+ * branch in a GEMM, a gather or a norm; these stay far from overflow and from
+ * denormals), and the model's initialisation of gpt-small's embedding, one block and
+ * head (85 M normal draws) took 5.8 s here (68 ns a draw on the 2-core VM at load 4.5):
+ * more than the whole start-up may take on a GPU. */
+#define EXACT_VALUES ((size_t)1 << 20)
+#define TILE_VALUES ((size_t)1 << 16)
+
+static void profile_values(const ppdl_model *m, const ppdl_layer *ly, unsigned long long seed, size_t np,
+                           float *host)
+{
+    if (np <= EXACT_VALUES) {
+        ppdl_layer_init_params(m, ly, seed, host);
+        return;
+    }
+    ppdl_rng rng;
+    ppdl_rng_seed(&rng, seed * 7001 + (unsigned long long)ly->index);
+    const double a = 0.02 * sqrt(3.0); /* U(-a, a) has standard deviation 0.02 */
+    for (size_t i = 0; i < TILE_VALUES; i++) host[i] = (float)(a * (2 * ppdl_rng_uniform(&rng) - 1));
+    for (size_t i = TILE_VALUES; i < np; i += TILE_VALUES)
+        memcpy(host + i, host, (np - i < TILE_VALUES ? np - i : TILE_VALUES) * sizeof(float));
+}
+
+/* the measured times of a layer given to its twin (the bytes are its own already) */
+static void copy_times(const ppdl_layer_cost *from, ppdl_layer_cost *to)
+{
+    to->fwd_ms = from->fwd_ms;
+    to->bwd_ms = from->bwd_ms;
+    to->opt_ms = from->opt_ms;
+    memcpy(to->extra_ms, from->extra_ms, sizeof to->extra_ms);
+}
+
 int ppdl_profile_layers(const ppdl_model *m, ppdl_backend *be, int b, const ppdl_profile_opts *opts,
                         ppdl_costs *out, char *err, size_t errlen)
 {
@@ -493,9 +582,37 @@ int ppdl_profile_layers(const ppdl_model *m, ppdl_backend *be, int b, const ppdl
     ppdl_model mc = *m;
     mc.layers = ppdl_xmalloc((size_t)m->L * sizeof *mc.layers);
     memcpy(mc.layers, m->layers, (size_t)m->L * sizeof *mc.layers);
-    int rc = 0;
-    for (int l = 0; l < m->L && !rc; l++) rc = profile_one(m, &mc, l, be, b, opts, &out->layers[l], err, errlen);
-    if (!rc) out->ordered = profile_chain(m, &mc, be, b, opts, out);
+    /* Each distinct layer's parameters, initialised once as the model would be (a
+     * gpt-small embedding or head is 38.6 M normal draws, seconds on a CPU), and
+     * lent to its twins: the values do not change a layer's time, and the twins' in
+     * the chain below are then the same too. */
+    float **host = ppdl_xcalloc((size_t)m->L, sizeof *host);
+    int *twin = ppdl_xmalloc((size_t)m->L * sizeof(int)), rc = 0;
+    for (int l = 0; l < m->L; l++) twin[l] = same_layer_before(m, l);
+    for (int l = 0; l < m->L && !rc; l++) {
+        if (twin[l] >= 0) {
+            host[l] = host[twin[l]];
+            copy_times(&out->layers[twin[l]], &out->layers[l]);
+            continue;
+        }
+        size_t np = ppdl_layer_param_count(&m->layers[l]);
+        host[l] = np <= SIZE_MAX / sizeof(float) ? malloc((np ? np : 1) * sizeof(float)) : NULL;
+        if (!host[l]) {
+            char a[32];
+            rc = ppdl_errf(err, errlen, "profiling layer %d (%s): out of memory: its parameters need %s of host "
+                                        "memory", l, m->layers[l].kind->name,
+                           ppdl_fmt_bytes(np > SIZE_MAX / sizeof(float) ? SIZE_MAX : np * sizeof(float), a,
+                                          sizeof a));
+            break;
+        }
+        profile_values(m, &m->layers[l], opts->seed, np, host[l]);
+        rc = profile_one(m, &mc, l, host[l], be, b, opts, &out->layers[l], err, errlen);
+    }
+    if (!rc) out->ordered = profile_chain(m, &mc, host, be, b, opts, out);
+    for (int l = 0; l < m->L; l++)
+        if (twin[l] < 0) free(host[l]);
+    free(host);
+    free(twin);
     free(mc.layers);
     if (rc) ppdl_costs_free(out);
     return rc;
@@ -531,6 +648,11 @@ int ppdl_costs_check_model(const ppdl_costs *c, const ppdl_model *m, int b, cons
                            a->saved_bytes, a->work_bytes, r->param_bytes, r->out_bytes, r->in_bytes, r->saved_bytes,
                            r->work_bytes);
     }
+    if (!rc && c->tied_bytes != ref.tied_bytes)
+        rc = ppdl_errf(err, errlen, "%s: tied bytes %.0f (\"tied\"), but the model %s: these costs are of another "
+                       "model (or from before ppdl knew tied embeddings: profile again with --costs-out)", what,
+                       c->tied_bytes, m->tie_embeddings ? "ties its embeddings (tie_embeddings = 1)"
+                                                        : "does not tie its embeddings");
     ppdl_costs_free(&ref);
     return rc;
 }

@@ -53,7 +53,7 @@ int ppdl_profile_layers(const ppdl_model *m, ppdl_backend *be, int b, const ppdl
                         ppdl_costs *out, char *err, size_t errlen);
 
 /* Check that costs describe model m at micro-batch size b: the same number of layers,
- * the same kinds (by name) and recompute options, the same byte counts. `what` names
+ * the same kinds (by name) and recompute options, the same byte counts and tie. `what` names
  * the file in messages. */
 int ppdl_costs_check_model(const ppdl_costs *c, const ppdl_model *m, int b, const char *what, char *err,
                            size_t errlen);

@@ -126,7 +126,7 @@ expect_fail "ppdl-data synth: --family that is not the model's" "$T/b.h5" "--fam
     "$DATA" synth --model "$M" --family mlp -n 10 -o "$T/b.h5"
 expect_fail "ppdl-data synth: -n 0" "$T/b.h5" "-n 0" "$DATA" synth --model "$M" -n 0 -o "$T/b.h5"
 expect_ok "ppdl-data synth writes data for the model" "$T/synth.h5" "$DATA" synth --model "$M" -n 8 -o "$T/synth.h5"
-expect_fail "ppdl-data: unknown subcommand" "$T/b.h5" "images|text, csv or synth" "$DATA" images -o "$T/b.h5"
+expect_fail "ppdl-data: unknown subcommand" "$T/b.h5" "images|text, tokens, csv or synth" "$DATA" images -o "$T/b.h5"
 
 echo "1..$n"
 [ $failed -eq 0 ]

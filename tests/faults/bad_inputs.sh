@@ -68,9 +68,11 @@ tab=$(printf '\t')
 n_todo=0
 
 # what may not change: the files a case names, the pre-existing outputs, the listing
+# (w/ is where controls write their outputs: neither named nor listed)
 state() {  # state ARGS...  (one cksum and one ls: this runs twice per case)
   local files="" a
   for a in "$@" "$C"/pre/*; do
+    case $a in "$C"/w/*) continue ;; esac
     [ -f "$a" ] && files="$files $a"
   done
   [ -z "$files" ] || cksum $files   # (the corpus paths hold no spaces)

@@ -9,7 +9,7 @@ make_case gpt gpt || { ok 1 "model and data"; finish; exit; }
 m=$tmp/gpt.h5 d=$tmp/gpt-data.h5
 run() {  # run NAME RANKS ARGS...: ppdl, stderr in $tmp/NAME.err
   local name=$1 n=$2; shift 2
-  mpirun_n "$n" "$@" --batch-size 8 --micro-batches 4 --threads 1 >"$tmp/$name.log" 2>"$tmp/$name.err"
+  mpirun_n "$n" --plan uniform "$@" --batch-size 8 --micro-batches 4 --threads 1 >"$tmp/$name.log" 2>"$tmp/$name.err"
 }
 run good 2 "$m" --data "$d" --steps 2 --checkpoint "$tmp/good.h5"
 ok $? "a good checkpoint to damage"

@@ -28,10 +28,12 @@ for n in 2 3; do
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
   [ -n "$victim" ] && [ $hung = 0 ] && [ $rc != 0 ]
   ok $? "$n ranks, rank process $victim killed mid-run: the job ended by itself in $secs s with status $rc"
-  mpirun_n $n "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 2 --batch-size 8 --micro-batches 4 --threads 1 \
-    --checkpoint "$ck" --resume auto --report "$tmp/r$n.json" >"$tmp/resume$n.log" 2>&1
+  # two steps past the checkpoint's (a run at its step already would have nothing to train)
+  done_steps=$(h5dump -a /train/step "$ck" 2>/dev/null | sed -n 's/^ *(0): *\([0-9]*\).*/\1/p')
+  mpirun_n $n "$tmp/g.h5" --data "$tmp/g-data.h5" --steps $((${done_steps:-0} + 2)) --batch-size 8 --micro-batches 4 \
+    --threads 1 --checkpoint "$ck" --resume auto --report "$tmp/r$n.json" >"$tmp/resume$n.log" 2>&1
   rc=$?
-  [ $rc = 0 ] && grep -q "resumed from" "$tmp/resume$n.log"
+  [ $rc = 0 ] && [ -n "$done_steps" ] && grep -q "resumed from .*: $done_steps steps done" "$tmp/resume$n.log"
   ok $? "$n ranks: the last checkpoint is intact and a new run resumes from it"
   [ $rc = 0 ] || tail -3 "$tmp/resume$n.log" | sed 's/^/#   /'
 done

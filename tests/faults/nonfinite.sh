@@ -14,7 +14,7 @@ with h5py.File(sys.argv[1]) as f, h5py.File(sys.argv[2], "w") as g:
     g["features"] = x; g["labels"] = np.array(f["labels"])
 PY
 for S in 1 2; do
-  mpirun_n $S "$tmp/m.h5" --data "$tmp/bad-data.h5" --steps 5 --batch-size 8 --micro-batches 2 --threads 1 \
+  mpirun_n $S "$tmp/m.h5" --data "$tmp/bad-data.h5" --steps 5 --batch-size 8 --micro-batches 2 --threads 1 --plan uniform \
     --save "$tmp/out$S.h5" >"$tmp/log$S" 2>&1
   rc=$?
   [ $rc = 4 ] && grep -q "step 3, stage [0-9] (rank [0-9]): .*not finite\|step 3, stage [0-9] (rank [0-9]): the loss is" "$tmp/log$S"
@@ -22,7 +22,7 @@ for S in 1 2; do
   [ ! -e "$tmp/out$S.h5" ]
   ok $? "$S rank(s): no model written after the broken step"
 done
-mpirun_n 2 "$tmp/m.h5" --data "$tmp/bad-data.h5" --steps 5 --batch-size 8 --micro-batches 2 --threads 1 \
+mpirun_n 2 "$tmp/m.h5" --data "$tmp/bad-data.h5" --steps 5 --batch-size 8 --micro-batches 2 --threads 1 --plan uniform \
   --skip-nonfinite --report "$tmp/skip.json" --save "$tmp/skip.h5" >"$tmp/logskip" 2>&1
 ok $? "--skip-nonfinite: the run completes"
 grep -q "step skipped" "$tmp/logskip"

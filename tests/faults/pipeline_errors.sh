@@ -19,7 +19,7 @@ expect_fail() {  # expect_fail "description" "message pattern" N ARGS...
   grep -q -- "$pat" "$tmp/out" || sed 's/^/#   /' "$tmp/out" | tail -3
 }
 "$PPDL_INIT" --preset mlp-tiny --set n_layers=3 -o "$tmp/m3.h5" >/dev/null
-expect_fail "more ranks than layers" "4 ranks but the model has 3 layers" 4 "$tmp/m3.h5" --data "$tmp/m-data.h5" --steps 1 --batch-size 4 --micro-batches 2
+expect_fail "more ranks than layers" "4 ranks but the model has 3 layers" 4 "$tmp/m3.h5" --data "$tmp/m-data.h5" --steps 1 --batch-size 4 --micro-batches 2 --plan uniform
 mpirun_n 3 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 1 --batch-size 6 --micro-batches 3 >/dev/null 2>&1
 ok $? "3 ranks on 4 layers run (the set-up of the next cases is valid)"
 expect_fail "micro-batches that do not divide the batch" "does not divide --batch-size" 2 \

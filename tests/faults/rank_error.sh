@@ -7,7 +7,7 @@
 # same command resumes from it and finishes with the uninterrupted run's weights.
 . "$top_srcdir/tests/lib.sh"
 make_case g gpt
-common="$tmp/g.h5 --data $tmp/g-data.h5 --batch-size 8 --micro-batches 4 --threads 1"
+common="$tmp/g.h5 --data $tmp/g-data.h5 --batch-size 8 --micro-batches 4 --threads 1 --plan uniform"
 # case N RANK STEP SCHEDULE
 check_case() {
   n=$1 r=$2 k=$3 sched=$4 name=fail-$1-$2-$4

@@ -15,7 +15,7 @@ ok $? "gpt, 1 rank, 2 steps with selective recompute: memcheck clean"
 grep '^==' "$tmp/log1" | head -20 | sed 's/^/# /'
 make_case m mlp
 timeout 300 "$MPIEXEC" -n 2 $vg "$PPDL" "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 2 --batch-size 8 \
-  --micro-batches 4 --threads 1 >"$tmp/log2" 2>&1 9>&-
+  --micro-batches 4 --threads 1 --plan uniform >"$tmp/log2" 2>&1 9>&-
 ok $? "mlp, 2 ranks, 2 steps: memcheck clean"
 grep '^==' "$tmp/log2" | head -20 | sed 's/^/# /'
 finish

@@ -185,7 +185,7 @@ static void test_layer(const char *label, ppdl_stage *st, ppdl_layer *l, int b, 
     lcase c;
     lcase_init(&c, st, l, b, opt);
     size_t np = st->n_params;
-    char what[160];
+    char what[320];
     snprintf(what, sizeof what, "%s layer %d (%s), b=%d, option %d", label, l->index, l->kind->name, b, opt);
 
     /* the reference: the fused backward of each micro-batch, in order */

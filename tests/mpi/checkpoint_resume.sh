@@ -9,9 +9,10 @@
 # there is. Also: the checkpoint is a model.h5 (ppdl and h5py read it), --resume auto
 # starts then resumes with one command line, and data-parallel replicas resume.
 . "$top_srcdir/tests/lib.sh"
-train() {  # train NAME RANKS ARGS...: run ppdl, keep the log
+train() {  # train NAME RANKS ARGS...: run ppdl, keep the log (--plan uniform unless ARGS say:
+  # the default plan, replicated stages, sums the gradients in another order)
   local name=$1 n=$2; shift 2
-  mpirun_n "$n" "$@" --batch-size 8 --micro-batches 4 --threads 1 >"$tmp/$name.log" 2>&1
+  mpirun_n "$n" --plan uniform "$@" --batch-size 8 --micro-batches 4 --threads 1 >"$tmp/$name.log" 2>&1
   local rc=$?
   [ $rc = 0 ] || sed 's/^/#   /' "$tmp/$name.log" | tail -5
   return $rc

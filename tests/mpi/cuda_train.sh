@@ -98,7 +98,7 @@ else
 fi
 for S in 1 2; do
   $pipe_env timeout -k 5 180 "$MPIEXEC" -n $S "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $common --steps 3 --micro-batches 4 \
-    --backend $dut --report "$tmp/pipe-$S.json" --save "$tmp/pipe-$S.h5" >"$tmp/pipe-$S.log" 2>&1 9>&-
+    --plan uniform --backend $dut --report "$tmp/pipe-$S.json" --save "$tmp/pipe-$S.h5" >"$tmp/pipe-$S.log" 2>&1 9>&-
   rc=$?
   [ $rc = 0 ] || sed 's/^/#   /' "$tmp/pipe-$S.log" | tail -5
   ok $rc "pipeline ($pipe_what): $S rank(s) train"
@@ -118,7 +118,7 @@ ok $rc "pipeline ($pipe_what): 2 ranks give the weights of 1 rank"
 if [ $dut = cuda ]; then
   n_gpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   if [ "${n_gpu:-0}" -lt 2 ]; then
-    timeout -k 5 180 "$MPIEXEC" -n 2 "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 1 --backend cuda >"$tmp/share.log" 2>&1 9>&-
+    timeout -k 5 180 "$MPIEXEC" -n 2 "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 1 --plan uniform --backend cuda >"$tmp/share.log" 2>&1 9>&-
     rc=$?
     [ $rc != 0 ] && grep -q 'at most one rank per GPU' "$tmp/share.log"
     ok $? "2 ranks on 1 GPU without PPDL_CUDA_SHARE=1: a clear error"

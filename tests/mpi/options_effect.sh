@@ -21,7 +21,7 @@ common="$tmp/m.h5 --data $tmp/m-data.h5 --steps 3 --batch-size 8 --micro-batches
 
 # ---- --wait ----
 for w in yield block; do
-  mpirun_n 2 $common --wait $w --report "$tmp/w-$w.json" >"$tmp/w-$w.log" 2>&1
+  mpirun_n 2 $common --plan uniform --wait $w --report "$tmp/w-$w.json" >"$tmp/w-$w.log" 2>&1
   ok $? "--wait $w: 2 ranks train"
 done
 grep -q "yielding wait" "$tmp/w-yield.log" && grep -q "blocking wait" "$tmp/w-block.log"

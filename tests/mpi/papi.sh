@@ -4,10 +4,10 @@
 # itself is unaffected; a malformed event list is refused naming the option.
 . "$top_srcdir/tests/lib.sh"
 make_case m mlp
-mpirun_n 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 3 --batch-size 8 --threads 1 \
+mpirun_n 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 3 --batch-size 8 --threads 1 --plan uniform \
   --papi PAPI_TOT_CYC,PAPI_TOT_INS --report "$tmp/r.json" >"$tmp/log" 2>&1
 ok $? "a run with --papi completes"
-mpirun_n 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 3 --batch-size 8 --threads 1 --report "$tmp/plain.json" >/dev/null 2>&1
+mpirun_n 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --steps 3 --batch-size 8 --threads 1 --plan uniform --report "$tmp/plain.json" >/dev/null 2>&1
 [ "$(losses "$tmp/r.json")" = "$(losses "$tmp/plain.json")" ]
 ok $? "counting changes nothing in the training"
 "$PYTHON_ORACLE" - "$tmp/r.json" <<'PY'

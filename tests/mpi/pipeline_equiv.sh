@@ -13,7 +13,7 @@ for fam in gpt mlp cnn; do
   for sched in gpipe 1f1b; do
     for S in 1 2 3 4; do
       mpirun_n $S "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 3 --batch-size 8 --micro-batches 4 \
-        --schedule $sched --threads 1 --report "$tmp/$fam-$sched-$S.json" \
+        --schedule $sched --threads 1 --plan uniform --report "$tmp/$fam-$sched-$S.json" \
         --save "$tmp/$fam-$sched-$S.h5" >"$tmp/$fam-$sched-$S.log" 2>&1
       rc=$?
       if [ $S = 1 ]; then ok $rc "$fam $sched: 1 rank trains (the reference)"; continue; fi
@@ -33,7 +33,7 @@ for fam in gpt mlp cnn; do
         [ $M = 1 ] && [ $S = 3 ] && continue
         r="$tmp/$fam-$sched-m$M-$S"
         mpirun_n $S "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 2 --batch-size 8 --micro-batches $M \
-          --schedule $sched --threads 1 --report "$r.json" --save "$r.h5" >"$r.log" 2>&1
+          --schedule $sched --threads 1 --plan uniform --report "$r.json" --save "$r.h5" >"$r.log" 2>&1
         rc=$?
         if [ $S = 1 ]; then ok $rc "$fam $sched M=$M: 1 rank trains (the reference)"; continue; fi
         [ $rc = 0 ] && [ "$(losses "$r.json")" = "$(losses "$tmp/$fam-$sched-m$M-1.json")" ] &&

@@ -56,6 +56,8 @@ sys.exit(a == b)
 PYEOF
   ok $? "$name: planned against the whole memory the plan differs (the reserve decides this case)"
 }
-check_case two 2 1f1b 1000K
+# (the gpt ties its embeddings: on two stages each holds V C floats more, the gradient it
+# receives, 32 KiB here: 1000K, this case's limit untied, became 1040K)
+check_case two 2 1f1b 1040K
 check_case three 3 gpipe 1200K
 finish

@@ -57,8 +57,13 @@ mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --plan auto --netem "$tmp
 rc=$?
 ok $rc "--plan auto on 4 ranks under --netem (cluster given) trains"
 [ $rc = 0 ] || sed 's/^/#   /' "$tmp/a.log" | tail -5
-"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/c.json" --micro-batches 4 --json >"$tmp/p.json" 2>"$tmp/p.err"
-ok $? "ppdl-plan plans the profiled costs for the same cluster"
+# the cluster the run planned with: c.json and the job's machines (a file without
+# "hosts" means the job's own to ppdl, a core per rank to ppdl-plan; where ranks share
+# cores the plan depends on them)
+"$PY" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["cluster"], open(sys.argv[2], "w"))' \
+  "$tmp/a.json" "$tmp/c-run.json"
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/c-run.json" --micro-batches 4 --json >"$tmp/p.json" 2>"$tmp/p.err"
+ok $? "ppdl-plan plans the profiled costs for the same cluster (the report's: c.json and the job's machines)"
 "$PY" - "$tmp/a.json" "$tmp/p.json" <<'PYEOF'
 import json, sys
 a, p = json.load(open(sys.argv[1]))["plan"], json.load(open(sys.argv[2]))
@@ -109,11 +114,11 @@ else  # not a timing: the report is missing or broken
 fi
 close_losses "$tmp/b.json" "$tmp/r1.json"
 ok $? "and it trains like one rank (losses within 1e-5)"
-for cl in c probed; do
+for cl in c-run probed; do   # both with the job's machines (the probe writes them)
   "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/$cl.json" --micro-batches 4 --compare >"$tmp/cmp-$cl" 2>&1
 done
 # prints the numbers as comments, then what it found out of bounds (nothing when it holds)
-found=$("$PY" - "$tmp/cmp-c" "$tmp/cmp-probed" "$tmp/probed.json" <<'PYEOF'
+found=$("$PY" - "$tmp/cmp-c-run" "$tmp/cmp-probed" "$tmp/probed.json" <<'PYEOF'
 import json, sys
 def times(path):
     return {l.split()[0]: float(l.split()[1]) for l in open(path) if l.startswith("  ") and len(l.split()) > 2

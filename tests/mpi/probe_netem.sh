@@ -97,6 +97,37 @@ for case in two:4:'[[0, 1], [2, 3]]' ring:4:'[[0, 1, 2, 3]]' slow:3:'[[0, 1], [2
   fi
 done
 
+# ---- outliers planted in a real probe (PPDL_TEST_PROBE_SKEW: one sample of a link
+# multiplied by a factor): on the two-node network, one sample of 0->1 read 20x too
+# slow (an in-node link read as slower than the link between the nodes, as seen in
+# the field), one of 2->0 20x too fast, one of 3->1 10x too slow: the medians must stay
+# within 10% and the nodes right. Negative control: every sample of 0->1 read at half
+# its rate must show (the comparison finds 0->1 off), so the comparison sees the hook.
+skew_case() {  # skew_case NAME SKEW: probes "two" with the skew; sets out, got
+  for attempt in 1 2 3; do
+    PPDL_TEST_PROBE_SKEW=$2 mpirun_n 4 --probe-only --netem "$tmp/two.json" --cluster-out "$tmp/$1.json" \
+      >"$tmp/$1.log" 2>&1
+    out=$(compare "$tmp/two.json" "$tmp/$1.json" 2>&1)
+    got=$(nodes_of "$tmp/$1.json" 2>&1)
+    # the negative control is judged on the link it planted, retried only on the others
+    [ "$1" = skew-all ] && { echo "$out" | grep -q '0->1 bandwidth' || [ -z "$out" ]; } && break
+    [ -z "$out" ] && [ "$got" = '[[0, 1], [2, 3]]' ] && break
+  done
+}
+skew_case skew-one '0-1:0:0.05,2-0:1:20,3-1:2:0.1'
+timed_ok "$out" "a probe with 3 outliers planted: every link within 10%, the outliers outvoted"
+[ -n "$out" ] && echo "$out" | sed 's/^\([^#]\)/# \1/' && sed 's/^/#   /' "$tmp/skew-one.log"
+wrong=; [ "$got" = '[[0, 1], [2, 3]]' ] || wrong="got $got"
+timed_ok "$wrong" "... and the nodes {0,1} {2,3} (got $got)"
+grep -q '"samples": \[\[0, [4-7],' "$tmp/skew-one.json"
+ok $? "... the link with an outlier took more than 3 samples: $(grep -o '"samples": \[\[[^]]*\]' "$tmp/skew-one.json")"
+skew_case skew-all '0-1:0:0.5,0-1:1:0.5,0-1:2:0.5,0-1:3:0.5,0-1:4:0.5,0-1:5:0.5,0-1:6:0.5'
+echo "$out" | grep -q '0->1 bandwidth'
+ok $? "negative control: every sample of 0->1 at half its rate is seen ($(echo "$out" | grep '0->1' | head -1))"
+PPDL_TEST_PROBE_SKEW=0-9:0:2 mpirun_n 2 --probe-only >"$tmp/skew-bad.log" 2>&1
+[ $? != 0 ] && grep -q 'PPDL_TEST_PROBE_SKEW=0-9:0:2: expected A-B:K:F' "$tmp/skew-bad.log"
+ok $? "a malformed PPDL_TEST_PROBE_SKEW is refused by name"
+
 # ---- the probe on its own: 1 rank, and 3 ranks sharing this host ----
 finite() {  # every number positive (latencies >= 0) and finite, no NaN or inf text
   ! grep -qiE 'nan|inf' "$1" && "$PY" - "$1" <<'EOF'
@@ -139,10 +170,10 @@ ok $? "--netem with a malformed file: the option, file and field are named"
 
 # ---- --netem changes timing only: the same losses, bitwise ----
 mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 3 --batch-size 8 --micro-batches 4 --threads 1 \
-  --report "$tmp/plain.json" >"$tmp/plain.log" 2>&1
+  --plan uniform --report "$tmp/plain.json" >"$tmp/plain.log" 2>&1
 ok $? "4-rank pipeline without netem"
 mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 3 --batch-size 8 --micro-batches 4 --threads 1 \
-  --netem "$tmp/two.json" --report "$tmp/netem.json" >"$tmp/netem.log" 2>&1
+  --plan uniform --netem "$tmp/two.json" --report "$tmp/netem.json" >"$tmp/netem.log" 2>&1
 rc=$?
 [ $rc = 0 ] && [ "$(losses "$tmp/netem.json")" = "$(losses "$tmp/plain.json")" ]
 ok $? "4-rank pipeline under --netem: bitwise the losses of the run without it"
@@ -151,7 +182,7 @@ ok $? "4-rank pipeline under --netem: bitwise the losses of the run without it"
 # per step take >= 4 x 2 ms on the link (they queue); so a step takes >= 8 ms
 mk crawl 4 '2e6 if {i, j} == {1, 2} else 2 * G' '5 * us'
 mpirun_n 4 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 2 --batch-size 8 --micro-batches 4 --threads 1 \
-  --netem "$tmp/crawl.json" --report "$tmp/crawl-rep.json" --cluster "$tmp/crawl.json" >"$tmp/crawl.log" 2>&1
+  --plan uniform --netem "$tmp/crawl.json" --report "$tmp/crawl-rep.json" --cluster "$tmp/crawl.json" >"$tmp/crawl.log" 2>&1
 ms=$("$PY" -c 'import json,sys; print(min(s["ms"] for s in json.load(open(sys.argv[1]))["steps"]))' "$tmp/crawl-rep.json" 2>/dev/null)
 "$PY" -c "import sys; sys.exit(not (float('${ms:-0}') >= 8.0))"
 ok $? "a 2 MB/s link: each step takes >= 8 ms (got ${ms:-none} ms): messages queue on the link"

@@ -6,7 +6,7 @@
 #  2. each rank's measured peak is within 10% of the prediction plus 256 bytes per
 #     allocation (the allocator's rounding; it is the same bytes:
 #     the prediction counts what the runtime will allocate, from the layers' sizes), and
-#     above the cost model of DESIGN.md by exactly the runtime's buffers (messages in
+#     above the cost model of docs/cost-model.md by exactly the runtime's buffers (messages in
 #     flight, recompute scratch, layer work space), which the cost model leaves out;
 #  3. full recompute holds less than none on every stage, selective in between;
 #  4. under a memory limit that keeping everything exceeds on stage 0, the run fails
@@ -36,7 +36,7 @@ for fam in gpt mlp cnn; do
   for sched in 1f1b gpipe; do
     for rc in none full selective; do
       mpirun_n 2 "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 2 --batch-size 8 --micro-batches 4 \
-        --schedule $sched --recompute $rc --threads 1 --report "$tmp/$fam-$sched-$rc.json" \
+        --schedule $sched --recompute $rc --threads 1 --plan uniform --report "$tmp/$fam-$sched-$rc.json" \
         --save "$tmp/$fam-$sched-$rc.h5" >"$tmp/log" 2>&1
       ok $? "$fam $sched recompute $rc: trains on 2 ranks"
       msg=$(check_memory "$tmp/$fam-$sched-$rc.json")
@@ -55,7 +55,7 @@ done
 for S in 1 3 4; do
   for rc in none full selective; do
     mpirun_n $S "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 2 --batch-size 8 --micro-batches 4 \
-      --recompute $rc --threads 1 --report "$tmp/g$S-$rc.json" --save "$tmp/g$S-$rc.h5" >"$tmp/log" 2>&1
+      --recompute $rc --threads 1 --plan uniform --report "$tmp/g$S-$rc.json" --save "$tmp/g$S-$rc.h5" >"$tmp/log" 2>&1
     msg=$(check_memory "$tmp/g$S-$rc.json")
     ok $? "gpt 1f1b on $S ranks, recompute $rc: memory as predicted $msg"
     h5diff "$tmp/g$S-$rc.h5" "$tmp/gpt-1f1b-none.h5" >/dev/null 2>&1
@@ -69,7 +69,7 @@ done
 "$PPDL_DATA" text "$(text_file)" --seq-len 32 -o "$tmp/big-data.h5" >/dev/null
 for rc in none full; do
   mpirun_n 2 "$tmp/big.h5" --data "$tmp/big-data.h5" --steps 1 --batch-size 32 --micro-batches 2 \
-    --recompute $rc --threads 1 --report "$tmp/big-$rc.json" >/dev/null 2>&1
+    --recompute $rc --threads 1 --plan uniform --report "$tmp/big-$rc.json" >/dev/null 2>&1
 done
 # rank 0: halfway between its needs with and without recompute; rank 1: plenty
 limit=$("$PYTHON_ORACLE" -c '
@@ -78,7 +78,7 @@ a=json.load(open(sys.argv[1]))["memory"][0]["peak_bytes"]; b=json.load(open(sys.
 print("%d,1G" % ((a+b)//2))' "$tmp/big-none.json" "$tmp/big-full.json")
 diag "without recompute the ranks stash $(stash_of "$tmp/big-none.json") bytes; --mem-limit $limit"
 mpirun_n 2 "$tmp/big.h5" --data "$tmp/big-data.h5" --steps 2 --batch-size 32 --micro-batches 2 \
-  --mem-limit "$limit" --threads 1 >"$tmp/fail.log" 2>&1
+  --mem-limit "$limit" --threads 1 --plan uniform >"$tmp/fail.log" 2>&1
 rc=$?
 [ $rc != 0 ] && grep -q "rank 0, stage 0: allocating .* would pass the memory limit" "$tmp/fail.log"
 ok $? "without recompute the run stops cleanly at the limit (exit $rc): $(grep -o 'rank 0, stage 0.*limit)' "$tmp/fail.log" | head -1)"

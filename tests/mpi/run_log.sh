@@ -7,7 +7,7 @@
 . "$top_srcdir/tests/lib.sh"
 PY=/usr/bin/python3
 make_case g gpt
-base="$tmp/g.h5 --data $tmp/g-data.h5 --batch-size 8 --micro-batches 4 --threads 1 --lr-schedule cosine --warmup 2 --clip-grad-norm 1"
+base="$tmp/g.h5 --data $tmp/g-data.h5 --batch-size 8 --micro-batches 4 --threads 1 --lr-schedule cosine --warmup 2 --clip-grad-norm 1 --plan uniform"
 mpirun_n 2 $base --steps 8 --report "$tmp/ref.json" --log "$tmp/ref.jsonl" >"$tmp/ref.log" 2>&1
 ok $? "2 ranks, 8 steps with --log"
 "$PY" - "$tmp/ref.jsonl" "$tmp/ref.json" <<'PYEOF'

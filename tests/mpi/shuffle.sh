@@ -11,7 +11,7 @@
 . "$top_srcdir/tests/lib.sh"
 PY=/usr/bin/python3
 make_case m mlp   # 64 samples: an epoch is 8 steps of 8
-base="$tmp/m.h5 --data $tmp/m-data.h5 --batch-size 8 --micro-batches 4 --threads 1"
+base="$tmp/m.h5 --data $tmp/m-data.h5 --batch-size 8 --micro-batches 4 --threads 1 --plan uniform"
 run() {  # run NAME N ARGS...
   name=$1 n=$2; shift 2
   mpirun_n "$n" $base "$@" --report "$tmp/$name.json" --save "$tmp/$name.h5" >"$tmp/$name.log" 2>&1

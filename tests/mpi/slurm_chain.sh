@@ -1,6 +1,6 @@
 #!/bin/sh
 # slurm_chain.sh — a real single-node Slurm (munged, slurmctld, slurmd from Debian),
-# started by scripts/slurm/local-slurm in a private folder and stopped at the end, runs
+# started by scripts/slurm/local-slurm (tests/slurm.sh) and stopped at the end, runs
 # scripts/slurm/ppdl-chain.sbatch with a 1-minute time limit on a run that needs
 # about 50 s of training plus start-ups: Slurm signals the job (--signal=B:USR1@15;
 # slurmctld checks time limits periodically and may signal up to a minute early,
@@ -9,46 +9,22 @@
 # weights of the same run made in one go without Slurm. Then ppdl.sbatch runs a short
 # job through the mpiexec launcher. The node advertises 2 GPUs backed by /dev/null and
 # /dev/zero so the scripts' --gpus-per-task=1 is accepted; ppdl itself runs on the CPU.
+# Last, the exit statuses through Slurm: srun (a bad option, the memory limit, SIGTERM
+# from scancel to the tasks, SIGUSR1 to srun, with and without --checkpoint) and
+# sbatch (scancel: the job's ExitCode is ppdl's 75), with both launchers.
 # Skipped, with the reason, where Slurm cannot be installed or started (not root, no
 # packages, no free ports). Takes 1-2.5 minutes, mostly waiting for Slurm's clock.
 . "$top_srcdir/tests/lib.sh"
-[ "$(id -u)" = 0 ] || skip_all "starting munged, slurmctld and slurmd needs root"
-
-# ---- a private Slurm (scripts/slurm/local-slurm): its own folder, ports and daemons ----
-S=$tmp/slurm
-stop_slurm() {
-  "$top_srcdir/scripts/slurm/local-slurm" stop --dir "$S" >/dev/null 2>&1
-  rm -rf "$tmp"
-}
-trap stop_slurm EXIT
-"$top_srcdir/scripts/slurm/local-slurm" start --dir "$S" --gpus 2 >"$tmp/local-slurm.out" 2>&1 ||
-  skip_all "the private Slurm did not start: $(tail -1 "$tmp/local-slurm.out")"
-SLURM_CONF=$S/slurm.conf
-export SLURM_CONF
-diag "$(head -1 "$tmp/local-slurm.out")"
+. "$top_srcdir/tests/slurm.sh"
 
 make_case gpt gpt || { ok 1 "model and data"; finish; exit; }
 m=$tmp/gpt.h5 d=$tmp/gpt-data.h5
 steps=400 delay=125   # 50 s of training: more than a 1-minute link with a signal 15 s before its end
-run_args() { echo "$m" --data "$d" --steps $steps --batch-size 8 --micro-batches 4 --log-every 50; }
+run_args() { echo "$m" --data "$d" --steps $steps --batch-size 8 --micro-batches 4 --log-every 50 --plan uniform; }
 mpirun_n 2 $(run_args) --threads 1 --report "$tmp/ref.json" --save "$tmp/ref.h5" >"$tmp/ref.log" 2>&1
 ok $? "the run in one go, without Slurm (the reference)"
 echo "PPDL_BIN=$top_builddir" >"$tmp/site.env"
 export PPDL_SITE_ENV=$tmp/site.env
-
-# wait_job ID SECONDS: until the job reaches a final state; prints it
-wait_job() {
-  local i=0 st=
-  while [ $i -lt $(($2 * 2)) ]; do
-    st=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    case $st in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE)
-      echo "$st"; return ;;
-    esac
-    sleep 0.5; i=$((i + 1))
-  done
-  echo "${st:-UNKNOWN} (still, after $2 s)"
-  scancel "$1" 2>/dev/null
-}
 
 # ---- the chain: 1-minute links, USR1 15 s (and up to 30 s more) before the end ----
 job=$(cd "$tmp" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=1 \
@@ -79,4 +55,63 @@ state=$(wait_job "$job" 120)
 [ "$state" = COMPLETED ] && grep -q "launcher mpiexec" "$tmp/plain-$job.out" && grep -q "^done: 3 steps" "$tmp/plain-$job.out"
 ok $? "ppdl.sbatch with the mpiexec launcher: 2 ranks trained 3 steps (state $state)"
 [ "$state" = COMPLETED ] || sed 's/^/#   /' "$tmp/plain-$job.out" | tail -10
+# ---- exit statuses through Slurm (README "Exit statuses and hangs") ----
+# srun: its status is the highest of its tasks'; each case is one job of its own.
+# srun_job NAME PPDL-ARGS...: in the background, log $tmp/NAME.log; sets $job_pid
+srun_job() {
+  local name=$1
+  shift
+  srun --mpi=pmi2 -n 2 --cpus-per-task=1 -J "$name" "$PPDL" "$@" >"$tmp/$name.log" 2>&1 9>&- &
+  job_pid=$!
+}
+srun_status() {  # srun_status NAME STATUS PPDL-ARGS...: a run that ends by itself
+  local name=$1 want=$2
+  shift 2
+  srun_job "$name" "$@"
+  wait $job_pid
+  local rc=$?
+  [ $rc = "$want" ]
+  ok $? "srun --mpi=pmi2, $name: exit status $want (got $rc)"
+  [ $rc = "$want" ] || tail -4 "$tmp/$name.log" | sed 's/^/#   /'
+}
+srun_status srun-bad-option 2 $(run_args) --no-such-option
+srun_status srun-mem-limit 3 $(run_args) --mem-limit 1M,4K
+# srun_signal NAME HOW STATUS PPDL-ARGS...: HOW = scancel (SIGTERM to the tasks, as
+# scancel and the time limit deliver it) or usr1 (SIGUSR1 to srun, which passes it on)
+srun_signal() {
+  local name=$1 how=$2 want=$3
+  shift 3
+  srun_job "$name" "$@" --step-delay 25 --log-every 1
+  wait_for "$tmp/$name.log" "^step  *3/" 60
+  if [ "$how" = scancel ]; then scancel -s TERM "$(squeue -h -o %i -n "$name")"; else kill -USR1 $job_pid; fi
+  wait $job_pid
+  local rc=$?
+  [ $rc = "$want" ] && grep -q "^stopped after step .*(exit status $want)" "$tmp/$name.log"
+  ok $? "srun --mpi=pmi2, $name: stopped after a step, exit status $want (got $rc)"
+  [ $rc = "$want" ] || tail -4 "$tmp/$name.log" | sed 's/^/#   /'
+}
+for k in 1 2 3; do
+  rm -f "$tmp/sig.h5"
+  srun_signal srun-term-$k scancel 75 $(run_args) --checkpoint "$tmp/sig.h5" --resume auto
+done
+rm -f "$tmp/sig.h5"
+srun_signal srun-usr1 usr1 75 $(run_args) --checkpoint "$tmp/sig.h5" --resume auto
+srun_signal srun-term-no-checkpoint scancel 143 $(run_args)
+
+# sbatch: scancel sends SIGTERM to the job script and the ranks; ppdl.sbatch waits for
+# ppdl and exits with its status, which Slurm keeps as the job's ExitCode (75:0; the
+# state is CANCELLED, as for any cancelled job); with both launchers
+for launcher in srun mpiexec; do
+  rm -f "$tmp/sb.h5"
+  job=$(cd "$tmp" && env -u HYDRA_LAUNCHER PPDL_LAUNCHER=$launcher sbatch --parsable --nodes=1 --ntasks-per-node=2 \
+    --cpus-per-task=1 --time=2 --output="$tmp/sb-$launcher-%j.out" "$top_srcdir/scripts/slurm/ppdl.sbatch" \
+    $(run_args) --step-delay 25 --log-every 1 --checkpoint "$tmp/sb.h5" --resume auto 2>"$tmp/sbatch3.err")
+  wait_for "$tmp/sb-$launcher-$job.out" "^step  *3/" 90
+  scancel "$job"
+  state=$(wait_job "$job" 60)
+  code=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*[^a-zA-Z]ExitCode=\([0-9:]*\).*/\1/p')
+  [ "$code" = 75:0 ] && grep -q "^stopped after step .*(exit status 75)" "$tmp/sb-$launcher-$job.out"
+  ok $? "sbatch ppdl.sbatch ($launcher), scancel: ppdl checkpointed; the job's ExitCode is 75:0 (got ${code:-none}, state $state)"
+  [ "$code" = 75:0 ] || tail -6 "$tmp/sb-$launcher-$job.out" | sed 's/^/#   /'
+done
 finish

@@ -5,7 +5,9 @@
 # loss varies by +-0.1 from batch to batch (seen: 2.93-3.13 over steps 111-120), so a
 # bound on the last alone passed or failed by the luck of its batch (the weight-decay
 # change of 2026-12-02 moved the last from 2.93 to 3.03 while the mean of the last 10
-# moved from 3.03 to 3.08). 200 steps bring that mean to ~2.83.
+# moved from 3.03 to 3.08). 200 steps bring that mean to ~2.83 untied; gpt-tiny ties its
+# embeddings since tie_embeddings became the presets' default, and then reaches 2.72 (the
+# same bound: tying changes the model, the bound is about learning at all).
 . "$top_srcdir/tests/lib.sh"
 "$PPDL_INIT" --preset gpt-tiny --seed 1 -o "$tmp/gpt.h5" >/dev/null
 ok $? "ppdl-init made gpt-tiny"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # zero_bubble.sh — the zero-bubble schedules (zb-h1, zb-h2: each backward split into B
-# and W, sched/zero_bubble.h) train exactly as 1F1B: every stage adds its weight
+# and W, sched/zero_bubble.h) train exactly as 1F1B (the gpt's embeddings tied, as
+# the presets make them, pipe/tie.h; --plan uniform throughout): every stage adds its weight
 # gradients in micro-batch order, and B then W computes bitwise what the fused backward
 # does (tests/gradient/test_grad_split.c), so the losses and weights are 1F1B's bit for
 # bit, not within a tolerance:
@@ -18,7 +19,8 @@
 . "$top_srcdir/tests/lib.sh"
 run() {  # run NAME S ARGS...: train, report and weights in $tmp/NAME.{json,h5}
   local name=$1 S=$2; shift 2
-  mpirun_n "$S" "$@" --threads 1 --report "$tmp/$name.json" --save "$tmp/$name.h5" >"$tmp/$name.log" 2>&1
+  mpirun_n "$S" "$@" --threads 1 --plan uniform --report "$tmp/$name.json" --save "$tmp/$name.h5" \
+    >"$tmp/$name.log" 2>&1
 }
 same() {  # same A B: bitwise the losses and the weights
   [ -s "$tmp/$1.json" ] && [ "$(losses "$tmp/$1.json")" = "$(losses "$tmp/$2.json")" ] &&
@@ -85,7 +87,7 @@ done
 
 # 3. a resume across schedules and rank counts
 mpirun_n 2 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 2 --batch-size 8 --micro-batches 4 --schedule zb-h1 \
-  --threads 1 --checkpoint "$tmp/c.h5" >"$tmp/half.log" 2>&1
+  --threads 1 --plan uniform --checkpoint "$tmp/c.h5" >"$tmp/half.log" 2>&1
 ok $? "gpt zb-h1: 2 steps on 2 ranks with --checkpoint"
 run whole 1 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 4 --batch-size 8 --micro-batches 4 --schedule 1f1b
 run resumed 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 4 --batch-size 8 --micro-batches 4 --schedule zb-h2 \

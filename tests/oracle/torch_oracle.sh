@@ -17,6 +17,12 @@
 #     groups; --decay-all against one group; and, as the control, ppdl --decay-all
 #     against the two groups must fail (the layer norms' weights, 1 at the start, decay
 #     by lr x wd = 1e-5 a step, above the 2e-6 weight tolerance).
+#   - tied embeddings: make_case's gpt ties them (the presets' default), and torch_step.py
+#     rebuilds the tie from the file's hard link (lm_head.weight is wte, one Parameter,
+#     checked against tie_embeddings); on 3 ranks the embedding and the head are on
+#     different stages and exchange their gradients. Controls: the recipe on 3 ranks
+#     with the exchange skipped (PPDL_TEST_TIE=no-exchange) must fail the oracle; an
+#     untied gpt (tie_embeddings=0) agrees with an untied PyTorch model.
 . "$top_srcdir/tests/lib.sh"
 "$PYTHON_ORACLE" -c 'import torch, h5py' 2>/dev/null ||
   skip_all "$PYTHON_ORACLE has no torch and h5py (apt-get install python3-torch python3-h5py)"
@@ -60,8 +66,22 @@ for n in 1 3; do
     "$tmp/recipe$n.h5" --batch-size 8 --steps 20 $recipe >"$tmp/recipe$n-torch.tap" 2>&1
   ok $? "gpt recipe on $n rank(s): PyTorch's AdamW + clip_grad_norm_ + LambdaLR agree (lr, norm, loss of every step; weights)"
   grep -v '^ok\|^1\.\.' "$tmp/recipe$n-torch.tap" | head -3 | sed 's/^/# /'
-  grep 'weights' "$tmp/recipe$n-torch.tap" | sed 's/^/# /'
+  grep 'weights\|tie_embeddings' "$tmp/recipe$n-torch.tap" | sed 's/^/# /'
 done
+grep -q 'ok 1 - gpt: tie_embeddings = 1: lm_head.weight is wte' "$tmp/recipe3-torch.tap"
+ok $? "the gpt of these runs is tied, and PyTorch rebuilt it tied (one Parameter for wte and lm_head.weight)"
+PPDL_TEST_TIE=no-exchange mpirun_n 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 20 --batch-size 8 --micro-batches 2 \
+  --threads 1 $recipe --report "$tmp/recipe-nx.json" --save "$tmp/recipe-nx.h5" >"$tmp/recipe-nx.log" 2>&1 &&
+  "$PYTHON_ORACLE" "$top_srcdir/tests/oracle/torch_step.py" "$tmp/gpt.h5" "$tmp/gpt-data.h5" "$tmp/recipe-nx.json" \
+    "$tmp/recipe-nx.h5" --batch-size 8 --steps 20 $recipe >"$tmp/recipe-nx-torch.tap" 2>&1
+rc=$?
+[ $rc = 1 ]; ok $? "control: the recipe on 3 ranks with the tied gradients' exchange skipped (PPDL_TEST_TIE=no-exchange) fails the oracle (status $rc, 1 expected)"
+grep 'not ok' "$tmp/recipe-nx-torch.tap" | head -2 | sed 's/^/# /'
+"$PPDL_INIT" --preset gpt-tiny --set n_layers=3 --set d_model=32 --set seq_len=16 --set tie_embeddings=0 --seed 3 \
+  -o "$tmp/gpt-untied.h5" >/dev/null && cp "$tmp/gpt-data.h5" "$tmp/gpt-untied-data.h5" &&
+  oracle gpt-untied gpt-untied --lr 0.05 --eps 1
+ok $? "untied gpt (tie_embeddings=0): ppdl matches an untied PyTorch model with --lr 0.05 --eps 1"
+grep 'tie_embeddings' "$tmp/gpt-untied-torch.tap" | sed 's/^/# /'
 "$PYTHON_ORACLE" -c '
 import json, sys
 n = [s["grad_norm"] for s in json.load(open(sys.argv[1]))["steps"]]

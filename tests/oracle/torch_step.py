@@ -35,17 +35,38 @@ def attr_str(v):
 
 
 def load_model(path):
-    """root attributes and, per layer, (kind, attributes, {name: Parameter})"""
+    """root attributes and, per layer, (kind, attributes, {name: Parameter}). A dataset
+    that is the same HDF5 object as one read before (a hard link: a tied gpt's
+    /layers/<head>/lm_head.weight is /layers/00000/wte) becomes the same Parameter, so
+    the model is tied in PyTorch exactly as the file stores it."""
+    seen = []  # (h5py dataset, Parameter)
     with h5py.File(path, "r") as f:
         root = {k: f.attrs[k] for k in f.attrs}
         layers = []
         for key in sorted(f["layers"].keys()):
             g = f["layers"][key]
             attrs = {k: g.attrs[k] for k in g.attrs}
-            params = {n: torch.nn.Parameter(torch.from_numpy(np.array(g[n], dtype=np.float32)))
-                      for n in g.keys()}
+            params = {}
+            for n in g.keys():
+                same = [p for d, p in seen if d == g[n]]
+                if same:
+                    params[n] = same[0]
+                else:
+                    params[n] = torch.nn.Parameter(torch.from_numpy(np.array(g[n], dtype=np.float32)))
+                    seen.append((g[n], params[n]))
             layers.append((attr_str(attrs["kind"]), attrs, params))
     return root, layers
+
+
+def unique(params):
+    """each Parameter once, in first-seen order (a tied weight is one parameter: one
+    AdamW state, counted once by clip_grad_norm_)"""
+    out, ids = [], set()
+    for p in params:
+        if id(p) not in ids:
+            ids.add(id(p))
+            out.append(p)
+    return out
 
 
 def act(x, name):
@@ -139,7 +160,7 @@ def main():
     torch.set_num_threads(1)
 
     root, layers = load_model(args.model)
-    params = [p for _, _, ps in layers for p in ps.values()]
+    params = unique([p for _, _, ps in layers for p in ps.values()])
     # weight decay on the tensors of 2 or more dimensions only (nanoGPT's groups), or
     # on all with --decay-all
     decay = [p for p in params if args.decay_all or p.dim() >= 2]
@@ -180,6 +201,13 @@ def main():
         n_test += 1
         failed += 0 if cond else 1
         print(f"{'ok' if cond else 'not ok'} {n_test} - {family}: {msg}", flush=True)
+
+    if family == "gpt":
+        # the tie as the file declares it and as PyTorch now holds it
+        tied = int(root.get("tie_embeddings", 0)) == 1
+        one = layers[-1][2]["lm_head.weight"] is layers[0][2]["wte"]
+        check(tied == one, f"tie_embeddings = {int(tied)}: lm_head.weight {'is' if one else 'is not'} wte in PyTorch "
+              f"({len(params)} parameter tensors)")
 
     for step in range(args.steps):
         x, y = batch(args.data, step, args.batch_size)

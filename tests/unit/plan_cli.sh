@@ -106,7 +106,7 @@ for s in st:
     if len(s.get("ranks", [0])) > 1: assert s["allreduce_ms"] > 0, s
 assert p["predicted_iter_ms"] > 0
 PY
-  ok $? "the plan JSON has DESIGN.md's fields, covers every layer, and respects rank 2's memory"
+  ok $? "the plan JSON has docs/formats.md's fields, covers every layer, and respects rank 2's memory"
 else
   ok 0 "# SKIP no Python for the JSON check"
 fi

@@ -448,6 +448,20 @@ static void case_causal_softmax(harness *H, int BH, int T)
     case_end(H);
 }
 
+/* the last n rows of an L-position causal softmax (decoding with a key/value cache) */
+static void case_causal_softmax_tail(harness *H, int BH, int n, int L)
+{
+    SHAPE("BH=%d n=%d L=%d", BH, n, L);
+    size_t sz = (size_t)BH * n * L;
+    float scale = 0.35f;
+    tb *s = mk(H, sz, IN, 3), *p = mk(H, sz, OUT, 1);
+    BOTH(ppdl_be_causal_softmax_tail_fwd(be, BH, n, L, scale, F(s), F(p)));
+    check(H, "causal_softmax_tail_fwd", "p", p, 1e-5);
+    BOTH(ppdl_be_causal_softmax_tail_fwd(be, BH, n, L, scale, F(s), F(s)));
+    check(H, "causal_softmax_tail_fwd", "p (in place)", s, 1e-5);
+    case_end(H);
+}
+
 static void case_xent(harness *H, int rows, int V, int in_place)
 {
     SHAPE("rows=%d V=%d%s", rows, V, in_place ? " in place" : "");
@@ -650,6 +664,9 @@ static void run_suite(harness *H, uint64_t seed)
     case_causal_softmax(H, 3, 1);
     case_causal_softmax(H, 4, 37);
     case_causal_softmax(H, 2, 130);
+    case_causal_softmax_tail(H, 3, 1, 37);
+    case_causal_softmax_tail(H, 2, 5, 130);
+    case_causal_softmax_tail(H, 4, 33, 33);
     case_xent(H, 5, 11, 0);
     case_xent(H, 37, 1000, 1);
     case_xent(H, 3, 50257, 0);
@@ -856,6 +873,10 @@ static void emu_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, const 
 {
     EMU(ppdl_cu_causal_softmax_fwd(NULL, BH, T, scale, s, p));
 }
+static void emu_softmax_tail_fwd(ppdl_backend *be, int BH, int n, int L, float scale, const float *s, float *p)
+{
+    EMU(ppdl_cu_causal_softmax_tail_fwd(NULL, BH, n, L, scale, s, p));
+}
 static void emu_softmax_bwd(ppdl_backend *be, int BH, int T, float scale, const float *p, const float *dp, float *ds)
 {
     EMU(ppdl_cu_causal_softmax_bwd(NULL, BH, T, scale, p, dp, ds));
@@ -908,6 +929,7 @@ static ppdl_backend *emu_backend_create(void)
     ops.qkv_split = emu_qkv_split, ops.qkv_merge = emu_qkv_merge;
     ops.heads_to_seq = emu_heads_to_seq, ops.seq_to_heads = emu_seq_to_heads;
     ops.causal_softmax_fwd = emu_softmax_fwd, ops.causal_softmax_bwd = emu_softmax_bwd;
+    ops.causal_softmax_tail_fwd = emu_softmax_tail_fwd;
     ops.softmax_xent = emu_xent, ops.im2col = emu_im2col, ops.col2im = emu_col2im;
     ops.maxpool_fwd = emu_maxpool_fwd, ops.maxpool_bwd = emu_maxpool_bwd, ops.adamw = emu_adamw;
     be->ops = &ops;
@@ -929,6 +951,70 @@ static void test_emulated(ppdl_backend *ref)
     free(H);
 }
 #endif
+
+/* ------------------------------------------------------------------ one-row GEMMs */
+
+/* The CPU backend computes a product with one row of C by sgemv, any other by sgemm:
+ * check the sgemv mapping of each (trans_a, trans_b), with alpha and beta, against the
+ * same row inside a 3-row product (sgemm), to fp32 rounding (1e-5 relative). */
+static void test_gemm_single_row(ppdl_backend *cpu)
+{
+    enum { M = 3, N = 70, K = 45 };
+    ppdl_rng rng;
+    ppdl_rng_seed(&rng, 12);
+    float A[M * K], B[K * N], C0[M * N], C3[M * N], C1[N];
+    for (int i = 0; i < M * K; i++) A[i] = (float)ppdl_rng_normal(&rng);
+    for (int i = 0; i < K * N; i++) B[i] = (float)ppdl_rng_normal(&rng);
+    for (int i = 0; i < M * N; i++) C0[i] = (float)ppdl_rng_normal(&rng);
+    for (int t_a = 0; t_a < 2; t_a++)
+        for (int t_b = 0; t_b < 2; t_b++) {
+            int lda = t_a ? M : K, ldb = t_b ? K : N; /* A stored [M,K] or [K,M]; B [K,N] or [N,K] */
+            memcpy(C3, C0, sizeof C3);
+            ppdl_be_gemm(cpu, t_a, t_b, M, N, K, 0.7f, A, lda, B, ldb, 0.4f, C3, N);
+            double worst = 0, big = 0;
+            for (int r = 0; r < M; r++) {
+                memcpy(C1, C0 + r * N, sizeof C1);
+                const float *ar = t_a ? A + r : A + (size_t)r * K; /* row r of op(A) */
+                ppdl_be_gemm(cpu, t_a, t_b, 1, N, K, 0.7f, ar, lda, B, ldb, 0.4f, C1, N);
+                for (int j = 0; j < N; j++) {
+                    worst = fmax(worst, fabs((double)C1[j] - C3[r * N + j]));
+                    big = fmax(big, fabs((double)C3[r * N + j]));
+                }
+            }
+            ok(worst <= 1e-5 * big, "gemm of one row (sgemv), trans_a %d trans_b %d: the rows of the 3-row product "
+               "(sgemm), max error %.2g of %.2g", t_a, t_b, worst, big);
+        }
+}
+
+/* ------------------------------------------------------------------ the tail softmax */
+
+/* what causal_softmax_tail_fwd means, on the CPU: its rows are the last n rows of the
+ * full [L,L] causal softmax of the same scores, bit for bit (the same row kernel) */
+static void test_tail_is_square_rows(ppdl_backend *cpu)
+{
+    enum { BH = 3, L = 45 };
+    static const int ns[] = {1, 7, L};
+    ppdl_rng rng;
+    ppdl_rng_seed(&rng, 11);
+    float *s = ppdl_xmalloc(BH * L * L * sizeof *s), *full = ppdl_xmalloc(BH * L * L * sizeof *full);
+    float *ts = ppdl_xmalloc(BH * L * L * sizeof *ts), *tp = ppdl_xmalloc(BH * L * L * sizeof *tp);
+    for (size_t i = 0; i < BH * L * L; i++) s[i] = (float)(3 * ppdl_rng_normal(&rng));
+    ppdl_be_causal_softmax_fwd(cpu, BH, L, 0.35f, s, full);
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        int n = ns[k], same = 1;
+        for (int h = 0; h < BH; h++) /* the last n rows of each head's square */
+            memcpy(ts + (size_t)h * n * L, s + ((size_t)h * L + L - n) * L, (size_t)n * L * sizeof *s);
+        ppdl_be_causal_softmax_tail_fwd(cpu, BH, n, L, 0.35f, ts, tp);
+        for (int h = 0; h < BH; h++)
+            same &= !memcmp(tp + (size_t)h * n * L, full + ((size_t)h * L + L - n) * L, (size_t)n * L * sizeof *tp);
+        ok(same, "causal_softmax_tail_fwd (n=%d, L=%d) gives the last %d rows of causal_softmax_fwd's square, "
+           "bitwise", n, L, n);
+    }
+    free(s);
+    free(full);
+    free(ts);
+    free(tp);
+}
 
 /* ------------------------------------------------------------------ host staging */
 
@@ -1000,6 +1086,8 @@ int main(int argc, char **argv)
     test_sabotage(ref);
 
     test_xfer();
+    test_tail_is_square_rows(ref);
+    test_gemm_single_row(ref);
 #if HAVE_CUDA
     test_emulated(ref);
 #else

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "io/data_io.h"
+#include "io/h5util.h"
 #include "io/model_io.h"
 #include "tap.h"
 
@@ -45,9 +46,11 @@ static void make_model(ppdl_model *m, const char *preset, const char *k1, const 
     }
 }
 
+/* the held layout (nn/model.h); a tied lm_head.weight's initial values, the last,
+ * land past it (room for them) */
 static float *init_params(const ppdl_model *m, unsigned long long seed)
 {
-    float *p = malloc(ppdl_model_param_count(m) * sizeof *p), *q = p;
+    float *p = malloc((ppdl_model_param_count(m) + ppdl_model_tied_floats(m)) * sizeof *p), *q = p;
     for (int i = 0; i < m->L; i++) {
         ppdl_layer_init_params(m, &m->layers[i], seed, q);
         q += ppdl_layer_param_count(&m->layers[i]);
@@ -62,7 +65,8 @@ static int same_hypers(const ppdl_model *a, const ppdl_model *b)
            !memcmp(&a->ln_eps, &b->ln_eps, sizeof a->ln_eps) && a->in_features == b->in_features &&
            a->hidden == b->hidden && a->n_classes == b->n_classes && a->activation == b->activation &&
            a->in_channels == b->in_channels && a->height == b->height && a->width == b->width &&
-           a->channels == b->channels && a->n_blocks == b->n_blocks && a->L == b->L;
+           a->channels == b->channels && a->n_blocks == b->n_blocks && a->L == b->L &&
+           a->tie_embeddings == b->tie_embeddings;
 }
 
 static int same_chain(const ppdl_model *a, const ppdl_model *b)
@@ -102,6 +106,43 @@ static void round_trip(const char *preset, const char *k1, const char *v1)
     ok(rc == 0 && !memcmp(p + off, q, cnt * sizeof *p), "%s: layers 1..%d read on their own (%s)", preset, m.L - 2, err);
     is_int(open_handles(), 0, "%s: no HDF5 handle left open", preset);
     ppdl_model_free(&back);
+    ppdl_model_free(&m);
+    free(p);
+    free(q);
+}
+
+/* A tied gpt (the presets' default): one dataset under two names, read as the held
+ * layout where a range holds both layers and as a copy where it holds the head alone */
+static void tied_layout(void)
+{
+    ppdl_model m, back;
+    char err[PPDL_ERR_LEN] = "";
+    make_model(&m, "gpt-tiny", NULL, NULL);
+    size_t n = ppdl_model_param_count(&m), V = (size_t)m.vocab_size, C = (size_t)m.d_model;
+    size_t all = 0;
+    for (int i = 0; i < m.L; i++) all += ppdl_layer_param_count(&m.layers[i]);
+    ok(m.tie_embeddings == 1 && n == all - V * C, "gpt-tiny ties its embeddings: %zu parameters, the %zu of "
+       "lm_head.weight once (as wte)", n, V * C);
+    float *p = init_params(&m, 9), *q = calloc(all, sizeof *q);
+    const char *path = tpath("tied.h5");
+    int rc = ppdl_model_save(path, &m, p, err, sizeof err);
+    hid_t f = rc ? -1 : H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    int same = f >= 0 && ppdl_h5_same_object(f, "layers/00000/wte", "layers/00003/lm_head.weight") == 1 &&
+               ppdl_h5_same_object(f, "layers/00000/wpe", "layers/00003/lm_head.weight") == 0;
+    if (f >= 0) H5Fclose(f);
+    ok(same, "the file holds it once: /layers/00003/lm_head.weight is a hard link to /layers/00000/wte (%s)", err);
+    rc = ppdl_model_load_desc(path, &back, err, sizeof err);
+    ok(rc == 0 && back.tie_embeddings == 1, "load_desc reads tie_embeddings = 1 (%s)", err);
+    rc = rc ? rc : ppdl_model_load_params(path, &back, 0, back.L - 1, q, err, sizeof err);
+    ok(rc == 0 && !memcmp(p, q, n * sizeof *p), "all layers: the held layout, %zu floats, bitwise (%s)", n, err);
+    /* the head alone (a stage without the embedding): ln_f, then its copy of wte */
+    size_t lnf = 2 * C;
+    memset(q, 0, all * sizeof *q);
+    rc = rc ? rc : ppdl_model_load_params(path, &back, back.L - 1, back.L - 1, q, err, sizeof err);
+    ok(rc == 0 && !memcmp(q, p + n - lnf, lnf * sizeof *p) && !memcmp(q + lnf, p, V * C * sizeof *p),
+       "the head alone: ln_f, then lm_head.weight read through the link = wte's values (%s)", err);
+    is_int(open_handles(), 0, "tied: no HDF5 handle left open");
+    if (!rc) ppdl_model_free(&back);
     ppdl_model_free(&m);
     free(p);
     free(q);
@@ -318,6 +359,53 @@ static void bad_models(void)
         ok(rc == 0, "layers 0..1 of that file still load (%s)", rc ? err : "");
         free(q);
         ppdl_model_free(&back);
+    }
+
+    /* the tie: its attribute, and one dataset under two names */
+    f = broken_copy(good, "tie-2.h5");
+    put_int(f, "tie_embeddings", 2);
+    H5Fclose(f);
+    path = tpath("tie-2.h5");
+    expect_fail(load_all(path, err, sizeof err), err, path, "root attribute 'tie_embeddings' is 2", "expected 0",
+                "tie_embeddings = 2");
+
+    f = broken_copy(good, "tie-float.h5");
+    put_double(f, "tie_embeddings", 1.0);
+    H5Fclose(f);
+    path = tpath("tie-float.h5");
+    expect_fail(load_all(path, err, sizeof err), err, path, "'tie_embeddings' must be an integer, found a float", NULL,
+                "a float tie_embeddings");
+
+    f = broken_copy(good, "tie-two-datasets.h5");
+    {
+        /* the link replaced by a dataset of the right shape: which one is the weight? */
+        hsize_t dims[2] = {256, 64};
+        float *v = calloc(256 * 64, sizeof *v);
+        H5Ldelete(f, "layers/00003/lm_head.weight", H5P_DEFAULT);
+        put_dataset(f, "layers/00003/lm_head.weight", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, dims, v);
+        free(v);
+    }
+    H5Fclose(f);
+    path = tpath("tie-two-datasets.h5");
+    expect_fail(load_all(path, err, sizeof err), err, path, "'tie_embeddings' is 1 but /layers/00003/lm_head.weight "
+                "is a dataset of its own", "hard link", "a tied model with two datasets");
+
+    f = broken_copy(good, "tie-no-head.h5");
+    H5Ldelete(f, "layers/00003/lm_head.weight", H5P_DEFAULT);
+    H5Fclose(f);
+    path = tpath("tie-no-head.h5");
+    expect_fail(load_all(path, err, sizeof err), err, path, "/layers/00003/lm_head.weight is missing", NULL,
+                "a tied model without the link");
+
+    f = broken_copy(good, "untied-link.h5");
+    put_int(f, "tie_embeddings", 0);
+    H5Fclose(f);
+    path = tpath("untied-link.h5");
+    {
+        /* untied with the link: two parameters that start equal, accepted */
+        int rc = load_all(path, err, sizeof err);
+        ok(rc == 0, "tie_embeddings = 0 with lm_head.weight linked to wte loads: two weights that start equal (%s)",
+           rc ? err : "");
     }
 
     f = broken_copy(good, "future.h5");
@@ -687,7 +775,9 @@ int main(void)
         printf("Bail out! cannot make a temporary directory %s\n", dir);
         return 1;
     }
-    round_trip("gpt-tiny", NULL, NULL);
+    round_trip("gpt-tiny", NULL, NULL);                 /* tied */
+    round_trip("gpt-tiny", "tie_embeddings", "0");      /* untied: two datasets */
+    tied_layout();
     round_trip("mlp-tiny", NULL, NULL);  /* gelu activations */
     round_trip("mlp", "activation", "none");
     round_trip("cnn-tiny", NULL, NULL);

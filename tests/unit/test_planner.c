@@ -42,29 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char first_fail[1024];
-static int n_fail;
-
-#if defined(__GNUC__)
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#endif
-static void fail(const char *fmt, ...)
-{
-    if (n_fail++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(first_fail, sizeof first_fail, fmt, ap);
-        va_end(ap);
-    }
-}
-
-static void report(const char *what)
-{
-    if (!ok(n_fail == 0, "%s", what)) diag("  %d failing case(s); first: %s", n_fail, first_fail);
-    n_fail = 0;
-    first_fail[0] = '\0';
-}
-
 // ----------------------------------------------------------------------------
 // random instances
 
@@ -114,6 +91,14 @@ static void gen(ppdl_rng *g, int N, int L, int max_opts, int tight, inst *x)
         x->c.target_ms = uni(&g2, 0, 2);
         for (int l = 0; l < L; l++) x->c.layers[l].opt_ms = ppdl_rng_uniform(&g2) < 0.2 ? 0 : uni(&g2, 0, 8);
     }
+    /* every third instance ties its first and last layer (a gpt's wte = lm_head.weight),
+     * from an rng of its own again: the tie's memory and exchange terms */
+    if (n_gen % 3 == 1 && L >= 2) {
+        ppdl_rng g3;
+        ppdl_rng_seed(&g3, 0x7135ULL + n_gen);
+        double most = fmin(x->c.layers[0].param_bytes, x->c.layers[L - 1].param_bytes);
+        x->c.tied_bytes = floor(most * uni(&g3, 0.3, 1.0));
+    }
     ppdl_cluster_model_alloc(&x->cl, N);
     x->M = 1 + (int)(ppdl_rng_u64(g) % 8);
     x->sched = ppdl_rng_u64(g) % 3 == 0 ? PPDL_SCHED_GPIPE : PPDL_SCHED_1F1B;
@@ -140,8 +125,7 @@ static void inst_free(inst *x)
 }
 
 // ----------------------------------------------------------------------------
-// this file's own cost model (written from DESIGN.md and the replication extension in
-// README.md's "Planner" section, not from costmodel.c)
+// this file's own cost model (written from docs/cost-model.md, not from costmodel.c)
 
 /* a layout: S stages, stage s on ranks R[s][0..k[s]-1] in replica order */
 typedef struct lay {
@@ -183,11 +167,23 @@ static int in_flight_of(const inst *x, const lay *y, int s, int q)
     return most;
 }
 
-/* does a stage of P parameter bytes and `stash` stash bytes fit every replica? */
-static int stage_fits(const inst *x, const lay *y, int s, double P, double stash)
+/* a tied weight of b bytes (README "Planner", costs "tied"): a stage holding the first
+ * and the last layer holds it once, (state_multiplier - 1) b less; a stage holding one
+ * of them receives the other's gradient, b more */
+static double tie_bytes_of(const inst *x, int i, int j)
+{
+    double b = x->c.tied_bytes;
+    if (i == 0 && j == x->c.L - 1) return -(x->c.state_multiplier - 1) * b;
+    return i == 0 || j == x->c.L - 1 ? b : 0;
+}
+
+/* does a stage of layers i..j, P parameter bytes and `stash` stash bytes fit every replica? */
+static int stage_fits(const inst *x, const lay *y, int s, int i, int j, double P, double stash)
 {
     for (int q = 0; q < y->k[s]; q++)
-        if (x->c.state_multiplier * P + in_flight_of(x, y, s, q) * stash > x->cl.mem[y->R[s][q]]) return 0;
+        if (x->c.state_multiplier * P + tie_bytes_of(x, i, j) + in_flight_of(x, y, s, q) * stash >
+            x->cl.mem[y->R[s][q]])
+            return 0;
     return 1;
 }
 
@@ -246,7 +242,17 @@ static double assemble_T(const inst *x, const lay *y, const int *first, const do
             sum += 2 * slowest_link;
         }
     }
-    return sum + pace + ar;
+    /* a tie on two stages: the first and the last stage's replicas exchange its
+     * gradient, replica q receiving from replica q mod k of the other stage */
+    double tie = 0;
+    for (int e = 0; e < 2 && S > 1 && c->tied_bytes > 0; e++) {
+        int me = e ? S - 1 : 0, other = e ? 0 : S - 1;
+        for (int q = 0; q < y->k[me]; q++) {
+            int to = y->R[me][q], from = y->R[other][q % y->k[other]];
+            tie = fmax(tie, 1000 * (x->cl.lat[from * N + to] + c->tied_bytes / x->cl.bw[from * N + to]));
+        }
+    }
+    return sum + pace + ar + tie;
 }
 
 /* T of (layout, first[], opt[]) or INFINITY if a replica is over its memory */
@@ -263,7 +269,7 @@ static double eval_T(const inst *x, const lay *y, const int *first, const int *o
             P += c->layers[l].param_bytes;
             st += c->layers[l].stash_bytes[opt[l]];
         }
-        if (!stage_fits(x, y, s, P, st)) return INFINITY;
+        if (!stage_fits(x, y, s, i, j, P, st)) return INFINITY;
     }
     return assemble_T(x, y, first, E);
 }
@@ -330,11 +336,11 @@ static double stage_extra(brute *b, int s, int i, int j)
     const combos *cb = &b->cb[i * x->c.L + j];
     double P = 0;
     for (int l = i; l <= j; l++) P += x->c.layers[l].param_bytes;
-    if (!stage_fits(x, &b->y, s, P, cb->stash[0])) return INFINITY;
+    if (!stage_fits(x, &b->y, s, i, j, P, cb->stash[0])) return INFINITY;
     int lo = 0, hi = cb->n - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (stage_fits(x, &b->y, s, P, cb->stash[mid])) lo = mid;
+        if (stage_fits(x, &b->y, s, i, j, P, cb->stash[mid])) lo = mid;
         else hi = mid - 1;
     }
     return cb->extra[lo];
@@ -515,7 +521,7 @@ static void test_brute_force(void)
     ppdl_rng g;
     ppdl_rng_seed(&g, 20240601);
     int n_cases = 320, n_feasible = 0, n_infeasible = 0, n_joint = 0, n_recompute = 0, n_nonident = 0;
-    int n_place_fail = 0, n_rep = 0, n_dp = 0, n_pipe = 0;
+    int n_place_fail = 0, n_rep = 0, n_dp = 0, n_pipe = 0, n_tie = 0, n_tie_split = 0;
     double worst = 0, sim_lo = INFINITY, sim_hi = 0;
     for (int k = 0; k < n_cases; k++) {
         inst x;
@@ -553,6 +559,8 @@ static void test_brute_force(void)
                 n_rep += replicated(&p);
                 n_dp += p.S == 1 && N > 1;
                 n_pipe += p.S == N && N > 1;
+                n_tie += x.c.tied_bytes > 0;
+                n_tie_split += x.c.tied_bytes > 0 && p.S > 1;
                 for (int s = 0; s < p.S; s++) {
                     if (p.stages[s].rank != s) { n_nonident++; break; }
                 }
@@ -631,15 +639,15 @@ static void test_brute_force(void)
     }
     diag("%d instances: %d with a plan, %d with none; %d brute-forced jointly over all options; "
          "%d optimal plans recompute, %d reorder ranks, %d replicate a stage (%d data parallel), %d one stage per "
-         "rank; worst relative gap %.2e; simulated / predicted step %.3f .. %.3f; heuristic search above the "
-         "optimum on %d",
-         n_cases, n_feasible, n_infeasible, n_joint, n_recompute, n_nonident, n_rep, n_dp, n_pipe, worst, sim_lo,
-         sim_hi, n_place_fail);
+         "rank, %d tie the first and last layer (%d of them on two stages); worst relative gap %.2e; simulated / "
+         "predicted step %.3f .. %.3f; heuristic search above the optimum on %d",
+         n_cases, n_feasible, n_infeasible, n_joint, n_recompute, n_nonident, n_rep, n_dp, n_pipe, n_tie, n_tie_split,
+         worst, sim_lo, sim_hi, n_place_fail);
     report("ppdl_solve finds the brute-force optimum (layouts of replicas x partitions x options) on random instances");
     ok(n_infeasible >= 20 && n_feasible >= 200 && n_recompute >= 30 && n_nonident >= 30 && n_joint >= 30 &&
-       n_rep >= 30 && n_pipe >= 30 && n_dp >= 3,
+       n_rep >= 30 && n_pipe >= 30 && n_dp >= 3 && n_tie >= 30 && n_tie_split >= 20,
        "the random instances exercise infeasibility, recompute, placement, replication, data parallelism, "
-       "pipelines and joint enumeration");
+       "pipelines, tied weights and joint enumeration");
     /* the heuristic has no optimality guarantee; on these small instances it should
      * still be optimal almost always (a regression would show here) */
     ok(n_place_fail <= n_feasible / 10, "heuristic placement and layouts optimal on >= 90%% of instances (%d misses)",
@@ -925,11 +933,13 @@ static void test_files(void)
     x.c.input_ms = 0.25; /* the optional step costs travel too */
     x.c.target_ms = 1.0 / 3;
     for (int l = 0; l < x.c.L; l++) x.c.layers[l].opt_ms = 0.1 * l + 1.0 / 7;
+    x.c.tied_bytes = fmin(x.c.layers[0].param_bytes, x.c.layers[x.c.L - 1].param_bytes); /* and the tie */
     char *js = ppdl_costs_to_json(&x.c);
     ppdl_costs c2;
     char err[PPDL_ERR_LEN];
     int rc = ppdl_costs_parse(js, "costs", &c2, err, sizeof err);
-    int same = rc == 0 && c2.L == x.c.L && c2.input_ms == x.c.input_ms && c2.target_ms == x.c.target_ms;
+    int same = rc == 0 && c2.L == x.c.L && c2.input_ms == x.c.input_ms && c2.target_ms == x.c.target_ms &&
+               c2.tied_bytes == x.c.tied_bytes && x.c.tied_bytes > 0;
     for (int l = 0; same && l < x.c.L; l++) {
         const ppdl_layer_cost *a = &x.c.layers[l], *b = &c2.layers[l];
         same &= a->opt_ms == b->opt_ms; /* written to 17 digits: the same doubles */
@@ -969,6 +979,21 @@ static void test_files(void)
          "\"optimizer_ms\": -1}]}", "layers[0].optimizer_ms is -1"},
         {"{\"input_ms\": -0.5, \"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1}]}", "input_ms is -0.5"},
         {"{\"target_ms\": null, \"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1}]}", "target_ms: expected a number"},
+        /* a tied weight: the first and the last layer, a whole number of bytes both hold */
+#define TWO "\"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 8, \"out_bytes\": 4, \"stash_bytes\": 1}, " \
+            "{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 8, \"out_bytes\": 4, \"stash_bytes\": 1}]"
+        {"{" TWO ", \"tied\": {\"layers\": [0, 1], \"bytes\": 4}}", "tied: expected an array"},
+        {"{" TWO ", \"tied\": [{\"layers\": [0, 1], \"bytes\": 4}, {\"layers\": [0, 1], \"bytes\": 4}]}", "at most one"},
+        {"{" TWO ", \"tied\": [{\"layers\": [1, 0], \"bytes\": 4}]}", "tied[0].layers: expected [0, 1]"},
+        {"{" TWO ", \"tied\": [{\"layers\": [0], \"bytes\": 4}]}", "tied[0].layers"},
+        {"{" TWO ", \"tied\": [{\"layers\": [0, 1]}]}", "tied[0].bytes: missing"},
+        {"{" TWO ", \"tied\": [{\"layers\": [0, 1], \"bytes\": 2.5}]}", "tied[0].bytes is 2.5"},
+        {"{" TWO ", \"tied\": [{\"layers\": [0, 1], \"bytes\": -4}]}", "tied[0].bytes is -4"},
+        {"{" TWO ", \"tied\": [{\"layers\": [0, 1], \"bytes\": 0}]}", "tied[0].bytes is 0"},
+        {"{" TWO ", \"tied\": [{\"layers\": [0, 1], \"bytes\": 12}]}", "more than layer 0's param_bytes"},
+        {"{\"layers\": [{\"fwd_ms\": 1, \"bwd_ms\": 1, \"param_bytes\": 4, \"out_bytes\": 4, \"stash_bytes\": 1}], "
+         "\"tied\": [{\"layers\": [0, 0], \"bytes\": 4}]}", "one layer"},
+#undef TWO
     };
     int good = 1;
     for (size_t k = 0; k < sizeof bad_costs / sizeof bad_costs[0]; k++) {
@@ -1083,6 +1108,11 @@ static void test_simulator(void)
                                             x.cl.lat[b * N + a] + bytes / x.cl.bw[b * N + a]);
                 }
             }
+            if (N > 1 && x.c.tied_bytes > 0) { /* a tie's exchange, both ways, one after the other */
+                int a = p.stages[0].rank, b = p.stages[N - 1].rank;
+                serial += 1000 * (x.cl.lat[a * N + b] + x.c.tied_bytes / x.cl.bw[a * N + b] +
+                                  x.cl.lat[b * N + a] + x.c.tied_bytes / x.cl.bw[b * N + a]);
+            }
             if (sim.step_ms < x.M * maxt * (1 - 1e-9) || sim.step_ms > serial * (1 + 1e-9))
                 fail("case %d: simulated %.6f outside [%.6f, %.6f]", k, sim.step_ms, x.M * maxt, serial);
             /* F(mb) on stage s+1 starts after F(mb) on s ends; B(mb) on s after B(mb) on s+1 */
@@ -1130,6 +1160,49 @@ static void test_simulator(void)
     ppdl_sim_free(&b);
     ppdl_plan_free(&p);
     inst_free(&x);
+
+    /* a tied weight of 1 MB on 1 GB/s links (X = 1 ms): the last stage's part reaches
+     * stage 0 long before its last backward ends at (M+S-1)(f+b); stage 0's part
+     * reaches the last stage 1 ms after that: both the model and the play add X. On one
+     * stage the weight is held once: nothing to exchange, and 3 MB less memory. */
+    for (int S = 1; S <= 4; S++)
+        for (int M = 1; M <= 6; M++)
+            for (int sch = 0; sch < 2; sch++) {
+                inst t;
+                equal_case(&t, S > 1 ? S : 2, 1.5, 2.5, 0, 1e9, 0);
+                if (S == 1) { /* a tie needs two layers: both on one rank */
+                    ppdl_cluster_model_free(&t.cl);
+                    ppdl_cluster_model_alloc(&t.cl, 1);
+                }
+                for (int l = 0; l < t.c.L; l++) t.c.layers[l].param_bytes = 2e6;
+                double X = S > 1 ? 1.0 : 0, mem_untied[4];
+                ppdl_plan_uniform(t.c.L, S, &p, err, sizeof err);
+                for (int s = 0; s < S; s++)
+                    mem_untied[s] = ppdl_stage_mem(&t.c, p.stages[s].first, p.stages[s].last, NULL, 1);
+                t.c.tied_bytes = 1e6;
+                ppdl_sim sim;
+                ppdl_cost_eval ev;
+                double want = S > 1 ? (M + S - 1) * 4.0 + X : M * 8.0;
+                if (ppdl_simulate(&t.c, &t.cl, &p, M, sch, 0, &sim, err, sizeof err) ||
+                    ppdl_cost_evaluate(&t.c, &t.cl, M, sch, &p, &ev, err, sizeof err)) {
+                    fail("tie S=%d M=%d: %s", S, M, err);
+                } else {
+                    if (fabs(sim.step_ms - want) > 1e-9 || fabs(ev.T - want) > 1e-9 || ev.tie != X)
+                        fail("tie S=%d M=%d %s: simulated %.9f, analytic %.9f (exchange %.3f), want %.9f", S, M,
+                             ppdl_schedule_name(sch), sim.step_ms, ev.T, ev.tie, want);
+                    for (int s = 0; s < S; s++) {
+                        double d = ppdl_stage_mem(&t.c, p.stages[s].first, p.stages[s].last, NULL, 1) - mem_untied[s];
+                        double dwant = S == 1 ? -3e6 : s == 0 || s == S - 1 ? 1e6 : 0;
+                        if (d != dwant) fail("tie S=%d stage %d: memory %+.0f bytes against untied, want %+.0f", S, s, d, dwant);
+                    }
+                    ppdl_cost_eval_free(&ev);
+                    ppdl_sim_free(&sim);
+                }
+                ppdl_plan_free(&p);
+                inst_free(&t);
+            }
+    report("simulator and cost model with a tied weight: + X = 1 ms on two or more stages (the first stage's part "
+           "arrives last), nothing on one; memory + b on the first and last stage, - 3 b on one stage");
 }
 
 // ----------------------------------------------------------------------------
@@ -1701,7 +1774,7 @@ static void test_replica_in_flight(void)
            "(1F1B), n_sq (GPipe) = simulated; cost model's stage memory from the largest");
 }
 
-/* T of a one-rank-per-stage plan by DESIGN.md's formula, from costmodel.h's per-stage
+/* T of a one-rank-per-stage plan by docs/cost-model.md's formula, from costmodel.h's per-stage
  * functions (not the planner's tables); INFINITY when a stage is over its memory */
 static double pipeline_T(const inst *x, const ppdl_plan *p)
 {
@@ -1723,7 +1796,14 @@ static double pipeline_T(const inst *x, const ppdl_plan *p)
             mx = fmax(mx, l);
         }
     }
-    return sum + (M - 1) * mx + opt;
+    /* a tie's exchange between the first and the last rank, the slower direction */
+    double tie = 0;
+    if (S > 1 && x->c.tied_bytes > 0) {
+        int a = p->stages[0].rank, b = p->stages[S - 1].rank, N = x->cl.N;
+        tie = 1000 * fmax(x->cl.lat[a * N + b] + x->c.tied_bytes / x->cl.bw[a * N + b],
+                          x->cl.lat[b * N + a] + x->c.tied_bytes / x->cl.bw[b * N + a]);
+    }
+    return sum + (M - 1) * mx + opt + tie;
 }
 
 /* Large random instances (hundreds of layers, tens of ranks; tight and loose memory;
@@ -1806,7 +1886,7 @@ static void test_large_random(void)
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(39);
+    plan(40);
     test_brute_force();
     test_brute_force_pipeline();
     test_order_solver();

@@ -2,10 +2,11 @@
  * times the layers in their order, without room it falls back to timing each layer
  * alone; either way every time is a positive, finite number, the bytes are the model's,
  * and the device's memory is all given back. The bytes are also checked against the
- * shapes written out here from the hyperparameters (DESIGN.md's parameter shapes), not
+ * shapes written out here from the hyperparameters (docs/formats.md's parameter shapes), not
  * only against ppdl_costs_from_model, which the profiler itself calls. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -121,6 +122,39 @@ static void fallback(ppdl_backend *be)
     ppdl_model_free(&m);
 }
 
+/* a tied gpt's costs carry the tie (4 V C bytes, by hand), and --costs checks it:
+ * the costs of the tied model are refused for the untied one and the reverse */
+static void tied_costs(void)
+{
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_model t, u;
+    ppdl_model_preset(&t, "gpt-tiny", err, sizeof err);
+    ppdl_model_preset(&u, "gpt-tiny", err, sizeof err);
+    ppdl_model_set(&u, "tie_embeddings", "0", err, sizeof err);
+    ppdl_model_build(&t, err, sizeof err);
+    ppdl_model_build(&u, err, sizeof err);
+    ppdl_costs ct, cu;
+    ppdl_costs_from_model(&t, 2, &ct);
+    ppdl_costs_from_model(&u, 2, &cu);
+    ok(ct.tied_bytes == 4.0 * t.vocab_size * t.d_model && cu.tied_bytes == 0,
+       "the tied gpt's costs carry a tie of 4 V C = %.0f bytes, the untied one's none", ct.tied_bytes);
+    char *js = ppdl_costs_to_json(&ct);
+    ppdl_costs back;
+    int rc = ppdl_costs_parse(js, "costs.json", &back, err, sizeof err);
+    ok(rc == 0 && back.tied_bytes == ct.tied_bytes && strstr(js, "\"tied\""), "\"tied\" survives the file (%s)", err);
+    if (rc == 0) ppdl_costs_free(&back);
+    free(js);
+    ok(ppdl_costs_check_model(&ct, &t, 2, "c.json", err, sizeof err) == 0, "the tied costs fit the tied model (%s)", err);
+    rc = ppdl_costs_check_model(&ct, &u, 2, "c.json", err, sizeof err);
+    ok(rc != 0 && strstr(err, "c.json") && strstr(err, "tied bytes"), "... and are refused for the untied one: %s", err);
+    rc = ppdl_costs_check_model(&cu, &t, 2, "c.json", err, sizeof err);
+    ok(rc != 0 && strstr(err, "ties its embeddings"), "the untied costs are refused for the tied model: %s", err);
+    ppdl_costs_free(&ct);
+    ppdl_costs_free(&cu);
+    ppdl_model_free(&t);
+    ppdl_model_free(&u);
+}
+
 int main(void)
 {
     char err[PPDL_ERR_LEN] = "";
@@ -133,6 +167,7 @@ int main(void)
     one_family(be, "mlp", 4);
     one_family(be, "cnn", 2);
     fallback(be);
+    tied_costs();
     ppdl_backend_destroy(be);
     done_testing();
     return exit_status();

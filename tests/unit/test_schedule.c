@@ -31,31 +31,6 @@
 #define S_MAX 8
 #define M_MAX 12
 
-static char first_fail[512];
-static int n_fail;
-
-/* Record one failed case; only the first one's text is kept */
-#if defined(__GNUC__)
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#endif
-static void fail(const char *fmt, ...)
-{
-    if (n_fail++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(first_fail, sizeof first_fail, fmt, ap);
-        va_end(ap);
-    }
-}
-
-/* ok() over a batch of cases; diag of the first failure and the failure count */
-static void report(const char *what)
-{
-    if (!ok(n_fail == 0, "%s", what)) diag("  %d failing case(s); first: %s", n_fail, first_fail);
-    n_fail = 0;
-    first_fail[0] = '\0';
-}
-
 static void build_all(int kind, int S, int M, ppdl_op_list *lists)
 {
     for (int s = 0; s < S; s++) ppdl_schedule_build(kind, S, M, s, &lists[s]);

@@ -272,6 +272,10 @@ static void cu_causal_softmax_fwd(ppdl_backend *be, int BH, int T, float scale, 
 {
     LAUNCH_CHECK(ppdl_cu_causal_softmax_fwd(stream(be), BH, T, scale, s, p));
 }
+static void cu_causal_softmax_tail_fwd(ppdl_backend *be, int BH, int n, int L, float scale, const float *s, float *p)
+{
+    LAUNCH_CHECK(ppdl_cu_causal_softmax_tail_fwd(stream(be), BH, n, L, scale, s, p));
+}
 static void cu_causal_softmax_bwd(ppdl_backend *be, int BH, int T, float scale, const float *p, const float *dp,
                                   float *ds)
 {
@@ -491,6 +495,7 @@ static const ppdl_backend_ops cuda_ops = {
     .qkv_split = cu_qkv_split, .qkv_merge = cu_qkv_merge,
     .heads_to_seq = cu_heads_to_seq, .seq_to_heads = cu_seq_to_heads,
     .causal_softmax_fwd = cu_causal_softmax_fwd, .causal_softmax_bwd = cu_causal_softmax_bwd,
+    .causal_softmax_tail_fwd = cu_causal_softmax_tail_fwd,
     .softmax_xent = cu_softmax_xent,
     .im2col = cu_im2col, .col2im = cu_col2im, .maxpool_fwd = cu_maxpool_fwd, .maxpool_bwd = cu_maxpool_bwd,
     .adamw = cu_adamw,

@@ -43,6 +43,7 @@ int ppdl_cu_qkv_merge(void *stream, int B, int T, int C, int H, const float *dq,
 /* to_seq = 1: heads_to_seq, x[B,H,T,hs] -> y[B,T,C]; 0: seq_to_heads */
 int ppdl_cu_heads_seq(void *stream, int B, int T, int C, int H, int to_seq, const float *x, float *y);
 int ppdl_cu_causal_softmax_fwd(void *stream, int BH, int T, float scale, const float *s, float *p);
+int ppdl_cu_causal_softmax_tail_fwd(void *stream, int BH, int n, int L, float scale, const float *s, float *p);
 int ppdl_cu_causal_softmax_bwd(void *stream, int BH, int T, float scale, const float *p, const float *dp,
                                float *ds);
 /* row_loss: device scratch of `rows` doubles */

@@ -349,12 +349,14 @@ __global__ void heads_seq_kernel(int B, int T, int C, int H, int to_seq, const f
 // A warp per row (r, t) of length T; only u <= t is read, u > t is written 0. p may
 // alias s and ds may alias dp: every element is read and written by the same lane.
 
-__global__ void causal_softmax_fwd_kernel(int BH, int T, float scale, const float *s, float *p)
+// The forward takes the last n rows of the [L,L] square (decoding with a key/value
+// cache: n new positions against L cached ones); training's is n = L = T.
+__global__ void causal_softmax_fwd_kernel(int BH, int n, int T, float scale, const float *s, float *p)
 {
     size_t row = blockIdx.x * (size_t)kRowsPerBlock + threadIdx.x / kWarp;
     int lane = threadIdx.x % kWarp;
-    if (row >= (size_t)BH * T) return;
-    int t = (int)(row % T);
+    if (row >= (size_t)BH * n) return;
+    int t = T - n + (int)(row % n);
     const float *sr = s + row * T;
     float *pr = p + row * T;
     float mx = -INFINITY;
@@ -681,7 +683,14 @@ extern "C" int ppdl_cu_heads_seq(void *s, int B, int T, int C, int H, int to_seq
 extern "C" int ppdl_cu_causal_softmax_fwd(void *s, int BH, int T, float scale, const float *sc, float *p)
 {
     size_t rows = (size_t)BH * T;
-    if (rows) PPDL_LAUNCH(causal_softmax_fwd_kernel, row_blocks(rows), kThreads, STREAM, BH, T, scale, sc, p);
+    if (rows) PPDL_LAUNCH(causal_softmax_fwd_kernel, row_blocks(rows), kThreads, STREAM, BH, T, T, scale, sc, p);
+    return last_error();
+}
+
+extern "C" int ppdl_cu_causal_softmax_tail_fwd(void *s, int BH, int n, int L, float scale, const float *sc, float *p)
+{
+    size_t rows = (size_t)BH * n;
+    if (rows && L >= n) PPDL_LAUNCH(causal_softmax_fwd_kernel, row_blocks(rows), kThreads, STREAM, BH, n, L, scale, sc, p);
     return last_error();
 }
 

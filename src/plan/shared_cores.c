@@ -1,0 +1,219 @@
+/* shared_cores.c — the choice among candidate plans by the simulated step where a
+ * host's ranks outnumber its cores (shared_cores.h says which candidates and why). */
+#include "plan/shared_cores.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "plan/baselines.h"
+#include "plan/hybrid.h"
+#include "plan/planner.h"
+#include "plan/simulate.h"
+#include "plan/solver.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* every layout kind up to this many ranks (2^(N-1) of them: 128 at 8) */
+#define ALL_KINDS_MAX_RANKS 8
+
+typedef struct chooser {
+    const ppdl_costs *c;
+    const ppdl_cluster_model *cl;
+    int M, schedule;
+    ppdl_plan best;            /* the candidate with the least simulated step so far */
+    double best_ms;
+    char label[48];
+    int n;                     /* candidates simulated */
+} chooser;
+
+/* The simulated step of p (cores shared), INFINITY when it cannot be played */
+static double simulated_ms(const chooser *ch, const ppdl_plan *p)
+{
+    ppdl_sim sim;
+    char err[PPDL_ERR_LEN];
+    if (ppdl_simulate(ch->c, ch->cl, p, ch->M, ch->schedule, 0, &sim, err, sizeof err)) return INFINITY;
+    double ms = sim.step_ms;
+    ppdl_sim_free(&sim);
+    return ms;
+}
+
+/* Take p (built and annotated by the cost model; owned from here on) as the best
+ * candidate when it fits and its simulated step is shorter than the best's by more than
+ * a relative 1e-9; else free it. */
+static void offer(chooser *ch, ppdl_plan *p, const char *label)
+{
+    if (p->S == 0) return;
+    double ms = p->feasible ? simulated_ms(ch, p) : INFINITY;
+    if (ms < INFINITY) ch->n++;
+    if (ms < ch->best_ms * (1 - 1e-9)) {
+        ppdl_plan_free(&ch->best);
+        ch->best = *p;
+        ch->best_ms = ms;
+        snprintf(ch->label, sizeof ch->label, "%s", label);
+    } else {
+        ppdl_plan_free(p);
+    }
+}
+
+/* Layout kinds as stage-of-rank arrays: replicas per stage k_0..k_S-1 (each 1..M,
+ * S <= L), ranks taken in `order`. All compositions of N up to ALL_KINDS_MAX_RANKS
+ * ranks, else equal replica counts. Returns how many were written to grps (caller
+ * frees), each labelled "k_0+k_1+..." in labels[48 each]. */
+static int layout_kinds(int N, int M, int L, const int *order, int **grps, char **labels)
+{
+    int cap = 64, n = 0;
+    *grps = ppdl_xmalloc((size_t)cap * N * sizeof(int));
+    *labels = ppdl_xmalloc((size_t)cap * 48);
+    int *k = ppdl_xmalloc((size_t)N * sizeof(int));
+    /* composition c of N: bit i of c set means a stage ends after position i */
+    unsigned long n_comp = N <= ALL_KINDS_MAX_RANKS ? 1UL << (N - 1) : 0;
+    for (unsigned long c = 0; c < n_comp || (N > ALL_KINDS_MAX_RANKS && c < (unsigned long)N); c++) {
+        int S = 0, len = 0, okc = 1;
+        if (N <= ALL_KINDS_MAX_RANKS) {
+            for (int i = 0; i < N; i++) {
+                len++;
+                if (i == N - 1 || (c >> i & 1)) k[S++] = len, len = 0;
+            }
+        } else { /* equal counts only: c + 1 replicas on each of N / (c + 1) stages */
+            int kk = (int)c + 1;
+            if (N % kk) continue;
+            for (S = 0; S < N / kk; S++) k[S] = kk;
+        }
+        for (int s = 0; s < S; s++) okc &= k[s] <= M;
+        if (!okc || S > L) continue;
+        if (n == cap) {
+            cap *= 2;
+            *grps = realloc(*grps, (size_t)cap * N * sizeof(int));
+            *labels = realloc(*labels, (size_t)cap * 48);
+            PPDL_CHECK(*grps && *labels, "out of host memory for layout kinds");
+        }
+        int *g = &(*grps)[(size_t)n * N], pos = 0;
+        char *lab = &(*labels)[(size_t)n * 48];
+        size_t ll = (size_t)snprintf(lab, 48, "layout ");
+        for (int s = 0; s < S; s++) {
+            for (int q = 0; q < k[s]; q++) g[order[pos++]] = s;
+            if (ll < 48) ll += (size_t)snprintf(lab + ll, 48 - ll, "%s%d", s ? "+" : "", k[s]);
+        }
+        n++;
+    }
+    free(k);
+    return n;
+}
+
+/* the plan's ranks, stage after stage (replicas in order) */
+static void plan_rank_order(const ppdl_plan *p, int *order)
+{
+    int pos = 0;
+    for (int s = 0; s < p->S; s++) {
+        const ppdl_plan_stage *st = &p->stages[s];
+        for (int q = 0; q < (st->n_replicas > 0 ? st->n_replicas : 1); q++)
+            order[pos++] = st->n_replicas > 0 ? st->ranks[q] : st->rank;
+    }
+}
+
+int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
+                                ppdl_shared_choice *sc)
+{
+    ppdl_shared_choice dummy;
+    if (!sc) sc = &dummy;
+    memset(sc, 0, sizeof *sc);
+    int N = cl->N;
+    if (N < 2 || !ppdl_hosts_oversubscribed(&cl->hosts, N) || plan->S == 0 || !plan->feasible) return 0;
+    /* the most oversubscribed host, for messages */
+    int *cnt = ppdl_xcalloc((size_t)cl->hosts.n, sizeof(int));
+    for (int r = 0; r < N; r++) cnt[cl->hosts.of_rank[r]]++;
+    for (int h = 0; h < cl->hosts.n; h++)
+        if (sc->max_ranks == 0 || (double)cnt[h] / cl->hosts.cores[h] > (double)sc->max_ranks / sc->cores) {
+            sc->max_ranks = cnt[h];
+            sc->cores = cl->hosts.cores[h];
+        }
+    free(cnt);
+    sc->active = 1;
+    ppdl_plan_kind(plan, sc->optimum_kind, sizeof sc->optimum_kind);
+    chooser ch;
+    memset(&ch, 0, sizeof ch);
+    ch.c = c, ch.cl = cl, ch.M = M, ch.schedule = schedule;
+    sc->optimum_sim_ms = simulated_ms(&ch, plan);
+    if (!(sc->optimum_sim_ms < INFINITY)) { /* cannot be played: keep it as it is */
+        snprintf(sc->chosen, sizeof sc->chosen, "the optimum of T (not simulated)");
+        return 0;
+    }
+    char method_name[32];
+    snprintf(method_name, sizeof method_name, "%s", plan->method);
+    ch.best = *plan; /* owned by the chooser from here on */
+    ch.best_ms = sc->optimum_sim_ms;
+    snprintf(ch.label, sizeof ch.label, "the optimum of T");
+    ch.n = 1;
+    memset(plan, 0, sizeof *plan);
+
+    int pipeline_only = strcmp(method, "ppdl") != 0;
+    if (!pipeline_only) {
+        /* the ranks in the order of the one-rank-per-stage optimum (its placement
+         * follows the links), else of the method's optimum: the layout kinds take them so */
+        int *order = ppdl_xmalloc((size_t)N * sizeof(int));
+        plan_rank_order(&ch.best, order);
+        ppdl_solve_opts o;
+        if (opts) o = *opts;
+        else ppdl_solve_opts_default(&o);
+        o.replicate = 0;
+        ppdl_plan p;
+        memset(&p, 0, sizeof p);
+        char err[PPDL_ERR_LEN];
+        if (c->L >= N && ppdl_solve(c, cl, M, schedule, &o, &p, NULL, err, sizeof err) == 0) {
+            plan_rank_order(&p, order);
+            offer(&ch, &p, "the pipeline optimum of T");
+        } else {
+            ppdl_plan_free(&p);
+        }
+        /* the optimum of T of every layout kind */
+        int *grps;
+        char *labels;
+        int nk = layout_kinds(N, M, c->L, order, &grps, &labels);
+        ppdl_plan *outs = ppdl_xcalloc((size_t)(nk ? nk : 1), sizeof *outs);
+        solve_layouts(c, cl, M, schedule, grps, nk, outs);
+        for (int k = 0; k < nk; k++) offer(&ch, &outs[k], &labels[(size_t)k * 48]);
+        free(outs);
+        free(grps);
+        free(labels);
+        free(order);
+    }
+    /* the baselines */
+    for (int k = 0; ppdl_plan_methods[k]; k++) {
+        const char *b = ppdl_plan_methods[k];
+        if (!ppdl_is_baseline(b) || (pipeline_only && !strncmp(b, "dp", 2))) continue;
+        ppdl_plan p;
+        memset(&p, 0, sizeof p);
+        char err[PPDL_ERR_LEN];
+        if (ppdl_baseline(c, cl, M, schedule, b, &p, err, sizeof err) == 0) offer(&ch, &p, b);
+        else ppdl_plan_free(&p);
+    }
+    *plan = ch.best;
+    snprintf(plan->method, sizeof plan->method, "%s", method_name);
+    snprintf(sc->chosen, sizeof sc->chosen, "%s", ch.label);
+    sc->chosen_sim_ms = ch.best_ms;
+    sc->candidates = ch.n;
+    return 0;
+}
+
+const char *ppdl_shared_choice_line(const ppdl_shared_choice *sc, char *buf, size_t len)
+{
+    if (!sc->active) {
+        snprintf(buf, len, "%s", "");
+        return buf;
+    }
+    size_t n = (size_t)snprintf(buf, len, "ranks share cores (%d ranks on a host of %d core%s): ", sc->max_ranks,
+                                sc->cores, sc->cores == 1 ? "" : "s");
+    if (n >= len) return buf;
+    if (!strcmp(sc->chosen, "the optimum of T"))
+        snprintf(buf + n, len - n, "of %d candidate plans, the optimum of T (%s) simulates fastest (%.2f ms)",
+                 sc->candidates, sc->optimum_kind, sc->chosen_sim_ms);
+    else if (sc->candidates == 0)
+        snprintf(buf + n, len - n, "kept the optimum of T (%s): the simulator cannot play it", sc->optimum_kind);
+    else
+        snprintf(buf + n, len - n, "of %d candidate plans, %s simulates fastest (%.2f ms); the optimum of T, %s, "
+                 "simulates to %.2f ms", sc->candidates, sc->chosen, sc->chosen_sim_ms, sc->optimum_kind,
+                 sc->optimum_sim_ms);
+    return buf;
+}

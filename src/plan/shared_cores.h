@@ -1,0 +1,58 @@
+/* shared_cores.h — the planner's choice where ranks share a host's cores (planner.c
+ * calls it; ppdl --plan auto and ppdl-plan both plan through planner.c).
+ *
+ * The cost model T (costmodel.h) gives every rank a core of its own. Where a host of
+ * the cluster (cluster_model.h's hosts) runs more of the job's ranks than it has cores,
+ * ranks that compute at once share them, and T no longer ranks the plans: data
+ * parallelism, whose replicas all compute together, is predicted as fast as on a core
+ * each. There the objective is the simulated step (simulate.h), which shares a host's
+ * cores among the compute ops running on it (processor sharing), and the plan is the
+ * candidate with the least simulated step:
+ *   - the method's optimum of T (the exact solvers are unchanged: they optimise T);
+ *   - method ppdl: the one-rank-per-stage optimum of T, and for every layout kind
+ *     (replicas per stage in pipeline order, k_0 + ... + k_S-1 = N, each k_s <= M,
+ *     S <= L: 2^(N-1) kinds, all of them up to 8 ranks; above, the kinds with one
+ *     replica count on every stage) the optimum of T of that layout, its ranks taken in
+ *     the order of the method's optimum;
+ *   - every baseline (baselines.h) that fits in memory (ppdl-pipeline and ppdl-inorder:
+ *     those with one rank per stage, ranks in order).
+ * Ties (simulated steps within a relative 1e-9) keep the earlier candidate in that
+ * list, so the method's optimum wins every tie. Where no host is oversubscribed (no
+ * hosts given, or cores >= ranks on each) nothing here runs and the plan is the
+ * optimum of T, bit for bit as before. Pure C. */
+#ifndef PPDL_SHARED_CORES_H
+#define PPDL_SHARED_CORES_H
+
+#include "plan/cluster_model.h"
+#include "plan/costs.h"
+#include "plan/plan.h"
+#include "plan/solver.h"
+
+/* What the choice did, for the plan table's line and ppdl-plan */
+typedef struct ppdl_shared_choice {
+    int active;                /* 1: a host runs more ranks than it has cores; the plan
+                                  below was chosen by the simulated step */
+    int candidates;            /* plans that fit and were simulated */
+    char chosen[48];           /* the candidate taken: "the optimum of T", "the pipeline
+                                  optimum of T", "layout 2+2", "uniform", ... */
+    double chosen_sim_ms;      /* its simulated step, cores shared */
+    double optimum_sim_ms;     /* the method's optimum of T, simulated the same way */
+    char optimum_kind[64];     /* that optimum's kind (ppdl_plan_kind) */
+    int max_ranks, cores;      /* the most oversubscribed host: its ranks and cores */
+} ppdl_shared_choice;
+
+/* *plan holds `method`'s optimum of T (a plan that fits), solved with opts (NULL:
+ * the defaults). Where cl's hosts are oversubscribed, replace it by the candidate above
+ * with the least simulated step; sc (may be NULL) says what was done. Returns 0 (a
+ * plan is always left in *plan). */
+int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
+                                ppdl_shared_choice *sc);
+
+/* One line (no newline) saying what the choice did, into buf: "ranks share cores (4
+ * ranks on a host of 2 cores): of 21 candidate plans, layout 1+1+1+1 simulates
+ * fastest (8.55 ms); the optimum of T, data parallel x 4, simulates to 9.50 ms".
+ * Returns buf ("" when the choice was not made). */
+const char *ppdl_shared_choice_line(const ppdl_shared_choice *sc, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,198 @@
+/* test_probe_stats.c — the probe's statistic (probe.h: the median of samples taken a
+ * pass apart, more samples until they agree, directions re-measured when they differ
+ * by more than 2x) and the node grouping (cluster.h), against injected outliers.
+ *
+ *   1. the statistic alone: one sample 20x too slow or too fast among five moves the
+ *      median to a neighbour, never past it; the mean of the same samples is moved far
+ *      (the negative control: the outlier is big enough to matter);
+ *   2. when a pair counts as settled: too few samples, an outlier among three, two
+ *      directions far apart, the bound on samples;
+ *   3. simulated probes of the 2 x 2 network of scripts/cluster-emu (4 GB/s inside a
+ *      node, 0.12 GB/s between: the issue's measurements) run with the real rule:
+ *      each sample is the true rate less 0-8% noise, and in every probe some samples
+ *      are replaced by outliers (0.02x-0.5x or 2x-20x; one of them the issue's misread,
+ *      0.082 GB/s for an in-node link). Every link must be within 15% of its true rate
+ *      and the grouping {0,1} {2,3} in all 500 probes; a probe keeping the mean of its
+ *      samples instead (negative control) must fail some;
+ *   4. the grouping of a matrix with one direction misread (the issue's run): still
+ *      {0,1} {2,3}; both directions of the link slow is a different network, and
+ *      groups differently (the grouping does read the link).
+ * Pure: no MPI ranks. */
+#include "core/error.h"
+#include "core/util.h"
+#include "net/cluster.h"
+#include "net/probe.h"
+#include "tap.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N 4
+#define PROBES 500
+
+static double truth(int i, int j) { return i / 2 == j / 2 ? 4e9 : 0.12e9; }
+
+static const char *groups(const ppdl_cluster *cl)
+{
+    static char buf[64];
+    size_t len = 0;
+    buf[0] = 0;
+    for (int g = 0; g < cl->n_nodes; g++)
+        for (int i = 0, first = 1; i < cl->n; i++)
+            if (cl->node[i] == g) {
+                len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%d", first ? (g ? "|" : "") : ",", i);
+                first = 0;
+            }
+    return buf;
+}
+
+static double mean(const double *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s / n;
+}
+
+/* One simulated probe with the real rule; out: the bandwidth matrix. use_mean: keep
+ * the mean of a link's samples instead of the median (the negative control). Returns
+ * the number of passes. */
+static int simulated_probe(ppdl_rng *rng, const ppdl_probe_opts *o, int use_mean, double *out)
+{
+    double s[N][N][16];
+    int count[N][N] = {{0}}, need[N][N], passes = 0, left = 1;
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++) need[a][b] = a < b;
+    /* the outliers of this probe: 1-3 samples anywhere, one of them maybe the issue's */
+    int n_out = 1 + (int)(ppdl_rng_uniform(rng) * 3), oa[3], ob[3], ok_[3];
+    double of[3];
+    for (int q = 0; q < n_out; q++) {
+        oa[q] = (int)(ppdl_rng_uniform(rng) * N);
+        ob[q] = (oa[q] + 1 + (int)(ppdl_rng_uniform(rng) * (N - 1))) % N;
+        ok_[q] = (int)(ppdl_rng_uniform(rng) * o->min_samples);
+        double u = ppdl_rng_uniform(rng);
+        of[q] = ppdl_rng_uniform(rng) < 0.5 ? 0.02 + 0.48 * u : 2 + 18 * u;
+        if (q == 0 && ppdl_rng_uniform(rng) < 0.3) { oa[q] = 0; ob[q] = 1; of[q] = 0.082e9 / truth(0, 1); }
+    }
+    while (left) {
+        passes++;
+        for (int a = 0; a < N; a++)
+            for (int b = a + 1; b < N; b++) {
+                if (!need[a][b]) continue;
+                int k = count[a][b]++;
+                for (int d = 0; d < 2; d++) {
+                    int x = d ? b : a, y = d ? a : b;
+                    double v = truth(x, y) * (1 - 0.08 * ppdl_rng_uniform(rng));
+                    for (int q = 0; q < n_out; q++)
+                        if (oa[q] == x && ob[q] == y && ok_[q] == k) v = truth(x, y) * of[q];
+                    s[x][y][k] = v;
+                }
+            }
+        left = 0;
+        for (int a = 0; a < N; a++)
+            for (int b = a + 1; b < N; b++) {
+                need[a][b] = !ppdl_probe_pair_settled(s[a][b], s[b][a], count[a][b], o);
+                left += need[a][b];
+            }
+    }
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++) {
+            int c = count[a < b ? a : b][a < b ? b : a];
+            out[a * N + b] = a == b ? 1e12
+                             : use_mean ? mean(s[a][b], c)
+                                        : ppdl_probe_link_stat(s[a][b], c, o->agree).median;
+        }
+    return passes;
+}
+
+/* the worst relative error of a probed matrix, and its grouping */
+static double judge(const double *bw, char *grouping, size_t len)
+{
+    ppdl_cluster cl;
+    ppdl_cluster_alloc(&cl, N);
+    double worst = 0;
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++) {
+            cl.bw[a * N + b] = bw[a * N + b];
+            if (a != b && fabs(bw[a * N + b] / truth(a, b) - 1) > worst) worst = fabs(bw[a * N + b] / truth(a, b) - 1);
+        }
+    ppdl_cluster_group_nodes(&cl, PPDL_NODE_RATIO);
+    snprintf(grouping, len, "%s", groups(&cl));
+    ppdl_cluster_free(&cl);
+    return worst;
+}
+
+int main(void)
+{
+    plan(16);
+    ppdl_probe_opts o;
+    ppdl_probe_defaults(&o);
+
+    /* ---- 1. the statistic ---- */
+    double slow[5] = {1.00, 1.02, 0.98, 1.01, 0.05}, fast[5] = {1.00, 1.02, 0.98, 1.01, 20.0};
+    ppdl_link_stat st = ppdl_probe_link_stat(slow, 5, 0.10);
+    ok(st.median >= 0.98 && st.median <= 1.01 && st.agreeing == 4,
+       "a sample 20x too slow among 5: median %.3f (between its neighbours), 4 agree", st.median);
+    close_f(st.spread, (1.02 - 0.05) / st.median, 1e-12, 0, "spread = (largest - smallest) / median");
+    st = ppdl_probe_link_stat(fast, 5, 0.10);
+    ok(st.median >= 0.98 && st.median <= 1.01 && st.agreeing == 4, "a sample 20x too fast: median %.3f", st.median);
+    ok(fabs(mean(slow, 5) - 1) > 0.15 && fabs(mean(fast, 5) - 1) > 0.15,
+       "negative control: the means of the same samples are off by %.0f%% and %.0f%%", 100 * fabs(mean(slow, 5) - 1),
+       100 * fabs(mean(fast, 5) - 1));
+
+    /* ---- 2. settled ---- */
+    double a3[3] = {1.0, 1.03, 0.97}, b3[3] = {1.01, 0.99, 1.0}, out3[3] = {1.0, 0.08, 1.02};
+    ok(!ppdl_probe_pair_settled(a3, b3, 2, &o), "2 samples each way: not settled (min_samples %d)", o.min_samples);
+    ok(ppdl_probe_pair_settled(a3, b3, 3, &o), "3 agreeing samples each way: settled");
+    ok(!ppdl_probe_pair_settled(out3, b3, 3, &o), "an outlier among 3: not settled (another sample)");
+    double a4[4] = {1.0, 0.08, 1.02, 0.99}, b4[4] = {1.01, 0.99, 1.0, 1.0};
+    ok(ppdl_probe_pair_settled(a4, b4, 4, &o), "... settled once a 4th sample agrees with the majority");
+    double far[3] = {0.3, 0.31, 0.29};
+    ok(!ppdl_probe_pair_settled(far, b3, 3, &o), "directions 3.3x apart (> %.0fx): measured again", o.asym);
+    double far7[7] = {0.3, 0.31, 0.29, 0.3, 0.3, 0.3, 0.3}, b7[7] = {1, 1, 1, 1, 1, 1, 1};
+    ok(ppdl_probe_pair_settled(far7, b7, o.max_samples, &o), "... until max_samples (%d): a real asymmetry stays",
+       o.max_samples);
+
+    /* ---- 3. simulated probes with outliers ---- */
+    ppdl_rng rng;
+    ppdl_rng_seed(&rng, 20261202);
+    int right = 0, within = 0, max_passes = 0, mean_bad = 0;
+    double worst_all = 0, bw[N * N];
+    char g[64];
+    for (int p = 0; p < PROBES; p++) {
+        int passes = simulated_probe(&rng, &o, 0, bw);
+        if (passes > max_passes) max_passes = passes;
+        double w = judge(bw, g, sizeof g);
+        if (w > worst_all) worst_all = w;
+        within += w <= 0.15;
+        right += !strcmp(g, "0,1|2,3");
+    }
+    is_int(within, PROBES, "%d probes with 1-3 outliers each: every link within 15%% of its rate (worst %.1f%%)",
+           PROBES, 100 * worst_all);
+    is_int(right, PROBES, "... and the nodes {0,1} {2,3} in every one");
+    ok(max_passes <= o.max_samples, "... in at most %d passes (max_samples %d)", max_passes, o.max_samples);
+    ppdl_rng_seed(&rng, 20261202);
+    for (int p = 0; p < PROBES; p++) {
+        simulated_probe(&rng, &o, 1, bw);
+        mean_bad += judge(bw, g, sizeof g) > 0.15 || strcmp(g, "0,1|2,3");
+    }
+    ok(mean_bad > 0, "negative control: keeping the mean instead, %d of %d probes misread a link or the nodes",
+       mean_bad, PROBES);
+
+    /* ---- 4. the grouping of the run ---- */
+    ppdl_cluster cl;
+    ppdl_cluster_alloc(&cl, N);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+            if (i != j) cl.bw[i * N + j] = truth(i, j);
+    cl.bw[0 * N + 1] = 0.082e9; /* 0 -> 1 misread; 1 -> 0 right */
+    ppdl_cluster_group_nodes(&cl, PPDL_NODE_RATIO);
+    ok(!strcmp(groups(&cl), "0,1|2,3"), "one direction of an in-node link misread at 0.082 GB/s: nodes %s",
+       groups(&cl));
+    cl.bw[1 * N + 0] = 0.082e9; /* both: rank 0 and 1 are no longer fast-linked */
+    ppdl_cluster_group_nodes(&cl, PPDL_NODE_RATIO);
+    ok(strcmp(groups(&cl), "0,1|2,3") != 0, "both directions slow: a different network, other nodes (%s)",
+       groups(&cl));
+    ppdl_cluster_free(&cl);
+    return exit_status();
+}
