@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/options.h"
 #include "core/util.h"
 #include "io/data_io.h"
 #include "io/model_io.h"
@@ -133,6 +134,14 @@ static const char *const allowed[][12] = {
     {"synth", "--model", "--family", "-n", "--seed", "--output", NULL},
 };
 
+/* the options of a subcommand (NULL-terminated), NULL for an unknown one */
+static const char *const *options_of(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        if (!strcmp(allowed[i][0], cmd)) return &allowed[i][1];
+    return NULL;
+}
+
 static int allowed_in(const char *cmd, const char *opt)
 {
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++) {
@@ -211,13 +220,19 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         memcpy(name, a, n);
         name[n] = 0;
         if (!strcmp(name, "-o")) strcpy(name, "--output");
-        if (!allowed_in(o->cmd, name)) {
+        /* a full name or a unique prefix among this subcommand's options */
+        const char *const *mine = options_of(o->cmd);
+        int k = ppdl_option_lookup(name, mine, "ppdl-data", err, errlen);
+        if (k < 0) {
             int known = 0;
-            for (size_t k = 0; k < sizeof allowed / sizeof allowed[0]; k++) known |= allowed_in(allowed[k][0], name);
-            return ppdl_errf(err, errlen, known ? "%s is not an option of 'ppdl-data %s' (see ppdl-data --help)"
-                                                : "unknown option '%s' for 'ppdl-data %s' (see ppdl-data --help)",
-                             name, o->cmd);
+            for (size_t q = 0; q < sizeof allowed / sizeof allowed[0]; q++) known |= allowed_in(allowed[q][0], name);
+            if (known || !strstr(err, "ambiguous"))
+                return ppdl_errf(err, errlen, known ? "%s is not an option of 'ppdl-data %s' (see ppdl-data --help)"
+                                                    : "unknown option '%s' for 'ppdl-data %s' (see ppdl-data --help)",
+                                 name, o->cmd);
+            return -1; /* ambiguous: the lookup's message names the candidates */
         }
+        snprintf(name, sizeof name, "%s", mine[k]);
         if (!strcmp(name, "--header")) {
             if (eq) return ppdl_errf(err, errlen, "--header takes no value");
             o->header = 1;

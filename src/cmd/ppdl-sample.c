@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/options.h"
 #include "core/util.h"
 #include "io/model_io.h"
 #include "nn/generate.h"
@@ -106,9 +107,13 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         if (n >= sizeof name) return ppdl_errf(err, errlen, "unknown option '%s' (see ppdl-sample --help)", a);
         memcpy(name, a, n);
         name[n] = 0;
-        static const char *const flags[] = {"--no-cache", "--ids", "--quiet"};
-        int is_flag = 0;
-        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) is_flag |= !strcmp(name, flags[k]);
+        /* a full name or a unique prefix (core/options.h) */
+        static const char *const names[] = {"--no-cache", "--ids", "--quiet", "--prompt", "--prompt-ids", "--tokens",
+                                            "--temperature", "--top-k", "--seed", "--threads", "--backend", NULL};
+        int which = ppdl_option_lookup(name, names, "ppdl-sample", err, errlen);
+        if (which < 0) return -1;
+        snprintf(name, sizeof name, "%s", names[which]);
+        int is_flag = which < 3;
         if (is_flag) {
             if (eq) return ppdl_errf(err, errlen, "%s takes no value", name);
             if (!strcmp(name, "--no-cache")) o->no_cache = 1;
@@ -116,11 +121,6 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
             else o->quiet = 1;
             continue;
         }
-        static const char *const valued[] = {"--prompt", "--prompt-ids", "--tokens", "--temperature",
-                                              "--top-k", "--seed", "--threads", "--backend"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(name, valued[k]);
-        if (!known) return ppdl_errf(err, errlen, "unknown option '%s' (see ppdl-sample --help)", name);
         if (eq) v = eq + 1;
         else if (i + 1 < argc) v = argv[++i];
         else return ppdl_errf(err, errlen, "%s needs a value", name);
@@ -200,14 +200,20 @@ static float *load_weights(const options *o, ppdl_model *m, ppdl_backend *be, ch
     float *arena = ppdl_be_alloc(be, (total ? total : 1) * sizeof *arena, "parameters");
     ppdl_be_copy_h2d(be, arena, host, total * sizeof *arena);
     free(host);
-    /* load_params writes the layers back to back, each in its table order */
+    /* load_params writes the layers back to back, each in its table order (the held
+     * layout, nn/model.h): a tied lm_head.weight is not there, it is wte */
     size_t off = 0;
     for (int i = 0; i < m->L; i++)
         for (int j = 0; j < m->layers[i].n_params; j++) {
             ppdl_param *p = &m->layers[i].params[j];
+            p->grad = NULL;
+            if (ppdl_model_is_tied(m, i, j)) {
+                p->offset = m->layers[0].params[0].offset;
+                p->value = m->layers[0].params[0].value;
+                continue;
+            }
             p->offset = off;
             p->value = arena + off;
-            p->grad = NULL;
             off += p->numel;
         }
     return arena;
@@ -269,8 +275,8 @@ static int run(const options *o, char *err, size_t errlen)
         long steps = o->tokens - 1;
         char rate[64] = "";
         if (steps > 0) snprintf(rate, sizeof rate, ", %.1f tokens/s", (double)steps / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
-        fprintf(stderr, "ppdl-sample: the prompt (%d tokens) in %.3f s, then %ld more tokens in %.3f s%s (%s; %s "
-                "backend, %ld thread%s)\n", n_prompt, t1 - t0, steps, t2 - t1, rate,
+        fprintf(stderr, "ppdl-sample: the prompt (%d token%s) in %.3f s, then %ld more in %.3f s%s (%s; %s "
+                "backend, %ld thread%s)\n", n_prompt, n_prompt == 1 ? "" : "s", t1 - t0, steps, t2 - t1, rate,
                 o->no_cache ? "no cache: the whole context per token" : "key/value cache", o->backend, o->threads,
                 o->threads == 1 ? "" : "s");
     }

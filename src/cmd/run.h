@@ -187,12 +187,16 @@ typedef struct run {
     /* the plan (run_plan.c) */
     int *n_options;                /* recompute options per layer */
     ppdl_plan plan;
-    double simulated_ms;           /* the simulator's step for --plan auto, 0 otherwise */
+    double simulated_ms;           /* the simulator's step for --plan auto (or a plan file
+                                    * predicted again), 0 otherwise */
+    double file_predicted_ms;      /* --plan FILE: the prediction the file carried (its own
+                                    * costs and cluster), 0: none; -1: predicted again */
     ppdl_shared_choice shared;     /* --plan auto, rank 0: the choice where ranks share cores */
     int stage, replica;            /* this rank's */
     MPI_Comm replica_comm;         /* the replicas of this rank's stage */
     ppdl_mem_prediction *pred;     /* per stage (its first replica) */
     ppdl_mem_prediction pred_own;  /* this rank's stage and replica */
+    ppdl_mem_prediction pred_own_full; /* the same with every layer fully recomputed */
     /* this rank's stage (run_stage.c) */
     ppdl_stage st;
     float *host;                   /* host buffer of the stage's parameters */

@@ -3,6 +3,7 @@
  * communicators and each stage's memory predicted before anything is allocated. */
 #include "config.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,9 +65,21 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         } else {
             char msg[2 * PPDL_ERR_LEN], rb[32], lim[PPDL_ERR_LEN / 2] = "the probe's";
             if (o->mem_limit) snprintf(lim, sizeof lim, "--mem-limit %s", o->mem_limit);
-            snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory, %s, less the runtime's "
-                     "buffer reserve of %s: messages in flight, recompute scratch, work space)", err, lim,
-                     ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
+            /* a rank whose memory the reserve takes whole: that is the news, not the stages */
+            int starved = -1;
+            for (int q = 0; q < cl->n && starved < 0; q++)
+                if (cl->mem[q] <= reserve) starved = q;
+            char mb[32];
+            if (starved >= 0)
+                snprintf(msg, sizeof msg, "--plan auto: no plan fits in memory: rank %d has %s (%s), and the runtime's own buffers "
+                         "(messages in flight, recompute scratch, work space) may take up to %s of it before any "
+                         "layer's weights or activations; give --mem-limit well above %s (or fewer micro-batches, "
+                         "which shrink the buffers)", starved, ppdl_fmt_bytes((size_t)cl->mem[starved], mb, sizeof mb),
+                         lim, ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb), rb);
+            else
+                snprintf(msg, sizeof msg, "--plan auto: %s (planned with each rank's memory, %s, less the runtime's "
+                         "buffer reserve of %s: messages in flight, recompute scratch, work space)", err, lim,
+                         ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
             text = strdup(msg);
             PPDL_CHECK(text, "out of host memory");
             len = -(long)strlen(text) - 1; /* a failure: the message travels instead */
@@ -92,6 +105,35 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     return rc;
 }
 
+/* --plan FILE: the prediction a plan file carries was made for the costs, cluster and
+ * micro-batch size of whoever wrote it. Rank 0 predicts the plan again for this run
+ * where it knows this run's costs and network (--costs or a profile, --cluster or a
+ * probe): the cost model's T and the simulator's step. Otherwise no prediction is
+ * shown as this run's; the header says why and what would give one. */
+static void predict_plan_file(run *r)
+{
+    const options *o = &r->o;
+    ppdl_plan *p = &r->plan;
+    r->file_predicted_ms = p->predicted_iter_ms;
+    p->predicted_iter_ms = p->bottleneck_ms = 0;
+    if (r->rank != 0 || !r->have_costs || !r->have_cluster) return;
+    const ppdl_cluster *cl = &r->cluster;
+    ppdl_cluster_model cm;
+    ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, cl->mem, cl->speed);
+    cm.hosts = cl->hosts;
+    if (!isfinite(ppdl_cost_apply(&r->costs, &cm, (int)o->micro_batches, o->schedule, p))) {
+        p->predicted_iter_ms = p->bottleneck_ms = 0;
+        return;
+    }
+    ppdl_sim sim;
+    char err[PPDL_ERR_LEN];
+    if (ppdl_simulate(&r->costs, &cm, p, (int)o->micro_batches, o->schedule, 0, &sim, err, sizeof err) == 0) {
+        r->simulated_ms = sim.step_ms;
+        ppdl_sim_free(&sim);
+    }
+    r->file_predicted_ms = -1;
+}
+
 void run_choose_plan(run *r)
 {
     const options *o = &r->o;
@@ -112,7 +154,10 @@ void run_choose_plan(run *r)
     case PLAN_DP: rc = ppdl_plan_data_parallel(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
     default: rc = ppdl_plan_read(o->plan, m->L, r->n_ranks, r->n_options, &r->plan, err, sizeof err); break;
     }
-    agree_or_end_job(rc != 0, err, 1);
+    /* a plan that cannot fit the memory limits is the memory-limit status (3), as a stage
+     * over its limit is; any other failure is a file's or the planner's (1) */
+    agree_or_end_job(rc != 0, err, strstr(err, "no plan fits") ? 3 : 1);
+    if (o->plan_mode == PLAN_FILE) predict_plan_file(r);
     ppdl_plan *plan = &r->plan;
     if (o->recompute) {
         int option = !strcmp(o->recompute, "full")        ? PPDL_RC_FULL
@@ -155,6 +200,14 @@ void run_choose_plan(run *r)
                                                   ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                   ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
                                                   s == plan->S - 1);
+        /* ... and with full recompute, for the advice when it does not fit */
+        int *full = ppdl_xcalloc((size_t)(p->last - p->first + 1), sizeof(int));
+        for (int l = p->first; l <= p->last; l++) full[l - p->first] = r->n_options[l] > 1 ? PPDL_RC_FULL : 0;
+        r->pred_own_full = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
+                                                       ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
+                                                       ppdl_schedule_max_pending_weight(&ol), full, s == 0,
+                                                       s == plan->S - 1);
+        free(full);
         ppdl_op_list_free(&ol);
     }
     free(layout);

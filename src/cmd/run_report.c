@@ -118,6 +118,18 @@ void run_print_header(const run *r)
     else if (r->plan.predicted_iter_ms > 0)
         printf("predicted step: %.2f ms by the cost model (bottleneck %.2f ms)\n", r->plan.predicted_iter_ms,
                r->plan.bottleneck_ms);
+    if (o->plan_mode == PLAN_FILE && r->file_predicted_ms < 0) {
+        printf("  (predicted again for this run, from %s and %s: a plan file's own prediction is for the costs, "
+               "network and micro-batches it was made with)\n",
+               o->costs ? o->costs : "the profile", o->cluster ? o->cluster : "the probe");
+    } else if (o->plan_mode == PLAN_FILE) {
+        printf("predicted step: none for this run");
+        if (r->file_predicted_ms > 0)
+            printf(" (the file's %.2f ms was for the costs, network and micro-batches it was made with)",
+                   r->file_predicted_ms);
+        printf(": give --costs FILE (or --costs-out) and --cluster FILE (or --report) to predict this plan for "
+               "this run\n");
+    }
     if (r->shared.active) printf("%s\n", ppdl_shared_choice_line(&r->shared, line, sizeof line));
     print_plan_timing(r);
     if (r->resume) {

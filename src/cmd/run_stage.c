@@ -3,6 +3,7 @@
  * runs its op lists, and the checkpoint writer. */
 #include "config.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,14 +79,27 @@ void run_build_stage(run *r)
      * alone (MPI_Abort), and srun then reports 137 (killed) instead of 3. The
      * prediction is the runtime's own (the report's predicted_bytes, within 0.1% of the
      * measured peak); the allocations keep their own check. */
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
-    snprintf(err, sizeof err, "rank %d, stage %d: allocating %s for the stage (parameters and AdamW %s, stashed "
-             "activations %s, buffers %s) would pass the memory limit: %s (--mem-limit); try more ranks, "
-             "recompute, or a smaller micro-batch", r->rank, r->stage,
-             ppdl_fmt_bytes((size_t)r->pred_own.total, b1, sizeof b1),
+    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], fit[256];
+    /* what would fit: full recompute (when this plan does not already), or this limit */
+    double full = r->pred_own_full.total;
+    /* the advice as a --mem-limit a user can paste: whole KiB, rounded up */
+    size_t need_k = (size_t)ceil(r->pred_own.total / 1024), full_k = (size_t)ceil(full / 1024);
+    if (full < r->pred_own.total && full <= (double)mem_limit)
+        snprintf(fit, sizeof fit, "--recompute full would need %s and fit; or --mem-limit %zuK or more",
+                 ppdl_fmt_bytes((size_t)full, b6, sizeof b6), need_k);
+    else if (full < r->pred_own.total)
+        snprintf(fit, sizeof fit, "even --recompute full needs %s; give --mem-limit %zuK or more (%zuK with full "
+                 "recompute), more ranks to split the layers over, or a smaller micro-batch",
+                 ppdl_fmt_bytes((size_t)full, b6, sizeof b6), need_k, full_k);
+    else
+        snprintf(fit, sizeof fit, "give --mem-limit %zuK or more, more ranks to split the layers over, or a smaller "
+                 "micro-batch", need_k);
+    snprintf(err, sizeof err, "rank %d, stage %d (layers %d-%d): the stage needs %s (parameters and AdamW %s, "
+             "stashed activations %s, buffers %s), over the memory limit of %s (--mem-limit); %s", r->rank, r->stage,
+             ps->first, ps->last, ppdl_fmt_bytes((size_t)r->pred_own.total, b1, sizeof b1),
              ppdl_fmt_bytes((size_t)r->pred_own.params_optimizer, b2, sizeof b2),
              ppdl_fmt_bytes((size_t)r->pred_own.stash, b3, sizeof b3),
-             ppdl_fmt_bytes((size_t)r->pred_own.buffers, b4, sizeof b4), ppdl_fmt_bytes(mem_limit, b5, sizeof b5));
+             ppdl_fmt_bytes((size_t)r->pred_own.buffers, b4, sizeof b4), ppdl_fmt_bytes(mem_limit, b5, sizeof b5), fit);
     agree_or_end_job(mem_limit > 0 && r->pred_own.total > (double)mem_limit, err, 3);
 
     ppdl_stage *st = &r->st;

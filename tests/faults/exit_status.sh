@@ -46,8 +46,14 @@ PPDL_FINALIZE_TIMEOUT=soon expect bad-finalize-timeout 2 2 $args --steps 2
 grep -q "PPDL_FINALIZE_TIMEOUT=soon: expected seconds" "$tmp/bad-finalize-timeout.log"
 ok $? "a malformed PPDL_FINALIZE_TIMEOUT is named"
 expect bad-file 1 2 "$m" --data "$tmp/none.h5" --batch-size 8 --micro-batches 4 --steps 2
-expect mem-limit 3 2 $args --steps 2 --mem-limit 1M,4K
-grep -q "rank 1, stage 1: allocating .* would pass the memory limit: 4.0 KiB" "$tmp/mem-limit.log"
+expect mem-limit 3 2 $args --steps 2 --mem-limit 2M,4K --plan uniform
+expect mem-limit-auto 3 2 $args --steps 2 --mem-limit 1M,4K --plan auto
+grep -q "^ppdl: --plan auto: no plan fits in memory" "$tmp/mem-limit-auto.log"
+ok $? "--plan auto with no plan that fits the memory limit: the same status 3, and why"
+expect mem-limit-reserve 3 2 $args --steps 2 --mem-limit 64K --plan auto
+grep -q "^ppdl: --plan auto: no plan fits in memory: rank 0 has 64.0 KiB (--mem-limit 64K), and the runtime's own buffers .* may take up to .*; give --mem-limit well above" "$tmp/mem-limit-reserve.log"
+ok $? "a limit the runtime's buffers alone would take: said as such (not 'the rank has 1 B')"
+grep -q "rank 1, stage 1 (layers [0-9]*-[0-9]*): the stage needs .* over the memory limit of 4.0 KiB (--mem-limit); .*--mem-limit [0-9]*K or more" "$tmp/mem-limit.log"
 ok $? "the memory limit: the rank and its stage are named, before anything is allocated"
 # a non-finite loss: an mlp with a huge feature (as tests/faults/nonfinite.sh)
 make_case mm mlp && "$PYTHON_ORACLE" - "$tmp/mm-data.h5" "$tmp/mm-bad.h5" <<'EOF'

@@ -79,6 +79,20 @@ rc=$?
   ! grep -q "^costs:\|probed in" "$tmp/in.log"
 ok $? "--costs and --cluster: no profile and no probe, and the timing line says so: $(grep '^planned in' "$tmp/in.log")"
 
+# ---- a plan file's prediction: predicted again for this run, or plainly none ----
+mpirun_n 2 $common --costs "$tmp/costs.json" --cluster "$tmp/cluster.json" --plan-out "$tmp/p2.json" \
+  --report "$tmp/p2r.json" >"$tmp/p2.log" 2>&1
+file_ms=$("$PY" -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["predicted_iter_ms"])' "$tmp/p2.json" 2>/dev/null)
+mpirun_n 2 $common --plan "$tmp/p2.json" --micro-batches 2 >"$tmp/stale.log" 2>&1 &&
+  grep -q "^predicted step: none for this run (the file's $file_ms ms was for the costs, network and micro-batches it was made with): give --costs" "$tmp/stale.log" &&
+  ! grep -q "by the simulator\|by the cost model" "$tmp/stale.log"
+ok $? "--plan FILE without this run's costs and network: no stale prediction shown as this run's, and why ($file_ms ms was the file's)"
+mpirun_n 2 $common --plan "$tmp/p2.json" --costs "$tmp/costs.json" --cluster "$tmp/cluster.json" >"$tmp/again.log" 2>&1 &&
+  grep -qE "^predicted step: $file_ms ms by the cost model, [0-9.]+ ms by the simulator" "$tmp/again.log" &&
+  grep -q "predicted again for this run, from $tmp/costs.json and $tmp/cluster.json" "$tmp/again.log" &&
+  ! grep -q "by the simulator (bottleneck 0" "$tmp/again.log" && ! grep -q " 0.00 ms by the simulator" "$tmp/again.log"
+ok $? "--plan FILE with --costs and --cluster: predicted again by the cost model and the simulator: $(grep '^predicted step' "$tmp/again.log")"
+
 # ---- --plan-out of another plan ----
 mpirun_n 2 $common --plan uniform --plan-out "$tmp/uni.json" >"$tmp/uni.log" 2>&1 &&
   [ "$(plan_key "$tmp/uni.json")" = "[([0], 0, 2, [0, 0, 0]), ([1], 3, 4, [0, 0])]" ] && ! grep -q "planned in" "$tmp/uni.log"

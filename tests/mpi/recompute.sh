@@ -80,8 +80,16 @@ diag "without recompute the ranks stash $(stash_of "$tmp/big-none.json") bytes; 
 mpirun_n 2 "$tmp/big.h5" --data "$tmp/big-data.h5" --steps 2 --batch-size 32 --micro-batches 2 \
   --mem-limit "$limit" --threads 1 --plan uniform >"$tmp/fail.log" 2>&1
 rc=$?
-[ $rc != 0 ] && grep -q "rank 0, stage 0: allocating .* would pass the memory limit" "$tmp/fail.log"
-ok $? "without recompute the run stops cleanly at the limit (exit $rc): $(grep -o 'rank 0, stage 0.*limit)' "$tmp/fail.log" | head -1)"
+[ $rc = 3 ] && grep -q "rank 0, stage 0 (layers 0-2): the stage needs .* over the memory limit .* (--mem-limit); --recompute full would need .* and fit; or --mem-limit [0-9]*K or more" "$tmp/fail.log" &&
+  ! grep -q "^step " "$tmp/fail.log"
+ok $? "without recompute the run is refused before its first step (exit $rc), saying what fits: $(grep -o 'rank 0, stage 0.*' "$tmp/fail.log" | head -1)"
+# the advice holds: that limit with full recompute, and the limit it names without
+mpirun_n 2 "$tmp/big.h5" --data "$tmp/big-data.h5" --steps 1 --batch-size 32 --micro-batches 2 \
+  --mem-limit "$limit" --recompute full --threads 1 --plan uniform >"$tmp/adv1.log" 2>&1 &&
+  k=$(grep -o -- "--mem-limit [0-9]*K or more" "$tmp/fail.log" | grep -o "[0-9]*K") &&
+  mpirun_n 2 "$tmp/big.h5" --data "$tmp/big-data.h5" --steps 1 --batch-size 32 --micro-batches 2 \
+    --mem-limit "$k,1G" --threads 1 --plan uniform >"$tmp/adv2.log" 2>&1
+ok $? "the advice fits: --recompute full at that limit runs, and so does --mem-limit $k without recompute"
 cat >"$tmp/plan.json" <<'JSON'
 {"stages": [{"rank": 0, "first_layer": 0, "last_layer": 2, "recompute": [1, 1, 1]},
             {"rank": 1, "first_layer": 3, "last_layer": 5, "recompute": [0, 0, 0]}]}
