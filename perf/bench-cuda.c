@@ -131,7 +131,7 @@ static void run_step(ppdl_stage *st, step_bufs *s, int t)
     float *dout = logits;
     for (int i = L - 1; i >= 0; i--) {
         float *din = i > 0 ? s->grad[i % 2] : NULL;
-        m->layers[i].kind->backward(&m->layers[i], be, b, s->act[i], s->saved[i], dout, din, s->work, 0);
+        ppdl_layer_backward(&m->layers[i], be, b, s->act[i], s->saved[i], dout, din, s->work, 0);
         dout = din;
     }
     ppdl_be_adamw(be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v, 1e-4, 0.9, 0.95, 1e-8, 0.1, t);

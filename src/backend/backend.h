@@ -106,7 +106,7 @@ void ppdl_be_bias_add(ppdl_backend *be, int rows, int cols, float *x, const floa
 /* adds into dbias[c] the sum over r of dy[r,c] */
 void ppdl_be_bias_grad(ppdl_backend *be, int rows, int cols, const float *dy, float *dbias);
 /* activations: act is PPDL_ACT_*; backward: dx = dy * act'(x), given the input x
- * (dx may alias dy) */
+ * (elementwise: dx may alias dy or x) */
 void ppdl_be_act_fwd(ppdl_backend *be, int act, size_t n, const float *x, float *y);
 void ppdl_be_act_bwd(ppdl_backend *be, int act, size_t n, const float *x, const float *dy, float *dx);
 /* sum of squares of x into *out_host (a host double); used for non-finite checks
@@ -117,7 +117,9 @@ void ppdl_be_sumsq(ppdl_backend *be, size_t n, const float *x, double *out_host)
 /* x[rows,C] -> y[rows,C]; mean[rows], rstd[rows] saved for backward */
 void ppdl_be_layernorm_fwd(ppdl_backend *be, int rows, int C, float eps, const float *x,
                            const float *w, const float *b, float *y, float *mean, float *rstd);
-/* adds into dx[rows,C], dw[C], db[C] */
+/* adds into dx[rows,C], dw[C], db[C]. Two independent halves: dx NULL skips the input
+ * gradient, dw and db NULL (both) skip the parameter gradients; each half alone gives
+ * the bits it gives in the whole call (the backward split, nn/layer.h) */
 void ppdl_be_layernorm_bwd(ppdl_backend *be, int rows, int C, const float *x, const float *w,
                            const float *mean, const float *rstd, const float *dy, float *dx,
                            float *dw, float *db);

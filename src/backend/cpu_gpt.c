@@ -116,7 +116,9 @@ CPU_SIMD static void ln_bwd_cols(void *arg, size_t lo, size_t hi)
 }
 
 /* Given dy[rows,C], adds into dx[rows,C], dw[C], db[C]: rows in parallel for dx, then
- * columns in parallel for dw and db. */
+ * columns in parallel for dw and db. The two halves read only the inputs, so either
+ * runs alone (dx NULL, or dw and db NULL) with the bits it has in the whole call: the
+ * backward split of the layers (nn/layer.h) runs them at different times. */
 void cpu_layernorm_bwd(ppdl_backend *be, int rows, int C, const float *x, const float *w,
                        const float *mean, const float *rstd, const float *dy, float *dx,
                        float *dw, float *db)
@@ -127,8 +129,8 @@ void cpu_layernorm_bwd(ppdl_backend *be, int rows, int C, const float *x, const 
                  .mean = (float *)mean, .rstd = (float *)rstd, .C = (size_t)C,
                  .rows = (size_t)rows};
     cpu_pool *pool = cpu_pool_of(be);
-    cpu_pool_for(pool, (size_t)rows, grain_rows((size_t)C), ln_bwd_rows, &a);
-    cpu_pool_for(pool, (size_t)C, 16, ln_bwd_cols, &a);
+    if (dx) cpu_pool_for(pool, (size_t)rows, grain_rows((size_t)C), ln_bwd_rows, &a);
+    if (dw) cpu_pool_for(pool, (size_t)C, 16, ln_bwd_cols, &a);
 }
 
 /* ------------------------------------------------------------------ embedding */

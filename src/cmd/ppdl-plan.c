@@ -66,7 +66,11 @@ static void usage(FILE *f)
 "  --costs FILE            per-layer costs (COSTS.json; required)\n"
 "  --cluster FILE          the ranks and their links (CLUSTER.json; required)\n"
 "  --micro-batches M       micro-batches per step (required)\n"
-"  --schedule 1f1b|gpipe   default 1f1b\n"
+"  --schedule 1f1b|gpipe|zb-h1|zb-h2\n"
+"                          default 1f1b; zb-h1, zb-h2 (zero bubble, ppdl --help) are\n"
+"                          planned with 1f1b's cost model and one rank per stage\n"
+"                          (their own model is not written yet) and simulated with\n"
+"                          their own op lists, B and W timed from COSTS.json\n"
 "  --method NAME           ppdl (default): stages, replicas, placement and recompute\n"
 "                          together; ppdl-pipeline: one stage per rank (partition,\n"
 "                          placement, recompute); ppdl-inorder: one stage per rank, ranks\n"
@@ -133,7 +137,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
             break;
         case O_SCHED:
             o->schedule = ppdl_schedule_parse(a);
-            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b or gpipe", a);
+            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1 or zb-h2", a);
             break;
         case O_METHOD: o->method = a; break;
         case O_JSON: o->json = 1; break;
@@ -251,20 +255,23 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
     ppdl_cost_eval_free(&ev);
 }
 
+/* schedule: what the simulator plays; the plans and the cost model use its cost model's
+ * (costmodel.h ppdl_cost_schedule) */
 static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
 {
+    int plan_kind = ppdl_cost_schedule(schedule);
     double T_ppdl = NAN;
     printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  fits in memory           kind\n");
     for (int k = 0; ppdl_plan_methods[k]; k++) {
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
-        int rc = ppdl_plan_solve(c, cl, M, schedule, ppdl_plan_methods[k], &p, err, sizeof err);
+        int rc = ppdl_plan_solve(c, cl, M, plan_kind, ppdl_plan_methods[k], &p, err, sizeof err);
         if (p.S == 0) {
             printf("  %-14s  %s\n", ppdl_plan_methods[k], err);
             continue;
         }
         ppdl_cost_eval ev;
-        if (ppdl_cost_evaluate(c, cl, M, schedule, &p, &ev, err, sizeof err) == 0) {
+        if (ppdl_cost_evaluate(c, cl, M, plan_kind, &p, &ev, err, sizeof err) == 0) {
             if (!ev.feasible) {
                 char a[32];
                 snprintf(fits, sizeof fits, "no: stage %d over by %s", ev.worst_stage,
@@ -306,6 +313,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int M = (int)o.M;
+    /* the zero-bubble schedules are planned with 1F1B's cost model, one rank per stage */
+    int plan_kind = ppdl_cost_schedule(o.schedule), split = plan_kind != o.schedule;
     /* plan against each rank's memory less the runtime's buffers, as ppdl --plan auto
      * does (plan/reserve.h): the same costs and cluster give both the same plan */
     double reserve = ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
@@ -323,7 +332,9 @@ int main(int argc, char **argv)
     so.exact_max_ranks = (int)o.exact_ranks;
     so.exact_hybrid_ranks = (int)o.exact_layouts;
     ppdl_shared_choice sc;
-    int rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);
+    /* a zero-bubble schedule runs one rank per stage: ppdl's method without replicas */
+    const char *method = split && !strcmp(o.method, "ppdl") ? "ppdl-pipeline" : o.method;
+    int rc = ppdl_plan_solve_ex(&costs, &cl, M, plan_kind, method, &so, &plan, &info, &sc, err, sizeof err);
     double plan_s = ppdl_now_s() - t0;
     if (plan.S == 0) {
         fprintf(stderr, "ppdl-plan: %s\n", err);
@@ -352,6 +363,11 @@ int main(int argc, char **argv)
             if (info.exact) printf(" (optimal)");
         }
         printf("; planned in %.1f ms\n", 1e3 * plan_s);
+        if (split)
+            printf("%s: planned with 1f1b's cost model and one rank per stage (the zero-bubble cost model is not "
+                   "written yet); the simulation plays the %s lists, B and W %s\n", ppdl_schedule_name(o.schedule),
+                   ppdl_schedule_name(o.schedule),
+                   costs.split_given ? "as profiled" : "each half of bwd_ms (COSTS.json has no bwd_input_ms)");
         char line[512], kind[96];
         if (sc.active) printf("%s\n", ppdl_shared_choice_line(&sc, line, sizeof line));
         printf("plan: %s\n", ppdl_plan_kind(&plan, kind, sizeof kind));
@@ -359,7 +375,7 @@ int main(int argc, char **argv)
         printf("memory: each rank's mem_bytes less the runtime's buffer reserve of %s (messages in flight, "
                "recompute scratch, work space), as ppdl --plan auto plans\n",
                ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
-        print_table(&costs, &cl, M, o.schedule, &plan);
+        print_table(&costs, &cl, M, plan_kind, &plan);
         if (sim_rc == 0)
             printf("simulated T  %10.3f ms per step (the %s op lists played with these costs, links as queues; "
                    "%.0f%% busy)\n", sim.step_ms, ppdl_schedule_name(o.schedule), 100 * sim.busy_frac);

@@ -29,6 +29,7 @@ static void gather_summaries(run *r)
     s->optimizer_bytes = (double)mb.optimizer;
     s->stash_bytes = (double)mb.stash;
     s->buffer_bytes = (double)mb.buffers;
+    s->weight_keep_bytes = (double)mb.weight_keep;
     s->allocations = (double)mb.allocations;
     s->stage = r->stage;
     const int n = (int)(sizeof *s / sizeof(double));

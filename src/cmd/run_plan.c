@@ -48,7 +48,11 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         cm.hosts = cl->hosts;
         ppdl_plan p;
         memset(&p, 0, sizeof p);
-        if (ppdl_plan_solve_ex(costs, &cm, (int)o->micro_batches, o->schedule, o->method, NULL, &p, NULL, sc, err,
+        /* the zero-bubble schedules: planned with 1F1B's cost model and one rank per
+         * stage (plan/costmodel.h ppdl_cost_schedule), simulated with their own lists */
+        int plan_kind = ppdl_cost_schedule(o->schedule);
+        const char *method = plan_kind != o->schedule && !strcmp(o->method, "ppdl") ? "ppdl-pipeline" : o->method;
+        if (ppdl_plan_solve_ex(costs, &cm, (int)o->micro_batches, plan_kind, method, NULL, &p, NULL, sc, err,
                                errlen) == 0) {
             ppdl_sim sim;
             char serr[PPDL_ERR_LEN];
@@ -172,6 +176,9 @@ void run_choose_plan(run *r)
     snprintf(err, sizeof err, "--micro-batches %ld: a stage has %d replicas, each needs at least one "
                               "micro-batch (give at least %d)", o->micro_batches, max_replicas, max_replicas);
     agree_or_end_job(o->micro_batches < max_replicas, err, 2);
+    /* the zero-bubble schedules run one rank per stage */
+    int unsupported = ppdl_schedule_supports(o->schedule, plan->S, layout, err, sizeof err);
+    agree_or_end_job(unsupported, err, 2);
     /* the replicas of this rank's stage sum their gradients among themselves */
     PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->stage, r->replica, &r->replica_comm));
     /* each stage's memory, predicted from the layers' sizes before anything is allocated */
@@ -182,7 +189,8 @@ void run_choose_plan(run *r)
         ppdl_schedule_build_replica(o->schedule, plan->S, (int)o->micro_batches, layout, s, 0, &ol);
         r->pred[s] = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
-                                                 p->recompute, s == 0, s == plan->S - 1);
+                                                 ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
+                                                 s == plan->S - 1);
         plan->stages[s].mem_bytes = r->pred[s].cost_model;
         ppdl_op_list_free(&ol);
         if (s != r->stage) continue;
@@ -190,13 +198,15 @@ void run_choose_plan(run *r)
         ppdl_schedule_build_replica(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, &ol);
         r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                   ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
-                                                  p->recompute, s == 0, s == plan->S - 1);
+                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
+                                                  s == plan->S - 1);
         /* ... and with full recompute, for the advice when it does not fit */
         int *full = ppdl_xcalloc((size_t)(p->last - p->first + 1), sizeof(int));
         for (int l = p->first; l <= p->last; l++) full[l - p->first] = r->n_options[l] > 1 ? PPDL_RC_FULL : 0;
         r->pred_own_full = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                        ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
-                                                       full, s == 0, s == plan->S - 1);
+                                                       ppdl_schedule_max_pending_weight(&ol), full, s == 0,
+                                                       s == plan->S - 1);
         free(full);
         ppdl_op_list_free(&ol);
     }

@@ -186,17 +186,20 @@ void run_print_closing(const run *r)
     printf("done: %ld step%s, final loss %.4f, %.1f ms/step, %.1f samples/s, %.2f GFLOP/s, bubble %.1f%% (%s)\n",
            done, done == 1 ? "" : "s", r->totals.final_loss, x.mean_ms, x.samples_per_s, x.gflops, 100 * x.bubble,
            only_one ? "one step, its warm-up included" : "steps after the first");
+    /* a split backward's W buffers get a column where the schedule has them */
+    int split = ppdl_schedule_splits_backward(r->o.schedule);
     printf("memory per rank (measured peak vs predicted before the run):\n"
-           "  rank  stage       peak  predicted     params  optimizer      stash    buffers\n");
+           "  rank  stage       peak  predicted     params  optimizer      stash%s    buffers\n",
+           split ? " kept for W" : "");
     for (int q = 0; q < r->n_ranks; q++) {
-        char a[32], b[32], c[32], d[32], e[32], f[32];
+        char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
         const rank_summary *s = &r->all[q];
-        printf("  %4d  %5d  %9s  %9s  %9s  %9s  %9s  %9s\n", q, (int)s->stage,
-               ppdl_fmt_bytes((size_t)s->peak_bytes, a, sizeof a),
+        printf("  %4d  %5d  %9s  %9s  %9s  %9s  %9s", q, (int)s->stage, ppdl_fmt_bytes((size_t)s->peak_bytes, a, sizeof a),
                ppdl_fmt_bytes((size_t)r->pred[(int)s->stage].total, f, sizeof f),
                ppdl_fmt_bytes((size_t)s->params_bytes, b, sizeof b),
-               ppdl_fmt_bytes((size_t)s->optimizer_bytes, c, sizeof c),
-               ppdl_fmt_bytes((size_t)s->stash_bytes, d, sizeof d), ppdl_fmt_bytes((size_t)s->buffer_bytes, e, sizeof e));
+               ppdl_fmt_bytes((size_t)s->optimizer_bytes, c, sizeof c), ppdl_fmt_bytes((size_t)s->stash_bytes, d, sizeof d));
+        if (split) printf("  %10s", ppdl_fmt_bytes((size_t)s->weight_keep_bytes, g, sizeof g));
+        printf("  %9s\n", ppdl_fmt_bytes((size_t)s->buffer_bytes, e, sizeof e));
     }
 }
 
@@ -245,6 +248,8 @@ static json_t *memory_report(const run *r)
         json_object_set_new(jm, "optimizer_bytes", json_integer((json_int_t)s->optimizer_bytes));
         json_object_set_new(jm, "stash_bytes", json_integer((json_int_t)s->stash_bytes));
         json_object_set_new(jm, "buffer_bytes", json_integer((json_int_t)s->buffer_bytes));
+        json_object_set_new(jm, "weight_keep_bytes", json_integer((json_int_t)s->weight_keep_bytes));
+        json_object_set_new(jm, "predicted_weight_keep_bytes", json_integer((json_int_t)pr->weight_keep));
         json_object_set_new(jm, "allocations", json_integer((json_int_t)s->allocations));
         json_array_append_new(mem, jm);
     }
@@ -263,6 +268,7 @@ static json_t *breakdown_report(const run *r)
         json_object_set_new(jb, "stage", json_integer((int)s->stage));
         json_object_set_new(jb, "forward_ms", json_real(s->forward_ms));
         json_object_set_new(jb, "backward_ms", json_real(s->backward_ms));
+        json_object_set_new(jb, "backward_weight_ms", json_real(s->backward_weight_ms));
         json_object_set_new(jb, "recompute_ms", json_real(s->recompute_ms));
         json_object_set_new(jb, "optimizer_ms", json_real(s->optimizer_ms));
         json_object_set_new(jb, "wait_ms", json_real(s->wait_ms));

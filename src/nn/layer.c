@@ -127,3 +127,16 @@ size_t ppdl_layer_param_count(const ppdl_layer *l)
     for (int i = 0; i < l->n_params; i++) n += l->params[i].numel;
     return n;
 }
+
+void ppdl_layer_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved, float *dout,
+                         float *din, float *work, int option)
+{
+    l->kind->backward(l, be, PPDL_BWD_FUSED, b, in, saved, dout, din, NULL, work, option);
+}
+
+size_t ppdl_layer_weight_keep_bytes(const ppdl_layer *l, int b, int option)
+{
+    if (l->n_params == 0) return 0;
+    size_t dout = l->kind->weight_reads(l, option) & PPDL_W_DOUT ? (size_t)b * l->out_bytes : 0;
+    return sizeof(float) * l->kind->keep_floats(l, b, option) + dout;
+}

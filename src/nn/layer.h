@@ -17,6 +17,25 @@
  *
  * Parameters live in one arena per stage (see stage.h); params[i].value/grad point
  * into it. Backward ADDS into the parameter gradients (micro-batch accumulation).
+ *
+ * The backward split (Zero Bubble's names, DESIGN.md "Backward split"): a backward pass
+ * is two parts that a schedule may run at different times,
+ *   B  PPDL_BWD_INPUT   the input gradient din alone (on the pipeline's critical path).
+ *                       It leaves what W needs in `keep` (keep_floats) and, under an
+ *                       option that keeps `saved` (any but full recompute), over the
+ *                       parts of `saved` that only B reads (a pre-activation by its
+ *                       gradient: no bytes added); dout is scratch to it, unless W reads
+ *                       dout, which B then leaves as it came;
+ *   W  PPDL_BWD_WEIGHT  the parameter gradients alone, from in, keep, and what
+ *                       weight_reads names: saved (as B left it), dout;
+ * or PPDL_BWD_FUSED, both in one call (keep unused: its gradients live in the work space).
+ * B then W runs the same kernels on the same values as the fused call, so the gradients
+ * are bitwise those of the fused call (tests/gradient/test_grad_split.c). Between B and
+ * W the caller keeps in, keep, and what W reads unchanged; `work` is scratch for each
+ * call alone. A layer without parameters has nothing to do in W. The parts are called
+ * with the layer's real option (full recompute included: `saved` is then the runtime's
+ * scratch, recomputed before B and again before W where W reads it); under the block's
+ * selective option W recomputes the MLP's hidden layer itself, as B does.
  */
 #ifndef PPDL_LAYER_H
 #define PPDL_LAYER_H
@@ -31,6 +50,11 @@
 
 /* recompute options understood by the runtime for every layer */
 enum { PPDL_RC_NONE = 0, PPDL_RC_FULL = 1, PPDL_RC_SELECTIVE = 2 };
+
+/* the parts of a backward pass (above): B, W, or both at once */
+enum { PPDL_BWD_INPUT = 1, PPDL_BWD_WEIGHT = 2, PPDL_BWD_FUSED = 3 };
+/* what W reads besides in and keep (flags of weight_reads) */
+enum { PPDL_W_SAVED = 1, PPDL_W_DOUT = 2 };
 
 typedef struct ppdl_param {
     char name[40];                 /* PyTorch-style name inside the layer, e.g. "attn.qkv.weight" */
@@ -67,11 +91,17 @@ typedef struct ppdl_layer_kind {
      * out: b samples of output */
     void (*forward)(const ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *out,
                     float *saved, float *work, int option);
-    /* dout: gradient of the loss w.r.t. out; din (NULL for the first layer of the
-     * model): gradient w.r.t. in, overwritten. Adds into the parameter gradients.
-     * dout may be clobbered (it is scratch once backward starts). */
-    void (*backward)(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                     float *dout, float *din, float *work, int option);
+    /* part (PPDL_BWD_*) of the backward pass. dout: gradient of the loss w.r.t. out;
+     * din (NULL for the first layer of the model): gradient w.r.t. in, overwritten by
+     * B. W adds into the parameter gradients. dout may be clobbered by B (the fused
+     * pass treats it as scratch; W reads what B left in it). keep: keep_floats floats
+     * from B to W (NULL for the fused pass). */
+    void (*backward)(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                     float *dout, float *din, float *keep, float *work, int option);
+    /* floats B writes into keep for W, for b samples under option */
+    size_t (*keep_floats)(const ppdl_layer *l, int b, int option);
+    /* PPDL_W_SAVED | PPDL_W_DOUT: what W reads under option besides in and keep */
+    int (*weight_reads)(const ppdl_layer *l, int option);
     /* forward multiply-adds x2 for b samples (backward is counted as twice this) */
     double (*flops_fwd)(const ppdl_layer *l, int b);
 } ppdl_layer_kind;
@@ -98,6 +128,14 @@ const ppdl_layer_kind *ppdl_kind_by_name(const char *name);
 void ppdl_layer_setup(ppdl_layer *l, const ppdl_layer_kind *kind, int index, const ppdl_layer_cfg *cfg);
 
 size_t ppdl_layer_param_count(const ppdl_layer *l);
+
+/* The fused backward pass of layer l (PPDL_BWD_FUSED, arguments as kind->backward) */
+void ppdl_layer_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved, float *dout,
+                         float *din, float *work, int option);
+/* Bytes the backward split adds per micro-batch between its B and its W: the kind's
+ * keep floats, and the gradient of the layer's output where W reads it (0 for a layer
+ * without parameters, which has no W). COSTS.json's weight_keep_bytes. */
+size_t ppdl_layer_weight_keep_bytes(const ppdl_layer *l, int b, int option);
 
 /* Bytes layer l keeps per in-flight micro-batch of b samples under recompute option
  * option: its input (always kept) plus what forward saves, unless option is PPDL_RC_FULL.

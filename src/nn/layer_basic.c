@@ -16,6 +16,13 @@
  *   flatten       nothing
  * Recompute option 1 (full) is carried out by the runtime, which re-runs forward before
  * backward, so the kinds treat option 1 exactly like option 0.
+ *
+ * The backward split (layer.h), for linear and conv: B computes the pre-activation's
+ * gradient dz and din; W reads dz from where B left it:
+ *   activation none    dz is dout (W reads dout; B leaves it alone);
+ *   else, option 0     dz over the saved pre-activation z (B's alone): no bytes added;
+ *   else, full         dz in keep (the runtime's `saved` is scratch then).
+ * The fused pass computes dz in place over dout, as before.
  */
 #include "nn/layer.h"
 #include "core/error.h"
@@ -29,6 +36,39 @@ _Static_assert(sizeof(int32_t) == sizeof(float), "maxpool stores int32 argmax in
 /* helpers */
 
 static size_t act_saved(int act, size_t out_floats) { return act == PPDL_ACT_NONE ? 0 : out_floats; }
+
+static size_t no_keep(const ppdl_layer *l, int b, int option)
+{
+    (void)l;
+    (void)b;
+    (void)option;
+    return 0;
+}
+
+static int reads_nothing(const ppdl_layer *l, int option)
+{
+    (void)l;
+    (void)option;
+    return 0;
+}
+
+/* linear and conv: where W finds dz (the comment at the top) */
+static int act_weight_reads(const ppdl_layer *l, int option)
+{
+    if (l->cfg.act == PPDL_ACT_NONE) return PPDL_W_DOUT;
+    return option == PPDL_RC_FULL ? 0 : PPDL_W_SAVED;
+}
+
+static size_t act_keep(const ppdl_layer *l, int option, size_t out_floats)
+{
+    return l->cfg.act != PPDL_ACT_NONE && option == PPDL_RC_FULL ? out_floats : 0;
+}
+
+static float *act_dz(const ppdl_layer *l, int part, int option, float *dout, float *saved, float *keep)
+{
+    if (l->cfg.act == PPDL_ACT_NONE || part == PPDL_BWD_FUSED) return dout;
+    return option == PPDL_RC_FULL ? keep : saved;
+}
 
 /* dev[n] = 1 (a device vector of ones, for bias broadcasts and reductions by GEMM) */
 static void put_ones(ppdl_backend *be, float *dev, int n)
@@ -47,6 +87,11 @@ static size_t linear_saved_floats(const ppdl_layer *l, int b, int option)
 {
     (void)option;
     return act_saved(l->cfg.act, (size_t)b * l->cfg.out_f); /* z [B, OUT] */
+}
+
+static size_t linear_keep_floats(const ppdl_layer *l, int b, int option)
+{
+    return act_keep(l, option, (size_t)b * l->cfg.out_f);
 }
 
 static size_t linear_work_floats(const ppdl_layer *l, int b)
@@ -71,23 +116,25 @@ static void linear_forward(const ppdl_layer *l, ppdl_backend *be, int b, const v
     if (act != PPDL_ACT_NONE) ppdl_be_act_fwd(be, act, (size_t)b * OUT, z, out); /* out [B, OUT] */
 }
 
-static void linear_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                            float *dout, float *din, float *work, int option)
+static void linear_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                            float *dout, float *din, float *keep, float *work, int option)
 {
     (void)work;
-    (void)option;
     const int IN = l->cfg.in_f, OUT = l->cfg.out_f, act = l->cfg.act;
     const float *x = in;                               /* [B, IN] */
     const float *w = l->params[0].value;               /* [OUT, IN] */
     float *dw = l->params[0].grad;                     /* [OUT, IN] */
     float *dbias = l->params[1].grad;                  /* [OUT] */
-    float *dz = dout;                                  /* [B, OUT], overwrites dout */
-    if (act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * OUT, saved, dout, dz);
-    /* dW[OUT, IN] += dz^T @ x ; db[OUT] += sum over B of dz */
-    ppdl_be_gemm(be, 1, 0, OUT, IN, b, 1.0f, dz, OUT, x, IN, 1.0f, dw, IN);
-    ppdl_be_bias_grad(be, b, OUT, dz, dbias);
+    float *dz = act_dz(l, part, option, dout, saved, keep); /* [B, OUT] */
+    int bi = part & PPDL_BWD_INPUT;
+    if (bi && act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * OUT, saved, dout, dz);
+    if (part & PPDL_BWD_WEIGHT) {
+        /* dW[OUT, IN] += dz^T @ x ; db[OUT] += sum over B of dz */
+        ppdl_be_gemm(be, 1, 0, OUT, IN, b, 1.0f, dz, OUT, x, IN, 1.0f, dw, IN);
+        ppdl_be_bias_grad(be, b, OUT, dz, dbias);
+    }
     /* dx[B, IN] = dz @ W */
-    if (din) ppdl_be_gemm(be, 0, 0, b, IN, OUT, 1.0f, dz, OUT, w, IN, 0.0f, din, IN);
+    if (bi && din) ppdl_be_gemm(be, 0, 0, b, IN, OUT, 1.0f, dz, OUT, w, IN, 0.0f, din, IN);
 }
 
 static double linear_flops(const ppdl_layer *l, int b)
@@ -102,6 +149,8 @@ const ppdl_layer_kind ppdl_kind_linear = {
     .work_floats = linear_work_floats,
     .forward = linear_forward,
     .backward = linear_backward,
+    .keep_floats = linear_keep_floats,
+    .weight_reads = act_weight_reads,
     .flops_fwd = linear_flops,
 };
 
@@ -133,6 +182,12 @@ static size_t conv_saved_floats(const ppdl_layer *l, int b, int option)
     (void)option;
     conv_dims d = conv_get_dims(l);
     return act_saved(l->cfg.act, (size_t)b * d.Co * d.P); /* z [B, Co, OH, OW] */
+}
+
+static size_t conv_keep_floats(const ppdl_layer *l, int b, int option)
+{
+    conv_dims d = conv_get_dims(l);
+    return act_keep(l, option, (size_t)b * d.Co * d.P);
 }
 
 static size_t conv_work_floats(const ppdl_layer *l, int b)
@@ -167,10 +222,9 @@ static void conv_forward(const ppdl_layer *l, ppdl_backend *be, int b, const voi
     if (act != PPDL_ACT_NONE) ppdl_be_act_fwd(be, act, (size_t)b * y_img, z, out);
 }
 
-static void conv_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                          float *dout, float *din, float *work, int option)
+static void conv_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                          float *dout, float *din, float *keep, float *work, int option)
 {
-    (void)option;
     const conv_dims d = conv_get_dims(l);
     const int act = l->cfg.act;
     const size_t x_img = (size_t)d.Ci * d.Hh * d.Ww, y_img = (size_t)d.Co * d.P;
@@ -178,18 +232,22 @@ static void conv_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in
     const float *w = l->params[0].value;               /* [Co, K] */
     float *dw = l->params[0].grad;                     /* [Co, K] */
     float *dbias = l->params[1].grad;                  /* [Co] */
-    float *dz = dout;                                  /* [B, Co, OH, OW], overwrites dout */
+    float *dz = act_dz(l, part, option, dout, saved, keep); /* [B, Co, OH, OW] */
     float *col = work;                                 /* [K, P]: im2col(x_n), then dcol */
     float *ones = work + (size_t)d.K * d.P;            /* [P] */
-    if (act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * y_img, saved, dout, dz);
-    put_ones(be, ones, d.P);
+    int bi = part & PPDL_BWD_INPUT, bw = part & PPDL_BWD_WEIGHT;
+    if (bi && act != PPDL_ACT_NONE) ppdl_be_act_bwd(be, act, (size_t)b * y_img, saved, dout, dz);
+    if (bw) put_ones(be, ones, d.P);
+    if (!bi) din = NULL;
     if (din) ppdl_be_zero(be, din, (size_t)b * x_img * sizeof(float)); /* col2im adds */
     for (int n = 0; n < b; n++) {
         const float *dz_n = dz + n * y_img;            /* [Co, P] */
-        ppdl_be_im2col(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, x + n * x_img, col);
-        /* dW[Co, K] += dz_n[Co, P] @ col^T ; db[Co] += dz_n[Co, P] @ ones[P] */
-        ppdl_be_gemm(be, 0, 1, d.Co, d.K, d.P, 1.0f, dz_n, d.P, col, d.P, 1.0f, dw, d.K);
-        ppdl_be_gemm(be, 0, 0, d.Co, 1, d.P, 1.0f, dz_n, d.P, ones, 1, 1.0f, dbias, 1);
+        if (bw) {
+            ppdl_be_im2col(be, d.Ci, d.Hh, d.Ww, d.kh, d.kw, d.stride, d.pad, x + n * x_img, col);
+            /* dW[Co, K] += dz_n[Co, P] @ col^T ; db[Co] += dz_n[Co, P] @ ones[P] */
+            ppdl_be_gemm(be, 0, 1, d.Co, d.K, d.P, 1.0f, dz_n, d.P, col, d.P, 1.0f, dw, d.K);
+            ppdl_be_gemm(be, 0, 0, d.Co, 1, d.P, 1.0f, dz_n, d.P, ones, 1, 1.0f, dbias, 1);
+        }
         if (!din) continue;
         /* dcol[K, P] = W^T @ dz_n, folded back into dx_n[Ci, Hh, Ww] */
         ppdl_be_gemm(be, 1, 0, d.K, d.P, d.Co, 1.0f, w, d.K, dz_n, d.P, 0.0f, col, d.P);
@@ -210,6 +268,8 @@ const ppdl_layer_kind ppdl_kind_conv = {
     .work_floats = conv_work_floats,
     .forward = conv_forward,
     .backward = conv_backward,
+    .keep_floats = conv_keep_floats,
+    .weight_reads = act_weight_reads,
     .flops_fwd = conv_flops,
 };
 
@@ -241,14 +301,15 @@ static void maxpool_forward(const ppdl_layer *l, ppdl_backend *be, int b, const 
                          (int32_t *)saved);
 }
 
-static void maxpool_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                             float *dout, float *din, float *work, int option)
+static void maxpool_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                             float *dout, float *din, float *keep, float *work, int option)
 {
     (void)in;
+    (void)keep;
     (void)work;
     (void)option;
     const ppdl_layer_cfg *c = &l->cfg;
-    if (!din) return;
+    if (!din || !(part & PPDL_BWD_INPUT)) return;
     ppdl_be_maxpool_bwd(be, b, c->in_c, c->in_h, c->in_w, c->k, c->stride,
                          (const int32_t *)saved, dout, din);
 }
@@ -268,6 +329,8 @@ const ppdl_layer_kind ppdl_kind_maxpool = {
     .work_floats = maxpool_work_floats,
     .forward = maxpool_forward,
     .backward = maxpool_backward,
+    .keep_floats = no_keep,
+    .weight_reads = reads_nothing,
     .flops_fwd = maxpool_flops,
 };
 
@@ -298,14 +361,15 @@ static void flatten_forward(const ppdl_layer *l, ppdl_backend *be, int b, const 
     ppdl_be_copy_d2d(be, out, in, (size_t)b * l->out_bytes);
 }
 
-static void flatten_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                             float *dout, float *din, float *work, int option)
+static void flatten_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                             float *dout, float *din, float *keep, float *work, int option)
 {
     (void)in;
     (void)saved;
+    (void)keep;
     (void)work;
     (void)option;
-    if (din) ppdl_be_copy_d2d(be, din, dout, (size_t)b * l->in_bytes);
+    if (din && (part & PPDL_BWD_INPUT)) ppdl_be_copy_d2d(be, din, dout, (size_t)b * l->in_bytes);
 }
 
 static double flatten_flops(const ppdl_layer *l, int b)
@@ -322,5 +386,7 @@ const ppdl_layer_kind ppdl_kind_flatten = {
     .work_floats = flatten_work_floats,
     .forward = flatten_forward,
     .backward = flatten_backward,
+    .keep_floats = no_keep,
+    .weight_reads = reads_nothing,
     .flops_fwd = flatten_flops,
 };

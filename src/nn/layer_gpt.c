@@ -33,15 +33,38 @@ static void linear_fwd(ppdl_backend *be, int rows, int in, int out, const float 
 }
 
 /* Backward of linear_fwd given dy[rows,out]: adds into dW[out,in] (and dbias[out] when
- * not NULL); overwrites dx[rows,in] = dy @ W. */
+ * not NULL); overwrites dx[rows,in] = dy @ W. dW NULL: no parameter gradients (B of the
+ * split), dx NULL: no input gradient (W). */
 static void linear_bwd(ppdl_backend *be, int rows, int in, int out, const float *x,
                        const float *W, const float *dy, float *dW, float *dbias, float *dx)
 {
     /* dW[out,in] += dy^T[out,rows] @ x[rows,in] */
-    ppdl_be_gemm(be, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f, dW, in);
+    if (dW) ppdl_be_gemm(be, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f, dW, in);
     if (dbias) ppdl_be_bias_grad(be, rows, out, dy, dbias);
     /* dx[rows,in] = dy[rows,out] @ W[out,in] */
-    ppdl_be_gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
+    if (dx) ppdl_be_gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
+}
+
+/* a parameter's gradient where the part computes parameter gradients (W), else NULL */
+static float *grad_if(int part, ppdl_param *p) { return part & PPDL_BWD_WEIGHT ? p->grad : NULL; }
+
+/* W reads `saved` and dout (the block, the head), or dout alone (the embedding) */
+static int reads_saved_dout(const ppdl_layer *l, int option)
+{
+    (void)l; (void)option;
+    return PPDL_W_SAVED | PPDL_W_DOUT;
+}
+
+static int reads_dout(const ppdl_layer *l, int option)
+{
+    (void)l; (void)option;
+    return PPDL_W_DOUT;
+}
+
+static size_t no_keep(const ppdl_layer *l, int b, int option)
+{
+    (void)l; (void)b; (void)option;
+    return 0;
 }
 
 static void check_option(const ppdl_layer *l, int option)
@@ -79,15 +102,16 @@ static void emb_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void
 }
 
 /* Tokens have no gradient: din is NULL (the embedding is the first layer) and is
- * left alone if given. */
-static void emb_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                         float *dout, float *din, float *work, int option)
+ * left alone if given; B has nothing to do, W reads dout. */
+static void emb_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                         float *dout, float *din, float *keep, float *work, int option)
 {
-    (void)saved; (void)din; (void)work;
+    (void)saved; (void)din; (void)keep; (void)work;
     check_option(l, option);
     const ppdl_layer_cfg *c = &l->cfg;
-    ppdl_be_embedding_bwd(be, b, c->T, c->C, (const int32_t *)in, dout,
-                           l->params[EMB_WTE].grad, l->params[EMB_WPE].grad);
+    if (part & PPDL_BWD_WEIGHT)
+        ppdl_be_embedding_bwd(be, b, c->T, c->C, (const int32_t *)in, dout, l->params[EMB_WTE].grad,
+                              l->params[EMB_WPE].grad);
 }
 
 /* no multiply-adds; counted as the b*T*C additions so that rates stay finite */
@@ -103,6 +127,8 @@ const ppdl_layer_kind ppdl_kind_embedding = {
     .work_floats = emb_work_floats,
     .forward = emb_forward,
     .backward = emb_backward,
+    .keep_floats = no_keep,
+    .weight_reads = reads_dout,
     .flops_fwd = emb_flops_fwd,
 };
 
@@ -166,6 +192,40 @@ typedef struct {
     float *dfc, *dln, *dq, *dk, *dv;
     float *fch, *fcg, *att;
 } block_work;
+
+/* The gradients inside the block that W needs, and where the backward keeps them: in
+ * the work space (and dout) for the fused pass, as above. Split, B leaves them for W:
+ *
+ *   gradient   shape    option 0            option 2 (selective)   option 1 (full)
+ *   d x1       [N,C]    keep 0              keep 0                 keep 0
+ *   d ln2      [N,C]    keep NC             keep NC                keep NC
+ *   d ln1      [N,C]    keep 2NC            keep 2NC               keep 2NC
+ *   d fch      [N,4C]   saved, over fch     keep 3NC               keep 3NC
+ *   d qkv      [N,3C]   saved, over q,k,v   saved, over q,k,v      keep 7NC
+ *   keep:               3NC                 7NC                    10NC
+ * fch and q, k, v are read by B alone; under full recompute `saved` is the runtime's
+ * scratch, so everything goes to keep. W also reads dout as it came (d of the MLP's
+ * projection; the fused pass accumulates d x1 in it) and the rest of `saved`. */
+typedef struct {
+    float *dx1, *dfch, *dln2, *dqkv, *dln1;
+} block_grads;
+
+static size_t block_grads_floats(const ppdl_layer *l, int b, int option)
+{
+    size_t NC = (size_t)b * l->cfg.T * l->cfg.C;
+    return NC * (3 + (option != PPDL_RC_NONE ? 4 : 0) + (option == PPDL_RC_FULL ? 3 : 0));
+}
+
+static block_grads block_grad_views(const ppdl_layer *l, int b, int option, int part, float *keep,
+                                    const block_saved *s, const block_work *w, float *dout)
+{
+    if (part == PPDL_BWD_FUSED)
+        return (block_grads){.dx1 = dout, .dfch = w->dfc, .dln2 = w->dln, .dqkv = w->qkv, .dln1 = w->dln};
+    size_t NC = (size_t)b * l->cfg.T * l->cfg.C;
+    return (block_grads){.dx1 = keep, .dln2 = keep + NC, .dln1 = keep + 2 * NC,
+                         .dfch = option == PPDL_RC_NONE ? s->fch : keep + 3 * NC,
+                         .dqkv = option == PPDL_RC_FULL ? keep + 7 * NC : s->q};
+}
 
 static size_t block_keep_floats(const ppdl_layer *l, int b)
 {
@@ -328,63 +388,68 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
     ppdl_be_axpy(be, NC, 1.0f, s.x1, out);
 }
 
-/* in: x[b,T,C]; dout: [b,T,C] (becomes d x1, then is read no more); din: [b,T,C] */
-static void block_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                           float *dout, float *din, float *work, int option)
+/* in: x[b,T,C]; dout: [b,T,C]; din: [b,T,C]. The fused pass accumulates d x1 in dout;
+ * B leaves dout as it came (W reads it) and the rest where block_grads says. Every step
+ * below runs its B half and its W half, each where the part asks for it, in the fused
+ * pass's order. */
+static void block_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                           float *dout, float *din, float *keep, float *work, int option)
 {
     check_option(l, option);
     ppdl_param *p = l->params;
     int T = l->cfg.T, C = l->cfg.C, H = l->cfg.H, hs = C / H, N = b * T, BH = b * H;
     size_t NC = (size_t)N * C;
+    int bi = part & PPDL_BWD_INPUT;
     const float *x = in; /* [N,C] */
     block_saved s;
     block_work w;
     block_views(l, b, option, saved, work, &s, &w);
+    block_grads g = block_grad_views(l, b, option, part, keep, &s, &w, dout);
 
-    /* selective: recompute what forward did not keep, exactly as forward computed it */
+    /* selective: recompute what forward did not keep, exactly as forward computed it
+     * (B needs the attention probabilities and the MLP pre-activation, W its output) */
     if (option == PPDL_RC_SELECTIVE) {
-        attention_probs(l, be, b, s.q, s.k, w.preatt, s.att);
+        if (bi) attention_probs(l, be, b, s.q, s.k, w.preatt, s.att);
         mlp_hidden(l, be, N, s.ln2, s.fch, s.fcg);
     }
 
     /* ---- MLP ---- */
-    linear_bwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, dout, p[BLK_FCPROJ_W].grad,
-               p[BLK_FCPROJ_B].grad, w.dfc);                          /* dfc = d fcg [N,4C] */
-    ppdl_be_act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, w.dfc, w.dfc); /* d fch */
-    linear_bwd(be, N, C, 4 * C, s.ln2, p[BLK_FC_W].value, w.dfc, p[BLK_FC_W].grad,
-               p[BLK_FC_B].grad, w.dln);                              /* d ln2 [N,C] */
-    /* the residual: d x1 = dout + ln2'(d ln2), accumulated in dout */
-    ppdl_be_layernorm_bwd(be, N, C, s.x1, p[BLK_LN2_W].value, s.ln2_mean, s.ln2_rstd, w.dln, dout,
-                       p[BLK_LN2_W].grad, p[BLK_LN2_B].grad);
-    float *dx1 = dout;
+    linear_bwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, dout, grad_if(part, &p[BLK_FCPROJ_W]),
+               grad_if(part, &p[BLK_FCPROJ_B]), bi ? w.dfc : NULL);           /* d fcg [N,4C] */
+    if (bi) ppdl_be_act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, w.dfc, g.dfch); /* d fch */
+    linear_bwd(be, N, C, 4 * C, s.ln2, p[BLK_FC_W].value, g.dfch, grad_if(part, &p[BLK_FC_W]),
+               grad_if(part, &p[BLK_FC_B]), bi ? g.dln2 : NULL);              /* d ln2 [N,C] */
+    /* the residual: d x1 = dout + ln2'(d ln2) */
+    if (bi && g.dx1 != dout) ppdl_be_copy_d2d(be, g.dx1, dout, NC * sizeof(float));
+    ppdl_be_layernorm_bwd(be, N, C, s.x1, p[BLK_LN2_W].value, s.ln2_mean, s.ln2_rstd, g.dln2, bi ? g.dx1 : NULL,
+                          grad_if(part, &p[BLK_LN2_W]), grad_if(part, &p[BLK_LN2_B]));
 
     /* ---- attention ---- */
-    linear_bwd(be, N, C, C, s.atty, p[BLK_ATTPROJ_W].value, dx1, p[BLK_ATTPROJ_W].grad,
-               p[BLK_ATTPROJ_B].grad, w.dln);                         /* d atty [N,C] */
-    ppdl_be_seq_to_heads(be, b, T, C, H, w.dln, w.yh);                   /* dyh [b,H,T,hs] */
-    /* datt[T,T] = dyh[T,hs] @ v[T,hs]^T  (into preatt; its causal part, all the
-     * softmax's backward reads) */
-    causal_scores(be, BH, T, hs, w.yh, s.v, w.preatt);
-    /* dv[T,hs] = att[T,T]^T @ dyh[T,hs] */
-    causal_apply(be, BH, T, hs, 1, s.att, w.yh, w.dv);
-    /* dpreatt (in place), includes the 1/sqrt(hs) scale; 0 above the diagonal */
-    ppdl_be_causal_softmax_bwd(be, BH, T, 1.0f / sqrtf((float)hs), s.att, w.preatt, w.preatt);
-    /* dq[T,hs] = dpreatt[T,T] @ k[T,hs];  dk[T,hs] = dpreatt^T @ q[T,hs] */
-    causal_apply(be, BH, T, hs, 0, w.preatt, s.k, w.dq);
-    causal_apply(be, BH, T, hs, 1, w.preatt, s.q, w.dk);
-    ppdl_be_qkv_merge(be, b, T, C, H, w.dq, w.dk, w.dv, w.qkv);          /* dqkv [N,3C] */
-    linear_bwd(be, N, C, 3 * C, s.ln1, p[BLK_QKV_W].value, w.qkv, p[BLK_QKV_W].grad,
-               p[BLK_QKV_B].grad, w.dln);                             /* d ln1 [N,C] */
-
-    /* din = d x1 + ln1'(d ln1); without din (never for a block in a GPT chain) the
-     * layernorm still has to run for its parameter gradients, and adds into dout */
-    float *dx = dout;
-    if (din) {
-        ppdl_be_copy_d2d(be, din, dx1, NC * sizeof(float));
-        dx = din;
+    linear_bwd(be, N, C, C, s.atty, p[BLK_ATTPROJ_W].value, g.dx1, grad_if(part, &p[BLK_ATTPROJ_W]),
+               grad_if(part, &p[BLK_ATTPROJ_B]), bi ? w.dln : NULL);          /* d atty [N,C] */
+    if (bi) {
+        ppdl_be_seq_to_heads(be, b, T, C, H, w.dln, w.yh);                   /* dyh [b,H,T,hs] */
+        /* datt[T,T] = dyh[T,hs] @ v[T,hs]^T  (into preatt; its causal part, all the
+         * softmax's backward reads) */
+        causal_scores(be, BH, T, hs, w.yh, s.v, w.preatt);
+        /* dv[T,hs] = att[T,T]^T @ dyh[T,hs] */
+        causal_apply(be, BH, T, hs, 1, s.att, w.yh, w.dv);
+        /* dpreatt (in place), includes the 1/sqrt(hs) scale; 0 above the diagonal */
+        ppdl_be_causal_softmax_bwd(be, BH, T, 1.0f / sqrtf((float)hs), s.att, w.preatt, w.preatt);
+        /* dq[T,hs] = dpreatt[T,T] @ k[T,hs];  dk[T,hs] = dpreatt^T @ q[T,hs] */
+        causal_apply(be, BH, T, hs, 0, w.preatt, s.k, w.dq);
+        causal_apply(be, BH, T, hs, 1, w.preatt, s.q, w.dk);
+        ppdl_be_qkv_merge(be, b, T, C, H, w.dq, w.dk, w.dv, g.dqkv);         /* dqkv [N,3C] */
     }
-    ppdl_be_layernorm_bwd(be, N, C, x, p[BLK_LN1_W].value, s.ln1_mean, s.ln1_rstd, w.dln, dx,
-                       p[BLK_LN1_W].grad, p[BLK_LN1_B].grad);
+    linear_bwd(be, N, C, 3 * C, s.ln1, p[BLK_QKV_W].value, g.dqkv, grad_if(part, &p[BLK_QKV_W]),
+               grad_if(part, &p[BLK_QKV_B]), bi ? g.dln1 : NULL);            /* d ln1 [N,C] */
+
+    /* din = d x1 + ln1'(d ln1); without din (never for a block in a GPT chain) only the
+     * parameter gradients are left to compute */
+    float *dx = bi && din ? din : NULL;
+    if (dx) ppdl_be_copy_d2d(be, din, g.dx1, NC * sizeof(float));
+    ppdl_be_layernorm_bwd(be, N, C, x, p[BLK_LN1_W].value, s.ln1_mean, s.ln1_rstd, g.dln1, dx,
+                          grad_if(part, &p[BLK_LN1_W]), grad_if(part, &p[BLK_LN1_B]));
 }
 
 /* 2 x multiply-adds: the four linear layers (24 N C^2) and the two attention GEMMs as
@@ -405,6 +470,8 @@ const ppdl_layer_kind ppdl_kind_block = {
     .work_floats = block_work_floats,
     .forward = block_forward,
     .backward = block_backward,
+    .keep_floats = block_grads_floats,
+    .weight_reads = reads_saved_dout,
     .flops_fwd = block_flops_fwd,
 };
 
@@ -420,10 +487,17 @@ static size_t head_saved_floats(const ppdl_layer *l, int b, int option)
     return N * l->cfg.C + 2 * N;
 }
 
-/* work: dlnf [N,C] at 0, dx [N,C] at NC (used only when din is NULL) */
+/* work: dlnf [N,C] (the fused pass; B keeps it for W in `keep` instead) */
 static size_t head_work_floats(const ppdl_layer *l, int b)
 {
-    return 2 * (size_t)b * l->cfg.T * l->cfg.C;
+    return (size_t)b * l->cfg.T * l->cfg.C;
+}
+
+/* keep: dlnf [N,C]; W also reads lnf and the statistics (saved) and d logits (dout) */
+static size_t head_keep_floats(const ppdl_layer *l, int b, int option)
+{
+    (void)option;
+    return (size_t)b * l->cfg.T * l->cfg.C;
 }
 
 /* in: x[b,T,C]; out: logits [b*T,V] */
@@ -441,21 +515,22 @@ static void head_forward(const ppdl_layer *l, ppdl_backend *be, int b, const voi
     linear_fwd(be, N, C, V, lnf, p[HEAD_LM_W].value, NULL, out);
 }
 
-/* dout: d logits [b*T,V]; din: [b,T,C] */
-static void head_backward(ppdl_layer *l, ppdl_backend *be, int b, const void *in, float *saved,
-                          float *dout, float *din, float *work, int option)
+/* dout: d logits [b*T,V] (read, never written); din: [b,T,C] */
+static void head_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, const void *in, float *saved,
+                          float *dout, float *din, float *keep, float *work, int option)
 {
     check_option(l, option);
     ppdl_param *p = l->params;
     int N = b * l->cfg.T, C = l->cfg.C, V = l->cfg.V;
     size_t NC = (size_t)N * C;
+    int bi = part & PPDL_BWD_INPUT;
     float *lnf = saved, *mean = saved + NC, *rstd = mean + N;
-    float *dlnf = work;                  /* [N,C] */
-    float *dx = din ? din : work + NC;   /* [N,C] */
-    linear_bwd(be, N, C, V, lnf, p[HEAD_LM_W].value, dout, p[HEAD_LM_W].grad, NULL, dlnf);
-    ppdl_be_zero(be, dx, NC * sizeof(float));
-    ppdl_be_layernorm_bwd(be, N, C, (const float *)in, p[HEAD_LNF_W].value, mean, rstd, dlnf,
-                           dx, p[HEAD_LNF_W].grad, p[HEAD_LNF_B].grad);
+    float *dlnf = part == PPDL_BWD_FUSED ? work : keep; /* [N,C] */
+    float *dx = bi ? din : NULL;                        /* [N,C] */
+    linear_bwd(be, N, C, V, lnf, p[HEAD_LM_W].value, dout, grad_if(part, &p[HEAD_LM_W]), NULL, bi ? dlnf : NULL);
+    if (dx) ppdl_be_zero(be, dx, NC * sizeof(float));
+    ppdl_be_layernorm_bwd(be, N, C, (const float *)in, p[HEAD_LNF_W].value, mean, rstd, dlnf, dx,
+                          grad_if(part, &p[HEAD_LNF_W]), grad_if(part, &p[HEAD_LNF_B]));
 }
 
 static double head_flops_fwd(const ppdl_layer *l, int b)
@@ -470,5 +545,7 @@ const ppdl_layer_kind ppdl_kind_head = {
     .work_floats = head_work_floats,
     .forward = head_forward,
     .backward = head_backward,
+    .keep_floats = head_keep_floats,
+    .weight_reads = reads_saved_dout,
     .flops_fwd = head_flops_fwd,
 };

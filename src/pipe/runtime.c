@@ -13,6 +13,15 @@
  * Shared by all slots: the scratch `saved` and output of a recomputed forward, two
  * ping-pong gradient buffers between the stage's layers, and the layers' work space.
  *
+ * A split backward (BACKWARD_INPUT, then later BACKWARD_WEIGHT; schedule.h) keeps the
+ * micro-batch's slot until its W, and between its B and its W one of the W buffers
+ * (as many as the list has W's pending at once, micro-batch mb in buffer mb mod n):
+ * per layer what the kind keeps for W (nn/layer.h: keep) and, where W reads it, the
+ * layer's output gradient, which the fused pass leaves in the ping-pong buffers (the
+ * stage's last layer reads the slot's own gradient buffer, kept with the slot). A
+ * layer under full recompute runs its forward again before its B and, where its W
+ * reads `saved`, before its W.
+ *
  * The inbox (every stage but the first): the buffers activations are received into.
  * A receive is posted into any free inbox buffer; at RECV_ACT the buffer becomes the
  * slot's act[0] (no copy), and it returns to the inbox when the slot is freed. Where
@@ -49,7 +58,18 @@ typedef struct slot {
     ppdl_xfer x_act_send, x_grad_send, x_grad_recv;
     int grad_recv_mb;          /* micro-batch of a posted gradient receive, -1 when none */
     int in;                    /* the inbox buffer lent as act[0], -1 when none */
+    /* the slot is free again once both are done: its parameter gradients added
+     * (BACKWARD or BACKWARD_WEIGHT) and its input gradient sent (not on stage 0) */
+    int weights_done, grad_sent;
 } slot;
+
+/* what a split backward keeps from a micro-batch's B to its W (the comment at the top) */
+typedef struct wbuf {
+    int mb;                    /* -1 when free */
+    float **keep;              /* [nl] the kind's keep, NULL where it keeps nothing */
+    float **dout;              /* [nl] the layer's output gradient, where W reads it and it is
+                                * not the slot's (NULL otherwise) */
+} wbuf;
 
 /* one buffer an activation is received into (see the inbox above) */
 typedef struct inbox_buf {
@@ -75,6 +95,8 @@ struct ppdl_runtime {
     slot *slots;
     int n_inbox;               /* 0 on the first stage */
     inbox_buf *inbox;
+    int n_wbufs;               /* W buffers: the most B's whose W is pending at once */
+    wbuf *wbufs;
     float *scratch_saved, *scratch_out, *grad[2], *work;
     float *loss_dev;
     void *host_in;             /* staging of data inputs (stage 0) */
@@ -95,7 +117,8 @@ struct ppdl_runtime {
     double busy_s;             /* compute time of the current step */
     double comm_s;             /* time posting messages and staging them, this step */
     int k;                     /* replicas of this stage */
-    int last_backward;         /* index in ops of this step's last BACKWARD, -1 if none */
+    int last_backward;         /* index in ops of this step's last op adding parameter gradients
+                                * (BACKWARD or BACKWARD_WEIGHT), -1 if none */
     /* the gradient all-reduce of each layer across replicas: a ring through the comm
      * layer under --netem (use_ring), MPI_Iallreduce on the stage's communicator else */
     int use_ring;
@@ -138,9 +161,14 @@ static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, siz
 
 static const ppdl_layer *layer(const ppdl_runtime *rt, int i) { return &rt->st->model->layers[rt->st->first + i]; }
 
+static int is_backward_op(int kind)
+{
+    return kind == PPDL_OP_BACKWARD || kind == PPDL_OP_BACKWARD_INPUT || kind == PPDL_OP_BACKWARD_WEIGHT;
+}
+
 static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 {
-    if (kind == PPDL_OP_FORWARD || kind == PPDL_OP_BACKWARD || kind == PPDL_OP_OPTIMIZER)
+    if (kind == PPDL_OP_FORWARD || is_backward_op(kind) || kind == PPDL_OP_OPTIMIZER)
         rt->busy_s += t1 - t0;
     if (kind >= 0 && kind < PPDL_OP_N_KINDS) rt->t_kind[kind] += t1 - t0;
     else if (kind == PPDL_EV_RECOMPUTE) rt->t_kind[PPDL_OP_N_KINDS] += t1 - t0;
@@ -278,7 +306,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     free(layout);
     rt->last_backward = -1;
     for (int i = 0; i < rt->ops.n; i++)
-        if (rt->ops.ops[i].kind == PPDL_OP_BACKWARD) rt->last_backward = i;
+        if (rt->ops.ops[i].kind == PPDL_OP_BACKWARD || rt->ops.ops[i].kind == PPDL_OP_BACKWARD_WEIGHT)
+            rt->last_backward = i;
 
     /* The gradient all-reduce. Under --netem a ring per layer through the comm layer,
      * its own tag per layer, so that every message pays its emulated link (MPI's
@@ -358,6 +387,22 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
         ib->buf = j < rt->n_slots ? alloc_counted(rt, rt->in_bytes, "stashed layer inputs", &rt->mem.stash)
                                   : alloc_counted(rt, rt->in_bytes, "activation receive buffer", &rt->mem.buffers);
     }
+    /* the W buffers of a split backward */
+    rt->n_wbufs = ppdl_schedule_max_pending_weight(&rt->ops);
+    rt->wbufs = ppdl_xcalloc((size_t)rt->n_wbufs + 1, sizeof *rt->wbufs);
+    for (int j = 0; j < rt->n_wbufs; j++) {
+        wbuf *wb = &rt->wbufs[j];
+        wb->mb = -1;
+        wb->keep = ppdl_xcalloc((size_t)rt->nl, sizeof *wb->keep);
+        wb->dout = ppdl_xcalloc((size_t)rt->nl, sizeof *wb->dout);
+        for (int i = 0; i < rt->nl; i++) {
+            const ppdl_layer *l = layer(rt, i);
+            size_t n = l->kind->keep_floats(l, b, rt->recompute[i]);
+            if (n) wb->keep[i] = alloc_counted(rt, n * sizeof(float), "kept for W", &rt->mem.weight_keep);
+            if (i < rt->nl - 1 && l->n_params && (l->kind->weight_reads(l, rt->recompute[i]) & PPDL_W_DOUT))
+                wb->dout[i] = alloc_counted(rt, (size_t)b * l->out_bytes, "kept for W", &rt->mem.weight_keep);
+        }
+    }
     if (max_saved)
         rt->scratch_saved = alloc_counted(rt, max_saved * sizeof(float), "recompute scratch", &rt->mem.buffers);
     rt->scratch_out = alloc_counted(rt, max_act, "recompute output", &rt->mem.buffers);
@@ -371,11 +416,11 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
 }
 
 ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
-                                                int n_slots, int n_inbox, const int *recompute, int first_stage,
-                                                int last_stage)
+                                                int n_slots, int n_inbox, int n_wbufs, const int *recompute,
+                                                int first_stage, int last_stage)
 {
     ppdl_mem_prediction p = {0};
-    size_t params = 0, stash = 0, max_act = 0, max_saved = 0, max_work = 0;
+    size_t params = 0, stash = 0, keep = 0, max_act = 0, max_saved = 0, max_work = 0;
     /* a tied weight (pipe/tie.h): held once, or one of its two layers here */
     double tied = (double)(ppdl_model_tied_floats(m) * sizeof(float));
     if (ppdl_model_tie_within(m, first, last)) p.tie = -3.0 * tied;
@@ -385,6 +430,10 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
         int option = recompute ? recompute[l - first] : 0;
         params += ppdl_layer_param_count(ly) * sizeof(float);
         stash += ppdl_model_stash_bytes(m, l, b, option);
+        keep += ppdl_layer_weight_keep_bytes(ly, b, option);
+        /* the last layer's output gradient is the slot's, counted in its buffers */
+        if (l == last && ly->n_params && (ly->kind->weight_reads(ly, option) & PPDL_W_DOUT))
+            keep -= (size_t)b * ly->out_bytes;
         size_t in = (size_t)b * ly->in_bytes, out = (size_t)b * ly->out_bytes;
         max_act = in > max_act ? in : max_act;
         max_act = out > max_act ? out : max_act;
@@ -398,7 +447,8 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
                       (first_stage ? 0 : in_b);
     p.params_optimizer = 4.0 * (double)params;
     p.stash = (double)n_slots * (double)stash;
-    p.cost_model = p.params_optimizer + p.stash + p.tie;
+    p.weight_keep = (double)n_wbufs * (double)keep;
+    p.cost_model = p.params_optimizer + p.stash + p.weight_keep + p.tie;
     /* the inbox's buffer beyond the slots' inputs (which the stash counts) */
     double spare_in = !first_stage && n_inbox > n_slots ? (double)(n_inbox - n_slots) * (double)in_b : 0;
     p.buffers = (double)n_slots * (double)per_slot + spare_in + (double)max_saved + 3.0 * (double)max_act +
@@ -564,22 +614,54 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_FORWARD);
 }
 
-static void backward(ppdl_runtime *rt, int mb, int last)
+/* Where layer i's output gradient is during a backward of the micro-batch in slot sl:
+ * the slot's own buffer for the stage's last layer, a W buffer's where a later W reads
+ * it (wb NULL: the fused pass), else one of the two buffers between layers */
+static float *dout_of(ppdl_runtime *rt, slot *sl, const wbuf *wb, int i)
+{
+    if (i == rt->nl - 1) return rt->last_stage ? sl->out : sl->dout;
+    if (wb && wb->dout[i]) return wb->dout[i];
+    return rt->grad[(i + 1) % 2];
+}
+
+/* layer i's input gradient: the output gradient of layer i-1, or the stage's */
+static float *din_of(ppdl_runtime *rt, slot *sl, const wbuf *wb, int i)
+{
+    if (i > 0) return dout_of(rt, sl, wb, i - 1);
+    return rt->model_first ? NULL : sl->din;
+}
+
+/* the W buffer of micro-batch mb (a replica's local index, as slots) */
+static wbuf *wbuf_of(ppdl_runtime *rt, int mb) { return &rt->wbufs[(mb / rt->k) % rt->n_wbufs]; }
+
+/* A backward op of micro-batch mb: BACKWARD (both parts), BACKWARD_INPUT (B) or
+ * BACKWARD_WEIGHT (W) through the stage's layers, last first. `last`: the step's last
+ * op adding parameter gradients, which finalises them (the replicas' sums start). */
+static void backward(ppdl_runtime *rt, int mb, int kind, int last)
 {
     ppdl_backend *be = rt->be;
     slot *sl = slot_of(rt, mb);
+    int part = kind == PPDL_OP_BACKWARD_INPUT ? PPDL_BWD_INPUT
+             : kind == PPDL_OP_BACKWARD_WEIGHT ? PPDL_BWD_WEIGHT : PPDL_BWD_FUSED;
     PPDL_CHECK(sl->mb == mb, "backward of micro-batch %d before its forward", mb);
-    wait_req(rt, &sl->grad_send, mb, PPDL_EV_WAIT);
+    wbuf *wb = NULL;
+    if (part != PPDL_BWD_FUSED) {
+        wb = wbuf_of(rt, mb);
+        PPDL_CHECK(part == PPDL_BWD_INPUT ? wb->mb == -1 : wb->mb == mb,
+                   "%s of micro-batch %d: its W buffer holds micro-batch %d", ppdl_op_name(kind), mb, wb->mb);
+        wb->mb = mb;
+    }
+    if (part & PPDL_BWD_INPUT) wait_req(rt, &sl->grad_send, mb, PPDL_EV_WAIT); /* din's previous message */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
-    ppdl_range_push("backward", mb);
+    ppdl_range_push(ppdl_op_name(kind), mb);
     double t0 = ppdl_now_s();
-    float *dout = rt->last_stage ? sl->out : sl->dout;
     for (int i = rt->nl - 1; i >= 0; i--) {
         ppdl_layer *l = &rt->st->model->layers[rt->st->first + i];
-        float *din = i > 0 ? rt->grad[i % 2] : (rt->model_first ? NULL : sl->din);
+        if (part == PPDL_BWD_WEIGHT && l->n_params == 0) continue; /* nothing to do in W */
         float *saved = sl->saved[i];
         int option = rt->recompute[i];
-        if (option == PPDL_RC_FULL) {
+        if (option == PPDL_RC_FULL &&
+            (part != PPDL_BWD_WEIGHT || (l->kind->weight_reads(l, option) & PPDL_W_SAVED))) {
             /* the recompute hook: run forward again from the kept input */
             double r0 = ppdl_now_s();
             ppdl_range_push("recompute", mb);
@@ -587,9 +669,12 @@ static void backward(ppdl_runtime *rt, int mb, int last)
             ppdl_range_pop();
             record(rt, PPDL_EV_RECOMPUTE, mb, r0, ppdl_now_s());
             saved = rt->scratch_saved;
-            option = 0;
         }
-        l->kind->backward(l, be, rt->b, sl->act[i], saved, dout, din, rt->work, option);
+        /* the fused pass runs a recomputed layer as option 0; a part needs to know that
+         * `saved` is scratch (it keeps for W elsewhere) */
+        l->kind->backward(l, be, part, rt->b, sl->act[i], saved, dout_of(rt, sl, wb, i),
+                          part == PPDL_BWD_WEIGHT ? NULL : din_of(rt, sl, wb, i), wb ? wb->keep[i] : NULL, rt->work,
+                          part == PPDL_BWD_FUSED && option == PPDL_RC_FULL ? 0 : option);
         /* the last backward of the step finalises this layer's gradients: sum them
          * across replicas while the layers below are still computing */
         if (last && rt->test_grad_scale != 1.0f && l->n_params)
@@ -600,12 +685,25 @@ static void backward(ppdl_runtime *rt, int mb, int last)
             progress_allreduce(rt);
         }
         ppdl_comm_progress(rt->comm);
-        dout = din;
     }
     if (last) rt->grads_posted = 1;
-    record(rt, PPDL_OP_BACKWARD, mb, t0, ppdl_now_s());
+    if (part == PPDL_BWD_WEIGHT) wb->mb = -1;
+    record(rt, kind, mb, t0, ppdl_now_s());
     ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_BACKWARD);
+}
+
+/* The slot of a micro-batch is free once its parameter gradients are added and its
+ * input gradient is sent (stage 0 sends none): its input goes back to the inbox */
+static void release_if_done(ppdl_runtime *rt, slot *sl)
+{
+    if (!sl->weights_done || !(rt->first_stage || sl->grad_sent)) return;
+    sl->mb = -1;
+    sl->weights_done = sl->grad_sent = 0;
+    if (rt->first_stage) return;
+    rt->inbox[sl->in].lent = 0;
+    sl->in = -1;
+    sl->act[0] = NULL;
 }
 
 /* Is anything non-finite this step: the loss (last stage) or a layer's gradient? The
@@ -796,8 +894,11 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             sl->grad_recv_mb = -1;
             break;
         case PPDL_OP_BACKWARD:
-            backward(rt, op->mb, k == rt->last_backward);
-            if (rt->first_stage) sl->mb = -1; /* nothing more to send: the slot is free */
+        case PPDL_OP_BACKWARD_INPUT:
+        case PPDL_OP_BACKWARD_WEIGHT:
+            backward(rt, op->mb, op->kind, k == rt->last_backward);
+            sl->weights_done |= op->kind != PPDL_OP_BACKWARD_INPUT;
+            release_if_done(rt, sl);
             break;
         case PPDL_OP_SEND_GRAD:
             ppdl_range_push("send", op->mb);
@@ -806,11 +907,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             ppdl_comm_isend(rt->comm, send_buf, rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
-            sl->mb = -1;
-            /* the slot is free: its input goes back to the inbox */
-            rt->inbox[sl->in].lent = 0;
-            sl->in = -1;
-            sl->act[0] = NULL;
+            sl->grad_sent = 1;
+            release_if_done(rt, sl);
             break;
         case PPDL_OP_OPTIMIZER:
             /* a replica without micro-batches this step still joins the sums */
@@ -859,7 +957,9 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     stats->compute_ms = 1e3 * rt->busy_s;
     stats->forward_ms = 1e3 * rt->t_kind[PPDL_OP_FORWARD];
     stats->recompute_ms = 1e3 * rt->t_kind[PPDL_OP_N_KINDS];
-    stats->backward_ms = 1e3 * rt->t_kind[PPDL_OP_BACKWARD] - stats->recompute_ms;
+    stats->backward_weight_ms = 1e3 * rt->t_kind[PPDL_OP_BACKWARD_WEIGHT];
+    stats->backward_ms = 1e3 * (rt->t_kind[PPDL_OP_BACKWARD] + rt->t_kind[PPDL_OP_BACKWARD_INPUT]) +
+                         stats->backward_weight_ms - stats->recompute_ms;
     stats->optimizer_ms = 1e3 * rt->t_kind[PPDL_OP_OPTIMIZER];
 }
 
@@ -992,6 +1092,15 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
         ppdl_xfer_free(rt->be, &rt->inbox[j].x);
     }
     free(rt->inbox);
+    for (int j = 0; j < rt->n_wbufs; j++) {
+        for (int i = 0; i < rt->nl; i++) {
+            ppdl_be_free(rt->be, rt->wbufs[j].keep[i]);
+            ppdl_be_free(rt->be, rt->wbufs[j].dout[i]);
+        }
+        free(rt->wbufs[j].keep);
+        free(rt->wbufs[j].dout);
+    }
+    free(rt->wbufs);
     ppdl_be_free(rt->be, rt->scratch_saved);
     ppdl_be_free(rt->be, rt->scratch_out);
     ppdl_be_free(rt->be, rt->grad[0]);

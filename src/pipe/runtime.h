@@ -75,6 +75,7 @@ typedef struct ppdl_runtime_cfg {
 /* bytes by what they hold, for the memory report */
 typedef struct ppdl_mem_breakdown {
     size_t params, optimizer, stash, buffers;
+    size_t weight_keep;        /* a split backward's W buffers (what W needs, from B to W) */
     size_t allocations;        /* device allocations (each rounded up to 256 bytes) */
 } ppdl_mem_breakdown;
 
@@ -86,18 +87,22 @@ typedef struct ppdl_mem_breakdown {
 typedef struct ppdl_mem_prediction {
     double params_optimizer;   /* 4 * parameter bytes: values, gradients, AdamW m, v */
     double stash;              /* n_slots * sum over the stage's layers of stash bytes */
+    double weight_keep;        /* n_wbufs * sum over the layers of what a split backward keeps
+                                * from B to W (nn/layer.h ppdl_layer_weight_keep_bytes, less the
+                                * last layer's output gradient: the slot's) */
     double tie;                /* a tied weight of b bytes (costmodel.h): - 3 b where the
-                                  stage holds it once (the head has only its gradient
-                                  buffer), + b where it holds one of its two layers (the
-                                  other stage's gradient, received); 0 otherwise */
-    double cost_model;         /* params_optimizer + stash + tie */
+                                   stage holds it once (the head has only its gradient
+                                   buffer), + b where it holds one of its two layers (the
+                                   other stage's gradient, received); 0 otherwise */
+    double cost_model;         /* params_optimizer + stash + weight_keep + tie */
     double buffers;
     double total;              /* cost_model + buffers */
 } ppdl_mem_prediction;
 
-/* n_slots: ppdl_schedule_max_in_flight of the stage's list; n_inbox: ppdl_runtime_inbox_size */
+/* n_slots: ppdl_schedule_max_in_flight of the stage's list; n_inbox: ppdl_runtime_inbox_size;
+ * n_wbufs: ppdl_schedule_max_pending_weight */
 ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
-                                                int n_slots, int n_inbox, const int *recompute,
+                                                int n_slots, int n_inbox, int n_wbufs, const int *recompute,
                                                 int first_stage, int last_stage);
 /* the buffers a stage other than the first receives activations into: one per slot,
  * and one more where the list receives more micro-batches than it holds at once (so
@@ -109,8 +114,9 @@ typedef struct ppdl_step_stats {
     double step_ms;            /* wall time of this rank's step */
     double compute_ms;         /* forward + backward + recompute + optimizer */
     double wait_ms;            /* blocked in receives/sends */
-    /* where the time went: backward_ms excludes recompute_ms */
-    double forward_ms, backward_ms, recompute_ms, optimizer_ms;
+    /* where the time went: backward_ms (fused, B and W) excludes recompute_ms;
+     * backward_weight_ms: the W's of a split backward (recompute included) */
+    double forward_ms, backward_ms, recompute_ms, optimizer_ms, backward_weight_ms;
     double comm_ms;            /* posting sends and receives, staging copies (waits excluded) */
     /* non-finite values: the first stage (lowest index) with a non-finite loss or
      * gradient this step, -1 when all were finite; every rank gets the same value.

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+int ppdl_cost_schedule(int schedule) { return ppdl_schedule_splits_backward(schedule) ? PPDL_SCHED_1F1B : schedule; }
+
 int ppdl_in_flight(int schedule, int S, int M, int s)
 {
     if (schedule == PPDL_SCHED_GPIPE) return M;

@@ -82,6 +82,11 @@
 #include "plan/costs.h"
 #include "plan/plan.h"
 
+/* The schedule whose cost model the planner uses for `schedule`: its own, but 1F1B's
+ * for the zero-bubble schedules, whose cost model (the bubble W fills, what W keeps)
+ * is not written yet (issue 22's planner part); the simulator plays their own lists */
+int ppdl_cost_schedule(int schedule);
+
 /* micro-batches stage s of S holds at once under the schedule (PPDL_SCHED_*) */
 int ppdl_in_flight(int schedule, int S, int M, int s);
 

@@ -89,14 +89,25 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
                              what, l, lc->n_opts - 1, PPDL_MAX_RC_OPTS - 1);
         if (lc->extra_ms[0] != 0)
             return ppdl_errf(err, errlen, "%s: layers[%d]: option 0 (keep everything) must cost no extra time", what, l);
-        for (int o = 0; o < lc->n_opts; o++) {
+        if (check_ms(lc->bwd_input_ms, what, l, "bwd_input_ms", err, errlen) ||
+            check_ms(lc->bwd_weight_ms, what, l, "bwd_weight_ms", err, errlen))
+            return -1;
+        if (check_bytes(lc->stash_bytes[0], what, l, "stash_bytes", err, errlen) ||
+            check_bytes(lc->weight_keep_bytes[0], what, l, "weight_keep_bytes", err, errlen))
+            return -1;
+        for (int o = 1; o < lc->n_opts; o++) {
             char f[64];
-            if (o) snprintf(f, sizeof f, "recompute[%d].stash_bytes", o - 1);
-            else snprintf(f, sizeof f, "stash_bytes");
+            snprintf(f, sizeof f, "recompute[%d].stash_bytes", o - 1);
             if (check_bytes(lc->stash_bytes[o], what, l, f, err, errlen)) return -1;
             snprintf(f, sizeof f, "recompute[%d].extra_ms", o - 1);
-            if (o && check_ms(lc->extra_ms[o], what, l, f, err, errlen)) return -1;
+            if (check_ms(lc->extra_ms[o], what, l, f, err, errlen)) return -1;
+            snprintf(f, sizeof f, "recompute[%d].weight_extra_ms", o - 1);
+            if (check_ms(lc->weight_extra_ms[o], what, l, f, err, errlen)) return -1;
+            snprintf(f, sizeof f, "recompute[%d].weight_keep_bytes", o - 1);
+            if (check_bytes(lc->weight_keep_bytes[o], what, l, f, err, errlen)) return -1;
         }
+        if (lc->weight_extra_ms[0] != 0)
+            return ppdl_errf(err, errlen, "%s: layers[%d]: option 0 (keep everything) recomputes nothing before W", what, l);
         /* after stash_bytes: saved_bytes defaults to it, and a bad stash is named as such */
         if (check_bytes(lc->in_bytes, what, l, "in_bytes", err, errlen) ||
             check_bytes(lc->saved_bytes, what, l, "saved_bytes", err, errlen) ||
@@ -141,6 +152,13 @@ static int get_num(json_t *obj, const char *key, double *out, const char *what, 
     return 0;
 }
 
+/* an optional number field: left as it is when absent */
+static int opt_num(json_t *obj, const char *key, double *out, const char *what, const char *where, char *err,
+                   size_t errlen)
+{
+    return json_object_get(obj, key) ? get_num(obj, key, out, what, where, err, errlen) : 0;
+}
+
 static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, size_t errlen)
 {
     json_t *layers = json_object_get(root, "layers");
@@ -167,6 +185,7 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
     if (json_object_get(root, "target_ms") && get_num(root, "target_ms", &c->target_ms, what, "costs", err, errlen))
         return -1;
     c->buffer_bytes_given = 1;
+    c->split_given = 1;
     for (int l = 0; l < c->L; l++) {
         json_t *jl = json_array_get(layers, (size_t)l);
         ppdl_layer_cost *lc = &c->layers[l];
@@ -194,6 +213,13 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
             (json_object_get(jl, "saved_bytes") && get_num(jl, "saved_bytes", &lc->saved_bytes, what, where, err, errlen)) ||
             (json_object_get(jl, "work_bytes") && get_num(jl, "work_bytes", &lc->work_bytes, what, where, err, errlen)))
             return -1;
+        /* the backward split: absent in older files, bwd_ms halved then */
+        lc->bwd_input_ms = lc->bwd_weight_ms = lc->bwd_ms / 2;
+        c->split_given &= json_object_get(jl, "bwd_input_ms") && json_object_get(jl, "bwd_weight_ms");
+        if (opt_num(jl, "bwd_input_ms", &lc->bwd_input_ms, what, where, err, errlen) ||
+            opt_num(jl, "bwd_weight_ms", &lc->bwd_weight_ms, what, where, err, errlen) ||
+            opt_num(jl, "weight_keep_bytes", &lc->weight_keep_bytes[0], what, where, err, errlen))
+            return -1;
         json_t *rc = json_object_get(jl, "recompute");
         if (rc && !json_is_array(rc))
             return ppdl_errf(err, errlen, "%s: %s.recompute: expected an array of {stash_bytes, extra_ms}", what, where);
@@ -209,6 +235,10 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
             if (!json_is_object(o)) return ppdl_errf(err, errlen, "%s: %s: expected an object", what, w2);
             if (get_num(o, "stash_bytes", &lc->stash_bytes[k + 1], what, w2, err, errlen) ||
                 get_num(o, "extra_ms", &lc->extra_ms[k + 1], what, w2, err, errlen))
+                return -1;
+            lc->weight_extra_ms[k + 1] = lc->extra_ms[k + 1];
+            if (opt_num(o, "weight_extra_ms", &lc->weight_extra_ms[k + 1], what, w2, err, errlen) ||
+                opt_num(o, "weight_keep_bytes", &lc->weight_keep_bytes[k + 1], what, w2, err, errlen))
                 return -1;
         }
     }
@@ -269,11 +299,20 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
         json_object_set_new(o, "saved_bytes", jbytes(lc->saved_bytes));
         json_object_set_new(o, "work_bytes", jbytes(lc->work_bytes));
         if (extras) json_object_set_new(o, "optimizer_ms", json_real(lc->opt_ms));
+        if (c->split_given) { /* files without the split stay as they were */
+            json_object_set_new(o, "bwd_input_ms", json_real(lc->bwd_input_ms));
+            json_object_set_new(o, "bwd_weight_ms", json_real(lc->bwd_weight_ms));
+            json_object_set_new(o, "weight_keep_bytes", jbytes(lc->weight_keep_bytes[0]));
+        }
         json_t *rc = json_array();
         for (int k = 1; k < lc->n_opts; k++) {
             json_t *ro = json_object();
             json_object_set_new(ro, "stash_bytes", jbytes(lc->stash_bytes[k]));
             json_object_set_new(ro, "extra_ms", json_real(lc->extra_ms[k]));
+            if (c->split_given) {
+                json_object_set_new(ro, "weight_extra_ms", json_real(lc->weight_extra_ms[k]));
+                json_object_set_new(ro, "weight_keep_bytes", jbytes(lc->weight_keep_bytes[k]));
+            }
             json_array_append_new(rc, ro);
         }
         json_object_set_new(o, "recompute", rc);

@@ -33,6 +33,14 @@ typedef struct ppdl_layer_cost {
      * option 0 (default: stash_bytes, which holds them), "work_bytes" its scratch
      * space (default 0) */
     double in_bytes, saved_bytes, work_bytes;
+    /* the backward split (DESIGN.md "Backward split"; COSTS.json optional, README
+     * "Schedules"): "bwd_input_ms" (B) and "bwd_weight_ms" (W), about bwd_ms together
+     * (default: bwd_ms / 2 each); per option, "weight_extra_ms" the recompute a W pays
+     * on its own (option 0: 0; default: the option's extra_ms, as if W recomputed all
+     * that B does) and "weight_keep_bytes" what B keeps for W (default 0) */
+    double bwd_input_ms, bwd_weight_ms;
+    double weight_extra_ms[PPDL_MAX_RC_OPTS];
+    double weight_keep_bytes[PPDL_MAX_RC_OPTS];
 } ppdl_layer_cost;
 
 typedef struct ppdl_costs {
@@ -57,6 +65,9 @@ typedef struct ppdl_costs {
     /* every layer's in_bytes, saved_bytes and work_bytes were given (or profiled), not
      * defaulted; not in COSTS.json */
     int buffer_bytes_given;
+    /* every layer's bwd_input_ms and bwd_weight_ms were given (or profiled); not in
+     * COSTS.json. The writer writes the split's fields only then. */
+    int split_given;
 } ppdl_costs;
 
 /* L zeroed layers (n_opts = 1), micro_batch_size 1, state_multiplier 4 */
@@ -78,6 +89,19 @@ char *ppdl_costs_to_json(const ppdl_costs *c);
 
 /* does the file carry any of the optional step costs (optimizer, data reading)? */
 int ppdl_costs_has_step_extras(const ppdl_costs *c);
+
+/* The backward split's B and W of layer l of c under option, in ms at speed 1, with
+ * what each recomputes. When not every layer gives bwd_input_ms and bwd_weight_ms
+ * (split_given), each is half of bwd_ms and W pays the option's whole extra_ms. */
+static inline double ppdl_layer_bwd_input_ms(const ppdl_costs *c, const ppdl_layer_cost *l, int option)
+{
+    return (c->split_given ? l->bwd_input_ms : l->bwd_ms / 2) + l->extra_ms[option];
+}
+
+static inline double ppdl_layer_bwd_weight_ms(const ppdl_costs *c, const ppdl_layer_cost *l, int option)
+{
+    return c->split_given ? l->bwd_weight_ms + l->weight_extra_ms[option] : l->bwd_ms / 2 + l->extra_ms[option];
+}
 
 /* fwd + bwd + extra of layer l under option option, in ms at speed 1 */
 static inline double ppdl_layer_time(const ppdl_layer_cost *l, int option)

@@ -4,7 +4,15 @@
 #include "core/util.h"
 #include "sched/schedule.h"
 
-int ppdl_reserve_slots(int schedule, int n_ranks, int M) { return schedule == PPDL_SCHED_1F1B ? n_ranks : M; }
+int ppdl_reserve_slots(int schedule, int n_ranks, int M)
+{
+    switch (schedule) {
+    case PPDL_SCHED_1F1B:
+    case PPDL_SCHED_ZB_H1: return n_ranks; /* zero_bubble.h: at most S held */
+    case PPDL_SCHED_ZB_H2: return 2 * n_ranks - 1;
+    default: return M;
+    }
+}
 
 double ppdl_runtime_reserve(const ppdl_costs *c, int slots)
 {

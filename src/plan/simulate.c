@@ -31,11 +31,13 @@ typedef struct sim_unit {
     int s, q, k;               /* stage, replica, replicas of the stage */
     int rank;
     double f_ms, b_ms, rc_ms;  /* forward, backward (with recompute), the recompute part */
+    double bi_ms, bw_ms;       /* a split backward's B and W (each with its recompute) */
+    double rci_ms, rcw_ms;     /* their recompute parts */
     double opt_ms;             /* its optimizer step (COSTS.json optimizer_ms; 0 without) */
     double t;                  /* current time */
     int pc;                    /* next op */
     int slots;                 /* micro-batches it holds at once */
-    int last_bwd;              /* index of its last BACKWARD */
+    int last_bwd;              /* index of its last BACKWARD or BACKWARD_WEIGHT */
     ppdl_op_list ops;
     /* play_shared only */
     int host;                  /* index into the cluster's hosts */
@@ -62,6 +64,24 @@ static void add_update_waits(ppdl_sim *o, int *cap, int record, int rank, int st
 {
     if (t_msg > from) add_ev(o, cap, record, rank, stage, PPDL_EV_WAIT, -1, from, t_msg);
     if (t > fmax(from, t_msg)) add_ev(o, cap, record, rank, stage, PPDL_EV_ALLREDUCE, -1, fmax(from, t_msg), t);
+}
+
+/* how long a compute op of x takes at full speed, and the recompute inside it */
+static double op_ms(const sim_unit *x, ppdl_op_kind k)
+{
+    switch (k) {
+    case PPDL_OP_FORWARD: return x->f_ms;
+    case PPDL_OP_BACKWARD: return x->b_ms;
+    case PPDL_OP_BACKWARD_INPUT: return x->bi_ms;
+    case PPDL_OP_BACKWARD_WEIGHT: return x->bw_ms;
+    default: return 0;
+    }
+}
+
+static double op_rc_ms(const sim_unit *x, ppdl_op_kind k)
+{
+    return k == PPDL_OP_BACKWARD ? x->rc_ms : k == PPDL_OP_BACKWARD_INPUT ? x->rci_ms
+         : k == PPDL_OP_BACKWARD_WEIGHT ? x->rcw_ms : 0;
 }
 
 static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
@@ -138,10 +158,12 @@ static int shared_step(sim_ctx *g, int u, double now)
             add_ev(out, g->cap, g->record, x->rank, s, op->kind, mb, x->t, x->t);
             break;
         case PPDL_OP_FORWARD:
-        case PPDL_OP_BACKWARD: {
+        case PPDL_OP_BACKWARD:
+        case PPDL_OP_BACKWARD_INPUT:
+        case PPDL_OP_BACKWARD_WEIGHT: {
             int fwd = op->kind == PPDL_OP_FORWARD;
-            /* the slot's send buffer must be free (as in the sweep) */
-            if (fwd ? s + 1 < S : s > 0) {
+            /* the slot's send buffer must be free (as in the sweep); W sends nothing */
+            if (op->kind != PPDL_OP_BACKWARD_WEIGHT && (fwd ? s + 1 < S : s > 0)) {
                 if (mb >= x->slots * x->k) {
                     double t = fwd ? g->act_arr[(size_t)s * M + mb - x->slots * x->k]
                                    : g->grad_arr[(size_t)s * M + mb - x->slots * x->k];
@@ -151,7 +173,7 @@ static int shared_step(sim_ctx *g, int u, double now)
                     }
                 }
             }
-            work = fwd ? x->f_ms : x->b_ms;
+            work = op_ms(x, op->kind);
             break;
         }
         case PPDL_OP_SEND_ACT:
@@ -209,7 +231,8 @@ static int shared_step(sim_ctx *g, int u, double now)
             x->t0 = x->t;
             return 1;
         }
-        if (op->kind == PPDL_OP_FORWARD || op->kind == PPDL_OP_BACKWARD || op->kind == PPDL_OP_OPTIMIZER)
+        if (op->kind == PPDL_OP_FORWARD || op->kind == PPDL_OP_BACKWARD || op->kind == PPDL_OP_BACKWARD_INPUT ||
+            op->kind == PPDL_OP_BACKWARD_WEIGHT || op->kind == PPDL_OP_OPTIMIZER)
             add_ev(out, g->cap, g->record, x->rank, s, op->kind, op->kind == PPDL_OP_OPTIMIZER ? -1 : mb, x->t, x->t);
         if (x->pc == x->last_bwd) g->bwd_done[u] = x->t;
         x->pc++;
@@ -224,9 +247,10 @@ static void shared_finish(sim_ctx *g, int u, double now)
     const ppdl_op *op = &x->ops.ops[x->pc];
     int mb = op->kind == PPDL_OP_OPTIMIZER ? -1 : op->mb;
     add_ev(g->out, g->cap, g->record, x->rank, x->s, op->kind, mb, x->t0, now);
-    if (op->kind == PPDL_OP_BACKWARD && x->rc_ms > 0) /* its recompute part, in proportion */
+    double rc = op_rc_ms(x, op->kind);
+    if (rc > 0) /* its recompute part, in proportion */
         add_ev(g->out, g->cap, g->record, x->rank, x->s, PPDL_EV_RECOMPUTE, mb, x->t0,
-               x->t0 + (now - x->t0) * x->rc_ms / x->b_ms);
+               x->t0 + (now - x->t0) * rc / op_ms(x, op->kind));
     if (x->pc == x->last_bwd) g->bwd_done[u] = now;
     x->run = 0;
     x->rem = 0;
@@ -304,6 +328,12 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                   int schedule, int record, ppdl_sim *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    /* a schedule that cannot run the plan's layout (zero bubble, replicated stages) */
+    int *layout = ppdl_xmalloc((size_t)(p->S > 0 ? p->S : 1) * sizeof(int));
+    for (int s = 0; s < p->S; s++) layout[s] = n_rep(&p->stages[s]);
+    int unsupported = ppdl_schedule_supports(schedule, p->S, layout, err, errlen);
+    free(layout);
+    if (unsupported) return -1;
     ppdl_cost_eval ev;
     if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) return -1; /* validates p */
     int S = p->S, N = cl->N, rc = 0;
@@ -328,10 +358,15 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
             double v = cl->speed[x->rank];
             for (int l = ps->first; l <= ps->last; l++) {
                 const ppdl_layer_cost *lc = &c->layers[l];
-                double e = lc->extra_ms[ps->recompute[l - ps->first]];
+                int o = ps->recompute[l - ps->first];
+                double e = lc->extra_ms[o];
                 x->f_ms += lc->fwd_ms / v;
                 x->b_ms += (lc->bwd_ms + e) / v;
                 x->rc_ms += e / v;
+                x->bi_ms += ppdl_layer_bwd_input_ms(c, lc, o) / v;
+                x->bw_ms += ppdl_layer_bwd_weight_ms(c, lc, o) / v;
+                x->rci_ms += e / v;
+                x->rcw_ms += (ppdl_layer_bwd_weight_ms(c, lc, o) - ppdl_layer_bwd_weight_ms(c, lc, 0)) / v;
             }
             /* reading a micro-batch's data belongs to the forward of the first and last stage */
             if (ps->first == 0) x->f_ms += c->input_ms / v;
@@ -341,7 +376,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
             x->slots = ppdl_schedule_max_in_flight(&x->ops);
             x->last_bwd = -1;
             for (int i = 0; i < x->ops.n; i++)
-                if (x->ops.ops[i].kind == PPDL_OP_BACKWARD) x->last_bwd = i;
+                if (x->ops.ops[i].kind == PPDL_OP_BACKWARD || x->ops.ops[i].kind == PPDL_OP_BACKWARD_WEIGHT)
+                    x->last_bwd = i;
         }
     }
     /* the layout's lists are proven before they are played, as the runtime proves them */
@@ -400,14 +436,18 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                     x->t += x->f_ms;
                     break;
                 case PPDL_OP_BACKWARD:
-                    if (s > 0 && mb >= x->slots * x->k)
+                case PPDL_OP_BACKWARD_INPUT:
+                case PPDL_OP_BACKWARD_WEIGHT: {
+                    /* the slot's gradient send buffer must be free (not for W: it sends nothing) */
+                    if (op->kind != PPDL_OP_BACKWARD_WEIGHT && s > 0 && mb >= x->slots * x->k)
                         x->t = fmax(x->t, grad_arr[(size_t)s * M + mb - x->slots * x->k]);
-                    add_ev(out, &cap, record, x->rank, s, PPDL_OP_BACKWARD, mb, x->t, x->t + x->b_ms);
-                    if (x->rc_ms > 0)
-                        add_ev(out, &cap, record, x->rank, s, PPDL_EV_RECOMPUTE, mb, x->t, x->t + x->rc_ms);
-                    x->t += x->b_ms;
+                    double d = op_ms(x, op->kind), rc_d = op_rc_ms(x, op->kind);
+                    add_ev(out, &cap, record, x->rank, s, op->kind, mb, x->t, x->t + d);
+                    if (rc_d > 0) add_ev(out, &cap, record, x->rank, s, PPDL_EV_RECOMPUTE, mb, x->t, x->t + rc_d);
+                    x->t += d;
                     if (x->pc == x->last_bwd) bwd_done[u] = x->t;
                     break;
+                }
                 case PPDL_OP_SEND_ACT:
                 case PPDL_OP_SEND_GRAD: {
                     int act = op->kind == PPDL_OP_SEND_ACT;
@@ -469,7 +509,10 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
         double busy = 0;
         for (int u = 0; u < nu; u++) {
             if (U[u].t > out->step_ms) out->step_ms = U[u].t;
-            busy += ppdl_replica_mbs(M, U[u].k, U[u].q) * (U[u].f_ms + U[u].b_ms);
+            if (ppdl_schedule_max_pending_weight(&U[u].ops) == 0)
+                busy += ppdl_replica_mbs(M, U[u].k, U[u].q) * (U[u].f_ms + U[u].b_ms);
+            else /* a split backward: each op's own time */
+                for (int i = 0; i < U[u].ops.n; i++) busy += op_ms(&U[u], U[u].ops.ops[i].kind);
         }
         out->busy_frac = out->step_ms > 0 ? busy / (nu * out->step_ms) : 1;
     }

@@ -35,8 +35,12 @@ void ppdl_costs_from_model(const ppdl_model *m, int b, ppdl_costs *out)
         lc->saved_bytes = 4.0 * (double)ly->kind->saved_floats(ly, b, 0);
         lc->work_bytes = 4.0 * (double)ly->kind->work_floats(ly, b);
         lc->n_opts = ly->kind->n_options < PPDL_MAX_RC_OPTS ? ly->kind->n_options : PPDL_MAX_RC_OPTS;
-        for (int o = 0; o < lc->n_opts; o++) lc->stash_bytes[o] = (double)ppdl_model_stash_bytes(m, l, b, o);
+        for (int o = 0; o < lc->n_opts; o++) {
+            lc->stash_bytes[o] = (double)ppdl_model_stash_bytes(m, l, b, o);
+            lc->weight_keep_bytes[o] = (double)ppdl_layer_weight_keep_bytes(ly, b, o);
+        }
     }
+    out->split_given = 1; /* the profile times B and W too */
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -62,6 +66,7 @@ static double median(double *v, int n)
 typedef struct layer_bufs {
     void *in;
     float *out[PROFILE_SLOTS], *saved[PROFILE_SLOTS], *work, *dout, *dout_ref, *din, *loss;
+    float *keep;               /* what a split backward's B keeps for its W */
     int32_t *targets;
     int n_slots;
 } layer_bufs;
@@ -76,7 +81,7 @@ static void *try_alloc(ppdl_backend *be, size_t n, const char *what, int *failed
 
 static void bufs_free(ppdl_backend *be, layer_bufs *B)
 {
-    void *all[] = {B->in, B->work, B->dout, B->dout_ref, B->din, B->loss, B->targets};
+    void *all[] = {B->in, B->work, B->dout, B->dout_ref, B->din, B->loss, B->targets, B->keep};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         if (all[k]) ppdl_be_free(be, all[k]);
     for (int q = 0; q < PROFILE_SLOTS; q++) {
@@ -113,9 +118,11 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
     int last = l == m->L - 1, first = l == 0, failed = 0;
     int rows = b * ppdl_model_loss_rows(m), classes = ppdl_model_classes(m);
     size_t in_b = (size_t)b * ly->in_bytes, out_b = (size_t)b * ly->out_bytes;
-    size_t saved_n = 0;
-    for (int option = 0; option < k->n_options; option++)
+    size_t saved_n = 0, keep_n = 0;
+    for (int option = 0; option < k->n_options; option++) {
         if (k->saved_floats(ly, b, option) > saved_n) saved_n = k->saved_floats(ly, b, option);
+        if (k->keep_floats(ly, b, option) > keep_n) keep_n = k->keep_floats(ly, b, option);
+    }
 
     /* parameters: this layer alone in a stage arena, initialised as the model would be */
     ppdl_stage st;
@@ -132,6 +139,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
     B.dout = try_alloc(be, out_b, "profile: output gradient", &failed);
     B.dout_ref = try_alloc(be, out_b, "profile: output gradient", &failed);
     if (!first) B.din = try_alloc(be, in_b, "profile: input gradient", &failed);
+    B.keep = try_alloc(be, keep_n * sizeof(float), "profile: kept for W", &failed);
     if (last) {
         B.targets = try_alloc(be, (size_t)rows * sizeof(int32_t), "profile: targets", &failed);
         B.loss = try_alloc(be, sizeof(float), "profile: loss", &failed);
@@ -190,7 +198,8 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
     int n = o->reps > 0 ? o->reps : 1;
     double *tf = ppdl_xmalloc((size_t)n * sizeof(double)), *tx = ppdl_xmalloc((size_t)n * sizeof(double));
     double *tb = ppdl_xmalloc((size_t)n * sizeof(double));
-    double fwd0 = 0, xent = 0, bwd[3] = {0, 0, 0};
+    double *tbi = ppdl_xmalloc((size_t)n * sizeof(double)), *tbw = ppdl_xmalloc((size_t)n * sizeof(double));
+    double fwd0 = 0, xent = 0, bwd[3] = {0, 0, 0}, bi[3] = {0, 0, 0}, bw[3] = {0, 0, 0};
     /* option 0, then the kind's own option 2 (selective) when it has one */
     for (int option = 0; option < k->n_options; option++) {
         if (option == PPDL_RC_FULL) continue; /* the runtime's full recompute: forward again */
@@ -202,7 +211,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
             if (last)
                 ppdl_be_softmax_xent(be, rows, classes, B.out[0], B.targets, 1.0f / (float)rows, B.loss, B.dout_ref);
             ppdl_be_copy_d2d(be, B.dout, B.dout_ref, out_b);
-            k->backward(ly, be, b, B.in, B.saved[0], B.dout, B.din, B.work, option);
+            ppdl_layer_backward(ly, be, b, B.in, B.saved[0], B.dout, B.din, B.work, option);
             if (r == 0) tw = now_synced(be) - t0;
         }
         int reps = timed_runs(o, tw);
@@ -225,11 +234,24 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
                 int q = r - r0;
                 ppdl_be_copy_d2d(be, B.dout, B.dout_ref, out_b); /* backward may clobber dout */
                 double t2 = now_synced(be);
-                k->backward(ly, be, b, B.in, B.saved[q], B.dout, B.din, B.work, option);
+                ppdl_layer_backward(ly, be, b, B.in, B.saved[q], B.dout, B.din, B.work, option);
                 tb[r] = now_synced(be) - t2;
+            }
+            /* the same backwards split in two (B may write into saved: after the fused ones) */
+            for (int r = r0; r < r1; r++) {
+                int q = r - r0;
+                ppdl_be_copy_d2d(be, B.dout, B.dout_ref, out_b);
+                double t2 = now_synced(be);
+                k->backward(ly, be, PPDL_BWD_INPUT, b, B.in, B.saved[q], B.dout, B.din, B.keep, B.work, option);
+                double t3 = now_synced(be);
+                k->backward(ly, be, PPDL_BWD_WEIGHT, b, B.in, B.saved[q], B.dout, NULL, B.keep, B.work, option);
+                tbw[r] = now_synced(be) - t3;
+                tbi[r] = t3 - t2;
             }
         }
         bwd[option] = 1e3 * median(tb, reps);
+        bi[option] = 1e3 * median(tbi, reps);
+        bw[option] = 1e3 * median(tbw, reps);
         if (option == 0) {
             fwd0 = 1e3 * median(tf, reps);
             if (last) xent = 1e3 * median(tx, reps);
@@ -237,6 +259,8 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
     }
     lc->fwd_ms = fwd0 + xent;
     lc->bwd_ms = bwd[0];
+    lc->bwd_input_ms = bi[0];
+    lc->bwd_weight_ms = bw[0];
     /* the optimizer's step over this layer's parameters, timed like the layer: the
      * runtime's pass that checks the gradients are finite, then AdamW (once per
      * training step; the runtime updates each layer's parameters in its own call) */
@@ -278,9 +302,18 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
     if (lc->n_opts > PPDL_RC_FULL) lc->extra_ms[PPDL_RC_FULL] = fmax(fwd0, floor_ms);
     if (lc->n_opts > PPDL_RC_SELECTIVE)
         lc->extra_ms[PPDL_RC_SELECTIVE] = fmax(bwd[PPDL_RC_SELECTIVE] - bwd[0], floor_ms);
+    /* what a W recomputes on its own: the whole forward again under full recompute
+     * where it reads the saved tensors (the runtime's hook), the MLP's hidden layer
+     * under the block's selective option (measured) */
+    if (lc->n_opts > PPDL_RC_FULL)
+        lc->weight_extra_ms[PPDL_RC_FULL] =
+            k->weight_reads(ly, PPDL_RC_FULL) & PPDL_W_SAVED ? lc->extra_ms[PPDL_RC_FULL] : 0;
+    if (lc->n_opts > PPDL_RC_SELECTIVE) lc->weight_extra_ms[PPDL_RC_SELECTIVE] = fmax(bw[PPDL_RC_SELECTIVE] - bw[0], 0);
     free(tf);
     free(tx);
     free(tb);
+    free(tbi);
+    free(tbw);
     bufs_free(be, &B);
     ppdl_stage_free(&st);
     return 0;
@@ -448,7 +481,7 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, float *const *host
                 const void *x = l ? (const void *)(C.act[q] + C.act_off[l - 1]) : C.in[q];
                 float *din = l ? C.grad[l % 2] : NULL;
                 double t0 = now_synced(be);
-                ly->kind->backward(ly, be, b, x, C.saved[q] + C.saved_off[l], dout, din, C.work, 0);
+                ppdl_layer_backward(ly, be, b, x, C.saved[q] + C.saved_off[l], dout, din, C.work, 0);
                 if (r >= 0) tb[(size_t)l * cap + (size_t)(r * n_slots + q)] = now_synced(be) - t0;
                 dout = din;
             }
@@ -458,10 +491,20 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, float *const *host
     for (int l = 0; l < L; l++) {
         ppdl_layer_cost *lc = &out->layers[l];
         lc->fwd_ms = 1e3 * median(tf + (size_t)l * cap, n);
+        double alone = lc->bwd_ms;
         lc->bwd_ms = 1e3 * median(tb + (size_t)l * cap, n);
+        /* B and W as timed alone, scaled as the fused backward was (their ratio as
+         * measured alone) */
+        if (alone > 0) {
+            lc->bwd_input_ms *= lc->bwd_ms / alone;
+            lc->bwd_weight_ms *= lc->bwd_ms / alone;
+        }
         /* full recompute runs the forward (without the loss) again before backward */
         if (lc->n_opts > PPDL_RC_FULL)
             lc->extra_ms[PPDL_RC_FULL] = fmax(1e3 * median(tr + (size_t)l * cap, n), 1e-6);
+        /* a W that recomputes (profile_one) recomputes this forward */
+        if (lc->n_opts > PPDL_RC_FULL && lc->weight_extra_ms[PPDL_RC_FULL] > 0)
+            lc->weight_extra_ms[PPDL_RC_FULL] = lc->extra_ms[PPDL_RC_FULL];
     }
     free(tr);
     free(tf);

@@ -41,7 +41,8 @@
 
 static int is_compute(int kind)
 {
-    return kind == PPDL_OP_FORWARD || kind == PPDL_OP_BACKWARD || kind == PPDL_OP_OPTIMIZER;
+    return kind == PPDL_OP_FORWARD || kind == PPDL_OP_BACKWARD || kind == PPDL_OP_OPTIMIZER ||
+           kind == PPDL_OP_BACKWARD_INPUT || kind == PPDL_OP_BACKWARD_WEIGHT;
 }
 
 static int is_comm(int kind)
@@ -58,12 +59,15 @@ static const char *kind_cat(int kind)
                                        : ppdl_op_name((ppdl_op_kind)kind);
 }
 
-/* "F3", "B3", "send act 3", "recv grad 3", "optimizer", "wait" */
+/* "F3", "B3", "W3", "send act 3", "recv grad 3", "optimizer", "wait" (a fused backward
+ * and a split one's B are both "B3": the category tells them apart) */
 static const char *event_name(const ppdl_event_rec *e, char *buf, size_t len)
 {
     switch (e->kind) {
     case PPDL_OP_FORWARD: snprintf(buf, len, "F%d", e->mb); break;
-    case PPDL_OP_BACKWARD: snprintf(buf, len, "B%d", e->mb); break;
+    case PPDL_OP_BACKWARD:
+    case PPDL_OP_BACKWARD_INPUT: snprintf(buf, len, "B%d", e->mb); break;
+    case PPDL_OP_BACKWARD_WEIGHT: snprintf(buf, len, "W%d", e->mb); break;
     case PPDL_OP_SEND_ACT: snprintf(buf, len, "send act %d", e->mb); break;
     case PPDL_OP_RECV_ACT: snprintf(buf, len, "recv act %d", e->mb); break;
     case PPDL_OP_SEND_GRAD: snprintf(buf, len, "send grad %d", e->mb); break;
@@ -190,6 +194,9 @@ int ppdl_trace_write_json(const char *path, const ppdl_event_rec *ev, int n, int
                               "pid", e->rank, "tid", is_comm(e->kind) ? 1 : 0, "ts", to_us(e->t0_ms),
                               "dur", to_us(e->t1_ms) - to_us(e->t0_ms), "args", "mb", e->mb, "stage",
                               e->stage);
+        /* the split backward's parts in colours of their own (chrome://tracing's names) */
+        if (x && e->kind == PPDL_OP_BACKWARD_WEIGHT) json_object_set_new(x, "cname", json_string("good"));
+        if (x && e->kind == PPDL_OP_BACKWARD_INPUT) json_object_set_new(x, "cname", json_string("rail_animation"));
         rc |= x ? put_json(f, x, i == n - 1) : -1;
     }
     fprintf(f, "]}\n");
@@ -220,6 +227,9 @@ enum {
  * micro-batches differ, and all are dark enough for white labels. */
 static const char *const fwd_fill[4] = {"#1f4e8c", "#2b67b0", "#3a7fc8", "#5394d6"};
 static const char *const bwd_fill[4] = {"#a84a10", "#c25b17", "#d8702a", "#e5853f"};
+/* a split backward: B (the input gradient) red, W (the weight gradient) green */
+static const char *const bin_fill[4] = {"#8e2a1e", "#a83526", "#c04431", "#d45a44"};
+static const char *const bwt_fill[4] = {"#2f6b35", "#3b8343", "#4a9a52", "#5fae65"};
 #define OPT_FILL "#6f4fa3"
 #define RECOMP_FILL "#b3261e" /* forward recomputed inside a backward */
 #define ACT_MARK "#2b67b0"
@@ -235,6 +245,7 @@ typedef struct svg_ctx {
     double px_per_ms;
     double label_px_f;   /* font size of the labels in forward boxes, 0: none */
     double label_px_b;   /* the same for backward boxes */
+    double label_px_bi, label_px_bw; /* the same for a split backward's B and W boxes */
 } svg_ctx;
 
 static double xpos(const svg_ctx *c, double t) { return PLOT_X + (t - c->t_lo) * c->px_per_ms; }
@@ -428,6 +439,8 @@ static void svg_box(svg_ctx *c, const ppdl_event_rec *e)
         switch (e->kind) {
         case PPDL_OP_FORWARD: cls = "fwd", fill = fwd_fill[(e->mb < 0 ? 0 : e->mb) % 4]; break;
         case PPDL_OP_BACKWARD: cls = "bwd", fill = bwd_fill[(e->mb < 0 ? 0 : e->mb) % 4]; break;
+        case PPDL_OP_BACKWARD_INPUT: cls = "bin", fill = bin_fill[(e->mb < 0 ? 0 : e->mb) % 4]; break;
+        case PPDL_OP_BACKWARD_WEIGHT: cls = "bwt", fill = bwt_fill[(e->mb < 0 ? 0 : e->mb) % 4]; break;
         case PPDL_OP_OPTIMIZER: cls = "opt", fill = OPT_FILL; break;
         case PPDL_EV_ALLREDUCE: cls = "arwait", fill = "url(#arhatch)"; break;
         default: cls = "wait", fill = "url(#hatch)"; break;
@@ -442,11 +455,16 @@ static void svg_box(svg_ctx *c, const ppdl_event_rec *e)
 
     /* the label: the mb for forward/backward, "opt" for the optimizer, if it fits */
     char label[16] = "";
-    if ((e->kind == PPDL_OP_FORWARD || e->kind == PPDL_OP_BACKWARD) && e->mb >= 0)
+    if ((e->kind == PPDL_OP_FORWARD || e->kind == PPDL_OP_BACKWARD || e->kind == PPDL_OP_BACKWARD_INPUT ||
+         e->kind == PPDL_OP_BACKWARD_WEIGHT) && e->mb >= 0)
         snprintf(label, sizeof label, "%d", e->mb);
     else if (e->kind == PPDL_OP_OPTIMIZER)
         snprintf(label, sizeof label, "opt");
-    double px = e->kind == PPDL_OP_FORWARD ? c->label_px_f : e->kind == PPDL_OP_BACKWARD ? c->label_px_b : 11.0;
+    double px = e->kind == PPDL_OP_FORWARD           ? c->label_px_f
+              : e->kind == PPDL_OP_BACKWARD          ? c->label_px_b
+              : e->kind == PPDL_OP_BACKWARD_INPUT    ? c->label_px_bi
+              : e->kind == PPDL_OP_BACKWARD_WEIGHT   ? c->label_px_bw
+                                                     : 11.0;
     if (label[0] && px > 0 && label_fits(label, w, px))
         fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"%.1f\" font-weight=\"600\" "
                    "fill=\"#ffffff\" text-anchor=\"middle\" pointer-events=\"none\">%s</text>\n",
@@ -473,20 +491,21 @@ static void svg_axis(svg_ctx *c, int y, double step)
             PLOT_X - 12, y + 18);
 }
 
-static void svg_legend(svg_ctx *c, int y)
+/* split: the events hold a split backward's B and W, which get swatches of their own */
+static void svg_legend(svg_ctx *c, int y, int split)
 {
     FILE *f = c->f;
     double x = PLOT_X;
     /* forward and backward swatches show their four shades */
-    const char *const *fills[2] = {fwd_fill, bwd_fill};
-    const char *names[2] = {"forward", "backward"};
-    for (int k = 0; k < 2; k++) {
+    const char *const *fills[4] = {fwd_fill, bwd_fill, bin_fill, bwt_fill};
+    const char *names[4] = {"forward", "backward", "B: input grad", "W: weight grad"};
+    for (int k = 0; k < (split ? 4 : 2); k++) {
         for (int j = 0; j < 4; j++)
             fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"7\" height=\"14\" fill=\"%s\"/>\n",
                     x + 7 * j, y, fills[k][j]);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" fill=\"" INK "\">%s (mb)</text>\n",
                 x + 34, y + 11, names[k]);
-        x += 130;
+        x += k < 2 ? 130 : 170; /* the split's labels are longer */
     }
     struct {
         const char *fill, *opacity, *label;
@@ -553,9 +572,14 @@ int ppdl_timeline_write_svg(const char *path, const ppdl_event_rec *ev, int n, i
     c.px_per_ms = (SVG_W - PLOT_X - PLOT_RIGHT) / (c.t_hi - c.t_lo);
     c.label_px_f = pick_label_px(&c, ev, n, PPDL_OP_FORWARD);
     c.label_px_b = pick_label_px(&c, ev, n, PPDL_OP_BACKWARD);
+    c.label_px_bi = pick_label_px(&c, ev, n, PPDL_OP_BACKWARD_INPUT);
+    c.label_px_bw = pick_label_px(&c, ev, n, PPDL_OP_BACKWARD_WEIGHT);
+    int split = 0;
+    for (int i = 0; i < n; i++) split |= ev[i].kind == PPDL_OP_BACKWARD_INPUT || ev[i].kind == PPDL_OP_BACKWARD_WEIGHT;
 
     int rows_bottom = PLOT_Y + n_ranks * ROW_PITCH - (ROW_PITCH - LANE_H - COMM_GAP - COMM_H);
-    int axis_y = rows_bottom + 8, legend_y = axis_y + 40, height = legend_y + 56; /* two legend lines */
+    /* two legend lines, three with a split backward's swatches */
+    int axis_y = rows_bottom + 8, legend_y = axis_y + 40, height = legend_y + 56 + (split ? 22 : 0);
 
     svg_header(&c, height, title, bubble, n > 0);
     svg_subtitle(&c, n_ranks, n_mb, t0, t1, n);
@@ -564,7 +588,7 @@ int ppdl_timeline_write_svg(const char *path, const ppdl_event_rec *ev, int n, i
         for (int i = 0; i < n; i++)
             if ((ev[i].kind == PPDL_EV_RECOMPUTE) == pass) svg_box(&c, &ev[i]);
     svg_axis(&c, axis_y, step);
-    svg_legend(&c, legend_y);
+    svg_legend(&c, legend_y, split);
     fputs("</svg>\n", f);
 
     free(busy);

@@ -17,8 +17,12 @@
  *   Replicated stages (ppdl_schedule_build_replica): stage s on k_s replicas has the
  *   warm-up w = min(M, k_{s+1} + .. + k_{S-1}), and replica q keeps the ops of its
  *   micro-batches mb mod k_s == q.
+ *   ZB-H1, ZB-H2: the order of sched/zero_bubble.h's play, "F(mb)" as above, "B(mb)"
+ *   with BACKWARD_INPUT for BACKWARD, "W(mb)" = BACKWARD_WEIGHT; where W(mb) directly
+ *   follows B(mb) on a stage that sends no gradient (stage 0) the two are one BACKWARD.
  *
- * Each list has M*(2 + 2*[s > 0] + 2*[s < S-1]) + 1 ops.
+ * A GPipe or 1F1B list has M*(2 + 2*[s > 0] + 2*[s < S-1]) + 1 ops; a zero-bubble list
+ * one more per split backward.
  *
  * The checker (ppdl_schedule_check, ppdl_schedule_check_layout for replicated stages)
  * first checks each list on its own (the rules are listed above check_list), then plays
@@ -32,6 +36,7 @@
  * in the worst case (a few sweeps in practice).
  */
 #include "sched/schedule.h"
+#include "sched/zero_bubble.h"
 
 #include "core/error.h"
 #include "core/util.h"
@@ -49,7 +54,22 @@ int ppdl_schedule_parse(const char *name)
     if (!name) return -1;
     if (strcmp(name, "gpipe") == 0) return PPDL_SCHED_GPIPE;
     if (strcmp(name, "1f1b") == 0) return PPDL_SCHED_1F1B;
+    if (strcmp(name, "zb-h1") == 0) return PPDL_SCHED_ZB_H1;
+    if (strcmp(name, "zb-h2") == 0) return PPDL_SCHED_ZB_H2;
     return -1;
+}
+
+int ppdl_schedule_splits_backward(int kind) { return kind == PPDL_SCHED_ZB_H1 || kind == PPDL_SCHED_ZB_H2; }
+
+int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errlen)
+{
+    if (!ppdl_schedule_splits_backward(kind) || !k) return 0;
+    for (int s = 0; s < S; s++)
+        if (k[s] != 1)
+            return ppdl_errf(err, errlen, "--schedule %s runs one rank per stage, and stage %d has %d replicas: use "
+                             "1f1b or gpipe with replicated stages (--plan dp is replicated too)",
+                             ppdl_schedule_name(kind), s, k[s]);
+    return 0;
 }
 
 const char *ppdl_schedule_name(int kind)
@@ -57,6 +77,8 @@ const char *ppdl_schedule_name(int kind)
     switch (kind) {
     case PPDL_SCHED_GPIPE: return "gpipe";
     case PPDL_SCHED_1F1B: return "1f1b";
+    case PPDL_SCHED_ZB_H1: return "zb-h1";
+    case PPDL_SCHED_ZB_H2: return "zb-h2";
     default: return "unknown";
     }
 }
@@ -71,6 +93,8 @@ const char *ppdl_op_name(ppdl_op_kind k)
     case PPDL_OP_BACKWARD: return "backward";
     case PPDL_OP_SEND_GRAD: return "send_grad";
     case PPDL_OP_OPTIMIZER: return "optimizer";
+    case PPDL_OP_BACKWARD_INPUT: return "backward_input";
+    case PPDL_OP_BACKWARD_WEIGHT: return "backward_weight";
     default: return "unknown";
     }
 }
@@ -135,11 +159,37 @@ static void build_1f1b(ppdl_op_list *l, int S, int M, int s, int warmup, sel r)
     while (next_b < M) keep_backward(l, S, s, next_b++, r);
 }
 
+/* A zero-bubble list: the passes of sched/zero_bubble.h's play, at most cap
+ * micro-batches held */
+static void build_zb(ppdl_op_list *l, int S, int M, int s, int cap)
+{
+    ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
+    ppdl_zb_order(S, M, cap, s, order);
+    for (int i = 0; i < 3 * M; i++) {
+        int mb = order[i].mb;
+        if (order[i].kind == 'F') {
+            push_forward(l, S, s, mb);
+        } else if (order[i].kind == 'W') {
+            push(l, PPDL_OP_BACKWARD_WEIGHT, mb, -1);
+        } else if (s == 0 && i + 1 < 3 * M && order[i + 1].kind == 'W' && order[i + 1].mb == mb) {
+            /* W right after its B, nothing sent between: one fused pass, no W buffer */
+            push_backward(l, S, s, mb);
+            i++;
+        } else {
+            if (s < S - 1) push(l, PPDL_OP_RECV_GRAD, mb, s + 1);
+            push(l, PPDL_OP_BACKWARD_INPUT, mb, -1);
+            if (s > 0) push(l, PPDL_OP_SEND_GRAD, mb, s - 1);
+        }
+    }
+    free(order);
+}
+
 void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out)
 {
     PPDL_CHECK(out != NULL, "ppdl_schedule_build: out is NULL");
-    PPDL_CHECK(kind == PPDL_SCHED_GPIPE || kind == PPDL_SCHED_1F1B,
-               "ppdl_schedule_build: unknown schedule kind %d", kind);
+    PPDL_CHECK(kind >= 0 && kind < PPDL_SCHED_N_KINDS, "ppdl_schedule_build: unknown schedule kind %d", kind);
+    char why[PPDL_ERR_LEN];
+    if (ppdl_schedule_supports(kind, S, k, why, sizeof why)) ppdl_die("%s", why);
     PPDL_CHECK(S >= 1 && M >= 1 && s >= 0 && s < S,
                "ppdl_schedule_build: need S >= 1, M >= 1, 0 <= s < S (got S=%d M=%d s=%d)",
                S, M, s);
@@ -154,17 +204,21 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
     }
     if (warmup > M) warmup = M;
     int n = q < M ? (M - q + r.k - 1) / r.k : 0; /* micro-batches of this replica */
-    int per_mb = 2 + 2 * (s > 0) + 2 * (s < S - 1);
+    int split = ppdl_schedule_splits_backward(kind);
+    int per_mb = 2 + 2 * (s > 0) + 2 * (s < S - 1) + split;
     int cap = n * per_mb + 1;
     out->stage = s;
     out->n = 0;
     out->ops = ppdl_xmalloc((size_t)cap * sizeof(ppdl_op));
     if (kind == PPDL_SCHED_GPIPE)
         build_gpipe(out, S, M, s, r);
-    else
+    else if (kind == PPDL_SCHED_1F1B)
         build_1f1b(out, S, M, s, warmup, r);
+    else
+        build_zb(out, S, M, s, kind == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1);
     push(out, PPDL_OP_OPTIMIZER, -1, -1);
-    PPDL_CHECK(out->n == cap, "ppdl_schedule_build: built %d ops, expected %d", out->n, cap);
+    PPDL_CHECK(split ? out->n <= cap : out->n == cap, "ppdl_schedule_build: built %d ops, expected %s%d", out->n,
+               split ? "at most " : "", cap);
 }
 
 void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out)
@@ -180,19 +234,39 @@ void ppdl_op_list_free(ppdl_op_list *l)
     l->n = 0;
 }
 
-int ppdl_schedule_max_in_flight(const ppdl_op_list *l)
+/* the most micro-batches at once between an op of kind `up` and one of kind `down` or
+ * `down2` (PPDL_OP_N_KINDS: none) */
+static int max_between(const ppdl_op_list *l, ppdl_op_kind up, ppdl_op_kind down, ppdl_op_kind down2)
 {
     int held = 0, most = 0;
     for (int i = 0; l && i < l->n; i++) {
-        if (l->ops[i].kind == PPDL_OP_FORWARD) held++;
-        if (l->ops[i].kind == PPDL_OP_BACKWARD) held--;
+        if (l->ops[i].kind == up) held++;
+        if (l->ops[i].kind == down || l->ops[i].kind == down2) held--;
         if (held > most) most = held;
     }
     return most;
 }
 
+int ppdl_schedule_max_in_flight(const ppdl_op_list *l)
+{
+    return max_between(l, PPDL_OP_FORWARD, PPDL_OP_BACKWARD, PPDL_OP_BACKWARD_WEIGHT);
+}
+
+int ppdl_schedule_max_pending_weight(const ppdl_op_list *l)
+{
+    return max_between(l, PPDL_OP_BACKWARD_INPUT, PPDL_OP_BACKWARD_WEIGHT, PPDL_OP_N_KINDS);
+}
+
 // ----------------------------------------------------------------------------
 // checking one list on its own
+
+/* index of the op (kind, mb) at or after `from`, or -1 */
+static int find_from(const ppdl_op_list *l, int from, ppdl_op_kind kind, int mb)
+{
+    for (int i = from; i < l->n; i++)
+        if (l->ops[i].kind == kind && l->ops[i].mb == mb) return i;
+    return -1;
+}
 
 /* "recv_grad mb 3 from stage 2", "forward mb 0", "optimizer" */
 static const char *op_str(const ppdl_op *op, char *buf, size_t len)
@@ -209,6 +283,8 @@ static const char *op_str(const ppdl_op *op, char *buf, size_t len)
         break;
     case PPDL_OP_FORWARD:
     case PPDL_OP_BACKWARD:
+    case PPDL_OP_BACKWARD_INPUT:
+    case PPDL_OP_BACKWARD_WEIGHT:
         snprintf(buf, len, "%s mb %d", name, op->mb);
         break;
     default:
@@ -271,6 +347,82 @@ static int kind_required(ppdl_op_kind kind, int S, int s)
     }
 }
 
+static int is_compute(ppdl_op_kind k)
+{
+    return k == PPDL_OP_FORWARD || k == PPDL_OP_BACKWARD || k == PPDL_OP_BACKWARD_INPUT ||
+           k == PPDL_OP_BACKWARD_WEIGHT;
+}
+
+/* a backward in either form: the micro-batch's backward is one of them */
+static int is_backward_form(ppdl_op_kind k)
+{
+    return k == PPDL_OP_BACKWARD || k == PPDL_OP_BACKWARD_INPUT || k == PPDL_OP_BACKWARD_WEIGHT;
+}
+
+/* In a list with a split backward, the ops that add into the weight gradients
+ * (BACKWARD, BACKWARD_WEIGHT) run in micro-batch order, as 1F1B's backwards do: the
+ * same sums in the same order, so the same bits (GPipe, all fused, sums in reverse) */
+static int check_order_of_sums(const ppdl_op_list *l, who w, char *err, size_t errlen)
+{
+    if (ppdl_schedule_max_pending_weight(l) == 0) return 0;
+    int last = -1, at = -1;
+    for (int i = 0; i < l->n; i++) {
+        const ppdl_op *op = &l->ops[i];
+        if (op->kind != PPDL_OP_BACKWARD && op->kind != PPDL_OP_BACKWARD_WEIGHT) continue;
+        if (op->mb < last)
+            return op_err(err, errlen, w, i, op,
+                          "adds mb %d's weight gradients after mb %d's (op %d): with a split backward the "
+                          "weight gradients must accumulate in micro-batch order (the bits of 1F1B)",
+                          op->mb, last, at);
+        last = op->mb;
+        at = i;
+    }
+    return 0;
+}
+
+/* The runtime's buffers, played along the list: micro-batch mb takes slot
+ * (mb / k) mod slots at its first op (RECV_ACT, or FORWARD on stage 0) and gives it back
+ * at the later of its BACKWARD or BACKWARD_WEIGHT and its SEND_GRAD; its
+ * BACKWARD_INPUT takes W buffer (mb / k) mod pending, given back at its
+ * BACKWARD_WEIGHT. Neither may be taken while another micro-batch holds it. (Lists
+ * that release in the order they take never clash; others can.) */
+static int check_buffers(const ppdl_op_list *l, who w, char *err, size_t errlen)
+{
+    int slots = ppdl_schedule_max_in_flight(l), pending = ppdl_schedule_max_pending_weight(l);
+    int *slot_mb = ppdl_xmalloc((size_t)(slots + pending + 1) * sizeof(int)), *wbuf_mb = slot_mb + slots;
+    for (int j = 0; j < slots + pending; j++) slot_mb[j] = -1;
+    int rc = 0, sends_grad = w.s > 0;
+    for (int i = 0; i < l->n && rc == 0; i++) {
+        const ppdl_op *op = &l->ops[i];
+        if (op->mb < 0) continue;
+        int local = op->mb / w.k, *slot = slots ? &slot_mb[local % slots] : NULL;
+        int first_op = op->kind == (sends_grad ? PPDL_OP_RECV_ACT : PPDL_OP_FORWARD);
+        if (first_op && slot) {
+            if (*slot >= 0)
+                rc = op_err(err, errlen, w, i, op, "takes the slot of mb %d, which still holds it", *slot);
+            *slot = op->mb;
+        }
+        /* the slot goes back at the last of the micro-batch's backward and its send */
+        int releases = 0;
+        if (op->kind == PPDL_OP_BACKWARD || op->kind == PPDL_OP_BACKWARD_WEIGHT)
+            releases = !sends_grad || find_from(l, i, PPDL_OP_SEND_GRAD, op->mb) < 0;
+        if (op->kind == PPDL_OP_SEND_GRAD)
+            releases = find_from(l, i, PPDL_OP_BACKWARD, op->mb) < 0 &&
+                       find_from(l, i, PPDL_OP_BACKWARD_WEIGHT, op->mb) < 0;
+        if (releases && slot && *slot == op->mb) *slot = -1;
+        if (op->kind == PPDL_OP_BACKWARD_INPUT && pending) {
+            int *b = &wbuf_mb[local % pending];
+            if (*b >= 0 && rc == 0)
+                rc = op_err(err, errlen, w, i, op, "takes the W buffer of mb %d, whose W has not run", *b);
+            *b = op->mb;
+        }
+        if (op->kind == PPDL_OP_BACKWARD_WEIGHT && pending && wbuf_mb[local % pending] == op->mb)
+            wbuf_mb[local % pending] = -1;
+    }
+    free(slot_mb);
+    return rc;
+}
+
 /* Rules for one list (stage s of S, M micro-batches; replica q of k of the stage):
  *  - kinds are known; OPTIMIZER has mb -1 and peer -1 and is the last op, exactly once;
  *    every other op has 0 <= mb < M; compute ops have peer -1; RECV_ACT/SEND_GRAD have
@@ -279,7 +431,11 @@ static int kind_required(ppdl_op_kind kind, int S, int s)
  *  - each (kind, mb) the stage needs occurs exactly once for the mb of this replica
  *    (mb mod k == q), and never for the others' mb;
  *  - per mb: RECV_ACT < FORWARD < SEND_ACT, FORWARD < BACKWARD, RECV_GRAD < BACKWARD <
- *    SEND_GRAD (positions in the list).
+ *    SEND_GRAD (positions in the list); its backward is one BACKWARD, or a
+ *    BACKWARD_INPUT and a BACKWARD_WEIGHT with the same places as BACKWARD and W after
+ *    B and after SEND_GRAD;
+ *  - with a split backward, weight gradients accumulate in micro-batch order
+ *    (check_order_of_sums); slots and W buffers are free when taken (check_buffers).
  * pos is a scratch array of PPDL_OP_N_KINDS * M ints. */
 static int check_list(int S, int M, int idx, who w, const ppdl_op_list *l, int *pos, char *err,
                       size_t errlen)
@@ -318,7 +474,7 @@ static int check_list(int S, int M, int idx, who w, const ppdl_op_list *l, int *
                           expected_peer(op->kind, s));
         int want_peer = expected_peer(op->kind, s);
         if (op->peer != want_peer) {
-            if (op->kind == PPDL_OP_FORWARD || op->kind == PPDL_OP_BACKWARD)
+            if (is_compute(op->kind))
                 return op_err(err, errlen, w, i, op, "compute op must have peer -1, has %d", op->peer);
             return op_err(err, errlen, w, i, op, "peer must be the adjacent stage %d", want_peer);
         }
@@ -331,16 +487,33 @@ static int check_list(int S, int M, int idx, who w, const ppdl_op_list *l, int *
 
     for (int mb = w.q; mb < M; mb += w.k) {
         for (int k = 0; k < PPDL_OP_N_KINDS; k++) {
-            if (k == PPDL_OP_OPTIMIZER || !kind_required((ppdl_op_kind)k, S, s)) continue;
+            if (k == PPDL_OP_OPTIMIZER || is_backward_form((ppdl_op_kind)k) || !kind_required((ppdl_op_kind)k, S, s))
+                continue;
             if (pos[k * M + mb] < 0)
                 return ppdl_errf(err, errlen, "schedule: %s has no %s for mb %d", name,
                                  ppdl_op_name((ppdl_op_kind)k), mb);
         }
-        /* pairs (a, b): op a of mb must come before op b of mb, when both exist */
+        /* the backward: one BACKWARD, or a BACKWARD_INPUT and a BACKWARD_WEIGHT */
+        int fused = pos[PPDL_OP_BACKWARD * M + mb], bi = pos[PPDL_OP_BACKWARD_INPUT * M + mb],
+            bw = pos[PPDL_OP_BACKWARD_WEIGHT * M + mb];
+        if (fused >= 0 && (bi >= 0 || bw >= 0))
+            return op_err(err, errlen, w, fused, &l->ops[fused], "mb %d also has a split backward (op %d)", mb,
+                          bi >= 0 ? bi : bw);
+        if (fused < 0 && bi < 0 && bw < 0)
+            return ppdl_errf(err, errlen, "schedule: %s has no backward for mb %d", name, mb);
+        if (fused < 0 && (bi < 0 || bw < 0))
+            return ppdl_errf(err, errlen, "schedule: %s has a %s for mb %d but no %s", name,
+                             ppdl_op_name(bi >= 0 ? PPDL_OP_BACKWARD_INPUT : PPDL_OP_BACKWARD_WEIGHT), mb,
+                             ppdl_op_name(bi >= 0 ? PPDL_OP_BACKWARD_WEIGHT : PPDL_OP_BACKWARD_INPUT));
+        /* pairs (a, b): op a of mb must come before op b of mb, when both exist. A W
+         * comes after its B and after the gradient is sent (the slot is released at
+         * W, and the input gradient is the critical path) */
         static const ppdl_op_kind before[][2] = {
-            {PPDL_OP_RECV_ACT, PPDL_OP_FORWARD},   {PPDL_OP_FORWARD, PPDL_OP_SEND_ACT},
-            {PPDL_OP_FORWARD, PPDL_OP_BACKWARD},   {PPDL_OP_RECV_GRAD, PPDL_OP_BACKWARD},
-            {PPDL_OP_BACKWARD, PPDL_OP_SEND_GRAD},
+            {PPDL_OP_RECV_ACT, PPDL_OP_FORWARD},         {PPDL_OP_FORWARD, PPDL_OP_SEND_ACT},
+            {PPDL_OP_FORWARD, PPDL_OP_BACKWARD},         {PPDL_OP_RECV_GRAD, PPDL_OP_BACKWARD},
+            {PPDL_OP_BACKWARD, PPDL_OP_SEND_GRAD},       {PPDL_OP_FORWARD, PPDL_OP_BACKWARD_INPUT},
+            {PPDL_OP_RECV_GRAD, PPDL_OP_BACKWARD_INPUT}, {PPDL_OP_BACKWARD_INPUT, PPDL_OP_SEND_GRAD},
+            {PPDL_OP_BACKWARD_INPUT, PPDL_OP_BACKWARD_WEIGHT}, {PPDL_OP_SEND_GRAD, PPDL_OP_BACKWARD_WEIGHT},
         };
         for (size_t r = 0; r < sizeof before / sizeof before[0]; r++) {
             int ia = pos[before[r][0] * M + mb], ib = pos[before[r][1] * M + mb];
@@ -350,7 +523,8 @@ static int check_list(int S, int M, int idx, who w, const ppdl_op_list *l, int *
                           ppdl_op_name(before[r][0]), mb);
         }
     }
-    return 0;
+    int rc = check_order_of_sums(l, w, err, errlen);
+    return rc ? rc : check_buffers(l, w, err, errlen);
 }
 
 // ----------------------------------------------------------------------------
@@ -409,6 +583,7 @@ static int try_step(play_state *ps, const ppdl_op_list *l, int i)
         if (s < ps->S - 1 && prev >= 0 && !ps->act_in[s * M + prev]) return 0;
         break;
     case PPDL_OP_BACKWARD:
+    case PPDL_OP_BACKWARD_INPUT:
         if (s > 0 && prev >= 0 && !ps->grad_in[s * M + prev]) return 0;
         break;
     case PPDL_OP_OPTIMIZER:

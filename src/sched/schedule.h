@@ -7,9 +7,18 @@
  * a SEND does not block (non-blocking send, buffer kept until complete); a RECV blocks
  * until the matching SEND (same micro-batch, same direction, adjacent stage) has been
  * issued by the peer. A stage holds ppdl_schedule_max_in_flight micro-batches, each in
- * a slot with its own send buffers: a FORWARD (BACKWARD) reusing a slot waits until the
- * slot's previous activation (gradient) has been received, and OPTIMIZER until every
- * send of the step has; the checker plays the lists under these waits too.
+ * a slot with its own send buffers: a FORWARD (BACKWARD, BACKWARD_INPUT) reusing a slot
+ * waits until the slot's previous activation (gradient) has been received, and
+ * OPTIMIZER until every send of the step has; the checker plays the lists under these
+ * waits too.
+ *
+ * The backward split (DESIGN.md "Backward split", nn/layer.h): a micro-batch's backward
+ * is either one BACKWARD, or a BACKWARD_INPUT (B: the input gradient, which SEND_GRAD
+ * sends) and a later BACKWARD_WEIGHT (W: the parameter gradients). A slot holds its
+ * micro-batch from its RECV_ACT or FORWARD until its BACKWARD or BACKWARD_WEIGHT, and
+ * its SEND_GRAD, whichever is later; between a B and its W the stage also holds what
+ * W needs that the slot does not (nn/layer.h's keep), in one of
+ * ppdl_schedule_max_pending_weight buffers.
  */
 #ifndef PPDL_SCHEDULE_H
 #define PPDL_SCHEDULE_H
@@ -24,6 +33,8 @@ typedef enum ppdl_op_kind {
     PPDL_OP_BACKWARD,      /* backward of mb (recomputing first if the plan says so) */
     PPDL_OP_SEND_GRAD,     /* send d(input) of mb to stage s-1 */
     PPDL_OP_OPTIMIZER,     /* AdamW step, once, after the flush */
+    PPDL_OP_BACKWARD_INPUT,  /* B: d(input) of mb alone (recomputing first if the plan says so) */
+    PPDL_OP_BACKWARD_WEIGHT, /* W: the parameter gradients of mb, after its B */
     PPDL_OP_N_KINDS
 } ppdl_op_kind;
 
@@ -39,17 +50,32 @@ typedef struct ppdl_op_list {
     ppdl_op *ops;          /* malloc'd; free with ppdl_op_list_free */
 } ppdl_op_list;
 
-typedef enum ppdl_schedule_kind { PPDL_SCHED_GPIPE = 0, PPDL_SCHED_1F1B = 1 } ppdl_schedule_kind;
+typedef enum ppdl_schedule_kind {
+    PPDL_SCHED_GPIPE = 0,
+    PPDL_SCHED_1F1B = 1,
+    PPDL_SCHED_ZB_H1 = 2,  /* zero bubble, 1F1B's peak memory (sched/zero_bubble.h) */
+    PPDL_SCHED_ZB_H2 = 3,  /* zero bubble, about twice 1F1B's peak memory */
+    PPDL_SCHED_N_KINDS
+} ppdl_schedule_kind;
 
-/* "gpipe" or "1f1b" -> kind; -1 when unknown */
+/* "gpipe", "1f1b", "zb-h1", "zb-h2" -> kind; -1 when unknown */
 int ppdl_schedule_parse(const char *name);
 const char *ppdl_schedule_name(int kind);
 const char *ppdl_op_name(ppdl_op_kind k);
+/* 1 for the schedules that split backwards into B and W (the zero-bubble ones) */
+int ppdl_schedule_splits_backward(int kind);
+/* Why the schedule cannot run stages replicated k[0..S-1] (k NULL: one replica
+ * each), written into err; 0 when it can. The zero-bubble builders play one stage per
+ * rank; replicated stages run GPipe or 1F1B. */
+int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errlen);
 
 /* The op list of stage s for S stages and M micro-batches.
  * GPipe: all forwards (recv, fwd, send) then all backwards in reverse... see schedule.c.
  * 1F1B (PipeDream-Flush): warm-up of min(S-s-1, M) forwards, then alternate one
- * forward and one backward, then the cool-down backwards; ends with OPTIMIZER. */
+ * forward and one backward, then the cool-down backwards; ends with OPTIMIZER.
+ * ZB-H1, ZB-H2: the passes of sched/zero_bubble.h, at most S (ZB-H1) or 2S-1 (ZB-H2)
+ * micro-batches held per stage; a B directly followed by its W on a stage that sends no
+ * gradient (the first) is one fused BACKWARD. */
 void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
 /* Data parallelism inside a stage (a layout): stage s runs on k[s] replicas, and
  * replica q of it takes the micro-batches j with j mod k[s] == q. Its list is the
@@ -73,8 +99,11 @@ void ppdl_op_list_free(ppdl_op_list *l);
 /* Play the S lists against each other under the communication model above and check:
  * every SEND has exactly one matching RECV and vice versa, no deadlock (all lists run
  * to the end), each BACKWARD(mb) comes after FORWARD(mb) on its stage, every mb is
- * forwarded and backwarded exactly once per stage, OPTIMIZER last. Returns 0, or -1
- * with a message naming the stage, op index and problem. */
+ * forwarded and backwarded exactly once per stage (one BACKWARD, or one B and one W, W
+ * after B and after SEND_GRAD), OPTIMIZER last; in a list with a W, the weight
+ * gradients (BACKWARD, W) accumulate in micro-batch order (the bitwise promise: the
+ * sums of 1F1B); no slot, and no W buffer, is taken while its micro-batch still holds
+ * it. Returns 0, or -1 with a message naming the stage, op index and problem. */
 int ppdl_schedule_check(int S, int M, const ppdl_op_list *lists, char *err, size_t errlen);
 /* The same for a layout with replicated stages: stage s has k[s] >= 1 replicas and
  * `lists` holds k[0] + ... + k[S-1] lists, stage by stage, replica q of stage s at
@@ -86,7 +115,11 @@ int ppdl_schedule_check_layout(int S, int M, const int *k, const ppdl_op_list *l
                                size_t errlen);
 
 /* Largest number of micro-batches whose activations a stage holds at once (forwarded,
- * not yet backwarded) in its list: min(M, S-s) for 1F1B, M for GPipe. */
+ * not yet backwarded, or for a split backward not yet W'd) in its list: min(M, S-s) for
+ * 1F1B, M for GPipe. */
 int ppdl_schedule_max_in_flight(const ppdl_op_list *l);
+/* Largest number of micro-batches between their B and their W at once (0 without a
+ * split backward): the buffers of what W keeps */
+int ppdl_schedule_max_pending_weight(const ppdl_op_list *l);
 
 #endif

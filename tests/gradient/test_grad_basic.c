@@ -354,7 +354,7 @@ static void chain_backward(chain *c, int with_din, int opt)
     for (int i = c->m.L - 1; i >= 0; i--) {
         ppdl_layer *l = &c->m.layers[i];
         float *din = i > 0 || with_din ? c->grad[i] : NULL;
-        l->kind->backward(l, be, c->b, c->act[i], c->saved[i], c->grad[i + 1], din, c->work, opt);
+        ppdl_layer_backward(l, be, c->b, c->act[i], c->saved[i], c->grad[i + 1], din, c->work, opt);
     }
 }
 

@@ -484,7 +484,7 @@ static void harness_backward(harness *h)
     harness_loss(h, 1);
     fill_nan(h->work, h->n_work);
     if (h->din) fill_nan(h->din, h->n_in);
-    h->l->kind->backward(h->l, be, h->b, h->in, h->saved, h->dout, h->din, h->work, h->opt);
+    ppdl_layer_backward(h->l, be, h->b, h->in, h->saved, h->dout, h->din, h->work, h->opt);
 }
 
 /* central differences: perturb each element of v[n] by +-eps (the actual float
@@ -710,7 +710,7 @@ static void test_accumulation(void)
     size_t ng;
     float *once = grads_snapshot(&h, &ng);
     harness_loss(&h, 1);
-    h.l->kind->backward(h.l, be, h.b, h.in, h.saved, h.dout, h.din, h.work, h.opt);
+    ppdl_layer_backward(h.l, be, h.b, h.in, h.saved, h.dout, h.din, h.work, h.opt);
     float *twice = grads_snapshot(&h, &ng);
     size_t np = ng - h.n_in;
     double *want = malloc(np * sizeof *want);

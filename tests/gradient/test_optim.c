@@ -90,7 +90,7 @@ static void grads(ppdl_model *m, ppdl_stage *st, ppdl_backend *be, int b, const 
         for (int l = m->L - 1; l >= 0; l--) {
             ppdl_layer *ly = &m->layers[l];
             float *din = l > 0 ? (l % 2 ? g1 : g2) : NULL;
-            ly->kind->backward(ly, be, per, acts[l], saved[l], dout, din, work, 0);
+            ppdl_layer_backward(ly, be, per, acts[l], saved[l], dout, din, work, 0);
             dout = din;
         }
     }

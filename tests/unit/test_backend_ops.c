@@ -241,6 +241,29 @@ static void check(harness *H, const char *op, const char *what, tb *b, double to
     free(d);
 }
 
+/* Buffers a and b hold the same bits on each side (ref and dut alike): a result each
+ * backend computes twice in two ways, e.g. a backward pass fused and split in two */
+static void check_same(harness *H, const char *op, const char *what, tb *a, tb *b)
+{
+    ppdl_be_sync(H->ref);
+    ppdl_be_sync(H->dut);
+    size_t n = (a->n ? a->n : 1) * 4;
+    float *x = ppdl_xmalloc(n), *y = ppdl_xmalloc(n);
+    int same = a->n == b->n;
+    for (int k = 0; k < 2 && same; k++) {
+        ppdl_backend *be = k ? H->dut : H->ref;
+        ppdl_be_copy_d2h(be, x, k ? a->d : a->r, a->n * 4);
+        ppdl_be_copy_d2h(be, y, k ? b->d : b->r, a->n * 4);
+        same = memcmp(x, y, a->n * 4) == 0;
+    }
+    op_stat *s = stat_of(H, op, 0);
+    s->cases++;
+    if (!same) s->fails++;
+    if (!H->quiet) ok(same, "%s: %s %s, the same bits both ways on each backend [%s]", H->label, op, what, H->shape);
+    free(x);
+    free(y);
+}
+
 #define SHAPE(...) snprintf(H->shape, sizeof H->shape, __VA_ARGS__)
 
 /* ------------------------------------------------------------------ the cases */
@@ -291,7 +314,12 @@ static void case_elementwise(harness *H, size_t n)
         check(H, fwd[act], "y", ya, tol);
         BOTH(ppdl_be_act_bwd(be, act, n, F(a), F(dy), F(dx)));
         check(H, bwd[act], "dx", dx, tol);
-        /* in place: dx aliases dy (the block's GELU backward does this) */
+        /* in place: dx aliases dy (the block's GELU backward does this), or x (the
+         * backward split writes a pre-activation's gradient over it) */
+        tb *a2 = mk_host(H, n, ACC, a->init);
+        BOTH(ppdl_be_act_bwd(be, act, n, F(a2), F(dy), F(a2)));
+        check(H, bwd[act], "dx (over x)", a2, tol);
+        check_same(H, bwd[act], "dx over x and elsewhere", a2, dx);
         BOTH(ppdl_be_act_bwd(be, act, n, F(a), F(dy), F(dy)));
         check(H, bwd[act], "dx (in place)", dy, tol);
     }
@@ -346,6 +374,18 @@ static void case_layernorm(harness *H, int rows, int C)
     check(H, "layernorm_bwd", "dx", dx, 1e-5);
     check(H, "layernorm_bwd", "dw", dw, 1e-5);
     check(H, "layernorm_bwd", "db", db, 1e-5);
+    /* the two halves alone (the backward split), from the same starting values: each
+     * close to the CPU's, and on every backend bitwise the whole call's */
+    tb *dx_b = mk_host(H, dx->n, ACC, dx->init), *dw_w = mk_host(H, C, ACC, dw->init);
+    tb *db_w = mk_host(H, C, ACC, db->init);
+    BOTH(ppdl_be_layernorm_bwd(be, rows, C, F(x), F(w), F(m2), F(r2), F(dy), F(dx_b), NULL, NULL));
+    BOTH(ppdl_be_layernorm_bwd(be, rows, C, F(x), F(w), F(m2), F(r2), F(dy), NULL, F(dw_w), F(db_w)));
+    check(H, "layernorm_bwd input half", "dx", dx_b, 1e-5);
+    check(H, "layernorm_bwd params half", "dw", dw_w, 1e-5);
+    check(H, "layernorm_bwd params half", "db", db_w, 1e-5);
+    check_same(H, "layernorm_bwd halves", "dx", dx_b, dx);
+    check_same(H, "layernorm_bwd halves", "dw", dw_w, dw);
+    check_same(H, "layernorm_bwd halves", "db", db_w, db);
     case_end(H);
 }
 
@@ -565,11 +605,24 @@ static void case_layers(harness *H, const char *preset, int b)
                  ly->kind->forward(ly, be, b, k ? in->d : in->r, F(out), F(saved), F(work), opt));
             check(H, "layers forward", lr->kind->name, out, 1e-4);
             tb *dout = mk(H, out_n, IN, 1), *din = li > 0 ? mk(H, in_n, OUT, 1) : NULL;
+            tb *dout2 = mk_host(H, out_n, IN, dout->init); /* the fused pass clobbers dout */
             BOTH(ppdl_layer *ly = k ? ld : lr; float *dx = din ? F(din) : NULL;
-                 ly->kind->backward(ly, be, b, k ? in->d : in->r, F(saved), F(dout), dx, F(work), opt));
+                 ppdl_layer_backward(ly, be, b, k ? in->d : in->r, F(saved), F(dout), dx, F(work), opt));
             if (din) check(H, "layers backward", lr->kind->name, din, 1e-4);
             tb grads = {.n = sr.n_params, .kind = OUT, .r = sr.grads, .d = sd.grads};
             if (sr.n_params) check(H, "layers backward", "(parameter gradients)", &grads, 1e-4);
+            /* split: B, then W into gradients saved and zeroed, as a schedule with a
+             * delayed W runs it (nothing but keep, saved and dout between them) */
+            tb *fused = mk(H, sr.n_params, OUT, 1), *keep = mk(H, lr->kind->keep_floats(lr, b, opt) + 1, OUT, 1);
+            tb *din2 = li > 0 ? mk(H, in_n, OUT, 1) : NULL;
+            BOTH(ppdl_be_copy_d2d(be, F(fused), F(&grads), sr.n_params * 4);
+                 ppdl_be_zero(be, F(&grads), sr.n_params * 4));
+            BOTH(ppdl_layer *ly = k ? ld : lr; const void *x = k ? in->d : in->r;
+                 ly->kind->backward(ly, be, PPDL_BWD_INPUT, b, x, F(saved), F(dout2), din2 ? F(din2) : NULL, F(keep),
+                                    F(work), opt);
+                 ly->kind->backward(ly, be, PPDL_BWD_WEIGHT, b, x, F(saved), F(dout2), NULL, F(keep), F(work), opt));
+            if (din) check_same(H, "layers split backward", "din", din2, din);
+            if (sr.n_params) check_same(H, "layers split backward", "(parameter gradients)", &grads, fused);
             case_end(H);
             ppdl_stage_free(&sr);
             ppdl_stage_free(&sd);

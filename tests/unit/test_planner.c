@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "sched/schedule.h"
+#include "sched/zero_bubble.h"
 #include "plan/baselines.h"
 #include "plan/cluster_model.h"
 #include "plan/costmodel.h"
@@ -1226,6 +1227,67 @@ static void grid_plan(int S, int k, int per, ppdl_plan *p)
     }
 }
 
+/* The simulator plays the zero-bubble lists with B and W: with F = B = W = 1 ms (bwd_ms
+ * 2, halved: the default of a COSTS.json without the split) and free links, each
+ * stage's op list runs exactly as sched/zero_bubble.c's unit play chose it, so the step
+ * is the play's length (ZB-H1 at S = 2: 3M + 1, against 1F1B's 3M + 3); profiled B and
+ * W times are used where given; a replicated stage is refused with the reason */
+static void test_simulator_zero_bubble(void)
+{
+    for (int S = 1; S <= 6; S++)
+        for (int M = 1; M <= 9; M++)
+            for (int sch = PPDL_SCHED_ZB_H1; sch <= PPDL_SCHED_ZB_H2; sch++) {
+                inst x;
+                equal_case(&x, S, 1, 2, 0, 1e9, 0);
+                ppdl_plan p;
+                char err[PPDL_ERR_LEN];
+                ppdl_plan_uniform(S, S, &p, err, sizeof err);
+                ppdl_sim sim, f1b;
+                ppdl_zb_pass order[27];
+                long want = ppdl_zb_order(S, M, sch == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1, 0, order);
+                if (ppdl_simulate(&x.c, &x.cl, &p, M, sch, 1, &sim, err, sizeof err) ||
+                    ppdl_simulate(&x.c, &x.cl, &p, M, PPDL_SCHED_1F1B, 0, &f1b, err, sizeof err)) {
+                    fail("S=%d M=%d %s: %s", S, M, ppdl_schedule_name(sch), err);
+                } else {
+                    if (fabs(sim.step_ms - (double)want) > 1e-9 || (S > 1 && !(sim.step_ms < f1b.step_ms)))
+                        fail("S=%d M=%d %s: simulated %.9f ms, the unit play %ld, 1f1b %.9f", S, M,
+                             ppdl_schedule_name(sch), sim.step_ms, want, f1b.step_ms);
+                    int w = 0;
+                    for (int i = 0; i < sim.n_ev; i++) w += sim.ev[i].kind == PPDL_OP_BACKWARD_WEIGHT;
+                    if (S > 1 && w == 0) fail("S=%d M=%d: no W among the simulated events", S, M);
+                    ppdl_sim_free(&sim);
+                    ppdl_sim_free(&f1b);
+                }
+                ppdl_plan_free(&p);
+                ppdl_costs_free(&x.c);
+                ppdl_cluster_model_free(&x.cl);
+            }
+    report("simulator: zb-h1/zb-h2 with F = B = W take the unit play's time (S 1..6, M 1..9), less than 1f1b");
+
+    inst x;
+    equal_case(&x, 2, 1, 2, 0, 1e9, 0);
+    ppdl_plan p;
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_plan_uniform(2, 2, &p, err, sizeof err);
+    ppdl_sim a, b;
+    ppdl_simulate(&x.c, &x.cl, &p, 4, PPDL_SCHED_ZB_H1, 0, &a, err, sizeof err);
+    x.c.split_given = 1; /* B 1.5, W 0.5: the profiled split is what plays */
+    for (int l = 0; l < 2; l++) x.c.layers[l].bwd_input_ms = 1.5, x.c.layers[l].bwd_weight_ms = 0.5;
+    ppdl_simulate(&x.c, &x.cl, &p, 4, PPDL_SCHED_ZB_H1, 0, &b, err, sizeof err);
+    ok(a.step_ms == 13 && b.step_ms != a.step_ms, "simulator: the profiled B/W split is played (%.3f vs %.3f ms)",
+       a.step_ms, b.step_ms);
+    ppdl_sim_free(&a);
+    ppdl_sim_free(&b);
+    ppdl_plan_free(&p);
+    ppdl_plan_data_parallel(2, 2, &p, err, sizeof err);
+    int rc = ppdl_simulate(&x.c, &x.cl, &p, 4, PPDL_SCHED_ZB_H2, 0, &a, err, sizeof err);
+    ok(rc == -1 && strstr(err, "runs one rank per stage"), "simulator: a replicated stage under zb-h2 is refused: %s",
+       err);
+    ppdl_plan_free(&p);
+    ppdl_costs_free(&x.c);
+    ppdl_cluster_model_free(&x.cl);
+}
+
 static void test_replication(void)
 {
     char err[PPDL_ERR_LEN];
@@ -1824,7 +1886,7 @@ static void test_large_random(void)
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(37);
+    plan(40);
     test_brute_force();
     test_brute_force_pipeline();
     test_order_solver();
@@ -1833,6 +1895,7 @@ int main(void)
     test_infeasible_message();
     test_files();
     test_simulator();
+    test_simulator_zero_bubble();
     test_replication();
     test_replica_in_flight();
     test_sharing();

@@ -9,9 +9,18 @@
  * before forward, optimizer not last, bad peers, ...) are rejected with a message,
  * and so is a list that would reuse a slot's send buffer before its message was
  * received (the checker plays the runtime's buffer waits too).
+ * Zero bubble (ZB-H1, ZB-H2): for every S in 1..8, M in 1..12 the lists pass the checker,
+ * run F's, B's and weight-gradient sums in micro-batch order, wrap every pass in its
+ * messages, hold at most the cap, fuse B and W on stage 0 where nothing lies between
+ * them; the unit-time play is shorter than 1F1B's (and as short as possible where the
+ * comment of zero_bubble.h says); the exact lists for S = 2, M = 3. Lists broken the
+ * ways a split backward can break (W before its B, W's out of micro-batch order, a W
+ * buffer or a slot taken while held, both backward forms for one micro-batch, a B
+ * without its W) are rejected, and replicated layouts are refused with the reason.
  * Many cases are folded into few TAP lines; the first failure is printed as a diag.
  */
 #include "sched/schedule.h"
+#include "sched/zero_bubble.h"
 
 #include "tap.h"
 
@@ -615,13 +624,231 @@ static void test_replicated(void)
     }
 }
 
+/* ---- zero bubble ---- */
+
+static int zb_cap(int kind, int S) { return kind == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1; }
+
+/* stage s's list: passes in micro-batch order, each in its messages, at most cap held */
+static void check_zb_shape(int kind, int S, int M, int s, const ppdl_op_list *l)
+{
+    const char *name = ppdl_schedule_name(kind);
+    int next_f = 0, next_b = 0, next_sum = 0, split = 0;
+    for (int i = 0; i < l->n; i++) {
+        const ppdl_op *op = &l->ops[i];
+        int prev_is = i > 0 ? (int)l->ops[i - 1].kind : -1, next_is = i + 1 < l->n ? (int)l->ops[i + 1].kind : -1;
+        switch (op->kind) {
+        case PPDL_OP_FORWARD:
+            if (op->mb != next_f++) fail("%s S=%d M=%d s=%d op %d: forward of mb %d out of order", name, S, M, s, i, op->mb);
+            if ((s > 0 && prev_is != PPDL_OP_RECV_ACT) || (s < S - 1 && next_is != PPDL_OP_SEND_ACT))
+                fail("%s S=%d M=%d s=%d op %d: forward not between its recv and send", name, S, M, s, i);
+            break;
+        case PPDL_OP_BACKWARD:
+        case PPDL_OP_BACKWARD_INPUT:
+            if (op->mb != next_b++) fail("%s S=%d M=%d s=%d op %d: backward of mb %d out of order", name, S, M, s, i, op->mb);
+            if ((s < S - 1 && prev_is != PPDL_OP_RECV_GRAD) || (s > 0 && next_is != PPDL_OP_SEND_GRAD))
+                fail("%s S=%d M=%d s=%d op %d: backward not between its recv and send", name, S, M, s, i);
+            if (op->kind == PPDL_OP_BACKWARD && s > 0)
+                fail("%s S=%d M=%d s=%d op %d: a fused backward on a stage that sends gradients", name, S, M, s, i);
+            if (op->kind == PPDL_OP_BACKWARD_INPUT && s == 0 && next_is == PPDL_OP_BACKWARD_WEIGHT &&
+                l->ops[i + 1].mb == op->mb)
+                fail("%s S=%d M=%d s=0 op %d: B then its W, not fused", name, S, M, i);
+            split += op->kind == PPDL_OP_BACKWARD_INPUT;
+            if (op->kind == PPDL_OP_BACKWARD && op->mb != next_sum++)
+                fail("%s S=%d M=%d s=%d op %d: weight sum of mb %d out of order", name, S, M, s, i, op->mb);
+            break;
+        case PPDL_OP_BACKWARD_WEIGHT:
+            if (op->mb != next_sum++)
+                fail("%s S=%d M=%d s=%d op %d: weight sum of mb %d out of order", name, S, M, s, i, op->mb);
+            break;
+        default: break;
+        }
+    }
+    int want_n = M * (2 + 2 * (s > 0) + 2 * (s < S - 1)) + split + 1;
+    if (next_f != M || next_b != M || next_sum != M || l->n != want_n)
+        fail("%s S=%d M=%d s=%d: %d forwards, %d backwards, %d sums, %d ops (expected M = %d each, %d ops)", name, S,
+             M, s, next_f, next_b, next_sum, l->n, M, want_n);
+    int held = ppdl_schedule_max_in_flight(l), cap = zb_cap(kind, S) < M ? zb_cap(kind, S) : M;
+    if (held > cap) fail("%s S=%d M=%d s=%d: holds %d micro-batches, cap %d", name, S, M, s, held, cap);
+    if ((split > 0) != (ppdl_schedule_max_pending_weight(l) > 0))
+        fail("%s S=%d M=%d s=%d: %d split backwards, %d W buffers", name, S, M, s, split,
+             ppdl_schedule_max_pending_weight(l));
+}
+
+static void test_zb(int kind)
+{
+    const char *name = ppdl_schedule_name(kind);
+    ppdl_op_list lists[S_MAX];
+    char err[512], line[160];
+    int splits = 0;
+    for (int S = 1; S <= S_MAX; S++)
+        for (int M = 1; M <= M_MAX; M++) {
+            build_all(kind, S, M, lists);
+            if (ppdl_schedule_check(S, M, lists, err, sizeof err) != 0) fail("%s S=%d M=%d rejected: %s", name, S, M, err);
+            for (int s = 0; s < S; s++) {
+                check_zb_shape(kind, S, M, s, &lists[s]);
+                splits += ppdl_schedule_max_pending_weight(&lists[s]) > 0;
+            }
+            free_all(S, lists);
+        }
+    snprintf(line, sizeof line, "%s: all S in 1..8, M in 1..12 pass the checker", name);
+    report(line);
+    ok(splits > 0, "%s: the lists split backwards (%d stage lists hold W buffers)", name, splits);
+
+    /* the unit-time play: never longer than 1F1B's 3M + 3(S-1), shorter where S > 1 */
+    ppdl_zb_pass order[3 * M_MAX];
+    for (int S = 1; S <= S_MAX; S++)
+        for (int M = 1; M <= M_MAX; M++) {
+            long t = ppdl_zb_order(S, M, zb_cap(kind, S), 0, order), f1b = 3L * M + 3L * (S - 1);
+            if (t > f1b || (S > 1 && t >= f1b)) fail("%s S=%d M=%d: %ld units, 1F1B %ld", name, S, M, t, f1b);
+            if (kind == PPDL_SCHED_ZB_H1 && S == 2 && M % 2 == 0 && t != 3L * M + 1)
+                fail("zb-h1 S=2 M=%d: %ld units, expected 3M + 1 = %d", M, t, 3 * M + 1);
+            if (kind == PPDL_SCHED_ZB_H2 && M >= S && t != 3L * M + S - 1)
+                fail("zb-h2 S=%d M=%d: %ld units, expected 3M + S - 1 = %d", S, M, t, 3 * M + S - 1);
+        }
+    snprintf(line, sizeof line, kind == PPDL_SCHED_ZB_H1
+                                    ? "zb-h1: the unit play beats 1F1B's 3M+3(S-1); 3M+1 at S = 2, even M"
+                                    : "zb-h2: the unit play beats 1F1B's 3M+3(S-1); 3M+S-1 (the least) when M >= S");
+    report(line);
+}
+
+/* ZB-H1, S = 2, M = 3, written out (the play of zero_bubble.h by hand, units from 0):
+ *   stage 0: F0@0 F1@1 (idle) B0@3 W0@4 -> fused; B1@5 F2@6 (F before W) W1@7 B2@9 W2@10 -> fused
+ *   stage 1: F0@1 B0@2 F1@3 B1@4 W0@5 W1@6 (F2 arrives at 7) F2@7 B2@8 W2@9 */
+static void test_zb_literal(void)
+{
+    ppdl_op_list l[2];
+    build_all(PPDL_SCHED_ZB_H1, 2, 3, l);
+    static const ppdl_op want0[] = {
+        {PPDL_OP_FORWARD, 0, -1},         {PPDL_OP_SEND_ACT, 0, 1},         {PPDL_OP_FORWARD, 1, -1},
+        {PPDL_OP_SEND_ACT, 1, 1},         {PPDL_OP_RECV_GRAD, 0, 1},        {PPDL_OP_BACKWARD, 0, -1},
+        {PPDL_OP_RECV_GRAD, 1, 1},        {PPDL_OP_BACKWARD_INPUT, 1, -1},  {PPDL_OP_FORWARD, 2, -1},
+        {PPDL_OP_SEND_ACT, 2, 1},         {PPDL_OP_BACKWARD_WEIGHT, 1, -1}, {PPDL_OP_RECV_GRAD, 2, 1},
+        {PPDL_OP_BACKWARD, 2, -1},        {PPDL_OP_OPTIMIZER, -1, -1},
+    };
+    static const ppdl_op want1[] = {
+        {PPDL_OP_RECV_ACT, 0, 0},         {PPDL_OP_FORWARD, 0, -1},         {PPDL_OP_BACKWARD_INPUT, 0, -1},
+        {PPDL_OP_SEND_GRAD, 0, 0},        {PPDL_OP_RECV_ACT, 1, 0},         {PPDL_OP_FORWARD, 1, -1},
+        {PPDL_OP_BACKWARD_INPUT, 1, -1},  {PPDL_OP_SEND_GRAD, 1, 0},        {PPDL_OP_BACKWARD_WEIGHT, 0, -1},
+        {PPDL_OP_BACKWARD_WEIGHT, 1, -1}, {PPDL_OP_RECV_ACT, 2, 0},         {PPDL_OP_FORWARD, 2, -1},
+        {PPDL_OP_BACKWARD_INPUT, 2, -1},  {PPDL_OP_SEND_GRAD, 2, 0},        {PPDL_OP_BACKWARD_WEIGHT, 2, -1},
+        {PPDL_OP_OPTIMIZER, -1, -1},
+    };
+    int same = l[0].n == 14 && l[1].n == 16 && memcmp(l[0].ops, want0, sizeof want0) == 0 &&
+               memcmp(l[1].ops, want1, sizeof want1) == 0;
+    ok(same, "zb-h1 S=2 M=3: the exact op lists of both stages");
+    free_all(2, l);
+}
+
+/* the first W of the last stage moved to just before its B */
+static void zb_w_before_b(ppdl_op_list *l, int S, int M)
+{
+    (void)M;
+    ppdl_op_list *t = &l[S - 1];
+    int w = find_op(t, PPDL_OP_BACKWARD_WEIGHT, 0);
+    move_op(t, w, find_op(t, PPDL_OP_BACKWARD_INPUT, 0));
+}
+
+/* the last stage's W of mb 0 and mb 1 swapped */
+static void zb_w_out_of_order(ppdl_op_list *l, int S, int M)
+{
+    (void)M;
+    ppdl_op_list *t = &l[S - 1];
+    int w0 = find_op(t, PPDL_OP_BACKWARD_WEIGHT, 0), w1 = find_op(t, PPDL_OP_BACKWARD_WEIGHT, 1);
+    ppdl_op tmp = t->ops[w0];
+    t->ops[w0] = t->ops[w1];
+    t->ops[w1] = tmp;
+}
+
+/* the last stage's W of mb 0 before its gradient is sent */
+static void zb_w_before_send(ppdl_op_list *l, int S, int M)
+{
+    (void)M;
+    ppdl_op_list *t = &l[S - 1];
+    move_op(t, find_op(t, PPDL_OP_BACKWARD_WEIGHT, 0), find_op(t, PPDL_OP_SEND_GRAD, 0));
+}
+
+/* the last stage's mb 0 gets a fused BACKWARD besides its B and W */
+static void zb_both_forms(ppdl_op_list *l, int S, int M)
+{
+    (void)M;
+    ppdl_op_list *t = &l[S - 1];
+    insert_op(t, find_op(t, PPDL_OP_BACKWARD_INPUT, 0) + 1, (ppdl_op){PPDL_OP_BACKWARD, 0, -1});
+}
+
+static void zb_no_w(ppdl_op_list *l, int S, int M)
+{
+    (void)M;
+    remove_op(&l[S - 1], find_op(&l[S - 1], PPDL_OP_BACKWARD_WEIGHT, 1));
+}
+
+static void test_zb_negative(void)
+{
+    struct {
+        const char *what;
+        mutator mutate;
+        const char *needle;
+    } cases[] = {
+        {"W before its B", zb_w_before_b, "(backward_input mb 0), which must precede it"},
+        {"W's out of micro-batch order", zb_w_out_of_order, "must accumulate in micro-batch order"},
+        {"W before its gradient is sent", zb_w_before_send, "(send_grad mb 0), which must precede it"},
+        {"a fused and a split backward for one micro-batch", zb_both_forms, "also has a split backward"},
+        {"a B without its W", zb_no_w, "has a backward_input for mb 1 but no backward_weight"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        diag("%s:", cases[c].what);
+        for (int kind = PPDL_SCHED_ZB_H1; kind <= PPDL_SCHED_ZB_H2; kind++)
+            for (int S = 2; S <= 4; S++) rejects(kind, S, 6, cases[c].mutate, cases[c].needle, S == 4);
+        char line[128];
+        snprintf(line, sizeof line, "zero bubble, rejected with a message: %s", cases[c].what);
+        report(line);
+    }
+
+    /* buffers taken while held, in lists every other rule accepts: one stage (S = 1),
+     * M = 3. A W buffer: B2 B0 takes mb 2's buffer (2 mod 2 = 0 mod 2) before W... */
+    ppdl_op_list l;
+    char err[512] = "";
+    static const ppdl_op wbuf[] = {
+        {PPDL_OP_FORWARD, 0, -1},          {PPDL_OP_FORWARD, 1, -1},          {PPDL_OP_FORWARD, 2, -1},
+        {PPDL_OP_BACKWARD_INPUT, 2, -1},   {PPDL_OP_BACKWARD_INPUT, 0, -1},   {PPDL_OP_BACKWARD_WEIGHT, 0, -1},
+        {PPDL_OP_BACKWARD_INPUT, 1, -1},   {PPDL_OP_BACKWARD_WEIGHT, 1, -1},  {PPDL_OP_BACKWARD_WEIGHT, 2, -1},
+        {PPDL_OP_OPTIMIZER, -1, -1},
+    };
+    l.stage = 0;
+    l.n = (int)(sizeof wbuf / sizeof wbuf[0]);
+    l.ops = (ppdl_op *)wbuf;
+    ok(ppdl_schedule_check(1, 3, &l, err, sizeof err) == -1 && strstr(err, "op 4 (backward_input mb 0)") &&
+           strstr(err, "takes the W buffer of mb 2"),
+       "a W buffer taken while its micro-batch's W is pending is rejected: %s", err);
+    /* ...and a slot: F0 F1 B1 F2 B0 B2 holds 2, and F2 takes mb 0's slot (fused
+     * backwards, where any order of sums is allowed) */
+    static const ppdl_op slot[] = {
+        {PPDL_OP_FORWARD, 0, -1},  {PPDL_OP_FORWARD, 1, -1},  {PPDL_OP_BACKWARD, 1, -1},
+        {PPDL_OP_FORWARD, 2, -1},  {PPDL_OP_BACKWARD, 0, -1}, {PPDL_OP_BACKWARD, 2, -1},
+        {PPDL_OP_OPTIMIZER, -1, -1},
+    };
+    l.n = (int)(sizeof slot / sizeof slot[0]);
+    l.ops = (ppdl_op *)slot;
+    ok(ppdl_schedule_check(1, 3, &l, err, sizeof err) == -1 && strstr(err, "op 3 (forward mb 2)") &&
+           strstr(err, "takes the slot of mb 0"),
+       "a slot taken while its micro-batch is held is rejected: %s", err);
+
+    int k[2] = {1, 2};
+    ok(ppdl_schedule_supports(PPDL_SCHED_ZB_H1, 2, k, err, sizeof err) == -1 && strstr(err, "stage 1 has 2 replicas") &&
+           ppdl_schedule_supports(PPDL_SCHED_1F1B, 2, k, err, sizeof err) == 0 &&
+           ppdl_schedule_supports(PPDL_SCHED_ZB_H2, 2, NULL, err, sizeof err) == 0,
+       "replicated stages are refused for the zero-bubble schedules, with the reason");
+}
+
 static void test_names(void)
 {
     ok(ppdl_schedule_parse("gpipe") == PPDL_SCHED_GPIPE && ppdl_schedule_parse("1f1b") == PPDL_SCHED_1F1B &&
            ppdl_schedule_parse("1F1B") == -1 && ppdl_schedule_parse("") == -1 &&
            ppdl_schedule_parse(NULL) == -1 && strcmp(ppdl_schedule_name(PPDL_SCHED_1F1B), "1f1b") == 0 &&
            strcmp(ppdl_schedule_name(PPDL_SCHED_GPIPE), "gpipe") == 0 &&
-           strcmp(ppdl_op_name(PPDL_OP_RECV_GRAD), "recv_grad") == 0,
+           strcmp(ppdl_op_name(PPDL_OP_RECV_GRAD), "recv_grad") == 0 &&
+           ppdl_schedule_parse("zb-h1") == PPDL_SCHED_ZB_H1 && ppdl_schedule_parse("zb-h2") == PPDL_SCHED_ZB_H2 &&
+           strcmp(ppdl_schedule_name(PPDL_SCHED_ZB_H2), "zb-h2") == 0 &&
+           strcmp(ppdl_op_name(PPDL_OP_BACKWARD_WEIGHT), "backward_weight") == 0,
        "schedule names parse and print, unknown names give -1");
     char err[128] = "";
     ok(ppdl_schedule_check(0, 4, NULL, err, sizeof err) == -1 && strstr(err, "S=0"),
@@ -630,13 +857,17 @@ static void test_names(void)
 
 int main(void)
 {
-    plan(30);
+    plan(45);
     test_kind(PPDL_SCHED_GPIPE);
     test_kind(PPDL_SCHED_1F1B);
     test_literal();
     test_negative();
     test_other_valid();
     test_replicated();
+    test_zb(PPDL_SCHED_ZB_H1);
+    test_zb(PPDL_SCHED_ZB_H2);
+    test_zb_literal();
+    test_zb_negative();
     test_names();
     return exit_status();
 }

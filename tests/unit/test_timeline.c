@@ -61,7 +61,10 @@ static int play_timed(int kind, int S, int M, ppdl_event_rec *ev, int cap)
                         ev[n++] = (ppdl_event_rec){s, s, PPDL_EV_ALLREDUCE, -1, t, t + AR_MS};
                         t += AR_MS;
                     }
-                    dt = op->kind == PPDL_OP_FORWARD ? F_MS : op->kind == PPDL_OP_BACKWARD ? B_MS : OPT_MS;
+                    dt = op->kind == PPDL_OP_FORWARD    ? F_MS
+                       : op->kind == PPDL_OP_BACKWARD   ? B_MS
+                       : op->kind == PPDL_OP_OPTIMIZER  ? OPT_MS
+                                                        : B_MS / 2; /* a split backward's B or W */
                 }
                 if (n < cap) ev[n++] = (ppdl_event_rec){s, s, (int)op->kind, op->mb, t, t + dt};
                 clock[s] = t + dt;
@@ -142,6 +145,8 @@ static void test_trace(const char *dir, const ppdl_event_rec *ev, int n, int n_r
         char want_name[32];
         if (r->kind == PPDL_OP_FORWARD) snprintf(want_name, sizeof want_name, "F%d", r->mb);
         else if (r->kind == PPDL_OP_BACKWARD) snprintf(want_name, sizeof want_name, "B%d", r->mb);
+        else if (r->kind == PPDL_OP_BACKWARD_INPUT) snprintf(want_name, sizeof want_name, "B%d", r->mb);
+        else if (r->kind == PPDL_OP_BACKWARD_WEIGHT) snprintf(want_name, sizeof want_name, "W%d", r->mb);
         else if (r->kind == PPDL_OP_SEND_ACT) snprintf(want_name, sizeof want_name, "send act %d", r->mb);
         else if (r->kind == PPDL_EV_WAIT) snprintf(want_name, sizeof want_name, "wait");
         else if (r->kind == PPDL_EV_ALLREDUCE) snprintf(want_name, sizeof want_name, "allreduce wait");
@@ -202,7 +207,7 @@ static void test_svg(const char *dir, const ppdl_event_rec *ev, int n, int n_ran
     ok(svg && count_substr(svg, "class=\"arwait\"") == count_kind(ev, n, PPDL_EV_ALLREDUCE) &&
            count_kind(ev, n, PPDL_EV_ALLREDUCE) == 4 && strstr(svg, ">waiting for an all-reduce<") &&
            strstr(svg, ">waiting for a message<") && strstr(svg, ">activation sent<") &&
-           strstr(svg, ">gradient sent<") && !strstr(svg, "paler"),
+           strstr(svg, ">gradient sent<") && !strstr(svg, "paler") && !strstr(svg, ">W: weight grad"),
        "one all-reduce box per ALLREDUCE record (%d), apart from the message waits; the legend names them",
        count_kind(ev, n, PPDL_EV_ALLREDUCE));
 
@@ -215,6 +220,33 @@ static void test_svg(const char *dir, const ppdl_event_rec *ev, int n, int n_ran
     free(svg);
     free(svg2);
     unlink(path2);
+}
+
+/* A zero-bubble step (ZB-H1, S = 2, M = 4): the trace names B and W "B3"/"W3" with
+ * their own categories and colours, the SVG draws them in boxes of their own classes
+ * (B red, W green) and its legend names both */
+static void test_split(const char *dir)
+{
+    enum { CAP = 1024 };
+    ppdl_event_rec ev[CAP];
+    int n = play_timed(PPDL_SCHED_ZB_H1, 2, 4, ev, CAP);
+    int nbi = count_kind(ev, n, PPDL_OP_BACKWARD_INPUT), nbw = count_kind(ev, n, PPDL_OP_BACKWARD_WEIGHT);
+    ok(nbi > 0 && nbw == nbi, "zb-h1 S=2 M=4: the timed play has B's (%d) and W's (%d)", nbi, nbw);
+    char path[512], err[512] = "";
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    char *js = ppdl_trace_write_json(path, ev, n, 2, err, sizeof err) == 0 ? slurp(path) : NULL;
+    ok(js && strstr(js, "\"name\":\"W3\",\"cat\":\"backward_weight\"") &&
+           strstr(js, "\"cat\":\"backward_input\"") && strstr(js, "\"cname\":\"good\""),
+       "the trace names W3 (category backward_weight, coloured) and the B's (backward_input)");
+    free(js);
+    snprintf(path, sizeof path, "%s/timeline.svg", dir);
+    int rc = ppdl_timeline_write_svg(path, ev, n, 2, "ZB-H1, S=2, M=4", err, sizeof err);
+    char *svg = rc == 0 ? slurp(path) : NULL;
+    ok(svg && count_substr(svg, "class=\"bin\"") == nbi && count_substr(svg, "class=\"bwt\"") == nbw &&
+           strstr(svg, "fill=\"#2f6b35\"") && strstr(svg, ">B: input grad (mb)<") && strstr(svg, ">W: weight grad (mb)<"),
+       "the svg draws each B and W in a box of its class (W green) and the legend names both %s", err);
+    if (svg) diag("  %d B boxes, %d W boxes", count_substr(svg, "class=\"bin\""), count_substr(svg, "class=\"bwt\""));
+    free(svg);
 }
 
 /* rank 0: F0 [0,1] B0 [4,6]; rank 1: F0 [1,2] B0 [2,4] (+ an overlapping send that
@@ -267,7 +299,7 @@ static void test_errors(const ppdl_event_rec *ev, int n, int n_ranks)
 
 int main(void)
 {
-    plan(21);
+    plan(24);
     enum { S = 4, M = 8, CAP = 4096 };
     ppdl_event_rec *ev = malloc(CAP * sizeof *ev);
     int n = play_timed(PPDL_SCHED_1F1B, S, M, ev, CAP);
@@ -282,6 +314,7 @@ int main(void)
     test_trace(dir, ev, n, S);
     test_svg(dir, ev, n, S);
     test_bubble(dir);
+    test_split(dir);
     test_errors(ev, n, S);
 
     const char *sample = getenv("PPDL_TIMELINE_SAMPLE");

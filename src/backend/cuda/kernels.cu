@@ -631,8 +631,10 @@ extern "C" int ppdl_cu_layernorm_bwd(void *s, int rows, int C, const float *x, c
                                      const float *rstd, const float *dy, float *dx, float *dw, float *db)
 {
     if (rows <= 0 || C <= 0) return last_error();
-    PPDL_LAUNCH(layernorm_bwd_dx_kernel, row_blocks(rows), kThreads, STREAM, rows, C, x, w, mean, rstd, dy, dx);
-    PPDL_LAUNCH(layernorm_bwd_params_kernel, (C + kColTile - 1) / kColTile, dim3(kColTile, kColTile), STREAM, rows,
+    // either half alone (dx NULL, or dw and db NULL): the backward split (nn/layer.h)
+    if (dx) PPDL_LAUNCH(layernorm_bwd_dx_kernel, row_blocks(rows), kThreads, STREAM, rows, C, x, w, mean, rstd, dy, dx);
+    if (dw)
+        PPDL_LAUNCH(layernorm_bwd_params_kernel, (C + kColTile - 1) / kColTile, dim3(kColTile, kColTile), STREAM, rows,
                 C, x, mean, rstd, dy, dw, db);
     return last_error();
 }

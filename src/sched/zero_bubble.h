@@ -1,0 +1,32 @@
+/* zero_bubble.h — the order of the compute passes of the zero-bubble schedules (inside
+ * sched/: schedule.c wraps the passes in their messages).
+ *
+ * Zero Bubble (Qi et al., ICLR 2024) splits each backward into B (the input gradient,
+ * which the previous stage waits for) and W (the weight gradient, which nothing waits
+ * for), and uses the W's to fill the pipeline's bubbles. The orders here come from one
+ * greedy play of all stages at once with every pass taking one unit of time (the
+ * paper's T_F = T_B = T_W) and messages taking none: whenever a stage is free it runs,
+ * of the passes it can start earliest, a B (its micro-batch's gradient has arrived),
+ * else an F (its activation has arrived and fewer than cap micro-batches are held:
+ * forwarded, W not yet done), else a W. F's, B's and W's each run in micro-batch order,
+ * so every stage accumulates its weight gradients in micro-batch order, as 1F1B does.
+ * With cap = S (ZB-H1: the most 1F1B holds on a stage, its first) and S = 2 the play's
+ * step is 3M + 1 units, the least any schedule of these passes can take; with cap =
+ * 2S - 1 (ZB-H2) it is 3M + S - 1 for the S and M tried (tests/unit/test_schedule.c),
+ * which is the least: the last stage cannot start before S - 1 forwards. 1F1B with
+ * the fused backward takes 3M + 3(S - 1).
+ */
+#ifndef PPDL_ZERO_BUBBLE_H
+#define PPDL_ZERO_BUBBLE_H
+
+typedef struct ppdl_zb_pass {
+    char kind;             /* 'F', 'B' or 'W' */
+    int mb;
+} ppdl_zb_pass;
+
+/* The 3M passes of stage s, in order, into out[0..3M-1], for S stages, M micro-batches
+ * and at most cap (>= 1) micro-batches held per stage. Returns the play's step length in
+ * units (for tests and the comment above). */
+long ppdl_zb_order(int S, int M, int cap, int s, ppdl_zb_pass *out);
+
+#endif

@@ -1,0 +1,121 @@
+#!/bin/sh
+# zero_bubble.sh — the zero-bubble schedules (zb-h1, zb-h2: each backward split into B
+# and W, sched/zero_bubble.h) train exactly as 1F1B (the gpt's embeddings tied, as
+# the presets make them, pipe/tie.h; --plan uniform throughout): every stage adds its weight
+# gradients in micro-batch order, and B then W computes bitwise what the fused backward
+# does (tests/gradient/test_grad_split.c), so the losses and weights are 1F1B's bit for
+# bit, not within a tolerance:
+#  1. gpt, mlp, cnn, 1-4 ranks, M = 4: both schedules give the 1F1B run's losses and
+#     weights on the same ranks and on 1 rank; M = 2 < S on 3 and 4 ranks too;
+#  2. recompute full and selective (gpt, 2 and 3 ranks): the same bits, and each
+#     rank's measured peak is its prediction (the W buffers included) within 10% +
+#     the allocator's rounding;
+#  3. a zb-h1 run on 2 ranks checkpointed after 2 steps and resumed on 3 ranks with
+#     zb-h2 gives the bits of 4 steps of 1F1B in one go;
+#  4. messages staged through host memory (PPDL_STAGE_MESSAGES=1, as CUDA stages them);
+#  5. negative controls: a gradient doubled on one rank (PPDL_TEST_GRAD_SCALE, applied
+#     at the step's last W) changes the weights, so the comparisons see a wrong W;
+#     replicated stages are refused with the reason.
+. "$top_srcdir/tests/lib.sh"
+run() {  # run NAME S ARGS...: train, report and weights in $tmp/NAME.{json,h5}
+  local name=$1 S=$2; shift 2
+  mpirun_n "$S" "$@" --threads 1 --plan uniform --report "$tmp/$name.json" --save "$tmp/$name.h5" \
+    >"$tmp/$name.log" 2>&1
+}
+same() {  # same A B: bitwise the losses and the weights
+  [ -s "$tmp/$1.json" ] && [ "$(losses "$tmp/$1.json")" = "$(losses "$tmp/$2.json")" ] &&
+    h5diff "$tmp/$1.h5" "$tmp/$2.h5" >/dev/null 2>&1
+}
+show_log() { sed 's/^/#   /' "$tmp/$1.log" | tail -5; }
+
+# 1. every family, 1-4 ranks, against 1F1B on the same ranks and on 1 rank
+for fam in gpt mlp cnn; do
+  make_case $fam $fam || { ok 1 "$fam: model and data"; continue; }
+  set -- "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 3 --batch-size 8
+  for S in 1 2 3 4; do
+    run $fam-1f1b-$S $S "$@" --micro-batches 4 --schedule 1f1b
+    for sched in zb-h1 zb-h2; do
+      run $fam-$sched-$S $S "$@" --micro-batches 4 --schedule $sched
+      same $fam-$sched-$S $fam-1f1b-$S && same $fam-$sched-$S $fam-1f1b-1
+      ok $? "$fam $sched on $S rank(s): bitwise the losses and weights of 1f1b on $S and on 1 rank"
+      [ -s "$tmp/$fam-$sched-$S.json" ] || show_log $fam-$sched-$S
+    done
+  done
+  for S in 3 4; do
+    run $fam-1f1b-m2 1 "$@" --micro-batches 2 --schedule 1f1b
+    for sched in zb-h1 zb-h2; do
+      run $fam-$sched-m2-$S $S "$@" --micro-batches 2 --schedule $sched
+      same $fam-$sched-m2-$S $fam-1f1b-m2
+      ok $? "$fam $sched M=2 < S=$S: bitwise the losses and weights of 1f1b on 1 rank"
+    done
+  done
+done
+
+# 2. recompute: the same bits, and memory as predicted (W buffers included)
+check_memory() {  # check_memory REPORT: peak = prediction within 10% + rounding; W buffers counted
+  "$PYTHON_ORACLE" - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad, kept = [], 0
+for m in r["memory"]:
+    peak, pred = m["peak_bytes"], m["predicted_bytes"]
+    rounding = 256 * m["allocations"]  # each allocation rounded up to 256 bytes (recompute.sh)
+    kept += m["weight_keep_bytes"]
+    if abs(peak - pred) > 0.10 * pred + rounding:
+        bad.append(f"rank {m['rank']}: peak {peak} predicted {pred}")
+    if abs(m["weight_keep_bytes"] - m["predicted_weight_keep_bytes"]) > rounding:
+        bad.append(f"rank {m['rank']}: kept for W {m['weight_keep_bytes']} predicted {m['predicted_weight_keep_bytes']}")
+if kept == 0:
+    bad.append("no rank keeps anything for W")
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+}
+set -- "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 --micro-batches 4
+for S in 2 3; do
+  for rc in full selective; do
+    run rc-1f1b-$S-$rc $S "$@" --schedule 1f1b --recompute $rc
+    for sched in zb-h1 zb-h2; do
+      run rc-$sched-$S-$rc $S "$@" --schedule $sched --recompute $rc
+      same rc-$sched-$S-$rc rc-1f1b-$S-$rc && same rc-$sched-$S-$rc gpt-1f1b-1
+      ok $? "gpt $sched on $S ranks, recompute $rc: bitwise 1f1b's losses and weights"
+      msg=$(check_memory "$tmp/rc-$sched-$S-$rc.json")
+      ok $? "gpt $sched on $S ranks, recompute $rc: memory as predicted, W buffers counted $msg"
+    done
+  done
+done
+
+# 3. a resume across schedules and rank counts
+mpirun_n 2 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 2 --batch-size 8 --micro-batches 4 --schedule zb-h1 \
+  --threads 1 --plan uniform --checkpoint "$tmp/c.h5" >"$tmp/half.log" 2>&1
+ok $? "gpt zb-h1: 2 steps on 2 ranks with --checkpoint"
+run whole 1 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 4 --batch-size 8 --micro-batches 4 --schedule 1f1b
+run resumed 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 4 --batch-size 8 --micro-batches 4 --schedule zb-h2 \
+  --resume "$tmp/c.h5"
+tail_losses() { losses "$1" | tail -2; }
+[ -s "$tmp/resumed.json" ] && [ "$(tail_losses "$tmp/resumed.json")" = "$(tail_losses "$tmp/whole.json")" ] &&
+  h5diff "$tmp/resumed.h5" "$tmp/whole.h5" >/dev/null 2>&1
+ok $? "gpt: zb-h1 on 2 ranks, resumed on 3 ranks with zb-h2: bitwise 4 steps of 1f1b in one go"
+[ -s "$tmp/resumed.json" ] || show_log resumed
+
+# 4. messages staged through host memory
+PPDL_STAGE_MESSAGES=1 run staged 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 \
+  --micro-batches 4 --schedule zb-h2
+same staged gpt-1f1b-1
+ok $? "gpt zb-h2 on 3 ranks, messages staged through host memory: bitwise 1f1b"
+
+# 5. negative controls
+PPDL_TEST_GRAD_SCALE=1:2 run scaled 2 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 \
+  --micro-batches 4 --schedule zb-h1 --lr 0.05 --eps 1
+run unscaled 2 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 --micro-batches 4 \
+  --schedule zb-h1 --lr 0.05 --eps 1
+[ -s "$tmp/scaled.json" ] && [ -s "$tmp/unscaled.json" ] && ! same scaled unscaled
+ok $? "negative control: rank 1's gradients doubled at its last W change the result the comparisons see"
+echo '{"stages": [{"rank": 0, "first_layer": 0, "last_layer": 2}, {"ranks": [1, 2], "first_layer": 3, "last_layer": 4}]}' \
+  >"$tmp/rep.json"
+mpirun_n 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 8 --micro-batches 4 --schedule zb-h1 \
+  --plan "$tmp/rep.json" >"$tmp/rep.log" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q "zb-h1 runs one rank per stage, and stage 1 has 2 replicas" "$tmp/rep.log"
+ok $? "a replicated stage under zb-h1 is refused with the reason (exit $rc)"
+finish
