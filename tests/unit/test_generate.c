@@ -36,7 +36,7 @@ static void make_model(ppdl_backend *be)
 {
     char err[PPDL_ERR_LEN];
     const char *sets[][2] = {{"vocab_size", "61"}, {"seq_len", "24"}, {"d_model", "32"}, {"n_heads", "4"},
-                             {"n_layers", "2"}};
+                             {"n_layers", "2"}, {"tie_embeddings", "0"}};
     int rc = ppdl_model_preset(&model, "gpt-tiny", err, sizeof err);
     for (size_t i = 0; i < sizeof sets / sizeof sets[0] && !rc; i++)
         rc = ppdl_model_set(&model, sets[i][0], sets[i][1], err, sizeof err);
@@ -45,6 +45,8 @@ static void make_model(ppdl_backend *be)
         diag("model: %s", err);
         exit(1);
     }
+    /* untied: every layer's parameters laid out one after another, as initialised below
+     * (the tied presets are sampled end to end by tests/mpi/sample_oracle.sh) */
     ppdl_stage_alloc_params(&stage, &model, be, 0, model.L - 1);
     float *host = ppdl_xmalloc(stage.n_params * sizeof *host);
     size_t off = 0;
