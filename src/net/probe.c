@@ -453,6 +453,16 @@ void ppdl_probe_hosts(MPI_Comm comm, int device, ppdl_hosts *h)
     PPDL_CHECK_MPI(MPI_Comm_size(hc, &on_host));
     PPDL_CHECK_MPI(MPI_Comm_free(&hc));
     int cores = device ? on_host : CPU_COUNT(&all);
+    /* test hook: an emulated cluster (--netem) whose ranks share this machine's few
+     * cores plans as a cluster of that many cores per host would (tests/mpi/plan_auto.sh
+     * checks the network-aware plan, which the shared-core choice would override here) */
+    const char *hc_env = getenv("PPDL_TEST_HOST_CORES");
+    if (hc_env && *hc_env) {
+        char *end;
+        long v = strtol(hc_env, &end, 10);
+        if (*end || v < 1 || v > 1 << 20) ppdl_die("PPDL_TEST_HOST_CORES=%s: expected a whole number of cores >= 1", hc_env);
+        cores = (int)v;
+    }
     int *cs = ppdl_xmalloc((size_t)n * sizeof(int));
     PPDL_CHECK_MPI(MPI_Allgather(&cores, 1, MPI_INT, cs, 1, MPI_INT, comm));
     ppdl_hosts_build(h, n, (const char *const *)kp, (const char *const *)np, cs);

@@ -27,6 +27,16 @@ PLAN=$top_builddir/ppdl-plan
 # enough, once, for data parallelism to look only 2x slower)
 run_alone
 make_case g gpt
+# untied: with gpt-tiny's tied head the first and last stages exchange the embedding's
+# gradient each step, and the optimum then keeps those two on one node and crosses the
+# slow link twice with activations; the check below is about all-reduces and one crossing
+"$PPDL_INIT" --preset gpt-tiny --set n_layers=3 --set d_model=32 --set seq_len=16 --set tie_embeddings=0 \
+  --seed 3 -o "$tmp/g.h5" >/dev/null
+ok $? "the untied model"
+# the 4 ranks are 2 emulated nodes but share this machine's 2 cores, where the planner
+# would choose by the simulated step on shared cores (tests/mpi/default_plan.sh checks
+# that); here the network-aware optimum of T is under test, so each host has 4 cores
+export PPDL_TEST_HOST_CORES=4
 
 "$PY" - "$tmp/c.json" <<'PYEOF'
 import json, sys
