@@ -5,8 +5,9 @@
  * consecutive samples with one hyperslab, or two when the range wraps past N, and
  * checks every token or label against its range, naming the file, dataset and row.
  *
- * dtypes: tokens and labels may be stored as any integer type (int32 is what ppdl-data
- * writes; numpy's default int64 is accepted and range-checked after conversion);
+ * dtypes: tokens and labels may be stored as any integer type (ppdl-data writes tokens
+ * as uint16 where vocab_size <= 65536, else int32, and labels as int32; numpy's default
+ * int64 is accepted and range-checked after conversion);
  * features and images as float32 (or float64, converted on reading).
  */
 #include "io/data_io.h"
@@ -441,17 +442,25 @@ struct ppdl_tokens_out {
     hid_t file, ds;
     long n;
     int T;
+    int narrow;                /* 1: stored as uint16 (vocab_size <= 65536) */
+    uint16_t *u16;             /* the rows narrowed for one write, u16_cap tokens */
+    size_t u16_cap;
 };
+
+/* Token ids of a vocabulary of at most 65536 fit in uint16: half the bytes of int32 on
+ * disk and to write (GPT-2's 50257 does; Llama 3's 128256 stays int32). Readers take any
+ * integer type, so the choice is the writer's. */
+#define TOKENS_U16_MAX_VOCAB 65536
 
 /* rows per HDF5 chunk: about 256 KiB (small enough for HDF5's 1 MiB chunk cache when
  * training reads a few rows of a compressed file), at least one row */
-static long chunk_rows(long n, int T)
+static long chunk_rows(long n, int T, int narrow)
 {
-    long r = (256L << 10) / (((long)T + 1) * 4);
+    long r = (256L << 10) / (((long)T + 1) * (narrow ? 2 : 4));
     return r < 1 ? 1 : r > n ? n : r;
 }
 
-long ppdl_tokens_out_chunk_rows(const ppdl_tokens_out *w) { return chunk_rows(w->n, w->T); }
+long ppdl_tokens_out_chunk_rows(const ppdl_tokens_out *w) { return chunk_rows(w->n, w->T, w->narrow); }
 
 ppdl_tokens_out *ppdl_tokens_out_begin(const char *path, long n, int T, int vocab_size, int compress,
                                        char *err, size_t errlen)
@@ -472,6 +481,7 @@ ppdl_tokens_out *ppdl_tokens_out_begin(const char *path, long n, int T, int voca
     snprintf(w->path, sizeof w->path, "%s", path);
     w->n = n;
     w->T = T;
+    w->narrow = vocab_size <= TOKENS_U16_MAX_VOCAB;
     w->ds = -1;
     w->file = create_tmp(path, w->tmp, sizeof w->tmp, err, errlen);
     if (w->file < 0) {
@@ -480,12 +490,14 @@ ppdl_tokens_out *ppdl_tokens_out_begin(const char *path, long n, int T, int voca
     }
     /* contiguous unless compressed: each write is then one pwrite of the rows, with no
      * pass through HDF5's chunk cache */
-    hsize_t dims[2] = {(hsize_t)n, (hsize_t)T + 1}, chunk[2] = {(hsize_t)chunk_rows(n, T), (hsize_t)T + 1};
+    hsize_t dims[2] = {(hsize_t)n, (hsize_t)T + 1}, chunk[2] = {(hsize_t)chunk_rows(n, T, w->narrow), (hsize_t)T + 1};
     hid_t space = H5Screate_simple(2, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
     int ok = space >= 0 && dcpl >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
              (compress <= 0 || (H5Pset_chunk(dcpl, 2, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 &&
                                 H5Pset_deflate(dcpl, (unsigned)compress) >= 0));
-    if (ok) w->ds = H5Dcreate2(w->file, "tokens", H5T_STD_I32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (ok)
+        w->ds = H5Dcreate2(w->file, "tokens", w->narrow ? H5T_STD_U16LE : H5T_STD_I32LE, space, H5P_DEFAULT, dcpl,
+                           H5P_DEFAULT);
     ppdl_h5_close(&dcpl, H5Pclose);
     ppdl_h5_close(&space, H5Sclose);
     if (w->ds < 0 || write_root_attr(w->file, "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &vocab_size)) {
@@ -503,10 +515,28 @@ int ppdl_tokens_out_rows(ppdl_tokens_out *w, long row0, long rows, const int32_t
     if (row0 < 0 || rows < 1 || row0 + rows > w->n || w->ds < 0)
         return FAIL("internal: rows %ld..%ld of %ld", row0, row0 + rows - 1, w->n);
     hsize_t start[2] = {(hsize_t)row0, 0}, count[2] = {(hsize_t)rows, (hsize_t)w->T + 1};
+    const void *buf = tok;
+    hid_t mtype = H5T_NATIVE_INT32;
+    if (w->narrow) {  /* narrowed here, not by HDF5's conversion: one pass, no scratch of its own */
+        size_t k = (size_t)rows * (size_t)(w->T + 1);
+        if (k > w->u16_cap) {
+            free(w->u16);
+            w->u16 = ppdl_xmalloc(k * sizeof *w->u16);
+            w->u16_cap = k;
+        }
+        for (size_t i = 0; i < k; i++) {
+            if ((uint32_t)tok[i] >= TOKENS_U16_MAX_VOCAB)
+                return FAIL("internal: token %d of row %ld does not fit the uint16 dataset", tok[i],
+                            row0 + (long)(i / (size_t)(w->T + 1)));
+            w->u16[i] = (uint16_t)tok[i];
+        }
+        buf = w->u16;
+        mtype = H5T_NATIVE_UINT16;
+    }
     hid_t fspace = H5Dget_space(w->ds), mspace = H5Screate_simple(2, count, NULL);
     int rc = fspace >= 0 && mspace >= 0 &&
                      H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
-                     H5Dwrite(w->ds, H5T_NATIVE_INT32, mspace, fspace, H5P_DEFAULT, tok) >= 0
+                     H5Dwrite(w->ds, mtype, mspace, fspace, H5P_DEFAULT, buf) >= 0
                  ? 0
                  : -1;
     ppdl_h5_close(&mspace, H5Sclose);
@@ -533,7 +563,10 @@ int ppdl_tokens_out_commit(ppdl_tokens_out *w, char *err, size_t errlen)
     if (!rc && rename(w->tmp, w->path) != 0)
         rc = FAIL("cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
     if (rc) ppdl_tokens_out_discard(w);
-    else free(w);
+    else {
+        free(w->u16);
+        free(w);
+    }
     return rc;
 }
 
@@ -543,6 +576,7 @@ void ppdl_tokens_out_discard(ppdl_tokens_out *w)
     ppdl_h5_close(&w->ds, H5Dclose);
     ppdl_h5_close(&w->file, H5Fclose);
     unlink(w->tmp);
+    free(w->u16);
     free(w);
 }
 

@@ -3,8 +3,9 @@
 #
 # The reference: the ids of inputs/gpl3-tokens.npy as numpy reads them (np.load: numpy's
 # own .npy reader, not ppdl's), cut into rows by Python (row i = ids[i*S : i*S+T+1]).
-# Every conversion below must give exactly those rows (int32, bit for bit), the
-# vocab_size asked for, and nothing else on disk:
+# Every conversion below must give exactly those rows (bit for bit, stored as uint16
+# where vocab_size <= 65536, else int32), the vocab_size asked for, and nothing else on
+# disk:
 #   - the shipped corpus in its three formats (llm.c shard, nanoGPT raw .bin, .npy);
 #   - the same ids written here as an llm.c Llama 3 shard (uint32), raw uint32 (--dtype),
 #     .npy of other types (int64, big-endian uint32, int16, format version 2.0,
@@ -40,11 +41,12 @@ if mod:
     ids = ids % mod
 ids = ids[lo:hi]
 n = (len(ids) - (T + 1)) // S + 1
-want = np.stack([ids[i * S:i * S + T + 1] for i in range(n)]).astype(np.int32)
+want = np.stack([ids[i * S:i * S + T + 1] for i in range(n)])
+dtype = np.uint16 if vocab <= 65536 else np.int32
 with h5py.File(out, "r") as f:
     got = f["tokens"]
-    if got.dtype != np.int32 or got.shape != want.shape:
-        sys.exit(f"{out}: tokens {got.dtype} {got.shape}, expected int32 {want.shape}")
+    if got.dtype != dtype or got.shape != want.shape:
+        sys.exit(f"{out}: tokens {got.dtype} {got.shape}, expected {np.dtype(dtype)} {want.shape}")
     if not np.array_equal(got[()], want):
         r = int(np.argwhere((got[()] != want).any(axis=1))[0][0])
         sys.exit(f"{out}: row {r} differs")
@@ -107,6 +109,9 @@ for case in "llama3.bin" "raw32.bin --dtype uint32" "i8.npy" "be32.npy" "i2.npy"
     check "$tmp/o.h5" 32 32 512 0 end "$REF"
   ok $? "$f${1:+ $*}: the reference rows"
 done
+"$PPDL_DATA" tokens "$tmp/llama3.bin" --seq-len 32 -o "$tmp/o.h5" >/dev/null 2>&1 &&
+  check "$tmp/o.h5" 32 32 128256 0 end "$REF"
+ok $? "llama3.bin without --vocab-size: vocab_size 128256, its tokenizer's, stored as int32 (over 65536 ids)"
 "$PPDL_DATA" tokens "$tmp/u1.npy" --vocab-size 256 --seq-len 32 -o "$tmp/o.h5" >/dev/null 2>&1 &&
   check "$tmp/o.h5" 32 32 256 0 end "$REF" 256
 ok $? "u1.npy (uint8, the ids mod 256): the reference rows mod 256"
