@@ -56,6 +56,7 @@ int ppdl_schedule_parse(const char *name)
     if (strcmp(name, "1f1b") == 0) return PPDL_SCHED_1F1B;
     if (strcmp(name, "zb-h1") == 0) return PPDL_SCHED_ZB_H1;
     if (strcmp(name, "zb-h2") == 0) return PPDL_SCHED_ZB_H2;
+    if (strcmp(name, "auto") == 0) return PPDL_SCHED_AUTO;
     return -1;
 }
 
@@ -79,6 +80,7 @@ const char *ppdl_schedule_name(int kind)
     case PPDL_SCHED_1F1B: return "1f1b";
     case PPDL_SCHED_ZB_H1: return "zb-h1";
     case PPDL_SCHED_ZB_H2: return "zb-h2";
+    case PPDL_SCHED_AUTO: return "auto";
     default: return "unknown";
     }
 }
@@ -159,6 +161,20 @@ static void build_1f1b(ppdl_op_list *l, int S, int M, int s, int warmup, sel r)
     while (next_b < M) keep_backward(l, S, s, next_b++, r);
 }
 
+/* micro-batches a zero-bubble stage holds at most: 1F1B's first stage's S (ZB-H1), or
+ * 2S - 1 (ZB-H2) */
+static int zb_cap(int kind, int S) { return kind == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1; }
+
+long ppdl_schedule_unit_step(int kind, int S, int M)
+{
+    PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_unit_step: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
+    if (!ppdl_schedule_splits_backward(kind)) return 3L * M + 3L * (S - 1);
+    ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
+    long t = ppdl_zb_order(S, M, zb_cap(kind, S), 0, order);
+    free(order);
+    return t;
+}
+
 /* A zero-bubble list: the passes of sched/zero_bubble.h's play, at most cap
  * micro-batches held */
 static void build_zb(ppdl_op_list *l, int S, int M, int s, int cap)
@@ -215,7 +231,7 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
     else if (kind == PPDL_SCHED_1F1B)
         build_1f1b(out, S, M, s, warmup, r);
     else
-        build_zb(out, S, M, s, kind == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1);
+        build_zb(out, S, M, s, zb_cap(kind, S));
     push(out, PPDL_OP_OPTIMIZER, -1, -1);
     PPDL_CHECK(split ? out->n <= cap : out->n == cap, "ppdl_schedule_build: built %d ops, expected %s%d", out->n,
                split ? "at most " : "", cap);
