@@ -74,7 +74,8 @@ static void usage(FILE *f)
 "                          bottleneck, phi < 1 the share of the fill W cannot hide\n"
 "                          (docs/cost-model.md); auto: plan once per schedule, print\n"
 "                          each one's best plan and take the least T (ties: 1f1b,\n"
-"                          zb-h1, zb-h2, gpipe in that order)\n"
+"                          zb-h1, zb-h2 in that order; gpipe, 1f1b's T with more\n"
+"                          memory, never wins and is not solved)\n"
 "  --method NAME           ppdl (default): stages, replicas, placement and recompute\n"
 "                          together; ppdl-pipeline: one stage per rank (partition,\n"
 "                          placement, recompute); ppdl-inorder: one stage per rank, ranks\n"
@@ -324,6 +325,8 @@ static void print_schedules(const ppdl_costs *c, const ppdl_cluster_model *cl, i
         printf("  %-8s %10.3f  %13.3f  %-14s  %10.1f  %s%s\n", name, p->predicted_iter_ms, sim_ms,
                o->rc == 0 ? "yes" : "no", 1e3 * o->plan_s, kind, k == ch->chosen ? "   <- chosen" : "");
     }
+    printf("  gpipe     not solved: its T is 1f1b's for every plan, with M micro-batches in flight (1f1b: at most N), "
+           "so it never wins\n");
     char line[512];
     if (ch->chosen >= 0)
         printf("picked %s: %s\n", ppdl_schedule_name(ch->opt[ch->chosen].schedule),

@@ -163,12 +163,16 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             return ppdl_errf(err, errlen, "plan: stage %d has %d replicas but a step has %d micro-batches: each "
                                           "replica needs at least one", s, n_rep(&p->stages[s]), M);
     int S = p->S, split = ppdl_schedule_splits_backward(schedule);
+    int *held = NULL, *pending = NULL; /* split: the lists' counts, one per stage */
     if (split) { /* the zero-bubble lists are built for one rank per stage */
         int *k = ppdl_xmalloc((size_t)S * sizeof(int));
         for (int s = 0; s < S; s++) k[s] = n_rep(&p->stages[s]);
         rc = ppdl_schedule_supports(schedule, S, k, err, errlen);
         free(k);
         if (rc) return -1;
+        held = ppdl_xmalloc(2 * (size_t)S * sizeof(int));
+        pending = held + S;
+        ppdl_schedule_counts(schedule, S, M, held, pending);
     }
     ev->S = S;
     ev->schedule = schedule;
@@ -199,8 +203,9 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         /* every replica: its memory, and its micro-batches as a resource */
         double stage_over = -INFINITY;
         for (int q = 0; q < k; q++) {
-            int r = rep_rank(st, q), n = ppdl_replica_in_flight(schedule, S, M, ev->replicas, s, q);
-            int w = ppdl_pending_weight(schedule, S, M, s); /* 0 without a split (and k = 1 with) */
+            int r = rep_rank(st, q);
+            int n = split ? held[s] : ppdl_replica_in_flight(schedule, S, M, ev->replicas, s, q);
+            int w = split ? pending[s] : 0; /* what waits for W (a split has k = 1) */
             double mem = ppdl_stage_mem_split(c, st->first, st->last, st->recompute, n, w);
             double t = ppdl_stage_time_split(c, st->first, st->last, st->recompute, cl->speed[r], split);
             if (mem > cl->mem[r]) ev->feasible = 0;
@@ -255,6 +260,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         ev->tie = ppdl_tie_ms(c, cl, ra, ka, rb, kb);
         free(ra);
     }
+    free(held);
     /* phi = 1 (all but the zero-bubble schedules) multiplies exactly: T as before */
     ev->T = ev->phi * ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail + ev->tie;
     return 0;

@@ -106,7 +106,13 @@ void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, in
     x->phi = ppdl_fill_factor(schedule, S, M);
     x->mt = M - 1 + x->phi; /* exactly M when phi = 1 */
     x->infl = ppdl_xmalloc((size_t)S * sizeof(int));
-    for (int s = 0; s < S; s++) x->infl[s] = ppdl_in_flight(schedule, S, M, s);
+    if (x->split) { /* the op lists' counts, from one play */
+        int *pending = ppdl_xmalloc((size_t)S * sizeof(int));
+        ppdl_schedule_counts(schedule, S, M, x->infl, pending);
+        free(pending);
+    } else {
+        for (int s = 0; s < S; s++) x->infl[s] = ppdl_in_flight(schedule, S, M, s);
+    }
     int L = c->L;
     x->W = ppdl_xcalloc((size_t)L + 1, sizeof(double));
     x->P = ppdl_xcalloc((size_t)L + 1, sizeof(double));

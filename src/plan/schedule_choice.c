@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2,
-                                              PPDL_SCHED_GPIPE};
+const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2};
 
 /* a strictly better key, beyond a relative 1e-9 (ties keep the earlier candidate) */
 static int better(double a, double b) { return a < b * (1 - 1e-9); }
@@ -32,6 +31,12 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
     memset(ch, 0, sizeof *ch);
     ch->chosen = -1;
     ppdl_cluster_model mine = *cl; /* the same cluster with the candidate's memory */
+    ppdl_solve_opts o_zb;
+    if (opts) o_zb = *opts;
+    else ppdl_solve_opts_default(&o_zb);
+    /* where no candidate order fits a zero-bubble schedule, it is out: the search for
+     * an order that fits is left to 1F1B (whose message a failure reports) */
+    o_zb.fit_search = 0;
     for (int k = 0; k < PPDL_AUTO_N; k++) {
         ppdl_schedule_option *o = &ch->opt[k];
         o->schedule = ppdl_auto_schedules[k];
@@ -42,8 +47,8 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
             mine.mem = mem;
         }
         double t0 = ppdl_now_s();
-        o->rc = ppdl_plan_solve_ex(c, &mine, M, o->schedule, method, opts, &o->plan, &o->info, &o->sc, o->why,
-                                   sizeof o->why);
+        o->rc = ppdl_plan_solve_ex(c, &mine, M, o->schedule, method, k ? &o_zb : opts, &o->plan, &o->info, &o->sc,
+                                   o->why, sizeof o->why);
         o->plan_s = ppdl_now_s() - t0;
         o->T = o->plan.S > 0 ? o->plan.predicted_iter_ms : INFINITY;
         free(mem);

@@ -48,6 +48,7 @@ void ppdl_solve_opts_default(ppdl_solve_opts *o)
     o->replicate = 1;
     o->exact_hybrid_ranks = 6;
     o->hybrid_evals = 0;
+    o->fit_search = 1;
 }
 
 
@@ -354,7 +355,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
         }
         free(o2);
     }
-    if (!(bT < INFINITY) && !exact_ok && !fixed_order && opts->placement) {
+    if (!(bT < INFINITY) && !exact_ok && !fixed_order && opts->placement && opts->fit_search) {
         /* too many ranks for the exact check: search for an order that fits, from every
          * candidate in turn */
         int *o2 = ppdl_xmalloc((size_t)N * sizeof(int));

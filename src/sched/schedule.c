@@ -175,6 +175,41 @@ long ppdl_schedule_unit_step(int kind, int S, int M)
     return t;
 }
 
+void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending)
+{
+    PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_counts: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
+    if (!ppdl_schedule_splits_backward(kind)) {
+        for (int s = 0; s < S; s++) {
+            ppdl_op_list l;
+            ppdl_schedule_build(kind, S, M, s, &l);
+            held[s] = ppdl_schedule_max_in_flight(&l);
+            pending[s] = 0;
+            ppdl_op_list_free(&l);
+        }
+        return;
+    }
+    ppdl_zb_pass *all = ppdl_xmalloc((size_t)S * 3 * (size_t)M * sizeof *all);
+    ppdl_zb_order_all(S, M, zb_cap(kind, S), all);
+    for (int s = 0; s < S; s++) {
+        /* as build_zb turns the passes into ops and max_between counts them: F holds a
+         * micro-batch until its W (or fused backward); B starts a W's wait, except a B
+         * fused with the W right after it (stage 0), which is one BACKWARD */
+        const ppdl_zb_pass *o = &all[(size_t)s * 3 * M];
+        int h = 0, p = 0;
+        held[s] = pending[s] = 0;
+        for (int i = 0; i < 3 * M; i++) {
+            int fused = s == 0 && o[i].kind == 'B' && i + 1 < 3 * M && o[i + 1].kind == 'W' && o[i + 1].mb == o[i].mb;
+            if (o[i].kind == 'F') h++;
+            else if (fused) h--, i++;
+            else if (o[i].kind == 'B') p++;
+            else h--, p--;
+            if (h > held[s]) held[s] = h;
+            if (p > pending[s]) pending[s] = p;
+        }
+    }
+    free(all);
+}
+
 /* A zero-bubble list: the passes of sched/zero_bubble.h's play, at most cap
  * micro-batches held */
 static void build_zb(ppdl_op_list *l, int S, int M, int s, int cap)

@@ -105,6 +105,11 @@ void ppdl_op_list_free(ppdl_op_list *l);
  * (plan/costmodel.h) comes from it. */
 long ppdl_schedule_unit_step(int kind, int S, int M);
 
+/* held[s] = ppdl_schedule_max_in_flight and pending[s] = ppdl_schedule_max_pending_weight
+ * of every stage's list (ppdl_schedule_build, one replica per stage), from one play for
+ * the zero-bubble schedules instead of S (the planner's cost on many ranks) */
+void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending);
+
 /* Play the S lists against each other under the communication model above and check:
  * every SEND has exactly one matching RECV and vice versa, no deadlock (all lists run
  * to the end), each BACKWARD(mb) comes after FORWARD(mb) on its stage, every mb is

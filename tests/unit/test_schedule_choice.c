@@ -1,6 +1,7 @@
 /* test_schedule_choice.c — the zero-bubble cost model, the solvers under it, and
  * `--schedule auto` (plan/costmodel.h, plan/schedule_choice.h).
  *
+ *  - The op lists' counts from one play (ppdl_schedule_counts) are the built lists'.
  *  - The cost model's T against the simulator (which plays the runtime's op lists) on
  *    S equal stages with F = B = W: equal, to rounding (relative 1e-9), for 1f1b, zb-h1
  *    and zb-h2, S 1..6, M 1..9 (M < S included), links free. With links (each 5% of a
@@ -96,6 +97,31 @@ static double model_T(const ppdl_costs *c, const ppdl_cluster_model *cl, const p
     double T = ev.T;
     ppdl_cost_eval_free(&ev);
     return T;
+}
+
+/* ppdl_schedule_counts (one play for every stage) = the built lists' own counts */
+static void test_counts(void)
+{
+    int bad = 0, n = 0;
+    for (int kind = 0; kind < PPDL_SCHED_N_KINDS; kind++)
+        for (int S = 1; S <= 8; S++)
+            for (int M = 1; M <= 12; M++) {
+                int held[8], pending[8];
+                ppdl_schedule_counts(kind, S, M, held, pending);
+                for (int s = 0; s < S; s++) {
+                    ppdl_op_list l;
+                    ppdl_schedule_build(kind, S, M, s, &l);
+                    n++;
+                    if (held[s] != ppdl_schedule_max_in_flight(&l) || pending[s] != ppdl_schedule_max_pending_weight(&l)) {
+                        bad++;
+                        diag("%s S=%d M=%d stage %d: %d/%d, the list %d/%d", ppdl_schedule_name(kind), S, M, s, held[s],
+                             pending[s], ppdl_schedule_max_in_flight(&l), ppdl_schedule_max_pending_weight(&l));
+                    }
+                    ppdl_op_list_free(&l);
+                }
+            }
+    ok(bad == 0, "ppdl_schedule_counts = each built list's micro-batches held and W's pending (%d stage lists, every "
+                 "schedule, S 1..8, M 1..12)", n);
 }
 
 static void test_model_vs_simulator(void)
@@ -416,6 +442,7 @@ static void test_choice(void)
 
 int main(void)
 {
+    test_counts();
     test_model_vs_simulator();
     test_solver_exact();
     test_weight_keep();
