@@ -217,6 +217,20 @@ static int cmd_exact(int N, int L, int M)
     return 0;
 }
 
+/* the next case of the quality series: 2-8 nodes of 2-8 ranks, a GPT-like model of
+ * 2N+2..4N+2 layers, M = 2N; returns the inter-node slowdown */
+static double quality_case(ppdl_rng *g, int hetero, ppdl_costs *c, ppdl_cluster_model *cl, int *G, int *R, int *L,
+                           int *M)
+{
+    *G = 2 + (int)(ppdl_rng_u64(g) % 7);
+    *R = 2 + (int)(ppdl_rng_u64(g) % 7);
+    int N = *G * *R;
+    *L = 2 * N + 2 + (int)(ppdl_rng_u64(g) % (uint64_t)(2 * N + 1));
+    *M = 2 * N;
+    gen_model(g, *L, c);
+    return gen_cluster(g, c, *G, *R, *M, PPDL_SCHED_1F1B, hetero, cl);
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -247,12 +261,10 @@ static int cmd_quality(int cases, int all)
         int wins[NB] = {0}, n_rep = 0, n_pipe = 0;
         double plan_s = 0, geo_pipe = 0;
         for (int k = 0; k < cases; k++) {
-            int G = 2 + (int)(ppdl_rng_u64(&g) % 7), R = 2 + (int)(ppdl_rng_u64(&g) % 7), N = G * R;
-            int L = 2 * N + 2 + (int)(ppdl_rng_u64(&g) % (uint64_t)(2 * N + 1)), M = 2 * N;
+            int G, R, L, M;
             ppdl_costs c;
             ppdl_cluster_model cl;
-            gen_model(&g, L, &c);
-            double slow = gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, hetero, &cl);
+            double slow = quality_case(&g, hetero, &c, &cl, &G, &R, &L, &M);
             /* ppdl ("ppdl" of ppdl_plan_solve, with the solver's info: was the search exact?) */
             ppdl_plan pp;
             ppdl_solve_info pinfo;
@@ -432,17 +444,6 @@ static int cmd_heuristic(int cases)
     return 0;
 }
 
-/* the simulated step of p under sched (NAN: cannot be played) */
-static double sim_step(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M, int sched)
-{
-    ppdl_sim sim;
-    char err[PPDL_ERR_LEN];
-    if (ppdl_simulate(c, cl, p, M, sched, 0, &sim, err, sizeof err)) return NAN;
-    double ms = sim.step_ms;
-    ppdl_sim_free(&sim);
-    return ms;
-}
-
 /* --schedule auto (one exact solve per schedule, the least T) against ppdl's best 1F1B
  * plan, on the heterogeneous clusters of cmd_quality (same generator, same seed) */
 static int cmd_schedule(int cases, int all)
@@ -450,16 +451,14 @@ static int cmd_schedule(int cases, int all)
     ppdl_rng g;
     ppdl_rng_seed(&g, 101); /* cmd_quality's heterogeneous series */
     printf("\n--schedule auto vs the best 1f1b plan, heterogeneous clusters (%d cases, as quality's):\n", cases);
-    printf("  case  nodes x ranks  layers    M   1f1b ms  zb-h1 ms  zb-h2 ms  gpipe ms  chosen   T ratio  sim ratio\n");
+    printf("  case  nodes x ranks  layers    M   1f1b ms  zb-h1 ms  zb-h2 ms  chosen   T ratio  sim ratio\n");
     double geo = 0, geo_sim = 0, plan_s = 0, worst = INFINITY, best = 0;
     int n = 0, n_sim = 0, chosen[PPDL_SCHED_N_KINDS] = {0}, none = 0;
     for (int k = 0; k < cases; k++) {
-        int G = 2 + (int)(ppdl_rng_u64(&g) % 7), R = 2 + (int)(ppdl_rng_u64(&g) % 7), N = G * R;
-        int L = 2 * N + 2 + (int)(ppdl_rng_u64(&g) % (uint64_t)(2 * N + 1)), M = 2 * N;
+        int G, R, L, M;
         ppdl_costs c;
         ppdl_cluster_model cl;
-        gen_model(&g, L, &c);
-        gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+        quality_case(&g, 1, &c, &cl, &G, &R, &L, &M);
         ppdl_schedule_choice ch;
         char err[PPDL_ERR_LEN];
         double t0 = ppdl_now_s();
@@ -475,8 +474,8 @@ static int cmd_schedule(int cases, int all)
         if (rc == 0 && one->rc == 0) {
             const ppdl_schedule_option *w = &ch.opt[ch.chosen];
             double r = one->T / w->T;
-            double s1 = sim_step(&c, &cl, &one->plan, M, one->schedule);
-            double sw = sim_step(&c, &cl, &w->plan, M, w->schedule);
+            double s1 = ppdl_simulated_ms(&c, &cl, &one->plan, M, one->schedule);
+            double sw = ppdl_simulated_ms(&c, &cl, &w->plan, M, w->schedule);
             geo += log(r);
             n++;
             worst = fmin(worst, r);

@@ -266,19 +266,18 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
 /* every method under `schedule` (the plans, the cost model and the simulator) */
 static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
 {
-    int plan_kind = schedule;
     double T_ppdl = NAN;
     printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  fits in memory           kind\n");
     for (int k = 0; ppdl_plan_methods[k]; k++) {
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
-        int rc = ppdl_plan_solve(c, cl, M, plan_kind, ppdl_plan_methods[k], &p, err, sizeof err);
+        int rc = ppdl_plan_solve(c, cl, M, schedule, ppdl_plan_methods[k], &p, err, sizeof err);
         if (p.S == 0) {
             printf("  %-14s  %s\n", ppdl_plan_methods[k], err);
             continue;
         }
         ppdl_cost_eval ev;
-        if (ppdl_cost_evaluate(c, cl, M, plan_kind, &p, &ev, err, sizeof err) == 0) {
+        if (ppdl_cost_evaluate(c, cl, M, schedule, &p, &ev, err, sizeof err) == 0) {
             if (!ev.feasible) {
                 char a[32];
                 snprintf(fits, sizeof fits, "no: stage %d over by %s", ev.worst_stage,
@@ -287,10 +286,7 @@ static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int
             ppdl_cost_eval_free(&ev);
         }
         if (k == 0 && rc == 0) T_ppdl = p.predicted_iter_ms;
-        ppdl_sim sim;
-        double sim_ms = NAN;
-        if (ppdl_simulate(c, cl, &p, M, schedule, 0, &sim, err, sizeof err) == 0) sim_ms = sim.step_ms;
-        ppdl_sim_free(&sim);
+        double sim_ms = ppdl_simulated_ms(c, cl, &p, M, schedule);
         char ratio[16] = "     -", kind[96];
         if (T_ppdl > 0) snprintf(ratio, sizeof ratio, "%6.2fx", p.predicted_iter_ms / T_ppdl);
         printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %-23s  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
@@ -314,13 +310,8 @@ static void print_schedules(const ppdl_costs *c, const ppdl_cluster_model *cl, i
             printf("  %-8s  none: %s\n", name, o->why);
             continue;
         }
-        double sim_ms = NAN;
-        ppdl_sim sim;
-        char err[PPDL_ERR_LEN], kind[96] = "";
-        if (ppdl_simulate(c, cl, p, M, o->schedule, 0, &sim, err, sizeof err) == 0) {
-            sim_ms = sim.step_ms;
-            ppdl_sim_free(&sim);
-        }
+        double sim_ms = ppdl_simulated_ms(c, cl, p, M, o->schedule);
+        char kind[96] = "";
         ppdl_plan_kind(p, kind, sizeof kind);
         printf("  %-8s %10.3f  %13.3f  %-14s  %10.1f  %s%s\n", name, p->predicted_iter_ms, sim_ms,
                o->rc == 0 ? "yes" : "no", 1e3 * o->plan_s, kind, k == ch->chosen ? "   <- chosen" : "");

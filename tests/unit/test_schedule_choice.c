@@ -79,16 +79,6 @@ static void pipeline_plan(int S, ppdl_plan *p)
     PPDL_CHECK(ppdl_plan_uniform(S, S, p, err, sizeof err) == 0, "%s", err);
 }
 
-static double simulated(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M, int sched)
-{
-    ppdl_sim sim;
-    char err[PPDL_ERR_LEN];
-    if (ppdl_simulate(c, cl, p, M, sched, 0, &sim, err, sizeof err)) return NAN;
-    double ms = sim.step_ms;
-    ppdl_sim_free(&sim);
-    return ms;
-}
-
 static double model_T(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M, int sched)
 {
     ppdl_cost_eval ev;
@@ -140,7 +130,7 @@ static void test_model_vs_simulator(void)
                     ppdl_cluster_model cl;
                     /* links: 1000 bytes at 2e7 B/s = 0.05 ms, 5% of a 3 ms stage */
                     flat_cluster(&cl, S, 1e12, 0, links ? 2e7 : 1e30);
-                    double T = model_T(&c, &cl, &p, M, scheds[k]), sim = simulated(&c, &cl, &p, M, scheds[k]);
+                    double T = model_T(&c, &cl, &p, M, scheds[k]), sim = ppdl_simulated_ms(&c, &cl, &p, M, scheds[k]);
                     double rel = fabs(T - sim) / sim;
                     if (links) {
                         n_link++;
