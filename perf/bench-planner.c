@@ -21,10 +21,11 @@
  *                                       whether ppdl's plan is proven optimal (exact
  *                                       placement and layout search: solver info.exact)
  *   bench-planner-bin heuristic [CASES] heuristic placement vs exact on N = 6..10
- *   bench-planner-bin schedule [CASES [1]] --schedule auto against the best 1F1B plan on
- *                                       the quality command's heterogeneous clusters
- *                                       (the same seed): T of each, their ratio, the
- *                                       schedule chosen, and the simulated steps' ratio
+ *   bench-planner-bin schedule [CASES [ALL [MEM%]]] --schedule auto against the best
+ *                                       1F1B plan on the quality command's heterogeneous
+ *                                       clusters (the same seed; memory MEM% of theirs,
+ *                                       default 100): T of each, their ratio, the schedule
+ *                                       chosen, and the simulated steps' ratio
  *   bench-planner-bin speed-auto [L N M] --schedule auto's planner time (one solve per
  *                                       schedule; default 200 64 128)
  *   bench-planner-bin write L G R M DIR write costs.json and cluster.json of one case
@@ -446,11 +447,12 @@ static int cmd_heuristic(int cases)
 
 /* --schedule auto (one exact solve per schedule, the least T) against ppdl's best 1F1B
  * plan, on the heterogeneous clusters of cmd_quality (same generator, same seed) */
-static int cmd_schedule(int cases, int all)
+static int cmd_schedule(int cases, int all, int mem_pct)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 101); /* cmd_quality's heterogeneous series */
-    printf("\n--schedule auto vs the best 1f1b plan, heterogeneous clusters (%d cases, as quality's):\n", cases);
+    printf("\n--schedule auto vs the best 1f1b plan, heterogeneous clusters (%d cases, as quality's; memory %d%% of "
+           "theirs):\n", cases, mem_pct);
     printf("  case  nodes x ranks  layers    M   1f1b ms  zb-h1 ms  zb-h2 ms  chosen   T ratio  sim ratio\n");
     double geo = 0, geo_sim = 0, plan_s = 0, worst = INFINITY, best = 0;
     int n = 0, n_sim = 0, chosen[PPDL_SCHED_N_KINDS] = {0}, none = 0;
@@ -459,6 +461,7 @@ static int cmd_schedule(int cases, int all)
         ppdl_costs c;
         ppdl_cluster_model cl;
         quality_case(&g, 1, &c, &cl, &G, &R, &L, &M);
+        for (int r = 0; r < cl.N; r++) cl.mem[r] = floor(cl.mem[r] * mem_pct / 100.0);
         ppdl_schedule_choice ch;
         char err[PPDL_ERR_LEN];
         double t0 = ppdl_now_s();
@@ -499,12 +502,13 @@ static int cmd_schedule(int cases, int all)
     }
     printf("  best 1f1b T / --schedule auto T over %d cases: geometric mean %.3fx (goal >= 1.1x), min %.3fx, max "
            "%.3fx; simulated steps' ratio: geometric mean %.3fx over %d; chosen: 1f1b %d, zb-h1 %d, zb-h2 %d, gpipe %d; "
-           "no plan in %d; mean planner time (4 solves) %.3f s\n", n, n ? exp(geo / n) : NAN, worst, best,
+           "no plan in %d; mean planner time (3 solves) %.3f s\n", n, n ? exp(geo / n) : NAN, worst, best,
            n_sim ? exp(geo_sim / n_sim) : NAN, n_sim, chosen[PPDL_SCHED_1F1B], chosen[PPDL_SCHED_ZB_H1],
            chosen[PPDL_SCHED_ZB_H2], chosen[PPDL_SCHED_GPIPE], none, plan_s / cases);
-    printf("result schedule_auto_hetero_geomean %.4f\nresult schedule_auto_hetero_sim_geomean %.4f\n"
-           "result schedule_auto_hetero_min %.4f\nresult schedule_auto_hetero_zb_chosen %d/%d\n", n ? exp(geo / n) : NAN,
-           n_sim ? exp(geo_sim / n_sim) : NAN, n ? worst : NAN, chosen[PPDL_SCHED_ZB_H1] + chosen[PPDL_SCHED_ZB_H2], n);
+    printf("result schedule_auto_hetero_mem%d_geomean %.4f\nresult schedule_auto_hetero_mem%d_sim_geomean %.4f\n"
+           "result schedule_auto_hetero_mem%d_min %.4f\nresult schedule_auto_hetero_mem%d_zb_chosen %d/%d\n", mem_pct,
+           n ? exp(geo / n) : NAN, mem_pct, n_sim ? exp(geo_sim / n_sim) : NAN, mem_pct, n ? worst : NAN, mem_pct,
+           chosen[PPDL_SCHED_ZB_H1] + chosen[PPDL_SCHED_ZB_H2], n);
     return 0;
 }
 
@@ -564,10 +568,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "exact")) return cmd_exact(a ? a : 10, b ? b : 64, c ? c : 32);
     if (!strcmp(cmd, "quality")) return cmd_quality(a ? a : 60, b);
     if (!strcmp(cmd, "heuristic")) return cmd_heuristic(a ? a : 20);
-    if (!strcmp(cmd, "schedule")) return cmd_schedule(a ? a : 60, b);
+    if (!strcmp(cmd, "schedule")) return cmd_schedule(a ? a : 60, b, c ? c : 100);
     if (!strcmp(cmd, "speed-auto")) return cmd_speed_auto(a ? a : 200, b ? b : 64, c ? c : 128);
     if (!strcmp(cmd, "write") && argc == 7) return cmd_write(a, b, c, atoi(argv[5]), argv[6]);
     fprintf(stderr, "usage: bench-planner-bin speed [L N M] | exact [N L M] | quality [CASES [1]] | heuristic [CASES] | "
-                    "schedule [CASES [1]] | speed-auto [L N M] | write L G R M DIR\n");
+                    "schedule [CASES [ALL [MEM%%]]] | speed-auto [L N M] | write L G R M DIR\n");
     return 2;
 }

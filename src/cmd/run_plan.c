@@ -151,15 +151,24 @@ static void predict_plan_file(run *r)
 }
 
 /* --schedule auto with a plan that the planner did not make here: the schedule the
- * plan file records, else (rank 0, knowing the costs and the network) the one of least
- * T for this plan among those that can run its layout. Every rank gets it. */
+ * plan file records; 1f1b for one stage or replicated stages; else (rank 0, knowing the
+ * costs and the network) the one of least T for this plan among those that can run its
+ * layout, or refused. Every rank gets it. */
 static void schedule_for_given_plan(run *r)
 {
     char err[PPDL_ERR_LEN] = "";
     int k = -1;
+    int replicated = 0;
+    for (int s = 0; s < r->plan.S; s++) replicated |= r->plan.stages[s].n_replicas > 1;
     if (r->plan.schedule[0]) {
         k = ppdl_schedule_parse(r->plan.schedule);
         snprintf(r->schedule_why, sizeof r->schedule_why, "the schedule %s records", r->o.plan);
+    } else if (r->plan.S == 1 || replicated) {
+        /* no choice to make: one stage runs every schedule alike, and replicated stages
+         * run 1F1B or GPipe, whose T is 1F1B's with more in flight */
+        k = PPDL_SCHED_1F1B;
+        snprintf(r->schedule_why, sizeof r->schedule_why, "%s", r->plan.S == 1 ? "one stage: every schedule runs alike"
+                 : "replicated stages run 1f1b or gpipe, and gpipe holds more for the same step");
     } else if (r->rank == 0 && r->have_costs && r->have_cluster) {
         const ppdl_cluster *cl = &r->cluster;
         ppdl_cluster_model cm;

@@ -16,8 +16,9 @@
 #  2. ppdl-plan --schedule auto --json writes the chosen schedule into the plan; ppdl
 #     --plan that.json --schedule auto runs that schedule, bitwise the same losses.
 #  3. --plan uniform --schedule auto with --costs and --cluster takes the least T for
-#     that plan, and trains; without them (and a plan file without "schedule") the run
-#     is refused with exit status 2 and the advice; an unknown --schedule too.
+#     that plan, and trains; one rank needs neither (one stage: 1f1b); a pipeline plan
+#     file without "schedule" and no costs or cluster is refused with exit status 2 and
+#     the advice; an unknown --schedule too.
 . "$top_srcdir/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_all "needs /usr/bin/python3 to write and compare the JSON files"
@@ -104,6 +105,12 @@ ok $? "--plan uniform --schedule auto with --costs and --cluster: the least T fo
 [ $rc = 0 ] || show_log u2
 same_losses u2 r1
 ok $? "... bitwise the losses of 1f1b on 1 rank"
+mpirun_n 1 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --schedule auto --report "$tmp/one.json" >"$tmp/one.log" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "^schedule 1f1b (--schedule auto, one stage: every schedule runs alike)" "$tmp/one.log" &&
+  same_losses one r1
+ok $? "one rank (one stage, no costs needed): 1f1b, the same losses"
+[ $rc = 0 ] || show_log one
 "$PY" -c 'import json, sys; p = json.load(open(sys.argv[1])); p.pop("schedule", None); json.dump(p, open(sys.argv[2], "w"))' \
   "$tmp/p3.json" "$tmp/bare.json"
 mpirun_n 3 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --plan "$tmp/bare.json" --schedule auto >"$tmp/bare.log" 2>&1
