@@ -353,15 +353,24 @@ int main(int argc, char **argv)
     so.exact_hybrid_ranks = (int)o.exact_layouts;
 
     /* ---- 2. plan: once, or once per schedule (auto) ---- */
-    double t0 = ppdl_now_s(), reserve;
+    /* against each rank's memory less the runtime's buffers, as ppdl --plan auto does
+     * (plan/reserve.h): the same costs and cluster give both the same plan. auto: each
+     * schedule against its own reserve. The table and the comparison below evaluate
+     * against the memory the plan was made for. */
+    int autos = o.schedule == PPDL_SCHED_AUTO, taken = -1, rc;
+    double reserve = autos ? 0 : ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
+    double *less = NULL;
+    if (!autos) {
+        less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
+        memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
+        free(less);
+    }
+    double t0 = ppdl_now_s();
     ppdl_plan plan;
     ppdl_solve_info info;
     ppdl_shared_choice sc;
-    int rc;
     ppdl_schedule_choice ch;
-    int autos = o.schedule == PPDL_SCHED_AUTO, taken = -1;
     if (autos) {
-        /* each schedule against the memory less its own runtime reserve */
         rc = ppdl_plan_solve_auto(&costs, &cl, M, o.method, &so, 1, &ch, err, sizeof err);
         int k = taken = ch.chosen >= 0 ? ch.chosen : 0; /* none fits: report 1F1B's */
         o.schedule = ch.opt[k].schedule;
@@ -375,13 +384,11 @@ int main(int argc, char **argv)
         rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);
     }
     double plan_s = ppdl_now_s() - t0;
-    if (!autos) reserve = ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
-    /* plan against each rank's memory less the runtime's buffers, as ppdl --plan auto
-     * does (plan/reserve.h): the same costs and cluster give both the same plan. The
-     * table and the comparison below evaluate against that memory too. */
-    double *less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
-    memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
-    free(less);
+    if (autos) { /* from here on: the chosen schedule's memory */
+        less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
+        memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
+        free(less);
+    }
     if (plan.S == 0) {
         fprintf(stderr, "ppdl-plan: %s\n", err);
         if (autos) ppdl_schedule_choice_free(&ch);

@@ -215,6 +215,8 @@ void run_choose_plan(run *r)
     if (o->schedule == PPDL_SCHED_AUTO) {
         if (o->plan_mode == PLAN_AUTO) r->o.schedule = ppdl_schedule_parse(r->plan.schedule); /* rank 0's choice */
         else schedule_for_given_plan(r);
+        PPDL_CHECK(r->o.schedule >= 0 && r->o.schedule < PPDL_SCHED_N_KINDS, "--schedule auto: no schedule chosen "
+                   "(the plan says \"%s\")", r->plan.schedule);
     }
     if (o->plan_mode == PLAN_FILE) predict_plan_file(r);
     ppdl_plan *plan = &r->plan;
