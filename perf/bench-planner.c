@@ -21,6 +21,13 @@
  *                                       whether ppdl's plan is proven optimal (exact
  *                                       placement and layout search: solver info.exact)
  *   bench-planner-bin heuristic [CASES] heuristic placement vs exact on N = 6..10
+ *   bench-planner-bin schedule [CASES [ALL [MEM%]]] --schedule auto against the best
+ *                                       1F1B plan on the quality command's heterogeneous
+ *                                       clusters (the same seed; memory MEM% of theirs,
+ *                                       default 100): T of each, their ratio, the schedule
+ *                                       chosen, and the simulated steps' ratio
+ *   bench-planner-bin speed-auto [L N M] --schedule auto's planner time (one solve per
+ *                                       schedule; default 200 64 128)
  *   bench-planner-bin write L G R M DIR write costs.json and cluster.json of one case
  * Each prints a table and "result KEY VALUE" lines.
  */
@@ -32,6 +39,7 @@
 #include "plan/costmodel.h"
 #include "plan/costs.h"
 #include "plan/planner.h"
+#include "plan/schedule_choice.h"
 #include "plan/simulate.h"
 #include "plan/solver.h"
 
@@ -210,6 +218,20 @@ static int cmd_exact(int N, int L, int M)
     return 0;
 }
 
+/* the next case of the quality series: 2-8 nodes of 2-8 ranks, a GPT-like model of
+ * 2N+2..4N+2 layers, M = 2N; returns the inter-node slowdown */
+static double quality_case(ppdl_rng *g, int hetero, ppdl_costs *c, ppdl_cluster_model *cl, int *G, int *R, int *L,
+                           int *M)
+{
+    *G = 2 + (int)(ppdl_rng_u64(g) % 7);
+    *R = 2 + (int)(ppdl_rng_u64(g) % 7);
+    int N = *G * *R;
+    *L = 2 * N + 2 + (int)(ppdl_rng_u64(g) % (uint64_t)(2 * N + 1));
+    *M = 2 * N;
+    gen_model(g, *L, c);
+    return gen_cluster(g, c, *G, *R, *M, PPDL_SCHED_1F1B, hetero, cl);
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -240,12 +262,10 @@ static int cmd_quality(int cases, int all)
         int wins[NB] = {0}, n_rep = 0, n_pipe = 0;
         double plan_s = 0, geo_pipe = 0;
         for (int k = 0; k < cases; k++) {
-            int G = 2 + (int)(ppdl_rng_u64(&g) % 7), R = 2 + (int)(ppdl_rng_u64(&g) % 7), N = G * R;
-            int L = 2 * N + 2 + (int)(ppdl_rng_u64(&g) % (uint64_t)(2 * N + 1)), M = 2 * N;
+            int G, R, L, M;
             ppdl_costs c;
             ppdl_cluster_model cl;
-            gen_model(&g, L, &c);
-            double slow = gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, hetero, &cl);
+            double slow = quality_case(&g, hetero, &c, &cl, &G, &R, &L, &M);
             /* ppdl ("ppdl" of ppdl_plan_solve, with the solver's info: was the search exact?) */
             ppdl_plan pp;
             ppdl_solve_info pinfo;
@@ -425,6 +445,102 @@ static int cmd_heuristic(int cases)
     return 0;
 }
 
+/* --schedule auto (one exact solve per schedule, the least T) against ppdl's best 1F1B
+ * plan, on the heterogeneous clusters of cmd_quality (same generator, same seed) */
+static int cmd_schedule(int cases, int all, int mem_pct)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 101); /* cmd_quality's heterogeneous series */
+    printf("\n--schedule auto vs the best 1f1b plan, heterogeneous clusters (%d cases, as quality's; memory %d%% of "
+           "theirs):\n", cases, mem_pct);
+    printf("  case  nodes x ranks  layers    M   1f1b ms  zb-h1 ms  zb-h2 ms  chosen   T ratio  sim ratio\n");
+    double geo = 0, geo_sim = 0, plan_s = 0, worst = INFINITY, best = 0;
+    int n = 0, n_sim = 0, chosen[PPDL_SCHED_N_KINDS] = {0}, none = 0;
+    for (int k = 0; k < cases; k++) {
+        int G, R, L, M;
+        ppdl_costs c;
+        ppdl_cluster_model cl;
+        quality_case(&g, 1, &c, &cl, &G, &R, &L, &M);
+        for (int r = 0; r < cl.N; r++) cl.mem[r] = floor(cl.mem[r] * mem_pct / 100.0);
+        ppdl_schedule_choice ch;
+        char err[PPDL_ERR_LEN];
+        double t0 = ppdl_now_s();
+        int rc = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
+        plan_s += ppdl_now_s() - t0;
+        const ppdl_schedule_option *one = &ch.opt[0]; /* 1f1b: the first candidate */
+        char line[512];
+        int len = snprintf(line, sizeof line, "  %4d  %5d x %-5d  %6d  %3d", k, G, R, L, M);
+        for (int q = 0; q < PPDL_AUTO_N; q++) {
+            if (ch.opt[q].rc == 0) len += snprintf(line + len, sizeof line - (size_t)len, "  %8.2f", ch.opt[q].T);
+            else len += snprintf(line + len, sizeof line - (size_t)len, "  %8s", "-");
+        }
+        if (rc == 0 && one->rc == 0) {
+            const ppdl_schedule_option *w = &ch.opt[ch.chosen];
+            double r = one->T / w->T;
+            double s1 = ppdl_simulated_ms(&c, &cl, &one->plan, M, one->schedule);
+            double sw = ppdl_simulated_ms(&c, &cl, &w->plan, M, w->schedule);
+            geo += log(r);
+            n++;
+            worst = fmin(worst, r);
+            best = fmax(best, r);
+            chosen[w->schedule]++;
+            if (isfinite(s1) && isfinite(sw)) {
+                geo_sim += log(s1 / sw);
+                n_sim++;
+            }
+            snprintf(line + len, sizeof line - (size_t)len, "  %-7s  %6.3fx  %7.3fx", ppdl_schedule_name(w->schedule), r,
+                     s1 / sw);
+        } else {
+            none++;
+            snprintf(line + len, sizeof line - (size_t)len, "  %s", rc == 0 ? "(no 1f1b plan fits)" : "(none fits)");
+        }
+        if (all || k < 12 || k == cases - 1) printf("%s\n", line);
+        else if (k == 12) printf("  ...\n");
+        ppdl_schedule_choice_free(&ch);
+        ppdl_costs_free(&c);
+        ppdl_cluster_model_free(&cl);
+    }
+    printf("  best 1f1b T / --schedule auto T over %d cases: geometric mean %.3fx (goal >= 1.1x), min %.3fx, max "
+           "%.3fx; simulated steps' ratio: geometric mean %.3fx over %d; chosen: 1f1b %d, zb-h1 %d, zb-h2 %d, gpipe %d; "
+           "no plan in %d; mean planner time (3 solves) %.3f s\n", n, n ? exp(geo / n) : NAN, worst, best,
+           n_sim ? exp(geo_sim / n_sim) : NAN, n_sim, chosen[PPDL_SCHED_1F1B], chosen[PPDL_SCHED_ZB_H1],
+           chosen[PPDL_SCHED_ZB_H2], chosen[PPDL_SCHED_GPIPE], none, plan_s / cases);
+    printf("result schedule_auto_hetero_mem%d_geomean %.4f\nresult schedule_auto_hetero_mem%d_sim_geomean %.4f\n"
+           "result schedule_auto_hetero_mem%d_min %.4f\nresult schedule_auto_hetero_mem%d_zb_chosen %d/%d\n", mem_pct,
+           n ? exp(geo / n) : NAN, mem_pct, n_sim ? exp(geo_sim / n_sim) : NAN, mem_pct, n ? worst : NAN, mem_pct,
+           chosen[PPDL_SCHED_ZB_H1] + chosen[PPDL_SCHED_ZB_H2], n);
+    return 0;
+}
+
+/* --schedule auto's planner time on one case of cmd_speed */
+static int cmd_speed_auto(int L, int N, int M)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 1); /* cmd_speed's case */
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    gen_model(&g, L, &c);
+    int R = N >= 8 ? 8 : N, G = N / R;
+    if (G * R != N) G = 1, R = N;
+    gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+    ppdl_schedule_choice ch;
+    char err[PPDL_ERR_LEN];
+    double t0 = ppdl_now_s(), c0 = cpu_s();
+    int rc = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
+    double dt = ppdl_now_s() - t0, dc = cpu_s() - c0;
+    printf("planner speed, --schedule auto: L = %d, N = %d (%d nodes x %d), M = %d: %.3f s wall, %.3f s CPU; chosen %s\n",
+           L, N, G, R, M, dt, dc, rc == 0 ? ppdl_schedule_name(ch.opt[ch.chosen].schedule) : "none");
+    for (int q = 0; q < PPDL_AUTO_N; q++)
+        printf("  %-6s %.3f s, T %.2f ms%s\n", ppdl_schedule_name(ch.opt[q].schedule), ch.opt[q].plan_s, ch.opt[q].T,
+               ch.opt[q].rc == 0 ? "" : " (does not fit)");
+    printf("result planner_seconds_auto_L%d_N%d_M%d %.4f\nresult planner_cpu_seconds_auto_L%d_N%d_M%d %.4f\n", L, N, M,
+           dt, L, N, M, dc);
+    ppdl_schedule_choice_free(&ch);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+    return 0;
+}
+
 static int cmd_write(int L, int G, int R, int M, const char *dir)
 {
     ppdl_rng g;
@@ -452,8 +568,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "exact")) return cmd_exact(a ? a : 10, b ? b : 64, c ? c : 32);
     if (!strcmp(cmd, "quality")) return cmd_quality(a ? a : 60, b);
     if (!strcmp(cmd, "heuristic")) return cmd_heuristic(a ? a : 20);
+    if (!strcmp(cmd, "schedule")) return cmd_schedule(a ? a : 60, b, c ? c : 100);
+    if (!strcmp(cmd, "speed-auto")) return cmd_speed_auto(a ? a : 200, b ? b : 64, c ? c : 128);
     if (!strcmp(cmd, "write") && argc == 7) return cmd_write(a, b, c, atoi(argv[5]), argv[6]);
     fprintf(stderr, "usage: bench-planner-bin speed [L N M] | exact [N L M] | quality [CASES [1]] | heuristic [CASES] | "
-                    "write L G R M DIR\n");
+                    "schedule [CASES [ALL [MEM%%]]] | speed-auto [L N M] | write L G R M DIR\n");
     return 2;
 }

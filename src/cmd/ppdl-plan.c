@@ -24,6 +24,7 @@
 #include "plan/costs.h"
 #include "plan/planner.h"
 #include "plan/reserve.h"
+#include "plan/schedule_choice.h"
 #include "plan/simulate.h"
 #include "plan/solver.h"
 #include "prof/timeline.h"
@@ -66,11 +67,15 @@ static void usage(FILE *f)
 "  --costs FILE            per-layer costs (COSTS.json; required)\n"
 "  --cluster FILE          the ranks and their links (CLUSTER.json; required)\n"
 "  --micro-batches M       micro-batches per step (required)\n"
-"  --schedule 1f1b|gpipe|zb-h1|zb-h2\n"
-"                          default 1f1b; zb-h1, zb-h2 (zero bubble, ppdl --help) are\n"
-"                          planned with 1f1b's cost model and one rank per stage\n"
-"                          (their own model is not written yet) and simulated with\n"
-"                          their own op lists, B and W timed from COSTS.json\n"
+"  --schedule 1f1b|gpipe|zb-h1|zb-h2|auto\n"
+"                          default 1f1b; zb-h1, zb-h2 (zero bubble, ppdl --help) run\n"
+"                          one rank per stage, B and W timed from COSTS.json, and have\n"
+"                          their own T: phi x sum of stage times + 2 x links + (M-1) x\n"
+"                          bottleneck, phi < 1 the share of the fill W cannot hide\n"
+"                          (docs/cost-model.md); auto: plan once per schedule, print\n"
+"                          each one's best plan and take the least T (ties: 1f1b,\n"
+"                          zb-h1, zb-h2 in that order; gpipe, 1f1b's T with more\n"
+"                          memory, never wins and is not solved)\n"
 "  --method NAME           ppdl (default): stages, replicas, placement and recompute\n"
 "                          together; ppdl-pipeline: one stage per rank (partition,\n"
 "                          placement, recompute); ppdl-inorder: one stage per rank, ranks\n"
@@ -137,7 +142,8 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
             break;
         case O_SCHED:
             o->schedule = ppdl_schedule_parse(a);
-            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1 or zb-h2", a);
+            if (o->schedule < 0)
+                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2 or auto", a);
             break;
         case O_METHOD: o->method = a; break;
         case O_JSON: o->json = 1; break;
@@ -238,10 +244,12 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
     }
     printf("  recompute: . keep  F full  S selective%s\n",
            rep ? "; time: the slowest replica's; in flight and memory: the replica closest to its memory limit" : "");
+    char phi[32] = "";
+    if (ev.phi != 1) snprintf(phi, sizeof phi, "%.3f x ", ev.phi); /* the zero-bubble fill factor */
     if (!rep)
-        printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + %d x bottleneck %.3f ms, %s %d)\n",
-               ev.T, ev.sum_time, ev.sum_link, M - 1, ev.bottleneck, ev.bottleneck_is_link ? "link after stage" : "stage",
-               ev.bottleneck_stage);
+        printf("predicted T  %10.3f ms per step (cost model: %ssum %.3f + 2 x links %.3f + %d x bottleneck %.3f ms, %s %d)\n",
+               ev.T, phi, ev.sum_time, ev.sum_link, M - 1, ev.bottleneck,
+               ev.bottleneck_is_link ? "link after stage" : "stage", ev.bottleneck_stage);
     else
         printf("predicted T  %10.3f ms per step (cost model: sum %.3f + 2 x links %.3f + pace %.3f (busiest: %s %d) + "
                "all-reduce %.3f ms)\n", ev.T, ev.sum_time, ev.sum_link, ev.pace,
@@ -255,23 +263,21 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
     ppdl_cost_eval_free(&ev);
 }
 
-/* schedule: what the simulator plays; the plans and the cost model use its cost model's
- * (costmodel.h ppdl_cost_schedule) */
+/* every method under `schedule` (the plans, the cost model and the simulator) */
 static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
 {
-    int plan_kind = ppdl_cost_schedule(schedule);
     double T_ppdl = NAN;
     printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  fits in memory           kind\n");
     for (int k = 0; ppdl_plan_methods[k]; k++) {
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
-        int rc = ppdl_plan_solve(c, cl, M, plan_kind, ppdl_plan_methods[k], &p, err, sizeof err);
+        int rc = ppdl_plan_solve(c, cl, M, schedule, ppdl_plan_methods[k], &p, err, sizeof err);
         if (p.S == 0) {
             printf("  %-14s  %s\n", ppdl_plan_methods[k], err);
             continue;
         }
         ppdl_cost_eval ev;
-        if (ppdl_cost_evaluate(c, cl, M, plan_kind, &p, &ev, err, sizeof err) == 0) {
+        if (ppdl_cost_evaluate(c, cl, M, schedule, &p, &ev, err, sizeof err) == 0) {
             if (!ev.feasible) {
                 char a[32];
                 snprintf(fits, sizeof fits, "no: stage %d over by %s", ev.worst_stage,
@@ -280,16 +286,44 @@ static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int
             ppdl_cost_eval_free(&ev);
         }
         if (k == 0 && rc == 0) T_ppdl = p.predicted_iter_ms;
-        ppdl_sim sim;
-        double sim_ms = NAN;
-        if (ppdl_simulate(c, cl, &p, M, schedule, 0, &sim, err, sizeof err) == 0) sim_ms = sim.step_ms;
-        ppdl_sim_free(&sim);
+        double sim_ms = ppdl_simulated_ms(c, cl, &p, M, schedule);
         char ratio[16] = "     -", kind[96];
         if (T_ppdl > 0) snprintf(ratio, sizeof ratio, "%6.2fx", p.predicted_iter_ms / T_ppdl);
         printf("  %-14s %10.3f  %s  %13.3f  %12.3f  %-23s  %s\n", ppdl_plan_methods[k], p.predicted_iter_ms, ratio,
                p.bottleneck_ms, sim_ms, fits, ppdl_plan_kind(&p, kind, sizeof kind));
         ppdl_plan_free(&p);
     }
+}
+
+/* --schedule auto: each schedule's best plan, one line each, and the one taken */
+static void print_schedules(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const ppdl_schedule_choice *ch,
+                            int taken, const ppdl_plan *plan, double plan_s)
+{
+    printf("schedules (--schedule auto: the best plan of each, in %.1f ms together):\n", 1e3 * plan_s);
+    printf("  schedule      T ms   simulated ms  fits in memory  planned ms  kind\n");
+    for (int k = 0; k < PPDL_AUTO_N; k++) {
+        const ppdl_schedule_option *o = &ch->opt[k];
+        const char *name = ppdl_schedule_name(o->schedule);
+        /* candidate `taken`'s plan moved to the caller */
+        const ppdl_plan *p = k == taken ? plan : &o->plan;
+        if (p->S == 0) {
+            printf("  %-8s  none: %s\n", name, o->why);
+            continue;
+        }
+        double sim_ms = ppdl_simulated_ms(c, cl, p, M, o->schedule);
+        char kind[96] = "";
+        ppdl_plan_kind(p, kind, sizeof kind);
+        printf("  %-8s %10.3f  %13.3f  %-14s  %10.1f  %s%s\n", name, p->predicted_iter_ms, sim_ms,
+               o->rc == 0 ? "yes" : "no", 1e3 * o->plan_s, kind, k == ch->chosen ? "   <- chosen" : "");
+    }
+    printf("  gpipe     not solved: its T is 1f1b's for every plan, with M micro-batches in flight (1f1b: at most N), "
+           "so it never wins\n");
+    char line[512];
+    if (ch->chosen >= 0)
+        printf("picked %s: %s\n", ppdl_schedule_name(ch->opt[ch->chosen].schedule),
+               ppdl_schedule_choice_line(ch, line, sizeof line));
+    else
+        printf("picked none: no schedule's plan fits in memory (1f1b's plan and message below)\n");
 }
 
 int main(int argc, char **argv)
@@ -313,31 +347,51 @@ int main(int argc, char **argv)
         return 1;
     }
     int M = (int)o.M;
-    /* the zero-bubble schedules are planned with 1F1B's cost model, one rank per stage */
-    int plan_kind = ppdl_cost_schedule(o.schedule), split = plan_kind != o.schedule;
-    /* plan against each rank's memory less the runtime's buffers, as ppdl --plan auto
-     * does (plan/reserve.h): the same costs and cluster give both the same plan */
-    double reserve = ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
-    double *less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
-    memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
-    free(less);
-
-    /* ---- 2. plan ---- */
-    double t0 = ppdl_now_s();
-    ppdl_plan plan;
-    ppdl_solve_info info;
-    memset(&info, 0, sizeof info);
     ppdl_solve_opts so;
     ppdl_solve_opts_default(&so);
     so.exact_max_ranks = (int)o.exact_ranks;
     so.exact_hybrid_ranks = (int)o.exact_layouts;
+
+    /* ---- 2. plan: once, or once per schedule (auto) ---- */
+    /* against each rank's memory less the runtime's buffers, as ppdl --plan auto does
+     * (plan/reserve.h): the same costs and cluster give both the same plan. auto: each
+     * schedule against its own reserve. The table and the comparison below evaluate
+     * against the memory the plan was made for. */
+    int autos = o.schedule == PPDL_SCHED_AUTO, taken = -1, rc;
+    double reserve = autos ? 0 : ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
+    double *less = NULL;
+    if (!autos) {
+        less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
+        memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
+        free(less);
+    }
+    double t0 = ppdl_now_s();
+    ppdl_plan plan;
+    ppdl_solve_info info;
     ppdl_shared_choice sc;
-    /* a zero-bubble schedule runs one rank per stage: ppdl's method without replicas */
-    const char *method = split && !strcmp(o.method, "ppdl") ? "ppdl-pipeline" : o.method;
-    int rc = ppdl_plan_solve_ex(&costs, &cl, M, plan_kind, method, &so, &plan, &info, &sc, err, sizeof err);
+    ppdl_schedule_choice ch;
+    if (autos) {
+        rc = ppdl_plan_solve_auto(&costs, &cl, M, o.method, &so, 1, &ch, err, sizeof err);
+        int k = taken = ch.chosen >= 0 ? ch.chosen : 0; /* none fits: report 1F1B's */
+        o.schedule = ch.opt[k].schedule;
+        reserve = ch.opt[k].reserve;
+        plan = ch.opt[k].plan;
+        info = ch.opt[k].info;
+        sc = ch.opt[k].sc;
+        memset(&ch.opt[k].plan, 0, sizeof ch.opt[k].plan); /* owned by `plan` from here on */
+    } else {
+        memset(&info, 0, sizeof info);
+        rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);
+    }
     double plan_s = ppdl_now_s() - t0;
+    if (autos) { /* from here on: the chosen schedule's memory */
+        less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
+        memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
+        free(less);
+    }
     if (plan.S == 0) {
         fprintf(stderr, "ppdl-plan: %s\n", err);
+        if (autos) ppdl_schedule_choice_free(&ch);
         ppdl_costs_free(&costs);
         ppdl_cluster_model_free(&cl);
         return 1;
@@ -352,8 +406,8 @@ int main(int argc, char **argv)
         printf("%s\n", js);
         free(js);
     } else {
-        printf("ppdl-plan: %d layers on %d ranks, %s, M = %d micro-batches of %d sample%s\n", costs.L, cl.N,
-               ppdl_schedule_name(o.schedule), M, costs.micro_batch_size, costs.micro_batch_size == 1 ? "" : "s");
+        printf("ppdl-plan: %d layers on %d ranks, %s%s, M = %d micro-batches of %d sample%s\n", costs.L, cl.N,
+               ppdl_schedule_name(o.schedule), autos ? " (chosen by --schedule auto)" : "", M, costs.micro_batch_size, costs.micro_batch_size == 1 ? "" : "s");
         printf("method %s", o.method);
         if (!strncmp(o.method, "ppdl", 4) && (info.placement[0] || info.hybrid[0])) {
             if (info.placement[0])
@@ -363,11 +417,10 @@ int main(int argc, char **argv)
             if (info.exact) printf(" (optimal)");
         }
         printf("; planned in %.1f ms\n", 1e3 * plan_s);
-        if (split)
-            printf("%s: planned with 1f1b's cost model and one rank per stage (the zero-bubble cost model is not "
-                   "written yet); the simulation plays the %s lists, B and W %s\n", ppdl_schedule_name(o.schedule),
-                   ppdl_schedule_name(o.schedule),
+        if (ppdl_schedule_splits_backward(o.schedule))
+            printf("%s: one rank per stage, B and W %s\n", ppdl_schedule_name(o.schedule),
                    costs.split_given ? "as profiled" : "each half of bwd_ms (COSTS.json has no bwd_input_ms)");
+        if (autos) print_schedules(&costs, &cl, M, &ch, taken, &plan, plan_s);
         char line[512], kind[96];
         if (sc.active) printf("%s\n", ppdl_shared_choice_line(&sc, line, sizeof line));
         printf("plan: %s\n", ppdl_plan_kind(&plan, kind, sizeof kind));
@@ -375,7 +428,7 @@ int main(int argc, char **argv)
         printf("memory: each rank's mem_bytes less the runtime's buffer reserve of %s (messages in flight, "
                "recompute scratch, work space), as ppdl --plan auto plans\n",
                ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
-        print_table(&costs, &cl, M, plan_kind, &plan);
+        print_table(&costs, &cl, M, o.schedule, &plan);
         if (sim_rc == 0)
             printf("simulated T  %10.3f ms per step (the %s op lists played with these costs, links as queues; "
                    "%.0f%% busy)\n", sim.step_ms, ppdl_schedule_name(o.schedule), 100 * sim.busy_frac);
@@ -400,6 +453,7 @@ int main(int argc, char **argv)
         }
     }
     if (sim_rc == 0) ppdl_sim_free(&sim);
+    if (autos) ppdl_schedule_choice_free(&ch);
     ppdl_plan_free(&plan);
     ppdl_costs_free(&costs);
     ppdl_cluster_model_free(&cl);

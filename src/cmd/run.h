@@ -194,6 +194,8 @@ typedef struct run {
     double file_predicted_ms;      /* --plan FILE: the prediction the file carried (its own
                                     * costs and cluster), 0: none; -1: predicted again */
     ppdl_shared_choice shared;     /* --plan auto, rank 0: the choice where ranks share cores */
+    char schedule_why[256];        /* --schedule auto, rank 0: why the schedule that runs was
+                                      taken ("" otherwise) */
     int stage, replica;            /* this rank's */
     MPI_Comm replica_comm;         /* the replicas of this rank's stage */
     ppdl_mem_prediction *pred;     /* per stage (its first replica) */

@@ -75,7 +75,7 @@ void run_options_usage(FILE *f)
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
 "Pipeline:\n"
-"  --schedule 1f1b|gpipe|zb-h1|zb-h2\n"
+"  --schedule 1f1b|gpipe|zb-h1|zb-h2|auto\n"
 "                          1f1b (default): PipeDream-Flush, stage s keeps at most\n"
 "                          min(M, N-s) micro-batches of activations; gpipe keeps M;\n"
 "                          zb-h1, zb-h2: zero bubble, each backward split into B (the\n"
@@ -85,7 +85,13 @@ void run_options_usage(FILE *f)
 "                          zb-h2); a stage keeps up to N (zb-h1, the most 1f1b keeps\n"
 "                          on a stage) or 2N-1 (zb-h2) micro-batches, plus what W\n"
 "                          needs until it runs. Same losses and weights as 1f1b, bit\n"
-"                          for bit; one rank per stage (no replicated stages)\n"
+"                          for bit; one rank per stage (no replicated stages);\n"
+"                          auto: the planner chooses (with --plan auto: it plans once\n"
+"                          per schedule, each with its own cost model and memory, and\n"
+"                          takes the least predicted step, 1f1b on ties; with a plan\n"
+"                          file: the schedule the file records; one stage or replicas:\n"
+"                          1f1b; else, given --costs and --cluster, the least predicted\n"
+"                          step for that plan); the header says which ran and why\n"
 "  --plan auto|uniform|dp|FILE\n"
 "                          auto (the default on 2 or more ranks): measure the network,\n"
 "                          profile the layers, and solve for the stages, their ranks\n"
@@ -267,7 +273,8 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
             break;
         case O_SCHED:
             o->schedule = ppdl_schedule_parse(a);
-            if (o->schedule < 0) return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1 or zb-h2", a);
+            if (o->schedule < 0)
+                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2 or auto", a);
             break;
         case O_PLAN: o->plan = a; break;
         case O_PLAN_OUT: o->plan_out = a; break;

@@ -15,6 +15,7 @@
 #include "plan/costmodel.h"
 #include "plan/planner.h"
 #include "plan/reserve.h"
+#include "plan/schedule_choice.h"
 #include "plan/simulate.h"
 #include "sched/schedule.h"
 
@@ -26,7 +27,7 @@
  * printed. Returns 0 on every rank, or -1 with the same message on every rank. */
 static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster *cl,
                      const int *n_options, ppdl_plan *plan, double *simulated_ms, ppdl_shared_choice *sc,
-                     char *err, size_t errlen)
+                     char *why, size_t whylen, char *err, size_t errlen)
 {
     int rank, n_ranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -39,7 +40,10 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
          * also needs its buffers. Plan with each rank's memory less a bound on those
          * (plan/reserve.h, the same as ppdl-plan's), so that a plan that fits the
          * model fits the device. */
-        double reserve = ppdl_runtime_reserve(costs, ppdl_reserve_slots(o->schedule, n_ranks, (int)o->micro_batches));
+        int autos = o->schedule == PPDL_SCHED_AUTO, M = (int)o->micro_batches;
+        /* --schedule auto: the reserve of the message is 1F1B's, the smallest */
+        int schedule = autos ? PPDL_SCHED_1F1B : o->schedule;
+        double reserve = ppdl_runtime_reserve(costs, ppdl_reserve_slots(schedule, n_ranks, M));
         double *mem = ppdl_memory_less_reserve(cl->mem, cl->n, reserve);
         ppdl_cluster_model cm;
         ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, mem, cl->speed);
@@ -48,15 +52,27 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         cm.hosts = cl->hosts;
         ppdl_plan p;
         memset(&p, 0, sizeof p);
-        /* the zero-bubble schedules: planned with 1F1B's cost model and one rank per
-         * stage (plan/costmodel.h ppdl_cost_schedule), simulated with their own lists */
-        int plan_kind = ppdl_cost_schedule(o->schedule);
-        const char *method = plan_kind != o->schedule && !strcmp(o->method, "ppdl") ? "ppdl-pipeline" : o->method;
-        if (ppdl_plan_solve_ex(costs, &cm, (int)o->micro_batches, plan_kind, method, NULL, &p, NULL, sc, err,
-                               errlen) == 0) {
+        int rc;
+        if (autos) { /* one solve per schedule, each against its own reserve */
+            ppdl_schedule_choice ch;
+            ppdl_cluster_model raw = cm;
+            raw.mem = cl->mem;
+            rc = ppdl_plan_solve_auto(costs, &raw, M, o->method, NULL, 1, &ch, err, errlen);
+            if (ch.chosen >= 0) {
+                schedule = ch.opt[ch.chosen].schedule;
+                p = ch.opt[ch.chosen].plan; /* taken: ch keeps the others */
+                *sc = ch.opt[ch.chosen].sc;
+                memset(&ch.opt[ch.chosen].plan, 0, sizeof p);
+                ppdl_schedule_choice_line(&ch, why, whylen);
+            }
+            ppdl_schedule_choice_free(&ch);
+        } else {
+            rc = ppdl_plan_solve_ex(costs, &cm, M, schedule, o->method, NULL, &p, NULL, sc, err, errlen);
+        }
+        if (rc == 0) {
             ppdl_sim sim;
             char serr[PPDL_ERR_LEN];
-            if (ppdl_simulate(costs, &cm, &p, (int)o->micro_batches, o->schedule, 0, &sim, serr, sizeof serr) == 0) {
+            if (ppdl_simulate(costs, &cm, &p, M, schedule, 0, &sim, serr, sizeof serr) == 0) {
                 sim_ms = sim.step_ms;
                 ppdl_sim_free(&sim);
             }
@@ -134,6 +150,45 @@ static void predict_plan_file(run *r)
     r->file_predicted_ms = -1;
 }
 
+/* --schedule auto with a plan that the planner did not make here: the schedule the
+ * plan file records; 1f1b for one stage or replicated stages; else (rank 0, knowing the
+ * costs and the network) the one of least T for this plan among those that can run its
+ * layout, or refused. Every rank gets it. */
+static void schedule_for_given_plan(run *r)
+{
+    char err[PPDL_ERR_LEN] = "";
+    int k = -1;
+    int replicated = 0;
+    for (int s = 0; s < r->plan.S; s++) replicated |= r->plan.stages[s].n_replicas > 1;
+    if (r->plan.schedule[0]) {
+        k = ppdl_schedule_parse(r->plan.schedule);
+        snprintf(r->schedule_why, sizeof r->schedule_why, "the schedule %s records", r->o.plan);
+    } else if (r->plan.S == 1 || replicated) {
+        /* no choice to make: one stage runs every schedule alike, and replicated stages
+         * run 1F1B or GPipe, whose T is 1F1B's with more in flight */
+        k = PPDL_SCHED_1F1B;
+        snprintf(r->schedule_why, sizeof r->schedule_why, "%s", r->plan.S == 1 ? "one stage: every schedule runs alike"
+                 : "replicated stages run 1f1b or gpipe, and gpipe holds more for the same step");
+    } else if (r->rank == 0 && r->have_costs && r->have_cluster) {
+        const ppdl_cluster *cl = &r->cluster;
+        ppdl_cluster_model cm;
+        ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, cl->mem, cl->speed);
+        cm.hosts = cl->hosts;
+        double T = 0;
+        k = ppdl_schedule_for_plan(&r->costs, &cm, (int)r->o.micro_batches, &r->plan, &T, err, sizeof err);
+        if (k >= 0)
+            snprintf(r->schedule_why, sizeof r->schedule_why, "the least T for this plan by the cost model, %.2f ms", T);
+    } else if (r->rank == 0) {
+        snprintf(err, sizeof err, "--schedule auto with --plan %s: choosing a schedule for a given plan needs its costs "
+                 "and the network (--costs FILE or --costs-out, and --cluster FILE or --report), or a plan file that "
+                 "records its \"schedule\" (ppdl-plan --schedule auto --json writes one); or name the schedule, "
+                 "e.g. --schedule 1f1b", r->o.plan);
+    }
+    agree_or_end_job(r->rank == 0 && k < 0, err, 2);
+    PPDL_CHECK_MPI(MPI_Bcast(&k, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    r->o.schedule = k;
+}
+
 void run_choose_plan(run *r)
 {
     const options *o = &r->o;
@@ -146,8 +201,8 @@ void run_choose_plan(run *r)
     r->solve_s = -1;
     switch (o->plan_mode) {
     case PLAN_AUTO:
-        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, &r->plan, &r->simulated_ms, &r->shared, err,
-                       sizeof err);
+        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, &r->plan, &r->simulated_ms, &r->shared,
+                       r->schedule_why, sizeof r->schedule_why, err, sizeof err);
         r->solve_s = ppdl_now_s() - t0;
         break;
     case PLAN_UNIFORM: rc = ppdl_plan_uniform(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
@@ -157,6 +212,12 @@ void run_choose_plan(run *r)
     /* a plan that cannot fit the memory limits is the memory-limit status (3), as a stage
      * over its limit is; any other failure is a file's or the planner's (1) */
     agree_or_end_job(rc != 0, err, strstr(err, "no plan fits") ? 3 : 1);
+    if (o->schedule == PPDL_SCHED_AUTO) {
+        if (o->plan_mode == PLAN_AUTO) r->o.schedule = ppdl_schedule_parse(r->plan.schedule); /* rank 0's choice */
+        else schedule_for_given_plan(r);
+        PPDL_CHECK(r->o.schedule >= 0 && r->o.schedule < PPDL_SCHED_N_KINDS, "--schedule auto: no schedule chosen "
+                   "(the plan says \"%s\")", r->plan.schedule);
+    }
     if (o->plan_mode == PLAN_FILE) predict_plan_file(r);
     ppdl_plan *plan = &r->plan;
     if (o->recompute) {

@@ -97,6 +97,7 @@ void run_print_header(const run *r)
            o->micro_batch_size, ppdl_be_name(r->be), r->threads, r->threads > 1 ? "s" : "",
            r->comm.yield ? "yielding" : "blocking");
     if (r->backend_why[0]) printf("backend %s (--backend auto: %s)\n", ppdl_be_name(r->be), r->backend_why);
+    if (r->schedule_why[0]) printf("schedule %s (--schedule auto, %s)\n", ppdl_schedule_name(o->schedule), r->schedule_why);
     warn_shared_cores(r);
     if (o->shuffle >= 0)
         printf("data order: shuffled, a new permutation of the %ld samples each epoch from --shuffle %lld\n",

@@ -8,21 +8,55 @@
 #include "plan/replica.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int ppdl_cost_schedule(int schedule) { return ppdl_schedule_splits_backward(schedule) ? PPDL_SCHED_1F1B : schedule; }
+double ppdl_fill_factor(int schedule, int S, int M)
+{
+    if (!ppdl_schedule_splits_backward(schedule) || S < 2) return 1;
+    double e = (double)(ppdl_schedule_unit_step(schedule, S, M) - 3L * M);
+    return (e + 3) / (3.0 * S);
+}
+
+double ppdl_layer_sched_ms(const ppdl_costs *c, int l, int o, int split)
+{
+    const ppdl_layer_cost *lc = &c->layers[l];
+    if (!split) return ppdl_layer_time(lc, o);
+    return lc->fwd_ms + ppdl_layer_bwd_input_ms(c, lc, o) + ppdl_layer_bwd_weight_ms(c, lc, o);
+}
+
+/* the op list of stage s, one rank per stage: what it holds (weight: between B and W) */
+static int list_count(int schedule, int S, int M, int s, int weight)
+{
+    ppdl_op_list l;
+    ppdl_schedule_build(schedule, S, M, s, &l);
+    int n = weight ? ppdl_schedule_max_pending_weight(&l) : ppdl_schedule_max_in_flight(&l);
+    ppdl_op_list_free(&l);
+    return n;
+}
 
 int ppdl_in_flight(int schedule, int S, int M, int s)
 {
     if (schedule == PPDL_SCHED_GPIPE) return M;
+    if (ppdl_schedule_splits_backward(schedule)) return list_count(schedule, S, M, s, 0);
     return M < S - s ? M : S - s;
+}
+
+int ppdl_pending_weight(int schedule, int S, int M, int s)
+{
+    return ppdl_schedule_splits_backward(schedule) ? list_count(schedule, S, M, s, 1) : 0;
 }
 
 double ppdl_stage_time(const ppdl_costs *c, int i, int j, const int *recompute, double speed)
 {
+    return ppdl_stage_time_split(c, i, j, recompute, speed, 0);
+}
+
+double ppdl_stage_time_split(const ppdl_costs *c, int i, int j, const int *recompute, double speed, int split)
+{
     double t = 0;
-    for (int l = i; l <= j; l++) t += ppdl_layer_time(&c->layers[l], recompute ? recompute[l - i] : 0);
+    for (int l = i; l <= j; l++) t += ppdl_layer_sched_ms(c, l, recompute ? recompute[l - i] : 0, split);
     if (i == 0) t += c->input_ms;         /* the first stage reads the inputs */
     if (j == c->L - 1) t += c->target_ms; /* the last stage the targets */
     return t / speed;
@@ -37,12 +71,20 @@ double ppdl_stage_opt_ms(const ppdl_costs *c, int i, int j, double speed)
 
 double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *recompute, int n)
 {
-    double params = 0, stash = 0;
+    return ppdl_stage_mem_split(c, i, j, recompute, n, 0);
+}
+
+double ppdl_stage_mem_split(const ppdl_costs *c, int i, int j, const int *recompute, int n, int w)
+{
+    double params = 0, stash = 0, keep = 0;
     for (int l = i; l <= j; l++) {
+        int o = recompute ? recompute[l - i] : 0;
         params += c->layers[l].param_bytes;
-        stash += c->layers[l].stash_bytes[recompute ? recompute[l - i] : 0];
+        stash += c->layers[l].stash_bytes[o];
+        keep += c->layers[l].weight_keep_bytes[o];
     }
-    return c->state_multiplier * params + (double)n * stash + ppdl_tie_mem(c, i, j);
+    /* w = 0 adds exactly 0: 1F1B's and GPipe's memory as before, bit for bit */
+    return c->state_multiplier * params + (double)n * stash + (double)w * keep + ppdl_tie_mem(c, i, j);
 }
 
 double ppdl_tie_mem(const ppdl_costs *c, int i, int j)
@@ -83,6 +125,7 @@ void ppdl_cost_eval_free(ppdl_cost_eval *ev)
     free(ev->allreduce_ms);
     free(ev->optimizer_ms);
     free(ev->in_flight);
+    free(ev->pending_weight);
     free(ev->replicas);
     memset(ev, 0, sizeof *ev);
 }
@@ -119,8 +162,21 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         if (n_rep(&p->stages[s]) > M)
             return ppdl_errf(err, errlen, "plan: stage %d has %d replicas but a step has %d micro-batches: each "
                                           "replica needs at least one", s, n_rep(&p->stages[s]), M);
-    int S = p->S;
+    int S = p->S, split = ppdl_schedule_splits_backward(schedule);
+    int *held = NULL, *pending = NULL; /* split: the lists' counts, one per stage */
+    if (split) { /* the zero-bubble lists are built for one rank per stage */
+        int *k = ppdl_xmalloc((size_t)S * sizeof(int));
+        for (int s = 0; s < S; s++) k[s] = n_rep(&p->stages[s]);
+        rc = ppdl_schedule_supports(schedule, S, k, err, errlen);
+        free(k);
+        if (rc) return -1;
+        held = ppdl_xmalloc(2 * (size_t)S * sizeof(int));
+        pending = held + S;
+        ppdl_schedule_counts(schedule, S, M, held, pending);
+    }
     ev->S = S;
+    ev->schedule = schedule;
+    ev->phi = ppdl_fill_factor(schedule, S, M);
     ev->time_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->mem_bytes = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->mem_limit = ppdl_xcalloc((size_t)S, sizeof(double));
@@ -128,6 +184,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     ev->allreduce_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->optimizer_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->in_flight = ppdl_xcalloc((size_t)S, sizeof(int));
+    ev->pending_weight = ppdl_xcalloc((size_t)S, sizeof(int));
     ev->replicas = ppdl_xcalloc((size_t)S, sizeof(int));
     ev->feasible = 1;
     ev->worst_over = -INFINITY;
@@ -146,15 +203,18 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         /* every replica: its memory, and its micro-batches as a resource */
         double stage_over = -INFINITY;
         for (int q = 0; q < k; q++) {
-            int r = rep_rank(st, q), n = ppdl_replica_in_flight(schedule, S, M, ev->replicas, s, q);
-            double mem = ppdl_stage_mem(c, st->first, st->last, st->recompute, n);
-            double t = ppdl_stage_time(c, st->first, st->last, st->recompute, cl->speed[r]);
+            int r = rep_rank(st, q);
+            int n = split ? held[s] : ppdl_replica_in_flight(schedule, S, M, ev->replicas, s, q);
+            int w = split ? pending[s] : 0; /* what waits for W (a split has k = 1) */
+            double mem = ppdl_stage_mem_split(c, st->first, st->last, st->recompute, n, w);
+            double t = ppdl_stage_time_split(c, st->first, st->last, st->recompute, cl->speed[r], split);
             if (mem > cl->mem[r]) ev->feasible = 0;
             if (mem - cl->mem[r] > stage_over) {
                 stage_over = mem - cl->mem[r];
                 ev->mem_bytes[s] = mem;
                 ev->mem_limit[s] = cl->mem[r];
                 ev->in_flight[s] = n;
+                ev->pending_weight[s] = w;
             }
             /* the slowest replica: its first micro-batch is on the path of the step */
             if (t > ev->time_ms[s]) ev->time_ms[s] = t;
@@ -200,12 +260,16 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         ev->tie = ppdl_tie_ms(c, cl, ra, ka, rb, kb);
         free(ra);
     }
-    ev->T = ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail + ev->tie;
+    free(held);
+    /* phi = 1 (all but the zero-bubble schedules) multiplies exactly: T as before */
+    ev->T = ev->phi * ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail + ev->tie;
     return 0;
 }
 
 void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev)
 {
+    /* the plan JSON records the schedule it was solved (or evaluated) for */
+    snprintf(p->schedule, sizeof p->schedule, "%s", ppdl_schedule_name(ev->schedule));
     p->feasible = ev->feasible;
     p->predicted_iter_ms = ev->T;
     p->bottleneck_ms = ev->bottleneck;

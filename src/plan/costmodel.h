@@ -82,20 +82,52 @@
 #include "plan/costs.h"
 #include "plan/plan.h"
 
-/* The schedule whose cost model the planner uses for `schedule`: its own, but 1F1B's
- * for the zero-bubble schedules, whose cost model (the bubble W fills, what W keeps)
- * is not written yet (issue 22's planner part); the simulator plays their own lists */
-int ppdl_cost_schedule(int schedule);
+/* The zero-bubble schedules (zb-h1, zb-h2: every backward split into B and W, the
+ * W's filling the bubble; README "Schedules", docs/cost-model.md "zero-bubble"), one
+ * rank per stage:
+ *
+ *   time_s = sum_{l in s} (fwd_ms_l + B_l(c_l) + W_l(c_l)) / speed[r_s]  (costs.h's split:
+ *            B and W each pay their recompute, so time_s >= 1F1B's when a layer recomputes)
+ *   mem_s  = state_multiplier * params + n_s * sum stash_l(c_l) + w_s * sum keep_l(c_l)
+ *            n_s, w_s: the most micro-batches the stage's op list holds at once and the
+ *            most between their B and their W (ppdl_schedule_max_in_flight,
+ *            ppdl_schedule_max_pending_weight), keep_l: COSTS.json weight_keep_bytes
+ *   T      = phi * sum_s time_s + 2 * sum links + (M - 1) * max(max time_s, max link_s)
+ *            (+ the tail and the tie, as above)
+ *   phi    = (e + 3) / (3 S), e = the unit play's step less 3M (sched/zero_bubble.h:
+ *            the greedy play with F = B = W = 1 unit takes 3M + e units)
+ *
+ * phi scales the fill (the first micro-batch's way through the pipeline) so that on S
+ * equal stages with F = B = W and free links T is the play's step exactly: 1F1B takes
+ * 3M + 3(S - 1) units (phi = 1), ZB-H2 3M + S - 1 when M >= S (phi = (S + 2) / 3S:
+ * about the forward ramp alone), ZB-H1 between those. The first stage runs a B and
+ * its W as one fused backward where they are adjacent: counted as B + W (equal without
+ * recompute, an upper bound with it). The planner (engine.h) solves this T exactly,
+ * except that it counts keep_l for every micro-batch in flight (w_s <= n_s: its plans
+ * fit, and it may miss one that fits only by the difference). GPipe and 1F1B: phi = 1,
+ * no split, w_s = 0: the formulas above. */
 
-/* micro-batches stage s of S holds at once under the schedule (PPDL_SCHED_*) */
+/* phi: 1 for GPipe and 1F1B, (e + 3) / (3 S) for zb-h1 and zb-h2 */
+double ppdl_fill_factor(int schedule, int S, int M);
+/* layer l's fwd + backward ms at speed 1 under option o: fwd_ms + bwd_ms + extra_ms[o],
+ * or with split (a zero-bubble schedule) fwd_ms + B(o) + W(o) (costs.h) */
+double ppdl_layer_sched_ms(const ppdl_costs *c, int l, int o, int split);
+/* micro-batches stage s of S holds at once under the schedule (PPDL_SCHED_*), one rank
+ * per stage: min(M, S - s) for 1F1B, M for GPipe, the op list's count for the
+ * zero-bubble schedules; and of them between their B and their W (0 without a split) */
 int ppdl_in_flight(int schedule, int S, int M, int s);
+int ppdl_pending_weight(int schedule, int S, int M, int s);
 
 /* time_s of layers i..j under options recompute[0..j-i] (NULL: all 0) on a rank of `speed` */
 double ppdl_stage_time(const ppdl_costs *c, int i, int j, const int *recompute, double speed);
+/* the same with split backwards (split: a zero-bubble schedule's B + W) */
+double ppdl_stage_time_split(const ppdl_costs *c, int i, int j, const int *recompute, double speed, int split);
 /* the optimizer step of layers i..j on a rank of `speed` (0 without optimizer_ms) */
 double ppdl_stage_opt_ms(const ppdl_costs *c, int i, int j, double speed);
 /* mem_s of layers i..j under options recompute (NULL: all 0) with n micro-batches in flight */
 double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *recompute, int n);
+/* ... and w of them between their B and their W (weight_keep_bytes each) */
+double ppdl_stage_mem_split(const ppdl_costs *c, int i, int j, const int *recompute, int n, int w);
 /* link_s after layer j from rank a to rank b, in ms */
 double ppdl_link_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int j, int a, int b);
 /* the tie's memory term of a stage of layers i..j (above; 0 without a tie) */
@@ -106,6 +138,7 @@ double ppdl_tie_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const int 
 
 typedef struct ppdl_cost_eval {
     int S;
+    int schedule;              /* the schedule evaluated (PPDL_SCHED_*) */
     int feasible;              /* every replica fits its rank's memory */
     double T;                  /* predicted iteration ms */
     double bottleneck;         /* the busiest resource's time per micro-batch of the step:
@@ -119,6 +152,7 @@ typedef struct ppdl_cost_eval {
     double tail;               /* after the flush: max_s (AR_s + OPT_s); = allreduce
                                   when the costs have no optimizer_ms */
     double tie;                /* X, the tied weight's exchange (0 without, or on one stage) */
+    double phi;                /* the fill factor (1 but for the zero-bubble schedules) */
     double *time_ms;           /* [S] time_s: the slowest replica's */
     double *mem_bytes;         /* [S] of the replica furthest over (or closest to) its limit */
     double *mem_limit;         /* [S] mem_bytes of that replica's rank */
@@ -126,6 +160,7 @@ typedef struct ppdl_cost_eval {
     double *allreduce_ms;      /* [S] AR_s */
     double *optimizer_ms;      /* [S] OPT_s: the slowest replica's optimizer step */
     int *in_flight;            /* [S] that replica's in-flight micro-batches */
+    int *pending_weight;       /* [S] ... of them between B and W (0 without a split) */
     int *replicas;             /* [S] k_s */
     int worst_stage;           /* the stage furthest over (or closest to) its limit */
     double worst_over;         /* mem - limit of that stage, bytes (> 0 when infeasible) */
@@ -137,8 +172,8 @@ typedef struct ppdl_cost_eval {
 int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                        const ppdl_plan *p, ppdl_cost_eval *ev, char *err, size_t errlen);
 void ppdl_cost_eval_free(ppdl_cost_eval *ev);
-/* Copy the evaluation into the plan: feasible, predicted_iter_ms, bottleneck_ms and
- * each stage's time_ms, mem_bytes and allreduce_ms. */
+/* Copy the evaluation into the plan: its schedule's name, feasible, predicted_iter_ms,
+ * bottleneck_ms and each stage's time_ms, mem_bytes and allreduce_ms. */
 void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev);
 /* Evaluate and annotate in one call; returns T (INFINITY when p is not valid). */
 double ppdl_cost_apply(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, ppdl_plan *p);

@@ -49,6 +49,7 @@
 #include "core/util.h"
 #include "plan/costmodel.h"
 #include "plan/replica.h"
+#include "sched/schedule.h"
 
 #include <limits.h>
 #include <math.h>
@@ -76,6 +77,21 @@ static int swappable(const ppdl_cluster_model *cl, int a, int b)
     return 1;
 }
 
+/* Layer l's option o as the frontiers and the prefix sums see it: its stash per
+ * micro-batch in flight and its extra ms over option 0. With a split backward both B
+ * and W pay the option (costs.h), and what B keeps for W is counted with the stash. */
+static double opt_stash(const plan_ctx *x, int l, int o)
+{
+    const ppdl_layer_cost *lc = &x->c->layers[l];
+    return x->split ? lc->stash_bytes[o] + lc->weight_keep_bytes[o] : lc->stash_bytes[o];
+}
+
+static double opt_extra(const plan_ctx *x, int l, int o)
+{
+    if (!x->split) return x->c->layers[l].extra_ms[o];
+    return o == 0 ? 0 : ppdl_layer_sched_ms(x->c, l, o, 1) - ppdl_layer_sched_ms(x->c, l, 0, 1);
+}
+
 void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int S)
 {
     memset(x, 0, sizeof *x);
@@ -86,6 +102,17 @@ void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, in
     x->S = S;
     x->M = M;
     x->schedule = schedule;
+    x->split = ppdl_schedule_splits_backward(schedule);
+    x->phi = ppdl_fill_factor(schedule, S, M);
+    x->mt = M - 1 + x->phi; /* exactly M when phi = 1 */
+    x->infl = ppdl_xmalloc((size_t)S * sizeof(int));
+    if (x->split) { /* the op lists' counts, from one play */
+        int *pending = ppdl_xmalloc((size_t)S * sizeof(int));
+        ppdl_schedule_counts(schedule, S, M, x->infl, pending);
+        free(pending);
+    } else {
+        for (int s = 0; s < S; s++) x->infl[s] = ppdl_in_flight(schedule, S, M, s);
+    }
     int L = c->L;
     x->W = ppdl_xcalloc((size_t)L + 1, sizeof(double));
     x->P = ppdl_xcalloc((size_t)L + 1, sizeof(double));
@@ -100,11 +127,11 @@ void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, in
         const ppdl_layer_cost *lc = &c->layers[l];
         int o = 0;
         for (int k = 1; k < lc->n_opts; k++)
-            if (lc->stash_bytes[k] < lc->stash_bytes[o] ||
-                (lc->stash_bytes[k] == lc->stash_bytes[o] && lc->extra_ms[k] < lc->extra_ms[o]))
+            if (opt_stash(x, l, k) < opt_stash(x, l, o) ||
+                (opt_stash(x, l, k) == opt_stash(x, l, o) && opt_extra(x, l, k) < opt_extra(x, l, o)))
                 o = k;
         x->omin[l] = o;
-        double w = lc->fwd_ms + lc->bwd_ms;
+        double w = x->split ? ppdl_layer_sched_ms(c, l, 0, 1) : lc->fwd_ms + lc->bwd_ms;
         /* reading the data: part of the first and the last stage's time */
         if (l == 0) w += c->input_ms;
         if (l == L - 1) w += c->target_ms;
@@ -115,9 +142,9 @@ void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, in
         x->W[l + 1] = x->W[l] + w;
         x->P[l + 1] = x->P[l] + lc->param_bytes;
         x->NP[l + 1] = x->NP[l] + (lc->param_bytes > 0);
-        x->S0[l + 1] = x->S0[l] + lc->stash_bytes[0];
-        x->Smin[l + 1] = x->Smin[l] + lc->stash_bytes[o];
-        x->Emin[l + 1] = x->Emin[l] + lc->extra_ms[o];
+        x->S0[l + 1] = x->S0[l] + opt_stash(x, l, 0);
+        x->Smin[l + 1] = x->Smin[l] + opt_stash(x, l, o);
+        x->Emin[l + 1] = x->Emin[l] + opt_extra(x, l, o);
     }
     double sumv = 0;
     for (int r = 0; r < x->N; r++) {
@@ -153,6 +180,7 @@ void ctx_free(plan_ctx *x)
     free(x->O);
     free(x->NP);
     free(x->eq);
+    free(x->infl);
     free(x->jmax);
     free(x->fr_off);
     free(x->fr_n);
@@ -225,7 +253,7 @@ void build_frontiers(plan_ctx *x, double tcap)
                     double s0 = prev_off < 0 ? 0 : x->pt_stash[prev_off + pos[o]];
                     double e0 = prev_off < 0 ? 0 : x->pt_extra[prev_off + pos[o]];
                     int n0 = prev_off < 0 ? 0 : x->pt_nrc[prev_off + pos[o]];
-                    double s = s0 + lc->stash_bytes[o], e = e0 + lc->extra_ms[o];
+                    double s = s0 + opt_stash(x, j, o), e = e0 + opt_extra(x, j, o);
                     int n = n0 + (o != 0);
                     if (pick < 0 || s < ps || (s == ps && (e < pe || (e == pe && n < pn)))) {
                         pick = o;
@@ -339,7 +367,7 @@ void layout_from_order(layout *ly, const plan_ctx *x, const int *order)
         ly->start[s] = ly->moff[s] = s;
         ly->ranks[s] = order[s];
         ly->reps[s] = 1;
-        ly->mfl[s] = ppdl_in_flight(x->schedule, S, x->M, s);
+        ly->mfl[s] = x->infl[s];
         ly->mmem[s] = x->cl->mem[order[s]];
     }
     ly->start[S] = ly->moff[S] = S;
@@ -462,8 +490,15 @@ void tables_init_order(stage_tables *tb, const plan_ctx *x, int mode)
     tb->S = S;
     tb->ML = mode == MODE_BEST ? x->ML : x->MLmax;
     tb->mult = x->M - 1;
-    tb->ca = 1 + (double)(x->M - 1) / S; /* the largest stage time is at least the average */
-    tb->cb = 0;
+    tb->kf = x->phi;
+    /* the largest stage time is at least the average: T >= sum (kf + (M-1)/S) time_s */
+    if (x->phi == 1) {
+        tb->ca = 1 + (double)(x->M - 1) / S;
+        tb->cb = 0;
+    } else {
+        tb->ca = 1; /* of the fill, kf time_s */
+        tb->cb = (double)(x->M - 1) / S; /* of the pace, time_s */
+    }
     int ML1 = tb->ML ? tb->ML : 1;
     /* fixed modes cost O(1) per stage from prefix sums: no table */
     tables_size(tb, (size_t)S * L * ML1, (size_t)S * L,
@@ -501,11 +536,12 @@ void tables_fill_order(const plan_ctx *x, stage_tables *tb, const layout *ly)
                 for (; len <= ML && i + len - 1 <= L - S + s; len++) {
                     double t = rank_stage_time(x, tb->mode, i, i + len - 1, r, n);
                     /* longer stages do not fit either, or are slower than any stage of a
-                     * plan that beats the known one: T >= M time_s, and T >= M time_s +
-                     * the other stages' work at the fastest speed (both grow with the
-                     * stage, since time_s >= its work / vmax) */
+                     * plan that beats the known one: T >= mt time_s, and T >= mt time_s +
+                     * phi x the other stages' work at the fastest speed (both grow with
+                     * the stage, since time_s >= its work / vmax; mt = M, phi = 1 but
+                     * for the zero-bubble schedules) */
                     if (!(t <= x->tcap) ||
-                        x->M * t + (x->W[L] - (x->W[i + len] - x->W[i])) / x->vmax > x->M * x->tcap)
+                        x->mt * t + x->phi * ((x->W[L] - (x->W[i + len] - x->W[i])) / x->vmax) > x->mt * x->tcap)
                         break;
                     tb->tf[TIX(tb, s, i + len - 1, len)] = t;
                 }
@@ -531,6 +567,7 @@ void tables_fill_layout(const plan_ctx *x, stage_tables *tb, const layout *ly, i
     tb->S = S;
     tb->ML = ML;
     tb->mult = 1;
+    tb->kf = 1;
     tb->ca = 1;
     tb->cb = 1.0 / S; /* the stages' mean pace: at most the largest */
     tb->ly = ly;
@@ -589,13 +626,16 @@ static inline double cell(const plan_ctx *x, const stage_tables *tb, int s, int 
     if (j - i + 1 > tb->ML) return INFINITY;
     if (!tb->tf) { /* factored, computed on demand */
         const layout *ly = tb->ly;
-        return *pace = rank_stage_time(x, tb->mode, i, j, ly->ranks[s], ly->mfl[s]);
+        *pace = rank_stage_time(x, tb->mode, i, j, ly->ranks[s], ly->mfl[s]);
+        return tb->kf * *pace;
     }
     if (j > tb->tend[(size_t)s * tb->L + i]) return INFINITY;
     size_t t = TIX(tb, s, j, j - i + 1);
     *pace = tb->tp[t];
     if (tb->ta) *tail = tb->ta[t];
-    return tb->tf[t];
+    /* factored: the table holds time_s, the pace; the fill is kf x it (kf = 1 but for
+     * the zero-bubble schedules, and then exactly time_s) */
+    return tb->factored ? tb->kf * tb->tf[t] : tb->tf[t];
 }
 
 #define UNDER(v, bound, strict) ((strict) ? (v) < (bound) : (v) <= (bound))
@@ -703,14 +743,15 @@ void stage_walk(const plan_ctx *x, const stage_tables *tb, const int *arg, int *
 // ----------------------------------------------------------------------------
 // one rank order: the staircase of bounds
 
-/* No term of a plan that beats T_inc is above this: T >= M time_s, T >= (M+1) link_s,
- * and T >= sum_s time_s + (M-1) max >= W[L]/vmax + (M-1) max (every layer runs once,
- * at most at the fastest speed). The second is the tighter when M is small. */
+/* No term of a plan that beats T_inc is above this: T >= mt time_s (mt = M - 1 + phi,
+ * M but for the zero-bubble schedules), T >= (M+1) link_s, and T >= phi sum_s time_s +
+ * (M-1) max >= phi W[L]/vmax + (M-1) max (every layer runs once, at most at the fastest
+ * speed). The second is the tighter when M is small. */
 double first_bound(const plan_ctx *x, double T_inc)
 {
     if (!(T_inc < INFINITY)) return INFINITY;
-    double b = T_inc / x->M;
-    if (x->M > 1) b = fmin(b, (T_inc - x->W[x->L] / x->vmax) / (x->M - 1));
+    double b = T_inc / x->mt;
+    if (x->M > 1) b = fmin(b, (T_inc - x->phi * (x->W[x->L] / x->vmax)) / (x->M - 1));
     return b;
 }
 
@@ -893,7 +934,7 @@ double least_over(const plan_ctx *x, const int *order, int *first)
     double *f = ppdl_xmalloc((size_t)S * L * sizeof(double));
     int *arg = ppdl_xmalloc((size_t)S * L * sizeof(int));
     for (int s = 0; s < S; s++) {
-        int r = order[s], n = ppdl_in_flight(x->schedule, S, x->M, s);
+        int r = order[s], n = x->infl[s];
         for (int j = s; j <= L - S + s; j++) {
             double best = INFINITY;
             int bi = -1;

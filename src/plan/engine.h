@@ -25,8 +25,12 @@ typedef struct plan_ctx {
     const ppdl_costs *c;
     const ppdl_cluster_model *cl;
     int L, N, S, M, schedule;
-    double *W;                 /* [L+1] prefix sums of fwd_ms + bwd_ms (+ input_ms at layer 0,
-                                  + target_ms at layer L-1) */
+    int split;                 /* a zero-bubble schedule: B and W timed apart (costmodel.h) */
+    double phi;                /* the fill factor of T (costmodel.h; 1 for GPipe and 1F1B) */
+    double mt;                 /* M - 1 + phi: T >= mt x any stage's time */
+    int *infl;                 /* [S] micro-batches stage s holds at once (ppdl_in_flight) */
+    double *W;                 /* [L+1] prefix sums of fwd_ms + bwd_ms (split: fwd + B + W of
+                                  option 0) (+ input_ms at layer 0, + target_ms at layer L-1) */
     double *O;                 /* [L+1] prefix sums of optimizer_ms */
     int *NP;                   /* [L+1] prefix count of layers with parameters */
     int has_opt;               /* some layer has optimizer_ms > 0 */
@@ -35,7 +39,9 @@ typedef struct plan_ctx {
                                   optstrict) do not exist for seg_time; INFINITY: none */
     int optstrict;
     double *P;                 /* [L+1] prefix sums of param_bytes */
-    double *S0;                /* [L+1] prefix sums of option 0's stash */
+    double *S0;                /* [L+1] prefix sums of option 0's stash (split: stash + what B
+                                  keeps for W, counted per micro-batch in flight: an upper
+                                  bound, costmodel.h) */
     double *Smin, *Emin;       /* [L+1] prefix sums of the smallest-stash option's stash, extra */
     int *omin;                 /* [L] smallest-stash option of each layer */
     double vmax;               /* fastest rank */
@@ -113,6 +119,7 @@ typedef struct stage_tables {
     int mode, L, S, ML;        /* ML: longest stage tabulated */
     int factored;
     double mult;
+    double kf;                 /* factored: a stage's fill is kf x its time (plan_ctx phi) */
     double ca, cb;             /* the averaged lower bound adds ca fill + cb pace per stage */
     double *tf, *tp, *ta;      /* [S][L][ML]; factored: tp == tf, ta NULL; tf NULL: computed
                                   on demand (factored, too large to tabulate) */

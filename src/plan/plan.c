@@ -2,6 +2,7 @@
 #include "plan/plan.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "sched/schedule.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -187,6 +188,16 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
     }
     json_t *m = json_object_get(root, "method");
     snprintf(p->method, sizeof p->method, "%s", json_is_string(m) ? json_string_value(m) : "file");
+    json_t *sc = json_object_get(root, "schedule");
+    if (sc) {
+        int k = json_is_string(sc) ? ppdl_schedule_parse(json_string_value(sc)) : -1;
+        if (k < 0 || k >= PPDL_SCHED_N_KINDS) {
+            ppdl_errf(err, errlen, "%s: schedule: expected one of \"1f1b\", \"gpipe\", \"zb-h1\", \"zb-h2\" (the schedule "
+                      "the plan was solved for), or no \"schedule\" at all", path);
+            goto out;
+        }
+        snprintf(p->schedule, sizeof p->schedule, "%s", ppdl_schedule_name(k));
+    }
     p->feasible = 1;
     json_t *pt = json_object_get(root, "predicted_iter_ms"), *bn = json_object_get(root, "bottleneck_ms");
     p->predicted_iter_ms = json_is_number(pt) ? json_number_value(pt) : 0;
@@ -280,6 +291,7 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
 {
     json_t *root = json_object();
     json_object_set_new(root, "method", json_string(p->method));
+    if (p->schedule[0]) json_object_set_new(root, "schedule", json_string(p->schedule));
     json_object_set_new(root, "feasible", json_boolean(p->feasible));
     json_object_set_new(root, "predicted_iter_ms", json_real(p->predicted_iter_ms));
     json_object_set_new(root, "bottleneck_ms", json_real(p->bottleneck_ms));

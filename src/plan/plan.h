@@ -23,6 +23,8 @@ typedef struct ppdl_plan_stage {
 
 typedef struct ppdl_plan {
     char method[32];
+    char schedule[16];         /* the schedule it was solved for (JSON "schedule", optional:
+                                  "" when not known, as in plans written before it) */
     int feasible;
     double predicted_iter_ms;  /* 0 if unknown */
     double bottleneck_ms;

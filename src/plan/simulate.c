@@ -535,3 +535,13 @@ void ppdl_sim_free(ppdl_sim *s)
     free(s->ev);
     memset(s, 0, sizeof *s);
 }
+
+double ppdl_simulated_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M, int schedule)
+{
+    ppdl_sim sim;
+    char err[PPDL_ERR_LEN];
+    if (ppdl_simulate(c, cl, p, M, schedule, 0, &sim, err, sizeof err)) return NAN;
+    double ms = sim.step_ms;
+    ppdl_sim_free(&sim);
+    return ms;
+}

@@ -57,5 +57,7 @@ typedef struct ppdl_sim {
 int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M,
                   int schedule, int record, ppdl_sim *out, char *err, size_t errlen);
 void ppdl_sim_free(ppdl_sim *s);
+/* Just the step: ppdl_simulate's step_ms, NAN when the plan cannot be played */
+double ppdl_simulated_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M, int schedule);
 
 #endif

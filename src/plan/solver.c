@@ -48,6 +48,7 @@ void ppdl_solve_opts_default(ppdl_solve_opts *o)
     o->replicate = 1;
     o->exact_hybrid_ranks = 6;
     o->hybrid_evals = 0;
+    o->fit_search = 1;
 }
 
 
@@ -66,7 +67,7 @@ static double solve_subsets(plan_ctx *x, void *arg, double T_inc, int *order_out
     size_t rowsz = (size_t)L * ML;
     double *tab = ppdl_xmalloc((size_t)S * N * rowsz * sizeof(double));
     for (int s = 0; s < S; s++) {
-        int n = ppdl_in_flight(x->schedule, S, x->M, s);
+        int n = x->infl[s];
         for (int r = 0; r < N; r++) {
             double *rows = &tab[((size_t)s * N + r) * rowsz];
             for (int i = 0; i < L; i++)
@@ -82,7 +83,7 @@ static double solve_subsets(plan_ctx *x, void *arg, double T_inc, int *order_out
             for (int b = 0; b < N; b++)
                 lkr[((size_t)j * N + a) * N + b] = a == b ? INFINITY : ppdl_link_ms(x->c, x->cl, j, a, b);
     double *restlb = ppdl_xmalloc((size_t)L * sizeof(double));
-    for (int j = 0; j < L; j++) restlb[j] = (x->W[L] - x->W[j + 1]) / x->vmax;
+    for (int j = 0; j < L; j++) restlb[j] = x->phi * ((x->W[L] - x->W[j + 1]) / x->vmax);
     double *tie_x = ppdl_xcalloc((size_t)N * N, sizeof(double)); /* X(first rank, last rank) */
     for (int a = 0; a < N; a++)
         for (int b = 0; b < N; b++)
@@ -118,7 +119,7 @@ static double solve_subsets(plan_ctx *x, void *arg, double T_inc, int *order_out
                 for (int j = 0; j <= L - S && j < ML; j++) {
                     double t = TAB(0, r, 0, j + 1);
                     if (!FITS(t)) break;
-                    val[ST(1u << r, r, j)] = t;
+                    val[ST(1u << r, r, j)] = x->phi * t; /* the fill; phi = 1 but for zero bubble */
                     back[ST(1u << r, r, j)] = -1;
                 }
             }
@@ -139,8 +140,8 @@ static double solve_subsets(plan_ctx *x, void *arg, double T_inc, int *order_out
                                 double t = TAB(s2, r2, j + 1, len);
                                 if (!FITS(t)) break;
                                 size_t k = ST(U2, r2, j + len);
-                                if (v2 + t < val[k]) {
-                                    val[k] = v2 + t;
+                                if (v2 + x->phi * t < val[k]) {
+                                    val[k] = v2 + x->phi * t;
                                     back[k] = (j + 1) * 32 + r;
                                 }
                             }
@@ -282,8 +283,7 @@ static int check_input(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
                        size_t errlen)
 {
     if (M < 1) return ppdl_errf(err, errlen, "--micro-batches %d: expected >= 1", M);
-    if (schedule != PPDL_SCHED_1F1B && schedule != PPDL_SCHED_GPIPE)
-        return ppdl_errf(err, errlen, "unknown schedule %d", schedule);
+    if (schedule < 0 || schedule >= PPDL_SCHED_N_KINDS) return ppdl_errf(err, errlen, "unknown schedule %d", schedule);
     if (c->L < cl->N)
         return ppdl_errf(err, errlen, "the model has %d layers but the cluster has %d ranks: every rank "
                                       "runs one stage of at least one layer", c->L, cl->N);
@@ -355,7 +355,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
         }
         free(o2);
     }
-    if (!(bT < INFINITY) && !exact_ok && !fixed_order && opts->placement) {
+    if (!(bT < INFINITY) && !exact_ok && !fixed_order && opts->placement && opts->fit_search) {
         /* too many ranks for the exact check: search for an order that fits, from every
          * candidate in turn */
         int *o2 = ppdl_xmalloc((size_t)N * sizeof(int));
@@ -385,7 +385,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
     }
 
     /* the recompute frontiers, then the exact per-order optimum on every candidate */
-    build_frontiers(&x, bT / x.M);
+    build_frontiers(&x, bT / x.mt); /* T >= mt x any stage's time */
     info->frontier_points = x.n_pts;
     stage_tables w;
     tables_init_order(&w, &x, MODE_BEST);
@@ -503,14 +503,15 @@ int ppdl_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sch
         ppdl_solve_opts_default(&def);
         opts = &def;
     }
-    if (!opts->replicate || !opts->placement) return solve_impl(c, cl, M, schedule, opts, NULL, out, info, err, errlen);
+    /* the zero-bubble schedules run one rank per stage (ppdl_schedule_supports) */
+    if (!opts->replicate || !opts->placement || ppdl_schedule_splits_backward(schedule))
+        return solve_impl(c, cl, M, schedule, opts, NULL, out, info, err, errlen);
     ppdl_solve_info dummy;
     if (!info) info = &dummy;
     memset(info, 0, sizeof *info);
     memset(out, 0, sizeof *out);
     if (M < 1) return ppdl_errf(err, errlen, "--micro-batches %d: expected >= 1", M);
-    if (schedule != PPDL_SCHED_1F1B && schedule != PPDL_SCHED_GPIPE)
-        return ppdl_errf(err, errlen, "unknown schedule %d", schedule);
+    if (schedule < 0 || schedule >= PPDL_SCHED_N_KINDS) return ppdl_errf(err, errlen, "unknown schedule %d", schedule);
     /* 1. one rank per stage (needs L >= N), exact or heuristic placement */
     ppdl_plan pipe;
     memset(&pipe, 0, sizeof pipe);

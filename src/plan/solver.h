@@ -43,6 +43,10 @@ typedef struct ppdl_solve_opts {
                                   (default 6: 3963 layouts) */
     long hybrid_evals;         /* layouts solved by the local search above that
                                   (default 0 = automatic) */
+    int fit_search;            /* 1 (default): where no candidate order fits and the
+                                  placement is heuristic, search for an order that does
+                                  (seconds to minutes on tens of ranks); 0: report that
+                                  none fits (--schedule auto's zero-bubble candidates) */
 } ppdl_solve_opts;
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o);

@@ -56,6 +56,7 @@ int ppdl_schedule_parse(const char *name)
     if (strcmp(name, "1f1b") == 0) return PPDL_SCHED_1F1B;
     if (strcmp(name, "zb-h1") == 0) return PPDL_SCHED_ZB_H1;
     if (strcmp(name, "zb-h2") == 0) return PPDL_SCHED_ZB_H2;
+    if (strcmp(name, "auto") == 0) return PPDL_SCHED_AUTO;
     return -1;
 }
 
@@ -79,6 +80,7 @@ const char *ppdl_schedule_name(int kind)
     case PPDL_SCHED_1F1B: return "1f1b";
     case PPDL_SCHED_ZB_H1: return "zb-h1";
     case PPDL_SCHED_ZB_H2: return "zb-h2";
+    case PPDL_SCHED_AUTO: return "auto";
     default: return "unknown";
     }
 }
@@ -159,6 +161,55 @@ static void build_1f1b(ppdl_op_list *l, int S, int M, int s, int warmup, sel r)
     while (next_b < M) keep_backward(l, S, s, next_b++, r);
 }
 
+/* micro-batches a zero-bubble stage holds at most: 1F1B's first stage's S (ZB-H1), or
+ * 2S - 1 (ZB-H2) */
+static int zb_cap(int kind, int S) { return kind == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1; }
+
+long ppdl_schedule_unit_step(int kind, int S, int M)
+{
+    PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_unit_step: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
+    if (!ppdl_schedule_splits_backward(kind)) return 3L * M + 3L * (S - 1);
+    ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
+    long t = ppdl_zb_order(S, M, zb_cap(kind, S), 0, order);
+    free(order);
+    return t;
+}
+
+void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending)
+{
+    PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_counts: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
+    if (!ppdl_schedule_splits_backward(kind)) {
+        for (int s = 0; s < S; s++) {
+            ppdl_op_list l;
+            ppdl_schedule_build(kind, S, M, s, &l);
+            held[s] = ppdl_schedule_max_in_flight(&l);
+            pending[s] = 0;
+            ppdl_op_list_free(&l);
+        }
+        return;
+    }
+    ppdl_zb_pass *all = ppdl_xmalloc((size_t)S * 3 * (size_t)M * sizeof *all);
+    ppdl_zb_order_all(S, M, zb_cap(kind, S), all);
+    for (int s = 0; s < S; s++) {
+        /* as build_zb turns the passes into ops and max_between counts them: F holds a
+         * micro-batch until its W (or fused backward); B starts a W's wait, except a B
+         * fused with the W right after it (stage 0), which is one BACKWARD */
+        const ppdl_zb_pass *o = &all[(size_t)s * 3 * M];
+        int h = 0, p = 0;
+        held[s] = pending[s] = 0;
+        for (int i = 0; i < 3 * M; i++) {
+            int fused = s == 0 && o[i].kind == 'B' && i + 1 < 3 * M && o[i + 1].kind == 'W' && o[i + 1].mb == o[i].mb;
+            if (o[i].kind == 'F') h++;
+            else if (fused) h--, i++;
+            else if (o[i].kind == 'B') p++;
+            else h--, p--;
+            if (h > held[s]) held[s] = h;
+            if (p > pending[s]) pending[s] = p;
+        }
+    }
+    free(all);
+}
+
 /* A zero-bubble list: the passes of sched/zero_bubble.h's play, at most cap
  * micro-batches held */
 static void build_zb(ppdl_op_list *l, int S, int M, int s, int cap)
@@ -215,7 +266,7 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
     else if (kind == PPDL_SCHED_1F1B)
         build_1f1b(out, S, M, s, warmup, r);
     else
-        build_zb(out, S, M, s, kind == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1);
+        build_zb(out, S, M, s, zb_cap(kind, S));
     push(out, PPDL_OP_OPTIMIZER, -1, -1);
     PPDL_CHECK(split ? out->n <= cap : out->n == cap, "ppdl_schedule_build: built %d ops, expected %s%d", out->n,
                split ? "at most " : "", cap);

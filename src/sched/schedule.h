@@ -55,10 +55,12 @@ typedef enum ppdl_schedule_kind {
     PPDL_SCHED_1F1B = 1,
     PPDL_SCHED_ZB_H1 = 2,  /* zero bubble, 1F1B's peak memory (sched/zero_bubble.h) */
     PPDL_SCHED_ZB_H2 = 3,  /* zero bubble, about twice 1F1B's peak memory */
-    PPDL_SCHED_N_KINDS
+    PPDL_SCHED_N_KINDS,
+    PPDL_SCHED_AUTO = 100  /* --schedule auto: no schedule of its own, the planner chooses
+                              one (plan/schedule_choice.h); never built or played */
 } ppdl_schedule_kind;
 
-/* "gpipe", "1f1b", "zb-h1", "zb-h2" -> kind; -1 when unknown */
+/* "gpipe", "1f1b", "zb-h1", "zb-h2" -> kind, "auto" -> PPDL_SCHED_AUTO; -1 when unknown */
 int ppdl_schedule_parse(const char *name);
 const char *ppdl_schedule_name(int kind);
 const char *ppdl_op_name(ppdl_op_kind k);
@@ -95,6 +97,18 @@ void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
  * (ppdl_schedule_build). */
 void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out);
 void ppdl_op_list_free(ppdl_op_list *l);
+
+/* The step of the schedule's play on S stages with M micro-batches when every F, B and
+ * W takes one unit and messages none (a fused backward: two units): 3M + 3(S - 1) for
+ * GPipe and 1F1B, sched/zero_bubble.h's greedy play for zb-h1 and zb-h2 (at most
+ * that, 3M + S - 1 for zb-h2 when M >= S). The cost model's fill factor
+ * (plan/costmodel.h) comes from it. */
+long ppdl_schedule_unit_step(int kind, int S, int M);
+
+/* held[s] = ppdl_schedule_max_in_flight and pending[s] = ppdl_schedule_max_pending_weight
+ * of every stage's list (ppdl_schedule_build, one replica per stage), from one play for
+ * the zero-bubble schedules instead of S (the planner's cost on many ranks) */
+void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending);
 
 /* Play the S lists against each other under the communication model above and check:
  * every SEND has exactly one matching RECV and vice versa, no deadlock (all lists run

@@ -46,10 +46,10 @@ static char next_pass(const zb_stage *z, int s, int M, int cap, const long *read
     return kind;
 }
 
-long ppdl_zb_order(int S, int M, int cap, int s, ppdl_zb_pass *out)
+/* the play, recording stage s's passes into out[0..3M-1], or (s = -1) every stage's,
+ * stage r's into out[r*3M ..] */
+static long play(int S, int M, int cap, int s, ppdl_zb_pass *out)
 {
-    PPDL_CHECK(S >= 1 && M >= 1 && cap >= 1 && s >= 0 && s < S, "ppdl_zb_order: S=%d M=%d cap=%d s=%d", S, M,
-               cap, s);
     zb_stage *z = ppdl_xcalloc((size_t)S, sizeof *z);
     long *ready_act = ppdl_xmalloc((size_t)S * (size_t)M * sizeof(long));
     long *ready_grad = ppdl_xmalloc((size_t)S * (size_t)M * sizeof(long));
@@ -76,10 +76,24 @@ long ppdl_zb_order(int S, int M, int cap, int s, ppdl_zb_pass *out)
         if (kind == 'F' && who == S - 1) ready_grad[(long)who * M + mb] = w->t;
         if (kind == 'B' && who > 0) ready_grad[(long)(who - 1) * M + mb] = w->t;
         if (who == s) out[w->n] = (ppdl_zb_pass){kind, mb};
+        if (s < 0) out[(long)who * 3 * M + w->n] = (ppdl_zb_pass){kind, mb};
         w->n++;
     }
     free(z);
     free(ready_act);
     free(ready_grad);
     return end;
+}
+
+long ppdl_zb_order(int S, int M, int cap, int s, ppdl_zb_pass *out)
+{
+    PPDL_CHECK(S >= 1 && M >= 1 && cap >= 1 && s >= 0 && s < S, "ppdl_zb_order: S=%d M=%d cap=%d s=%d", S, M,
+               cap, s);
+    return play(S, M, cap, s, out);
+}
+
+long ppdl_zb_order_all(int S, int M, int cap, ppdl_zb_pass *out)
+{
+    PPDL_CHECK(S >= 1 && M >= 1 && cap >= 1, "ppdl_zb_order_all: S=%d M=%d cap=%d", S, M, cap);
+    return play(S, M, cap, -1, out);
 }

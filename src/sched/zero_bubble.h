@@ -28,5 +28,8 @@ typedef struct ppdl_zb_pass {
  * and at most cap (>= 1) micro-batches held per stage. Returns the play's step length in
  * units (for tests and the comment above). */
 long ppdl_zb_order(int S, int M, int cap, int s, ppdl_zb_pass *out);
+/* The same for every stage at once (one play): stage s's passes into out[s*3M ..
+ * s*3M + 3M-1]. */
+long ppdl_zb_order_all(int S, int M, int cap, ppdl_zb_pass *out);
 
 #endif

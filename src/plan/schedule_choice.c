@@ -1,0 +1,125 @@
+/* schedule_choice.c — one solve per candidate schedule, then the least T
+ * (schedule_choice.h). */
+#include "plan/schedule_choice.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "plan/costmodel.h"
+#include "plan/planner.h"
+#include "plan/reserve.h"
+#include "sched/schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2};
+
+/* a strictly better key, beyond a relative 1e-9 (ties keep the earlier candidate) */
+static int better(double a, double b) { return a < b * (1 - 1e-9); }
+
+/* what the choice compares for option o */
+static double key(const ppdl_schedule_option *o, int by_sim)
+{
+    return by_sim ? o->sc.chosen_sim_ms : o->T;
+}
+
+int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
+                         const ppdl_solve_opts *opts, int reserve, ppdl_schedule_choice *ch, char *err,
+                         size_t errlen)
+{
+    memset(ch, 0, sizeof *ch);
+    ch->chosen = -1;
+    ppdl_cluster_model mine = *cl; /* the same cluster with the candidate's memory */
+    ppdl_solve_opts o_zb;
+    if (opts) o_zb = *opts;
+    else ppdl_solve_opts_default(&o_zb);
+    /* where no candidate order fits a zero-bubble schedule, it is out: the search for
+     * an order that fits is left to 1F1B (whose message a failure reports) */
+    o_zb.fit_search = 0;
+    for (int k = 0; k < PPDL_AUTO_N; k++) {
+        ppdl_schedule_option *o = &ch->opt[k];
+        o->schedule = ppdl_auto_schedules[k];
+        double *mem = NULL;
+        if (reserve) {
+            o->reserve = ppdl_runtime_reserve(c, ppdl_reserve_slots(o->schedule, cl->N, M));
+            mem = ppdl_memory_less_reserve(cl->mem, cl->N, o->reserve);
+            mine.mem = mem;
+        }
+        double t0 = ppdl_now_s();
+        o->rc = ppdl_plan_solve_ex(c, &mine, M, o->schedule, method, k ? &o_zb : opts, &o->plan, &o->info, &o->sc,
+                                   o->why, sizeof o->why);
+        o->plan_s = ppdl_now_s() - t0;
+        o->T = o->plan.S > 0 ? o->plan.predicted_iter_ms : INFINITY;
+        free(mem);
+        mine.mem = cl->mem;
+    }
+    /* by the simulated step where every plan that fits was chosen by it */
+    int n_fit = 0, n_sim = 0;
+    for (int k = 0; k < PPDL_AUTO_N; k++) {
+        const ppdl_schedule_option *o = &ch->opt[k];
+        if (o->rc != 0) continue;
+        n_fit++;
+        n_sim += o->sc.active && o->sc.chosen_sim_ms > 0;
+    }
+    ch->by_sim = n_fit > 0 && n_sim == n_fit;
+    for (int k = 0; k < PPDL_AUTO_N; k++)
+        if (ch->opt[k].rc == 0 &&
+            (ch->chosen < 0 || better(key(&ch->opt[k], ch->by_sim), key(&ch->opt[ch->chosen], ch->by_sim))))
+            ch->chosen = k;
+    if (ch->chosen >= 0) return 0;
+    snprintf(err, errlen, "%s", ch->opt[0].why);
+    return -1;
+}
+
+void ppdl_schedule_choice_free(ppdl_schedule_choice *ch)
+{
+    for (int k = 0; k < PPDL_AUTO_N; k++) ppdl_plan_free(&ch->opt[k].plan);
+}
+
+const char *ppdl_schedule_choice_line(const ppdl_schedule_choice *ch, char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (ch->chosen < 0) return buf;
+    const ppdl_schedule_option *w = &ch->opt[ch->chosen];
+    const char *what = ch->by_sim ? "simulated step" : "T";
+    size_t n = (size_t)snprintf(buf, len, "chosen by the planner: %s %.2f ms", what, key(w, ch->by_sim));
+    /* the runner-up, or why the others lost */
+    for (int k = 0; k < PPDL_AUTO_N && n < len; k++) {
+        const ppdl_schedule_option *o = &ch->opt[k];
+        if (k == ch->chosen) continue;
+        if (o->rc == 0)
+            n += (size_t)snprintf(buf + n, len - n, "; %s %.2f", ppdl_schedule_name(o->schedule), key(o, ch->by_sim));
+        else
+            n += (size_t)snprintf(buf + n, len - n, "; %s %s", ppdl_schedule_name(o->schedule),
+                                  o->plan.S > 0 ? "does not fit" : "no plan");
+    }
+    return buf;
+}
+
+int ppdl_schedule_for_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const ppdl_plan *p, double *T,
+                           char *err, size_t errlen)
+{
+    int best = -1, best_fit = 0;
+    double best_T = INFINITY;
+    char first_err[PPDL_ERR_LEN] = "";
+    for (int k = 0; k < PPDL_AUTO_N; k++) {
+        int s = ppdl_auto_schedules[k];
+        ppdl_cost_eval ev;
+        char e[PPDL_ERR_LEN];
+        if (ppdl_cost_evaluate(c, cl, M, s, p, &ev, e, sizeof e)) { /* e.g. replicas under zero bubble */
+            if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", e);
+            continue;
+        }
+        /* a schedule whose plan fits beats one that does not, then the least T */
+        if (best < 0 || (ev.feasible && !best_fit) || (ev.feasible == best_fit && better(ev.T, best_T))) {
+            best = s;
+            best_T = ev.T;
+            best_fit = ev.feasible;
+        }
+        ppdl_cost_eval_free(&ev);
+    }
+    if (best < 0) return ppdl_errf(err, errlen, "--schedule auto: %s", first_err);
+    if (T) *T = best_T;
+    return best;
+}

@@ -1,0 +1,83 @@
+/* schedule_choice.h — `--schedule auto`: the planner chooses the schedule too.
+ *
+ * The schedule is one more choice next to the partition, the placement, the recompute
+ * options and the replicas. Each schedule has its own cost model (costmodel.h: its T,
+ * what it holds in memory) and the exact solvers optimise it, so the joint optimum is
+ * the best of one solve per schedule:
+ *   - solve with `method` once per candidate, in the order 1f1b, zb-h1, zb-h2, each
+ *     against each rank's memory less that schedule's runtime reserve (reserve.h;
+ *     ZB-H2 holds up to 2N - 1 micro-batches);
+ *   - among the candidates whose plan fits, take the least T; where ranks share cores
+ *     (shared_cores.h: every candidate was then chosen by its simulated step) the least
+ *     simulated step. Ties (within a relative 1e-9) keep the earlier candidate, so 1F1B
+ *     wins every tie and ZB-H1 (less memory) wins ties with ZB-H2.
+ * GPipe is not a candidate: for every plan its T is 1F1B's (costmodel.h: the same
+ * formula) and it holds more micro-batches (M against at most N), so it never beats
+ * 1F1B and would lose every tie; solving it costs time (with M far above N nothing may
+ * fit, and the search for a plan that does is slow on many ranks). For the same
+ * reason a zero-bubble candidate skips that search (solver.h fit_search): where none of
+ * its candidate rank orders fits (above the exact placement's 10 ranks), it is out.
+ * The zero-bubble schedules run one rank per stage (sched/schedule.h
+ * ppdl_schedule_supports): their candidate is the best plan without replicas, and a
+ * baseline method with replicas (dp) has no zero-bubble candidate.
+ *
+ * For a plan that is given (a plan file, --plan uniform): ppdl_schedule_for_plan takes
+ * the schedule of least T for that plan among those that can run its layout. Pure C. */
+#ifndef PPDL_SCHEDULE_CHOICE_H
+#define PPDL_SCHEDULE_CHOICE_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+#include "plan/cluster_model.h"
+#include "plan/costs.h"
+#include "plan/plan.h"
+#include "plan/shared_cores.h"
+#include "plan/solver.h"
+
+#define PPDL_AUTO_N 3
+
+/* the candidates, in tie-breaking order: 1f1b, zb-h1, zb-h2 */
+extern const int ppdl_auto_schedules[PPDL_AUTO_N];
+
+typedef struct ppdl_schedule_option {
+    int schedule;              /* PPDL_SCHED_* */
+    int rc;                    /* 0: plan fits (ppdl_plan_solve_ex's return) */
+    ppdl_plan plan;            /* its plan (S = 0: none, see why); a caller may take it */
+    double T;                  /* its plan's T (kept when the plan is taken) */
+    ppdl_solve_info info;
+    ppdl_shared_choice sc;
+    double reserve;            /* bytes taken off each rank's memory for the runtime */
+    double plan_s;             /* seconds its solve took */
+    char why[PPDL_ERR_LEN];     /* rc != 0: the solver's message */
+} ppdl_schedule_option;
+
+typedef struct ppdl_schedule_choice {
+    ppdl_schedule_option opt[PPDL_AUTO_N]; /* in ppdl_auto_schedules order */
+    int chosen;                /* index of the plan taken, -1: no schedule's plan fits */
+    int by_sim;                /* chosen by the simulated step (ranks share cores) */
+} ppdl_schedule_choice;
+
+/* Solve with `method` once per candidate schedule and choose (above). reserve: 1 to
+ * plan against each rank's memory less the schedule's runtime reserve (as ppdl --plan
+ * auto and ppdl-plan do), 0 against cl's memory as it is. Returns 0 with ch->chosen >=
+ * 0, or -1 with ch->chosen = -1 and err holding 1F1B's message (a method that is not
+ * known, or no plan that fits: then "no plan fits" is in it). Free with
+ * ppdl_schedule_choice_free. */
+int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
+                         const ppdl_solve_opts *opts, int reserve, ppdl_schedule_choice *ch, char *err,
+                         size_t errlen);
+void ppdl_schedule_choice_free(ppdl_schedule_choice *ch);
+
+/* "chosen by the planner: T 10.20 ms against 1f1b's 11.90 ms" (or "by the simulated
+ * step ..." where ranks share cores): why the chosen schedule won, into buf */
+const char *ppdl_schedule_choice_line(const ppdl_schedule_choice *ch, char *buf, size_t len);
+
+/* The schedule of least T (feasible plans first; ties to the earlier candidate) for
+ * plan p among the candidates that can run its layout; *T (may be NULL) its T.
+ * Returns the schedule, or -1 with a message when p cannot be evaluated. */
+int ppdl_schedule_for_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const ppdl_plan *p, double *T,
+                           char *err, size_t errlen);
+
+#endif
