@@ -145,16 +145,25 @@ static double plan_T(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, i
     return T;
 }
 
-static int cmd_speed(int L, int N, int M)
+/* the speed case: L generated layers on N ranks in nodes of up to 8 (one node where N
+ * does not divide), heterogeneous, seed 1; *G and *R the nodes and ranks per node */
+static void speed_case(int L, int N, int M, ppdl_costs *c, ppdl_cluster_model *cl, int *G, int *R)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 1);
+    gen_model(&g, L, c);
+    *R = N >= 8 ? 8 : N;
+    *G = N / *R;
+    if (*G * *R != N) *G = 1, *R = N;
+    gen_cluster(&g, c, *G, *R, M, PPDL_SCHED_1F1B, 1, cl);
+}
+
+static int cmd_speed(int L, int N, int M)
+{
     ppdl_costs c;
     ppdl_cluster_model cl;
-    gen_model(&g, L, &c);
-    int R = N >= 8 ? 8 : N, G = N / R;
-    if (G * R != N) G = 1, R = N;
-    gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+    int G, R;
+    speed_case(L, N, M, &c, &cl, &G, &R);
     printf("planner speed: L = %d layers, N = %d ranks (%d nodes x %d), M = %d, 1f1b, heterogeneous\n", L, N, G, R, M);
     printf("  method         wall s   CPU s   T ms      orders solved  DP passes  frontier points  layouts  placement\n");
     const char *methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder", "time-rc"};
@@ -515,14 +524,10 @@ static int cmd_schedule(int cases, int all, int mem_pct)
 /* --schedule auto's planner time on one case of cmd_speed */
 static int cmd_speed_auto(int L, int N, int M)
 {
-    ppdl_rng g;
-    ppdl_rng_seed(&g, 1); /* cmd_speed's case */
     ppdl_costs c;
     ppdl_cluster_model cl;
-    gen_model(&g, L, &c);
-    int R = N >= 8 ? 8 : N, G = N / R;
-    if (G * R != N) G = 1, R = N;
-    gen_cluster(&g, &c, G, R, M, PPDL_SCHED_1F1B, 1, &cl);
+    int G, R;
+    speed_case(L, N, M, &c, &cl, &G, &R);
     ppdl_schedule_choice ch;
     char err[PPDL_ERR_LEN];
     double t0 = ppdl_now_s(), c0 = cpu_s();
