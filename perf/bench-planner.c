@@ -462,7 +462,9 @@ static int cmd_schedule(int cases, int all, int mem_pct)
     ppdl_rng_seed(&g, 101); /* cmd_quality's heterogeneous series */
     printf("\n--schedule auto vs the best 1f1b plan, heterogeneous clusters (%d cases, as quality's; memory %d%% of "
            "theirs):\n", cases, mem_pct);
-    printf("  case  nodes x ranks  layers    M   1f1b ms  zb-h1 ms  zb-h2 ms  chosen   T ratio  sim ratio\n");
+    printf("  case  nodes x ranks  layers    M ");
+    for (int q = 0; q < PPDL_AUTO_N; q++) printf(" %6s ms", ppdl_schedule_name(ppdl_auto_schedules[q]));
+    printf("  chosen   T ratio  sim ratio\n");
     double geo = 0, geo_sim = 0, plan_s = 0, worst = INFINITY, best = 0;
     int n = 0, n_sim = 0, chosen[PPDL_SCHED_N_KINDS] = {0}, none = 0;
     for (int k = 0; k < cases; k++) {
@@ -510,14 +512,15 @@ static int cmd_schedule(int cases, int all, int mem_pct)
         ppdl_cluster_model_free(&cl);
     }
     printf("  best 1f1b T / --schedule auto T over %d cases: geometric mean %.3fx (goal >= 1.1x), min %.3fx, max "
-           "%.3fx; simulated steps' ratio: geometric mean %.3fx over %d; chosen: 1f1b %d, zb-h1 %d, zb-h2 %d, gpipe %d; "
-           "no plan in %d; mean planner time (3 solves) %.3f s\n", n, n ? exp(geo / n) : NAN, worst, best,
-           n_sim ? exp(geo_sim / n_sim) : NAN, n_sim, chosen[PPDL_SCHED_1F1B], chosen[PPDL_SCHED_ZB_H1],
-           chosen[PPDL_SCHED_ZB_H2], chosen[PPDL_SCHED_GPIPE], none, plan_s / cases);
+           "%.3fx; simulated steps' ratio: geometric mean %.3fx over %d; chosen: 1f1b %d, zb-1p %d, zb-h1 %d, zb-h2 %d, "
+           "gpipe %d; no plan in %d; mean planner time (%d solves) %.3f s\n", n, n ? exp(geo / n) : NAN, worst, best,
+           n_sim ? exp(geo_sim / n_sim) : NAN, n_sim, chosen[PPDL_SCHED_1F1B], chosen[PPDL_SCHED_ZB_1P],
+           chosen[PPDL_SCHED_ZB_H1], chosen[PPDL_SCHED_ZB_H2], chosen[PPDL_SCHED_GPIPE], none, PPDL_AUTO_N,
+           plan_s / cases);
     printf("result schedule_auto_hetero_mem%d_geomean %.4f\nresult schedule_auto_hetero_mem%d_sim_geomean %.4f\n"
            "result schedule_auto_hetero_mem%d_min %.4f\nresult schedule_auto_hetero_mem%d_zb_chosen %d/%d\n", mem_pct,
            n ? exp(geo / n) : NAN, mem_pct, n_sim ? exp(geo_sim / n_sim) : NAN, mem_pct, n ? worst : NAN, mem_pct,
-           chosen[PPDL_SCHED_ZB_H1] + chosen[PPDL_SCHED_ZB_H2], n);
+           chosen[PPDL_SCHED_ZB_H1] + chosen[PPDL_SCHED_ZB_H2] + chosen[PPDL_SCHED_ZB_1P], n);
     return 0;
 }
 

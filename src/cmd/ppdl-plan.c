@@ -67,14 +67,15 @@ static void usage(FILE *f)
 "  --costs FILE            per-layer costs (COSTS.json; required)\n"
 "  --cluster FILE          the ranks and their links (CLUSTER.json; required)\n"
 "  --micro-batches M       micro-batches per step (required)\n"
-"  --schedule 1f1b|gpipe|zb-h1|zb-h2|auto\n"
-"                          default 1f1b; zb-h1, zb-h2 (zero bubble, ppdl --help) run\n"
-"                          one rank per stage, B and W timed from COSTS.json, and have\n"
-"                          their own T: phi x sum of stage times + 2 x links + (M-1) x\n"
+"  --schedule 1f1b|gpipe|zb-h1|zb-h2|zb-1p|auto\n"
+"                          default 1f1b; zb-h1, zb-h2, zb-1p (zero bubble, ppdl\n"
+"                          --help) run one rank per stage, B and W timed from\n"
+"                          COSTS.json, and have their own T and memory (zb-1p: 1f1b's\n"
+"                          on every stage): phi x sum of stage times + 2 x links + (M-1) x\n"
 "                          bottleneck, phi < 1 the share of the fill W cannot hide\n"
 "                          (docs/cost-model.md); auto: plan once per schedule, print\n"
 "                          each one's best plan and take the least T (ties: 1f1b,\n"
-"                          zb-h1, zb-h2 in that order; gpipe, 1f1b's T with more\n"
+"                          zb-1p, zb-h1, zb-h2 in that order; gpipe, 1f1b's T with more\n"
 "                          memory, never wins and is not solved)\n"
 "  --method NAME           ppdl (default): stages, replicas, placement and recompute\n"
 "                          together; ppdl-pipeline: one stage per rank (partition,\n"
@@ -143,7 +144,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_SCHED:
             o->schedule = ppdl_schedule_parse(a);
             if (o->schedule < 0)
-                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2 or auto", a);
+                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p or auto", a);
             break;
         case O_METHOD: o->method = a; break;
         case O_JSON: o->json = 1; break;

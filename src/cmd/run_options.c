@@ -75,15 +75,16 @@ void run_options_usage(FILE *f)
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
 "Pipeline:\n"
-"  --schedule 1f1b|gpipe|zb-h1|zb-h2|auto\n"
+"  --schedule 1f1b|gpipe|zb-h1|zb-h2|zb-1p|auto\n"
 "                          1f1b (default): PipeDream-Flush, stage s keeps at most\n"
 "                          min(M, N-s) micro-batches of activations; gpipe keeps M;\n"
-"                          zb-h1, zb-h2: zero bubble, each backward split into B (the\n"
-"                          input gradient, sent at once) and W (the weight gradient,\n"
-"                          run where a stage would wait): the bubble of 1f1b shrinks\n"
-"                          (by about 2/3 with zb-h1, to the pipeline's fill with\n"
-"                          zb-h2); a stage keeps up to N (zb-h1, the most 1f1b keeps\n"
-"                          on a stage) or 2N-1 (zb-h2) micro-batches, plus what W\n"
+"                          zb-h1, zb-h2, zb-1p: zero bubble, each backward split into\n"
+"                          B (the input gradient, sent at once) and W (the weight\n"
+"                          gradient, run where a stage would wait): the bubble of 1f1b\n"
+"                          shrinks (by about 2/3 with zb-h1, to the pipeline's fill\n"
+"                          with zb-h2, by 1/3 with zb-1p); stage s keeps up to N\n"
+"                          (zb-h1, the most 1f1b keeps on a stage), 2N-1 (zb-h2) or\n"
+"                          min(M, N-s) (zb-1p, as 1f1b) micro-batches, plus what W\n"
 "                          needs until it runs. Same losses and weights as 1f1b, bit\n"
 "                          for bit; one rank per stage (no replicated stages);\n"
 "                          auto: the planner chooses (with --plan auto: it plans once\n"
@@ -274,7 +275,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         case O_SCHED:
             o->schedule = ppdl_schedule_parse(a);
             if (o->schedule < 0)
-                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2 or auto", a);
+                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p or auto", a);
             break;
         case O_PLAN: o->plan = a; break;
         case O_PLAN_OUT: o->plan_out = a; break;

@@ -82,7 +82,7 @@
 #include "plan/costs.h"
 #include "plan/plan.h"
 
-/* The zero-bubble schedules (zb-h1, zb-h2: every backward split into B and W, the
+/* The zero-bubble schedules (zb-h1, zb-h2, zb-1p: every backward split into B and W, the
  * W's filling the bubble; README "Schedules", docs/cost-model.md "zero-bubble"), one
  * rank per stage:
  *
@@ -100,14 +100,15 @@
  * phi scales the fill (the first micro-batch's way through the pipeline) so that on S
  * equal stages with F = B = W and free links T is the play's step exactly: 1F1B takes
  * 3M + 3(S - 1) units (phi = 1), ZB-H2 3M + S - 1 when M >= S (phi = (S + 2) / 3S:
- * about the forward ramp alone), ZB-H1 between those. The first stage runs a B and
- * its W as one fused backward where they are adjacent: counted as B + W (equal without
- * recompute, an upper bound with it). The planner (engine.h) solves this T exactly,
+ * about the forward ramp alone), ZB-1P 3M + 2(S - 1) (phi = (2S + 1) / 3S), ZB-H1
+ * between ZB-H2 and ZB-1P. The first stage runs a B and its W as one fused backward
+ * where they are adjacent: counted as B + W (equal without recompute, an upper bound
+ * with it). The planner (engine.h) solves this T exactly,
  * except that it counts keep_l for every micro-batch in flight (w_s <= n_s: its plans
  * fit, and it may miss one that fits only by the difference). GPipe and 1F1B: phi = 1,
  * no split, w_s = 0: the formulas above. */
 
-/* phi: 1 for GPipe and 1F1B, (e + 3) / (3 S) for zb-h1 and zb-h2 */
+/* phi: 1 for GPipe and 1F1B, (e + 3) / (3 S) for the zero-bubble schedules */
 double ppdl_fill_factor(int schedule, int S, int M);
 /* layer l's fwd + backward ms at speed 1 under option o: fwd_ms + bwd_ms + extra_ms[o],
  * or with split (a zero-bubble schedule) fwd_ms + B(o) + W(o) (costs.h) */

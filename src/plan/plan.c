@@ -192,8 +192,8 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
     if (sc) {
         int k = json_is_string(sc) ? ppdl_schedule_parse(json_string_value(sc)) : -1;
         if (k < 0 || k >= PPDL_SCHED_N_KINDS) {
-            ppdl_errf(err, errlen, "%s: schedule: expected one of \"1f1b\", \"gpipe\", \"zb-h1\", \"zb-h2\" (the schedule "
-                      "the plan was solved for), or no \"schedule\" at all", path);
+            ppdl_errf(err, errlen, "%s: schedule: expected one of \"1f1b\", \"gpipe\", \"zb-h1\", \"zb-h2\", \"zb-1p\" (the "
+                      "schedule the plan was solved for), or no \"schedule\" at all", path);
             goto out;
         }
         snprintf(p->schedule, sizeof p->schedule, "%s", ppdl_schedule_name(k));

@@ -8,7 +8,8 @@ int ppdl_reserve_slots(int schedule, int n_ranks, int M)
 {
     switch (schedule) {
     case PPDL_SCHED_1F1B:
-    case PPDL_SCHED_ZB_H1: return n_ranks; /* zero_bubble.h: at most S held */
+    case PPDL_SCHED_ZB_H1: /* zero_bubble.h: at most S held */
+    case PPDL_SCHED_ZB_1P: return n_ranks; /* S - s held on stage s: S on the first */
     case PPDL_SCHED_ZB_H2: return 2 * n_ranks - 1;
     default: return M;
     }

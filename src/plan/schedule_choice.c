@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2};
+const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_1P, PPDL_SCHED_ZB_H1,
+                                                 PPDL_SCHED_ZB_H2};
 
 /* a strictly better key, beyond a relative 1e-9 (ties keep the earlier candidate) */
 static int better(double a, double b) { return a < b * (1 - 1e-9); }

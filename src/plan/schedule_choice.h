@@ -4,13 +4,14 @@
  * options and the replicas. Each schedule has its own cost model (costmodel.h: its T,
  * what it holds in memory) and the exact solvers optimise it, so the joint optimum is
  * the best of one solve per schedule:
- *   - solve with `method` once per candidate, in the order 1f1b, zb-h1, zb-h2, each
- *     against each rank's memory less that schedule's runtime reserve (reserve.h;
+ *   - solve with `method` once per candidate, in the order 1f1b, zb-1p, zb-h1, zb-h2,
+ *     each against each rank's memory less that schedule's runtime reserve (reserve.h;
  *     ZB-H2 holds up to 2N - 1 micro-batches);
  *   - among the candidates whose plan fits, take the least T; where ranks share cores
  *     (shared_cores.h: every candidate was then chosen by its simulated step) the least
  *     simulated step. Ties (within a relative 1e-9) keep the earlier candidate, so 1F1B
- *     wins every tie and ZB-H1 (less memory) wins ties with ZB-H2.
+ *     wins every tie, and among the zero-bubble ones the one holding less wins: ZB-1P
+ *     (1F1B's S - s on stage s), then ZB-H1 (S on every stage), then ZB-H2 (2S - 1).
  * GPipe is not a candidate: for every plan its T is 1F1B's (costmodel.h: the same
  * formula) and it holds more micro-batches (M against at most N), so it never beats
  * 1F1B and would lose every tie; solving it costs time (with M far above N nothing may
@@ -36,9 +37,9 @@
 #include "plan/shared_cores.h"
 #include "plan/solver.h"
 
-#define PPDL_AUTO_N 3
+#define PPDL_AUTO_N 4
 
-/* the candidates, in tie-breaking order: 1f1b, zb-h1, zb-h2 */
+/* the candidates, in tie-breaking order: 1f1b, zb-1p, zb-h1, zb-h2 */
 extern const int ppdl_auto_schedules[PPDL_AUTO_N];
 
 typedef struct ppdl_schedule_option {

@@ -17,7 +17,7 @@
  *   Replicated stages (ppdl_schedule_build_replica): stage s on k_s replicas has the
  *   warm-up w = min(M, k_{s+1} + .. + k_{S-1}), and replica q keeps the ops of its
  *   micro-batches mb mod k_s == q.
- *   ZB-H1, ZB-H2: the order of sched/zero_bubble.h's play, "F(mb)" as above, "B(mb)"
+ *   ZB-H1, ZB-H2, ZB-1P: the order of sched/zero_bubble.h's play, "F(mb)" as above, "B(mb)"
  *   with BACKWARD_INPUT for BACKWARD, "W(mb)" = BACKWARD_WEIGHT; where W(mb) directly
  *   follows B(mb) on a stage that sends no gradient (stage 0) the two are one BACKWARD.
  *
@@ -56,11 +56,15 @@ int ppdl_schedule_parse(const char *name)
     if (strcmp(name, "1f1b") == 0) return PPDL_SCHED_1F1B;
     if (strcmp(name, "zb-h1") == 0) return PPDL_SCHED_ZB_H1;
     if (strcmp(name, "zb-h2") == 0) return PPDL_SCHED_ZB_H2;
+    if (strcmp(name, "zb-1p") == 0) return PPDL_SCHED_ZB_1P;
     if (strcmp(name, "auto") == 0) return PPDL_SCHED_AUTO;
     return -1;
 }
 
-int ppdl_schedule_splits_backward(int kind) { return kind == PPDL_SCHED_ZB_H1 || kind == PPDL_SCHED_ZB_H2; }
+int ppdl_schedule_splits_backward(int kind)
+{
+    return kind == PPDL_SCHED_ZB_H1 || kind == PPDL_SCHED_ZB_H2 || kind == PPDL_SCHED_ZB_1P;
+}
 
 int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errlen)
 {
@@ -80,6 +84,7 @@ const char *ppdl_schedule_name(int kind)
     case PPDL_SCHED_1F1B: return "1f1b";
     case PPDL_SCHED_ZB_H1: return "zb-h1";
     case PPDL_SCHED_ZB_H2: return "zb-h2";
+    case PPDL_SCHED_ZB_1P: return "zb-1p";
     case PPDL_SCHED_AUTO: return "auto";
     default: return "unknown";
     }
@@ -161,16 +166,31 @@ static void build_1f1b(ppdl_op_list *l, int S, int M, int s, int warmup, sel r)
     while (next_b < M) keep_backward(l, S, s, next_b++, r);
 }
 
-/* micro-batches a zero-bubble stage holds at most: 1F1B's first stage's S (ZB-H1), or
- * 2S - 1 (ZB-H2) */
-static int zb_cap(int kind, int S) { return kind == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1; }
+void ppdl_schedule_zb_caps(int kind, int S, int *cap)
+{
+    PPDL_CHECK(ppdl_schedule_splits_backward(kind), "ppdl_schedule_zb_caps: %s is not a zero-bubble schedule",
+               ppdl_schedule_name(kind));
+    for (int s = 0; s < S; s++)
+        cap[s] = kind == PPDL_SCHED_ZB_H1 ? S : kind == PPDL_SCHED_ZB_H2 ? 2 * S - 1 : S - s;
+}
+
+/* the play of a zero-bubble schedule under its caps: stage s's passes (s = -1: every
+ * stage's, as ppdl_zb_order_all), and the step in units */
+static long zb_play(int kind, int S, int M, int s, ppdl_zb_pass *out)
+{
+    int *cap = ppdl_xmalloc((size_t)S * sizeof *cap);
+    ppdl_schedule_zb_caps(kind, S, cap);
+    long t = s < 0 ? ppdl_zb_order_all(S, M, cap, out) : ppdl_zb_order(S, M, cap, s, out);
+    free(cap);
+    return t;
+}
 
 long ppdl_schedule_unit_step(int kind, int S, int M)
 {
     PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_unit_step: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
     if (!ppdl_schedule_splits_backward(kind)) return 3L * M + 3L * (S - 1);
     ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
-    long t = ppdl_zb_order(S, M, zb_cap(kind, S), 0, order);
+    long t = zb_play(kind, S, M, 0, order);
     free(order);
     return t;
 }
@@ -189,7 +209,7 @@ void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending)
         return;
     }
     ppdl_zb_pass *all = ppdl_xmalloc((size_t)S * 3 * (size_t)M * sizeof *all);
-    ppdl_zb_order_all(S, M, zb_cap(kind, S), all);
+    zb_play(kind, S, M, -1, all);
     for (int s = 0; s < S; s++) {
         /* as build_zb turns the passes into ops and max_between counts them: F holds a
          * micro-batch until its W (or fused backward); B starts a W's wait, except a B
@@ -210,12 +230,12 @@ void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending)
     free(all);
 }
 
-/* A zero-bubble list: the passes of sched/zero_bubble.h's play, at most cap
- * micro-batches held */
-static void build_zb(ppdl_op_list *l, int S, int M, int s, int cap)
+/* A zero-bubble list: the passes of sched/zero_bubble.h's play under the schedule's
+ * caps */
+static void build_zb(ppdl_op_list *l, int kind, int S, int M, int s)
 {
     ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
-    ppdl_zb_order(S, M, cap, s, order);
+    zb_play(kind, S, M, s, order);
     for (int i = 0; i < 3 * M; i++) {
         int mb = order[i].mb;
         if (order[i].kind == 'F') {
@@ -266,7 +286,7 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
     else if (kind == PPDL_SCHED_1F1B)
         build_1f1b(out, S, M, s, warmup, r);
     else
-        build_zb(out, S, M, s, zb_cap(kind, S));
+        build_zb(out, kind, S, M, s);
     push(out, PPDL_OP_OPTIMIZER, -1, -1);
     PPDL_CHECK(split ? out->n <= cap : out->n == cap, "ppdl_schedule_build: built %d ops, expected %s%d", out->n,
                split ? "at most " : "", cap);

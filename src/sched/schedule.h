@@ -55,12 +55,13 @@ typedef enum ppdl_schedule_kind {
     PPDL_SCHED_1F1B = 1,
     PPDL_SCHED_ZB_H1 = 2,  /* zero bubble, 1F1B's peak memory (sched/zero_bubble.h) */
     PPDL_SCHED_ZB_H2 = 3,  /* zero bubble, about twice 1F1B's peak memory */
+    PPDL_SCHED_ZB_1P = 4,  /* zero bubble, 1F1B's memory on every stage (S - s held) */
     PPDL_SCHED_N_KINDS,
     PPDL_SCHED_AUTO = 100  /* --schedule auto: no schedule of its own, the planner chooses
                               one (plan/schedule_choice.h); never built or played */
 } ppdl_schedule_kind;
 
-/* "gpipe", "1f1b", "zb-h1", "zb-h2" -> kind, "auto" -> PPDL_SCHED_AUTO; -1 when unknown */
+/* "gpipe", "1f1b", "zb-h1", "zb-h2", "zb-1p" -> kind, "auto" -> PPDL_SCHED_AUTO; -1 when unknown */
 int ppdl_schedule_parse(const char *name);
 const char *ppdl_schedule_name(int kind);
 const char *ppdl_op_name(ppdl_op_kind k);
@@ -75,8 +76,9 @@ int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errl
  * GPipe: all forwards (recv, fwd, send) then all backwards in reverse... see schedule.c.
  * 1F1B (PipeDream-Flush): warm-up of min(S-s-1, M) forwards, then alternate one
  * forward and one backward, then the cool-down backwards; ends with OPTIMIZER.
- * ZB-H1, ZB-H2: the passes of sched/zero_bubble.h, at most S (ZB-H1) or 2S-1 (ZB-H2)
- * micro-batches held per stage; a B directly followed by its W on a stage that sends no
+ * ZB-H1, ZB-H2, ZB-1P: the passes of sched/zero_bubble.h, at most S (ZB-H1), 2S-1
+ * (ZB-H2) or S-s (ZB-1P, as 1F1B) micro-batches held on stage s
+ * (ppdl_schedule_zb_caps); a B directly followed by its W on a stage that sends no
  * gradient (the first) is one fused BACKWARD. */
 void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
 /* Data parallelism inside a stage (a layout): stage s runs on k[s] replicas, and
@@ -98,10 +100,14 @@ void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
 void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out);
 void ppdl_op_list_free(ppdl_op_list *l);
 
+/* The caps of a zero-bubble schedule's play (sched/zero_bubble.h): cap[s] for
+ * s = 0..S-1, the most micro-batches stage s may hold (forwarded, W not yet run) */
+void ppdl_schedule_zb_caps(int kind, int S, int *cap);
+
 /* The step of the schedule's play on S stages with M micro-batches when every F, B and
  * W takes one unit and messages none (a fused backward: two units): 3M + 3(S - 1) for
- * GPipe and 1F1B, sched/zero_bubble.h's greedy play for zb-h1 and zb-h2 (at most
- * that, 3M + S - 1 for zb-h2 when M >= S). The cost model's fill factor
+ * GPipe and 1F1B, sched/zero_bubble.h's greedy play for zb-h1, zb-h2 and zb-1p (at most
+ * that; 3M + S - 1 for zb-h2 and 3M + 2(S - 1) for zb-1p when M >= S). The cost model's fill factor
  * (plan/costmodel.h) comes from it. */
 long ppdl_schedule_unit_step(int kind, int S, int M);
 

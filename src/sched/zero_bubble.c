@@ -48,7 +48,7 @@ static char next_pass(const zb_stage *z, int s, int M, int cap, const long *read
 
 /* the play, recording stage s's passes into out[0..3M-1], or (s = -1) every stage's,
  * stage r's into out[r*3M ..] */
-static long play(int S, int M, int cap, int s, ppdl_zb_pass *out)
+static long play(int S, int M, const int *cap, int s, ppdl_zb_pass *out)
 {
     zb_stage *z = ppdl_xcalloc((size_t)S, sizeof *z);
     long *ready_act = ppdl_xmalloc((size_t)S * (size_t)M * sizeof(long));
@@ -64,10 +64,10 @@ static long play(int S, int M, int cap, int s, ppdl_zb_pass *out)
         long start = 0;
         for (int r = 0; r < S; r++) {
             long at;
-            char k = next_pass(&z[r], r, M, cap, ready_act, ready_grad, &at);
+            char k = next_pass(&z[r], r, M, cap[r], ready_act, ready_grad, &at);
             if (k && (who < 0 || at < start)) who = r, kind = k, start = at;
         }
-        PPDL_CHECK(who >= 0, "ppdl_zb_order: no stage can run a pass (S=%d M=%d cap=%d)", S, M, cap);
+        PPDL_CHECK(who >= 0, "ppdl_zb_order: no stage can run a pass (S=%d M=%d)", S, M);
         zb_stage *w = &z[who];
         int mb = kind == 'F' ? w->nf++ : kind == 'B' ? w->nb++ : w->nw++;
         w->t = start + 1;
@@ -85,15 +85,22 @@ static long play(int S, int M, int cap, int s, ppdl_zb_pass *out)
     return end;
 }
 
-long ppdl_zb_order(int S, int M, int cap, int s, ppdl_zb_pass *out)
+/* every cap at least 1 (a stage that may hold nothing never runs) */
+static void check_args(const char *fn, int S, int M, const int *cap)
 {
-    PPDL_CHECK(S >= 1 && M >= 1 && cap >= 1 && s >= 0 && s < S, "ppdl_zb_order: S=%d M=%d cap=%d s=%d", S, M,
-               cap, s);
+    PPDL_CHECK(S >= 1 && M >= 1 && cap != NULL, "%s: S=%d M=%d cap=%p", fn, S, M, (const void *)cap);
+    for (int r = 0; r < S; r++) PPDL_CHECK(cap[r] >= 1, "%s: stage %d of %d has cap %d", fn, r, S, cap[r]);
+}
+
+long ppdl_zb_order(int S, int M, const int *cap, int s, ppdl_zb_pass *out)
+{
+    check_args("ppdl_zb_order", S, M, cap);
+    PPDL_CHECK(s >= 0 && s < S, "ppdl_zb_order: stage %d of %d", s, S);
     return play(S, M, cap, s, out);
 }
 
-long ppdl_zb_order_all(int S, int M, int cap, ppdl_zb_pass *out)
+long ppdl_zb_order_all(int S, int M, const int *cap, ppdl_zb_pass *out)
 {
-    PPDL_CHECK(S >= 1 && M >= 1 && cap >= 1, "ppdl_zb_order_all: S=%d M=%d cap=%d", S, M, cap);
+    check_args("ppdl_zb_order_all", S, M, cap);
     return play(S, M, cap, -1, out);
 }

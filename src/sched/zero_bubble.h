@@ -10,11 +10,14 @@
  * else an F (its activation has arrived and fewer than cap micro-batches are held:
  * forwarded, W not yet done), else a W. F's, B's and W's each run in micro-batch order,
  * so every stage accumulates its weight gradients in micro-batch order, as 1F1B does.
- * With cap = S (ZB-H1: the most 1F1B holds on a stage, its first) and S = 2 the play's
- * step is 3M + 1 units, the least any schedule of these passes can take; with cap =
- * 2S - 1 (ZB-H2) it is 3M + S - 1 for the S and M tried (tests/unit/test_schedule.c),
- * which is the least: the last stage cannot start before S - 1 forwards. 1F1B with
- * the fused backward takes 3M + 3(S - 1).
+ * Each stage s has its own cap[s]. With cap = S on every stage (ZB-H1: the most 1F1B
+ * holds on a stage, its first) and S = 2 the play's step is 3M + 1 units, the least
+ * any schedule of these passes can take; with cap = 2S - 1 (ZB-H2) it is 3M + S - 1 for
+ * the S and M tried (tests/unit/test_schedule.c), which is the least: the last stage
+ * cannot start before S - 1 forwards. With cap[s] = S - s (ZB-1P: what 1F1B's stage s
+ * holds, so the last stage runs F B W one micro-batch at a time) it is 3M + 2(S - 1)
+ * when M >= S (tests/unit/test_schedule.c): a third of 1F1B's bubble gone, at 1F1B's
+ * memory on every stage. 1F1B with the fused backward takes 3M + 3(S - 1).
  */
 #ifndef PPDL_ZERO_BUBBLE_H
 #define PPDL_ZERO_BUBBLE_H
@@ -25,11 +28,11 @@ typedef struct ppdl_zb_pass {
 } ppdl_zb_pass;
 
 /* The 3M passes of stage s, in order, into out[0..3M-1], for S stages, M micro-batches
- * and at most cap (>= 1) micro-batches held per stage. Returns the play's step length in
- * units (for tests and the comment above). */
-long ppdl_zb_order(int S, int M, int cap, int s, ppdl_zb_pass *out);
+ * and at most cap[r] (>= 1) micro-batches held on stage r (cap[0..S-1]). Returns the
+ * play's step length in units (for tests and the comment above). */
+long ppdl_zb_order(int S, int M, const int *cap, int s, ppdl_zb_pass *out);
 /* The same for every stage at once (one play): stage s's passes into out[s*3M ..
  * s*3M + 3M-1]. */
-long ppdl_zb_order_all(int S, int M, int cap, ppdl_zb_pass *out);
+long ppdl_zb_order_all(int S, int M, const int *cap, ppdl_zb_pass *out);
 
 #endif

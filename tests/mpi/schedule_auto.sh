@@ -67,7 +67,7 @@ for N in 2 3; do
   grep -q "^schedule $ran (--schedule auto, chosen by the planner: \(T\|simulated step\) " "$tmp/a$N.log" &&
     grep -q "^$N ranks, schedule $ran," "$tmp/a$N.log"
   ok $? "the header names the schedule that ran ($ran) and why: $(grep '^schedule ' "$tmp/a$N.log")"
-  case $ran in zb-h1|zb-h2) rc=0 ;; *) rc=1 ;; esac
+  case $ran in zb-h1|zb-h2|zb-1p) rc=0 ;; *) rc=1 ;; esac
   ok $rc "on equal stages and slow links a zero-bubble schedule is chosen ($ran)"
   # ppdl-plan on the same costs and cluster (the report's: c$N.json and the job's machines)
   "$PY" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["cluster"], open(sys.argv[2], "w"))' \
@@ -75,7 +75,7 @@ for N in 2 3; do
   "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/c$N-run.json" --micro-batches 4 --schedule auto \
     >"$tmp/p$N.txt" 2>&1
   picked=$(sed -n 's/^picked \([a-z0-9-]*\): .*/\1/p' "$tmp/p$N.txt")
-  [ -n "$picked" ] && [ "$picked" = "$ran" ] && [ "$(grep -c '^  \(1f1b\|zb-h1\|zb-h2\|gpipe\) ' "$tmp/p$N.txt")" = 4 ]
+  [ -n "$picked" ] && [ "$picked" = "$ran" ] && [ "$(grep -c '^  \(1f1b\|zb-h1\|zb-h2\|zb-1p\|gpipe\) ' "$tmp/p$N.txt")" = 5 ]
   ok $? "ppdl-plan --schedule auto prints a line per schedule and picks the same ($picked)"
   [ $? = 0 ] || sed 's/^/#   /' "$tmp/p$N.txt" | head -12
   same_losses a$N r1
@@ -122,6 +122,6 @@ ok $? "a plan file without \"schedule\", no costs or cluster: refused with statu
 [ $rc = 2 ] || show_log bare
 mpirun_n 2 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --schedule autox >"$tmp/x.log" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q "schedule autox: expected 1f1b, gpipe, zb-h1, zb-h2 or auto" "$tmp/x.log"
+[ $rc = 2 ] && grep -q "schedule autox: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p or auto" "$tmp/x.log"
 ok $? "an unknown schedule is refused, naming the choices (status $rc)"
 finish

@@ -1,17 +1,17 @@
 #!/bin/sh
-# zero_bubble.sh — the zero-bubble schedules (zb-h1, zb-h2: each backward split into B
-# and W, sched/zero_bubble.h) train exactly as 1F1B (the gpt's embeddings tied, as
+# zero_bubble.sh — the zero-bubble schedules (zb-h1, zb-h2, zb-1p: each backward split
+# into B and W, sched/zero_bubble.h) train exactly as 1F1B (the gpt's embeddings tied, as
 # the presets make them, pipe/tie.h; --plan uniform throughout): every stage adds its weight
 # gradients in micro-batch order, and B then W computes bitwise what the fused backward
 # does (tests/gradient/test_grad_split.c), so the losses and weights are 1F1B's bit for
 # bit, not within a tolerance:
-#  1. gpt, mlp, cnn, 1-4 ranks, M = 4: both schedules give the 1F1B run's losses and
+#  1. gpt, mlp, cnn, 1-4 ranks, M = 4: all three give the 1F1B run's losses and
 #     weights on the same ranks and on 1 rank; M = 2 < S on 3 and 4 ranks too;
 #  2. recompute full and selective (gpt, 2 and 3 ranks): the same bits, and each
 #     rank's measured peak is its prediction (the W buffers included) within 10% +
 #     the allocator's rounding;
 #  3. a zb-h1 run on 2 ranks checkpointed after 2 steps and resumed on 3 ranks with
-#     zb-h2 gives the bits of 4 steps of 1F1B in one go;
+#     zb-h2 gives the bits of 4 steps of 1F1B in one go; so does zb-1p from 3 ranks to 2;
 #  4. messages staged through host memory (PPDL_STAGE_MESSAGES=1, as CUDA stages them);
 #  5. negative controls: a gradient doubled on one rank (PPDL_TEST_GRAD_SCALE, applied
 #     at the step's last W) changes the weights, so the comparisons see a wrong W;
@@ -34,7 +34,7 @@ for fam in gpt mlp cnn; do
   set -- "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 3 --batch-size 8
   for S in 1 2 3 4; do
     run $fam-1f1b-$S $S "$@" --micro-batches 4 --schedule 1f1b
-    for sched in zb-h1 zb-h2; do
+    for sched in zb-h1 zb-h2 zb-1p; do
       run $fam-$sched-$S $S "$@" --micro-batches 4 --schedule $sched
       same $fam-$sched-$S $fam-1f1b-$S && same $fam-$sched-$S $fam-1f1b-1
       ok $? "$fam $sched on $S rank(s): bitwise the losses and weights of 1f1b on $S and on 1 rank"
@@ -43,7 +43,7 @@ for fam in gpt mlp cnn; do
   done
   for S in 3 4; do
     run $fam-1f1b-m2 1 "$@" --micro-batches 2 --schedule 1f1b
-    for sched in zb-h1 zb-h2; do
+    for sched in zb-h1 zb-h2 zb-1p; do
       run $fam-$sched-m2-$S $S "$@" --micro-batches 2 --schedule $sched
       same $fam-$sched-m2-$S $fam-1f1b-m2
       ok $? "$fam $sched M=2 < S=$S: bitwise the losses and weights of 1f1b on 1 rank"
@@ -75,7 +75,7 @@ set -- "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 --micro-
 for S in 2 3; do
   for rc in full selective; do
     run rc-1f1b-$S-$rc $S "$@" --schedule 1f1b --recompute $rc
-    for sched in zb-h1 zb-h2; do
+    for sched in zb-h1 zb-h2 zb-1p; do
       run rc-$sched-$S-$rc $S "$@" --schedule $sched --recompute $rc
       same rc-$sched-$S-$rc rc-1f1b-$S-$rc && same rc-$sched-$S-$rc gpt-1f1b-1
       ok $? "gpt $sched on $S ranks, recompute $rc: bitwise 1f1b's losses and weights"
@@ -97,6 +97,15 @@ tail_losses() { losses "$1" | tail -2; }
   h5diff "$tmp/resumed.h5" "$tmp/whole.h5" >/dev/null 2>&1
 ok $? "gpt: zb-h1 on 2 ranks, resumed on 3 ranks with zb-h2: bitwise 4 steps of 1f1b in one go"
 [ -s "$tmp/resumed.json" ] || show_log resumed
+mpirun_n 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 2 --batch-size 8 --micro-batches 4 --schedule zb-1p \
+  --threads 1 --plan uniform --checkpoint "$tmp/c1p.h5" >"$tmp/half1p.log" 2>&1
+ok $? "gpt zb-1p: 2 steps on 3 ranks with --checkpoint"
+run resumed1p 2 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 4 --batch-size 8 --micro-batches 4 --schedule zb-1p \
+  --resume "$tmp/c1p.h5"
+[ -s "$tmp/resumed1p.json" ] && [ "$(tail_losses "$tmp/resumed1p.json")" = "$(tail_losses "$tmp/whole.json")" ] &&
+  h5diff "$tmp/resumed1p.h5" "$tmp/whole.h5" >/dev/null 2>&1
+ok $? "gpt: zb-1p on 3 ranks, resumed on 2 ranks: bitwise 4 steps of 1f1b in one go"
+[ -s "$tmp/resumed1p.json" ] || show_log resumed1p
 
 # 4. messages staged through host memory
 PPDL_STAGE_MESSAGES=1 run staged 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 \

@@ -25,7 +25,6 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "sched/schedule.h"
-#include "sched/zero_bubble.h"
 #include "plan/baselines.h"
 #include "plan/cluster_model.h"
 #include "plan/costmodel.h"
@@ -1227,24 +1226,26 @@ static void grid_plan(int S, int k, int per, ppdl_plan *p)
     }
 }
 
-/* The simulator plays the zero-bubble lists with B and W: with F = B = W = 1 ms (bwd_ms
- * 2, halved: the default of a COSTS.json without the split) and free links, each
- * stage's op list runs exactly as sched/zero_bubble.c's unit play chose it, so the step
- * is the play's length (ZB-H1 at S = 2: 3M + 1, against 1F1B's 3M + 3); profiled B and
+/* The simulator plays the zero-bubble lists (zb-h1, zb-h2, zb-1p) with B and W: with
+ * F = B = W = 1 ms (bwd_ms 2, halved: the default of a COSTS.json without the split)
+ * and free links, each stage's op list runs exactly as sched/zero_bubble.c's unit play
+ * chose it, so the step is the play's length (ZB-H1 at S = 2: 3M + 1, ZB-1P 3M + 2(S - 1),
+ * against 1F1B's 3M + 3(S - 1)); profiled B and
  * W times are used where given; a replicated stage is refused with the reason */
 static void test_simulator_zero_bubble(void)
 {
     for (int S = 1; S <= 6; S++)
         for (int M = 1; M <= 9; M++)
-            for (int sch = PPDL_SCHED_ZB_H1; sch <= PPDL_SCHED_ZB_H2; sch++) {
+            for (int k = 0; k < 3; k++) {
+                static const int zb[] = {PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2, PPDL_SCHED_ZB_1P};
+                int sch = zb[k];
                 inst x;
                 equal_case(&x, S, 1, 2, 0, 1e9, 0);
                 ppdl_plan p;
                 char err[PPDL_ERR_LEN];
                 ppdl_plan_uniform(S, S, &p, err, sizeof err);
                 ppdl_sim sim, f1b;
-                ppdl_zb_pass order[27];
-                long want = ppdl_zb_order(S, M, sch == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1, 0, order);
+                long want = ppdl_schedule_unit_step(sch, S, M);
                 if (ppdl_simulate(&x.c, &x.cl, &p, M, sch, 1, &sim, err, sizeof err) ||
                     ppdl_simulate(&x.c, &x.cl, &p, M, PPDL_SCHED_1F1B, 0, &f1b, err, sizeof err)) {
                     fail("S=%d M=%d %s: %s", S, M, ppdl_schedule_name(sch), err);
@@ -1262,7 +1263,7 @@ static void test_simulator_zero_bubble(void)
                 ppdl_costs_free(&x.c);
                 ppdl_cluster_model_free(&x.cl);
             }
-    report("simulator: zb-h1/zb-h2 with F = B = W take the unit play's time (S 1..6, M 1..9), less than 1f1b");
+    report("simulator: zb-h1/zb-h2/zb-1p with F = B = W take the unit play's time (S 1..6, M 1..9), less than 1f1b");
 
     inst x;
     equal_case(&x, 2, 1, 2, 0, 1e9, 0);

@@ -9,11 +9,13 @@
  * before forward, optimizer not last, bad peers, ...) are rejected with a message,
  * and so is a list that would reuse a slot's send buffer before its message was
  * received (the checker plays the runtime's buffer waits too).
- * Zero bubble (ZB-H1, ZB-H2): for every S in 1..8, M in 1..12 the lists pass the checker,
- * run F's, B's and weight-gradient sums in micro-batch order, wrap every pass in its
- * messages, hold at most the cap, fuse B and W on stage 0 where nothing lies between
- * them; the unit-time play is shorter than 1F1B's (and as short as possible where the
- * comment of zero_bubble.h says); the exact lists for S = 2, M = 3. Lists broken the
+ * Zero bubble (ZB-H1, ZB-H2, ZB-1P): for every S in 1..8, M in 1..12 the lists pass the
+ * checker, run F's, B's and weight-gradient sums in micro-batch order, wrap every pass
+ * in its messages, hold at most the cap, fuse B and W on stage 0 where nothing lies
+ * between them; the unit-time play is shorter than 1F1B's (and as short as possible
+ * where the comment of zero_bubble.h says); ZB-1P's play takes 3M + 2(S - 1) and each
+ * of its stages holds exactly what 1F1B's same stage holds; the exact lists for S = 2,
+ * M = 3. Lists broken the
  * ways a split backward can break (W before its B, W's out of micro-batch order, a W
  * buffer or a slot taken while held, both backward forms for one micro-batch, a B
  * without its W) are rejected, and replicated layouts are refused with the reason.
@@ -626,7 +628,16 @@ static void test_replicated(void)
 
 /* ---- zero bubble ---- */
 
-static int zb_cap(int kind, int S) { return kind == PPDL_SCHED_ZB_H1 ? S : 2 * S - 1; }
+/* the most micro-batches stage s may hold (README "Schedules"), written here apart from
+ * schedule.c's ppdl_schedule_zb_caps */
+static int zb_cap(int kind, int S, int s)
+{
+    switch (kind) {
+    case PPDL_SCHED_ZB_H1: return S;
+    case PPDL_SCHED_ZB_H2: return 2 * S - 1;
+    default: return S - s; /* ZB-1P: 1F1B's stage s */
+    }
+}
 
 /* stage s's list: passes in micro-batch order, each in its messages, at most cap held */
 static void check_zb_shape(int kind, int S, int M, int s, const ppdl_op_list *l)
@@ -667,11 +678,35 @@ static void check_zb_shape(int kind, int S, int M, int s, const ppdl_op_list *l)
     if (next_f != M || next_b != M || next_sum != M || l->n != want_n)
         fail("%s S=%d M=%d s=%d: %d forwards, %d backwards, %d sums, %d ops (expected M = %d each, %d ops)", name, S,
              M, s, next_f, next_b, next_sum, l->n, M, want_n);
-    int held = ppdl_schedule_max_in_flight(l), cap = zb_cap(kind, S) < M ? zb_cap(kind, S) : M;
+    int held = ppdl_schedule_max_in_flight(l), cap = zb_cap(kind, S, s) < M ? zb_cap(kind, S, s) : M;
     if (held > cap) fail("%s S=%d M=%d s=%d: holds %d micro-batches, cap %d", name, S, M, s, held, cap);
     if ((split > 0) != (ppdl_schedule_max_pending_weight(l) > 0))
         fail("%s S=%d M=%d s=%d: %d split backwards, %d W buffers", name, S, M, s, split,
              ppdl_schedule_max_pending_weight(l));
+}
+
+/* ZB-1P holds on every stage what 1F1B holds there: the peak of micro-batches held
+ * (forwarded, W not yet run) of each built list equals 1F1B's list's, min(M, S - s) */
+static void test_zb_1p_memory(void)
+{
+    ppdl_op_list zb[S_MAX], f1b[S_MAX];
+    int cases = 0;
+    for (int S = 1; S <= S_MAX; S++)
+        for (int M = 1; M <= M_MAX; M++) {
+            build_all(PPDL_SCHED_ZB_1P, S, M, zb);
+            build_all(PPDL_SCHED_1F1B, S, M, f1b);
+            for (int s = 0; s < S; s++, cases++) {
+                int a = ppdl_schedule_max_in_flight(&zb[s]), b = ppdl_schedule_max_in_flight(&f1b[s]);
+                int want = M < S - s ? M : S - s;
+                if (a != b || b != want)
+                    fail("zb-1p S=%d M=%d s=%d: holds %d micro-batches, 1f1b %d, min(M, S-s) %d", S, M, s, a, b, want);
+            }
+            free_all(S, zb);
+            free_all(S, f1b);
+        }
+    char line[128];
+    snprintf(line, sizeof line, "zb-1p: every stage's peak in flight = 1F1B's = min(M, S-s) (%d stage lists)", cases);
+    report(line);
 }
 
 static void test_zb(int kind)
@@ -696,19 +731,28 @@ static void test_zb(int kind)
 
     /* the unit-time play: never longer than 1F1B's 3M + 3(S-1), shorter where S > 1 */
     ppdl_zb_pass order[3 * M_MAX];
+    int cap[S_MAX];
     for (int S = 1; S <= S_MAX; S++)
         for (int M = 1; M <= M_MAX; M++) {
-            long t = ppdl_zb_order(S, M, zb_cap(kind, S), 0, order), f1b = 3L * M + 3L * (S - 1);
+            for (int s = 0; s < S; s++) cap[s] = zb_cap(kind, S, s);
+            long t = ppdl_zb_order(S, M, cap, 0, order), f1b = 3L * M + 3L * (S - 1);
+            if (t != ppdl_schedule_unit_step(kind, S, M))
+                fail("%s S=%d M=%d: the play %ld units, ppdl_schedule_unit_step %ld", name, S, M, t,
+                     ppdl_schedule_unit_step(kind, S, M));
             if (t > f1b || (S > 1 && t >= f1b)) fail("%s S=%d M=%d: %ld units, 1F1B %ld", name, S, M, t, f1b);
             if (kind == PPDL_SCHED_ZB_H1 && S == 2 && M % 2 == 0 && t != 3L * M + 1)
                 fail("zb-h1 S=2 M=%d: %ld units, expected 3M + 1 = %d", M, t, 3 * M + 1);
             if (kind == PPDL_SCHED_ZB_H2 && M >= S && t != 3L * M + S - 1)
                 fail("zb-h2 S=%d M=%d: %ld units, expected 3M + S - 1 = %d", S, M, t, 3 * M + S - 1);
+            if (kind == PPDL_SCHED_ZB_1P && t != 3L * M + 2L * (S - 1))
+                fail("zb-1p S=%d M=%d: %ld units, expected 3M + 2(S - 1) = %d", S, M, t, 3 * M + 2 * (S - 1));
         }
-    snprintf(line, sizeof line, kind == PPDL_SCHED_ZB_H1
-                                    ? "zb-h1: the unit play beats 1F1B's 3M+3(S-1); 3M+1 at S = 2, even M"
-                                    : "zb-h2: the unit play beats 1F1B's 3M+3(S-1); 3M+S-1 (the least) when M >= S");
+    snprintf(line, sizeof line, "%s: the unit play beats 1F1B's 3M+3(S-1)%s", name,
+             kind == PPDL_SCHED_ZB_H1   ? "; 3M+1 at S = 2, even M"
+             : kind == PPDL_SCHED_ZB_H2 ? "; 3M+S-1 (the least) when M >= S"
+                                        : "; 3M+2(S-1) for every S, M");
     report(line);
+    if (kind == PPDL_SCHED_ZB_1P) test_zb_1p_memory();
 }
 
 /* ZB-H1, S = 2, M = 3, written out (the play of zero_bubble.h by hand, units from 0):
@@ -748,15 +792,13 @@ static void zb_w_before_b(ppdl_op_list *l, int S, int M)
     move_op(t, w, find_op(t, PPDL_OP_BACKWARD_INPUT, 0));
 }
 
-/* the last stage's W of mb 0 and mb 1 swapped */
+/* the last stage's W of mb 0 moved to just after the W of mb 1 (each W still after its
+ * B, also where B1 directly precedes W1, as in zb-1p) */
 static void zb_w_out_of_order(ppdl_op_list *l, int S, int M)
 {
     (void)M;
     ppdl_op_list *t = &l[S - 1];
-    int w0 = find_op(t, PPDL_OP_BACKWARD_WEIGHT, 0), w1 = find_op(t, PPDL_OP_BACKWARD_WEIGHT, 1);
-    ppdl_op tmp = t->ops[w0];
-    t->ops[w0] = t->ops[w1];
-    t->ops[w1] = tmp;
+    move_op(t, find_op(t, PPDL_OP_BACKWARD_WEIGHT, 0), find_op(t, PPDL_OP_BACKWARD_WEIGHT, 1));
 }
 
 /* the last stage's W of mb 0 before its gradient is sent */
@@ -796,7 +838,7 @@ static void test_zb_negative(void)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         diag("%s:", cases[c].what);
-        for (int kind = PPDL_SCHED_ZB_H1; kind <= PPDL_SCHED_ZB_H2; kind++)
+        for (int kind = PPDL_SCHED_ZB_H1; kind <= PPDL_SCHED_ZB_1P; kind++)
             for (int S = 2; S <= 4; S++) rejects(kind, S, 6, cases[c].mutate, cases[c].needle, S == 4);
         char line[128];
         snprintf(line, sizeof line, "zero bubble, rejected with a message: %s", cases[c].what);
@@ -848,6 +890,7 @@ static void test_names(void)
            strcmp(ppdl_op_name(PPDL_OP_RECV_GRAD), "recv_grad") == 0 &&
            ppdl_schedule_parse("zb-h1") == PPDL_SCHED_ZB_H1 && ppdl_schedule_parse("zb-h2") == PPDL_SCHED_ZB_H2 &&
            strcmp(ppdl_schedule_name(PPDL_SCHED_ZB_H2), "zb-h2") == 0 &&
+           ppdl_schedule_parse("zb-1p") == PPDL_SCHED_ZB_1P && strcmp(ppdl_schedule_name(PPDL_SCHED_ZB_1P), "zb-1p") == 0 &&
            strcmp(ppdl_op_name(PPDL_OP_BACKWARD_WEIGHT), "backward_weight") == 0,
        "schedule names parse and print, unknown names give -1");
     char err[128] = "";
@@ -857,7 +900,7 @@ static void test_names(void)
 
 int main(void)
 {
-    plan(45);
+    plan(49);
     test_kind(PPDL_SCHED_GPIPE);
     test_kind(PPDL_SCHED_1F1B);
     test_literal();
@@ -866,6 +909,7 @@ int main(void)
     test_replicated();
     test_zb(PPDL_SCHED_ZB_H1);
     test_zb(PPDL_SCHED_ZB_H2);
+    test_zb(PPDL_SCHED_ZB_1P);
     test_zb_literal();
     test_zb_negative();
     test_names();

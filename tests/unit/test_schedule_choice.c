@@ -3,21 +3,22 @@
  *
  *  - The op lists' counts from one play (ppdl_schedule_counts) are the built lists'.
  *  - The cost model's T against the simulator (which plays the runtime's op lists) on
- *    S equal stages with F = B = W: equal, to rounding (relative 1e-9), for 1f1b, zb-h1
- *    and zb-h2, S 1..6, M 1..9 (M < S included), links free. With links (each 5% of a
- *    stage's time) the two differ by the play's queueing: within 10%, the bound stated
- *    in docs/cost-model.md.
+ *    S equal stages with F = B = W: equal, to rounding (relative 1e-9), for 1f1b, zb-h1,
+ *    zb-h2 and zb-1p, S 1..6, M 1..9 (M < S included), links free. With links (each 5%
+ *    of a stage's time) the two differ by the play's queueing: within 10%, the bound
+ *    stated in docs/cost-model.md.
  *  - The solvers are exact for the zero-bubble T: on random instances (1-3 ranks, up to
  *    6 layers, two recompute options, tight memory on some) ppdl_solve's T equals the
  *    least T of the cost model over every rank order, cut and option assignment that
- *    fits (brute force through ppdl_cost_evaluate), zb-h1 and zb-h2; where nothing fits
- *    both say so.
+ *    fits (brute force through ppdl_cost_evaluate), zb-h1, zb-h2 and zb-1p; where
+ *    nothing fits both say so.
  *  - What B keeps for W (weight_keep_bytes) is counted: the plan fits by the cost
  *    model, which charges it per micro-batch between B and W.
  *  - The choice: 4 equal stages, ample memory: zb-h2 (least T); memory for 4 but not 7
  *    micro-batches a stage: zb-h1 (zb-h2 does not fit); 2 ranks whose memory holds
- *    three layers' stashes (1F1B's last stage holds one micro-batch, the zero-bubble
- *    stages two): 1f1b, and the control with four: zb-h1; one rank (every schedule the same T): 1f1b, the
+ *    three layers' stashes (1F1B's and zb-1p's last stage hold one micro-batch, zb-h1's
+ *    and zb-h2's stages two): zb-1p; the same where what W keeps does not fit: 1f1b;
+ *    the control with four: zb-h1; one rank (every schedule the same T): 1f1b, the
  *    tie's winner. For a given plan: a replicated one gets 1f1b (zero bubble cannot run
  *    it), a pipeline with ample memory zb-h2.
  */
@@ -116,12 +117,12 @@ static void test_counts(void)
 
 static void test_model_vs_simulator(void)
 {
-    static const int scheds[] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2};
+    static const int scheds[] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2, PPDL_SCHED_ZB_1P};
     int n_free = 0, bad_free = 0, n_link = 0, bad_link = 0, n_less = 0;
     double worst_free = 0, worst_link = 0;
     for (int S = 1; S <= 6; S++)
         for (int M = 1; M <= 9; M++)
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < 4; k++) {
                 ppdl_costs c;
                 ppdl_plan p;
                 equal_costs(&c, S, 1.0, 1, 0);
@@ -157,10 +158,10 @@ static void test_model_vs_simulator(void)
                 ppdl_costs_free(&c);
             }
     ok(bad_free == 0, "cost model T = simulated step on equal stages, F = B = W, free links (%d cases: 1f1b, zb-h1, "
-                      "zb-h2, S 1..6, M 1..9; worst relative difference %.2g)", n_free, worst_free);
+                      "zb-h2, zb-1p, S 1..6, M 1..9; worst relative difference %.2g)", n_free, worst_free);
     ok(bad_link == 0, "... with links of 5%% of a stage: within 10%% (%d cases, worst %.1f%%)", n_link,
        100 * worst_link);
-    ok(n_less >= 2 * 5 * 9 - 2, "zero bubble's T is below 1F1B's on %d of the %d cases with S > 1", n_less, 2 * 5 * 9);
+    ok(n_less >= 3 * 5 * 9 - 2, "zero bubble's T is below 1F1B's on %d of the %d cases with S > 1", n_less, 3 * 5 * 9);
 }
 
 /* ---- the solvers are exact for the zero-bubble T ---- */
@@ -278,7 +279,8 @@ static void test_solver_exact(void)
     int n = 0, bad = 0, n_none = 0, n_rc = 0;
     for (int k = 0; k < 60; k++) {
         int N = 1 + k % 3, L = N + (int)(ppdl_rng_u64(&g) % (unsigned)(7 - N)), M = 1 + (int)(ppdl_rng_u64(&g) % 6);
-        int sched = k % 2 ? PPDL_SCHED_ZB_H2 : PPDL_SCHED_ZB_H1;
+        static const int zb[] = {PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2, PPDL_SCHED_ZB_1P};
+        int sched = zb[k % 3];
         ppdl_costs c;
         ppdl_cluster_model cl;
         random_instance(&g, N, L, k % 4 == 1, &c, &cl, M);
@@ -308,7 +310,7 @@ static void test_solver_exact(void)
         ppdl_costs_free(&c);
         ppdl_cluster_model_free(&cl);
     }
-    ok(bad == 0, "zb-h1/zb-h2: ppdl_solve's T = the brute-force optimum over rank orders x cuts x options (%d "
+    ok(bad == 0, "zb-h1/zb-h2/zb-1p: ppdl_solve's T = the brute-force optimum over rank orders x cuts x options (%d "
                  "instances, %d where nothing fits, %d recomputed layers in the plans)", n, n_none, n_rc);
     ok(n_none > 0 && n_rc > 0, "the instances exercise infeasibility (%d) and recompute (%d)", n_none, n_rc);
 }
@@ -326,7 +328,7 @@ static void test_weight_keep(void)
         random_instance(&g, N, L, 1, &c, &cl, M);
         for (int l = 0; l < L; l++)
             for (int o = 0; o < c.layers[l].n_opts; o++) c.layers[l].weight_keep_bytes[o] = floor(uni(&g, 1e5, 2e6));
-        for (int sched = PPDL_SCHED_ZB_H1; sched <= PPDL_SCHED_ZB_H2; sched++) {
+        for (int sched = PPDL_SCHED_ZB_H1; sched <= PPDL_SCHED_ZB_1P; sched++) {
             ppdl_plan p;
             char err[PPDL_ERR_LEN];
             if (ppdl_solve(&c, &cl, M, sched, NULL, &p, NULL, err, sizeof err) == 0) {
@@ -389,13 +391,21 @@ static void test_choice(void)
     ppdl_costs_free(&c);
 
     /* 4 equal layers (1 parameter byte each) on 2 ranks, M = 4, memory for 3 layers'
-     * stashes: 1F1B fits as 1 layer x 2 in flight + 3 layers x 1; each zero-bubble stage
-     * holds 2 (so one layer a stage at most: 2 layers of 4); data parallelism, 4 layers
+     * stashes: 1F1B fits as 1 layer x 2 in flight + 3 layers x 1, and so does zb-1p,
+     * which holds what 1F1B holds on each stage; zb-h1 and zb-h2 hold 2 or more on each
+     * stage (so one layer a stage at most: 2 layers of 4); data parallelism, 4 layers
      * x 1, does not fit */
     equal_costs(&c, 4, 1.0, 1000, 1);
     flat_cluster(&cl, 2, 3012, 1e-6, 1e10);
     s = choose(&c, &cl, 4, line, sizeof line);
-    ok(s == PPDL_SCHED_1F1B, "memory that no zero-bubble plan fits: %s (%s)", ppdl_schedule_name(s), line);
+    ok(s == PPDL_SCHED_ZB_1P, "memory that only 1F1B's counts fit: %s (%s)", ppdl_schedule_name(s), line);
+    /* ... unless what W keeps tips it: 1000 bytes a layer, kept on stage 1 between B
+     * and W (zb-1p's stage 0 fuses its B and W), so 3 layers there need 6000 */
+    for (int l = 0; l < 4; l++) c.layers[l].weight_keep_bytes[0] = 1000;
+    s = choose(&c, &cl, 4, line, sizeof line);
+    ok(s == PPDL_SCHED_1F1B, "memory that no zero-bubble plan fits, with what W keeps: %s (%s)",
+       ppdl_schedule_name(s), line);
+    for (int l = 0; l < 4; l++) c.layers[l].weight_keep_bytes[0] = 0;
     /* the control: 2 layers x 2 in flight fit (data parallelism, 16 + 4000 bytes, not) */
     for (int r = 0; r < 2; r++) cl.mem[r] = 4008;
     s = choose(&c, &cl, 4, line, sizeof line);
