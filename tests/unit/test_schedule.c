@@ -686,27 +686,33 @@ static void check_zb_shape(int kind, int S, int M, int s, const ppdl_op_list *l)
 }
 
 /* ZB-1P holds on every stage what 1F1B holds there: the peak of micro-batches held
- * (forwarded, W not yet run) of each built list equals 1F1B's list's, min(M, S - s) */
+ * (forwarded, W not yet run) of each built list equals 1F1B's list's, min(M, S - s).
+ * The control: ZB-H1's lists (one cap S for every stage) hold more than 1F1B's on
+ * some stage, so the comparison can fail. */
 static void test_zb_1p_memory(void)
 {
-    ppdl_op_list zb[S_MAX], f1b[S_MAX];
-    int cases = 0;
+    ppdl_op_list zb[S_MAX], f1b[S_MAX], h1[S_MAX];
+    int cases = 0, h1_more = 0;
     for (int S = 1; S <= S_MAX; S++)
         for (int M = 1; M <= M_MAX; M++) {
             build_all(PPDL_SCHED_ZB_1P, S, M, zb);
             build_all(PPDL_SCHED_1F1B, S, M, f1b);
+            build_all(PPDL_SCHED_ZB_H1, S, M, h1);
             for (int s = 0; s < S; s++, cases++) {
                 int a = ppdl_schedule_max_in_flight(&zb[s]), b = ppdl_schedule_max_in_flight(&f1b[s]);
                 int want = M < S - s ? M : S - s;
                 if (a != b || b != want)
                     fail("zb-1p S=%d M=%d s=%d: holds %d micro-batches, 1f1b %d, min(M, S-s) %d", S, M, s, a, b, want);
+                h1_more += ppdl_schedule_max_in_flight(&h1[s]) > b;
             }
             free_all(S, zb);
             free_all(S, f1b);
+            free_all(S, h1);
         }
-    char line[128];
+    char line[160];
     snprintf(line, sizeof line, "zb-1p: every stage's peak in flight = 1F1B's = min(M, S-s) (%d stage lists)", cases);
     report(line);
+    ok(h1_more > 0, "the control: zb-h1 holds more than 1f1b on %d of those stage lists", h1_more);
 }
 
 static void test_zb(int kind)
@@ -900,7 +906,7 @@ static void test_names(void)
 
 int main(void)
 {
-    plan(49);
+    plan(50);
     test_kind(PPDL_SCHED_GPIPE);
     test_kind(PPDL_SCHED_1F1B);
     test_literal();
