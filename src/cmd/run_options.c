@@ -80,7 +80,7 @@ void run_options_usage(FILE *f)
 "                          min(M, N-s) micro-batches of activations; gpipe keeps M;\n"
 "                          zb-h1, zb-h2, zb-1p: zero bubble, each backward split into\n"
 "                          B (the input gradient, sent at once) and W (the weight\n"
-"                          gradient, run where a stage would wait): the bubble of 1f1b\n"
+"                          gradient, run where a stage would wait): 1f1b's bubble\n"
 "                          shrinks (by about 2/3 with zb-h1, to the pipeline's fill\n"
 "                          with zb-h2, by 1/3 with zb-1p); stage s keeps up to N\n"
 "                          (zb-h1, the most 1f1b keeps on a stage), 2N-1 (zb-h2) or\n"
