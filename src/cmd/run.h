@@ -133,6 +133,8 @@ typedef struct run_ctl {
 typedef struct rank_summary {
     double forward_ms, backward_ms, recompute_ms, optimizer_ms, wait_ms, comm_ms, step_ms;
     double backward_weight_ms;     /* the W's of a split backward, within backward_ms */
+    double agree_ms;               /* the agreement before the update (and clipping), within
+                                    * optimizer_ms and wait_ms */
     double checkpoint_ms;          /* written between steps, outside step_ms */
     double peak_bytes, params_bytes, optimizer_bytes, stash_bytes, buffer_bytes, allocations;
     double weight_keep_bytes;      /* a split backward's W buffers */

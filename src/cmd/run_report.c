@@ -270,6 +270,7 @@ static json_t *breakdown_report(const run *r)
         json_object_set_new(jb, "forward_ms", json_real(s->forward_ms));
         json_object_set_new(jb, "backward_ms", json_real(s->backward_ms));
         json_object_set_new(jb, "backward_weight_ms", json_real(s->backward_weight_ms));
+        json_object_set_new(jb, "agree_ms", json_real(s->agree_ms));
         json_object_set_new(jb, "recompute_ms", json_real(s->recompute_ms));
         json_object_set_new(jb, "optimizer_ms", json_real(s->optimizer_ms));
         json_object_set_new(jb, "wait_ms", json_real(s->wait_ms));

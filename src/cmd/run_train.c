@@ -253,6 +253,7 @@ static void add_step_times(rank_summary *s, const ppdl_step_stats *st)
     s->forward_ms += st->forward_ms;
     s->backward_ms += st->backward_ms;
     s->backward_weight_ms += st->backward_weight_ms;
+    s->agree_ms += st->agree_ms;
     s->recompute_ms += st->recompute_ms;
     s->optimizer_ms += st->optimizer_ms;
     s->wait_ms += st->wait_ms;

@@ -105,8 +105,9 @@ struct ppdl_runtime {
     int loss_rows, classes;
     int adam_t;
     double lr;                 /* this step's learning rate (ppdl_runtime_set_lr) */
-    double *layer_sumsq;       /* [the model's L]: per layer, its gradients' sum of squares
-                                * (clip_grad_norm), 0 for other stages' layers */
+    double *layer_sumsq;       /* [2L] (clip_grad_norm): per layer its gradients' sum of
+                                * squares, 0 for other stages' layers; then a flag per stage
+                                * index (agree_nonfinite_and_norm) */
     ppdl_mem_breakdown mem;
     /* receive pre-posting: index of the next RECV_ACT / RECV_GRAD op not yet posted */
     int next_act_recv, next_grad_recv;
@@ -255,7 +256,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     PPDL_CHECK(rt->last_stage == (st->last == st->model->L - 1), "the last stage must hold the last layer");
     rt->recompute = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
     rt->lr = cfg->lr;
-    rt->layer_sumsq = ppdl_xcalloc((size_t)st->model->L + 1, sizeof(double));
+    rt->layer_sumsq = ppdl_xcalloc(2 * (size_t)st->model->L, sizeof(double));
     rt->test_grad_scale = test_grad_scale_of(comm->rank);
     rt->test_fail_step = test_fail_step_of(comm->rank);
     for (int i = 0; i < rt->nl; i++) rt->recompute[i] = cfg->recompute ? cfg->recompute[i] : 0;
@@ -709,19 +710,23 @@ static void release_if_done(ppdl_runtime *rt, slot *sl)
 /* Is anything non-finite this step: the loss (last stage) or a layer's gradient? The
  * first offender is described in rt->nonfinite_what. One pass over the gradients, the
  * cost of reading them once. */
+static int loss_nonfinite(ppdl_runtime *rt)
+{
+    ppdl_stage *st = rt->st;
+    if (!rt->last_stage) return 0;
+    float loss = 0;
+    ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
+    if (isfinite(loss)) return 0;
+    snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what, "the loss is %g (layer %d, %s, produced the logits)",
+             (double)loss, st->last, st->model->layers[st->last].kind->name);
+    return 1;
+}
+
 static int local_nonfinite(ppdl_runtime *rt)
 {
     ppdl_backend *be = rt->be;
     ppdl_stage *st = rt->st;
-    if (rt->last_stage) {
-        float loss = 0;
-        ppdl_be_copy_d2h(be, &loss, rt->loss_dev, sizeof loss);
-        if (!isfinite(loss)) {
-            snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what, "the loss is %g (layer %d, %s, produced the logits)",
-                     (double)loss, st->last, st->model->layers[st->last].kind->name);
-            return 1;
-        }
-    }
+    if (loss_nonfinite(rt)) return 1;
     double ss = 0;
     ppdl_be_sumsq(be, st->n_grads, st->grads, &ss);
     if (isfinite(ss)) return 0;
@@ -756,35 +761,47 @@ static int agree_nonfinite(ppdl_runtime *rt)
 
 const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt) { return rt->nonfinite_what; }
 
-/* The model's gradient norm, the same bits on every rank and for any plan
- * (runtime.h: clip_grad_norm): per layer the sum of its tensors' sums of squares, in
- * parameter order, from the first replica of each stage; an all-reduce in which each
- * layer has one non-zero contribution; then every rank sums the layers in order. */
-static double global_grad_norm(ppdl_runtime *rt)
+/* With clipping, the agreement above and the model's gradient norm share one pass over
+ * the gradients and one all-reduce, so clipping adds no reduction of its own
+ * (runtime.h: clip_grad_norm). The norm is the same bits on every rank and for any
+ * plan: per layer the sum of its tensors' sums of squares, in parameter order, from the
+ * first replica of each stage (a tied copy counted once, as layer 0's wte); an
+ * all-reduce of [2L] in which each layer has one non-zero contribution, and each rank
+ * that saw a non-finite value puts a 1 at L + its stage (a stage index is below L);
+ * then every rank sums the layers in order. Returns the lowest stage with a non-finite
+ * value, or -1, as agree_nonfinite. */
+static int agree_nonfinite_and_norm(ppdl_runtime *rt, double *norm)
 {
     ppdl_stage *st = rt->st;
     int L = st->model->L;
     double t0 = ppdl_now_s();
-    memset(rt->layer_sumsq, 0, (size_t)L * sizeof(double));
-    if (rt->cfg.replica == 0)
-        for (int l = st->first; l <= st->last; l++) {
-            const ppdl_layer *ly = &st->model->layers[l];
-            double layer = 0;
-            for (int i = 0; i < ly->n_params; i++) {
-                double ss = 0;
-                if (ppdl_model_is_tied(st->model, l, i)) continue; /* counted once, as layer 0's wte */
-                ppdl_be_sumsq(rt->be, ly->params[i].numel, ly->params[i].grad, &ss);
-                layer += ss;
-            }
-            rt->layer_sumsq[l] = layer;
+    double *sums = rt->layer_sumsq;
+    memset(sums, 0, 2 * (size_t)L * sizeof(double));
+    int bad = loss_nonfinite(rt);
+    for (int l = st->first; l <= st->last; l++) {
+        const ppdl_layer *ly = &st->model->layers[l];
+        double layer = 0;
+        for (int i = 0; i < ly->n_params; i++) {
+            double ss = 0;
+            if (ppdl_model_is_tied(st->model, l, i)) continue;
+            ppdl_be_sumsq(rt->be, ly->params[i].numel, ly->params[i].grad, &ss);
+            layer += ss;
         }
+        if (rt->cfg.replica == 0) sums[l] = layer;
+        /* the rare case: local_nonfinite names the first offender */
+        if (!bad && !isfinite(layer)) bad = local_nonfinite(rt);
+    }
+    if (bad) sums[L + rt->cfg.stage] = 1;
     record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, rt->layer_sumsq, L, MPI_DOUBLE, MPI_SUM, rt->comm->comm, &req));
-    wait_req(rt, &req, -1, PPDL_EV_ALLREDUCE);
+    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2 * L, MPI_DOUBLE, MPI_SUM, rt->comm->comm, &req));
+    wait_req(rt, &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
     double total = 0;
-    for (int l = 0; l < L; l++) total += rt->layer_sumsq[l];
-    return sqrt(total);
+    for (int l = 0; l < L; l++) total += sums[l];
+    *norm = sqrt(total);
+    for (int s = 0; s < L; s++)
+        if (sums[L + s] > 0) return s;
+    return -1;
 }
 
 static void optimizer(ppdl_runtime *rt)
@@ -921,13 +938,21 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                 wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb, PPDL_EV_WAIT);
                 wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb, PPDL_EV_WAIT);
             }
-            stats->nonfinite_stage = agree_nonfinite(rt);
             stats->lr = rt->lr;
-            if (stats->nonfinite_stage < 0 && rt->cfg.clip_grad_norm > 0) {
-                stats->grad_norm = global_grad_norm(rt);
-                double c = rt->cfg.clip_grad_norm / (stats->grad_norm + 1e-6);
-                if (c < 1) ppdl_be_axpy(rt->be, rt->st->n_params, (float)(c - 1.0), rt->st->grads, rt->st->grads);
+            double t_agree = ppdl_now_s();
+            if (rt->cfg.clip_grad_norm > 0) {
+                double norm = 0;
+                stats->nonfinite_stage = agree_nonfinite_and_norm(rt, &norm);
+                if (stats->nonfinite_stage < 0) {
+                    stats->grad_norm = norm;
+                    double c = rt->cfg.clip_grad_norm / (norm + 1e-6);
+                    if (c < 1) ppdl_be_axpy(rt->be, rt->st->n_params, (float)(c - 1.0), rt->st->grads, rt->st->grads);
+                }
+            } else {
+                stats->nonfinite_stage = agree_nonfinite(rt);
             }
+            ppdl_be_sync(be);
+            stats->agree_ms = 1e3 * (ppdl_now_s() - t_agree);
             if (stats->nonfinite_stage < 0) {
                 optimizer(rt);
             } else {

@@ -59,7 +59,9 @@ typedef struct ppdl_runtime_cfg {
      * layers: each parameter tensor's sum of squares (ppdl_be_sumsq: fixed chunks, in
      * double) is summed in the model's parameter order by every rank, from one
      * all-reduce in which each layer has exactly one non-zero contribution (an exact
-     * sum). Then g += (c - 1) g, elementwise, the same on every rank. */
+     * sum). Then g += (c - 1) g, elementwise, the same on every rank. The sums and
+     * that all-reduce are those of the non-finite agreement every step makes anyway
+     * (runtime.c, agree_nonfinite_and_norm): clipping adds no reduction. */
     double clip_grad_norm;
     /* weight decay on every parameter (1), or, as nanoGPT and llm.c do, only on the
      * tensors of two or more dimensions: the matrices, convolution kernels and the
@@ -125,6 +127,10 @@ typedef struct ppdl_step_stats {
     int skipped;               /* the step was skipped (skip_nonfinite) */
     double grad_norm;          /* the global gradient norm before clipping (clip_grad_norm
                                 * set), else -1 */
+    double agree_ms;           /* the ranks' agreement before the update: the pass over the
+                                * gradients and the all-reduce (waits included), with
+                                * clip_grad_norm the norm in the same pass and all-reduce and
+                                * the scaling. Within optimizer_ms and wait_ms */
     double lr;                 /* the learning rate the update used */
 } ppdl_step_stats;
 

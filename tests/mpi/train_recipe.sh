@@ -63,6 +63,18 @@ for n in 2 3 4; do
     ok $? "$n ranks, $sched: bitwise the losses, learning rates, norms and weights of 1 rank"
   done
 done
+# the agreement before each update (the report's breakdown agree_ms, what perf/bench-clip
+# reads), which carries the clip norm: on each of 4 ranks above 0 and within its steps'
+# time, with clipping and without
+mpirun_n 4 $base --plan uniform --report "$tmp/noclip.json" >"$tmp/noclip.log" 2>&1 &&
+  "$PY" - "$tmp/r4-1f1b.json" "$tmp/noclip.json" <<'PYEOF'
+import json, sys
+for f in sys.argv[1:]:
+    b = json.load(open(f))["breakdown"]
+    print("# agree_ms on 4 ranks: %s of step_ms %s" % ([round(r["agree_ms"], 2) for r in b], [round(r["step_ms"], 1) for r in b]))
+    if not (len(b) == 4 and all(0 < r["agree_ms"] < r["step_ms"] for r in b)): sys.exit(1)
+PYEOF
+ok $? "the report's breakdown has the agreement's time on every rank (agree_ms), with clipping and without"
 # stopped after 3 steps on 2 ranks, resumed on 3: the run never stopped
 mpirun_n 2 $base $recipe --plan uniform --steps 3 --decay-steps 8 --checkpoint "$tmp/c.h5" >"$tmp/c1.log" 2>&1 &&
   mpirun_n 3 $base $recipe --plan uniform --checkpoint "$tmp/c.h5" --resume auto --report "$tmp/res.json" --save "$tmp/res.h5" \
