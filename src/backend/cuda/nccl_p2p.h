@@ -40,7 +40,10 @@ typedef struct ppdl_nccl_req {
     int pending;     /* 1 from isend/irecv until test/wait saw it complete */
 } ppdl_nccl_req;
 
-/* Collective over comm. NULL (on every rank, same reason) when NCCL cannot be used. */
+/* Collective over comm (the cuda backend on every rank): 1 when every rank has a GPU of
+ * its own (told apart by PCI bus id), else 0 and why (the same answer on every rank) */
+int ppdl_nccl_gpus_own(MPI_Comm comm, ppdl_backend *be, char *why, size_t len);
+/* Collective over comm. NULL (on every rank) when ranks share a GPU, with the reason. */
 ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, char *err, size_t errlen);
 void ppdl_nccl_isend(ppdl_nccl *nc, const void *dev, size_t n_bytes, int peer, ppdl_nccl_req *req);
 void ppdl_nccl_irecv(ppdl_nccl *nc, void *dev, size_t n_bytes, int peer, ppdl_nccl_req *req);
