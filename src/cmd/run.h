@@ -210,6 +210,8 @@ typedef struct run {
     double resume_read_s;
     data_source ds;
     ppdl_runtime *rt;
+    struct ppdl_nccl *nccl_act, *nccl_grad; /* --p2p nccl: the runtime's communicators
+                                               (pipe/runtime.h), NULL otherwise */
     run_ctl ctl;
     /* training (run_train.c) and its end (run_finish.c) */
     double flops_step;             /* forward + backward FLOPs of one mini-batch */

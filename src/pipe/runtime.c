@@ -30,12 +30,23 @@
  * receive is posted while the stage still computes on all its slots: it arrives during
  * that work instead of after it (with a rendezvous protocol, a large message does not
  * start moving before its receive is posted).
+ *
+ * The messages between stages go one of two ways (cfg.nccl; the section "the stages'
+ * messages" below): MPI, staged through host memory where the backend's memory is not
+ * MPI's (backend/xfer.h), each wait blocking the host; or, with the CUDA backend and
+ * --p2p nccl, NCCL send/recv between the GPUs (backend/cuda/nccl_p2p.h), where a wait
+ * before a buffer is read or overwritten is the compute stream's (the host queues on)
+ * and the host waits for a transfer only before its request is reused and, for every
+ * send, before the update. The MPI path is the same code whichever build runs it.
  */
+#include "config.h"
+
 #include "pipe/runtime.h"
 #include "pipe/tie.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "backend/xfer.h"
+#include "backend/cuda/nccl_p2p.h" /* its types only, in every build; its calls under HAVE_CUDA */
 #include "net/ring.h"
 #include "prof/papi.h"
 #include "prof/range.h"
@@ -56,6 +67,7 @@ typedef struct slot {
     /* host staging of each message when the backend's memory is not MPI's (xfer.h);
      * on the CPU backend they pass the device pointer through */
     ppdl_xfer x_act_send, x_grad_send, x_grad_recv;
+    ppdl_nccl_req nc_act_send, nc_grad_send, nc_grad_recv; /* the same messages through NCCL */
     int grad_recv_mb;          /* micro-batch of a posted gradient receive, -1 when none */
     int in;                    /* the inbox buffer lent as act[0], -1 when none */
     /* the slot is free again once both are done: its parameter gradients added
@@ -78,6 +90,7 @@ typedef struct inbox_buf {
     int lent;                  /* 1 while a slot holds it as its act[0] */
     MPI_Request req;
     ppdl_xfer x;
+    ppdl_nccl_req nc_req;      /* the receive through NCCL */
 } inbox_buf;
 
 struct ppdl_runtime {
@@ -86,6 +99,9 @@ struct ppdl_runtime {
     ppdl_runtime_cfg cfg;
     ppdl_batch_source src;
     ppdl_comm *comm;
+    /* cfg.nccl_act, cfg.nccl_grad: the stages' messages through NCCL, the activations
+     * on one communicator and its streams, the gradients on another; NULL: MPI */
+    ppdl_nccl *nc_act, *nc_grad;
     int nl;                    /* layers in the stage */
     int b;                     /* micro-batch size */
     int first_stage, last_stage, model_first; /* booleans */
@@ -245,6 +261,12 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->cfg = *cfg;
     rt->src = src;
     rt->comm = comm;
+    rt->nc_act = cfg->nccl_act;
+    rt->nc_grad = cfg->nccl_grad;
+    PPDL_CHECK(!rt->nc_act == !rt->nc_grad, "NCCL for one direction of the messages only");
+#if !HAVE_CUDA
+    PPDL_CHECK(!rt->nc_act, "NCCL transfers asked of a build without CUDA");
+#endif
     rt->nl = st->last - st->first + 1;
     PPDL_CHECK(cfg->M >= 1 && cfg->batch_size % cfg->M == 0, "batch size %d is not a multiple of %d micro-batches",
                cfg->batch_size, cfg->M);
@@ -541,6 +563,137 @@ static void combine_tie(ppdl_runtime *rt)
     if (waited > 20e-6) record(rt, PPDL_EV_WAIT, -1, t0, t0 + waited);
 }
 
+/* ---- the stages' messages: MPI or NCCL (the comment at the top) ----
+ * Each message has a post, a completion before its buffer is read (receives) or
+ * written again (sends), and, for sends, a completion the host knows of before the
+ * update. With MPI every completion is the host's (MPI_Wait, then the staged copy in);
+ * with NCCL the first kind is the compute stream's wait on the transfer's event. */
+
+#if HAVE_CUDA
+/* the host waits for an NCCL transfer: before its request is reused, or before the
+ * weights change; timed as a wait, as MPI's are */
+static void nccl_host_wait(ppdl_runtime *rt, ppdl_nccl *nc, ppdl_nccl_req *req, int mb)
+{
+    if (ppdl_nccl_test(nc, req)) return;
+    double t0 = ppdl_now_s();
+    ppdl_nccl_wait(nc, req);
+    double t1 = ppdl_now_s();
+    rt->comm->wait_s += t1 - t0;
+    if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, mb, t0, t1);
+}
+
+/* the request's last transfer is complete, and its event is freed (at the end) */
+static void nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req)
+{
+    if (!nc) return;
+    ppdl_nccl_wait(nc, req);
+    ppdl_nccl_req_free(req);
+}
+#endif
+
+/* post the receive of activation mb into the inbox buffer ib */
+static void recv_act_post(ppdl_runtime *rt, inbox_buf *ib, int mb)
+{
+#if HAVE_CUDA
+    if (rt->nc_act) {
+        nccl_host_wait(rt, rt->nc_act, &ib->nc_req, mb); /* its last receive, read long ago */
+        ppdl_nccl_irecv(rt->nc_act, ib->buf, rt->in_bytes, prev_rank(rt, mb), &ib->nc_req);
+        return;
+    }
+#endif
+    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &ib->x, ib->buf, rt->in_bytes), rt->in_bytes,
+                    prev_rank(rt, mb), tag_act(mb), &ib->req);
+}
+
+/* activation mb is in ib->buf for the work queued from here on */
+static void recv_act_complete(ppdl_runtime *rt, inbox_buf *ib, int mb)
+{
+#if HAVE_CUDA
+    if (rt->nc_act) {
+        ppdl_nccl_stream_wait(rt->nc_act, &ib->nc_req);
+        return;
+    }
+#endif
+    wait_req(rt, &ib->req, mb, PPDL_EV_WAIT);
+    ppdl_xfer_recv_done(rt->be, &ib->x, ib->buf, rt->in_bytes);
+}
+
+/* post the receive of gradient mb into its slot's dout */
+static void recv_grad_post(ppdl_runtime *rt, slot *sl, int mb)
+{
+#if HAVE_CUDA
+    if (rt->nc_act) {
+        nccl_host_wait(rt, rt->nc_grad, &sl->nc_grad_recv, mb); /* the slot's last micro-batch's */
+        ppdl_nccl_irecv(rt->nc_grad, sl->dout, rt->out_bytes, next_rank(rt, mb), &sl->nc_grad_recv);
+        return;
+    }
+#endif
+    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes), rt->out_bytes,
+                    next_rank(rt, mb), tag_grad(mb), &sl->grad_recv);
+}
+
+/* gradient mb is in sl->dout for the work queued from here on */
+static void recv_grad_complete(ppdl_runtime *rt, slot *sl, int mb)
+{
+#if HAVE_CUDA
+    if (rt->nc_act) {
+        ppdl_nccl_stream_wait(rt->nc_grad, &sl->nc_grad_recv);
+        return;
+    }
+#endif
+    wait_req(rt, &sl->grad_recv, mb, PPDL_EV_WAIT);
+    ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
+}
+
+/* Send n bytes at dev to peer: the activation (sl->out, act 1) or the input gradient
+ * (sl->din, act 0) of micro-batch mb. Returns the clock read just before the post
+ * (record_instant says why). */
+static double send_msg(ppdl_runtime *rt, slot *sl, int mb, int act)
+{
+    const void *dev = act ? sl->out : sl->din;
+    size_t n = act ? rt->out_bytes : rt->in_bytes;
+    int peer = act ? next_rank(rt, mb) : prev_rank(rt, mb);
+#if HAVE_CUDA
+    if (rt->nc_act) {
+        ppdl_nccl *nc = act ? rt->nc_act : rt->nc_grad;
+        ppdl_nccl_req *req = act ? &sl->nc_act_send : &sl->nc_grad_send;
+        nccl_host_wait(rt, nc, req, mb); /* the slot's last send of this kind */
+        double t = ppdl_now_s();
+        ppdl_nccl_isend(nc, dev, n, peer, req);
+        return t;
+    }
+#endif
+    const void *buf = ppdl_xfer_send_buf(rt->be, act ? &sl->x_act_send : &sl->x_grad_send, dev, n);
+    double t = ppdl_now_s();
+    ppdl_comm_isend(rt->comm, buf, n, peer, act ? tag_act(mb) : tag_grad(mb), act ? &sl->act_send : &sl->grad_send);
+    return t;
+}
+
+/* the slot's last activation (act 1) or gradient (act 0) send is done before the work
+ * queued from here on writes its buffer again */
+static void send_wait_before_write(ppdl_runtime *rt, slot *sl, int mb, int act)
+{
+#if HAVE_CUDA
+    if (rt->nc_act) {
+        ppdl_nccl_stream_wait(act ? rt->nc_act : rt->nc_grad, act ? &sl->nc_act_send : &sl->nc_grad_send);
+        return;
+    }
+#endif
+    wait_req(rt, act ? &sl->act_send : &sl->grad_send, mb, PPDL_EV_WAIT);
+}
+
+/* the host knows the slot's last send of that kind is complete */
+static void send_complete(ppdl_runtime *rt, slot *sl, int mb, int act)
+{
+#if HAVE_CUDA
+    if (rt->nc_act) {
+        nccl_host_wait(rt, act ? rt->nc_act : rt->nc_grad, act ? &sl->nc_act_send : &sl->nc_grad_send, mb);
+        return;
+    }
+#endif
+    wait_req(rt, act ? &sl->act_send : &sl->grad_send, mb, PPDL_EV_WAIT);
+}
+
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
  * while this rank computes. A RECV_ACT(mb) needs a free inbox buffer; a RECV_GRAD(mb)
  * needs the slot to hold mb (forwarded, not yet backwarded). */
@@ -553,8 +706,7 @@ static void post_receives(ppdl_runtime *rt)
         for (int j = 0; j < rt->n_inbox && !ib; j++)
             if (rt->inbox[j].mb == -1 && !rt->inbox[j].lent) ib = &rt->inbox[j];
         if (!ib) break;
-        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &ib->x, ib->buf, rt->in_bytes), rt->in_bytes,
-                        prev_rank(rt, op->mb), tag_act(op->mb), &ib->req);
+        recv_act_post(rt, ib, op->mb);
         ib->mb = op->mb;
         rt->next_act_recv++;
     }
@@ -563,8 +715,7 @@ static void post_receives(ppdl_runtime *rt)
         if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
         slot *sl = slot_of(rt, op->mb);
         if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
-        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes),
-                        rt->out_bytes, next_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_recv);
+        recv_grad_post(rt, sl, op->mb);
         sl->grad_recv_mb = op->mb;
         rt->next_grad_recv++;
     }
@@ -587,7 +738,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
     sl->mb = mb;
-    wait_req(rt, &sl->act_send, mb, PPDL_EV_WAIT); /* the send buffer's previous message is gone */
+    send_wait_before_write(rt, sl, mb, 1); /* the send buffer's previous message is gone */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     ppdl_range_push("forward", mb);
     /* reading the micro-batch is the end stages' own work, not idle time: it counts
@@ -651,7 +802,7 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
                    "%s of micro-batch %d: its W buffer holds micro-batch %d", ppdl_op_name(kind), mb, wb->mb);
         wb->mb = mb;
     }
-    if (part & PPDL_BWD_INPUT) wait_req(rt, &sl->grad_send, mb, PPDL_EV_WAIT); /* din's previous message */
+    if (part & PPDL_BWD_INPUT) send_wait_before_write(rt, sl, mb, 0); /* din's previous message */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
     ppdl_range_push(ppdl_op_name(kind), mb);
     double t0 = ppdl_now_s();
@@ -851,7 +1002,6 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         if (step == rt->test_fail_step && k == rt->ops.n / 2)
             ppdl_die("PPDL_TEST_FAIL_STEP: the planted error of stage %d at step %ld, op %d of %d", rt->cfg.stage,
                      step + 1, k, rt->ops.n);
-        const void *send_buf;
         slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
         switch (op->kind) {
         case PPDL_OP_RECV_ACT: {
@@ -862,8 +1012,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                        sl->mb);
             inbox_buf *ib = &rt->inbox[j];
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &ib->req, op->mb, PPDL_EV_WAIT);
-            ppdl_xfer_recv_done(rt->be, &ib->x, ib->buf, rt->in_bytes);
+            recv_act_complete(rt, ib, op->mb);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             ib->mb = -1;
@@ -878,17 +1027,14 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_ACT:
             ppdl_range_push("send", op->mb);
-            send_buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
-            t_post = ppdl_now_s(); /* before the post: see record_instant */
-            ppdl_comm_isend(rt->comm, send_buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+            t_post = send_msg(rt, sl, op->mb, 1); /* the clock before the post: see record_instant */
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             break;
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &sl->grad_recv, op->mb, PPDL_EV_WAIT);
-            ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
+            recv_grad_complete(rt, sl, op->mb);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             sl->grad_recv_mb = -1;
@@ -902,9 +1048,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_GRAD:
             ppdl_range_push("send", op->mb);
-            send_buf = ppdl_xfer_send_buf(rt->be, &sl->x_grad_send, sl->din, rt->in_bytes);
-            t_post = ppdl_now_s(); /* before the post: see record_instant */
-            ppdl_comm_isend(rt->comm, send_buf, rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
+            t_post = send_msg(rt, sl, op->mb, 0); /* the clock before the post: see record_instant */
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             sl->grad_sent = 1;
@@ -918,8 +1062,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             combine_tie(rt);
             /* every send of the step is complete before the weights change */
             for (int j = 0; j < rt->n_slots; j++) {
-                wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb, PPDL_EV_WAIT);
-                wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb, PPDL_EV_WAIT);
+                send_complete(rt, &rt->slots[j], rt->slots[j].mb, 1);
+                send_complete(rt, &rt->slots[j], rt->slots[j].mb, 0);
             }
             stats->nonfinite_stage = agree_nonfinite(rt);
             stats->lr = rt->lr;
@@ -1019,8 +1163,7 @@ double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
                 int j = 0;
                 while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
                 PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
-                wait_req(rt, &rt->inbox[j].req, op->mb, PPDL_EV_WAIT);
-                ppdl_xfer_recv_done(rt->be, &rt->inbox[j].x, rt->inbox[j].buf, rt->in_bytes);
+                recv_act_complete(rt, &rt->inbox[j], op->mb);
                 rt->inbox[j].mb = -1;
                 rt->inbox[j].lent = 1;
                 sl->in = j;
@@ -1030,14 +1173,13 @@ double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
                 forward(rt, e, op->mb);
                 if (rt->last_stage) eval_free_slot(rt, sl);
             } else {
-                const void *buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
-                ppdl_comm_isend(rt->comm, buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+                send_msg(rt, sl, op->mb, 1);
                 eval_free_slot(rt, sl);
             }
             post_receives(rt);
         }
         /* the batch's sends are complete before its slots take the next batch's data */
-        for (int j = 0; j < rt->n_slots; j++) wait_req(rt, &rt->slots[j].act_send, -1, PPDL_EV_WAIT);
+        for (int j = 0; j < rt->n_slots; j++) send_complete(rt, &rt->slots[j], -1, 1);
         if (rt->last_stage) {
             float loss = 0;
             ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
@@ -1072,6 +1214,12 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     if (!rt) return;
     for (int k = 0; k < rt->n_slots; k++) {
         slot *sl = &rt->slots[k];
+#if HAVE_CUDA
+        /* no transfer still reads or writes a buffer freed below */
+        nccl_req_release(rt->nc_act, &sl->nc_act_send);
+        nccl_req_release(rt->nc_grad, &sl->nc_grad_send);
+        nccl_req_release(rt->nc_grad, &sl->nc_grad_recv);
+#endif
         for (int i = 0; i < rt->nl; i++) {
             if (i > 0 || rt->first_stage) ppdl_be_free(rt->be, sl->act[i]); /* else the inbox's */
             ppdl_be_free(rt->be, sl->saved[i]);
@@ -1088,6 +1236,9 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     }
     free(rt->slots);
     for (int j = 0; j < rt->n_inbox; j++) {
+#if HAVE_CUDA
+        nccl_req_release(rt->nc_act, &rt->inbox[j].nc_req);
+#endif
         ppdl_be_free(rt->be, rt->inbox[j].buf);
         ppdl_xfer_free(rt->be, &rt->inbox[j].x);
     }
