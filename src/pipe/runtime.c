@@ -481,8 +481,6 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
 
 /* replica r of k holds micro-batches r, r+k, r+2k...: the local index is mb / k */
 static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[(mb / rt->k) % rt->n_slots]; }
-static int prev_rank(const ppdl_runtime *rt, int mb) { return rt->cfg.prev_ranks[mb % rt->cfg.n_prev]; }
-static int next_rank(const ppdl_runtime *rt, int mb) { return rt->cfg.next_ranks[mb % rt->cfg.n_next]; }
 
 /* layer i's gradients: its parameters' gradients are one run of the stage's arena */
 static size_t layer_grad_floats(const ppdl_runtime *rt, int i)
@@ -569,6 +567,41 @@ static void combine_tie(ppdl_runtime *rt)
  * update. With MPI every completion is the host's (MPI_Wait, then the staged copy in);
  * with NCCL the first kind is the compute stream's wait on the transfer's event. */
 
+/* one message and its state on either path */
+typedef struct msg {
+    void *dev;                 /* its buffer (device memory) */
+    size_t n;                  /* bytes */
+    int peer, tag;
+    MPI_Request *req;          /* MPI */
+    ppdl_xfer *x;              /* MPI: host staging */
+    ppdl_nccl *nc;             /* NCCL: the direction's communicator, NULL on MPI */
+    ppdl_nccl_req *nreq;
+} msg;
+
+/* the rank of micro-batch mb's peer among `ranks` (the replicas of the stage before or
+ * after); -1 where there is none (the end stages, a free slot's mb -1), for the waits,
+ * which then find no request */
+static int peer_of(const int *ranks, int n, int mb) { return ranks && mb >= 0 ? ranks[mb % n] : -1; }
+
+static msg act_in(ppdl_runtime *rt, inbox_buf *ib, int mb)
+{
+    return (msg){ib->buf, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_act(mb), &ib->req, &ib->x, rt->nc_act, &ib->nc_req};
+}
+static msg grad_in(ppdl_runtime *rt, slot *sl, int mb)
+{
+    return (msg){sl->dout, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_grad(mb), &sl->grad_recv, &sl->x_grad_recv,
+                 rt->nc_grad, &sl->nc_grad_recv};
+}
+/* what a slot sends: its activation (act 1, sl->out) or its input gradient (act 0, sl->din) */
+static msg out_of(ppdl_runtime *rt, slot *sl, int mb, int act)
+{
+    if (act)
+        return (msg){sl->out, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_act(mb), &sl->act_send, &sl->x_act_send,
+                     rt->nc_act, &sl->nc_act_send};
+    return (msg){sl->din, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_grad(mb), &sl->grad_send, &sl->x_grad_send,
+                 rt->nc_grad, &sl->nc_grad_send};
+}
+
 #if HAVE_CUDA
 /* the host waits for an NCCL transfer: before its request is reused, or before the
  * weights change; timed as a wait, as MPI's are */
@@ -591,107 +624,72 @@ static void nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req)
 }
 #endif
 
-/* post the receive of activation mb into the inbox buffer ib */
-static void recv_act_post(ppdl_runtime *rt, inbox_buf *ib, int mb)
+static void recv_post(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
-    if (rt->nc_act) {
-        nccl_host_wait(rt, rt->nc_act, &ib->nc_req, mb); /* its last receive, read long ago */
-        ppdl_nccl_irecv(rt->nc_act, ib->buf, rt->in_bytes, prev_rank(rt, mb), &ib->nc_req);
+    if (m.nc) {
+        nccl_host_wait(rt, m.nc, m.nreq, mb); /* the buffer's last receive, read long ago */
+        ppdl_nccl_irecv(m.nc, m.dev, m.n, m.peer, m.nreq);
         return;
     }
 #endif
-    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &ib->x, ib->buf, rt->in_bytes), rt->in_bytes,
-                    prev_rank(rt, mb), tag_act(mb), &ib->req);
+    (void)mb;
+    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, m.x, m.dev, m.n), m.n, m.peer, m.tag, m.req);
 }
 
-/* activation mb is in ib->buf for the work queued from here on */
-static void recv_act_complete(ppdl_runtime *rt, inbox_buf *ib, int mb)
+/* the message is in its buffer for the work queued from here on */
+static void recv_complete(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
-    if (rt->nc_act) {
-        ppdl_nccl_stream_wait(rt->nc_act, &ib->nc_req);
+    if (m.nc) {
+        ppdl_nccl_stream_wait(m.nc, m.nreq);
         return;
     }
 #endif
-    wait_req(rt, &ib->req, mb, PPDL_EV_WAIT);
-    ppdl_xfer_recv_done(rt->be, &ib->x, ib->buf, rt->in_bytes);
+    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
+    ppdl_xfer_recv_done(rt->be, m.x, m.dev, m.n);
 }
 
-/* post the receive of gradient mb into its slot's dout */
-static void recv_grad_post(ppdl_runtime *rt, slot *sl, int mb)
+/* returns the clock read just before the post (record_instant says why) */
+static double send_post(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
-    if (rt->nc_act) {
-        nccl_host_wait(rt, rt->nc_grad, &sl->nc_grad_recv, mb); /* the slot's last micro-batch's */
-        ppdl_nccl_irecv(rt->nc_grad, sl->dout, rt->out_bytes, next_rank(rt, mb), &sl->nc_grad_recv);
-        return;
-    }
-#endif
-    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes), rt->out_bytes,
-                    next_rank(rt, mb), tag_grad(mb), &sl->grad_recv);
-}
-
-/* gradient mb is in sl->dout for the work queued from here on */
-static void recv_grad_complete(ppdl_runtime *rt, slot *sl, int mb)
-{
-#if HAVE_CUDA
-    if (rt->nc_act) {
-        ppdl_nccl_stream_wait(rt->nc_grad, &sl->nc_grad_recv);
-        return;
-    }
-#endif
-    wait_req(rt, &sl->grad_recv, mb, PPDL_EV_WAIT);
-    ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
-}
-
-/* Send n bytes at dev to peer: the activation (sl->out, act 1) or the input gradient
- * (sl->din, act 0) of micro-batch mb. Returns the clock read just before the post
- * (record_instant says why). */
-static double send_msg(ppdl_runtime *rt, slot *sl, int mb, int act)
-{
-    const void *dev = act ? sl->out : sl->din;
-    size_t n = act ? rt->out_bytes : rt->in_bytes;
-    int peer = act ? next_rank(rt, mb) : prev_rank(rt, mb);
-#if HAVE_CUDA
-    if (rt->nc_act) {
-        ppdl_nccl *nc = act ? rt->nc_act : rt->nc_grad;
-        ppdl_nccl_req *req = act ? &sl->nc_act_send : &sl->nc_grad_send;
-        nccl_host_wait(rt, nc, req, mb); /* the slot's last send of this kind */
+    if (m.nc) {
+        nccl_host_wait(rt, m.nc, m.nreq, mb); /* the slot's last send of this kind */
         double t = ppdl_now_s();
-        ppdl_nccl_isend(nc, dev, n, peer, req);
+        ppdl_nccl_isend(m.nc, m.dev, m.n, m.peer, m.nreq);
         return t;
     }
 #endif
-    const void *buf = ppdl_xfer_send_buf(rt->be, act ? &sl->x_act_send : &sl->x_grad_send, dev, n);
+    (void)mb;
+    const void *buf = ppdl_xfer_send_buf(rt->be, m.x, m.dev, m.n);
     double t = ppdl_now_s();
-    ppdl_comm_isend(rt->comm, buf, n, peer, act ? tag_act(mb) : tag_grad(mb), act ? &sl->act_send : &sl->grad_send);
+    ppdl_comm_isend(rt->comm, buf, m.n, m.peer, m.tag, m.req);
     return t;
 }
 
-/* the slot's last activation (act 1) or gradient (act 0) send is done before the work
- * queued from here on writes its buffer again */
-static void send_wait_before_write(ppdl_runtime *rt, slot *sl, int mb, int act)
+/* the buffer's last send is done before the work queued from here on writes it again */
+static void send_wait_before_write(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
-    if (rt->nc_act) {
-        ppdl_nccl_stream_wait(act ? rt->nc_act : rt->nc_grad, act ? &sl->nc_act_send : &sl->nc_grad_send);
+    if (m.nc) {
+        ppdl_nccl_stream_wait(m.nc, m.nreq);
         return;
     }
 #endif
-    wait_req(rt, act ? &sl->act_send : &sl->grad_send, mb, PPDL_EV_WAIT);
+    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
 }
 
-/* the host knows the slot's last send of that kind is complete */
-static void send_complete(ppdl_runtime *rt, slot *sl, int mb, int act)
+/* the host knows the buffer's last send is complete */
+static void send_complete(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
-    if (rt->nc_act) {
-        nccl_host_wait(rt, act ? rt->nc_act : rt->nc_grad, act ? &sl->nc_act_send : &sl->nc_grad_send, mb);
+    if (m.nc) {
+        nccl_host_wait(rt, m.nc, m.nreq, mb);
         return;
     }
 #endif
-    wait_req(rt, act ? &sl->act_send : &sl->grad_send, mb, PPDL_EV_WAIT);
+    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
 }
 
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
@@ -706,7 +704,7 @@ static void post_receives(ppdl_runtime *rt)
         for (int j = 0; j < rt->n_inbox && !ib; j++)
             if (rt->inbox[j].mb == -1 && !rt->inbox[j].lent) ib = &rt->inbox[j];
         if (!ib) break;
-        recv_act_post(rt, ib, op->mb);
+        recv_post(rt, act_in(rt, ib, op->mb), op->mb);
         ib->mb = op->mb;
         rt->next_act_recv++;
     }
@@ -715,7 +713,7 @@ static void post_receives(ppdl_runtime *rt)
         if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
         slot *sl = slot_of(rt, op->mb);
         if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
-        recv_grad_post(rt, sl, op->mb);
+        recv_post(rt, grad_in(rt, sl, op->mb), op->mb);
         sl->grad_recv_mb = op->mb;
         rt->next_grad_recv++;
     }
@@ -738,7 +736,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
     sl->mb = mb;
-    send_wait_before_write(rt, sl, mb, 1); /* the send buffer's previous message is gone */
+    send_wait_before_write(rt, out_of(rt, sl, mb, 1), mb); /* the send buffer's previous message is gone */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     ppdl_range_push("forward", mb);
     /* reading the micro-batch is the end stages' own work, not idle time: it counts
@@ -802,7 +800,7 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
                    "%s of micro-batch %d: its W buffer holds micro-batch %d", ppdl_op_name(kind), mb, wb->mb);
         wb->mb = mb;
     }
-    if (part & PPDL_BWD_INPUT) send_wait_before_write(rt, sl, mb, 0); /* din's previous message */
+    if (part & PPDL_BWD_INPUT) send_wait_before_write(rt, out_of(rt, sl, mb, 0), mb); /* din's previous message */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
     ppdl_range_push(ppdl_op_name(kind), mb);
     double t0 = ppdl_now_s();
@@ -1012,7 +1010,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                        sl->mb);
             inbox_buf *ib = &rt->inbox[j];
             ppdl_range_push("recv", op->mb);
-            recv_act_complete(rt, ib, op->mb);
+            recv_complete(rt, act_in(rt, ib, op->mb), op->mb);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             ib->mb = -1;
@@ -1027,14 +1025,14 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_ACT:
             ppdl_range_push("send", op->mb);
-            t_post = send_msg(rt, sl, op->mb, 1); /* the clock before the post: see record_instant */
+            t_post = send_post(rt, out_of(rt, sl, op->mb, 1), op->mb); /* the clock before the post: see record_instant */
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             break;
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
             ppdl_range_push("recv", op->mb);
-            recv_grad_complete(rt, sl, op->mb);
+            recv_complete(rt, grad_in(rt, sl, op->mb), op->mb);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             sl->grad_recv_mb = -1;
@@ -1048,7 +1046,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_GRAD:
             ppdl_range_push("send", op->mb);
-            t_post = send_msg(rt, sl, op->mb, 0); /* the clock before the post: see record_instant */
+            t_post = send_post(rt, out_of(rt, sl, op->mb, 0), op->mb); /* the clock before the post: see record_instant */
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             sl->grad_sent = 1;
@@ -1062,8 +1060,9 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             combine_tie(rt);
             /* every send of the step is complete before the weights change */
             for (int j = 0; j < rt->n_slots; j++) {
-                send_complete(rt, &rt->slots[j], rt->slots[j].mb, 1);
-                send_complete(rt, &rt->slots[j], rt->slots[j].mb, 0);
+                slot *sj = &rt->slots[j];
+                send_complete(rt, out_of(rt, sj, sj->mb, 1), sj->mb);
+                send_complete(rt, out_of(rt, sj, sj->mb, 0), sj->mb);
             }
             stats->nonfinite_stage = agree_nonfinite(rt);
             stats->lr = rt->lr;
@@ -1163,7 +1162,7 @@ double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
                 int j = 0;
                 while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
                 PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
-                recv_act_complete(rt, &rt->inbox[j], op->mb);
+                recv_complete(rt, act_in(rt, &rt->inbox[j], op->mb), op->mb);
                 rt->inbox[j].mb = -1;
                 rt->inbox[j].lent = 1;
                 sl->in = j;
@@ -1173,13 +1172,13 @@ double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
                 forward(rt, e, op->mb);
                 if (rt->last_stage) eval_free_slot(rt, sl);
             } else {
-                send_msg(rt, sl, op->mb, 1);
+                send_post(rt, out_of(rt, sl, op->mb, 1), op->mb);
                 eval_free_slot(rt, sl);
             }
             post_receives(rt);
         }
         /* the batch's sends are complete before its slots take the next batch's data */
-        for (int j = 0; j < rt->n_slots; j++) send_complete(rt, &rt->slots[j], -1, 1);
+        for (int j = 0; j < rt->n_slots; j++) send_complete(rt, out_of(rt, &rt->slots[j], rt->slots[j].mb, 1), -1);
         if (rt->last_stage) {
             float loss = 0;
             ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
