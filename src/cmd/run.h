@@ -212,6 +212,7 @@ typedef struct run {
     ppdl_runtime *rt;
     struct ppdl_nccl *nccl_act, *nccl_grad; /* --p2p nccl: the runtime's communicators
                                                (pipe/runtime.h), NULL otherwise */
+    struct ppdl_nccl *nccl_replicas;        /* --p2p nccl, a replicated stage: its sums */
     run_ctl ctl;
     /* training (run_train.c) and its end (run_finish.c) */
     double flops_step;             /* forward + backward FLOPs of one mini-batch */

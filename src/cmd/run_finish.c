@@ -180,6 +180,7 @@ void run_free(run *r)
 #if HAVE_CUDA
     ppdl_nccl_destroy(r->nccl_act); /* after the runtime: its last transfers are done */
     ppdl_nccl_destroy(r->nccl_grad);
+    ppdl_nccl_destroy(r->nccl_replicas);
 #endif
     if (r->st.be) ppdl_stage_free(&r->st);
     if (r->data.file > 0) ppdl_data_close(&r->data);

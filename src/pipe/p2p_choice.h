@@ -1,12 +1,13 @@
 /* p2p_choice.h — `--p2p auto|nccl|mpi`: how pipeline stages send each other their
- * activations and gradients.
+ * activations and gradients, and how a stage's replicas sum their gradients.
  *
  *   mpi:  MPI messages from host memory; with the CUDA backend each one is staged through
  *         a page-locked host buffer (backend/xfer.h). Runs everywhere.
- *   nccl: NCCL send/recv between the GPUs' memories, on streams of their own
- *         (backend/cuda/nccl_p2p.h). Needs a build with NCCL (HAVE_CUDA), the cuda
- *         backend, and every rank on a GPU of its own: NCCL refuses two ranks on one
- *         device (PPDL_CUDA_SHARE=1 with more ranks than GPUs on a node).
+ *   nccl: NCCL send/recv between the GPUs' memories, on streams of their own, and
+ *         ncclAllReduce among a stage's replicas (backend/cuda/nccl_p2p.h). Needs a
+ *         build with NCCL (HAVE_CUDA), the cuda backend, and every rank on a GPU of
+ *         its own: NCCL refuses two ranks on one device (PPDL_CUDA_SHARE=1 with more
+ *         ranks than GPUs on a node).
  *
  * auto takes nccl where all three hold, else mpi; nccl asked where one fails is refused
  * (the caller ends the job with status 2, as for any bad option). A pure function of its

@@ -102,6 +102,7 @@ struct ppdl_runtime {
     /* cfg.nccl_act, cfg.nccl_grad: the stages' messages through NCCL, the activations
      * on one communicator and its streams, the gradients on another; NULL: MPI */
     ppdl_nccl *nc_act, *nc_grad;
+    ppdl_nccl *nc_replicas;    /* cfg.nccl_replicas: the replicas' gradient sums, NULL: MPI */
     int nl;                    /* layers in the stage */
     int b;                     /* micro-batch size */
     int first_stage, last_stage, model_first; /* booleans */
@@ -141,6 +142,7 @@ struct ppdl_runtime {
     ppdl_ring *rings;          /* [nl] */
     MPI_Request *grad_reqs;    /* [nl] */
     ppdl_xfer *grad_x;         /* [nl] their host staging */
+    ppdl_nccl_req *grad_nreq;  /* [nl] the same sums through NCCL (nc_replicas) */
     int grads_posted;          /* this step's all-reduces have been started */
     ppdl_tie tie;              /* a tied weight's gradients (pipe/tie.h) */
     float test_grad_scale;     /* PPDL_TEST_GRAD_SCALE, a planted bug (test_grad_scale_of); 1 */
@@ -263,9 +265,10 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->comm = comm;
     rt->nc_act = cfg->nccl_act;
     rt->nc_grad = cfg->nccl_grad;
+    rt->nc_replicas = cfg->nccl_replicas;
     PPDL_CHECK(!rt->nc_act == !rt->nc_grad, "NCCL for one direction of the messages only");
 #if !HAVE_CUDA
-    PPDL_CHECK(!rt->nc_act, "NCCL transfers asked of a build without CUDA");
+    PPDL_CHECK(!rt->nc_act && !rt->nc_replicas, "NCCL transfers asked of a build without CUDA");
 #endif
     rt->nl = st->last - st->first + 1;
     PPDL_CHECK(cfg->M >= 1 && cfg->batch_size % cfg->M == 0, "batch size %d is not a multiple of %d micro-batches",
@@ -352,6 +355,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
     for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
     rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
+    rt->grad_nreq = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_nreq);
     ppdl_tie_init(&rt->tie, st, cfg->tie_peers, cfg->n_tie_peers, cfg->replica, rt->k, tag_tie(rt));
     rt->mem.params += rt->tie.bytes ? ppdl_be_alloc_size(rt->tie.bytes) : 0; /* a gradient */
     rt->mem.allocations += rt->tie.bytes > 0;
@@ -482,6 +486,28 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
 /* replica r of k holds micro-batches r, r+k, r+2k...: the local index is mb / k */
 static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[(mb / rt->k) % rt->n_slots]; }
 
+#if HAVE_CUDA
+/* the host waits for an NCCL transfer: before its request is reused, or before the
+ * weights change; timed as an event of `kind`, as MPI's waits are (wait_req) */
+static void nccl_host_wait(ppdl_runtime *rt, ppdl_nccl *nc, ppdl_nccl_req *req, int mb, int kind)
+{
+    if (ppdl_nccl_test(nc, req)) return;
+    double t0 = ppdl_now_s();
+    ppdl_nccl_wait(nc, req);
+    double t1 = ppdl_now_s();
+    rt->comm->wait_s += t1 - t0;
+    if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
+}
+
+/* the request's last transfer is complete, and its event is freed (at the end) */
+static void nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req)
+{
+    if (!nc) return;
+    ppdl_nccl_wait(nc, req);
+    ppdl_nccl_req_free(req);
+}
+#endif
+
 /* layer i's gradients: its parameters' gradients are one run of the stage's arena */
 static size_t layer_grad_floats(const ppdl_runtime *rt, int i)
 {
@@ -501,6 +527,12 @@ static void allreduce_layer_grads(ppdl_runtime *rt, int i)
     const ppdl_layer *l = layer(rt, i);
     if (rt->k <= 1 || l->n_params == 0) return;
     size_t n = layer_grad_floats(rt, i);
+#if HAVE_CUDA
+    if (rt->nc_replicas) { /* in place on the GPU, after the backward queued so far */
+        ppdl_nccl_iallreduce_sum(rt->nc_replicas, l->params[0].grad, n, &rt->grad_nreq[i]);
+        return;
+    }
+#endif
     /* in place on the gradients, or on their host copy when the backend stages */
     float *buf = (float *)ppdl_xfer_send_buf(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
     if (rt->use_ring) {
@@ -534,6 +566,14 @@ static void progress_allreduce(ppdl_runtime *rt)
  * needs only the step before it on the neighbour. */
 static void finish_allreduce(ppdl_runtime *rt)
 {
+#if HAVE_CUDA
+    /* the host waits, as for MPI's: the update and all work queued after it follow the sums */
+    if (rt->nc_replicas) {
+        for (int i = rt->nl - 1; i >= 0; i--)
+            nccl_host_wait(rt, rt->nc_replicas, &rt->grad_nreq[i], -1, PPDL_EV_ALLREDUCE);
+        return;
+    }
+#endif
     for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
     for (;;) {
         progress_allreduce(rt);
@@ -602,33 +642,11 @@ static msg out_of(ppdl_runtime *rt, slot *sl, int mb, int act)
                  rt->nc_grad, &sl->nc_grad_send};
 }
 
-#if HAVE_CUDA
-/* the host waits for an NCCL transfer: before its request is reused, or before the
- * weights change; timed as a wait, as MPI's are */
-static void nccl_host_wait(ppdl_runtime *rt, ppdl_nccl *nc, ppdl_nccl_req *req, int mb)
-{
-    if (ppdl_nccl_test(nc, req)) return;
-    double t0 = ppdl_now_s();
-    ppdl_nccl_wait(nc, req);
-    double t1 = ppdl_now_s();
-    rt->comm->wait_s += t1 - t0;
-    if (t1 - t0 > 20e-6) record(rt, PPDL_EV_WAIT, mb, t0, t1);
-}
-
-/* the request's last transfer is complete, and its event is freed (at the end) */
-static void nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req)
-{
-    if (!nc) return;
-    ppdl_nccl_wait(nc, req);
-    ppdl_nccl_req_free(req);
-}
-#endif
-
 static void recv_post(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
     if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb); /* the buffer's last receive, read long ago */
+        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the buffer's last receive, read long ago */
         ppdl_nccl_irecv(m.nc, m.dev, m.n, m.peer, m.nreq);
         return;
     }
@@ -655,7 +673,7 @@ static double send_post(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
     if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb); /* the slot's last send of this kind */
+        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the slot's last send of this kind */
         double t = ppdl_now_s();
         ppdl_nccl_isend(m.nc, m.dev, m.n, m.peer, m.nreq);
         return t;
@@ -685,7 +703,7 @@ static void send_complete(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
     if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb);
+        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT);
         return;
     }
 #endif
@@ -1265,11 +1283,15 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     for (int i = 0; i < rt->nl; i++) {
         ppdl_ring_free(&rt->rings[i]);
         ppdl_xfer_free(rt->be, &rt->grad_x[i]);
+#if HAVE_CUDA
+        nccl_req_release(rt->nc_replicas, &rt->grad_nreq[i]);
+#endif
     }
     free(rt->rings);
     ppdl_tie_free(&rt->tie, rt->be);
     free(rt->grad_reqs);
     free(rt->grad_x);
+    free(rt->grad_nreq);
     ppdl_op_list_free(&rt->ops);
     free(rt);
 }

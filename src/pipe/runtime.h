@@ -84,6 +84,11 @@ typedef struct ppdl_runtime_cfg {
      * micro-batch order on both sides (the op lists), so FIFO streams match them
      * whatever the posting order. */
     struct ppdl_nccl *nccl_act, *nccl_grad;
+    /* the replicas' gradient sums through NCCL (ncclAllReduce among replica_comm's
+     * ranks, made by ppdl_nccl_create over it; --p2p nccl and n_replicas > 1), started
+     * layer by layer in the last backward as MPI's are, the host waiting for them at
+     * the OPTIMIZER op; NULL: MPI (or the ring under --netem) */
+    struct ppdl_nccl *nccl_replicas;
 } ppdl_runtime_cfg;
 
 /* bytes by what they hold, for the memory report */

@@ -140,6 +140,14 @@ void ppdl_nccl_irecv(ppdl_nccl *nc, void *dev, size_t n, int peer, ppdl_nccl_req
     req->pending = 1;
 }
 
+void ppdl_nccl_iallreduce_sum(ppdl_nccl *nc, float *dev, size_t n, ppdl_nccl_req *req)
+{
+    begin(nc, req, nc->send);
+    NCCL_CHECK(nc, ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, nc->comm, nc->send));
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)req->done, nc->send));
+    req->pending = 1;
+}
+
 void ppdl_nccl_stream_wait(ppdl_nccl *nc, ppdl_nccl_req *req)
 {
     if (req->done) CUDA_CHECK(cudaStreamWaitEvent(nc->compute, (cudaEvent_t)req->done, 0));

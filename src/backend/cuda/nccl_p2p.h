@@ -50,6 +50,10 @@ int ppdl_nccl_gpus_own(MPI_Comm comm, ppdl_backend *be, char *why, size_t len);
 ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, char *err, size_t errlen);
 void ppdl_nccl_isend(ppdl_nccl *nc, const void *dev, size_t n_bytes, int peer, ppdl_nccl_req *req);
 void ppdl_nccl_irecv(ppdl_nccl *nc, void *dev, size_t n_bytes, int peer, ppdl_nccl_req *req);
+/* the sum of n floats at dev over the communicator's ranks, in place (ncclAllReduce;
+ * every rank gets the same bits), on the send stream after the work queued on the
+ * compute stream so far: the replicas' gradient sums (pipe/runtime.c) */
+void ppdl_nccl_iallreduce_sum(ppdl_nccl *nc, float *dev, size_t n, ppdl_nccl_req *req);
 /* the compute stream waits for the transfer (GPU side; returns at once) */
 void ppdl_nccl_stream_wait(ppdl_nccl *nc, ppdl_nccl_req *req);
 /* host side: 1 when the transfer is complete (no-op 1 for an idle request) */
