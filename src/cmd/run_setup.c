@@ -248,7 +248,8 @@ static void choose_p2p(run *r)
 #if HAVE_CUDA
     build_has_nccl = 1; /* the CUDA backend is built with NCCL (configure.ac) */
     char shared_why[PPDL_ERR_LEN];
-    if (!strcmp(ppdl_be_name(r->be), "cuda")) own_gpus = ppdl_nccl_gpus_own(MPI_COMM_WORLD, r->be, shared_why, sizeof shared_why);
+    if (!strcmp(ppdl_be_name(r->be), "cuda"))
+        own_gpus = ppdl_nccl_gpus_own(MPI_COMM_WORLD, r->be, shared_why, sizeof shared_why);
 #endif
     r->p2p = ppdl_p2p_choose(r->o.p2p, build_has_nccl, ppdl_be_name(r->be), own_gpus, r->p2p_why, sizeof r->p2p_why);
     agree_or_end_job(r->p2p < 0, r->p2p_why, 2);

@@ -625,21 +625,22 @@ static int peer_of(const int *ranks, int n, int mb) { return ranks && mb >= 0 ? 
 
 static msg act_in(ppdl_runtime *rt, inbox_buf *ib, int mb)
 {
-    return (msg){ib->buf, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_act(mb), &ib->req, &ib->x, rt->nc_act, &ib->nc_req};
+    return (msg){ib->buf, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_act(mb), &ib->req,
+                 &ib->x, rt->nc_act, &ib->nc_req};
 }
 static msg grad_in(ppdl_runtime *rt, slot *sl, int mb)
 {
-    return (msg){sl->dout, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_grad(mb), &sl->grad_recv, &sl->x_grad_recv,
-                 rt->nc_grad, &sl->nc_grad_recv};
+    return (msg){sl->dout, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_grad(mb),
+                 &sl->grad_recv, &sl->x_grad_recv, rt->nc_grad, &sl->nc_grad_recv};
 }
 /* what a slot sends: its activation (act 1, sl->out) or its input gradient (act 0, sl->din) */
 static msg out_of(ppdl_runtime *rt, slot *sl, int mb, int act)
 {
     if (act)
-        return (msg){sl->out, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_act(mb), &sl->act_send, &sl->x_act_send,
-                     rt->nc_act, &sl->nc_act_send};
-    return (msg){sl->din, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_grad(mb), &sl->grad_send, &sl->x_grad_send,
-                 rt->nc_grad, &sl->nc_grad_send};
+        return (msg){sl->out, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_act(mb),
+                     &sl->act_send, &sl->x_act_send, rt->nc_act, &sl->nc_act_send};
+    return (msg){sl->din, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_grad(mb),
+                 &sl->grad_send, &sl->x_grad_send, rt->nc_grad, &sl->nc_grad_send};
 }
 
 static void recv_post(ppdl_runtime *rt, msg m, int mb)
@@ -1043,7 +1044,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_ACT:
             ppdl_range_push("send", op->mb);
-            t_post = send_post(rt, out_of(rt, sl, op->mb, 1), op->mb); /* the clock before the post: see record_instant */
+            t_post = send_post(rt, out_of(rt, sl, op->mb, 1), op->mb); /* before the post: record_instant */
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             break;
@@ -1064,7 +1065,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_GRAD:
             ppdl_range_push("send", op->mb);
-            t_post = send_post(rt, out_of(rt, sl, op->mb, 0), op->mb); /* the clock before the post: see record_instant */
+            t_post = send_post(rt, out_of(rt, sl, op->mb, 0), op->mb); /* before the post: record_instant */
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             sl->grad_sent = 1;
