@@ -49,6 +49,7 @@ typedef struct options {
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
+    int p2p;                   /* --p2p: PPDL_P2P_* (pipe/p2p_choice.h) */
     int skip_nonfinite;
     const char *papi;          /* --papi EVENTS */
     const char *method;        /* --method: the planner's method for --plan auto */
@@ -173,6 +174,8 @@ typedef struct run {
     long threads;
     ppdl_backend *be;
     char backend_why[256];         /* --backend auto: why it chose what it chose */
+    int p2p;                       /* the stages' messages: PPDL_P2P_NCCL or PPDL_P2P_MPI */
+    char p2p_why[256];             /* why (the header prints it) */
     ppdl_comm comm;
     ppdl_cluster cluster;
     int have_cluster;
@@ -209,6 +212,9 @@ typedef struct run {
     double resume_read_s;
     data_source ds;
     ppdl_runtime *rt;
+    struct ppdl_nccl *nccl_act, *nccl_grad; /* --p2p nccl: the runtime's communicators
+                                               (pipe/runtime.h), NULL otherwise */
+    struct ppdl_nccl *nccl_replicas;        /* --p2p nccl, a replicated stage: its sums */
     run_ctl ctl;
     /* training (run_train.c) and its end (run_finish.c) */
     double flops_step;             /* forward + backward FLOPs of one mini-batch */

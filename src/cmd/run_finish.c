@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if HAVE_CUDA
+#include "backend/cuda/nccl_p2p.h"
+#endif
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/stop.h"
@@ -174,6 +177,11 @@ void run_free(run *r)
     if (r->log) fclose(r->log);
     json_decref(r->totals.steps_json);
     if (r->rt) ppdl_runtime_destroy(r->rt);
+#if HAVE_CUDA
+    ppdl_nccl_destroy(r->nccl_act); /* after the runtime: its last transfers are done */
+    ppdl_nccl_destroy(r->nccl_grad);
+    ppdl_nccl_destroy(r->nccl_replicas);
+#endif
     if (r->st.be) ppdl_stage_free(&r->st);
     if (r->data.file > 0) ppdl_data_close(&r->data);
     if (r->val_data.file > 0) ppdl_data_close(&r->val_data);

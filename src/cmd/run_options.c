@@ -18,6 +18,7 @@
 #include "core/options.h"
 #include "core/stop.h"
 #include "core/util.h"
+#include "pipe/p2p_choice.h"
 #include "plan/planner.h"
 #include "sched/schedule.h"
 
@@ -127,6 +128,12 @@ void run_options_usage(FILE *f)
 "  --backend auto|cpu|cuda compute device; auto (default): CUDA where this build has\n"
 "                          it and every rank sees a usable GPU of its own (or\n"
 "                          PPDL_CUDA_SHARE=1), the CPU otherwise; it says which and why\n"
+"  --p2p auto|nccl|mpi     how stages send each other activations and gradients, and\n"
+"                          replicas sum gradients: nccl, NCCL between the GPUs'\n"
+"                          memories; mpi, MPI from host memory (on GPUs staged\n"
+"                          through it); auto (default): nccl with the cuda backend\n"
+"                          where every rank has a GPU of its own, mpi otherwise; the\n"
+"                          header says which runs and why\n"
 "  --threads T             compute threads per rank (default: cores / ranks on the node)\n"
 "\n"
 "Network:\n"
@@ -206,6 +213,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
     o->plan = NULL; /* not given: auto on 2 or more ranks, uniform (nothing to plan) on 1 */
     o->method = "ppdl";
     o->backend = "auto";
+    o->p2p = PPDL_P2P_AUTO;
     o->wait = -1;
     o->lr = 1e-3;
     o->beta1 = 0.9;
@@ -224,7 +232,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_P2P, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -240,6 +248,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"trace", required_argument, 0, O_TRACE}, {"timeline", required_argument, 0, O_TIMELINE},
         {"save", required_argument, 0, O_SAVE}, {"threads", required_argument, 0, O_THREADS},
         {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
+        {"p2p", required_argument, 0, O_P2P},
         {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
         {"skip-nonfinite", no_argument, 0, O_SKIPNF}, {"papi", required_argument, 0, O_PAPI},
         {"method", required_argument, 0, O_METHOD},
@@ -334,6 +343,10 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
             if (strcmp(a, "auto") && strcmp(a, "cpu") && strcmp(a, "cuda"))
                 return ppdl_errf(err, errlen, "--backend %s: expected auto, cpu or cuda", a);
             o->backend = a;
+            break;
+        case O_P2P:
+            o->p2p = ppdl_p2p_parse(a);
+            if (o->p2p < 0) return ppdl_errf(err, errlen, "--p2p %s: expected auto, nccl or mpi", a);
             break;
         case O_WAIT:
             if (!strcmp(a, "auto")) o->wait = -1;

@@ -13,6 +13,7 @@
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "pipe/p2p_choice.h"
 #include "sched/schedule.h"
 
 /* one row of the plan table: the stage's ranks ("0" or "0,1") and its layers' kinds,
@@ -97,6 +98,7 @@ void run_print_header(const run *r)
            o->micro_batch_size, ppdl_be_name(r->be), r->threads, r->threads > 1 ? "s" : "",
            r->comm.yield ? "yielding" : "blocking");
     if (r->backend_why[0]) printf("backend %s (--backend auto: %s)\n", ppdl_be_name(r->be), r->backend_why);
+    printf("p2p %s (%s)\n", ppdl_p2p_name(r->p2p), r->p2p_why);
     if (r->schedule_why[0]) printf("schedule %s (--schedule auto, %s)\n", ppdl_schedule_name(o->schedule), r->schedule_why);
     warn_shared_cores(r);
     if (o->shuffle >= 0)
@@ -300,6 +302,7 @@ void run_write_report(run *r)
     json_object_set_new(rep, "batch_size", json_integer(o->batch_size));
     json_object_set_new(rep, "threads", json_integer(r->threads));
     json_object_set_new(rep, "backend", json_string(ppdl_be_name(r->be)));
+    json_object_set_new(rep, "p2p", json_string(ppdl_p2p_name(r->p2p)));
     json_object_set_new(rep, "seed", json_integer(o->seed));
     const ppdl_lr_schedule *ls = &o->lr_sched;
     json_object_set_new(rep, "lr_schedule",

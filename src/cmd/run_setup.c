@@ -17,7 +17,9 @@
 #include "net/probe.h"
 #if HAVE_CUDA
 #include "backend/cuda/cuda_api.h"
+#include "backend/cuda/nccl_p2p.h"
 #endif
+#include "pipe/p2p_choice.h"
 #include "prof/profile.h"
 
 /* ---- the network (net/probe.h, net/cluster.h, net/netem.h) ---- */
@@ -237,6 +239,22 @@ static const char *choose_backend(int node_ranks, char *why, size_t len)
     return all ? "cuda" : "cpu";
 }
 
+/* --p2p: NCCL or MPI between the stages (pipe/p2p_choice.h). Collective: every rank
+ * has the same backend, and whether every rank has a GPU of its own is agreed, so all
+ * take the same path; --p2p nccl that cannot run ends the job with status 2. */
+static void choose_p2p(run *r)
+{
+    int build_has_nccl = 0, own_gpus = 0;
+#if HAVE_CUDA
+    build_has_nccl = 1; /* the CUDA backend is built with NCCL (configure.ac) */
+    char shared_why[PPDL_ERR_LEN];
+    if (!strcmp(ppdl_be_name(r->be), "cuda"))
+        own_gpus = ppdl_nccl_gpus_own(MPI_COMM_WORLD, r->be, shared_why, sizeof shared_why);
+#endif
+    r->p2p = ppdl_p2p_choose(r->o.p2p, build_has_nccl, ppdl_be_name(r->be), own_gpus, r->p2p_why, sizeof r->p2p_why);
+    agree_or_end_job(r->p2p < 0, r->p2p_why, 2);
+}
+
 int run_setup_model(run *r)
 {
     const options *o = &r->o;
@@ -279,6 +297,7 @@ void run_setup_device_and_network(run *r)
     if (!strcmp(backend, "auto")) backend = choose_backend(local, r->backend_why, sizeof r->backend_why);
     r->be = ppdl_backend_create(backend, (int)r->threads, r->rank, err, sizeof err);
     agree_or_end_job(r->be == NULL, err, 1);
+    choose_p2p(r);
     /* the network between the ranks: measured, read or emulated */
     ppdl_comm_init(&r->comm, MPI_COMM_WORLD, o->wait);
     r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, &r->comm, &r->cluster, &r->probe_s);

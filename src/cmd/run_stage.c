@@ -9,11 +9,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if HAVE_CUDA
+#include "backend/cuda/nccl_p2p.h"
+#endif
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/permute.h"
 #include "core/util.h"
 #include "io/model_io.h"
+#include "pipe/p2p_choice.h"
+
+#if HAVE_CUDA
+/* --p2p nccl (asked, or taken by auto): the runtime's two communicators, one per
+ * direction of the messages (pipe/runtime.h says why two), collective over the job,
+ * and a replicated stage's, collective over its replicas. Where NCCL cannot be used
+ * after all (ppdl_nccl_create refuses ranks that share a GPU, which the choice has
+ * ruled out already), everything goes through MPI, on every rank alike (create says
+ * NULL on all of them), and the header says why. */
+static void open_nccl(run *r, int n_replicas)
+{
+    char err[PPDL_ERR_LEN] = "";
+    r->nccl_act = ppdl_nccl_create(MPI_COMM_WORLD, r->be, err, sizeof err);
+    if (r->nccl_act) r->nccl_grad = ppdl_nccl_create(MPI_COMM_WORLD, r->be, err, sizeof err);
+    if (r->nccl_act && r->nccl_grad) {
+        if (n_replicas > 1) r->nccl_replicas = ppdl_nccl_create(r->replica_comm, r->be, err, sizeof err);
+        return; /* a stage's replicas share no GPU if no two ranks of the job do */
+    }
+    ppdl_nccl_destroy(r->nccl_act);
+    r->nccl_act = NULL;
+    r->p2p = PPDL_P2P_MPI;
+    snprintf(r->p2p_why, sizeof r->p2p_why, "NCCL could not be used: %s", err);
+}
+#endif
 
 void host_state_get(host_state *h, ppdl_stage *st, int from_device)
 {
@@ -142,6 +169,12 @@ void run_build_stage(run *r)
         .tie_peers = tie_other >= 0 ? plan->stages[tie_other].ranks : NULL,
         .n_tie_peers = tie_other >= 0 ? plan->stages[tie_other].n_replicas : 0,
     };
+#if HAVE_CUDA
+    if (r->p2p == PPDL_P2P_NCCL) open_nccl(r, ps->n_replicas);
+#endif
+    cfg.nccl_act = r->nccl_act;
+    cfg.nccl_grad = r->nccl_grad;
+    cfg.nccl_replicas = r->nccl_replicas;
     r->rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
     if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);
     if (r->resume) ppdl_runtime_set_adam_t(r->rt, (int)r->ck.adam_t);

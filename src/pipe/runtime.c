@@ -30,12 +30,23 @@
  * receive is posted while the stage still computes on all its slots: it arrives during
  * that work instead of after it (with a rendezvous protocol, a large message does not
  * start moving before its receive is posted).
+ *
+ * The messages between stages go one of two ways (cfg.nccl; the section "the stages'
+ * messages" below): MPI, staged through host memory where the backend's memory is not
+ * MPI's (backend/xfer.h), each wait blocking the host; or, with the CUDA backend and
+ * --p2p nccl, NCCL send/recv between the GPUs (backend/cuda/nccl_p2p.h), where a wait
+ * before a buffer is read or overwritten is the compute stream's (the host queues on)
+ * and the host waits for a transfer only before its request is reused and, for every
+ * send, before the update. The MPI path is the same code whichever build runs it.
  */
+#include "config.h"
+
 #include "pipe/runtime.h"
 #include "pipe/tie.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "backend/xfer.h"
+#include "backend/cuda/nccl_p2p.h" /* its types only, in every build; its calls under HAVE_CUDA */
 #include "net/ring.h"
 #include "prof/papi.h"
 #include "prof/range.h"
@@ -56,6 +67,7 @@ typedef struct slot {
     /* host staging of each message when the backend's memory is not MPI's (xfer.h);
      * on the CPU backend they pass the device pointer through */
     ppdl_xfer x_act_send, x_grad_send, x_grad_recv;
+    ppdl_nccl_req nc_act_send, nc_grad_send, nc_grad_recv; /* the same messages through NCCL */
     int grad_recv_mb;          /* micro-batch of a posted gradient receive, -1 when none */
     int in;                    /* the inbox buffer lent as act[0], -1 when none */
     /* the slot is free again once both are done: its parameter gradients added
@@ -78,6 +90,7 @@ typedef struct inbox_buf {
     int lent;                  /* 1 while a slot holds it as its act[0] */
     MPI_Request req;
     ppdl_xfer x;
+    ppdl_nccl_req nc_req;      /* the receive through NCCL */
 } inbox_buf;
 
 struct ppdl_runtime {
@@ -86,6 +99,10 @@ struct ppdl_runtime {
     ppdl_runtime_cfg cfg;
     ppdl_batch_source src;
     ppdl_comm *comm;
+    /* cfg.nccl_act, cfg.nccl_grad: the stages' messages through NCCL, the activations
+     * on one communicator and its streams, the gradients on another; NULL: MPI */
+    ppdl_nccl *nc_act, *nc_grad;
+    ppdl_nccl *nc_replicas;    /* cfg.nccl_replicas: the replicas' gradient sums, NULL: MPI */
     int nl;                    /* layers in the stage */
     int b;                     /* micro-batch size */
     int first_stage, last_stage, model_first; /* booleans */
@@ -126,6 +143,7 @@ struct ppdl_runtime {
     ppdl_ring *rings;          /* [nl] */
     MPI_Request *grad_reqs;    /* [nl] */
     ppdl_xfer *grad_x;         /* [nl] their host staging */
+    ppdl_nccl_req *grad_nreq;  /* [nl] the same sums through NCCL (nc_replicas) */
     int grads_posted;          /* this step's all-reduces have been started */
     ppdl_tie tie;              /* a tied weight's gradients (pipe/tie.h) */
     float test_grad_scale;     /* PPDL_TEST_GRAD_SCALE, a planted bug (test_grad_scale_of); 1 */
@@ -246,6 +264,13 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->cfg = *cfg;
     rt->src = src;
     rt->comm = comm;
+    rt->nc_act = cfg->nccl_act;
+    rt->nc_grad = cfg->nccl_grad;
+    rt->nc_replicas = cfg->nccl_replicas;
+    PPDL_CHECK(!rt->nc_act == !rt->nc_grad, "NCCL for one direction of the messages only");
+#if !HAVE_CUDA
+    PPDL_CHECK(!rt->nc_act && !rt->nc_replicas, "NCCL transfers asked of a build without CUDA");
+#endif
     rt->nl = st->last - st->first + 1;
     PPDL_CHECK(cfg->M >= 1 && cfg->batch_size % cfg->M == 0, "batch size %d is not a multiple of %d micro-batches",
                cfg->batch_size, cfg->M);
@@ -331,6 +356,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
     for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
     rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
+    rt->grad_nreq = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_nreq);
     ppdl_tie_init(&rt->tie, st, cfg->tie_peers, cfg->n_tie_peers, cfg->replica, rt->k, tag_tie(rt));
     rt->mem.params += rt->tie.bytes ? ppdl_be_alloc_size(rt->tie.bytes) : 0; /* a gradient */
     rt->mem.allocations += rt->tie.bytes > 0;
@@ -460,8 +486,28 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
 
 /* replica r of k holds micro-batches r, r+k, r+2k...: the local index is mb / k */
 static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[(mb / rt->k) % rt->n_slots]; }
-static int prev_rank(const ppdl_runtime *rt, int mb) { return rt->cfg.prev_ranks[mb % rt->cfg.n_prev]; }
-static int next_rank(const ppdl_runtime *rt, int mb) { return rt->cfg.next_ranks[mb % rt->cfg.n_next]; }
+
+#if HAVE_CUDA
+/* the host waits for an NCCL transfer: before its request is reused, or before the
+ * weights change; timed as an event of `kind`, as MPI's waits are (wait_req) */
+static void nccl_host_wait(ppdl_runtime *rt, ppdl_nccl *nc, ppdl_nccl_req *req, int mb, int kind)
+{
+    if (ppdl_nccl_test(nc, req)) return;
+    double t0 = ppdl_now_s();
+    ppdl_nccl_wait(nc, req);
+    double t1 = ppdl_now_s();
+    rt->comm->wait_s += t1 - t0;
+    if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
+}
+
+/* the request's last transfer is complete, and its event is freed (at the end) */
+static void nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req)
+{
+    if (!nc) return;
+    ppdl_nccl_wait(nc, req);
+    ppdl_nccl_req_free(req);
+}
+#endif
 
 /* layer i's gradients: its parameters' gradients are one run of the stage's arena */
 static size_t layer_grad_floats(const ppdl_runtime *rt, int i)
@@ -482,6 +528,12 @@ static void allreduce_layer_grads(ppdl_runtime *rt, int i)
     const ppdl_layer *l = layer(rt, i);
     if (rt->k <= 1 || l->n_params == 0) return;
     size_t n = layer_grad_floats(rt, i);
+#if HAVE_CUDA
+    if (rt->nc_replicas) { /* in place on the GPU, after the backward queued so far */
+        ppdl_nccl_iallreduce_sum(rt->nc_replicas, l->params[0].grad, n, &rt->grad_nreq[i]);
+        return;
+    }
+#endif
     /* in place on the gradients, or on their host copy when the backend stages */
     float *buf = (float *)ppdl_xfer_send_buf(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
     if (rt->use_ring) {
@@ -515,6 +567,14 @@ static void progress_allreduce(ppdl_runtime *rt)
  * needs only the step before it on the neighbour. */
 static void finish_allreduce(ppdl_runtime *rt)
 {
+#if HAVE_CUDA
+    /* the host waits, as for MPI's: the update and all work queued after it follow the sums */
+    if (rt->nc_replicas) {
+        for (int i = rt->nl - 1; i >= 0; i--)
+            nccl_host_wait(rt, rt->nc_replicas, &rt->grad_nreq[i], -1, PPDL_EV_ALLREDUCE);
+        return;
+    }
+#endif
     for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
     for (;;) {
         progress_allreduce(rt);
@@ -542,6 +602,116 @@ static void combine_tie(ppdl_runtime *rt)
     if (waited > 20e-6) record(rt, PPDL_EV_WAIT, -1, t0, t0 + waited);
 }
 
+/* ---- the stages' messages: MPI or NCCL (the comment at the top) ----
+ * Each message has a post, a completion before its buffer is read (receives) or
+ * written again (sends), and, for sends, a completion the host knows of before the
+ * update. With MPI every completion is the host's (MPI_Wait, then the staged copy in);
+ * with NCCL the first kind is the compute stream's wait on the transfer's event. */
+
+/* one message and its state on either path */
+typedef struct msg {
+    void *dev;                 /* its buffer (device memory) */
+    size_t n;                  /* bytes */
+    int peer, tag;
+    MPI_Request *req;          /* MPI */
+    ppdl_xfer *x;              /* MPI: host staging */
+    ppdl_nccl *nc;             /* NCCL: the direction's communicator, NULL on MPI */
+    ppdl_nccl_req *nreq;
+} msg;
+
+/* the rank of micro-batch mb's peer among `ranks` (the replicas of the stage before or
+ * after); -1 where there is none (the end stages, a free slot's mb -1), for the waits,
+ * which then find no request */
+static int peer_of(const int *ranks, int n, int mb) { return ranks && mb >= 0 ? ranks[mb % n] : -1; }
+
+static msg act_in(ppdl_runtime *rt, inbox_buf *ib, int mb)
+{
+    return (msg){ib->buf, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_act(mb), &ib->req,
+                 &ib->x, rt->nc_act, &ib->nc_req};
+}
+static msg grad_in(ppdl_runtime *rt, slot *sl, int mb)
+{
+    return (msg){sl->dout, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_grad(mb),
+                 &sl->grad_recv, &sl->x_grad_recv, rt->nc_grad, &sl->nc_grad_recv};
+}
+/* what a slot sends: its activation (act 1, sl->out) or its input gradient (act 0, sl->din) */
+static msg out_of(ppdl_runtime *rt, slot *sl, int mb, int act)
+{
+    if (act)
+        return (msg){sl->out, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_act(mb),
+                     &sl->act_send, &sl->x_act_send, rt->nc_act, &sl->nc_act_send};
+    return (msg){sl->din, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_grad(mb),
+                 &sl->grad_send, &sl->x_grad_send, rt->nc_grad, &sl->nc_grad_send};
+}
+
+static void recv_post(ppdl_runtime *rt, msg m, int mb)
+{
+#if HAVE_CUDA
+    if (m.nc) {
+        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the buffer's last receive, read long ago */
+        ppdl_nccl_irecv(m.nc, m.dev, m.n, m.peer, m.nreq);
+        return;
+    }
+#endif
+    (void)mb;
+    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, m.x, m.dev, m.n), m.n, m.peer, m.tag, m.req);
+}
+
+/* the message is in its buffer for the work queued from here on */
+static void recv_complete(ppdl_runtime *rt, msg m, int mb)
+{
+#if HAVE_CUDA
+    if (m.nc) {
+        ppdl_nccl_stream_wait(m.nc, m.nreq);
+        return;
+    }
+#endif
+    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
+    ppdl_xfer_recv_done(rt->be, m.x, m.dev, m.n);
+}
+
+/* returns the clock read just before the post (record_instant says why) */
+static double send_post(ppdl_runtime *rt, msg m, int mb)
+{
+#if HAVE_CUDA
+    if (m.nc) {
+        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the slot's last send of this kind */
+        double t = ppdl_now_s();
+        ppdl_nccl_isend(m.nc, m.dev, m.n, m.peer, m.nreq);
+        return t;
+    }
+#endif
+    (void)mb;
+    const void *buf = ppdl_xfer_send_buf(rt->be, m.x, m.dev, m.n);
+    double t = ppdl_now_s();
+    ppdl_comm_isend(rt->comm, buf, m.n, m.peer, m.tag, m.req);
+    return t;
+}
+
+/* the buffer's last send is done before the work queued from here on writes it again */
+static void send_wait_before_write(ppdl_runtime *rt, msg m, int mb)
+{
+#if HAVE_CUDA
+    if (m.nc) {
+        ppdl_nccl_stream_wait(m.nc, m.nreq);
+        return;
+    }
+#endif
+    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
+}
+
+/* the host knows the buffer's last send is complete */
+static void send_complete(ppdl_runtime *rt, msg m, int mb)
+{
+#if HAVE_CUDA
+    if (m.nc) {
+        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT);
+        return;
+    }
+#endif
+    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
+}
+
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
  * while this rank computes. A RECV_ACT(mb) needs a free inbox buffer; a RECV_GRAD(mb)
  * needs the slot to hold mb (forwarded, not yet backwarded). */
@@ -554,8 +724,7 @@ static void post_receives(ppdl_runtime *rt)
         for (int j = 0; j < rt->n_inbox && !ib; j++)
             if (rt->inbox[j].mb == -1 && !rt->inbox[j].lent) ib = &rt->inbox[j];
         if (!ib) break;
-        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &ib->x, ib->buf, rt->in_bytes), rt->in_bytes,
-                        prev_rank(rt, op->mb), tag_act(op->mb), &ib->req);
+        recv_post(rt, act_in(rt, ib, op->mb), op->mb);
         ib->mb = op->mb;
         rt->next_act_recv++;
     }
@@ -564,8 +733,7 @@ static void post_receives(ppdl_runtime *rt)
         if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
         slot *sl = slot_of(rt, op->mb);
         if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
-        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes),
-                        rt->out_bytes, next_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_recv);
+        recv_post(rt, grad_in(rt, sl, op->mb), op->mb);
         sl->grad_recv_mb = op->mb;
         rt->next_grad_recv++;
     }
@@ -588,7 +756,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     slot *sl = slot_of(rt, mb);
     PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
     sl->mb = mb;
-    wait_req(rt, &sl->act_send, mb, PPDL_EV_WAIT); /* the send buffer's previous message is gone */
+    send_wait_before_write(rt, out_of(rt, sl, mb, 1), mb); /* the send buffer's previous message is gone */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     ppdl_range_push("forward", mb);
     /* reading the micro-batch is the end stages' own work, not idle time: it counts
@@ -652,7 +820,7 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
                    "%s of micro-batch %d: its W buffer holds micro-batch %d", ppdl_op_name(kind), mb, wb->mb);
         wb->mb = mb;
     }
-    if (part & PPDL_BWD_INPUT) wait_req(rt, &sl->grad_send, mb, PPDL_EV_WAIT); /* din's previous message */
+    if (part & PPDL_BWD_INPUT) send_wait_before_write(rt, out_of(rt, sl, mb, 0), mb); /* din's previous message */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
     ppdl_range_push(ppdl_op_name(kind), mb);
     double t0 = ppdl_now_s();
@@ -868,7 +1036,6 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         if (step == rt->test_fail_step && k == rt->ops.n / 2)
             ppdl_die("PPDL_TEST_FAIL_STEP: the planted error of stage %d at step %ld, op %d of %d", rt->cfg.stage,
                      step + 1, k, rt->ops.n);
-        const void *send_buf;
         slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
         switch (op->kind) {
         case PPDL_OP_RECV_ACT: {
@@ -879,8 +1046,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
                        sl->mb);
             inbox_buf *ib = &rt->inbox[j];
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &ib->req, op->mb, PPDL_EV_WAIT);
-            ppdl_xfer_recv_done(rt->be, &ib->x, ib->buf, rt->in_bytes);
+            recv_complete(rt, act_in(rt, ib, op->mb), op->mb);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             ib->mb = -1;
@@ -895,17 +1061,14 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_ACT:
             ppdl_range_push("send", op->mb);
-            send_buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
-            t_post = ppdl_now_s(); /* before the post: see record_instant */
-            ppdl_comm_isend(rt->comm, send_buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+            t_post = send_post(rt, out_of(rt, sl, op->mb, 1), op->mb); /* before the post: record_instant */
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             break;
         case PPDL_OP_RECV_GRAD:
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
             ppdl_range_push("recv", op->mb);
-            wait_req(rt, &sl->grad_recv, op->mb, PPDL_EV_WAIT);
-            ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
+            recv_complete(rt, grad_in(rt, sl, op->mb), op->mb);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             sl->grad_recv_mb = -1;
@@ -919,9 +1082,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_GRAD:
             ppdl_range_push("send", op->mb);
-            send_buf = ppdl_xfer_send_buf(rt->be, &sl->x_grad_send, sl->din, rt->in_bytes);
-            t_post = ppdl_now_s(); /* before the post: see record_instant */
-            ppdl_comm_isend(rt->comm, send_buf, rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
+            t_post = send_post(rt, out_of(rt, sl, op->mb, 0), op->mb); /* before the post: record_instant */
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             sl->grad_sent = 1;
@@ -935,8 +1096,9 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             combine_tie(rt);
             /* every send of the step is complete before the weights change */
             for (int j = 0; j < rt->n_slots; j++) {
-                wait_req(rt, &rt->slots[j].act_send, rt->slots[j].mb, PPDL_EV_WAIT);
-                wait_req(rt, &rt->slots[j].grad_send, rt->slots[j].mb, PPDL_EV_WAIT);
+                slot *sj = &rt->slots[j];
+                send_complete(rt, out_of(rt, sj, sj->mb, 1), sj->mb);
+                send_complete(rt, out_of(rt, sj, sj->mb, 0), sj->mb);
             }
             stats->lr = rt->lr;
             double t_agree = ppdl_now_s();
@@ -1044,8 +1206,7 @@ double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
                 int j = 0;
                 while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
                 PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
-                wait_req(rt, &rt->inbox[j].req, op->mb, PPDL_EV_WAIT);
-                ppdl_xfer_recv_done(rt->be, &rt->inbox[j].x, rt->inbox[j].buf, rt->in_bytes);
+                recv_complete(rt, act_in(rt, &rt->inbox[j], op->mb), op->mb);
                 rt->inbox[j].mb = -1;
                 rt->inbox[j].lent = 1;
                 sl->in = j;
@@ -1055,14 +1216,13 @@ double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
                 forward(rt, e, op->mb);
                 if (rt->last_stage) eval_free_slot(rt, sl);
             } else {
-                const void *buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
-                ppdl_comm_isend(rt->comm, buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+                send_post(rt, out_of(rt, sl, op->mb, 1), op->mb);
                 eval_free_slot(rt, sl);
             }
             post_receives(rt);
         }
         /* the batch's sends are complete before its slots take the next batch's data */
-        for (int j = 0; j < rt->n_slots; j++) wait_req(rt, &rt->slots[j].act_send, -1, PPDL_EV_WAIT);
+        for (int j = 0; j < rt->n_slots; j++) send_complete(rt, out_of(rt, &rt->slots[j], rt->slots[j].mb, 1), -1);
         if (rt->last_stage) {
             float loss = 0;
             ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
@@ -1097,6 +1257,12 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     if (!rt) return;
     for (int k = 0; k < rt->n_slots; k++) {
         slot *sl = &rt->slots[k];
+#if HAVE_CUDA
+        /* no transfer still reads or writes a buffer freed below */
+        nccl_req_release(rt->nc_act, &sl->nc_act_send);
+        nccl_req_release(rt->nc_grad, &sl->nc_grad_send);
+        nccl_req_release(rt->nc_grad, &sl->nc_grad_recv);
+#endif
         for (int i = 0; i < rt->nl; i++) {
             if (i > 0 || rt->first_stage) ppdl_be_free(rt->be, sl->act[i]); /* else the inbox's */
             ppdl_be_free(rt->be, sl->saved[i]);
@@ -1113,6 +1279,9 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     }
     free(rt->slots);
     for (int j = 0; j < rt->n_inbox; j++) {
+#if HAVE_CUDA
+        nccl_req_release(rt->nc_act, &rt->inbox[j].nc_req);
+#endif
         ppdl_be_free(rt->be, rt->inbox[j].buf);
         ppdl_xfer_free(rt->be, &rt->inbox[j].x);
     }
@@ -1140,11 +1309,15 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     for (int i = 0; i < rt->nl; i++) {
         ppdl_ring_free(&rt->rings[i]);
         ppdl_xfer_free(rt->be, &rt->grad_x[i]);
+#if HAVE_CUDA
+        nccl_req_release(rt->nc_replicas, &rt->grad_nreq[i]);
+#endif
     }
     free(rt->rings);
     ppdl_tie_free(&rt->tie, rt->be);
     free(rt->grad_reqs);
     free(rt->grad_x);
+    free(rt->grad_nreq);
     ppdl_op_list_free(&rt->ops);
     free(rt);
 }

@@ -72,6 +72,25 @@ typedef struct ppdl_runtime_cfg {
      * those of stage 0's; NULL otherwise */
     const int *tie_peers;
     int n_tie_peers;
+    /* the messages between stages through NCCL (backend/cuda/nccl_p2p.h; the cuda
+     * backend, --p2p nccl): activations on nccl_act, gradients on nccl_grad, two
+     * communicators made by ppdl_nccl_create over comm's ranks, each with its own
+     * send and receive streams. Both NULL: MPI, host-staged where the backend needs it.
+     * Two, not one: a stage between two others receives activations from the one
+     * before and gradients from the one after, and on one FIFO receive stream each
+     * receive waits for every receive posted before it, whichever peer it is from.
+     * Whether that can close a cycle (an activation receive posted early holding back
+     * a gradient receive that its sender needs first) would depend on the order the
+     * runtime posts them in (the inbox's early receives, the slots' gradient
+     * receives), which MPI leaves free. Per direction, sends and receives are issued in
+     * micro-batch order on both sides (the op lists), so FIFO streams match them
+     * whatever the posting order. */
+    struct ppdl_nccl *nccl_act, *nccl_grad;
+    /* the replicas' gradient sums through NCCL (ncclAllReduce among replica_comm's
+     * ranks, made by ppdl_nccl_create over it; --p2p nccl and n_replicas > 1), started
+     * layer by layer in the last backward as MPI's are, the host waiting for them at
+     * the OPTIMIZER op; NULL: MPI (or the ring under --netem) */
+    struct ppdl_nccl *nccl_replicas;
 } ppdl_runtime_cfg;
 
 /* bytes by what they hold, for the memory report */

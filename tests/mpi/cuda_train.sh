@@ -21,8 +21,16 @@
 # --backend cuda` must fail with a message that names the CUDA error. With
 # PPDL_REQUIRE_CUDA=1 (tests/gpu/run sets it) a GPU that is not usable fails instead:
 # on the GPU machine a broken device must not pass as "skipped".
-# NCCL: ppdl's stage transfers and all-reduces go through MPI (host-staged on the GPU);
-# NCCL is built but not called yet, so its line is a SKIP that says so.
+# NCCL (--p2p, README "GPU clusters: NCCL"): on a node with 2 or more GPUs the 2-rank
+# pipeline above runs with --p2p auto, which takes nccl there: the header must say so,
+# and its losses and weights are checked against 1 rank as above. On a node with one
+# GPU (the ranks share it): --p2p auto says "p2p mpi (... ranks share a GPU ...)",
+# --p2p nccl is refused with status 2 naming the reason, and 1 rank with --p2p nccl
+# trains (the communicators made and destroyed; a single stage sends nothing). With 2
+# GPUs also data parallelism (--plan dp: one stage, 2 replicas) on --p2p auto, whose
+# gradient sums then run through ncclAllReduce: its losses against 1 rank within 1e-5
+# relative over 3 steps at --lr 0.05, the bound and the settings of tests/mpi/hybrid.sh
+# (a sum of the replicas' halves rounds differently from one rank's sum, ~1e-7 each).
 . "$top_srcdir/tests/lib.sh"
 
 # a Python with h5py and numpy for the weight comparison
@@ -91,7 +99,7 @@ if [ $dut = cuda ]; then
   n_gpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   [ "${n_gpu:-0}" -lt 2 ] && share=1
   pipe_env="env PPDL_CUDA_SHARE=$share"
-  pipe_what="2 ranks on $([ $share = 1 ] && echo 'one shared GPU, host-staged messages' || echo 'two GPUs')"
+  pipe_what="2 ranks on $([ $share = 1 ] && echo 'one shared GPU, host-staged messages' || echo 'two GPUs, NCCL messages')"
 else
   pipe_env=env
   pipe_what="harness check, cpu"
@@ -141,5 +149,49 @@ else
     no_cuda_ok "$what" "$why"
   done
 fi
-skip_ok "NCCL stage transfers and all-reduces" "not called yet: ppdl moves messages through MPI (host-staged on a GPU); where ranks share a GPU NCCL would refuse them anyway"
+# ---- --p2p: which path runs on this node ----
+if [ $dut = cuda ]; then
+  if [ "$share" = 0 ]; then
+    grep -q '^p2p nccl' "$tmp/pipe-2.log"
+    ok $? "2 ranks on two GPUs: --p2p auto takes nccl (the pipeline checks above ran on it)"
+    grep '^p2p ' "$tmp/pipe-2.log" | sed 's/^/#   /'
+    skip_ok "ranks sharing a GPU: --p2p auto takes mpi, --p2p nccl refused" "this node has $n_gpu GPUs"
+    dp="--steps 3 --batch-size 8 --micro-batches 4 --lr 0.05 --eps 1 --weight-decay 0 --threads 1 --backend cuda"
+    for S in 1 2; do
+      plan=uniform
+      [ $S = 2 ] && plan=dp
+      timeout -k 5 180 "$MPIEXEC" -n $S "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $dp --plan $plan \
+        --report "$tmp/dp-$S.json" >"$tmp/dp-$S.log" 2>&1 9>&-
+      rc=$?
+      [ $rc = 0 ] || sed 's/^/#   /' "$tmp/dp-$S.log" | tail -5
+    done
+    losses "$tmp/dp-1.json" >"$tmp/dp-1.loss"
+    losses "$tmp/dp-2.json" >"$tmp/dp-2.loss"
+    grep -q '^p2p nccl' "$tmp/dp-2.log" && rel_close "$tmp/dp-2.loss" "$tmp/dp-1.loss" 1e-5
+    ok $? "2 replicas on two GPUs, gradient sums through NCCL: the losses of 1 rank within 1e-5"
+  else
+    grep -q '^p2p mpi (--p2p auto: ranks share a GPU' "$tmp/pipe-2.log"
+    ok $? "2 ranks sharing the GPU: --p2p auto says p2p mpi and why"
+    grep '^p2p ' "$tmp/pipe-2.log" | sed 's/^/#   /'
+    PPDL_CUDA_SHARE=1 timeout -k 5 180 "$MPIEXEC" -n 2 "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $common \
+      --plan uniform --backend cuda --p2p nccl >"$tmp/p2p-shared.log" 2>&1 9>&-
+    rc=$?
+    [ $rc = 2 ] && grep -q 'ppdl: --p2p nccl cannot run: ranks share a GPU' "$tmp/p2p-shared.log"
+    ok $? "2 ranks sharing the GPU: --p2p nccl refused with status 2 (got $rc) and the reason"
+    sed 's/^/#   /' "$tmp/p2p-shared.log" | grep -m1 'p2p'
+    skip_ok "NCCL messages and all-reduces between 2 GPUs" "this node has one GPU, and NCCL refuses two ranks on one"
+  fi
+  timeout -k 5 180 "$MPIEXEC" -n 1 "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $common --backend cuda \
+    --p2p nccl --report "$tmp/p2p-one.json" >"$tmp/p2p-one.log" 2>&1 9>&-
+  rc=$?
+  [ $rc = 0 ] || sed 's/^/#   /' "$tmp/p2p-one.log" | tail -5
+  [ $rc = 0 ] && grep -q '^p2p nccl' "$tmp/p2p-one.log"
+  ok $? "1 rank, --p2p nccl: trains, the header says p2p nccl (communicators made and destroyed)"
+else
+  for what in "--p2p auto takes nccl on GPUs of their own, mpi where they share one" \
+              "--p2p nccl refused where ranks share a GPU" "1 rank with --p2p nccl" \
+              "replicas' gradient sums through NCCL"; do
+    no_cuda_ok "$what" "$why"
+  done
+fi
 finish

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,23 +63,30 @@ static int gpus_shared(MPI_Comm comm, int device, int *other_rank)
     return shared;
 }
 
-ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, char *err, size_t errlen)
+int ppdl_nccl_gpus_own(MPI_Comm comm, ppdl_backend *be, char *why, size_t len)
 {
     PPDL_CHECK(!strcmp(ppdl_be_name(be), "cuda"), "NCCL transfers need the cuda backend, not %s", ppdl_be_name(be));
-    int rank = 0, size = 0, other = -1;
+    int rank = 0, other = -1;
     PPDL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    PPDL_CHECK_MPI(MPI_Comm_size(comm, &size));
     int device = ppdl_cuda_device(be);
     int shared = gpus_shared(comm, device, &other), any = 0;
     PPDL_CHECK_MPI(MPI_Allreduce(&shared, &any, 1, MPI_INT, MPI_MAX, comm));
-    if (any) {
-        if (shared)
-            ppdl_errf(err, errlen, "NCCL needs one GPU per rank, and ranks %d and %d share CUDA device %d", rank,
-                      other, device);
-        else
-            ppdl_errf(err, errlen, "NCCL needs one GPU per rank, and some ranks of the job share a GPU");
-        return NULL;
-    }
+    if (!any) return 1;
+    if (shared)
+        snprintf(why, len, "NCCL needs one GPU per rank, and ranks %d and %d share CUDA device %d", rank, other,
+                 device);
+    else
+        snprintf(why, len, "NCCL needs one GPU per rank, and some ranks of the job share a GPU");
+    return 0;
+}
+
+ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, char *err, size_t errlen)
+{
+    if (!ppdl_nccl_gpus_own(comm, be, err, errlen)) return NULL;
+    int rank = 0, size = 0;
+    PPDL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    PPDL_CHECK_MPI(MPI_Comm_size(comm, &size));
+    int device = ppdl_cuda_device(be);
     ppdl_nccl *nc = ppdl_xcalloc(1, sizeof *nc);
     nc->be = be;
     nc->rank = rank;
@@ -129,6 +137,14 @@ void ppdl_nccl_irecv(ppdl_nccl *nc, void *dev, size_t n, int peer, ppdl_nccl_req
     begin(nc, req, nc->recv);
     NCCL_CHECK(nc, ncclRecv(dev, n, ncclChar, peer, nc->comm, nc->recv));
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)req->done, nc->recv));
+    req->pending = 1;
+}
+
+void ppdl_nccl_iallreduce_sum(ppdl_nccl *nc, float *dev, size_t n, ppdl_nccl_req *req)
+{
+    begin(nc, req, nc->send);
+    NCCL_CHECK(nc, ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, nc->comm, nc->send));
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)req->done, nc->send));
     req->pending = 1;
 }
 
