@@ -279,6 +279,9 @@ void run_setup_device_and_network(run *r)
     if (!strcmp(backend, "auto")) backend = choose_backend(local, r->backend_why, sizeof r->backend_why);
     r->be = ppdl_backend_create(backend, (int)r->threads, r->rank, err, sizeof err);
     agree_or_end_job(r->be == NULL, err, 1);
+    snprintf(err, sizeof err, "--precision bf16: the %s backend has no bf16 kernels yet (the CPU backend has "
+             "them: --backend cpu), or use --precision fp32", ppdl_be_name(r->be));
+    agree_or_end_job(ppdl_be_set_precision(r->be, o->precision) != 0, err, 2);
     /* the network between the ranks: measured, read or emulated */
     ppdl_comm_init(&r->comm, MPI_COMM_WORLD, o->wait);
     r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, &r->comm, &r->cluster, &r->probe_s);

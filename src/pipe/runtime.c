@@ -102,6 +102,15 @@ struct ppdl_runtime {
     void *host_in;             /* staging of data inputs (stage 0) */
     int32_t *host_tg;          /* staging of targets (last stage) */
     size_t in_bytes, out_bytes; /* per micro-batch, of the stage */
+    /* --precision bf16 (README "Precision"): every layer's output and input gradient is
+     * rounded to bf16 as it is made, so a message carries values that are already bf16:
+     * it travels packed as bf16, in_msg/out_msg bytes (half of in/out_bytes), and is
+     * widened exactly on arrival. The bits then do not depend on where the stages are cut. */
+    int bf16;
+    int bf16_layers;           /* 1: round at every layer boundary; 0 only under the planted
+                                * bug PPDL_TEST_BF16=stage-only (rounded only when sent) */
+    size_t in_msg, out_msg;
+    double sent_bytes;         /* message bytes this rank posted this step */
     int loss_rows, classes;
     int adam_t;
     double lr;                 /* this step's learning rate (ppdl_runtime_set_lr) */
@@ -338,6 +347,11 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     int b = rt->b;
     rt->in_bytes = (size_t)b * layer(rt, 0)->in_bytes;
     rt->out_bytes = (size_t)b * layer(rt, rt->nl - 1)->out_bytes;
+    rt->bf16 = ppdl_be_precision(rt->be) == PPDL_PREC_BF16;
+    const char *bug = getenv("PPDL_TEST_BF16");
+    rt->bf16_layers = rt->bf16 && !(bug && !strcmp(bug, "stage-only"));
+    rt->in_msg = rt->bf16 ? rt->in_bytes / 2 : rt->in_bytes;
+    rt->out_msg = rt->bf16 ? rt->out_bytes / 2 : rt->out_bytes;
     size_t max_act = rt->out_bytes, max_saved = 0, max_work = 0;
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
@@ -553,7 +567,7 @@ static void post_receives(ppdl_runtime *rt)
         for (int j = 0; j < rt->n_inbox && !ib; j++)
             if (rt->inbox[j].mb == -1 && !rt->inbox[j].lent) ib = &rt->inbox[j];
         if (!ib) break;
-        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &ib->x, ib->buf, rt->in_bytes), rt->in_bytes,
+        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &ib->x, ib->buf, rt->in_msg), rt->in_msg,
                         prev_rank(rt, op->mb), tag_act(op->mb), &ib->req);
         ib->mb = op->mb;
         rt->next_act_recv++;
@@ -563,11 +577,33 @@ static void post_receives(ppdl_runtime *rt)
         if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
         slot *sl = slot_of(rt, op->mb);
         if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
-        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes),
-                        rt->out_bytes, next_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_recv);
+        ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, &sl->x_grad_recv, sl->dout, rt->out_msg),
+                        rt->out_msg, next_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_recv);
         sl->grad_recv_mb = op->mb;
         rt->next_grad_recv++;
     }
+}
+
+/* a message's payload of `bytes` (fp32) at dev, after it arrived (staged or not): the
+ * bf16 in its first half widened back to fp32 in place */
+static void message_arrived(ppdl_runtime *rt, ppdl_xfer *x, void *dev, size_t bytes)
+{
+    size_t msg = rt->bf16 ? bytes / 2 : bytes;
+    ppdl_xfer_recv_done(rt->be, x, dev, msg);
+    if (rt->bf16) ppdl_be_unpack_bf16(rt->be, bytes / sizeof(float), dev);
+}
+
+/* post the send of `bytes` (fp32) at dev: packed to bf16 in place first under bf16 (the
+ * buffer is not read again before it is rewritten for the next micro-batch) */
+static void send_message(ppdl_runtime *rt, ppdl_xfer *x, void *dev, size_t bytes, int dst, int tag,
+                         MPI_Request *req, double *t_post)
+{
+    size_t msg = rt->bf16 ? bytes / 2 : bytes;
+    if (rt->bf16) ppdl_be_pack_bf16(rt->be, bytes / sizeof(float), dev);
+    const void *buf = ppdl_xfer_send_buf(rt->be, x, dev, msg);
+    if (t_post) *t_post = ppdl_now_s(); /* before the post: see record_instant */
+    ppdl_comm_isend(rt->comm, buf, msg, dst, tag, req);
+    rt->sent_bytes += (double)msg;
 }
 
 static void load_batch(ppdl_runtime *rt, long step, int mb, slot *sl)
@@ -600,6 +636,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
         float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
         int option = rt->recompute[i] == PPDL_RC_FULL ? 0 : rt->recompute[i];
         l->kind->forward(l, be, rt->b, sl->act[i], out, saved, rt->work, option);
+        if (rt->bf16_layers) ppdl_be_round_bf16(be, (size_t)rt->b * l->out_bytes / sizeof(float), out);
         ppdl_comm_progress(rt->comm); /* the messages in flight move while we compute */
     }
     if (rt->last_stage) {
@@ -672,9 +709,10 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
         }
         /* the fused pass runs a recomputed layer as option 0; a part needs to know that
          * `saved` is scratch (it keeps for W elsewhere) */
-        l->kind->backward(l, be, part, rt->b, sl->act[i], saved, dout_of(rt, sl, wb, i),
-                          part == PPDL_BWD_WEIGHT ? NULL : din_of(rt, sl, wb, i), wb ? wb->keep[i] : NULL, rt->work,
-                          part == PPDL_BWD_FUSED && option == PPDL_RC_FULL ? 0 : option);
+        float *din = part == PPDL_BWD_WEIGHT ? NULL : din_of(rt, sl, wb, i);
+        l->kind->backward(l, be, part, rt->b, sl->act[i], saved, dout_of(rt, sl, wb, i), din,
+                          wb ? wb->keep[i] : NULL, rt->work, part == PPDL_BWD_FUSED && option == PPDL_RC_FULL ? 0 : option);
+        if (rt->bf16_layers && din) ppdl_be_round_bf16(be, (size_t)rt->b * l->in_bytes / sizeof(float), din);
         /* the last backward of the step finalises this layer's gradients: sum them
          * across replicas while the layers below are still computing */
         if (last && rt->test_grad_scale != 1.0f && l->n_params)
@@ -837,6 +875,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     rt->n_ev = 0;
     rt->busy_s = 0;
     rt->comm_s = 0;
+    rt->sent_bytes = 0;
     rt->t_step0 = ppdl_now_s();
     double wait0 = rt->comm->wait_s;
     if (rt->last_stage) ppdl_be_zero(be, rt->loss_dev, sizeof(float));
@@ -851,7 +890,6 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
         if (step == rt->test_fail_step && k == rt->ops.n / 2)
             ppdl_die("PPDL_TEST_FAIL_STEP: the planted error of stage %d at step %ld, op %d of %d", rt->cfg.stage,
                      step + 1, k, rt->ops.n);
-        const void *send_buf;
         slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
         switch (op->kind) {
         case PPDL_OP_RECV_ACT: {
@@ -863,7 +901,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             inbox_buf *ib = &rt->inbox[j];
             ppdl_range_push("recv", op->mb);
             wait_req(rt, &ib->req, op->mb, PPDL_EV_WAIT);
-            ppdl_xfer_recv_done(rt->be, &ib->x, ib->buf, rt->in_bytes);
+            message_arrived(rt, &ib->x, ib->buf, rt->in_bytes);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             ib->mb = -1;
@@ -878,9 +916,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_ACT:
             ppdl_range_push("send", op->mb);
-            send_buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
-            t_post = ppdl_now_s(); /* before the post: see record_instant */
-            ppdl_comm_isend(rt->comm, send_buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+            send_message(rt, &sl->x_act_send, sl->out, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb),
+                         &sl->act_send, &t_post);
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             break;
@@ -888,7 +925,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
             ppdl_range_push("recv", op->mb);
             wait_req(rt, &sl->grad_recv, op->mb, PPDL_EV_WAIT);
-            ppdl_xfer_recv_done(rt->be, &sl->x_grad_recv, sl->dout, rt->out_bytes);
+            message_arrived(rt, &sl->x_grad_recv, sl->dout, rt->out_bytes);
             ppdl_range_pop();
             record_instant(rt, op->kind, op->mb);
             sl->grad_recv_mb = -1;
@@ -902,9 +939,8 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
             break;
         case PPDL_OP_SEND_GRAD:
             ppdl_range_push("send", op->mb);
-            send_buf = ppdl_xfer_send_buf(rt->be, &sl->x_grad_send, sl->din, rt->in_bytes);
-            t_post = ppdl_now_s(); /* before the post: see record_instant */
-            ppdl_comm_isend(rt->comm, send_buf, rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb), &sl->grad_send);
+            send_message(rt, &sl->x_grad_send, sl->din, rt->in_bytes, prev_rank(rt, op->mb), tag_grad(op->mb),
+                         &sl->grad_send, &t_post);
             ppdl_range_pop();
             record(rt, op->kind, op->mb, t_post, t_post);
             sl->grad_sent = 1;
@@ -954,6 +990,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     stats->step_ms = 1e3 * (ppdl_now_s() - rt->t_step0);
     stats->wait_ms = 1e3 * (rt->comm->wait_s - wait0);
     stats->comm_ms = 1e3 * rt->comm_s;
+    stats->message_bytes = rt->sent_bytes;
     stats->compute_ms = 1e3 * rt->busy_s;
     stats->forward_ms = 1e3 * rt->t_kind[PPDL_OP_FORWARD];
     stats->recompute_ms = 1e3 * rt->t_kind[PPDL_OP_N_KINDS];
@@ -1020,7 +1057,7 @@ double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
                 while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
                 PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
                 wait_req(rt, &rt->inbox[j].req, op->mb, PPDL_EV_WAIT);
-                ppdl_xfer_recv_done(rt->be, &rt->inbox[j].x, rt->inbox[j].buf, rt->in_bytes);
+                message_arrived(rt, &rt->inbox[j].x, rt->inbox[j].buf, rt->in_bytes);
                 rt->inbox[j].mb = -1;
                 rt->inbox[j].lent = 1;
                 sl->in = j;
@@ -1030,8 +1067,8 @@ double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
                 forward(rt, e, op->mb);
                 if (rt->last_stage) eval_free_slot(rt, sl);
             } else {
-                const void *buf = ppdl_xfer_send_buf(rt->be, &sl->x_act_send, sl->out, rt->out_bytes);
-                ppdl_comm_isend(rt->comm, buf, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb), &sl->act_send);
+                send_message(rt, &sl->x_act_send, sl->out, rt->out_bytes, next_rank(rt, op->mb), tag_act(op->mb),
+                             &sl->act_send, NULL);
                 eval_free_slot(rt, sl);
             }
             post_receives(rt);
