@@ -163,6 +163,7 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
         }
         snprintf(msg, sizeof msg, "--costs %s", err);
         agree_or_end_job(rc != 0, msg, 1);
+        c->bf16_messages = o->precision == PPDL_PREC_BF16; /* this run's messages, whatever made the file */
         return 1;
     }
     if (!o->costs_out && o->plan_mode != PLAN_AUTO) return 0;
@@ -171,6 +172,7 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
         size_t peak = ppdl_be_peak(be);
         rc = ppdl_profile_layers(m, be, b, NULL, c, err, sizeof err);
         ppdl_be_restore_peak(be, peak); /* the report's peak is the training's, not the profile's */
+        if (!rc) c->bf16_messages = o->precision == PPDL_PREC_BF16;
         if (!rc && profile_reading(m, data, b, c, err, sizeof err)) ppdl_costs_free(c), rc = -1;
         if (!rc && o->costs_out && ppdl_costs_write(o->costs_out, c, err, sizeof err)) {
             ppdl_costs_free(c);

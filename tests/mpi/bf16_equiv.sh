@@ -89,6 +89,16 @@ ok $? "the report: bf16 messages carry exactly half of fp32's bytes on every ran
 grep -q "^precision bf16 (sgemm on bf16-rounded operands)" "$tmp/gpt-1f1b-2.log"
 ok $? "the header line says how the bf16 GEMMs ran"
 
+# the planner's message model: a bf16 run's costs say its messages are bf16 (half of
+# out_bytes in the cost model's links, docs/cost-model.md); an fp32 run's say nothing
+mpirun_n 1 "$@" --precision bf16 --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \
+  --costs-out "$tmp/costs-bf16.json" >/dev/null 2>&1 &&
+  mpirun_n 1 "$@" --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \
+    --costs-out "$tmp/costs-fp32.json" >/dev/null 2>&1 &&
+  /usr/bin/python3 -c 'import json,sys; b, f = (json.load(open(p)) for p in sys.argv[1:])
+sys.exit(not (b.get("precision") == "bf16" and "precision" not in f))' "$tmp/costs-bf16.json" "$tmp/costs-fp32.json"
+ok $? "--costs-out of a bf16 run records precision bf16 (the planner halves its messages); fp32's file is as before"
+
 PPDL_TEST_BF16=stage-only run gpt-bug 2 "$@" --schedule 1f1b --plan uniform &&
   PPDL_TEST_BF16=stage-only run gpt-bug1 1 "$@" --schedule 1f1b --plan uniform && ! same gpt-bug gpt-bug1
 ok $? "negative control: rounding only at the stage boundary (PPDL_TEST_BF16=stage-only): 2 ranks differ from 1"
