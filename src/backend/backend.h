@@ -191,8 +191,9 @@ enum { PPDL_PREC_FP32 = 0, PPDL_PREC_BF16 = 1 };
  * fp32. Returns 0, or -1 when the backend has no bf16 kernels (precision unchanged). */
 int ppdl_be_set_precision(ppdl_backend *be, int precision);
 int ppdl_be_precision(const ppdl_backend *be);
-/* how the backend's bf16 GEMMs run, for the header line: "sgemm on bf16-rounded operands" */
-const char *ppdl_be_bf16_gemm_name(const ppdl_backend *be);
+/* how the backend's bf16 GEMMs run, for the header line: the CPU's "sgemm on bf16-rounded
+ * operands; ..." with why OpenBLAS's sbgemm is not used */
+const char *ppdl_be_bf16_gemm_name(ppdl_backend *be);
 /* x[n] rounded to bf16 in place (the values stay in fp32 storage) */
 void ppdl_be_round_bf16(ppdl_backend *be, size_t n, float *x);
 /* in place: n fp32 values at buf become n bf16 in its first 2n bytes (each rounded);

@@ -93,6 +93,8 @@ struct ppdl_backend_ops {
     void (*round_bf16)(ppdl_backend *be, size_t n, float *x);
     void (*pack_bf16)(ppdl_backend *be, size_t n, void *buf);
     void (*unpack_bf16)(ppdl_backend *be, size_t n, void *buf);
+    /* how its bf16 GEMMs run, for the header line (ppdl_be_bf16_gemm_name) */
+    const char *(*bf16_gemm_name)(ppdl_backend *be);
 
     /* ---- optional: 0 / NULL on backends that do not need them (the CPU) ---- */
     int device_memory;

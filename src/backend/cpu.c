@@ -584,6 +584,7 @@ static const ppdl_backend_ops cpu_ops = {
     .round_bf16 = cpu_round_bf16,
     .pack_bf16 = cpu_pack_bf16,
     .unpack_bf16 = cpu_unpack_bf16,
+    .bf16_gemm_name = cpu_bf16_gemm_name,
     .destroy = cpu_destroy,
 };
 

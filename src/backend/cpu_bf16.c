@@ -7,12 +7,15 @@
  * same products (a product of two 8-bit mantissas is exact in fp32's 24 bits), summed
  * in fp32, which is what sbgemm does too. The sum's order is OpenBLAS's sgemm's, the
  * same on every rank count, so the bitwise promise holds. */
+#include "config.h"
+
 #include "backend/bf16.h"
 #include "backend/cpu_kernels.h"
 #include "backend/cpu_math.h"
 #include "core/error.h"
 #include "core/util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,4 +116,36 @@ const float *cpu_bf16_operand(ppdl_backend *be, int which, int trans, int m_or_n
     float *y = operand_scratch(be, which, n);
     round_copy(be, n, x, y);
     return y;
+}
+
+/* 1 when /proc/cpuinfo lists a bf16 GEMM instruction set (AVX512-BF16 or AMX-BF16) */
+static int cpu_has_bf16_instructions(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5)) found = strstr(line, " avx512_bf16") || strstr(line, " amx_bf16");
+    fclose(f);
+    return found;
+}
+
+/* The bf16 GEMM runs as fp32 sgemm on rounded operands. OpenBLAS's own bf16 GEMM
+ * (cblas_sbgemm) would only be faster with the CPU's bf16 instructions; calling it is
+ * not built yet (no machine here has them to test it on), so the line says which of
+ * the two is missing, or that both are there and unused. */
+const char *cpu_bf16_gemm_name(ppdl_backend *be)
+{
+    (void)be;
+#ifdef HAVE_CBLAS_SBGEMM
+    const int lib = 1;
+#else
+    const int lib = 0;
+#endif
+    int cpu = cpu_has_bf16_instructions();
+    if (lib && cpu) return "sgemm on bf16-rounded operands; this OpenBLAS and CPU have sbgemm, not used yet";
+    if (lib) return "sgemm on bf16-rounded operands; this CPU has no avx512_bf16/amx_bf16 for sbgemm";
+    if (cpu) return "sgemm on bf16-rounded operands; this OpenBLAS has no sbgemm";
+    return "sgemm on bf16-rounded operands; neither this OpenBLAS nor this CPU has bf16 GEMMs";
 }

@@ -68,6 +68,7 @@ void cpu_maxpool_bwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int 
 void cpu_round_bf16(ppdl_backend *be, size_t n, float *x);
 void cpu_pack_bf16(ppdl_backend *be, size_t n, void *buf);
 void cpu_unpack_bf16(ppdl_backend *be, size_t n, void *buf);
+const char *cpu_bf16_gemm_name(ppdl_backend *be);
 const float *cpu_bf16_operand(ppdl_backend *be, int which, int trans, int m_or_n, int k, const float *x,
                               int ld, long stride, int batch);
 

@@ -230,10 +230,9 @@ int ppdl_be_set_precision(ppdl_backend *be, int precision)
 
 int ppdl_be_precision(const ppdl_backend *be) { return be->precision; }
 
-const char *ppdl_be_bf16_gemm_name(const ppdl_backend *be)
+const char *ppdl_be_bf16_gemm_name(ppdl_backend *be)
 {
-    (void)be;
-    return "sgemm on bf16-rounded operands";
+    return be->ops->bf16_gemm_name ? be->ops->bf16_gemm_name(be) : "bf16 GEMMs";
 }
 
 void ppdl_be_round_bf16(ppdl_backend *be, size_t n, float *x)

@@ -86,7 +86,7 @@ sys.exit(not (f["precision"] == "fp32" and b["precision"] == "bf16" and all(x > 
               and all(2 * y == x for x, y in zip(fb, bb))))
 PY
 ok $? "the report: bf16 messages carry exactly half of fp32's bytes on every rank"
-grep -q "^precision bf16 (sgemm on bf16-rounded operands)" "$tmp/gpt-1f1b-2.log"
+grep -q "^precision bf16 (sgemm on bf16-rounded operands; " "$tmp/gpt-1f1b-2.log"
 ok $? "the header line says how the bf16 GEMMs ran"
 
 # the planner's message model: a bf16 run's costs say its messages are bf16 (half of
