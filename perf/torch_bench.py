@@ -2,7 +2,9 @@
 """torch_bench.py -- PyTorch's time for one training step (forward + backward + AdamW)
 of a ppdl model file, on the same data, for perf/bench-step.
 
-usage: torch_bench.py MODEL.h5 DATA.h5 --batch-size B --steps K --threads T
+usage: torch_bench.py MODEL.h5 DATA.h5 --batch-size B --steps K --threads T [--autocast]
+--autocast: the forward under torch.autocast("cpu", dtype=torch.bfloat16), the loss on
+fp32 logits (perf/bench-bf16).
 Prints "torch_ms_per_step <median of steps after the first>"."""
 import argparse
 import os
@@ -23,6 +25,7 @@ def main():
     ap.add_argument("--batch-size", type=int, required=True)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--autocast", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     root, layers = load_model(a.model)
@@ -32,8 +35,9 @@ def main():
     for step in range(a.steps):
         x, y = batch(a.data, step, a.batch_size)
         t0 = time.perf_counter()
-        logits, _ = forward(root, layers, x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+            logits, _ = forward(root, layers, x)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -184,6 +184,24 @@ void ppdl_be_conv2d_bwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co,
                         int stride, int pad, const float *x, const float *w, const float *dy,
                         float *dx, float *dw);
 
+/* ---- precision (--precision, README "Precision") ---- */
+enum { PPDL_PREC_FP32 = 0, PPDL_PREC_BF16 = 1 };
+/* PPDL_PREC_BF16: every GEMM from now on multiplies its A and B rounded to bf16 (round
+ * to nearest even, backend/bf16.h) and sums in fp32; its C and everything else stay
+ * fp32. Returns 0, or -1 when the backend has no bf16 kernels (precision unchanged). */
+int ppdl_be_set_precision(ppdl_backend *be, int precision);
+int ppdl_be_precision(const ppdl_backend *be);
+/* how the backend's bf16 GEMMs run, for the header line: the CPU's "sgemm on bf16-rounded
+ * operands; ..." with why OpenBLAS's sbgemm is not used */
+const char *ppdl_be_bf16_gemm_name(ppdl_backend *be);
+/* x[n] rounded to bf16 in place (the values stay in fp32 storage) */
+void ppdl_be_round_bf16(ppdl_backend *be, size_t n, float *x);
+/* in place: n fp32 values at buf become n bf16 in its first 2n bytes (each rounded);
+ * unpack is the inverse, widening the first 2n bytes back to n fp32. Both need the
+ * backend's bf16 kernels (ppdl_be_set_precision succeeded). */
+void ppdl_be_pack_bf16(ppdl_backend *be, size_t n, void *buf);
+void ppdl_be_unpack_bf16(ppdl_backend *be, size_t n, void *buf);
+
 /* ---- optimizer ---- */
 /* AdamW (PyTorch semantics), step t counts from 1:
  * p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

@@ -88,6 +88,14 @@ struct ppdl_backend_ops {
     void (*adamw)(ppdl_backend *be, size_t n, float *p, const float *g, float *m, float *v,
                   double lr, double beta1, double beta2, double eps, double wd, int t);
 
+    /* ---- bf16 (--precision bf16); NULL on a backend without it, which then refuses
+     * the precision (ppdl_be_set_precision). Its GEMMs read be->precision. ---- */
+    void (*round_bf16)(ppdl_backend *be, size_t n, float *x);
+    void (*pack_bf16)(ppdl_backend *be, size_t n, void *buf);
+    void (*unpack_bf16)(ppdl_backend *be, size_t n, void *buf);
+    /* how its bf16 GEMMs run, for the header line (ppdl_be_bf16_gemm_name) */
+    const char *(*bf16_gemm_name)(ppdl_backend *be);
+
     /* ---- optional: 0 / NULL on backends that do not need them (the CPU) ---- */
     int device_memory;
     /* NULL: ppdl_be_host_alloc falls back to malloc */
@@ -127,6 +135,8 @@ struct ppdl_backend {
      * a machine without a GPU it runs the CPU backend through the runtime's staged
      * paths, which otherwise only a GPU run takes (tests/mpi/pipeline_equiv.sh) */
     int stage_messages;
+    /* PPDL_PREC_*: the arithmetic of the GEMMs (ppdl_be_set_precision) */
+    int precision;
 };
 
 #endif

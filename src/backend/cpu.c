@@ -219,6 +219,11 @@ static void cpu_gemm_batched(ppdl_backend *be, int ta, int tb, int m, int n, int
                              float beta, float *c, int ldc, long sc, int batch)
 {
     if (m <= 0 || n <= 0 || batch <= 0) return;
+    if (be->precision == PPDL_PREC_BF16 && k > 0) {
+        /* --precision bf16: the same sgemm on operands rounded to bf16 (cpu_bf16.c) */
+        a = cpu_bf16_operand(be, 0, ta, m, k, a, lda, sa, batch);
+        b = cpu_bf16_operand(be, 1, tb, n, k, b, ldb, sb, batch);
+    }
     gemm_batch gb = {{ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc}, sa, sb, sc,
                      gemm_parts(m, n, k)};
     PPDL_CHECK((long)batch * gb.parts <= 0x7fffffff, "gemm_batched: %d matrices", batch);
@@ -530,6 +535,8 @@ static void cpu_destroy(ppdl_backend *be)
     if (!im) return;
     cpu_pool_destroy(im->pool);
     free(im->scratch);
+    free(im->bf16[0]);
+    free(im->bf16[1]);
     free(im);
     be->impl = NULL;
 }
@@ -574,6 +581,10 @@ static const ppdl_backend_ops cpu_ops = {
     .maxpool_fwd = cpu_maxpool_fwd,
     .maxpool_bwd = cpu_maxpool_bwd,
     .adamw = cpu_adamw,
+    .round_bf16 = cpu_round_bf16,
+    .pack_bf16 = cpu_pack_bf16,
+    .unpack_bf16 = cpu_unpack_bf16,
+    .bf16_gemm_name = cpu_bf16_gemm_name,
     .destroy = cpu_destroy,
 };
 

@@ -3,6 +3,7 @@
  *   cpu_pool.c  the compute threads every kernel splits its work over
  *   cpu_gpt.c   layernorm, embedding, attention reshapes and causal softmax
  *   cpu_conv.c  im2col/col2im, max-pool
+ *   cpu_bf16.c  bf16 rounding, message packing, rounded GEMM operands (--precision bf16)
  * Signatures are those of ppdl_backend_ops (backend_impl.h); each is documented at
  * its ppdl_be_* wrapper in backend.h. */
 #ifndef PPDL_CPU_KERNELS_H
@@ -16,6 +17,8 @@ typedef struct {
     cpu_pool *pool;      /* the compute threads (be->threads of them, the caller included) */
     double *scratch;     /* partial sums of the reductions, grown on demand */
     size_t scratch_cap;  /* in doubles */
+    float *bf16[2];      /* bf16-rounded copies of a GEMM's A [0] and B [1], grown on demand */
+    size_t bf16_cap[2];  /* in floats */
 } cpu_impl;
 
 static inline cpu_pool *cpu_pool_of(ppdl_backend *be)
@@ -57,5 +60,16 @@ void cpu_maxpool_fwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int 
                      const float *x, float *y, int32_t *argmax);
 void cpu_maxpool_bwd(ppdl_backend *be, int N, int C, int Hh, int Ww, int k, int stride,
                      const int32_t *argmax, const float *dy, float *dx);
+
+/* bf16 (cpu_bf16.c): the ops of the same names (backend.h), and the rounded copy of a
+ * GEMM operand: which 0 is A (op(A) is m x k), 1 is B (op(B) is k x n; m_or_n is n),
+ * `batch` matrices `stride` floats apart. The copy lives in the backend's scratch for
+ * that operand until the next GEMM. */
+void cpu_round_bf16(ppdl_backend *be, size_t n, float *x);
+void cpu_pack_bf16(ppdl_backend *be, size_t n, void *buf);
+void cpu_unpack_bf16(ppdl_backend *be, size_t n, void *buf);
+const char *cpu_bf16_gemm_name(ppdl_backend *be);
+const float *cpu_bf16_operand(ppdl_backend *be, int which, int trans, int m_or_n, int k, const float *x,
+                              int ld, long stride, int batch);
 
 #endif

@@ -219,3 +219,33 @@ void ppdl_be_adamw(ppdl_backend *be, size_t n, float *p, const float *g, float *
 {
     be->ops->adamw(be, n, p, g, m, v, lr, beta1, beta2, eps, wd, t);
 }
+
+int ppdl_be_set_precision(ppdl_backend *be, int precision)
+{
+    if (precision == PPDL_PREC_BF16 && !(be->ops->round_bf16 && be->ops->pack_bf16 && be->ops->unpack_bf16))
+        return -1;
+    be->precision = precision;
+    return 0;
+}
+
+int ppdl_be_precision(const ppdl_backend *be) { return be->precision; }
+
+const char *ppdl_be_bf16_gemm_name(ppdl_backend *be)
+{
+    return be->ops->bf16_gemm_name ? be->ops->bf16_gemm_name(be) : "bf16 GEMMs";
+}
+
+void ppdl_be_round_bf16(ppdl_backend *be, size_t n, float *x)
+{
+    be->ops->round_bf16(be, n, x);
+}
+
+void ppdl_be_pack_bf16(ppdl_backend *be, size_t n, void *buf)
+{
+    be->ops->pack_bf16(be, n, buf);
+}
+
+void ppdl_be_unpack_bf16(ppdl_backend *be, size_t n, void *buf)
+{
+    be->ops->unpack_bf16(be, n, buf);
+}

@@ -50,6 +50,7 @@ typedef struct options {
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
     int p2p;                   /* --p2p: PPDL_P2P_* (pipe/p2p_choice.h) */
+    int precision;             /* --precision: PPDL_PREC_FP32 or PPDL_PREC_BF16 */
     int skip_nonfinite;
     const char *papi;          /* --papi EVENTS */
     const char *method;        /* --method: the planner's method for --plan auto */
@@ -83,6 +84,8 @@ typedef struct options {
 /* Parse argv (every rank alike) for a job of n_ranks ranks (the default plan depends
  * on it). 0: run; 1: --help; 2: --version; -1: a bad option, explained in err. */
 int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err, size_t errlen);
+/* "fp32" or "bf16" (PPDL_PREC_*) */
+const char *run_precision_name(int precision);
 void run_options_usage(FILE *f);
 /* rank 0: every output file named can be created (0), else -1 with the option named */
 int run_options_check_outputs(const options *o, char *err, size_t errlen);
@@ -133,6 +136,7 @@ typedef struct run_ctl {
  * of sizeof / sizeof(double) values carries it. */
 typedef struct rank_summary {
     double forward_ms, backward_ms, recompute_ms, optimizer_ms, wait_ms, comm_ms, step_ms;
+    double message_bytes;          /* activations and gradients sent to other stages */
     double backward_weight_ms;     /* the W's of a split backward, within backward_ms */
     double agree_ms;               /* the agreement before the update (and clipping), within
                                     * optimizer_ms and wait_ms */

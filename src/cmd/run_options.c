@@ -135,6 +135,12 @@ void run_options_usage(FILE *f)
 "                          where every rank has a GPU of its own, mpi otherwise; the\n"
 "                          header says which runs and why\n"
 "  --threads T             compute threads per rank (default: cores / ranks on the node)\n"
+"  --precision fp32|bf16   arithmetic (default fp32). bf16: mixed precision as PyTorch's\n"
+"                          autocast: fp32 weights and AdamW state, GEMMs on bf16-rounded\n"
+"                          operands summed in fp32, every layer's output and input\n"
+"                          gradient rounded to bf16, messages between stages sent as\n"
+"                          bf16 (half the bytes); layer norm, softmax and the loss in\n"
+"                          fp32. Bitwise the same on any ranks and plans (CPU backend)\n"
 "\n"
 "Network:\n"
 "  --probe-only            measure the network and devices, print them, and stop\n"
@@ -202,6 +208,8 @@ void run_options_usage(FILE *f)
 }
 
 
+const char *run_precision_name(int precision) { return precision == PPDL_PREC_BF16 ? "bf16" : "fp32"; }
+
 /* Every rank parses the same argv; on an error rank 0 explains and all exit. */
 int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err, size_t errlen)
 {
@@ -232,7 +240,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_P2P, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -248,7 +256,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"trace", required_argument, 0, O_TRACE}, {"timeline", required_argument, 0, O_TIMELINE},
         {"save", required_argument, 0, O_SAVE}, {"threads", required_argument, 0, O_THREADS},
         {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
-        {"p2p", required_argument, 0, O_P2P},
+        {"p2p", required_argument, 0, O_P2P}, {"precision", required_argument, 0, O_PRECISION},
         {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
         {"skip-nonfinite", no_argument, 0, O_SKIPNF}, {"papi", required_argument, 0, O_PAPI},
         {"method", required_argument, 0, O_METHOD},
@@ -347,6 +355,11 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         case O_P2P:
             o->p2p = ppdl_p2p_parse(a);
             if (o->p2p < 0) return ppdl_errf(err, errlen, "--p2p %s: expected auto, nccl or mpi", a);
+            break;
+        case O_PRECISION:
+            if (!strcmp(a, "fp32")) o->precision = PPDL_PREC_FP32;
+            else if (!strcmp(a, "bf16")) o->precision = PPDL_PREC_BF16;
+            else return ppdl_errf(err, errlen, "--precision %s: expected fp32 or bf16", a);
             break;
         case O_WAIT:
             if (!strcmp(a, "auto")) o->wait = -1;

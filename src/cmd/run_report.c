@@ -99,6 +99,7 @@ void run_print_header(const run *r)
            r->comm.yield ? "yielding" : "blocking");
     if (r->backend_why[0]) printf("backend %s (--backend auto: %s)\n", ppdl_be_name(r->be), r->backend_why);
     printf("p2p %s (%s)\n", ppdl_p2p_name(r->p2p), r->p2p_why);
+    if (o->precision == PPDL_PREC_BF16) printf("precision bf16 (%s)\n", ppdl_be_bf16_gemm_name(r->be));
     if (r->schedule_why[0]) printf("schedule %s (--schedule auto, %s)\n", ppdl_schedule_name(o->schedule), r->schedule_why);
     warn_shared_cores(r);
     if (o->shuffle >= 0)
@@ -157,6 +158,9 @@ void run_print_header(const run *r)
             printf("note: the learning-rate schedule or clipping differs from the checkpoint's (%s, warmup %lld, "
                    "decay steps %lld, min lr %g, decay fraction %g, clip %g): the command line's is used\n",
                    ck->lr_schedule, ck->warmup, ck->decay_steps, ck->min_lr, ck->decay_fraction, ck->clip_grad_norm);
+        if (strcmp(ck->precision, run_precision_name(o->precision)))
+            printf("note: the checkpoint trained with --precision %s, now %s: its fp32 weights and AdamW state go "
+                   "on in %s\n", ck->precision, run_precision_name(o->precision), run_precision_name(o->precision));
         if (ck->shuffle != o->shuffle)
             printf("note: the data order differs from the checkpoint's (%s%lld): the command line's is used\n",
                    ck->shuffle < 0 ? "in order" : "--shuffle ", ck->shuffle < 0 ? 0LL : ck->shuffle);
@@ -277,6 +281,7 @@ static json_t *breakdown_report(const run *r)
         json_object_set_new(jb, "optimizer_ms", json_real(s->optimizer_ms));
         json_object_set_new(jb, "wait_ms", json_real(s->wait_ms));
         json_object_set_new(jb, "comm_ms", json_real(s->comm_ms));
+        json_object_set_new(jb, "message_bytes", json_real(s->message_bytes));
         json_object_set_new(jb, "step_ms", json_real(s->step_ms));
         double accounted = s->forward_ms + s->backward_ms + s->recompute_ms + s->optimizer_ms + s->wait_ms + s->comm_ms;
         json_object_set_new(jb, "other_ms", json_real(s->step_ms - accounted));
@@ -303,6 +308,7 @@ void run_write_report(run *r)
     json_object_set_new(rep, "threads", json_integer(r->threads));
     json_object_set_new(rep, "backend", json_string(ppdl_be_name(r->be)));
     json_object_set_new(rep, "p2p", json_string(ppdl_p2p_name(r->p2p)));
+    json_object_set_new(rep, "precision", json_string(run_precision_name(o->precision)));
     json_object_set_new(rep, "seed", json_integer(o->seed));
     const ppdl_lr_schedule *ls = &o->lr_sched;
     json_object_set_new(rep, "lr_schedule",

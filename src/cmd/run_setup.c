@@ -165,6 +165,7 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
         }
         snprintf(msg, sizeof msg, "--costs %s", err);
         agree_or_end_job(rc != 0, msg, 1);
+        c->bf16_messages = o->precision == PPDL_PREC_BF16; /* this run's messages, whatever made the file */
         return 1;
     }
     if (!o->costs_out && o->plan_mode != PLAN_AUTO) return 0;
@@ -173,6 +174,7 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
         size_t peak = ppdl_be_peak(be);
         rc = ppdl_profile_layers(m, be, b, NULL, c, err, sizeof err);
         ppdl_be_restore_peak(be, peak); /* the report's peak is the training's, not the profile's */
+        if (!rc) c->bf16_messages = o->precision == PPDL_PREC_BF16;
         if (!rc && profile_reading(m, data, b, c, err, sizeof err)) ppdl_costs_free(c), rc = -1;
         if (!rc && o->costs_out && ppdl_costs_write(o->costs_out, c, err, sizeof err)) {
             ppdl_costs_free(c);
@@ -298,6 +300,9 @@ void run_setup_device_and_network(run *r)
     r->be = ppdl_backend_create(backend, (int)r->threads, r->rank, err, sizeof err);
     agree_or_end_job(r->be == NULL, err, 1);
     choose_p2p(r);
+    snprintf(err, sizeof err, "--precision bf16: the %s backend has no bf16 kernels yet (the CPU backend has "
+             "them: --backend cpu), or use --precision fp32", ppdl_be_name(r->be));
+    agree_or_end_job(ppdl_be_set_precision(r->be, o->precision) != 0, err, 2);
     /* the network between the ranks: measured, read or emulated */
     ppdl_comm_init(&r->comm, MPI_COMM_WORLD, o->wait);
     r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, &r->comm, &r->cluster, &r->probe_s);

@@ -36,6 +36,7 @@ void run_write_checkpoint(run *r, long done, double at_s)
     };
     snprintf(info.lr_schedule, sizeof info.lr_schedule, "%s", ppdl_lr_name(o->lr_sched.kind));
     snprintf(info.schedule, sizeof info.schedule, "%s", ppdl_schedule_name(o->schedule));
+    snprintf(info.precision, sizeof info.precision, "%s", run_precision_name(o->precision));
     ppdl_ckpt_stats cs;
     int rc = ppdl_ckpt_write(c->ckpt, o->checkpoint, MPI_COMM_WORLD, h.a[0], h.a[1], h.a[2], &info, &cs,
                              err, sizeof err);
@@ -258,6 +259,7 @@ static void add_step_times(rank_summary *s, const ppdl_step_stats *st)
     s->optimizer_ms += st->optimizer_ms;
     s->wait_ms += st->wait_ms;
     s->comm_ms += st->comm_ms;
+    s->message_bytes += st->message_bytes;
     s->step_ms += st->step_ms;
 }
 

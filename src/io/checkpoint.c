@@ -398,6 +398,7 @@ static void create_structure(const ppdl_ckpt *k, hid_t f, const ppdl_ckpt_info *
     put_f64(train, "decay_fraction", info->decay_fraction, path);
     put_f64(train, "clip_grad_norm", info->clip_grad_norm, path);
     put_i64(train, "shuffle", info->shuffle, path);
+    put_str(train, "precision", info->precision[0] ? info->precision : "fp32", path);
     put_str(train, "plan", info->plan_json ? info->plan_json : "", path);
     hsize_t dims[2] = {(hsize_t)m->L, 3};
     hid_t space = H5Screate_simple(2, dims, NULL);
@@ -904,6 +905,13 @@ static int read_info(ppdl_h5_ctx *c, hid_t f, const ppdl_model *m, ppdl_ckpt_inf
     info->shuffle = -1;
     if (H5Aexists(train, "shuffle") > 0 && get_int(c, train, "/train", "shuffle", -1, LLONG_MAX, &info->shuffle))
         goto out;
+    /* the precision: optional (checkpoints before --precision) */
+    snprintf(info->precision, sizeof info->precision, "fp32");
+    if (H5Aexists(train, "precision") > 0) {
+        if (!(s = get_string(c, train, "/train", "precision"))) goto out;
+        snprintf(info->precision, sizeof info->precision, "%s", s);
+        free(s);
+    }
 
     if (H5Lexists(f, "optimizer", H5P_DEFAULT) <= 0) {
         ppdl_h5_fail(c, "group /optimizer is missing: not a complete checkpoint");

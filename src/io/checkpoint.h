@@ -18,6 +18,7 @@
  *                                starts at sample data_position mod N
  *                              seed, batch_size, micro_batches, ranks (int64)
  *                              schedule (string), plan (string: the plan JSON)
+ *                              precision (string: fp32 or bf16)
  *                              complete (int32 = 1): written after all the data
  *     checksums              uint64 [L, 3]: Fletcher-64 of layer l's parameters, m and v
  *                            (each float's bit pattern as a uint32 word, the layer's
@@ -60,6 +61,9 @@ typedef struct ppdl_ckpt_info {
     /* the data order: /train attribute shuffle, the --shuffle seed or -1 (in order);
      * older checkpoints have none: read as -1 */
     long long shuffle;
+    /* --precision: /train attribute precision, "fp32" or "bf16" (the arrays are fp32
+     * either way); older checkpoints have none: read as "fp32" */
+    char precision[8];
     char *plan_json;           /* write: the caller's; read: malloc'd (ppdl_ckpt_info_free) */
 } ppdl_ckpt_info;
 

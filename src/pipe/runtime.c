@@ -119,6 +119,14 @@ struct ppdl_runtime {
     void *host_in;             /* staging of data inputs (stage 0) */
     int32_t *host_tg;          /* staging of targets (last stage) */
     size_t in_bytes, out_bytes; /* per micro-batch, of the stage */
+    /* --precision bf16 (README "Precision"): every layer's output and input gradient is
+     * rounded to bf16 as it is made, so a message carries values that are already bf16:
+     * it travels packed as bf16, half its fp32 bytes (wire_bytes), and is
+     * widened exactly on arrival. The bits then do not depend on where the stages are cut. */
+    int bf16;
+    int bf16_layers;           /* 1: round at every layer boundary; 0 only under the planted
+                                * bug PPDL_TEST_BF16=stage-only (rounded only when sent) */
+    double sent_bytes;         /* message bytes this rank posted this step */
     int loss_rows, classes;
     int adam_t;
     double lr;                 /* this step's learning rate (ppdl_runtime_set_lr) */
@@ -365,6 +373,9 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     int b = rt->b;
     rt->in_bytes = (size_t)b * layer(rt, 0)->in_bytes;
     rt->out_bytes = (size_t)b * layer(rt, rt->nl - 1)->out_bytes;
+    rt->bf16 = ppdl_be_precision(rt->be) == PPDL_PREC_BF16;
+    const char *bug = getenv("PPDL_TEST_BF16");
+    rt->bf16_layers = rt->bf16 && !(bug && !strcmp(bug, "stage-only"));
     size_t max_act = rt->out_bytes, max_saved = 0, max_work = 0;
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
@@ -644,47 +655,59 @@ static msg out_of(ppdl_runtime *rt, slot *sl, int mb, int act)
                  &sl->grad_send, &sl->x_grad_send, rt->nc_grad, &sl->nc_grad_send};
 }
 
+/* the bytes a message of m.n fp32 bytes takes on the wire: half under bf16, where it
+ * travels packed (the values are already bf16: see the bf16 field) */
+static size_t wire_bytes(const ppdl_runtime *rt, msg m) { return rt->bf16 ? m.n / 2 : m.n; }
+
 static void recv_post(ppdl_runtime *rt, msg m, int mb)
 {
+    size_t n = wire_bytes(rt, m);
 #if HAVE_CUDA
     if (m.nc) {
         nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the buffer's last receive, read long ago */
-        ppdl_nccl_irecv(m.nc, m.dev, m.n, m.peer, m.nreq);
+        ppdl_nccl_irecv(m.nc, m.dev, n, m.peer, m.nreq);
         return;
     }
 #endif
     (void)mb;
-    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, m.x, m.dev, m.n), m.n, m.peer, m.tag, m.req);
+    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, m.x, m.dev, n), n, m.peer, m.tag, m.req);
 }
 
-/* the message is in its buffer for the work queued from here on */
+/* the message is in its buffer for the work queued from here on (under bf16 widened
+ * back to fp32 in place, exactly) */
 static void recv_complete(ppdl_runtime *rt, msg m, int mb)
 {
 #if HAVE_CUDA
     if (m.nc) {
         ppdl_nccl_stream_wait(m.nc, m.nreq);
-        return;
-    }
+    } else
 #endif
-    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
-    ppdl_xfer_recv_done(rt->be, m.x, m.dev, m.n);
+    {
+        wait_req(rt, m.req, mb, PPDL_EV_WAIT);
+        ppdl_xfer_recv_done(rt->be, m.x, m.dev, wire_bytes(rt, m));
+    }
+    if (rt->bf16) ppdl_be_unpack_bf16(rt->be, m.n / sizeof(float), m.dev);
 }
 
 /* returns the clock read just before the post (record_instant says why) */
 static double send_post(ppdl_runtime *rt, msg m, int mb)
 {
+    size_t n = wire_bytes(rt, m);
+    rt->sent_bytes += (double)n;
+    /* packed to bf16 in place: the buffer is not read again before it is rewritten */
+    if (rt->bf16) ppdl_be_pack_bf16(rt->be, m.n / sizeof(float), m.dev);
 #if HAVE_CUDA
     if (m.nc) {
         nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the slot's last send of this kind */
         double t = ppdl_now_s();
-        ppdl_nccl_isend(m.nc, m.dev, m.n, m.peer, m.nreq);
+        ppdl_nccl_isend(m.nc, m.dev, n, m.peer, m.nreq);
         return t;
     }
 #endif
     (void)mb;
-    const void *buf = ppdl_xfer_send_buf(rt->be, m.x, m.dev, m.n);
+    const void *buf = ppdl_xfer_send_buf(rt->be, m.x, m.dev, n);
     double t = ppdl_now_s();
-    ppdl_comm_isend(rt->comm, buf, m.n, m.peer, m.tag, m.req);
+    ppdl_comm_isend(rt->comm, buf, n, m.peer, m.tag, m.req);
     return t;
 }
 
@@ -769,6 +792,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
         float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
         int option = rt->recompute[i] == PPDL_RC_FULL ? 0 : rt->recompute[i];
         l->kind->forward(l, be, rt->b, sl->act[i], out, saved, rt->work, option);
+        if (rt->bf16_layers) ppdl_be_round_bf16(be, (size_t)rt->b * l->out_bytes / sizeof(float), out);
         ppdl_comm_progress(rt->comm); /* the messages in flight move while we compute */
     }
     if (rt->last_stage) {
@@ -841,9 +865,10 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
         }
         /* the fused pass runs a recomputed layer as option 0; a part needs to know that
          * `saved` is scratch (it keeps for W elsewhere) */
-        l->kind->backward(l, be, part, rt->b, sl->act[i], saved, dout_of(rt, sl, wb, i),
-                          part == PPDL_BWD_WEIGHT ? NULL : din_of(rt, sl, wb, i), wb ? wb->keep[i] : NULL, rt->work,
-                          part == PPDL_BWD_FUSED && option == PPDL_RC_FULL ? 0 : option);
+        float *din = part == PPDL_BWD_WEIGHT ? NULL : din_of(rt, sl, wb, i);
+        l->kind->backward(l, be, part, rt->b, sl->act[i], saved, dout_of(rt, sl, wb, i), din,
+                          wb ? wb->keep[i] : NULL, rt->work, part == PPDL_BWD_FUSED && option == PPDL_RC_FULL ? 0 : option);
+        if (rt->bf16_layers && din) ppdl_be_round_bf16(be, (size_t)rt->b * l->in_bytes / sizeof(float), din);
         /* the last backward of the step finalises this layer's gradients: sum them
          * across replicas while the layers below are still computing */
         if (last && rt->test_grad_scale != 1.0f && l->n_params)
@@ -1022,6 +1047,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     rt->n_ev = 0;
     rt->busy_s = 0;
     rt->comm_s = 0;
+    rt->sent_bytes = 0;
     rt->t_step0 = ppdl_now_s();
     double wait0 = rt->comm->wait_s;
     if (rt->last_stage) ppdl_be_zero(be, rt->loss_dev, sizeof(float));
@@ -1141,6 +1167,7 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     stats->step_ms = 1e3 * (ppdl_now_s() - rt->t_step0);
     stats->wait_ms = 1e3 * (rt->comm->wait_s - wait0);
     stats->comm_ms = 1e3 * rt->comm_s;
+    stats->message_bytes = rt->sent_bytes;
     stats->compute_ms = 1e3 * rt->busy_s;
     stats->forward_ms = 1e3 * rt->t_kind[PPDL_OP_FORWARD];
     stats->recompute_ms = 1e3 * rt->t_kind[PPDL_OP_N_KINDS];

@@ -139,6 +139,8 @@ typedef struct ppdl_step_stats {
      * backward_weight_ms: the W's of a split backward (recompute included) */
     double forward_ms, backward_ms, recompute_ms, optimizer_ms, backward_weight_ms;
     double comm_ms;            /* posting sends and receives, staging copies (waits excluded) */
+    double message_bytes;      /* bytes of the activations and gradients this rank sent to
+                                * other stages (halved by --precision bf16) */
     /* non-finite values: the first stage (lowest index) with a non-finite loss or
      * gradient this step, -1 when all were finite; every rank gets the same value.
      * The step's update was not applied. */

@@ -117,7 +117,7 @@ int ppdl_baseline(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int 
                     }
             double mbw = median(bw, n), mlat = median(lat, n);
             bnd = ppdl_xmalloc((size_t)L * sizeof(double));
-            for (int l = 0; l < L; l++) bnd[l] = 1000.0 * (mlat + c->layers[l].out_bytes / mbw);
+            for (int l = 0; l < L; l++) bnd[l] = 1000.0 * (mlat + ppdl_msg_bytes(c, l) / mbw);
             free(bw);
             free(lat);
         }

@@ -113,7 +113,7 @@ double ppdl_tie_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const int 
 double ppdl_link_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int j, int a, int b)
 {
     size_t ab = (size_t)a * cl->N + b;
-    return 1000.0 * (cl->lat[ab] + c->layers[j].out_bytes / cl->bw[ab]);
+    return 1000.0 * (cl->lat[ab] + ppdl_msg_bytes(c, j) / cl->bw[ab]);
 }
 
 void ppdl_cost_eval_free(ppdl_cost_eval *ev)

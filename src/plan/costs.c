@@ -175,6 +175,13 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
             return ppdl_errf(err, errlen, "%s: micro_batch_size: expected an integer >= 1", what);
         c->micro_batch_size = (int)json_integer_value(mb);
     }
+    json_t *prec = json_object_get(root, "precision");
+    if (prec) {
+        const char *v = json_is_string(prec) ? json_string_value(prec) : "";
+        if (strcmp(v, "fp32") && strcmp(v, "bf16"))
+            return ppdl_errf(err, errlen, "%s: precision: expected \"fp32\" or \"bf16\"", what);
+        c->bf16_messages = !strcmp(v, "bf16");
+    }
     if (json_object_get(root, "state_multiplier")) {
         if (get_num(root, "state_multiplier", &d, what, "costs", err, errlen)) return -1;
         c->state_multiplier = d;
@@ -280,6 +287,7 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
     json_t *root = json_object();
     json_object_set_new(root, "micro_batch_size", json_integer(c->micro_batch_size));
     json_object_set_new(root, "state_multiplier", json_real(c->state_multiplier));
+    if (c->bf16_messages) json_object_set_new(root, "precision", json_string("bf16")); /* fp32 files unchanged */
     int extras = ppdl_costs_has_step_extras(c);
     if (extras) { /* files without them stay as they were */
         json_object_set_new(root, "input_ms", json_real(c->input_ms));

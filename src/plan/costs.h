@@ -59,6 +59,10 @@ typedef struct ppdl_costs {
      * at the end of the step (costmodel.h: ppdl_tie_mem, ppdl_tie_ms). At most one tie,
      * between the first and the last layer (the only one ppdl's models have). */
     double tied_bytes;
+    /* the precision of the messages between stages (COSTS.json "precision", optional:
+     * "fp32", the default, or "bf16"): 1 when they travel as bf16, half of out_bytes
+     * (ppdl_msg_bytes). ppdl sets it from its own --precision, whatever the file says. */
+    int bf16_messages;
     /* how the profile took fwd_ms/bwd_ms: 1 with the layers in their order (the device
      * held the whole model), 0 each layer alone; not in COSTS.json */
     int ordered;
@@ -69,6 +73,13 @@ typedef struct ppdl_costs {
      * COSTS.json. The writer writes the split's fields only then. */
     int split_given;
 } ppdl_costs;
+
+/* the bytes of the activation layer l sends to the next stage, and of the gradient that
+ * comes back: out_bytes, or half of it with bf16 messages */
+static inline double ppdl_msg_bytes(const ppdl_costs *c, int l)
+{
+    return c->bf16_messages ? 0.5 * c->layers[l].out_bytes : c->layers[l].out_bytes;
+}
 
 /* L zeroed layers (n_opts = 1), micro_batch_size 1, state_multiplier 4 */
 void ppdl_costs_alloc(ppdl_costs *c, int L);

@@ -181,7 +181,7 @@ static int shared_step(sim_ctx *g, int u, double now)
             int act = op->kind == PPDL_OP_SEND_ACT;
             const ppdl_plan_stage *peer = &g->p->stages[act ? s + 1 : s - 1];
             int a = x->rank, b = rep_rank(peer, mb % n_rep(peer));
-            double bytes = g->c->layers[act ? ps->last : ps->first - 1].out_bytes;
+            double bytes = ppdl_msg_bytes(g->c, act ? ps->last : ps->first - 1);
             double start = fmax(x->t, g->link_free[(size_t)a * N + b]);
             g->link_free[(size_t)a * N + b] = start + 1000.0 * bytes / g->cl->bw[a * N + b];
             double t_arr = g->link_free[(size_t)a * N + b] + 1000.0 * g->cl->lat[a * N + b];
@@ -453,7 +453,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                     int act = op->kind == PPDL_OP_SEND_ACT;
                     const ppdl_plan_stage *peer = &p->stages[act ? s + 1 : s - 1];
                     int a = x->rank, b = rep_rank(peer, mb % n_rep(peer));
-                    double bytes = c->layers[act ? ps->last : ps->first - 1].out_bytes;
+                    double bytes = ppdl_msg_bytes(c, act ? ps->last : ps->first - 1);
                     double start = fmax(x->t, link_free[(size_t)a * N + b]);
                     link_free[(size_t)a * N + b] = start + 1000.0 * bytes / cl->bw[a * N + b];
                     double t_arr = link_free[(size_t)a * N + b] + 1000.0 * cl->lat[a * N + b];
