@@ -251,7 +251,7 @@ void run_choose_plan(run *r)
         r->pred[s] = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
-                                                 s == plan->S - 1);
+                                                 s == plan->S - 1, o->precision == PPDL_PREC_BF16);
         plan->stages[s].mem_bytes = r->pred[s].cost_model;
         ppdl_op_list_free(&ol);
         if (s != r->stage) continue;
@@ -260,14 +260,14 @@ void run_choose_plan(run *r)
         r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                   ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                   ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
-                                                  s == plan->S - 1);
+                                                  s == plan->S - 1, o->precision == PPDL_PREC_BF16);
         /* ... and with full recompute, for the advice when it does not fit */
         int *full = ppdl_xcalloc((size_t)(p->last - p->first + 1), sizeof(int));
         for (int l = p->first; l <= p->last; l++) full[l - p->first] = r->n_options[l] > 1 ? PPDL_RC_FULL : 0;
         r->pred_own_full = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                        ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                        ppdl_schedule_max_pending_weight(&ol), full, s == 0,
-                                                       s == plan->S - 1);
+                                                       s == plan->S - 1, o->precision == PPDL_PREC_BF16);
         free(full);
         ppdl_op_list_free(&ol);
     }

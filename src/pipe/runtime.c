@@ -3,7 +3,8 @@
  * Buffers of one slot (b = batch_size / M samples, layers first..last, nl of them):
  *   act[0]          stage input: data (tokens/features) on stage 0; elsewhere the received
  *                   activation, a buffer of the inbox (below) lent to the slot
- *   act[i], i >= 1  input of layer first+i = output of layer first+i-1 (kept for backward)
+ *   act[i], i >= 1  input of layer first+i = output of layer first+i-1 (kept for backward);
+ *                   under bf16 kept packed as bf16, half its bytes (stash_bf16 below)
  *   saved[i]        what layer first+i saved in forward (none when it is recomputed)
  *   out             stage output: the activation sent on, or on the last stage the logits,
  *                   overwritten in place by d(loss)/d(logits) right after forward
@@ -126,6 +127,15 @@ struct ppdl_runtime {
     int bf16;
     int bf16_layers;           /* 1: round at every layer boundary; 0 only under the planted
                                 * bug PPDL_TEST_BF16=stage-only (rounded only when sent) */
+    /* bf16: a slot keeps its layer-boundary inputs act[i], i >= 1, packed as bf16 (the
+     * values are already bf16, so packing is exact; under PPDL_TEST_BF16=stage-only it
+     * rounds them). The forward runs on fp32 copies in the ping-pong buffers grad[] (free
+     * outside a backward) and packs each input once its layer has read it; a backward or
+     * recompute widens it into `widened` first.
+     * The stage's input act[0] (data, or the inbox buffer widened on arrival) and the
+     * layers' saved tensors (not bf16 values) stay fp32. */
+    int stash_bf16;
+    float *widened;            /* [max_act] layer input widened from the stash (stash_bf16) */
     double sent_bytes;         /* message bytes this rank posted this step */
     int loss_rows, classes;
     int adam_t;
@@ -187,6 +197,13 @@ static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, siz
 }
 
 static const ppdl_layer *layer(const ppdl_runtime *rt, int i) { return &rt->st->model->layers[rt->st->first + i]; }
+
+/* bytes a slot keeps of the stage's layer i's input of fp32_bytes: half where it is
+ * stashed as bf16 (stash_bf16; the stage's input act[0] stays fp32) */
+static size_t stashed_input_bytes(int stash_bf16, int i, size_t fp32_bytes)
+{
+    return stash_bf16 && i > 0 ? fp32_bytes / 2 : fp32_bytes;
+}
 
 static int is_backward_op(int kind)
 {
@@ -376,6 +393,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->bf16 = ppdl_be_precision(rt->be) == PPDL_PREC_BF16;
     const char *bug = getenv("PPDL_TEST_BF16");
     rt->bf16_layers = rt->bf16 && !(bug && !strcmp(bug, "stage-only"));
+    rt->stash_bf16 = rt->bf16 && rt->nl > 1;
     size_t max_act = rt->out_bytes, max_saved = 0, max_work = 0;
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
@@ -398,7 +416,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
             const ppdl_layer *l = layer(rt, i);
             /* a received input is an inbox buffer, lent at RECV_ACT */
             if (i > 0 || rt->first_stage)
-                sl->act[i] = alloc_counted(rt, (size_t)b * l->in_bytes, "stashed layer inputs", &rt->mem.stash);
+                sl->act[i] = alloc_counted(rt, stashed_input_bytes(rt->stash_bf16, i, (size_t)b * l->in_bytes),
+                                           "stashed layer inputs", &rt->mem.stash);
             if (rt->recompute[i] != PPDL_RC_FULL) {
                 size_t n = l->kind->saved_floats(l, b, rt->recompute[i]);
                 if (n) sl->saved[i] = alloc_counted(rt, n * sizeof(float), "saved activations", &rt->mem.stash);
@@ -446,6 +465,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->scratch_out = alloc_counted(rt, max_act, "recompute output", &rt->mem.buffers);
     rt->grad[0] = alloc_counted(rt, max_act, "layer gradients", &rt->mem.buffers);
     rt->grad[1] = alloc_counted(rt, max_act, "layer gradients", &rt->mem.buffers);
+    if (rt->stash_bf16) rt->widened = alloc_counted(rt, max_act, "widened layer input", &rt->mem.buffers);
     if (max_work) rt->work = alloc_counted(rt, max_work * sizeof(float), "layer work space", &rt->mem.buffers);
     rt->loss_dev = alloc_counted(rt, sizeof(float), "loss", &rt->mem.buffers);
     if (rt->first_stage) rt->host_in = ppdl_xmalloc(rt->in_bytes);
@@ -455,8 +475,9 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
 
 ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
                                                 int n_slots, int n_inbox, int n_wbufs, const int *recompute,
-                                                int first_stage, int last_stage)
+                                                int first_stage, int last_stage, int bf16)
 {
+    int stash_bf16 = bf16 && last > first; /* as ppdl_runtime_create's */
     ppdl_mem_prediction p = {0};
     size_t params = 0, stash = 0, keep = 0, max_act = 0, max_saved = 0, max_work = 0;
     /* a tied weight (pipe/tie.h): held once, or one of its two layers here */
@@ -468,6 +489,8 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
         int option = recompute ? recompute[l - first] : 0;
         params += ppdl_layer_param_count(ly) * sizeof(float);
         stash += ppdl_model_stash_bytes(m, l, b, option);
+        /* the layer's input packed as bf16 (stashed_input_bytes) */
+        stash -= (size_t)b * ly->in_bytes - stashed_input_bytes(stash_bf16, l - first, (size_t)b * ly->in_bytes);
         keep += ppdl_layer_weight_keep_bytes(ly, b, option);
         /* the last layer's output gradient is the slot's, counted in its buffers */
         if (l == last && ly->n_params && (ly->kind->weight_reads(ly, option) & PPDL_W_DOUT))
@@ -489,7 +512,9 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
     p.cost_model = p.params_optimizer + p.stash + p.weight_keep + p.tie;
     /* the inbox's buffer beyond the slots' inputs (which the stash counts) */
     double spare_in = !first_stage && n_inbox > n_slots ? (double)(n_inbox - n_slots) * (double)in_b : 0;
-    p.buffers = (double)n_slots * (double)per_slot + spare_in + (double)max_saved + 3.0 * (double)max_act +
+    /* scratch_out, grad[2] and, under a bf16 stash, widened */
+    p.buffers = (double)n_slots * (double)per_slot + spare_in + (double)max_saved +
+                (3.0 + stash_bf16) * (double)max_act +
                 (double)max_work + sizeof(float);
     p.total = p.cost_model + p.buffers;
     return p;
@@ -762,6 +787,23 @@ static void post_receives(ppdl_runtime *rt)
     }
 }
 
+/* layer i's fp32 input `x` (the forward's, no longer read) into the slot's stash, packed */
+static void stash_pack(ppdl_runtime *rt, slot *sl, int i, void *x)
+{
+    size_t n = (size_t)rt->b * layer(rt, i)->in_bytes / sizeof(float);
+    ppdl_be_pack_bf16(rt->be, n, x);
+    ppdl_be_copy_d2d(rt->be, sl->act[i], x, n * 2);
+}
+
+/* layer i's input from the slot's stash, widened exactly to fp32 in rt->widened */
+static const float *stash_widen(ppdl_runtime *rt, slot *sl, int i)
+{
+    size_t n = (size_t)rt->b * layer(rt, i)->in_bytes / sizeof(float);
+    ppdl_be_copy_d2d(rt->be, rt->widened, sl->act[i], n * 2);
+    ppdl_be_unpack_bf16(rt->be, n, rt->widened);
+    return rt->widened;
+}
+
 static void load_batch(ppdl_runtime *rt, long step, int mb, slot *sl)
 {
     char err[PPDL_ERR_LEN];
@@ -786,13 +828,16 @@ static void forward(ppdl_runtime *rt, long step, int mb)
      * in the forward (and so in the busy time the bubble is measured from) */
     double t0 = ppdl_now_s();
     if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
+    void *in = sl->act[0];
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
-        float *out = i + 1 < rt->nl ? (float *)sl->act[i + 1] : sl->out;
+        float *out = i + 1 == rt->nl ? sl->out : rt->stash_bf16 ? rt->grad[i % 2] : (float *)sl->act[i + 1];
         float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
         int option = rt->recompute[i] == PPDL_RC_FULL ? 0 : rt->recompute[i];
-        l->kind->forward(l, be, rt->b, sl->act[i], out, saved, rt->work, option);
+        l->kind->forward(l, be, rt->b, in, out, saved, rt->work, option);
         if (rt->bf16_layers) ppdl_be_round_bf16(be, (size_t)rt->b * l->out_bytes / sizeof(float), out);
+        if (rt->stash_bf16 && i > 0) stash_pack(rt, sl, i, in); /* read by its layer: keep it packed */
+        in = out;
         ppdl_comm_progress(rt->comm); /* the messages in flight move while we compute */
     }
     if (rt->last_stage) {
@@ -853,12 +898,13 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
         if (part == PPDL_BWD_WEIGHT && l->n_params == 0) continue; /* nothing to do in W */
         float *saved = sl->saved[i];
         int option = rt->recompute[i];
+        const void *in = rt->stash_bf16 && i > 0 ? stash_widen(rt, sl, i) : sl->act[i];
         if (option == PPDL_RC_FULL &&
             (part != PPDL_BWD_WEIGHT || (l->kind->weight_reads(l, option) & PPDL_W_SAVED))) {
             /* the recompute hook: run forward again from the kept input */
             double r0 = ppdl_now_s();
             ppdl_range_push("recompute", mb);
-            l->kind->forward(l, be, rt->b, sl->act[i], rt->scratch_out, rt->scratch_saved, rt->work, 0);
+            l->kind->forward(l, be, rt->b, in, rt->scratch_out, rt->scratch_saved, rt->work, 0);
             ppdl_range_pop();
             record(rt, PPDL_EV_RECOMPUTE, mb, r0, ppdl_now_s());
             saved = rt->scratch_saved;
@@ -866,7 +912,7 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
         /* the fused pass runs a recomputed layer as option 0; a part needs to know that
          * `saved` is scratch (it keeps for W elsewhere) */
         float *din = part == PPDL_BWD_WEIGHT ? NULL : din_of(rt, sl, wb, i);
-        l->kind->backward(l, be, part, rt->b, sl->act[i], saved, dout_of(rt, sl, wb, i), din,
+        l->kind->backward(l, be, part, rt->b, in, saved, dout_of(rt, sl, wb, i), din,
                           wb ? wb->keep[i] : NULL, rt->work, part == PPDL_BWD_FUSED && option == PPDL_RC_FULL ? 0 : option);
         if (rt->bf16_layers && din) ppdl_be_round_bf16(be, (size_t)rt->b * l->in_bytes / sizeof(float), din);
         /* the last backward of the step finalises this layer's gradients: sum them
@@ -1326,6 +1372,7 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     ppdl_be_free(rt->be, rt->scratch_out);
     ppdl_be_free(rt->be, rt->grad[0]);
     ppdl_be_free(rt->be, rt->grad[1]);
+    ppdl_be_free(rt->be, rt->widened);
     ppdl_be_free(rt->be, rt->work);
     ppdl_be_free(rt->be, rt->loss_dev);
     free(rt->host_in);

@@ -121,10 +121,11 @@ typedef struct ppdl_mem_prediction {
 } ppdl_mem_prediction;
 
 /* n_slots: ppdl_schedule_max_in_flight of the stage's list; n_inbox: ppdl_runtime_inbox_size;
- * n_wbufs: ppdl_schedule_max_pending_weight */
+ * n_wbufs: ppdl_schedule_max_pending_weight; bf16: --precision bf16 (the layer inputs
+ * after the stage's first are stashed packed as bf16, and one more fp32 buffer widens them) */
 ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, int last, int b,
                                                 int n_slots, int n_inbox, int n_wbufs, const int *recompute,
-                                                int first_stage, int last_stage);
+                                                int first_stage, int last_stage, int bf16);
 /* the buffers a stage other than the first receives activations into: one per slot,
  * and one more where the list receives more micro-batches than it holds at once (so
  * that the next receive is posted early); 0 for a list without RECV_ACT */
