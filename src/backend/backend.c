@@ -78,6 +78,7 @@ void ppdl_backend_destroy(ppdl_backend *be)
 
 const char *ppdl_be_name(const ppdl_backend *be) { return be->ops->name; }
 int ppdl_be_device_memory(const ppdl_backend *be) { return be->ops->device_memory; }
+size_t ppdl_be_free_memory(ppdl_backend *be) { return be->ops->free_memory ? be->ops->free_memory(be) : 0; }
 size_t ppdl_be_in_use(const ppdl_backend *be) { return be->bytes_in_use; }
 size_t ppdl_be_peak(const ppdl_backend *be) { return be->bytes_peak; }
 size_t ppdl_be_limit(const ppdl_backend *be) { return be->bytes_limit; }

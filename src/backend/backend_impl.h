@@ -98,6 +98,8 @@ struct ppdl_backend_ops {
 
     /* ---- optional: 0 / NULL on backends that do not need them (the CPU) ---- */
     int device_memory;
+    /* the device memory this rank may use now (ppdl_be_free_memory); NULL: 0 */
+    size_t (*free_memory)(ppdl_backend *be);
     /* NULL: ppdl_be_host_alloc falls back to malloc */
     void *(*host_alloc)(ppdl_backend *be, size_t n_bytes);
     void (*host_free)(ppdl_backend *be, void *p);

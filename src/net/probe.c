@@ -610,6 +610,7 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     int *host = ppdl_xmalloc((size_t)n * sizeof(int));
     PPDL_CHECK_MPI(MPI_Allgather(&host_id, 1, MPI_INT, host, 1, MPI_INT, comm));
     double mem = (double)o->mem_bytes;
+    if (mem <= 0 && o->be) mem = (double)ppdl_be_free_memory(o->be); /* a GPU's: its free memory */
     if (mem <= 0) {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         mem = pages > 0 && page > 0 ? (double)pages * (double)page / node_size : 1e9;

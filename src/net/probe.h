@@ -42,7 +42,9 @@
  * emulated network.
  *
  * Per rank also:
- *   - mem_bytes: the given limit (--mem-limit), else physical memory / ranks on the host;
+ *   - mem_bytes: the given limit (--mem-limit), else on a GPU its free memory when probed
+ *     (cudaMemGetInfo) / the node's ranks sharing that GPU, else physical memory / ranks
+ *     on the host;
  *   - speed: GFLOP/s of a fixed 256x256x256 SGEMM on the rank's backend (the fastest of 10+ runs),
  *     divided by rank 0's: 1.0 = rank 0's device, the one that profiles the layers.
  *     Ranks sharing a host run it one after another, like the pairs.

@@ -99,6 +99,17 @@ static void *cu_alloc(ppdl_backend *be, size_t n)
     return p;
 }
 static void cu_free(ppdl_backend *be, void *p) { (void)be; CUDA_CHECK(cudaFree(p)); }
+
+/* the GPU's free memory, shared evenly by the node's ranks on it: local rank r runs on
+ * device r % n_devices, so ceil((local_size - device) / n_devices) ranks share this one */
+static size_t cu_free_memory(ppdl_backend *be)
+{
+    const cuda_impl *ci = be->impl;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    int sharing = (ci->local_size - ci->device + ci->n_devices - 1) / ci->n_devices;
+    return free_bytes / (size_t)(sharing > 1 ? sharing : 1);
+}
 static void cu_h2d(ppdl_backend *be, void *d, const void *s, size_t n)
 {
     if (!n) return;
@@ -499,7 +510,7 @@ static const ppdl_backend_ops cuda_ops = {
     .softmax_xent = cu_softmax_xent,
     .im2col = cu_im2col, .col2im = cu_col2im, .maxpool_fwd = cu_maxpool_fwd, .maxpool_bwd = cu_maxpool_bwd,
     .adamw = cu_adamw,
-    .device_memory = 1, .host_alloc = cu_host_alloc, .host_free = cu_host_free, .destroy = cu_destroy,
+    .device_memory = 1, .free_memory = cu_free_memory, .host_alloc = cu_host_alloc, .host_free = cu_host_free, .destroy = cu_destroy,
     .conv2d_fwd = cu_conv2d_fwd, .conv2d_bwd = cu_conv2d_bwd,
 };
 
