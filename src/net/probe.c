@@ -593,6 +593,27 @@ static void summarize(const samples *sm, double agree, ppdl_cluster *cl)
     free(v);
 }
 
+static int cmp_speed(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void ppdl_probe_host_speeds(int n, const int *host, double *speed)
+{
+    double *v = ppdl_xmalloc((size_t)n * sizeof(double)), *out = ppdl_xmalloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        for (int j = 0; j < n; j++)
+            if (host[j] == host[i]) v[k++] = speed[j];
+        qsort(v, (size_t)k, sizeof *v, cmp_speed);
+        out[i] = host[i] == host[0] ? 1.0 : (k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]));
+    }
+    memcpy(speed, out, (size_t)n * sizeof(double));
+    free(v);
+    free(out);
+}
+
 void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
 {
     MPI_Comm comm = c->comm;
@@ -688,6 +709,8 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
             /* speed relative to rank 0; no benchmark (or a failed one): 1 */
             cl->speed[i] = g0 > 0 && local[2 * i] > 0 ? local[2 * i] / g0 : 1.0;
         }
+        /* the job's ranks all run the one --backend: CPU ranks of a host share its cores */
+        if (o->be && !ppdl_be_device_memory(o->be)) ppdl_probe_host_speeds(n, host, cl->speed);
         memcpy(cl->mem, mems, (size_t)n * sizeof(double));
         memcpy(pack, cl->bw, nn * sizeof(double));
         memcpy(pack + nn, cl->lat, nn * sizeof(double));

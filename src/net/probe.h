@@ -47,7 +47,8 @@
  *     on the host;
  *   - speed: GFLOP/s of a fixed 256x256x256 SGEMM on the rank's backend (the fastest of 10+ runs),
  *     divided by rank 0's: 1.0 = rank 0's device, the one that profiles the layers.
- *     Ranks sharing a host run it one after another, like the pairs.
+ *     Ranks sharing a host run it one after another, like the pairs. On the CPU backend
+ *     the ranks of a host share its cores, and get one speed (ppdl_probe_host_speeds).
  *   - the diagonal: bandwidth = the rank's memcpy rate at the large size, latency 0.
  * The result is the same on every rank. */
 #ifndef PPDL_PROBE_H
@@ -108,6 +109,15 @@ int ppdl_probe_pair_settled(const double *ab, const double *ba, int n, const ppd
  * which the K-th sample (from 0) of link A->B's bandwidth is multiplied, 1 when none;
  * -1 with a message in err when the variable is malformed. */
 int ppdl_probe_skew(const char *spec, int n, int a, int b, int k, double *factor, char *err, size_t errlen);
+/* One speed per host for CPU ranks (the probe applies it when its backend is the CPU):
+ * ranks of one host run on the same cores, so their SGEMM speeds differ only by what
+ * disturbed each benchmark, and a planner reading 0.85 against 1.08 would load one of
+ * two identical ranks more (seen: 3 ranks on this 2-core VM, 0.86-1.08 from run to
+ * run, three different plans in five runs). speed[i] becomes its host's: 1 on rank
+ * 0's host (the layers were profiled on those cores), elsewhere the median of the
+ * host's ranks (the mean of the middle two for an even count). host[i]: the smallest
+ * rank on rank i's host. */
+void ppdl_probe_host_speeds(int n, const int *host, double *speed);
 
 /* ---- the schedule of pairs (pure, for tests and perf/) ---- */
 /* rounds of the tournament for n ranks: n-1 (n even), n (n odd), 0 (n = 1) */

@@ -16,7 +16,9 @@
  *      samples instead (negative control) must fail some;
  *   4. the grouping of a matrix with one direction misread (the issue's run): still
  *      {0,1} {2,3}; both directions of the link slow is a different network, and
- *      groups differently (the grouping does read the link).
+ *      groups differently (the grouping does read the link);
+ *   5. one speed per host for CPU ranks: ranks of rank 0's host get 1, another host's
+ *      ranks the median of their measured speeds, whatever each measured.
  * Pure: no MPI ranks. */
 #include "core/error.h"
 #include "core/util.h"
@@ -124,7 +126,7 @@ static double judge(const double *bw, char *grouping, size_t len)
 
 int main(void)
 {
-    plan(16);
+    plan(20);
     ppdl_probe_opts o;
     ppdl_probe_defaults(&o);
 
@@ -194,5 +196,28 @@ int main(void)
     ok(strcmp(groups(&cl), "0,1|2,3") != 0, "both directions slow: a different network, other nodes (%s)",
        groups(&cl));
     ppdl_cluster_free(&cl);
+
+    /* ---- 5. one speed per host (CPU ranks share their host's cores) ---- */
+    {
+        /* the 3 ranks on one 2-core host, as probed: 1, 0.855, 0.951 */
+        int host1[3] = {0, 0, 0};
+        double sp1[3] = {1.0, 0.855, 0.951};
+        ppdl_probe_host_speeds(3, host1, sp1);
+        ok(sp1[0] == 1.0 && sp1[1] == 1.0 && sp1[2] == 1.0, "3 ranks on rank 0's host: speeds %.3f %.3f %.3f (all 1)",
+           sp1[0], sp1[1], sp1[2]);
+        /* two hosts: ranks 0-1 on rank 0's, 2-4 on another host measured 0.48, 0.55, 0.50 */
+        int host2[5] = {0, 0, 2, 2, 2};
+        double sp2[5] = {1.0, 1.12, 0.48, 0.55, 0.50};
+        ppdl_probe_host_speeds(5, host2, sp2);
+        ok(sp2[0] == 1.0 && sp2[1] == 1.0, "two hosts: rank 0's host 1, 1 (measured 1, 1.12)");
+        ok(sp2[2] == 0.50 && sp2[3] == 0.50 && sp2[4] == 0.50, "... the other host's 3 ranks its median 0.50 (%.3f %.3f %.3f)",
+           sp2[2], sp2[3], sp2[4]);
+        /* an even count takes the mean of the middle two; hosts need not be contiguous */
+        int host3[4] = {0, 1, 0, 1};
+        double sp3[4] = {1.0, 2.0, 0.9, 2.4};
+        ppdl_probe_host_speeds(4, host3, sp3);
+        ok(sp3[0] == 1.0 && sp3[2] == 1.0 && fabs(sp3[1] - 2.2) < 1e-12 && fabs(sp3[3] - 2.2) < 1e-12,
+           "interleaved hosts {0,2} {1,3}: 1, 1 and the mean of 2.0 and 2.4 (%.3f %.3f)", sp3[1], sp3[3]);
+    }
     return exit_status();
 }
