@@ -192,7 +192,7 @@ static void sort_ranks(const ppdl_cluster_model *cl, int key, int *r, int n)
     }
 }
 
-static int add_order(int *orders, int n, int max, int N, const int *o)
+int add_candidate_order(int *orders, int n, int max, int N, const int *o)
 {
     if (n >= max) return n;
     for (int k = 0; k < n; k++)
@@ -207,7 +207,7 @@ int candidate_orders(const plan_ctx *x, int *orders, int max, int *n_groups)
     int N = cl->N, n = 0;
     int *o = ppdl_xmalloc((size_t)N * sizeof(int)), *group = ppdl_xmalloc((size_t)N * sizeof(int));
     for (int r = 0; r < N; r++) o[r] = r;
-    n = add_order(orders, n, max, N, o);
+    n = add_candidate_order(orders, n, max, N, o);
     int G = rank_groups(x, group);
     *n_groups = G;
     int *gorder = ppdl_xmalloc((size_t)G * sizeof(int));
@@ -221,13 +221,13 @@ int candidate_orders(const plan_ctx *x, int *orders, int max, int *n_groups)
                     if (group[r] == g) o[p++] = r;
                 sort_ranks(cl, key, &o[p0], p - p0);
             }
-            n = add_order(orders, n, max, N, o);
+            n = add_candidate_order(orders, n, max, N, o);
         }
     /* ignoring the groups: by memory, by speed */
     for (int key = 0; key < 2; key++) {
         for (int r = 0; r < N; r++) o[r] = r;
         sort_ranks(cl, key, o, N);
-        n = add_order(orders, n, max, N, o);
+        n = add_candidate_order(orders, n, max, N, o);
     }
     free(o);
     free(group);

@@ -13,6 +13,9 @@ void order_groups(const ppdl_cluster_model *cl, const int *group, int G, int *go
 /* candidate orders (ranks in order first), written to orders[k*N..]; returns how many
  * (at most max) */
 int candidate_orders(const plan_ctx *x, int *orders, int max, int *n_groups);
+/* append order o (N ranks) to the n candidates unless it is one of them or max are
+ * there; returns the new count */
+int add_candidate_order(int *orders, int n, int max, int N, const int *o);
 /* Improve (order, first, T) by local search, at most about `budget` solves, with the
  * tables tb (factored) and the layout ly the engine solves the orders in. */
 void local_search(plan_ctx *x, stage_tables *tb, layout *ly, int *order, int *first, double *T, long budget);

@@ -9,12 +9,29 @@
 #include "sched/schedule.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_1P, PPDL_SCHED_ZB_H1,
                                                  PPDL_SCHED_ZB_H2};
+
+/* the order of the solves where they share the search: zb-1p (no replicas to search,
+ * the least memory of the zero-bubble ones) first */
+const int ppdl_auto_solve_order[PPDL_AUTO_N] = {1, 0, 2, 3};
+
+int ppdl_auto_shares_search(int N, int L, const char *method, const ppdl_solve_opts *o)
+{
+    if (strcmp(method, "ppdl") && strcmp(method, "ppdl-pipeline")) return 0; /* no placement search */
+    if (o->local_search_evals > 0 || L < N) return 0; /* a budget asked for; no one-rank-per-stage plan */
+    /* from 25 ranks solver.c's local search tries 8N orders (below, 200), and the
+     * replica search 40 layouts (up to 16 ranks, 400): there the search is the time */
+    if (N < PPDL_AUTO_SHARE_MIN_RANKS) return 0;
+    /* and the placement is heuristic (solver.c's exact placement tries every order) */
+    return !(N <= o->exact_max_ranks && N <= 20 && ldexp((double)N * L, N) <= (double)o->exact_max_states);
+}
 
 /* a strictly better key, beyond a relative 1e-9 (ties keep the earlier candidate) */
 static int better(double a, double b) { return a < b * (1 - 1e-9); }
@@ -25,35 +42,94 @@ static double key(const ppdl_schedule_option *o, int by_sim)
     return by_sim ? o->sc.chosen_sim_ms : o->T;
 }
 
+/* one candidate's solve: everything it reads is its own or read-only, so the followers
+ * of a shared search can run on threads */
+typedef struct solve_job {
+    const ppdl_costs *c;
+    const ppdl_cluster_model *cl;
+    int M, reserve;
+    const char *method;
+    ppdl_solve_opts opts;
+    ppdl_schedule_option *o;
+} solve_job;
+
+static void *run_job(void *arg)
+{
+    solve_job *j = arg;
+    ppdl_schedule_option *o = j->o;
+    ppdl_cluster_model mine = *j->cl; /* the same cluster with the candidate's memory */
+    double *mem = NULL;
+    if (j->reserve) {
+        o->reserve = ppdl_runtime_reserve(j->c, ppdl_reserve_slots(o->schedule, j->cl->N, j->M));
+        mem = ppdl_memory_less_reserve(j->cl->mem, j->cl->N, o->reserve);
+        mine.mem = mem;
+    }
+    double t0 = ppdl_now_s();
+    o->rc = ppdl_plan_solve_ex(j->c, &mine, j->M, o->schedule, j->method, &j->opts, &o->plan, &o->info, &o->sc,
+                               o->why, sizeof o->why);
+    o->plan_s = ppdl_now_s() - t0;
+    o->T = o->plan.S > 0 ? o->plan.predicted_iter_ms : INFINITY;
+    free(mem);
+    return NULL;
+}
+
+/* cores this process may run on (at least 1) */
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set)) return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
+}
+
 int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
                          const ppdl_solve_opts *opts, int reserve, ppdl_schedule_choice *ch, char *err,
                          size_t errlen)
 {
     memset(ch, 0, sizeof *ch);
     ch->chosen = -1;
-    ppdl_cluster_model mine = *cl; /* the same cluster with the candidate's memory */
     ppdl_solve_opts o_zb;
     if (opts) o_zb = *opts;
     else ppdl_solve_opts_default(&o_zb);
     /* where no candidate order fits a zero-bubble schedule, it is out: the search for
      * an order that fits is left to 1F1B (whose message a failure reports) */
     o_zb.fit_search = 0;
+    solve_job job[PPDL_AUTO_N];
     for (int k = 0; k < PPDL_AUTO_N; k++) {
-        ppdl_schedule_option *o = &ch->opt[k];
-        o->schedule = ppdl_auto_schedules[k];
-        double *mem = NULL;
-        if (reserve) {
-            o->reserve = ppdl_runtime_reserve(c, ppdl_reserve_slots(o->schedule, cl->N, M));
-            mem = ppdl_memory_less_reserve(cl->mem, cl->N, o->reserve);
-            mine.mem = mem;
+        ch->opt[k].schedule = ppdl_auto_schedules[k];
+        job[k] = (solve_job){c, cl, M, reserve, method, o_zb, &ch->opt[k]};
+        if (!k) {
+            if (opts) job[k].opts = *opts;
+            else ppdl_solve_opts_default(&job[k].opts);
         }
-        double t0 = ppdl_now_s();
-        o->rc = ppdl_plan_solve_ex(c, &mine, M, o->schedule, method, k ? &o_zb : opts, &o->plan, &o->info, &o->sc,
-                                   o->why, sizeof o->why);
-        o->plan_s = ppdl_now_s() - t0;
-        o->T = o->plan.S > 0 ? o->plan.predicted_iter_ms : INFINITY;
-        free(mem);
-        mine.mem = cl->mem;
+    }
+    /* Many ranks (heuristic placement): the first candidate solved searches the orders,
+     * the others start from its best order with a small budget, at once on two cores
+     * where there are (schedule_choice.h) */
+    if (!ppdl_auto_shares_search(cl->N, c->L, method, &o_zb)) {
+        for (int k = 0; k < PPDL_AUTO_N; k++) run_job(&job[k]);
+    } else {
+        const int first = ppdl_auto_solve_order[0];
+        run_job(&job[first]);
+        const ppdl_schedule_option *f = &ch->opt[first];
+        int *seed = NULL;
+        if (f->rc == 0 && f->plan.S == cl->N) { /* a one-rank-per-stage plan: its order */
+            seed = ppdl_xmalloc((size_t)cl->N * sizeof(int));
+            for (int s = 0; s < cl->N; s++) seed[s] = f->plan.stages[s].rank;
+        }
+        for (int q = 1; q < PPDL_AUTO_N && seed; q++) {
+            ppdl_solve_opts *mo = &job[ppdl_auto_solve_order[q]].opts;
+            mo->seed_order = seed;
+            if (mo->local_search_evals <= 0) mo->local_search_evals = PPDL_AUTO_FOLLOW_EVALS(cl->N);
+            if (mo->hybrid_evals <= 0) mo->hybrid_evals = PPDL_AUTO_FOLLOW_LAYOUTS;
+        }
+        /* the second in the solve order (1F1B, which also searches replica layouts: the
+         * longest) on a thread of its own, the rest here */
+        pthread_t tid;
+        int threaded = usable_cores() > 1 && !pthread_create(&tid, NULL, run_job, &job[ppdl_auto_solve_order[1]]);
+        for (int q = threaded ? 2 : 1; q < PPDL_AUTO_N; q++) run_job(&job[ppdl_auto_solve_order[q]]);
+        if (threaded) PPDL_CHECK(!pthread_join(tid, NULL), "--schedule auto: pthread_join failed");
+        free(seed);
     }
     /* by the simulated step where every plan that fits was chosen by it */
     int n_fit = 0, n_sim = 0;

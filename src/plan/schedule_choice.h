@@ -22,6 +22,23 @@
  * ppdl_schedule_supports): their candidate is the best plan without replicas, and a
  * baseline method with replicas (dp) has no zero-bubble candidate.
  *
+ * Many ranks (25 or more, where solver.c's local search tries 8N rank orders; method
+ * ppdl or ppdl-pipeline, no local search budget in the solve options), the four
+ * solves share the search
+ * over rank orders, which is most of their time (200 layers on 64 ranks: 8N = 512
+ * orders tried per schedule, 0.45 of each zero-bubble solve's 0.55 s): zb-1p is
+ * solved first, with the full search; the others get its best order as one more
+ * candidate (solve_opts.seed_order) and try N orders around their best candidate, and
+ * 1F1B 10 replica layouts instead of 40. The orders that are good for one schedule
+ * are good for the others (the same links and memories; the schedules differ in the
+ * fill factor and the micro-batches in flight). Measured on that case: zb-h1's T
+ * 605.26 ms against 605.24 searched alone, 1F1B's 843.63 against 841.64; auto takes
+ * 1.2 s instead of 2.7-3.4 s (perf/RESULTS.md). The three after the first run
+ * at once where the process has two cores or more: 1F1B, the longest, on a thread of
+ * its own, zb-h1 and zb-h2 after each other (each solve reads only its own state and
+ * the shared inputs: the plans are the same bits as one after another). Below 25
+ * ranks every candidate is solved alone, as before.
+ *
  * For a plan that is given (a plan file, --plan uniform): ppdl_schedule_for_plan takes
  * the schedule of least T for that plan among those that can run its layout. Pure C. */
 #ifndef PPDL_SCHEDULE_CHOICE_H
@@ -38,6 +55,14 @@
 #include "plan/solver.h"
 
 #define PPDL_AUTO_N 4
+/* the shared search's budgets for the candidates after the first (schedule_choice.h) */
+#define PPDL_AUTO_SHARE_MIN_RANKS 25
+#define PPDL_AUTO_FOLLOW_EVALS(N) ((long)(N)) /* orders tried by the local search (alone: 8N) */
+#define PPDL_AUTO_FOLLOW_LAYOUTS 10L          /* replica layouts (alone: 40 above 16 ranks) */
+extern const int ppdl_auto_solve_order[PPDL_AUTO_N];
+/* 1: with these options the candidates share the search (many ranks: the placement is
+ * heuristic; method ppdl or ppdl-pipeline; no local search budget given) */
+int ppdl_auto_shares_search(int N, int L, const char *method, const ppdl_solve_opts *o);
 
 /* the candidates, in tie-breaking order: 1f1b, zb-1p, zb-h1, zb-h2 */
 extern const int ppdl_auto_schedules[PPDL_AUTO_N];

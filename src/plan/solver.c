@@ -49,6 +49,7 @@ void ppdl_solve_opts_default(ppdl_solve_opts *o)
     o->exact_hybrid_ranks = 6;
     o->hybrid_evals = 0;
     o->fit_search = 1;
+    o->seed_order = NULL;
 }
 
 
@@ -319,6 +320,7 @@ static int solve_impl(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, 
         n_cand = 1;
     } else {
         n_cand = candidate_orders(&x, cand, max_cand, &info->n_groups);
+        if (opts->seed_order) n_cand = add_candidate_order(cand, n_cand, max_cand, N, opts->seed_order);
     }
 
     /* best plan so far: its order, cut and option mode */

@@ -47,6 +47,9 @@ typedef struct ppdl_solve_opts {
                                   placement is heuristic, search for an order that does
                                   (seconds to minutes on tens of ranks); 0: report that
                                   none fits (--schedule auto's zero-bubble candidates) */
+    const int *seed_order;     /* one more candidate rank order (N ranks) for the heuristic
+                                  placement, NULL (default): none. --schedule auto's later
+                                  candidates start from the first one's best order */
 } ppdl_solve_opts;
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o);
