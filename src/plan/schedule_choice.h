@@ -33,7 +33,7 @@
  * are good for the others (the same links and memories; the schedules differ in the
  * fill factor and the micro-batches in flight). Measured on that case: zb-h1's T
  * 605.26 ms against 605.24 searched alone, 1F1B's 843.63 against 841.64; auto takes
- * 1.2 s instead of 2.7-3.4 s (perf/RESULTS.md). The three after the first run
+ * 1.0-1.3 s instead of 2.7-3.4 s (perf/RESULTS.md). The three after the first run
  * at once where the process has two cores or more: 1F1B, the longest, on a thread of
  * its own, zb-h1 and zb-h2 after each other (each solve reads only its own state and
  * the shared inputs: the plans are the same bits as one after another). Below 25

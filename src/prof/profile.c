@@ -564,6 +564,11 @@ static void copy_times(const ppdl_layer_cost *from, ppdl_layer_cost *to)
     to->bwd_ms = from->bwd_ms;
     to->opt_ms = from->opt_ms;
     memcpy(to->extra_ms, from->extra_ms, sizeof to->extra_ms);
+    /* and the split backward's: without them a twin's B and W were 0, and the
+     * zero-bubble cost model saw stages of many blocks as nearly free */
+    to->bwd_input_ms = from->bwd_input_ms;
+    to->bwd_weight_ms = from->bwd_weight_ms;
+    memcpy(to->weight_extra_ms, from->weight_extra_ms, sizeof to->weight_extra_ms);
 }
 
 int ppdl_profile_layers(const ppdl_model *m, ppdl_backend *be, int b, const ppdl_profile_opts *opts,

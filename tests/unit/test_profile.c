@@ -1,6 +1,7 @@
 /* test_profile.c — the layer profile (prof/profile.c): with room for the whole model it
  * times the layers in their order, without room it falls back to timing each layer
- * alone; either way every time is a positive, finite number, the bytes are the model's,
+ * alone; either way every time is a positive, finite number (the split backward's B
+ * and W too, on every layer, the twins of a profiled layer included), the bytes are the model's,
  * and the device's memory is all given back. The bytes are also checked against the
  * shapes written out here from the hyperparameters (docs/formats.md's parameter shapes), not
  * only against ppdl_costs_from_model, which the profiler itself calls. */
@@ -26,7 +27,16 @@ static int costs_sane(const ppdl_costs *c, const ppdl_model *m, int b)
         good = isfinite(x->fwd_ms) && x->fwd_ms > 0 && isfinite(x->bwd_ms) && x->bwd_ms > 0 &&
                x->param_bytes == r->param_bytes && x->out_bytes == r->out_bytes && x->n_opts == r->n_opts;
         for (int o = 1; good && o < x->n_opts; o++) good = isfinite(x->extra_ms[o]) && x->extra_ms[o] > 0;
-        if (!good) diag("layer %d (%s): fwd %g bwd %g ms", l, x->name, x->fwd_ms, x->bwd_ms);
+        /* the split backward (zero-bubble schedules): W > 0 wherever there are
+         * parameters, B > 0 but on the first layer (it computes no input gradient):
+         * on every layer, a profiled one's twins too (they had 0 for both once, and
+         * the zero-bubble cost model saw their stages as nearly free). Not compared
+         * with the fused backward: sub-millisecond times are the timer's noise here */
+        double bi = x->bwd_input_ms, bw = x->bwd_weight_ms;
+        if (good)
+            good = isfinite(bi) && isfinite(bw) && bi >= 0 && bw >= 0 && (l == 0 || bi > 0) &&
+                   (x->param_bytes == 0 || bw > 0);
+        if (!good) diag("layer %d (%s): fwd %g bwd %g ms, B %g W %g", l, x->name, x->fwd_ms, x->bwd_ms, bi, bw);
     }
     ppdl_costs_free(&ref);
     return good;
