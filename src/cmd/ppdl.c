@@ -27,7 +27,11 @@
 
 int main(int argc, char **argv)
 {
-    PPDL_CHECK_MPI(MPI_Init(&argc, &argv));
+    /* Threads other than this one never call MPI (the CPU backend's workers, the
+     * planner's second solve under --schedule auto): MPI_THREAD_FUNNELED says so.
+     * An MPI that grants only SINGLE runs them as before: they make no MPI call. */
+    int provided = MPI_THREAD_SINGLE;
+    PPDL_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     run r;
 
     /* ---- 1. the command line ---- */
