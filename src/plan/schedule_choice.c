@@ -27,10 +27,9 @@ int ppdl_auto_shares_search(int N, int L, const char *method, const ppdl_solve_o
     if (strcmp(method, "ppdl") && strcmp(method, "ppdl-pipeline")) return 0; /* no placement search */
     if (o->local_search_evals > 0 || L < N) return 0; /* a budget asked for; no one-rank-per-stage plan */
     /* from 25 ranks solver.c's local search tries 8N orders (below, 200), and the
-     * replica search 40 layouts (up to 16 ranks, 400): there the search is the time */
-    if (N < PPDL_AUTO_SHARE_MIN_RANKS) return 0;
-    /* and the placement is heuristic (solver.c's exact placement tries every order) */
-    return !(N <= o->exact_max_ranks && N <= 20 && ldexp((double)N * L, N) <= (double)o->exact_max_states);
+     * replica search 40 layouts (up to 16 ranks, 400): there the search is the time.
+     * (solver.c's exact placement stops at 20 ranks: above it the search is heuristic) */
+    return N >= PPDL_AUTO_SHARE_MIN_RANKS;
 }
 
 /* a strictly better key, beyond a relative 1e-9 (ties keep the earlier candidate) */
