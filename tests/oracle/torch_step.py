@@ -78,43 +78,59 @@ def act(x, name):
     return x
 
 
-def gpt_block(x, p, n_heads, eps):
+def no_tap(name, t):
+    return t
+
+
+def tapped_linear(tap, prefix, x, w, b):
+    """F.linear whose weight, bias and output pass through tap as PREFIX.weight,
+    PREFIX.bias and PREFIX"""
+    return tap(prefix, F.linear(x, tap(prefix + ".weight", w), None if b is None else tap(prefix + ".bias", b)))
+
+
+def gpt_block(x, p, n_heads, eps, tap=no_tap):
     B, T, C = x.shape
     hs = C // n_heads
-    h = F.layer_norm(x, (C,), p["ln1.weight"], p["ln1.bias"], eps)
-    qkv = F.linear(h, p["attn.qkv.weight"], p["attn.qkv.bias"])
+    h = tap("ln1", F.layer_norm(x, (C,), p["ln1.weight"], p["ln1.bias"], eps))
+    qkv = tapped_linear(tap, "attn.qkv", h, p["attn.qkv.weight"], p["attn.qkv.bias"])
     q, k, v = qkv.split(C, dim=2)
     q = q.view(B, T, n_heads, hs).transpose(1, 2)
     k = k.view(B, T, n_heads, hs).transpose(1, 2)
     v = v.view(B, T, n_heads, hs).transpose(1, 2)
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+    att = tap("scores", (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs)))
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-    y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-    x = x + F.linear(y, p["attn.proj.weight"], p["attn.proj.bias"])
-    h = F.layer_norm(x, (C,), p["ln2.weight"], p["ln2.bias"], eps)
-    h = F.gelu(F.linear(h, p["mlp.fc.weight"], p["mlp.fc.bias"]), approximate="tanh")
-    return x + F.linear(h, p["mlp.proj.weight"], p["mlp.proj.bias"])
+    att = tap("probs", att.masked_fill(~mask, float("-inf")).softmax(dim=-1))
+    y = tap("attn", (att @ v).transpose(1, 2).contiguous().view(B, T, C))
+    x = x + tapped_linear(tap, "attn.proj", y, p["attn.proj.weight"], p["attn.proj.bias"])
+    h = tap("ln2", F.layer_norm(x, (C,), p["ln2.weight"], p["ln2.bias"], eps))
+    h = tap("gelu", F.gelu(tapped_linear(tap, "mlp.fc", h, p["mlp.fc.weight"], p["mlp.fc.bias"]), approximate="tanh"))
+    return x + tapped_linear(tap, "mlp.proj", h, p["mlp.proj.weight"], p["mlp.proj.bias"])
 
 
-def forward(root, layers, x):
-    """logits of the model for input x"""
+def forward(root, layers, x, tap=no_tap):
+    """logits of the model for input x. tap(name, t) sees (and returns) the named
+    intermediate tensors and weight uses on the way (torch_autocast.py measures the
+    loss's sensitivity to them); the default passes them through untouched."""
     family = attr_str(root["family"])
+    if x.is_floating_point():
+        x = tap("data", x)
     for kind, a, p in layers:
         if kind == "embedding":
             T = x.shape[1]
-            x = p["wte"][x.long()] + p["wpe"][:T]
+            x = tap("embedding.out", p["wte"][x.long()] + p["wpe"][:T])
         elif kind == "block":
-            x = gpt_block(x, p, int(root["n_heads"]), float(root["ln_eps"]))
+            x = tap("block.out", gpt_block(x, p, int(root["n_heads"]), float(root["ln_eps"]), tap))
         elif kind == "head":
             C = x.shape[-1]
-            x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], float(root["ln_eps"]))
-            x = F.linear(x, p["lm_head.weight"])
+            x = tap("ln_f", F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], float(root["ln_eps"])))
+            x = tap("logits", F.linear(x, tap("lm_head.weight", p["lm_head.weight"])))
         elif kind == "linear":
-            x = act(F.linear(x.reshape(x.shape[0], -1), p["weight"], p["bias"]), a["activation"])
+            z = tapped_linear(tap, "linear", x.reshape(x.shape[0], -1), p["weight"], p["bias"])
+            x = tap("linear.out." + attr_str(a["activation"]), act(z, a["activation"]))
         elif kind == "conv":
-            x = act(F.conv2d(x, p["weight"], p["bias"], stride=int(a["stride"]), padding=int(a["padding"])),
-                    a["activation"])
+            w, b = tap("conv.weight", p["weight"]), tap("conv.bias", p["bias"])
+            z = tap("conv", F.conv2d(x, w, b, stride=int(a["stride"]), padding=int(a["padding"])))
+            x = tap("conv.out." + attr_str(a["activation"]), act(z, a["activation"]))
         elif kind == "maxpool":
             x = F.max_pool2d(x, int(a["kernel"]), int(a["stride"]))
         elif kind == "flatten":
