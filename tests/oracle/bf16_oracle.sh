@@ -6,7 +6,9 @@
 # most 2^-8 x sum|t x dL/dt| over its tensor t (measured with an fp32 backward), plus
 # the weights' drift from rounded gradients (n_b roundings on a parameter's backward
 # path, AdamW's update moving by at most 2 n_b 2^-8 lr per step). The measured
-# differences are a few % of the bound or less (printed per step).
+# differences are a few % of the bound or less (printed per step). The oracle's last
+# TAP line checks its site table against torch: a dispatch mode counts the roundings
+# autocast's forward does (ops writing bf16), and the table must count as many.
 #
 # Settings, and why. lr is a tenth of the initial weights' mean |w| (gpt 0.013 -> 1e-3,
 # mlp and cnn 0.1 -> 1e-2): the bound is first order, so each step stays a small

@@ -4,8 +4,8 @@
 Trains the model of MODEL.h5 (gpt, mlp or cnn) for K steps as torch_step.py does (same
 data, same order, torch.optim.AdamW with fp32 master weights), with the forward pass
 under torch.autocast("cpu", dtype=torch.bfloat16) and the loss on the logits cast to
-fp32, and compares every step's loss with ppdl's (--report). Prints TAP; exits 1 on a
-mismatch.
+fp32, and compares every step's loss with ppdl's (--report). Prints TAP (one line a step, one
+for the site table); exits 1 on a mismatch.
 
 usage: torch_autocast.py MODEL.h5 DATA.h5 REPORT.json --batch-size B --steps K --lr X
 
@@ -32,7 +32,10 @@ u = 2^-8. To first order in u:
         ops after them then run in bf16 and round their output: the attention scale
         (a multiply by 1/sqrt(hs)), softmax, GELU. ReLU, max pooling and masked_fill
         only select or zero, exactly. Layer norm, the embedding and the residual adds
-        see an fp32 operand and run in fp32; the loss is fp32.
+        see an fp32 operand and run in fp32; the loss is fp32. Checked every step: a
+        dispatch mode counts the ops of the autocast forward that write bf16 (all but
+        EXACT_OPS) and the last TAP line fails unless the autocast counts of the sites
+        add up to as many (gpt-tiny 60, mlp-tiny 16, cnn-tiny 13).
     Counting a weight's rounding in both runs is conservative (at step 0 both round the
     same values identically); the fp32 ops' own roundings (2^-24) are neglected.
   backward (the weights drift apart).  Every gradient is a sum of products along
@@ -68,6 +71,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_step import attr_str, batch, forward, load_model, unique  # noqa: E402
@@ -121,6 +125,29 @@ BACKWARD = {
 AT_WEIGHT = 1 + 2
 
 
+# ops that write bf16 without rounding: views, copies, selections, zeroing
+EXACT_OPS = {"view", "_unsafe_view", "_reshape_alias", "transpose", "t", "expand", "clone", "split", "slice",
+             "select", "detach", "permute", "unsqueeze", "squeeze", "alias", "masked_fill", "relu", "threshold",
+             "max_pool2d_with_indices"}
+
+
+class RoundingCounter(TorchDispatchMode):
+    """counts the ops that write a bf16 tensor and are not in EXACT_OPS: the roundings
+    autocast's forward does (below autocast in the dispatcher: the casts it inserts
+    show up as _to_copy)"""
+    def __init__(self):
+        super().__init__()
+        self.ops = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        name = func.overloadpacket.__name__
+        if name not in EXACT_OPS and any(isinstance(t, torch.Tensor) and t.dtype == torch.bfloat16 for t in outs):
+            self.ops[name] = self.ops.get(name, 0) + 1
+        return out
+
+
 def adam_ratio_bound(k):
     """R_k >= |mhat| / sqrt(vhat) at step k (0-based), by Cauchy-Schwarz"""
     a = [(1 - BETA1) * BETA1 ** (k - j) / (1 - BETA1 ** (k + 1)) for j in range(k + 1)]
@@ -145,7 +172,8 @@ def path_roundings(layers, params):
 
 
 def forward_sensitivity(root, layers, x, y, params, n_b):
-    """the fp32 loss, sum_P n_b(P) |grad_P L|_1 and sum over sites of n(t) * sum_i |t_i dL/dt_i|"""
+    """the fp32 loss, sum_P n_b(P) |grad_P L|_1, sum over sites of n(t) * sum_i |t_i dL/dt_i|
+    and the autocast roundings the sites count"""
     taps = []
 
     def tap(name, t):
@@ -164,7 +192,7 @@ def forward_sensitivity(root, layers, x, y, params, n_b):
     for p in params:
         p.grad = None
     s = sum(sum(SITES[name]) * float((t.detach() * t.grad).abs().sum()) for name, t in taps if t.grad is not None)
-    return loss.item(), grad_l1, s
+    return loss.item(), grad_l1, s, sum(SITES[name][1] for name, _ in taps)
 
 
 def main():
@@ -191,11 +219,18 @@ def main():
     print(f"# {family}: n_b = {min(n_b)} to {max(n_b)} backward roundings on a parameter's path "
           f"({len(layers)} layers), u = 2^-8")
     r_sum = 0.0  # sum_{j<k} R_j
+    sites_differ = []
     for step in range(args.steps):
         x, y = batch(args.data, step, args.batch_size)
-        loss32, grad_nb, s = forward_sensitivity(root, layers, x, y, params, n_b)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss32, grad_nb, s, n_counted = forward_sensitivity(root, layers, x, y, params, n_b)
+        counter = RoundingCounter()
+        with counter, torch.autocast("cpu", dtype=torch.bfloat16):
             logits, _ = forward(root, layers, x)
+        n_seen = sum(counter.ops.values())
+        if n_seen != n_counted or step == 0:  # at a mismatch the table no longer describes this torch
+            sites_differ.append(n_seen != n_counted)
+            print(f"# step {step}: autocast's forward rounds {n_seen} times "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(counter.ops.items()))}), the site table counts {n_counted}")
         loss = mean_ce(logits, y)
         opt.zero_grad()
         loss.backward()
@@ -211,7 +246,11 @@ def main():
         print(f"{'ok' if good else 'not ok'} {step + 1} - {family} step {step}: loss ppdl {ours:.6f} autocast "
               f"{loss.item():.6f} (fp32 {loss32:.6f}): |diff| {d:.2e} <= tol {tol:.2e} = forward {tol_f:.2e} "
               f"+ drift {tol_d:.2e} ({d / tol:.1%} of it)", flush=True)
-    print(f"1..{args.steps}")
+    good = not any(sites_differ)
+    failed += not good
+    print(f"{'ok' if good else 'not ok'} {args.steps + 1} - {family}: the site table counts every rounding of "
+          f"autocast's forward at every step (ops writing bf16, seen below autocast by a dispatch mode)")
+    print(f"1..{args.steps + 1}")
     sys.exit(1 if failed else 0)
 
 
