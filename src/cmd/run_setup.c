@@ -303,6 +303,9 @@ void run_setup_device_and_network(run *r)
     snprintf(err, sizeof err, "--precision bf16: the %s backend has no bf16 kernels yet (the CPU backend has "
              "them: --backend cpu), or use --precision fp32", ppdl_be_name(r->be));
     agree_or_end_job(ppdl_be_set_precision(r->be, o->precision) != 0, err, 2);
+    /* bf16: the blocks keep their saved tensors packed (sizes the plan, the profile and
+     * the runtime all read from the model) */
+    ppdl_model_set_precision(&r->model, o->precision == PPDL_PREC_BF16);
     /* the network between the ranks: measured, read or emulated */
     ppdl_comm_init(&r->comm, MPI_COMM_WORLD, o->wait);
     r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, &r->comm, &r->cluster, &r->probe_s);
