@@ -126,6 +126,17 @@ mpirun_n 1 "$@" --precision bf16 --steps 1 --batch-size 8 --micro-batches 4 --th
   /usr/bin/python3 -c 'import json,sys; b, f = (json.load(open(p)) for p in sys.argv[1:])
 sys.exit(not (b.get("precision") == "bf16" and "precision" not in f))' "$tmp/costs-bf16.json" "$tmp/costs-fp32.json"
 ok $? "--costs-out of a bf16 run records precision bf16 (the planner halves its messages); fp32's file is as before"
+# ... and its saved bytes are the packed ones: an fp32 file is refused in a bf16 run (and
+# the other way round), naming both precisions, and the bf16 file plans a bf16 run
+mpirun_n 2 "$@" --precision bf16 --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \
+  --costs "$tmp/costs-fp32.json" >"$tmp/costs-mix.log" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "profiled under --precision fp32, but this run is bf16" "$tmp/costs-mix.log" &&
+  mpirun_n 2 "$@" --steps 1 --batch-size 8 --micro-batches 4 --threads 1 --costs "$tmp/costs-bf16.json" 2>&1 |
+    grep -q "profiled under --precision bf16, but this run is fp32" &&
+  mpirun_n 2 "$@" --precision bf16 --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \
+    --costs "$tmp/costs-bf16.json" >/dev/null 2>&1
+ok $? "--costs across precisions refused with both named (status $rc); a bf16 file plans a bf16 run"
 
 PPDL_TEST_BF16=stage-only run gpt-bug 2 "$@" --schedule 1f1b --plan uniform &&
   PPDL_TEST_BF16=stage-only run gpt-bug1 1 "$@" --schedule 1f1b --plan uniform && ! same gpt-bug gpt-bug1
