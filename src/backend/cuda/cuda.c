@@ -66,7 +66,7 @@ typedef struct cuda_impl {
     size_t scratch_bytes;
     void *workspace;           /* cuDNN */
     size_t workspace_bytes;
-    void *bf16[3];             /* bf16 copies of operands: GEMM A, B; convolution x, w, dy */
+    void *bf16[3];             /* bf16 copies of operands: GEMM A, B; convolution x, w, dy; packing: 0 */
     size_t bf16_bytes[3];
     conv_plan plans[MAX_CONV_PLANS];
     int n_plans, next_evict;
