@@ -215,6 +215,13 @@ if [ $dut = cuda ]; then
     losses "$tmp/dp-2.json" >"$tmp/dp-2.loss"
     grep -q '^p2p nccl' "$tmp/dp-2.log" && rel_close "$tmp/dp-2.loss" "$tmp/dp-1.loss" 1e-5
     ok $? "2 replicas on two GPUs, gradient sums through NCCL: the losses of 1 rank within 1e-5"
+    # the probe times the links on the path the messages take: NCCL between the GPUs
+    timeout -k 5 180 "$MPIEXEC" -n 2 "$PPDL" "$tmp/gpt.h5" --backend cuda --p2p nccl --probe-only \
+      --cluster-out "$tmp/nccl-cluster.json" >"$tmp/nccl-probe.log" 2>&1 9>&-
+    /usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c["probe"]["path"] == "nccl" and min(c["bandwidth_Bps"][0][1], c["bandwidth_Bps"][1][0]) > 0))' \
+      "$tmp/nccl-cluster.json" 2>/dev/null && grep -q 'messages through NCCL)' "$tmp/nccl-probe.log"
+    ok $? "--p2p nccl --probe-only on two GPUs: the links timed through NCCL (CLUSTER.json probe.path nccl, the table says so)"
+    grep -A3 '^cluster:' "$tmp/nccl-probe.log" | sed 's/^/#   /'
   else
     grep -q '^p2p mpi (--p2p auto: ranks share a GPU' "$tmp/pipe-2.log"
     ok $? "2 ranks sharing the GPU: --p2p auto says p2p mpi and why"
@@ -226,6 +233,7 @@ if [ $dut = cuda ]; then
     ok $? "2 ranks sharing the GPU: --p2p nccl refused with status 2 (got $rc) and the reason"
     sed 's/^/#   /' "$tmp/p2p-shared.log" | grep -m1 'p2p'
     skip_ok "NCCL messages and all-reduces between 2 GPUs" "this node has one GPU, and NCCL refuses two ranks on one"
+    skip_ok "the probe through NCCL between 2 GPUs" "this node has one GPU, and NCCL refuses two ranks on one"
   fi
   timeout -k 5 180 "$MPIEXEC" -n 1 "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $common --backend cuda \
     --p2p nccl --report "$tmp/p2p-one.json" >"$tmp/p2p-one.log" 2>&1 9>&-
@@ -236,7 +244,7 @@ if [ $dut = cuda ]; then
 else
   for what in "--p2p auto takes nccl on GPUs of their own, mpi where they share one" \
               "--p2p nccl refused where ranks share a GPU" "1 rank with --p2p nccl" \
-              "replicas' gradient sums through NCCL"; do
+              "replicas' gradient sums through NCCL" "the probe through NCCL"; do
     no_cuda_ok "$what" "$why"
   done
 fi
