@@ -224,6 +224,7 @@ static int bench_step(int argc, char **argv)
     if (ppdl_model_preset(&m, preset, err, sizeof err)) ppdl_fail(2, "%s", err);
     if (layers >= 0) m.n_layers = layers;
     if (ppdl_model_build(&m, err, sizeof err)) ppdl_fail(2, "%s", err);
+    ppdl_model_set_precision(&m, bf16); /* as run_setup.c: blocks keep saved tensors packed */
     ppdl_backend *be = ppdl_backend_create("cuda", 1, 0, err, sizeof err);
     if (!be) ppdl_fail(77, "%s", err);
     ppdl_cuda_set_tf32(be, tf32);

@@ -677,6 +677,9 @@ static void case_layers(harness *H, const char *preset, int b)
     PPDL_CHECK(!ppdl_model_preset(&mr, preset, err, sizeof err) && !ppdl_model_build(&mr, err, sizeof err) &&
                    !ppdl_model_preset(&md, preset, err, sizeof err) && !ppdl_model_build(&md, err, sizeof err),
                "model %s: %s", preset, err);
+    /* bf16 mode: blocks keep their saved tensors packed, through the dut's pack/unpack */
+    ppdl_model_set_precision(&mr, H->bf16);
+    ppdl_model_set_precision(&md, H->bf16);
     for (int li = 0; li < mr.L; li++)
         for (int opt = 0; opt < mr.layers[li].kind->n_options; opt += 2) { /* 1 (full) is the runtime's */
             ppdl_layer *lr = &mr.layers[li], *ld = &md.layers[li];
