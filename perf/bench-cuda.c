@@ -1,7 +1,7 @@
 /* bench-cuda.c — the CUDA backend's speed, measured against its own libraries in the
  * same run (driven by perf/bench-cuda; needs a GPU).
  *
- *   bench-cuda-bin step [--preset gpt-small] [--batch B] [--layers L] [--reps R] [--tf32]
+ *   bench-cuda-bin step [--preset gpt-small] [--batch B] [--layers L] [--reps R] [--tf32 | --bf16]
  *     One training step of the whole model on one GPU, as the runtime runs it for one
  *     micro-batch: every layer's forward, the softmax cross-entropy, every backward,
  *     AdamW. Timed with CUDA events (median of R). Every GEMM the step issued is
@@ -9,6 +9,12 @@
  *     cuBLAS rate on the step's own GEMMs. Prints the step's achieved TFLOP/s (model
  *     FLOPs: 3x the forward's) against that rate (goal: >= 60%), and the time outside
  *     GEMMs (the backend's own kernels and launch gaps).
+ *     --bf16: --precision bf16 as the runtime runs it (the backend's bf16 GEMMs, each
+ *     layer's output and input gradient rounded); the replay calls cublasGemmEx /
+ *     cublasGemmStridedBatchedEx itself on operands already in bf16 (random bf16 values
+ *     in buffers as large as the largest operand), so the ceiling is cuBLAS's bf16 rate
+ *     on the step's shapes, and the backend's conversions of A and B count as time
+ *     outside GEMMs.
  *
  *   mpiexec -n 2 bench-cuda-bin xfer [--max-mib M]
  *     Stage-to-stage transfer bandwidth between ranks 0 and 1, ping-pong (one-way time =
@@ -21,6 +27,7 @@
  * Output: human-readable lines and "result KEY VALUE" lines that the script collects. */
 #include "config.h"
 
+#include <cublas_v2.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -28,6 +35,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/bf16.h"
 /* the inside of a backend: the benchmark wraps the table to record the GEMMs */
 #include "backend/backend_impl.h"
 #include "backend/cuda/cuda_api.h"
@@ -91,6 +99,55 @@ static void replay(ppdl_backend *be)
     }
 }
 
+#define BENCH_CUBLAS(call)                                                                        \
+    do {                                                                                          \
+        cublasStatus_t s_ = (call);                                                               \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
+            ppdl_die("%s: cuBLAS error %d: %s", #call, (int)s_, cublasGetStatusString(s_));       \
+    } while (0)
+
+/* the recorded GEMMs as cuBLAS bf16 GEMMs on bf16 operands a16, b16 (as large as the
+ * largest A and B), C fp32, fp32 compute: what cuda.c calls, without its conversions */
+static void replay_bf16(cublasHandle_t h, const uint16_t *a16, const uint16_t *b16)
+{
+    for (int i = 0; i < n_calls; i++) {
+        const gemm_call *g = &calls[i];
+        cublasOperation_t oa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        if (g->batched)
+            BENCH_CUBLAS(cublasGemmStridedBatchedEx(h, ob, oa, g->n, g->m, g->k, &g->alpha, b16, CUDA_R_16BF, g->ldb,
+                                                    g->sb, a16, CUDA_R_16BF, g->lda, g->sa, &g->beta, g->c,
+                                                    CUDA_R_32F, g->ldc, g->sc, g->batch, CUBLAS_COMPUTE_32F,
+                                                    CUBLAS_GEMM_DEFAULT));
+        else
+            BENCH_CUBLAS(cublasGemmEx(h, ob, oa, g->n, g->m, g->k, &g->alpha, b16, CUDA_R_16BF, g->ldb, a16,
+                                      CUDA_R_16BF, g->lda, &g->beta, g->c, CUDA_R_32F, g->ldc, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
+    }
+}
+
+/* a device buffer of n random bf16 values, N(0, 0.02^2) as the weights */
+static uint16_t *random_bf16(ppdl_backend *be, size_t n, ppdl_rng *r)
+{
+    uint16_t *h = ppdl_xmalloc((n ? n : 1) * sizeof *h), *d = ppdl_be_alloc(be, (n ? n : 1) * sizeof *h, "bf16 operand");
+    for (size_t i = 0; i < n; i++) h[i] = ppdl_bf16_from_f32((float)(0.02 * ppdl_rng_normal(r)));
+    ppdl_be_copy_h2d(be, d, h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+/* the largest extent of operand `which` (0: A, 1: B) over the recorded GEMMs */
+static size_t max_operand(int which)
+{
+    size_t mx = 1;
+    for (int i = 0; i < n_calls; i++) {
+        const gemm_call *g = &calls[i];
+        size_t e = which == 0 ? ppdl_gemm_operand_extent(0, g->ta, g->m, g->k, g->lda, g->sa, g->batch)
+                              : ppdl_gemm_operand_extent(1, g->tb, g->n, g->k, g->ldb, g->sb, g->batch);
+        if (e > mx) mx = e;
+    }
+    return mx;
+}
+
 static double gemm_flops(void)
 {
     double f = 0;
@@ -118,13 +175,21 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* under bf16, the runtime's rounding of a layer's output or input gradient (n floats) */
+static void round_if_bf16(ppdl_backend *be, size_t n, float *x)
+{
+    if (ppdl_be_precision(be) == PPDL_PREC_BF16) ppdl_be_round_bf16(be, n, x);
+}
+
 static void run_step(ppdl_stage *st, step_bufs *s, int t)
 {
     ppdl_backend *be = st->be;
     ppdl_model *m = st->model;
     int L = s->L, b = s->b;
-    for (int i = 0; i < L; i++)
+    for (int i = 0; i < L; i++) {
         m->layers[i].kind->forward(&m->layers[i], be, b, s->act[i], (float *)s->act[i + 1], s->saved[i], s->work, 0);
+        round_if_bf16(be, (size_t)b * m->layers[i].out_bytes / sizeof(float), (float *)s->act[i + 1]);
+    }
     int rows = b * ppdl_model_loss_rows(m), V = ppdl_model_classes(m);
     float *logits = (float *)s->act[L];
     ppdl_be_softmax_xent(be, rows, V, logits, s->targets, 1.0f / (float)rows, s->loss, logits);
@@ -132,6 +197,7 @@ static void run_step(ppdl_stage *st, step_bufs *s, int t)
     for (int i = L - 1; i >= 0; i--) {
         float *din = i > 0 ? s->grad[i % 2] : NULL;
         ppdl_layer_backward(&m->layers[i], be, b, s->act[i], s->saved[i], dout, din, s->work, 0);
+        if (din) round_if_bf16(be, (size_t)b * m->layers[i].in_bytes / sizeof(float), din);
         dout = din;
     }
     ppdl_be_adamw(be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v, 1e-4, 0.9, 0.95, 1e-8, 0.1, t);
@@ -141,24 +207,28 @@ static void run_step(ppdl_stage *st, step_bufs *s, int t)
 static int bench_step(int argc, char **argv)
 {
     const char *preset = "gpt-small";
-    int b = 8, layers = -1, reps = 5, tf32 = 0;
+    int b = 8, layers = -1, reps = 5, tf32 = 0, bf16 = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[++i];
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) b = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tf32")) tf32 = 1;
+        else if (!strcmp(argv[i], "--bf16")) bf16 = 1;
         else ppdl_fail(2, "bench-cuda-bin step: unknown option %s", argv[i]);
     }
     if (reps < 1 || reps > 100 || b < 1) ppdl_fail(2, "bench-cuda-bin step: --reps 1..100, --batch >= 1");
+    if (tf32 && bf16) ppdl_fail(2, "bench-cuda-bin step: --tf32 or --bf16, not both");
     char err[PPDL_ERR_LEN];
     ppdl_model m;
     if (ppdl_model_preset(&m, preset, err, sizeof err)) ppdl_fail(2, "%s", err);
     if (layers >= 0) m.n_layers = layers;
     if (ppdl_model_build(&m, err, sizeof err)) ppdl_fail(2, "%s", err);
+    ppdl_model_set_precision(&m, bf16); /* as run_setup.c: blocks keep saved tensors packed */
     ppdl_backend *be = ppdl_backend_create("cuda", 1, 0, err, sizeof err);
     if (!be) ppdl_fail(77, "%s", err);
     ppdl_cuda_set_tf32(be, tf32);
+    if (bf16 && ppdl_be_set_precision(be, PPDL_PREC_BF16)) ppdl_fail(2, "bench-cuda-bin step: the backend refuses bf16");
     static ppdl_backend_ops rec;
     real_ops = be->ops;
     rec = *be->ops;
@@ -221,6 +291,19 @@ static int bench_step(int argc, char **argv)
     void *e0 = ppdl_be_event_create(be), *e1 = ppdl_be_event_create(be);
     run_step(&st, &s, 1); /* warm-up: cuBLAS heuristics, first-touch, module load */
     double *ts = ppdl_xcalloc((size_t)reps, sizeof(double)), *tg = ppdl_xcalloc((size_t)reps, sizeof(double));
+    /* bf16: cuBLAS alone on bf16 operands as large as the step's largest */
+    cublasHandle_t h16 = NULL;
+    uint16_t *a16 = NULL, *b16 = NULL;
+    if (bf16) {
+        n_calls = 0;
+        recording = 1;
+        run_step(&st, &s, 1);
+        recording = 0;
+        a16 = random_bf16(be, max_operand(0), &r);
+        b16 = random_bf16(be, max_operand(1), &r);
+        BENCH_CUBLAS(cublasCreate(&h16));
+        BENCH_CUBLAS(cublasSetStream(h16, (cudaStream_t)ppdl_cuda_stream(be)));
+    }
     for (int k = 0; k < reps; k++) {
         n_calls = 0;
         recording = 1;
@@ -231,7 +314,8 @@ static int bench_step(int argc, char **argv)
         ppdl_be_event_sync(be, e1);
         ts[k] = ppdl_be_event_elapsed_ms(be, e0, e1);
         ppdl_be_event_record(be, e0);
-        replay(be);
+        if (bf16) replay_bf16(h16, a16, b16);
+        else replay(be);
         ppdl_be_event_record(be, e1);
         ppdl_be_event_sync(be, e1);
         tg[k] = ppdl_be_event_elapsed_ms(be, e0, e1);
@@ -240,7 +324,7 @@ static int bench_step(int argc, char **argv)
     for (int i = 0; i < m.L; i++) fm += 3 * m.layers[i].kind->flops_fwd(&m.layers[i], b);
     double fg = gemm_flops(), t_step = median(ts, reps), t_gemm = median(tg, reps);
     double r_step = fm / (t_step * 1e-3) / 1e12, r_gemm = fg / (t_gemm * 1e-3) / 1e12;
-    const char *mode = tf32 ? "tf32" : "fp32";
+    const char *mode = tf32 ? "tf32" : bf16 ? "bf16" : "fp32";
     printf("  %s: step %.2f ms, %.1f TFLOP/s (model FLOPs %.3g); its %d GEMMs alone %.2f ms, %.1f TFLOP/s "
            "(%.3g FLOPs)\n",
            mode, t_step, r_step, fm, n_calls, t_gemm, r_gemm, fg);
@@ -251,6 +335,9 @@ static int bench_step(int argc, char **argv)
            "result %s_ratio %.3f\n",
            mode, t_step, mode, r_step, mode, t_gemm, mode, r_gemm, mode, r_step / r_gemm);
     fflush(stdout);
+    if (h16) BENCH_CUBLAS(cublasDestroy(h16));
+    ppdl_be_free(be, a16);
+    ppdl_be_free(be, b16);
     return 0;
 }
 
@@ -405,7 +492,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "step")) rc = bench_step(argc, argv);
     else if (argc >= 2 && !strcmp(argv[1], "xfer")) rc = bench_xfer(argc, argv);
     else if (rank == 0)
-        fprintf(stderr, "usage: bench-cuda-bin step [--preset P] [--batch B] [--layers L] [--reps R] [--tf32]\n"
+        fprintf(stderr, "usage: bench-cuda-bin step [--preset P] [--batch B] [--layers L] [--reps R] [--tf32 | --bf16]\n"
                         "       mpiexec -n 2 bench-cuda-bin xfer [--max-mib M]\n");
     MPI_Finalize();
     return rc;

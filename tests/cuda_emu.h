@@ -28,6 +28,7 @@
 #include <functional>
 #include <vector>
 
+#include "backend/bf16.h"
 #include "cuda_emu_names.h"
 
 #define __global__
@@ -217,6 +218,10 @@ static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+
+// bit casts
+static inline unsigned __float_as_uint(float f) { return ppdl_f32_bits(f); }
+static inline float __uint_as_float(unsigned u) { return ppdl_f32_of_bits(u); }
 
 #define PPDL_LAUNCH(kernel, grid, block, stream, ...)                                     \
     do {                                                                                  \

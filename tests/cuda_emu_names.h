@@ -26,4 +26,8 @@
 #define ppdl_cu_col2im ppdl_emu_col2im
 #define ppdl_cu_maxpool_fwd ppdl_emu_maxpool_fwd
 #define ppdl_cu_maxpool_bwd ppdl_emu_maxpool_bwd
+#define ppdl_cu_round_bf16 ppdl_emu_round_bf16
+#define ppdl_cu_narrow_bf16 ppdl_emu_narrow_bf16
+#define ppdl_cu_pack_bf16 ppdl_emu_pack_bf16
+#define ppdl_cu_unpack_bf16 ppdl_emu_unpack_bf16
 #endif

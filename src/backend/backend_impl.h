@@ -141,4 +141,15 @@ struct ppdl_backend {
     int precision;
 };
 
+/* The elements a GEMM operand spans, for the backends' rounded copies of A and B
+ * under bf16: `which` 0 is A (op(A) is m_or_n x k), 1 is B (op(B) is k x m_or_n);
+ * stored row-major with row stride ld, `batch` matrices `stride` elements apart. */
+static inline size_t ppdl_gemm_operand_extent(int which, int trans, int m_or_n, int k, int ld, long stride,
+                                              int batch)
+{
+    int rows = which == 0 ? (trans ? k : m_or_n) : (trans ? m_or_n : k);
+    int cols = which == 0 ? (trans ? m_or_n : k) : (trans ? k : m_or_n);
+    return (size_t)(batch - 1) * (size_t)stride + (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
+
 #endif

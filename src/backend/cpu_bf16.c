@@ -86,12 +86,6 @@ void cpu_unpack_bf16(ppdl_backend *be, size_t n, void *buf)
     }
 }
 
-/* floats spanned by `batch` matrices of rows x cols, row stride ld, matrix stride s */
-static size_t operand_extent(int rows, int cols, int ld, long s, int batch)
-{
-    return (size_t)(batch - 1) * (size_t)s + (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
-}
-
 /* a grown host scratch of n floats, slot 0 for A, 1 for B (not counted against
  * --mem-limit, as cpu_scratch) */
 static float *operand_scratch(ppdl_backend *be, int which, size_t n)
@@ -110,9 +104,7 @@ const float *cpu_bf16_operand(ppdl_backend *be, int which, int trans, int m_or_n
                               int ld, long stride, int batch)
 {
     PPDL_CHECK(stride >= 0, "bf16 GEMM: negative matrix stride %ld", stride);
-    int rows = which == 0 ? (trans ? k : m_or_n) : (trans ? m_or_n : k);
-    int cols = which == 0 ? (trans ? m_or_n : k) : (trans ? k : m_or_n);
-    size_t n = operand_extent(rows, cols, ld, stride, batch);
+    size_t n = ppdl_gemm_operand_extent(which, trans, m_or_n, k, ld, stride, batch);
     float *y = operand_scratch(be, which, n);
     round_copy(be, n, x, y);
     return y;

@@ -31,7 +31,7 @@
  * micro-batch; a plain training run skips it. Either way the cluster knows the job's
  * machines (a --cluster file's "hosts", else the job's own). Rank 0 prints the table
  * and writes --cluster-out. Returns 1 when `cl` holds a cluster. */
-static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be, ppdl_comm *comm,
+static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be, int p2p, ppdl_comm *comm,
                          ppdl_cluster *cl, double *probe_s)
 {
     *probe_s = -1;
@@ -62,7 +62,19 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
         agree_or_end_job(rc != 0, err, 2);
         po.be = be;
         double t0 = ppdl_now_s();
+#if HAVE_CUDA
+        /* --p2p nccl: the links are timed on the path the messages will take */
+        if (p2p == PPDL_P2P_NCCL) {
+            po.nccl = ppdl_nccl_create(comm->comm, be, err, sizeof err);
+            agree_or_end_job(po.nccl == NULL, err, 2);
+        }
+#else
+        (void)p2p; /* NCCL is in CUDA builds only */
+#endif
         ppdl_probe_run(comm, &po, cl);
+#if HAVE_CUDA
+        ppdl_nccl_destroy(po.nccl);
+#endif
         *probe_s = ppdl_now_s() - t0;
     } else {
         return 0;
@@ -303,9 +315,12 @@ void run_setup_device_and_network(run *r)
     snprintf(err, sizeof err, "--precision bf16: the %s backend has no bf16 kernels yet (the CPU backend has "
              "them: --backend cpu), or use --precision fp32", ppdl_be_name(r->be));
     agree_or_end_job(ppdl_be_set_precision(r->be, o->precision) != 0, err, 2);
+    /* bf16: the blocks keep their saved tensors packed (sizes the plan, the profile and
+     * the runtime all read from the model) */
+    ppdl_model_set_precision(&r->model, o->precision == PPDL_PREC_BF16);
     /* the network between the ranks: measured, read or emulated */
     ppdl_comm_init(&r->comm, MPI_COMM_WORLD, o->wait);
-    r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, &r->comm, &r->cluster, &r->probe_s);
+    r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, r->p2p, &r->comm, &r->cluster, &r->probe_s);
     /* the job's machines even without a cluster: whether ranks share cores (collective) */
     if (!r->have_cluster && r->n_ranks > 1) ppdl_probe_hosts(MPI_COMM_WORLD, ppdl_be_device_memory(r->be), &r->own_hosts);
 }

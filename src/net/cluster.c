@@ -293,8 +293,9 @@ char *ppdl_cluster_to_json(const ppdl_cluster *cl)
     free(hs);
     if (cl->probe_ms > 0) {
         put(&t, ",\n  \"probe\": {\"ms\": %.1f, \"message_bytes\": %.0f, \"activation_bytes\": %.0f, "
-                "\"rounds\": %d, \"slots\": %d, \"passes\": %d",
-            cl->probe_ms, cl->probe_bytes, cl->act_bytes, cl->probe_rounds, cl->probe_slots, cl->probe_passes);
+                "\"rounds\": %d, \"slots\": %d, \"passes\": %d, \"path\": \"%s\"",
+            cl->probe_ms, cl->probe_bytes, cl->act_bytes, cl->probe_rounds, cl->probe_slots, cl->probe_passes,
+            cl->probe_nccl ? "nccl" : "mpi");
         if (cl->samples && cl->spread) {
             /* per link: how many samples its median is of, and how far apart they were */
             put(&t, ",\n    \"samples\": [");
@@ -395,9 +396,9 @@ void ppdl_cluster_print(const ppdl_cluster *cl, FILE *f)
     fprintf(f, "cluster: %d rank%s in %d node%s", n, n == 1 ? "" : "s", cl->n_nodes, cl->n_nodes == 1 ? "" : "s");
     if (cl->probe_ms > 0) {
         char b[32];
-        fprintf(f, ", probed in %.0f ms (%d rounds of pairs, %d pass%s, %s messages)", cl->probe_ms,
+        fprintf(f, ", probed in %.0f ms (%d rounds of pairs, %d pass%s, %s messages through %s)", cl->probe_ms,
                 cl->probe_rounds, cl->probe_passes, cl->probe_passes == 1 ? "" : "es",
-                ppdl_fmt_bytes((size_t)cl->probe_bytes, b, sizeof b));
+                ppdl_fmt_bytes((size_t)cl->probe_bytes, b, sizeof b), cl->probe_nccl ? "NCCL" : "MPI");
     }
     fprintf(f, "\n");
     if (n > 1 && n <= 16) {

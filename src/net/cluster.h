@@ -39,6 +39,7 @@ typedef struct ppdl_cluster {
     double act_bytes;          /* the model's boundary activation size measured (0: none) */
     int probe_rounds, probe_slots;  /* of the first pass (the schedule) */
     int probe_passes;
+    int probe_nccl;            /* 1: the pairs were timed through NCCL (--p2p nccl), 0: MPI */
     int *samples;              /* [n*n] the probe's samples of each link; NULL: read from a file */
     double *spread;            /* [n*n] their (largest - smallest) / median */
 } ppdl_cluster;

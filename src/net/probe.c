@@ -6,7 +6,10 @@
  * round, or the local benchmarks of one rank (memcpy rate, SGEMM speed). The slots of
  * pairs run in passes: each pass gives every pair it measures one sample, and rank 0
  * decides after each pass which pairs need another (probe.h). */
+#include "config.h"
+
 #include "net/probe.h"
+#include "backend/cuda/nccl_p2p.h"
 #include "core/error.h"
 #include "core/util.h"
 
@@ -21,6 +24,7 @@
 #define N_LARGE 2              /* large sizes: the activation (or S/4), and S */
 #define RES_LEN (1 + 3 * N_LARGE) /* small round trip; per large size: out, back, bytes */
 #define TAG_DATA 32000         /* pair messages (through ppdl_comm, so netem sees them) */
+#define TAG_SIZES 32001        /* NCCL's exchanges: their sizes, ahead over MPI */
 #define TAG_GO 1               /* control messages, on a private duplicate communicator */
 #define TAG_RESULT 2
 #define GEMM_N 256             /* the speed benchmark: C[N,N] = A[N,N] @ B[N,N] */
@@ -157,6 +161,7 @@ typedef struct ctx {
     size_t *large;             /* [n] the large size S of each pair this rank drives, 0: not yet */
     int rounds;
     char *sbuf, *rbuf;         /* [cap] */
+    void *dsbuf, *drbuf;       /* o->nccl: [cap] in the device's memory */
 } ctx;
 
 static int cmp_double(const void *x, const void *y)
@@ -181,8 +186,54 @@ static double median(double *v, int n)
  * round trip on the driver (0 on the other side). The driver chooses the sizes: the
  * first 8 bytes of what it sends say how many bytes to send back, and the other side
  * receives into a buffer of the largest size, so it needs to know nothing else. */
+#if HAVE_CUDA
+/* The exchange through NCCL (o->nccl, --p2p nccl), between device buffers, as the
+ * runtime's messages will go. NCCL has no tags and a receive must name its size, so the
+ * driver sends the two sizes ahead over MPI and waits until the other side says that
+ * its receive and its reply are queued; only then does the timed round trip start. The
+ * reply is queued behind the receive (ppdl_nccl_stream_wait, then the send, which
+ * follows the compute stream), so it leaves when the request has arrived. */
+static double exchange_nccl(ctx *x, int peer, int driver, size_t fwd, size_t back)
+{
+    ppdl_nccl *nc = x->o->nccl;
+    ppdl_nccl_req s = {0}, r = {0};
+    unsigned long long sz[2] = {fwd, back};
+    int ready = 1;
+    MPI_Request m;
+    double t = 0;
+    if (driver) {
+        ppdl_comm_isend(x->c, sz, sizeof sz, peer, TAG_SIZES, &m);
+        ppdl_comm_wait(x->c, &m);
+        ppdl_comm_irecv(x->c, &ready, sizeof ready, peer, TAG_SIZES, &m);
+        ppdl_comm_wait(x->c, &m);
+        double t0 = ppdl_now_s();
+        ppdl_nccl_irecv(nc, x->drbuf, back, peer, &r);
+        ppdl_nccl_isend(nc, x->dsbuf, fwd, peer, &s);
+        ppdl_nccl_wait(nc, &s);
+        ppdl_nccl_wait(nc, &r);
+        t = ppdl_now_s() - t0;
+    } else {
+        ppdl_comm_irecv(x->c, sz, sizeof sz, peer, TAG_SIZES, &m);
+        ppdl_comm_wait(x->c, &m);
+        ppdl_nccl_irecv(nc, x->drbuf, (size_t)sz[0], peer, &r);
+        ppdl_nccl_stream_wait(nc, &r);
+        ppdl_nccl_isend(nc, x->dsbuf, (size_t)sz[1], peer, &s);
+        ppdl_comm_isend(x->c, &ready, sizeof ready, peer, TAG_SIZES, &m);
+        ppdl_comm_wait(x->c, &m);
+        ppdl_nccl_wait(nc, &r);
+        ppdl_nccl_wait(nc, &s);
+    }
+    ppdl_nccl_req_free(&s);
+    ppdl_nccl_req_free(&r);
+    return t;
+}
+#endif
+
 static double exchange(ctx *x, int peer, int driver, size_t fwd, size_t back)
 {
+#if HAVE_CUDA
+    if (x->o->nccl) return exchange_nccl(x, peer, driver, fwd, back);
+#endif
     MPI_Request s, r;
     if (driver) {
         memcpy(x->sbuf, &back, sizeof back);
@@ -647,6 +698,14 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     x.rbuf = ppdl_xmalloc(x.cap);
     memset(x.sbuf, 1, x.cap); /* touch the pages now, not while timing */
     memset(x.rbuf, 2, x.cap);
+    size_t peak = 0;
+    if (o->nccl) { /* the device buffers are the probe's: not in the run's peak */
+        peak = ppdl_be_peak(o->be);
+        x.dsbuf = ppdl_be_alloc(o->be, x.cap, "probe send buffer");
+        x.drbuf = ppdl_be_alloc(o->be, x.cap, "probe receive buffer");
+        ppdl_be_zero(o->be, x.dsbuf, x.cap);
+        ppdl_be_sync(o->be);
+    }
 
     MPI_Comm ctl;
     PPDL_CHECK_MPI(MPI_Comm_dup(comm, &ctl));
@@ -741,6 +800,7 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     cl->probe_rounds = x.rounds;
     cl->probe_slots = first_slots;
     cl->probe_passes = pass;
+    cl->probe_nccl = o->nccl != NULL;
     ppdl_cluster_group_nodes(cl, PPDL_NODE_RATIO);
     ppdl_probe_hosts(comm, o->be && ppdl_be_device_memory(o->be), &cl->hosts);
 
@@ -756,4 +816,9 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     free(x.sbuf);
     free(x.rbuf);
     free(x.large);
+    if (o->nccl) {
+        ppdl_be_free(o->be, x.dsbuf);
+        ppdl_be_free(o->be, x.drbuf);
+        ppdl_be_restore_peak(o->be, peak);
+    }
 }

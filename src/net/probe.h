@@ -75,6 +75,10 @@ typedef struct ppdl_probe_opts {
     size_t mem_bytes;          /* this rank's memory; 0: physical / ranks on the host */
     ppdl_backend *be;          /* the speed benchmark's device; NULL: every speed is 1 */
     int all_at_once;           /* 1: run every pair of a round at once, whatever the hosts */
+    /* --p2p nccl: time the pairs through NCCL between buffers in be's memory, the path
+     * the runtime's messages will take (a communicator over c->comm, builds with CUDA);
+     * NULL: through MPI between host buffers (ppdl_comm, which --netem shapes) */
+    struct ppdl_nccl *nccl;
 } ppdl_probe_opts;
 
 void ppdl_probe_defaults(ppdl_probe_opts *o);

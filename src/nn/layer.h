@@ -114,6 +114,12 @@ struct ppdl_layer {
     size_t out_bytes;              /* per sample */
     int n_params;
     ppdl_param params[PPDL_MAX_PARAMS];
+    /* 1 under --precision bf16 (ppdl_model_set_precision), for the kinds that use it:
+     * a block keeps its saved tensors packed as bf16 (saved_floats is then that smaller
+     * size) and widens them into its work space before backward; the runtime keeps a
+     * head's logits gradient (the model's last stash, model.h) packed, since the head
+     * reads it only as a GEMM operand. 0: fp32, as computed. */
+    int bf16_saved;
 };
 
 /* the kinds (defined in layer_gpt.c and layer_basic.c) */

@@ -159,12 +159,23 @@ enum {
  *   K+2NC       k          [b,H,T,hs]                          2NC
  *   K+3NC       v          [b,H,T,hs]                          3NC
  *   K+4NC       atty       [N,C]      attention output, heads merged
- *   K+5NC       x1         [N,C]      x + attn proj (the residual)
- *   K+6NC       ln2        [N,C]
+ *   K+5NC       ln2        [N,C]
+ *   K+6NC       x1         [N,C]      x + attn proj (the residual)
  *   K+7NC       ln1_mean, ln1_rstd, ln2_mean, ln2_rstd   [N] each
  *   total: 15NC + 4N + P under options 0 and 1, 7NC + 4N under option 2.
  *
  * Under option 2, fch, fcg and att live in the work space instead (see block_work).
+ *
+ * Under --precision bf16 (l->bf16_saved) everything before x1 — the "packed part", K+6NC
+ * values — is kept packed as bf16, followed by x1 and the statistics in fp32: `saved`
+ * holds ceil((K+6NC)/2) + NC + 4N floats. Packing loses nothing, because each of those
+ * tensors is a bf16 value or is only ever read as a GEMM operand (which bf16 GEMMs round
+ * anyway): fch and att are rounded where they are made (as autocast's bf16 linear and
+ * softmax outputs are), fcg, ln1, q, k, v, atty and ln2 feed GEMMs alone, and what B
+ * leaves over fch and q, k, v for W (d fch, d qkv) is rounded where it is made. x1 (the
+ * residual stream, read by layer norm's backward) and the statistics stay fp32. The
+ * layer computes in an fp32 copy in its work space (block_unpacked) and packs it into
+ * `saved` at the end of forward (and of B), widening it back before backward.
  */
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;
@@ -238,7 +249,8 @@ static size_t block_att_floats(const ppdl_layer *l, int b)
     return (size_t)b * l->cfg.H * l->cfg.T * l->cfg.T;
 }
 
-static size_t block_saved_floats(const ppdl_layer *l, int b, int option)
+/* the fp32 layout's size (the table above) */
+static size_t block_fp32_saved_floats(const ppdl_layer *l, int b, int option)
 {
     size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
     size_t n = block_keep_floats(l, b);
@@ -246,10 +258,70 @@ static size_t block_saved_floats(const ppdl_layer *l, int b, int option)
     return n;
 }
 
+/* bf16: the values kept packed (everything before x1) and what follows in fp32 */
+static size_t block_packed_values(const ppdl_layer *l, int b, int option)
+{
+    size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
+    return block_fp32_saved_floats(l, b, option) - N * C - 4 * N;
+}
+
+static size_t block_saved_floats(const ppdl_layer *l, int b, int option)
+{
+    size_t n = block_fp32_saved_floats(l, b, option);
+    if (!l->bf16_saved) return n;
+    size_t packed = block_packed_values(l, b, option);
+    return (packed + 1) / 2 + (n - packed);
+}
+
 static size_t block_work_floats(const ppdl_layer *l, int b)
 {
     size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
-    return 17 * N * C + 2 * block_att_floats(l, b);
+    size_t n = 17 * N * C + 2 * block_att_floats(l, b);
+    return l->bf16_saved ? n + block_fp32_saved_floats(l, b, PPDL_RC_NONE) : n;
+}
+
+/* bf16: where the layer works on its saved tensors in fp32 (the work space's end) */
+static float *block_unpacked(const ppdl_layer *l, int b, float *work)
+{
+    size_t N = (size_t)b * l->cfg.T, C = (size_t)l->cfg.C;
+    return work + 17 * N * C + 2 * block_att_floats(l, b);
+}
+
+/* bf16: n fp32 values at u into dst packed (ceil(n/2) floats); packs u in place first,
+ * so u is lost. And back: n packed values at src widened into u. */
+static void pack_into(ppdl_backend *be, size_t n, float *u, float *dst)
+{
+    ppdl_be_pack_bf16(be, n, u);
+    ppdl_be_copy_d2d(be, dst, u, n * 2);
+}
+static void widen_from(ppdl_backend *be, size_t n, const float *src, float *u)
+{
+    ppdl_be_copy_d2d(be, u, src, n * 2);
+    ppdl_be_unpack_bf16(be, n, u);
+}
+
+/* bf16: u (fp32, the layout above) into saved (packed part, then the fp32 rest); u's
+ * packed part is lost */
+static void block_pack_saved(const ppdl_layer *l, ppdl_backend *be, int b, int option, float *u, float *saved)
+{
+    size_t packed = block_packed_values(l, b, option), n = block_fp32_saved_floats(l, b, option);
+    pack_into(be, packed, u, saved);
+    ppdl_be_copy_d2d(be, saved + (packed + 1) / 2, u + packed, (n - packed) * sizeof(float));
+}
+
+/* bf16: saved back into the fp32 layout at u */
+static void block_widen_saved(const ppdl_layer *l, ppdl_backend *be, int b, int option, const float *saved,
+                              float *u)
+{
+    size_t packed = block_packed_values(l, b, option), n = block_fp32_saved_floats(l, b, option);
+    widen_from(be, packed, saved, u);
+    ppdl_be_copy_d2d(be, u + packed, saved + (packed + 1) / 2, (n - packed) * sizeof(float));
+}
+
+/* under --precision bf16, x[n] rounded to bf16 where the recipe makes it a bf16 value */
+static void round_if_bf16(ppdl_backend *be, size_t n, float *x)
+{
+    if (ppdl_be_precision(be) == PPDL_PREC_BF16) ppdl_be_round_bf16(be, n, x);
 }
 
 static void block_views(const ppdl_layer *l, int b, int option, float *saved, float *work,
@@ -262,9 +334,9 @@ static void block_views(const ppdl_layer *l, int b, int option, float *saved, fl
     s->k = s->q + NC;
     s->v = s->k + NC;
     s->atty = s->v + NC;
-    s->x1 = s->atty + NC;
-    s->ln2 = s->x1 + NC;
-    s->ln1_mean = s->ln2 + NC;
+    s->ln2 = s->atty + NC;
+    s->x1 = s->ln2 + NC;
+    s->ln1_mean = s->x1 + NC;
     s->ln1_rstd = s->ln1_mean + N;
     s->ln2_mean = s->ln1_rstd + N;
     s->ln2_rstd = s->ln2_mean + N;
@@ -342,6 +414,7 @@ static void attention_probs(const ppdl_layer *l, ppdl_backend *be, int b, const 
      * softmax reads only that) */
     causal_scores(be, BH, T, hs, q, k, preatt);
     ppdl_be_causal_softmax_fwd(be, BH, T, 1.0f / sqrtf((float)hs), preatt, att);
+    round_if_bf16(be, (size_t)BH * T * T, att);
 }
 
 /* fch[N,4C] = ln2 @ Wfc^T + bfc;  fcg[N,4C] = gelu(fch) */
@@ -350,6 +423,7 @@ static void mlp_hidden(const ppdl_layer *l, ppdl_backend *be, int N, const float
 {
     int C = l->cfg.C;
     linear_fwd(be, N, C, 4 * C, ln2, l->params[BLK_FC_W].value, l->params[BLK_FC_B].value, fch);
+    round_if_bf16(be, (size_t)N * 4 * C, fch);
     ppdl_be_act_fwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, fch, fcg);
 }
 
@@ -366,7 +440,8 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
     const float *x = in; /* [N,C] */
     block_saved s;
     block_work w;
-    block_views(l, b, option, saved, work, &s, &w);
+    float *kept = l->bf16_saved ? block_unpacked(l, b, work) : saved;
+    block_views(l, b, option, kept, work, &s, &w);
 
     /* ---- attention: x1 = x + proj(attn(ln1(x))) ---- */
     ppdl_be_layernorm_fwd(be, N, C, l->cfg.eps, x, p[BLK_LN1_W].value, p[BLK_LN1_B].value, s.ln1,
@@ -386,6 +461,7 @@ static void block_forward(const ppdl_layer *l, ppdl_backend *be, int b, const vo
     mlp_hidden(l, be, N, s.ln2, s.fch, s.fcg);
     linear_fwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, p[BLK_FCPROJ_B].value, out);
     ppdl_be_axpy(be, NC, 1.0f, s.x1, out);
+    if (l->bf16_saved) block_pack_saved(l, be, b, option, kept, saved);
 }
 
 /* in: x[b,T,C]; dout: [b,T,C]; din: [b,T,C]. The fused pass accumulates d x1 in dout;
@@ -403,7 +479,12 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, con
     const float *x = in; /* [N,C] */
     block_saved s;
     block_work w;
-    block_views(l, b, option, saved, work, &s, &w);
+    float *kept = saved;
+    if (l->bf16_saved) {
+        kept = block_unpacked(l, b, work);
+        block_widen_saved(l, be, b, option, saved, kept);
+    }
+    block_views(l, b, option, kept, work, &s, &w);
     block_grads g = block_grad_views(l, b, option, part, keep, &s, &w, dout);
 
     /* selective: recompute what forward did not keep, exactly as forward computed it
@@ -416,7 +497,10 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, con
     /* ---- MLP ---- */
     linear_bwd(be, N, 4 * C, C, s.fcg, p[BLK_FCPROJ_W].value, dout, grad_if(part, &p[BLK_FCPROJ_W]),
                grad_if(part, &p[BLK_FCPROJ_B]), bi ? w.dfc : NULL);           /* d fcg [N,4C] */
-    if (bi) ppdl_be_act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, w.dfc, g.dfch); /* d fch */
+    if (bi) {
+        ppdl_be_act_bwd(be, PPDL_ACT_GELU, (size_t)N * 4 * C, s.fch, w.dfc, g.dfch); /* d fch */
+        round_if_bf16(be, (size_t)N * 4 * C, g.dfch);
+    }
     linear_bwd(be, N, C, 4 * C, s.ln2, p[BLK_FC_W].value, g.dfch, grad_if(part, &p[BLK_FC_W]),
                grad_if(part, &p[BLK_FC_B]), bi ? g.dln2 : NULL);              /* d ln2 [N,C] */
     /* the residual: d x1 = dout + ln2'(d ln2) */
@@ -440,6 +524,7 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, con
         causal_apply(be, BH, T, hs, 0, w.preatt, s.k, w.dq);
         causal_apply(be, BH, T, hs, 1, w.preatt, s.q, w.dk);
         ppdl_be_qkv_merge(be, b, T, C, H, w.dq, w.dk, w.dv, g.dqkv);         /* dqkv [N,3C] */
+        round_if_bf16(be, (size_t)N * 3 * C, g.dqkv);
     }
     linear_bwd(be, N, C, 3 * C, s.ln1, p[BLK_QKV_W].value, g.dqkv, grad_if(part, &p[BLK_QKV_W]),
                grad_if(part, &p[BLK_QKV_B]), bi ? g.dln1 : NULL);            /* d ln1 [N,C] */
@@ -450,6 +535,9 @@ static void block_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, con
     if (dx) ppdl_be_copy_d2d(be, din, g.dx1, NC * sizeof(float));
     ppdl_be_layernorm_bwd(be, N, C, x, p[BLK_LN1_W].value, s.ln1_mean, s.ln1_rstd, g.dln1, dx,
                           grad_if(part, &p[BLK_LN1_W]), grad_if(part, &p[BLK_LN1_B]));
+    /* B left d fch and d qkv over parts of the saved tensors, for W */
+    if (l->bf16_saved && part == PPDL_BWD_INPUT && option != PPDL_RC_FULL)
+        block_pack_saved(l, be, b, option, kept, saved);
 }
 
 /* 2 x multiply-adds: the four linear layers (24 N C^2) and the two attention GEMMs as
@@ -479,18 +567,27 @@ const ppdl_layer_kind ppdl_kind_block = {
 
 enum { HEAD_LNF_W, HEAD_LNF_B, HEAD_LM_W, HEAD_N_PARAMS };
 
-/* saved (all options): lnf [N,C] at 0, lnf_mean [N] at NC, lnf_rstd [N] at NC+N */
+/* saved (all options): lnf [N,C] at 0, lnf_mean [N] at NC, lnf_rstd [N] at NC+N.
+ * bf16 (l->bf16_saved): lnf packed as bf16 in the first ceil(NC/2) floats, the statistics
+ * after it; lnf is only ever a GEMM operand (the logits and W's gradient), which bf16
+ * GEMMs round anyway, so packing it loses nothing. */
+static size_t head_lnf_floats(const ppdl_layer *l, int b)
+{
+    size_t NC = (size_t)b * l->cfg.T * l->cfg.C;
+    return l->bf16_saved ? (NC + 1) / 2 : NC;
+}
+
 static size_t head_saved_floats(const ppdl_layer *l, int b, int option)
 {
     (void)option;
-    size_t N = (size_t)b * l->cfg.T;
-    return N * l->cfg.C + 2 * N;
+    return head_lnf_floats(l, b) + 2 * (size_t)b * l->cfg.T;
 }
 
-/* work: dlnf [N,C] (the fused pass; B keeps it for W in `keep` instead) */
+/* work: dlnf [N,C] (the fused pass; B keeps it for W in `keep` instead); bf16: then
+ * lnf [N,C] in fp32 */
 static size_t head_work_floats(const ppdl_layer *l, int b)
 {
-    return (size_t)b * l->cfg.T * l->cfg.C;
+    return (size_t)b * l->cfg.T * l->cfg.C * (l->bf16_saved ? 2 : 1);
 }
 
 /* keep: dlnf [N,C]; W also reads lnf and the statistics (saved) and d logits (dout) */
@@ -504,15 +601,16 @@ static size_t head_keep_floats(const ppdl_layer *l, int b, int option)
 static void head_forward(const ppdl_layer *l, ppdl_backend *be, int b, const void *in,
                          float *out, float *saved, float *work, int option)
 {
-    (void)work;
     check_option(l, option);
     const ppdl_param *p = l->params;
     int N = b * l->cfg.T, C = l->cfg.C, V = l->cfg.V;
     size_t NC = (size_t)N * C;
-    float *lnf = saved, *mean = saved + NC, *rstd = mean + N; /* [N,C], [N], [N] */
+    float *mean = saved + head_lnf_floats(l, b), *rstd = mean + N; /* [N], [N] */
+    float *lnf = l->bf16_saved ? work + NC : saved;                 /* [N,C] */
     ppdl_be_layernorm_fwd(be, N, C, l->cfg.eps, (const float *)in, p[HEAD_LNF_W].value,
                            p[HEAD_LNF_B].value, lnf, mean, rstd);
     linear_fwd(be, N, C, V, lnf, p[HEAD_LM_W].value, NULL, out);
+    if (l->bf16_saved) pack_into(be, NC, lnf, saved);
 }
 
 /* dout: d logits [b*T,V] (read, never written); din: [b,T,C] */
@@ -524,7 +622,12 @@ static void head_backward(ppdl_layer *l, ppdl_backend *be, int part, int b, cons
     int N = b * l->cfg.T, C = l->cfg.C, V = l->cfg.V;
     size_t NC = (size_t)N * C;
     int bi = part & PPDL_BWD_INPUT;
-    float *lnf = saved, *mean = saved + NC, *rstd = mean + N;
+    float *mean = saved + head_lnf_floats(l, b), *rstd = mean + N;
+    float *lnf = saved;
+    if (l->bf16_saved) {
+        lnf = work + NC;
+        widen_from(be, NC, saved, lnf);
+    }
     float *dlnf = part == PPDL_BWD_FUSED ? work : keep; /* [N,C] */
     float *dx = bi ? din : NULL;                        /* [N,C] */
     linear_bwd(be, N, C, V, lnf, p[HEAD_LM_W].value, dout, grad_if(part, &p[HEAD_LM_W]), NULL, bi ? dlnf : NULL);

@@ -247,8 +247,17 @@ size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int option)
 {
     const ppdl_layer *ly = &m->layers[l];
     size_t bytes = ppdl_layer_stash_bytes(ly, b, option);
-    if (l == m->L - 1) bytes += (size_t)b * ly->out_bytes;
+    /* the gradient of the logits; a head's is packed as bf16 (bf16_saved; runtime.c) */
+    if (l == m->L - 1) bytes += (size_t)b * ly->out_bytes / (ly->bf16_saved ? 2 : 1);
     return bytes;
+}
+
+void ppdl_model_set_precision(ppdl_model *m, int bf16)
+{
+    for (int l = 0; l < m->L; l++) {
+        const ppdl_layer_kind *k = m->layers[l].kind;
+        m->layers[l].bf16_saved = bf16 && (k == &ppdl_kind_block || k == &ppdl_kind_head);
+    }
 }
 
 void ppdl_layer_init_params(const ppdl_model *m, const ppdl_layer *l, unsigned long long seed, float *host)

@@ -85,6 +85,10 @@ float *ppdl_model_place_weights(ppdl_model *m, ppdl_backend *be, const float *ho
  * is the stash_bytes of COSTS.json. */
 size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int option);
 
+/* --precision: bf16 (1) lets the layers that can keep their saved tensors packed as
+ * bf16 (layer.h bf16_saved); call before sizing or creating anything from m */
+void ppdl_model_set_precision(ppdl_model *m, int bf16);
+
 /* Fill host arrays with the initial parameters of layer l (deterministic from seed;
  * GPT-2 init for gpt, PyTorch's default for Linear/Conv2d). host holds all the
  * layer's parameters back to back, in table order. */

@@ -136,6 +136,11 @@ struct ppdl_runtime {
      * layers' saved tensors (not bf16 values) stay fp32. */
     int stash_bf16;
     float *widened;            /* [max_act] layer input widened from the stash (stash_bf16) */
+    /* bf16 and the stage ends in a gpt head (layer.h bf16_saved): a slot keeps the logits'
+     * gradient packed as bf16 in sl->out (the head reads it only as a GEMM operand, which
+     * rounds it anyway); forward computes the logits in scratch_out, backward widens the
+     * gradient into the layer-gradient buffer the head's backward does not use */
+    int logits_bf16;
     double sent_bytes;         /* message bytes this rank posted this step */
     int loss_rows, classes;
     int adam_t;
@@ -394,6 +399,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     const char *bug = getenv("PPDL_TEST_BF16");
     rt->bf16_layers = rt->bf16 && !(bug && !strcmp(bug, "stage-only"));
     rt->stash_bf16 = rt->bf16 && rt->nl > 1;
+    rt->logits_bf16 = rt->last_stage && layer(rt, rt->nl - 1)->bf16_saved;
     size_t max_act = rt->out_bytes, max_saved = 0, max_work = 0;
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
@@ -424,7 +430,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
             }
         }
         /* the last stage keeps d(logits) of the micro-batch until its backward */
-        sl->out = alloc_counted(rt, rt->out_bytes, rt->last_stage ? "logits" : "send buffer",
+        sl->out = alloc_counted(rt, rt->out_bytes / (rt->logits_bf16 ? 2 : 1), rt->last_stage ? "logits" : "send buffer",
                                 rt->last_stage ? &rt->mem.stash : &rt->mem.buffers);
         if (!rt->last_stage)
             sl->dout = alloc_counted(rt, rt->out_bytes, "gradient receive buffer", &rt->mem.buffers);
@@ -831,7 +837,8 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     void *in = sl->act[0];
     for (int i = 0; i < rt->nl; i++) {
         const ppdl_layer *l = layer(rt, i);
-        float *out = i + 1 == rt->nl ? sl->out : rt->stash_bf16 ? rt->grad[i % 2] : (float *)sl->act[i + 1];
+        float *out = i + 1 < rt->nl ? (rt->stash_bf16 ? rt->grad[i % 2] : (float *)sl->act[i + 1])
+                   : rt->logits_bf16 ? rt->scratch_out : sl->out;
         float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
         int option = rt->recompute[i] == PPDL_RC_FULL ? 0 : rt->recompute[i];
         l->kind->forward(l, be, rt->b, in, out, saved, rt->work, option);
@@ -845,7 +852,13 @@ static void forward(ppdl_runtime *rt, long step, int mb)
          * gradient is scaled by 1/(B * rows) and the sum over micro-batches is exact */
         int rows = rt->b * rt->loss_rows;
         float scale = 1.0f / ((float)rt->cfg.batch_size * (float)rt->loss_rows);
-        ppdl_be_softmax_xent(be, rows, rt->classes, sl->out, sl->targets, scale, rt->loss_dev, sl->out);
+        float *logits = rt->logits_bf16 ? rt->scratch_out : sl->out;
+        ppdl_be_softmax_xent(be, rows, rt->classes, logits, sl->targets, scale, rt->loss_dev, logits);
+        if (rt->logits_bf16) { /* keep the gradient packed (exact for the head's GEMMs) */
+            size_t n = rt->out_bytes / sizeof(float);
+            ppdl_be_pack_bf16(be, n, logits);
+            ppdl_be_copy_d2d(be, sl->out, logits, n * 2);
+        }
     }
     record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
     ppdl_range_pop();
@@ -857,6 +870,13 @@ static void forward(ppdl_runtime *rt, long step, int mb)
  * it (wb NULL: the fused pass), else one of the two buffers between layers */
 static float *dout_of(ppdl_runtime *rt, slot *sl, const wbuf *wb, int i)
 {
+    if (i == rt->nl - 1 && rt->logits_bf16) { /* widened where layer i-1's gradient is not */
+        size_t n = rt->out_bytes / sizeof(float);
+        float *dlogits = rt->grad[rt->nl % 2];
+        ppdl_be_copy_d2d(rt->be, dlogits, sl->out, n * 2);
+        ppdl_be_unpack_bf16(rt->be, n, dlogits);
+        return dlogits;
+    }
     if (i == rt->nl - 1) return rt->last_stage ? sl->out : sl->dout;
     if (wb && wb->dout[i]) return wb->dout[i];
     return rt->grad[(i + 1) % 2];

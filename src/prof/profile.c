@@ -634,18 +634,26 @@ int ppdl_costs_check_model(const ppdl_costs *c, const ppdl_model *m, int b, cons
                                       "micro-batches): profile again with --costs-out", what, c->micro_batch_size, b);
     ppdl_costs ref;
     ppdl_costs_from_model(m, b, &ref);
-    int rc = 0;
+    int rc = 0, run_bf16 = 0;
+    for (int l = 0; l < m->L; l++) run_bf16 |= m->layers[l].bf16_saved;
     for (int l = 0; l < m->L && !rc; l++) {
         const ppdl_layer_cost *a = &c->layers[l], *r = &ref.layers[l];
-        if (a->name[0] && strcmp(a->name, r->name))
+        int bytes_differ = a->param_bytes != r->param_bytes || a->out_bytes != r->out_bytes ||
+                           (c->buffer_bytes_given && (a->in_bytes != r->in_bytes || a->saved_bytes != r->saved_bytes ||
+                                                      a->work_bytes != r->work_bytes));
+        if (bytes_differ && a->param_bytes == r->param_bytes && c->bf16_messages != run_bf16)
+            /* a block keeps its saved tensors packed in bf16 (nn/layer.h): other bytes */
+            rc = ppdl_errf(err, errlen, "%s: profiled under --precision %s, but this run is %s: layers[%d]'s saved "
+                                        "and work bytes differ (a bf16 block keeps its saved tensors packed): profile "
+                                        "again with --costs-out under --precision %s", what,
+                           c->bf16_messages ? "bf16" : "fp32", run_bf16 ? "bf16" : "fp32", l, run_bf16 ? "bf16" : "fp32");
+        else if (a->name[0] && strcmp(a->name, r->name))
             rc = ppdl_errf(err, errlen, "%s: layers[%d] is \"%s\" but the model's layer %d is a %s", what, l, a->name,
                            l, r->name);
         else if (a->n_opts != r->n_opts)
             rc = ppdl_errf(err, errlen, "%s: layers[%d] has %d recompute options, the model's %s layer has %d", what,
                            l, a->n_opts - 1, r->name, r->n_opts - 1);
-        else if (a->param_bytes != r->param_bytes || a->out_bytes != r->out_bytes ||
-                 (c->buffer_bytes_given && (a->in_bytes != r->in_bytes || a->saved_bytes != r->saved_bytes ||
-                                            a->work_bytes != r->work_bytes)))
+        else if (bytes_differ)
             rc = ppdl_errf(err, errlen, "%s: layers[%d]: param_bytes/out_bytes/in_bytes/saved_bytes/work_bytes "
                                         "%.0f/%.0f/%.0f/%.0f/%.0f, but the model's layer has %.0f/%.0f/%.0f/%.0f/%.0f: "
                                         "these costs are of another model (or of an older ppdl: profile again with "

@@ -31,6 +31,16 @@
 # gradient sums then run through ncclAllReduce: its losses against 1 rank within 1e-5
 # relative over 3 steps at --lr 0.05, the bound and the settings of tests/mpi/hybrid.sh
 # (a sum of the replicas' halves rounds differently from one rank's sum, ~1e-7 each).
+# bf16 (README "Precision"): on a GPU, gpt with --precision bf16 on the CUDA backend:
+# the header names the cuBLAS bf16 GEMMs, and the losses of its 2 steps are the CPU
+# backend's bf16 losses within 1e-2 relative. Not bitwise, not 1e-5: both sides
+# multiply the same bf16 values exactly, but sum in another order, and every layer
+# rounds its output to bf16, so a value within fp32 noise of a rounding midpoint
+# lands one bf16 ulp (up to 2^-7 of it) apart on the two sides; a loss averages
+# thousands of such values, 1e-2 is the bound of one ulp on all of them. Then a
+# 2-rank pipeline in bf16 against 1 rank on the GPU: the same kernels on the same
+# shapes, so the losses agree to 1e-6 as in fp32 above. Without a GPU these are SKIP
+# lines (the CPU side of bf16 is tests/mpi/bf16_equiv.sh's).
 . "$top_srcdir/tests/lib.sh"
 
 # a Python with h5py and numpy for the weight comparison
@@ -122,6 +132,42 @@ rc=$?
 diag "pipeline weights: $out"
 ok $rc "pipeline ($pipe_what): 2 ranks give the weights of 1 rank"
 
+# ---- bf16 on the GPU ----
+if [ $dut = cuda ]; then
+  for be in cpu cuda; do
+    mpirun_n 1 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $common --backend $be --precision bf16 \
+      --report "$tmp/bf16-$be.json" >"$tmp/bf16-$be.log" 2>&1
+    rc=$?
+    [ $rc = 0 ] || sed 's/^/#   /' "$tmp/bf16-$be.log" | tail -5
+  done
+  grep -q '^precision bf16 (cuBLAS bf16 GEMMs' "$tmp/bf16-cuda.log"
+  ok $? "bf16 on the GPU: the header names the cuBLAS bf16 GEMMs"
+  grep '^precision' "$tmp/bf16-cuda.log" | sed 's/^/#   /'
+  losses "$tmp/bf16-cpu.json" >"$tmp/bf16-cpu.loss"
+  losses "$tmp/bf16-cuda.json" >"$tmp/bf16-cuda.loss"
+  diag "gpt bf16 losses: cuda $(tr '\n' ' ' <"$tmp/bf16-cuda.loss")cpu $(tr '\n' ' ' <"$tmp/bf16-cpu.loss")"
+  rel_close "$tmp/bf16-cuda.loss" "$tmp/bf16-cpu.loss" 1e-2
+  ok $? "bf16 on the GPU: the losses of both steps are the CPU backend's bf16 losses within 1e-2"
+  for S in 1 2; do
+    $pipe_env timeout -k 5 180 "$MPIEXEC" -n $S "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $common --steps 3 \
+      --micro-batches 4 --plan uniform --backend cuda --precision bf16 --report "$tmp/bf16-pipe-$S.json" \
+      >"$tmp/bf16-pipe-$S.log" 2>&1 9>&-
+    rc=$?
+    [ $rc = 0 ] || sed 's/^/#   /' "$tmp/bf16-pipe-$S.log" | tail -5
+  done
+  losses "$tmp/bf16-pipe-1.json" >"$tmp/bf16-pipe-1.loss"
+  losses "$tmp/bf16-pipe-2.json" >"$tmp/bf16-pipe-2.loss"
+  cmp -s "$tmp/bf16-pipe-1.loss" "$tmp/bf16-pipe-2.loss" && diag "bf16 pipeline: losses bitwise equal" ||
+    diag "bf16 pipeline: losses not bitwise equal"
+  rel_close "$tmp/bf16-pipe-2.loss" "$tmp/bf16-pipe-1.loss" 1e-6
+  ok $? "bf16 pipeline ($pipe_what): 2 ranks give the losses of 1 rank"
+else
+  for what in "bf16 on the GPU: the header names the cuBLAS bf16 GEMMs" \
+              "bf16 on the GPU: the CPU backend's bf16 losses within 1e-2" "bf16 pipeline on the GPU: 2 ranks as 1"; do
+    no_cuda_ok "$what" "$why"
+  done
+fi
+
 # ---- the device checks that need (or need the absence of) a GPU ----
 if [ $dut = cuda ]; then
   n_gpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -169,6 +215,13 @@ if [ $dut = cuda ]; then
     losses "$tmp/dp-2.json" >"$tmp/dp-2.loss"
     grep -q '^p2p nccl' "$tmp/dp-2.log" && rel_close "$tmp/dp-2.loss" "$tmp/dp-1.loss" 1e-5
     ok $? "2 replicas on two GPUs, gradient sums through NCCL: the losses of 1 rank within 1e-5"
+    # the probe times the links on the path the messages take: NCCL between the GPUs
+    timeout -k 5 180 "$MPIEXEC" -n 2 "$PPDL" "$tmp/gpt.h5" --backend cuda --p2p nccl --probe-only \
+      --cluster-out "$tmp/nccl-cluster.json" >"$tmp/nccl-probe.log" 2>&1 9>&-
+    /usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c["probe"]["path"] == "nccl" and min(c["bandwidth_Bps"][0][1], c["bandwidth_Bps"][1][0]) > 0))' \
+      "$tmp/nccl-cluster.json" 2>/dev/null && grep -q 'messages through NCCL)' "$tmp/nccl-probe.log"
+    ok $? "--p2p nccl --probe-only on two GPUs: the links timed through NCCL (CLUSTER.json probe.path nccl, the table says so)"
+    grep -A3 '^cluster:' "$tmp/nccl-probe.log" | sed 's/^/#   /'
   else
     grep -q '^p2p mpi (--p2p auto: ranks share a GPU' "$tmp/pipe-2.log"
     ok $? "2 ranks sharing the GPU: --p2p auto says p2p mpi and why"
@@ -180,6 +233,7 @@ if [ $dut = cuda ]; then
     ok $? "2 ranks sharing the GPU: --p2p nccl refused with status 2 (got $rc) and the reason"
     sed 's/^/#   /' "$tmp/p2p-shared.log" | grep -m1 'p2p'
     skip_ok "NCCL messages and all-reduces between 2 GPUs" "this node has one GPU, and NCCL refuses two ranks on one"
+    skip_ok "the probe through NCCL between 2 GPUs" "this node has one GPU, and NCCL refuses two ranks on one"
   fi
   timeout -k 5 180 "$MPIEXEC" -n 1 "$PPDL" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" $common --backend cuda \
     --p2p nccl --report "$tmp/p2p-one.json" >"$tmp/p2p-one.log" 2>&1 9>&-
@@ -190,7 +244,7 @@ if [ $dut = cuda ]; then
 else
   for what in "--p2p auto takes nccl on GPUs of their own, mpi where they share one" \
               "--p2p nccl refused where ranks share a GPU" "1 rank with --p2p nccl" \
-              "replicas' gradient sums through NCCL"; do
+              "replicas' gradient sums through NCCL" "the probe through NCCL"; do
     no_cuda_ok "$what" "$why"
   done
 fi

@@ -41,6 +41,12 @@ ok $? "--p2p auto: the report's p2p is mpi"
   [ "$(losses "$tmp/auto.json")" = "$(losses "$tmp/none.json")" ]
 ok $? "--p2p auto, mpi and none given: bitwise the same losses"
 
+# the probe times the links on the path the runtime's messages take: MPI here
+mpirun_n 2 "$tmp/g.h5" --backend cpu --threads 1 --probe-only --cluster-out "$tmp/cluster.json" >"$tmp/probe.log" 2>&1 &&
+  [ "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["probe"]["path"])' "$tmp/cluster.json" 2>&1)" = mpi ] &&
+  grep -q 'messages through MPI)' "$tmp/probe.log"
+ok $? "--probe-only on the cpu backend: the links timed through MPI (CLUSTER.json probe.path mpi, the table says so)"
+
 # 3. refused, on every rank, without a hang
 t0=$(date +%s)
 mpirun_n 2 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --p2p nccl --report "$tmp/nccl.json" >"$tmp/nccl.log" 2>&1

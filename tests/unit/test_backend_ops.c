@@ -21,7 +21,17 @@
  *             which costs about an order of magnitude of fp32 rounding;
  *      1e-12  sumsq (a double result);
  *      2e-3   GEMMs and convolutions with TF32 tensor cores (10-bit mantissas: each
- *             product is off by up to 2^-11 ~ 5e-4 relative).
+ *             product is off by up to 2^-11 ~ 5e-4 relative);
+ *      bits   the bf16 conversions (round, pack, unpack): every byte equal, NaN
+ *             patterns included (backend/bf16.h's NaN is 0x7fc0, nothing else);
+ *  - in bf16 mode (--precision bf16, both backends): GEMMs 1e-4 on a GPU (the products
+ *    of bf16 operands are exact in fp32 on both sides, only the order of the fp32 sums
+ *    differs, but how tensor cores round their fp32 accumulation is not documented:
+ *    allow k*2^-23 ~ 4e-5 for k = 300 terms, rounded up), exact where the dut's GEMMs
+ *    are the CPU's (the emulation); the layers 1e-2: a value within fp32 noise of the
+ *    midpoint between two bf16 numbers rounds up on one side and down on the other, one
+ *    bf16 ulp apart (<= 2^-7 of the value), and every layer rounds GEMM operands and
+ *    its output;
  *  - every dut output of the fp32 pass is hashed, and a second pass on the same
  *    inputs must give the same hashes: the device ops are deterministic;
  *  - then every layer of gpt-tiny, mlp-tiny and cnn-tiny, forward and backward, from the
@@ -35,8 +45,9 @@
  *     each and pass the other ops.
  *  2b. the kernels of kernels.cu run by a CPU emulation of CUDA (tests/cuda_emu.h)
  *     against the CPU (builds with nvcc only); and the host staging of backend/xfer.h.
+ *     The emulated kernels run twice: fp32, then the whole suite in bf16 mode.
  *  3. CUDA against CPU, fp32, twice (determinism), then the GEMMs and convolutions in
- *     TF32. Without a usable device (or without CUDA in the build) part 3 is a SKIP
+ *     TF32, then the whole suite in bf16 mode (both backends --precision bf16). Without a usable device (or without CUDA in the build) part 3 is a SKIP
  *     line with the reason, e.g. "CUDA error 35: ...".
  * PPDL_OPS_REPORT=FILE writes the per-op table (op, cases, max error, tolerance).
  * `test_backend_ops.t --probe` prints whether CUDA is usable and exits 0, or 77 with the
@@ -89,6 +100,8 @@ typedef struct harness {
     ppdl_rng rng;
     int quiet;                 /* no TAP lines: failures are only counted */
     int tf32;                  /* dut GEMMs use TF32 */
+    int bf16;                  /* both backends in bf16 mode (ppdl_be_set_precision) */
+    int exact_gemm;            /* the dut's GEMMs are the CPU's (the emulation) */
     int gemm_only;             /* run only the GEMM and convolution cases */
     int no_layers;             /* skip the whole-layer cases */
     int hash_mode;             /* 0: off, 1: record dut hashes, 2: verify them */
@@ -264,7 +277,46 @@ static void check_same(harness *H, const char *op, const char *what, tb *a, tb *
     free(y);
 }
 
+/* Output b holds the same bytes on both backends in its first `bytes` (tolerance
+ * "bits": NaN payloads too) */
+static void check_bits(harness *H, const char *op, const char *what, tb *b, size_t bytes)
+{
+    ppdl_be_sync(H->ref);
+    ppdl_be_sync(H->dut);
+    unsigned char *r = ppdl_xmalloc(b->n * 4 + 1), *d = ppdl_xmalloc(b->n * 4 + 1);
+    ppdl_be_copy_d2h(H->ref, r, b->r, b->n * 4);
+    ppdl_be_copy_d2h(H->dut, d, b->d, b->n * 4);
+    note_hash(H, d, bytes);
+    size_t first = bytes, differ = 0;
+    for (size_t i = 0; i < bytes; i++)
+        if (r[i] != d[i]) {
+            if (first == bytes) first = i;
+            differ++;
+        }
+    op_stat *s = stat_of(H, op, 0);
+    s->cases++;
+    if (differ) {
+        s->fails++;
+        s->max_err = INFINITY;
+    }
+    if (!H->quiet && !ok(!differ, "%s: %s %s bitwise [%s]", H->label, op, what, H->shape)) {
+        size_t w = first & ~(size_t)1; /* the 16-bit word of the first difference */
+        diag("  %zu of %zu bytes differ, first at byte %zu: dut 0x%02x%02x, ref 0x%02x%02x (16-bit word, little "
+             "endian)", differ, bytes, first, d[w + 1], d[w], r[w + 1], r[w]);
+    }
+    free(r);
+    free(d);
+}
+
 #define SHAPE(...) snprintf(H->shape, sizeof H->shape, __VA_ARGS__)
+
+static double gemm_tol(const harness *H)
+{
+    if (H->tf32) return 2e-3;
+    if (H->bf16) return H->exact_gemm ? 0 : 1e-4;
+    return 1e-5;
+}
+static double layer_tol(const harness *H) { return H->bf16 ? 1e-2 : 1e-4; }
 
 /* ------------------------------------------------------------------ the cases */
 
@@ -277,7 +329,7 @@ static void case_gemm(harness *H, int ta, int tb_, int m, int n, int kk, float a
     /* beta = 0 must not read C: poison it */
     tb *c = mk(H, (size_t)m * ldc, beta == 0 ? OUT : ACC, 1);
     BOTH(ppdl_be_gemm(be, ta, tb_, m, n, kk, alpha, F(a), lda, F(b), ldb, beta, F(c), ldc));
-    check(H, "gemm", "C", c, H->tf32 ? 2e-3 : 1e-5);
+    check(H, "gemm", "C", c, gemm_tol(H));
     case_end(H);
 }
 
@@ -292,7 +344,7 @@ static void case_gemm_batched(harness *H, int ta, int tb_, int m, int n, int kk,
     tb *b = mk(H, (size_t)batch * sb, IN, 1);
     tb *c = mk(H, (size_t)batch * sc, beta == 0 ? OUT : ACC, 1);
     BOTH(ppdl_be_gemm_batched(be, ta, tb_, m, n, kk, 0.9f, F(a), lda, sa, F(b), ldb, sb, beta, F(c), ldc, sc, batch));
-    check(H, "gemm_batched", "C", c, H->tf32 ? 2e-3 : 1e-5);
+    check(H, "gemm_batched", "C", c, gemm_tol(H));
     case_end(H);
 }
 
@@ -474,6 +526,47 @@ static void case_xent(harness *H, int rows, int V, int in_place)
     case_end(H);
 }
 
+/* fp32 patterns for the bf16 conversions (backend/bf16.h): NaNs of both signs and
+ * several payloads, infinities, zeros, exact ties with an even and with an odd kept
+ * part, one below and one above a tie, the largest floats (0x7f7f8000 is a tie that
+ * rounds to infinity), subnormals and subnormal ties (0x007f8000 rounds up to the
+ * smallest normal) */
+static const uint32_t bf16_specials[] = {
+    0x7fc00000, 0xffc00000, 0x7f800001, 0xff812345, 0x7fffffff, 0x7f800000, 0xff800000, 0x00000000,
+    0x80000000, 0x3f808000, 0x3f818000, 0xbf808000, 0xbf818000, 0x3f807fff, 0x3f808001, 0x7f7fffff,
+    0x7f7f8000, 0x7f7f7fff, 0xff7fffff, 0x00000001, 0x00008000, 0x00018000, 0x807fffff, 0x007f8000,
+};
+
+static uint32_t rng_bits(ppdl_rng *r) { return (uint32_t)(ppdl_rng_uniform(r) * 4294967296.0); }
+
+/* round, pack and unpack against the CPU backend, every byte: n fp32 values, one in
+ * four a special pattern, one in four uniformly random bits (every exponent), the rest
+ * N(0,1); unpack on random 16-bit patterns (NaNs widen as they are: a shift) */
+static void case_bf16(harness *H, size_t n)
+{
+    if (!H->dut->ops->round_bf16) return;
+    SHAPE("n=%zu", n);
+    const size_t ns = sizeof bf16_specials / sizeof bf16_specials[0];
+    uint32_t *h = ppdl_xmalloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)ppdl_rng_normal(&H->rng);
+        memcpy(&h[i], &f, sizeof f);
+        if (i % 4 == 1) h[i] = bf16_specials[(i / 4) % ns];
+        if (i % 4 == 3) h[i] = rng_bits(&H->rng);
+    }
+    tb *x = mk_host(H, n, ACC, (const float *)h), *p = mk_host(H, n, ACC, (const float *)h);
+    BOTH(ppdl_be_round_bf16(be, n, F(x)); ppdl_be_pack_bf16(be, n, F(p)));
+    check_bits(H, "round_bf16", "x", x, n * 4);
+    check_bits(H, "pack_bf16", "the first 2n bytes", p, n * 2);
+    uint16_t *h16 = (uint16_t *)h;
+    for (size_t i = 0; i < n; i++) h16[i] = (uint16_t)(rng_bits(&H->rng) >> 16);
+    tb *u = mk_host(H, n, ACC, (const float *)h);
+    BOTH(ppdl_be_unpack_bf16(be, n, F(u)));
+    check_bits(H, "unpack_bf16", "x", u, n * 4);
+    free(h);
+    case_end(H);
+}
+
 static int conv_out(int n, int k, int s, int p) { return (n + 2 * p - k) / s + 1; }
 
 static void case_im2col(harness *H, int Ci, int Hh, int Ww, int kh, int kw, int stride, int pad)
@@ -576,7 +669,7 @@ static void case_conv2d(harness *H, int N, int Ci, int Hh, int Ww, int Co, int k
 /* Every layer of a preset's model, forward then backward, on both backends from the
  * same weights and inputs: the ops as the layers compose them (in-place uses, adds
  * into gradients, the selective recompute option of the block). Tolerance 1e-4: about
- * twenty fp32 ops in a row, each within 1e-5. */
+ * twenty fp32 ops in a row, each within 1e-5 (bf16 mode: 1e-2, top of file). */
 static void case_layers(harness *H, const char *preset, int b)
 {
     char err[PPDL_ERR_LEN];
@@ -584,6 +677,9 @@ static void case_layers(harness *H, const char *preset, int b)
     PPDL_CHECK(!ppdl_model_preset(&mr, preset, err, sizeof err) && !ppdl_model_build(&mr, err, sizeof err) &&
                    !ppdl_model_preset(&md, preset, err, sizeof err) && !ppdl_model_build(&md, err, sizeof err),
                "model %s: %s", preset, err);
+    /* bf16 mode: blocks keep their saved tensors packed, through the dut's pack/unpack */
+    ppdl_model_set_precision(&mr, H->bf16);
+    ppdl_model_set_precision(&md, H->bf16);
     for (int li = 0; li < mr.L; li++)
         for (int opt = 0; opt < mr.layers[li].kind->n_options; opt += 2) { /* 1 (full) is the runtime's */
             ppdl_layer *lr = &mr.layers[li], *ld = &md.layers[li];
@@ -603,14 +699,14 @@ static void case_layers(harness *H, const char *preset, int b)
             tb *work = mk(H, lr->kind->work_floats(lr, b) + 1, OUT, 1);
             BOTH(ppdl_layer *ly = k ? ld : lr;
                  ly->kind->forward(ly, be, b, k ? in->d : in->r, F(out), F(saved), F(work), opt));
-            check(H, "layers forward", lr->kind->name, out, 1e-4);
+            check(H, "layers forward", lr->kind->name, out, layer_tol(H));
             tb *dout = mk(H, out_n, IN, 1), *din = li > 0 ? mk(H, in_n, OUT, 1) : NULL;
             tb *dout2 = mk_host(H, out_n, IN, dout->init); /* the fused pass clobbers dout */
             BOTH(ppdl_layer *ly = k ? ld : lr; float *dx = din ? F(din) : NULL;
                  ppdl_layer_backward(ly, be, b, k ? in->d : in->r, F(saved), F(dout), dx, F(work), opt));
-            if (din) check(H, "layers backward", lr->kind->name, din, 1e-4);
+            if (din) check(H, "layers backward", lr->kind->name, din, layer_tol(H));
             tb grads = {.n = sr.n_params, .kind = OUT, .r = sr.grads, .d = sd.grads};
-            if (sr.n_params) check(H, "layers backward", "(parameter gradients)", &grads, 1e-4);
+            if (sr.n_params) check(H, "layers backward", "(parameter gradients)", &grads, layer_tol(H));
             /* split: B, then W into gradients saved and zeroed, as a schedule with a
              * delayed W runs it (nothing but keep, saved and dout between them) */
             tb *fused = mk(H, sr.n_params, OUT, 1), *keep = mk(H, lr->kind->keep_floats(lr, b, opt) + 1, OUT, 1);
@@ -680,6 +776,10 @@ static void run_suite(harness *H, uint64_t seed)
     case_adamw(H, 1, 1);
     case_adamw(H, 5000, 1);
     case_adamw(H, 5000, 10);
+    case_bf16(H, 1);
+    case_bf16(H, 255); /* below one block of 256 threads */
+    case_bf16(H, 257); /* one past */
+    case_bf16(H, 70001);
     if (H->no_layers) return;
     case_layers(H, "gpt-tiny", 3);
     case_layers(H, "mlp-tiny", 5);
@@ -712,6 +812,21 @@ static void reset_stats(harness *H)
     H->n_st = 0;
     H->n_hash = 0;
     H->hash_mismatch = 0;
+}
+
+/* the whole suite with both backends in bf16 mode (--precision bf16), then fp32 again */
+static void run_bf16_suite(harness *H, const char *label, uint64_t seed)
+{
+    H->label = label;
+    H->bf16 = 1;
+    PPDL_CHECK(!ppdl_be_set_precision(H->ref, PPDL_PREC_BF16) && !ppdl_be_set_precision(H->dut, PPDL_PREC_BF16),
+               "%s: a backend refuses bf16", label);
+    diag("%s: bf16 GEMMs of %s", label, ppdl_be_bf16_gemm_name(H->dut));
+    run_suite(H, seed);
+    print_table(H, label);
+    ppdl_be_set_precision(H->ref, PPDL_PREC_FP32);
+    ppdl_be_set_precision(H->dut, PPDL_PREC_FP32);
+    H->bf16 = 0;
 }
 #endif
 
@@ -749,6 +864,31 @@ static void bad_col2im(ppdl_backend *be, int Ci, int Hh, int Ww, int kh, int kw,
     cpu_ops->col2im(be, Ci, Hh, Ww, kh, kw, st, pad, col, dx);
 }
 
+/* truncation instead of rounding to nearest even */
+static void bad_round_bf16(ppdl_backend *be, size_t n, float *x)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u &= 0xffff0000u;
+        memcpy(&x[i], &u, sizeof u);
+    }
+}
+/* right but for NaNs, whose sign and payload it keeps (what cuda_bf16.h's conversion does) */
+static void bad_pack_bf16(ppdl_backend *be, size_t n, void *buf)
+{
+    uint32_t *x = buf;
+    uint16_t keep[64];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < 64; i++)
+        if ((x[i] & 0x7fffffffu) > 0x7f800000u) keep[m++] = (uint16_t)(x[i] >> 16 | 0x0040u);
+    cpu_ops->pack_bf16(be, n, buf);
+    uint16_t *y = buf;
+    for (size_t i = 0, j = 0; i < n && j < m; i++)
+        if ((y[i] & 0x7fffu) > 0x7f80u) y[i] = keep[j++];
+}
+
 static void test_sabotage(ppdl_backend *ref)
 {
     static ppdl_backend_ops bad;
@@ -761,6 +901,8 @@ static void test_sabotage(ppdl_backend *ref)
     bad.embedding_bwd = bad_embedding_bwd;
     bad.causal_softmax_fwd = bad_causal_softmax_fwd;
     bad.col2im = bad_col2im;
+    bad.round_bf16 = bad_round_bf16;
+    bad.pack_bf16 = bad_pack_bf16;
     dut->ops = &bad;
     harness *H = ppdl_xcalloc(1, sizeof *H);
     H->ref = ref;
@@ -769,9 +911,12 @@ static void test_sabotage(ppdl_backend *ref)
     H->quiet = 1;
     H->no_layers = 1; /* a sabotaged op breaks every layer that uses it */
     run_suite(H, 2);
-    static const char *broken[] = {"layernorm_fwd", "gemm", "embedding_bwd", "causal_softmax_fwd", "col2im"};
+    static const char *broken[] = {"layernorm_fwd", "gemm", "embedding_bwd", "causal_softmax_fwd", "col2im",
+                                   "round_bf16", "pack_bf16"};
     static const char *how[] = {"an unwritten row", "a GEMM off by 2e-5 relative", "an accumulator overwritten",
-                                "the causal mask ignored", "col2im overwriting dx"};
+                                "the causal mask ignored", "col2im overwriting dx",
+                                "bf16 by truncation instead of to nearest even",
+                                "bf16 NaNs keeping sign and payload instead of 0x7fc0"};
     int other_fails = 0;
     for (int i = 0; i < H->n_st; i++) {
         int is_broken = 0;
@@ -916,6 +1061,24 @@ static void emu_adamw(ppdl_backend *be, size_t n, float *p, const float *g, floa
                       (float)(1.0 - b2), (float)eps, (float)(lr / (1.0 - pow(b1, t))), (float)sqrt(1.0 - pow(b2, t))));
 }
 
+static void emu_round_bf16(ppdl_backend *be, size_t n, float *x)
+{
+    EMU(ppdl_cu_round_bf16(NULL, n, x, x));
+}
+/* cuda.c's packing, with a host scratch for its device one */
+static void emu_pack_bf16(ppdl_backend *be, size_t n, void *buf)
+{
+    uint16_t *scratch = ppdl_xmalloc((n ? n : 1) * sizeof *scratch);
+    EMU(ppdl_cu_pack_bf16(NULL, n, buf, scratch));
+    free(scratch);
+}
+static void emu_unpack_bf16(ppdl_backend *be, size_t n, void *buf)
+{
+    uint16_t *scratch = ppdl_xmalloc((n ? n : 1) * sizeof *scratch);
+    EMU(ppdl_cu_unpack_bf16(NULL, n, buf, scratch));
+    free(scratch);
+}
+
 static ppdl_backend *emu_backend_create(void)
 {
     static ppdl_backend_ops ops;
@@ -932,6 +1095,7 @@ static ppdl_backend *emu_backend_create(void)
     ops.causal_softmax_tail_fwd = emu_softmax_tail_fwd;
     ops.softmax_xent = emu_xent, ops.im2col = emu_im2col, ops.col2im = emu_col2im;
     ops.maxpool_fwd = emu_maxpool_fwd, ops.maxpool_bwd = emu_maxpool_bwd, ops.adamw = emu_adamw;
+    ops.round_bf16 = emu_round_bf16, ops.pack_bf16 = emu_pack_bf16, ops.unpack_bf16 = emu_unpack_bf16;
     be->ops = &ops;
     return be;
 }
@@ -947,6 +1111,10 @@ static void test_emulated(ppdl_backend *ref)
     /* no determinism pass: the emulation runs threads in one fixed order */
     run_suite(H, 5);
     print_table(H, "cuda-emulated");
+    /* bf16 mode: the layers round through the emulated kernels (GEMMs: the CPU's) */
+    reset_stats(H);
+    H->exact_gemm = 1;
+    run_bf16_suite(H, "cuda-emulated-bf16", 6);
     ppdl_backend_destroy(H->dut);
     free(H);
 }
@@ -1147,6 +1315,11 @@ int main(int argc, char **argv)
     run_suite(H, 4);
     print_table(H, "cuda-tf32");
     ppdl_cuda_set_tf32(cu, 0);
+    /* bf16 mode: cuBLAS bf16 GEMMs, cuDNN on rounded operands, the bf16 kernels */
+    reset_stats(H);
+    H->tf32 = 0;
+    H->gemm_only = 0;
+    run_bf16_suite(H, "cuda-bf16", 7);
     if (cu->ops->destroy) cu->ops->destroy(cu);
     ppdl_backend_destroy(cu);
 #endif

@@ -8,9 +8,21 @@
  * the job with the library's own error string.
  *
  * Memory: device buffers come from cudaMalloc through ppdl_be_alloc, so the backend's
- * own scratch (per-row losses, sumsq partials, the cuDNN workspace) is counted against
- * --mem-limit like everything else. cuBLAS's and cuDNN's internal workspaces are not
- * (a few MiB). */
+ * own scratch (per-row losses, sumsq partials, the cuDNN workspace, the bf16 copies of
+ * GEMM and convolution operands) is counted against --mem-limit like everything else.
+ * cuBLAS's and cuDNN's internal workspaces are not (a few MiB).
+ *
+ * --precision bf16 (README "Precision"): a GEMM converts A and B to bf16 (kernels.cu,
+ * backend/bf16.h's rounding) and calls cublasGemmEx / cublasGemmStridedBatchedEx with
+ * bf16 operands, an fp32 C and fp32 compute. A convolution runs cuDNN in fp32 (FMA
+ * math, TF32 off) on copies of x, w and dy rounded to bf16, not on cuDNN's bf16
+ * descriptors: cuDNN's bf16 convolutions take x, w and y all in bf16 (fp32 only
+ * inside), which would round the outputs (pre-activations, dx) and could not add into
+ * the fp32 weight gradient; a product of two bf16 numbers is exact in fp32, so fp32
+ * arithmetic on rounded operands computes what a bf16 convolution with fp32
+ * accumulation computes, with fp32 outputs, as the CPU backend's im2col GEMMs do.
+ * TF32 stays off there: its 10-bit mantissas would hold bf16 values exactly, but
+ * cuDNN's Winograd and FFT algorithms multiply transformed operands, which are not. */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -54,6 +66,8 @@ typedef struct cuda_impl {
     size_t scratch_bytes;
     void *workspace;           /* cuDNN */
     size_t workspace_bytes;
+    void *bf16[3];             /* bf16 copies of operands: GEMM A, B; convolution x, w, dy; packing: 0 */
+    size_t bf16_bytes[3];
     conv_plan plans[MAX_CONV_PLANS];
     int n_plans, next_evict;
     double *host_partials;     /* page-locked, SUMSQ_PARTIALS */
@@ -166,26 +180,64 @@ static void cu_host_free(ppdl_backend *be, void *p)
     if (p) CUDA_CHECK(cudaFreeHost(p));
 }
 
-/* the backend's own device scratch, grown on demand and counted like any buffer */
+/* a device buffer of the backend's own, grown on demand (at least doubling) and
+ * counted like any buffer */
+static void *grown(ppdl_backend *be, void **buf, size_t *cap, size_t bytes, const char *what)
+{
+    if (bytes > *cap) {
+        ppdl_be_free(be, *buf); /* cudaFree waits for the work that used it */
+        size_t want = bytes > 2 * *cap ? bytes : 2 * *cap;
+        *buf = ppdl_be_alloc(be, want, what);
+        *cap = want;
+    }
+    return *buf;
+}
+
 static void *scratch(ppdl_backend *be, size_t bytes)
 {
     cuda_impl *ci = impl(be);
-    if (bytes > ci->scratch_bytes) {
-        ppdl_be_free(be, ci->scratch); /* cudaFree waits for the work that used it */
-        size_t want = bytes > 2 * ci->scratch_bytes ? bytes : 2 * ci->scratch_bytes;
-        ci->scratch = ppdl_be_alloc(be, want, "CUDA backend scratch (loss rows, reductions)");
-        ci->scratch_bytes = want;
-    }
-    return ci->scratch;
+    return grown(be, &ci->scratch, &ci->scratch_bytes, bytes, "CUDA backend scratch (loss rows, reductions)");
 }
+
+/* bf16 scratch slot `slot` (0..2) of at least `bytes`: every user queues on the one
+ * stream, so a slot is free again for the next op as soon as this one is queued */
+static void *bf16_scratch(ppdl_backend *be, int slot, size_t bytes)
+{
+    cuda_impl *ci = impl(be);
+    return grown(be, &ci->bf16[slot], &ci->bf16_bytes[slot], bytes, "CUDA backend bf16 operand copies");
+}
+
+static int bf16_on(const ppdl_backend *be) { return be->precision == PPDL_PREC_BF16; }
 
 /* ------------------------------------------------------------------ cuBLAS */
 
-/* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands */
+/* operand `which` (0: A, 1: B) of a GEMM converted to bf16 in its scratch slot, in the
+ * same layout (ld and stride in elements unchanged) */
+static const uint16_t *bf16_operand(ppdl_backend *be, int which, int trans, int m_or_n, int k, const float *x,
+                                    int ld, long stride, int batch)
+{
+    PPDL_CHECK(stride >= 0, "bf16 GEMM: negative matrix stride %ld", stride);
+    size_t n = ppdl_gemm_operand_extent(which, trans, m_or_n, k, ld, stride, batch);
+    uint16_t *y = bf16_scratch(be, which, n * sizeof(uint16_t));
+    LAUNCH_CHECK(ppdl_cu_narrow_bf16(stream(be), n, x, y));
+    return y;
+}
+
+/* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+ * Under bf16 (k > 0; k = 0 only scales C) the operands go to cuBLAS in bf16, C and the
+ * sums stay fp32. */
 static void cu_gemm(ppdl_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                     int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0) return;
+    if (bf16_on(be) && k > 0) {
+        const uint16_t *a16 = bf16_operand(be, 0, ta, m, k, a, lda, 0, 1);
+        const uint16_t *b16 = bf16_operand(be, 1, tb, n, k, b, ldb, 0, 1);
+        CUBLAS_CHECK(cublasGemmEx(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  n, m, k, &alpha, b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, c,
+                                  CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
     CUBLAS_CHECK(cublasSgemm(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                              n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }
@@ -194,6 +246,15 @@ static void cu_gemm_batched(ppdl_backend *be, int ta, int tb, int m, int n, int 
                             float beta, float *c, int ldc, long sc, int batch)
 {
     if (m <= 0 || n <= 0 || batch <= 0) return;
+    if (bf16_on(be) && k > 0) {
+        const uint16_t *a16 = bf16_operand(be, 0, ta, m, k, a, lda, sa, batch);
+        const uint16_t *b16 = bf16_operand(be, 1, tb, n, k, b, ldb, sb, batch);
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b16, CUDA_R_16BF,
+                                                ldb, sb, a16, CUDA_R_16BF, lda, sa, &beta, c, CUDA_R_32F, ldc, sc,
+                                                batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
     CUBLAS_CHECK(cublasSgemmStridedBatched(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                            ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, sb,
                                            a, lda, sa, &beta, c, ldc, sc, batch));
@@ -327,6 +388,36 @@ static void cu_adamw(ppdl_backend *be, size_t n, float *p, const float *g, float
                                (float)(lr / (1.0 - pow(b1, t))), (float)sqrt(1.0 - pow(b2, t))));
 }
 
+/* ------------------------------------------------------------------ bf16 */
+
+static void cu_round_bf16(ppdl_backend *be, size_t n, float *x)
+{
+    LAUNCH_CHECK(ppdl_cu_round_bf16(stream(be), n, x, x));
+}
+/* in place through scratch slot 0 (kernels.cu says why a scratch) */
+static void cu_pack_bf16(ppdl_backend *be, size_t n, void *buf)
+{
+    if (n) LAUNCH_CHECK(ppdl_cu_pack_bf16(stream(be), n, buf, bf16_scratch(be, 0, n * sizeof(uint16_t))));
+}
+static void cu_unpack_bf16(ppdl_backend *be, size_t n, void *buf)
+{
+    if (n) LAUNCH_CHECK(ppdl_cu_unpack_bf16(stream(be), n, buf, bf16_scratch(be, 0, n * sizeof(uint16_t))));
+}
+static const char *cu_bf16_gemm_name(ppdl_backend *be)
+{
+    (void)be;
+    return "cuBLAS bf16 GEMMs (cublasGemmEx, fp32 compute); cuDNN fp32 convolutions on bf16-rounded operands, "
+           "TF32 off";
+}
+
+/* x[n] rounded to bf16 into scratch slot `slot` (fp32 storage): a convolution operand */
+static const float *bf16_rounded(ppdl_backend *be, int slot, size_t n, const float *x)
+{
+    float *y = bf16_scratch(be, slot, (n ? n : 1) * sizeof(float));
+    LAUNCH_CHECK(ppdl_cu_round_bf16(stream(be), n, x, y));
+    return y;
+}
+
 /* ------------------------------------------------------------------ cuDNN convolution */
 
 /* cuDNN's heuristics do not always honour the descriptor's math type (PyTorch notes
@@ -416,7 +507,8 @@ static conv_plan *get_plan(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int 
                            int pad, int want_bwd)
 {
     cuda_impl *ci = impl(be);
-    int key[10] = {N, Ci, Hh, Ww, Co, kh, kw, stride, pad, ci->tf32};
+    const int tf32 = ci->tf32 && !bf16_on(be); /* bf16: fp32 math on rounded operands (top of file) */
+    int key[10] = {N, Ci, Hh, Ww, Co, kh, kw, stride, pad, tf32};
     conv_plan *p = NULL;
     for (int i = 0; i < ci->n_plans && !p; i++)
         if (!memcmp(ci->plans[i].key, key, sizeof key)) p = &ci->plans[i];
@@ -441,12 +533,12 @@ static conv_plan *get_plan(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int 
         CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, Co, OH, OW));
         CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
         CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, Co, Ci, kh, kw));
-        p->fwd_desc = conv_desc(pad, stride, ci->tf32);
-        p->data_desc = conv_desc(pad, stride, ci->tf32);
-        p->filter_desc = conv_desc(pad, stride, ci->tf32);
-        plan_forward(ci, p, ci->tf32);
+        p->fwd_desc = conv_desc(pad, stride, tf32);
+        p->data_desc = conv_desc(pad, stride, tf32);
+        p->filter_desc = conv_desc(pad, stride, tf32);
+        plan_forward(ci, p, tf32);
     }
-    if (want_bwd && !p->have_bwd) plan_backward(ci, p, ci->tf32);
+    if (want_bwd && !p->have_bwd) plan_backward(ci, p, tf32);
     return p;
 }
 
@@ -466,6 +558,10 @@ static void cu_conv2d_fwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int C
 {
     if (N <= 0) return;
     conv_plan *p = get_plan(be, N, Ci, Hh, Ww, Co, kh, kw, stride, pad, 0);
+    if (bf16_on(be)) {
+        x = bf16_rounded(be, 0, (size_t)N * Ci * Hh * Ww, x);
+        w = bf16_rounded(be, 1, (size_t)Co * Ci * kh * kw, w);
+    }
     void *ws = workspace(be, p->ws_fwd);
     const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnConvolutionForward(impl(be)->cudnn, &one, p->x, x, p->w, w, p->fwd_desc, p->fwd, ws, p->ws_fwd,
@@ -477,6 +573,12 @@ static void cu_conv2d_bwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int C
 {
     if (N <= 0) return;
     conv_plan *p = get_plan(be, N, Ci, Hh, Ww, Co, kh, kw, stride, pad, 1);
+    if (bf16_on(be)) {
+        const size_t OH = (size_t)(Hh + 2 * pad - kh) / stride + 1, OW = (size_t)(Ww + 2 * pad - kw) / stride + 1;
+        x = bf16_rounded(be, 0, (size_t)N * Ci * Hh * Ww, x);
+        w = bf16_rounded(be, 1, (size_t)Co * Ci * kh * kw, w);
+        dy = bf16_rounded(be, 2, (size_t)N * Co * OH * OW, dy);
+    }
     size_t need = p->ws_filter > p->ws_data ? p->ws_filter : p->ws_data;
     void *ws = workspace(be, need);
     const float one = 1.0f, zero = 0.0f;
@@ -512,6 +614,8 @@ static const ppdl_backend_ops cuda_ops = {
     .adamw = cu_adamw,
     .device_memory = 1, .free_memory = cu_free_memory, .host_alloc = cu_host_alloc, .host_free = cu_host_free, .destroy = cu_destroy,
     .conv2d_fwd = cu_conv2d_fwd, .conv2d_bwd = cu_conv2d_bwd,
+    .round_bf16 = cu_round_bf16, .pack_bf16 = cu_pack_bf16, .unpack_bf16 = cu_unpack_bf16,
+    .bf16_gemm_name = cu_bf16_gemm_name,
 };
 
 static void cu_destroy(ppdl_backend *be)
@@ -523,6 +627,11 @@ static void cu_destroy(ppdl_backend *be)
     ppdl_be_free(be, ci->workspace);
     ci->scratch = ci->workspace = NULL;
     ci->scratch_bytes = ci->workspace_bytes = 0;
+    for (int i = 0; i < 3; i++) {
+        ppdl_be_free(be, ci->bf16[i]);
+        ci->bf16[i] = NULL;
+        ci->bf16_bytes[i] = 0;
+    }
     for (int i = 0; i < ci->n_plans; i++) plan_destroy(&ci->plans[i]);
     ci->n_plans = 0;
     if (ci->cudnn) CUDNN_CHECK(cudnnDestroy(ci->cudnn));

@@ -58,6 +58,15 @@ int ppdl_cu_maxpool_fwd(void *stream, int N, int C, int Hh, int Ww, int k, int s
 int ppdl_cu_maxpool_bwd(void *stream, int N, int C, int Hh, int Ww, int k, int stride,
                         const int32_t *argmax, const float *dy, float *dx);
 
+/* bf16 (backend/bf16.h's rounding, bit for bit). round: y[i] = x[i] rounded to bf16, in
+ * fp32 storage (y may be x). narrow: y[i] = bf16(x[i]), y not overlapping x. pack and
+ * unpack: ppdl_be_pack_bf16 / ppdl_be_unpack_bf16 in place, through `scratch`, a device
+ * buffer of n uint16_t that does not overlap buf (kernels.cu says why). */
+int ppdl_cu_round_bf16(void *stream, size_t n, const float *x, float *y);
+int ppdl_cu_narrow_bf16(void *stream, size_t n, const float *x, uint16_t *y);
+int ppdl_cu_pack_bf16(void *stream, size_t n, void *buf, uint16_t *scratch);
+int ppdl_cu_unpack_bf16(void *stream, size_t n, void *buf, uint16_t *scratch);
+
 #ifdef __cplusplus
 }
 #endif

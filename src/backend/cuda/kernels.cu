@@ -555,6 +555,50 @@ __global__ void maxpool_bwd_kernel(int N, int C, int Hh, int Ww, int k, int stri
     dx[i] = acc;
 }
 
+// ------------------------------------------------------------------ bf16
+// backend/bf16.h's conversion, operation for operation, so that the results are its
+// bits: round to nearest even by adding 0x7fff plus the lowest kept bit, a NaN becomes
+// 0x7fc0, numbers past the largest bf16 round to infinity, subnormals round like any
+// other number. Not cuda_bf16.h's __float2bfloat16: that is also round-to-nearest-even,
+// but keeps a NaN's sign and payload bits (0xffff and others), which bf16.h does not.
+
+__device__ uint16_t bf16_from_f32(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)rounded;
+}
+
+__device__ float f32_from_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+// x[i] rounded to bf16, kept in fp32 storage; y may be x (each element is read and
+// written by the same thread)
+__global__ void round_bf16_kernel(size_t n, const float *x, float *y)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = f32_from_bf16(bf16_from_f32(x[i]));
+}
+
+// y[i] = bf16(x[i]); y must not overlap x (see the packing below)
+__global__ void narrow_bf16_kernel(size_t n, const float *x, uint16_t *y)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = bf16_from_f32(x[i]);
+}
+
+// y[i] = fp32 of the bf16 x[i]; y must not overlap x
+__global__ void widen_bf16_kernel(size_t n, const uint16_t *x, float *y)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = f32_from_bf16(x[i]);
+}
+
+__global__ void copy_u16_kernel(size_t n, const uint16_t *x, uint16_t *y)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+
 }  // namespace
 
 // ====================================================================== launchers
@@ -741,5 +785,43 @@ extern "C" int ppdl_cu_maxpool_bwd(void *s, int N, int C, int Hh, int Ww, int k,
 {
     size_t n = (size_t)N * C * Hh * Ww;
     if (n) PPDL_LAUNCH(maxpool_bwd_kernel, blocks_for(n), kThreads, STREAM, N, C, Hh, Ww, k, stride, argmax, dy, dx);
+    return last_error();
+}
+
+// In-place packing goes through a scratch of n bf16 (2n bytes, not overlapping buf),
+// in two kernels on the one stream. A single in-place kernel would race: the bf16 slot
+// i is bytes 2i..2i+1 of buf, inside the fp32 element i/2, which another thread (of
+// another block, in any order, or not yet started) may still have to read. The stream
+// orders the two launches: the second starts after every thread of the first is done,
+// so every fp32 is read (into the scratch) before any slot of buf is written.
+extern "C" int ppdl_cu_pack_bf16(void *s, size_t n, void *buf, uint16_t *scratch)
+{
+    if (n) {
+        PPDL_LAUNCH(narrow_bf16_kernel, blocks_for(n), kThreads, STREAM, n, (const float *)buf, scratch);
+        PPDL_LAUNCH(copy_u16_kernel, blocks_for(n), kThreads, STREAM, n, (const uint16_t *)scratch, (uint16_t *)buf);
+    }
+    return last_error();
+}
+
+// the inverse: the bf16 first to the scratch, then widened into buf (fp32 i covers the
+// bf16 slots 2i and 2i+1, which other threads read: the same race, the same cure)
+extern "C" int ppdl_cu_unpack_bf16(void *s, size_t n, void *buf, uint16_t *scratch)
+{
+    if (n) {
+        PPDL_LAUNCH(copy_u16_kernel, blocks_for(n), kThreads, STREAM, n, (const uint16_t *)buf, scratch);
+        PPDL_LAUNCH(widen_bf16_kernel, blocks_for(n), kThreads, STREAM, n, (const uint16_t *)scratch, (float *)buf);
+    }
+    return last_error();
+}
+
+extern "C" int ppdl_cu_round_bf16(void *s, size_t n, const float *x, float *y)
+{
+    if (n) PPDL_LAUNCH(round_bf16_kernel, blocks_for(n), kThreads, STREAM, n, x, y);
+    return last_error();
+}
+
+extern "C" int ppdl_cu_narrow_bf16(void *s, size_t n, const float *x, uint16_t *y)
+{
+    if (n) PPDL_LAUNCH(narrow_bf16_kernel, blocks_for(n), kThreads, STREAM, n, x, y);
     return last_error();
 }
