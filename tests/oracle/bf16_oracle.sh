@@ -18,7 +18,7 @@
 # every gradient negated) moves each weight by 2 lr a step the wrong way, to first
 # order 2 lr k |grad|_1 on the loss after k steps, 1/(n_b 2^-8) >= 3.7 times the drift
 # term (n_b <= 69, the gpt's longest path): the oracle must fail it, for each family
-# (it does at every step after the first, by 4.2-5.3x the bound for the gpt, 5.3-10x
+# (it does at every step after the first, by 4.1-5.3x the bound for the gpt, 5.3-10x
 # for the mlp and the cnn).
 . "$top_srcdir/tests/lib.sh"
 "$PYTHON_ORACLE" -c 'import torch, h5py' 2>/dev/null || skip_all "$PYTHON_ORACLE has no torch and h5py"

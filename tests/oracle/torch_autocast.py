@@ -24,9 +24,11 @@ u = 2^-8. To first order in u:
     union of both runs':
       ppdl (README "Precision"): every GEMM operand (the data; each layer's weights;
         in a block the layer-norm outputs, q, k, v, the attention probabilities, the
-        attention output and GELU's output; the head's ln_f output and lm_head), and
-        every layer's output. Inputs that are already some layer's rounded output round
-        exactly (no site); GEMM outputs, biases, layer norm, softmax and GELU are fp32.
+        attention output and GELU's output; the head's ln_f output and lm_head), a
+        block's MLP pre-activation and attention probabilities where made, and every
+        layer's output. Inputs that are already some layer's rounded output round
+        exactly (no site); other GEMM outputs, biases, layer norm, softmax and GELU
+        are fp32 arithmetic.
       autocast (torch 1.13 on the CPU, observed with a dispatch mode): linear, conv2d
         and matmul cast their operands, weights AND biases to bf16 and write bf16; the
         ops after them then run in bf16 and round their output: the attention scale
@@ -97,10 +99,11 @@ SITES = {
     "attn.qkv.weight": (1, 1), "attn.qkv.bias": (0, 1),
     "attn.qkv": (1, 1),  # ppdl: q, k, v as QK^T / PV operands; autocast: addmm out
     "scores": (0, 2),  # autocast: bmm's bf16 output, then the bf16 scale multiply
-    "probs": (1, 1),  # ppdl: PV operand; autocast: softmax in bf16
+    "probs": (1, 1),  # ppdl: rounded where made (then exact as PV's operand); autocast: softmax in bf16
     "attn": (1, 1),  # ppdl: attn.proj's operand; autocast: bmm's bf16 output
     "attn.proj.weight": (1, 1), "attn.proj.bias": (0, 1), "attn.proj": (0, 1),
-    "mlp.fc.weight": (1, 1), "mlp.fc.bias": (0, 1), "mlp.fc": (0, 1),
+    "mlp.fc.weight": (1, 1), "mlp.fc.bias": (0, 1),
+    "mlp.fc": (1, 1),  # both round the MLP pre-activation where made (ppdl: as autocast does)
     "gelu": (1, 1),  # ppdl: mlp.proj's operand; autocast: GELU in bf16
     "mlp.proj.weight": (1, 1), "mlp.proj.bias": (0, 1), "mlp.proj": (0, 1),
     "block.out": (1, 0),  # autocast: the residual add is fp32 + bf16 -> fp32
