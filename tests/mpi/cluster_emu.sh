@@ -106,4 +106,9 @@ ok $? "no namespace left behind${left:+:$left}"
 "$EMU" --rate fast -- /bin/true >"$tmp/bad.log" 2>&1
 [ $? = 2 ] && grep -q -- '--rate fast: expected a tc rate' "$tmp/bad.log"
 ok $? "a bad option is named (exit status 2)"
+# --node-rate: the traffic between ranks of one node (its loopback) is shaped too
+timeout -k 5 60 "$EMU" --timeout 30 --nodes 1 --ranks-per-node 1 --node-rate 2gbit -- tc qdisc show dev lo \
+  >"$tmp/lo.log" 2>&1 9>&-
+grep -q "qdisc tbf .* rate 2Gbit" "$tmp/lo.log" && "$EMU" --node-rate fast -- /bin/true 2>&1 | grep -q -- '--node-rate fast'
+ok $? "--node-rate 2gbit: a token bucket of 2 Gbit/s on each node's loopback; a bad rate is named"
 finish
