@@ -18,8 +18,8 @@
 const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_1P, PPDL_SCHED_ZB_H1,
                                                  PPDL_SCHED_ZB_H2};
 
-/* the order of the solves where they share the search: zb-1p (no replicas to search,
- * the least memory of the zero-bubble ones) first */
+/* the order of the solves where they share the search: zb-1p (the least memory of the
+ * zero-bubble ones) first */
 const int ppdl_auto_solve_order[PPDL_AUTO_N] = {1, 0, 2, 3};
 
 int ppdl_auto_shares_search(int N, int L, const char *method, const ppdl_solve_opts *o)

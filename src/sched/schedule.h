@@ -119,8 +119,9 @@ void ppdl_schedule_zb_caps_layout(int kind, int S, int M, const int *k, int *cap
  * that; 3M + S - 1 for zb-h2 and 3M + 2(S - 1) for zb-1p when M >= S). The cost model's fill factor
  * (plan/costmodel.h) comes from it. */
 long ppdl_schedule_unit_step(int kind, int S, int M);
-/* The same on the layout k (replicas as devices; NULL: ppdl_schedule_unit_step); only
- * for the zero-bubble schedules when a stage is replicated */
+/* The same on the layout k (replicas as devices, a pass of a stage with k_s replicas
+ * k_s units long: sched/zero_bubble.h; NULL: ppdl_schedule_unit_step); only for the
+ * zero-bubble schedules when a stage is replicated */
 long ppdl_schedule_unit_step_layout(int kind, int S, int M, const int *k);
 
 /* held[s] = ppdl_schedule_max_in_flight and pending[s] = ppdl_schedule_max_pending_weight

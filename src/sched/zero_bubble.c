@@ -8,6 +8,15 @@
  * has run when one starting at t is chosen, and a pass ends after it starts, so every
  * arrival at or before t is known by then: the choice is the one a real stage would
  * make at t. Cost: O(S) per pass, O(S^2 M) in all.
+ *
+ * Replicated stages: every replica is a device, and a pass of a stage with k replicas
+ * takes k units. A plan replicates a stage k times when it holds about k times the
+ * work of a stage on one rank (the planner balances each replica's share: its
+ * micro-batches, M / k, times its pass), so k units is the shape of the plans that
+ * run; with every pass one unit, the orders of a wide stage feeding a narrow one
+ * were made for passes k times shorter than they are, and in the simulator lost to
+ * 1F1B's lists on the same layout (perf/RESULTS.md). One replica per stage: 1 unit,
+ * the play above.
  */
 #include "sched/zero_bubble.h"
 
@@ -96,7 +105,7 @@ static long play(int S, int M, const int *k, const int *cap, int dev, ppdl_zb_pa
         PPDL_CHECK(who >= 0, "ppdl_zb_order: no stage can run a pass (S=%d M=%d)", S, M);
         zb_stage *w = &z[who];
         int local = kind == 'F' ? w->nf++ : kind == 'B' ? w->nb++ : w->nw++, mb = w->q + w->k * local, s = w->s;
-        w->t = start + 1;
+        w->t = start + w->k; /* a pass of a stage with k replicas takes k units (below) */
         if (w->t > end) end = w->t;
         if (kind == 'F' && s < S - 1) ready_act[(long)(s + 1) * M + mb] = w->t;
         if (kind == 'F' && s == S - 1) ready_grad[(long)s * M + mb] = w->t;

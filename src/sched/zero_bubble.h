@@ -23,7 +23,10 @@
  * j mod k[s], as 1F1B's replicas) play the same way with every replica a device of
  * its own: a replica runs its own micro-batches' F, B and W in micro-batch order, so
  * it accumulates its weight gradients as 1F1B's replica does (the same bits), and the
- * play finds each replica the W's that fill its own bubbles.
+ * play finds each replica the W's that fill its own bubbles. A pass of a stage with k
+ * replicas takes k units in this play (a replicated stage holds about k times the
+ * layers: the plans balance each replica's share), so the step of the play is in
+ * those units (ppdl_schedule_unit_step_layout).
  */
 #ifndef PPDL_ZERO_BUBBLE_H
 #define PPDL_ZERO_BUBBLE_H

@@ -782,15 +782,16 @@ static void test_zb(int kind)
     if (kind == PPDL_SCHED_ZB_1P) test_zb_1p_memory();
 }
 
-/* The step of lists played with every F, B and W taking one unit (a fused backward
- * two) and messages none, each list as early as its order and its receives allow:
- * independent of zero_bubble.c's play, which it reproduces for the zero-bubble lists. */
+/* The step of lists played with every F, B and W of stage s taking k[s] units (a
+ * fused backward twice that; the balanced plans' shape, zero_bubble.h) and messages
+ * none, each list as early as its order and its receives allow: independent of
+ * zero_bubble.c's play, which it reproduces for the zero-bubble lists. */
 static int is_pass(ppdl_op_kind k)
 {
     return k == PPDL_OP_FORWARD || k == PPDL_OP_BACKWARD_INPUT || k == PPDL_OP_BACKWARD_WEIGHT;
 }
 
-static long unit_play(int S, int M, int n_lists, const ppdl_op_list *lists)
+static long unit_play(int S, int M, const int *k, int n_lists, const ppdl_op_list *lists)
 {
     long *act = malloc((size_t)S * M * sizeof(long)), *grad = malloc((size_t)S * M * sizeof(long));
     long *t = calloc((size_t)n_lists, sizeof(long)), end = 0;
@@ -809,7 +810,7 @@ static long unit_play(int S, int M, int n_lists, const ppdl_op_list *lists)
                 if (in && *in > t[i]) t[i] = *in;
                 if (op->kind == PPDL_OP_SEND_ACT) act[s * M + op->mb] = t[i];
                 if (op->kind == PPDL_OP_SEND_GRAD) grad[s * M + op->mb] = t[i];
-                t[i] += op->kind == PPDL_OP_BACKWARD ? 2 : is_pass(op->kind);
+                t[i] += (long)k[s] * (op->kind == PPDL_OP_BACKWARD ? 2 : is_pass(op->kind));
             }
     }
     for (int i = 0; i < n_lists; i++) {
@@ -840,7 +841,7 @@ static void restricted_list(int kind, int S, int M, int s, int q, int k, ppdl_op
  * (the bits of 1F1B's replica) and holds at most its cap, written here from 1F1B's
  * replica lists: ZB-1P what 1F1B's replica holds, ZB-H1 the most any 1F1B replica
  * holds, ZB-H2 twice that less one. One replica per stage gives the unreplicated lists
- * exactly. The unit-time play of the lists (unit_play) is
+ * exactly. The play of the lists in units (unit_play: a pass of stage s k[s] units) is
  * ppdl_schedule_unit_step_layout's, and it is compared with 1F1B on the same layout and
  * with the restricted lists (restricted_list). */
 static void test_zb_replicated(int kind)
@@ -890,7 +891,7 @@ static void test_zb_replicated(int kind)
                         if (D == S) cap = zb_cap(kind, S, s) < M ? zb_cap(kind, S, s) : M;
                         check_zb_replica_shape(kind, S, M, s, q, k[s], cap, &zb[d]);
                     }
-                long t = unit_play(S, M, D, zb), t1 = unit_play(S, M, D, f1b);
+                long t = unit_play(S, M, k, D, zb), t1 = unit_play(S, M, k, D, f1b);
                 if (t != ppdl_schedule_unit_step_layout(kind, S, M, k))
                     fail("%s S=%d M=%d k=%d,%d,%d,%d: the lists play %ld units, ppdl_schedule_unit_step_layout %ld",
                          name, S, M, k[0], S > 1 ? k[1] : 0, S > 2 ? k[2] : 0, S > 3 ? k[3] : 0, t,
@@ -901,7 +902,7 @@ static void test_zb_replicated(int kind)
                 if (ppdl_schedule_check_layout(S, M, k, cut, err, sizeof err) != 0) {
                     cut_bad++;
                 } else {
-                    long tc = unit_play(S, M, D, cut);
+                    long tc = unit_play(S, M, k, D, cut);
                     beats_cut += t < tc;
                     loses_cut += t > tc;
                     if (t - tc > worst_vs_cut) worst_vs_cut = t - tc;
@@ -921,14 +922,14 @@ static void test_zb_replicated(int kind)
              "own micro-batches in order, at most the cap held", name);
     report(line);
     /* the play with replicas as devices is never slower than 1F1B on the layout in
-     * units; ZB-1P (its caps are 1F1B's replica counts) never slower than the
-     * restricted lists either. ZB-H1 and ZB-H2 are, on a few layouts, by up to 2 units
-     * (the greedy play is not optimal; the diag above counts them) */
+     * units; against the restricted lists (sound too: the checker passes them all) it
+     * is shorter on most layouts and longer on a few (the greedy play is not optimal;
+     * the diag above counts them) */
     ok(loses_f1b == 0 && beats_f1b > 0, "%s: the unit step on a replicated layout is never longer than 1f1b's "
        "(shorter on %d of %d layouts)", name, beats_f1b, n_layouts);
-    if (kind == PPDL_SCHED_ZB_1P)
-        ok(loses_cut == 0 && beats_cut > 0 && cut_bad == 0, "zb-1p: never longer than the stage's list restricted to "
-           "the replica's micro-batches (shorter on %d layouts)", beats_cut);
+    ok(cut_bad == 0 && beats_cut > 5 * loses_cut, "%s: the stage's list restricted to the replica passes the checker; "
+       "the play is shorter than it on %d layouts, longer on %d (worst +%ld units)", name, beats_cut, loses_cut,
+       worst_vs_cut);
     ok(same_as_plain == n_plain && n_plain > 0, "%s: one replica per stage gives the unreplicated lists (%d of %d "
        "stage lists)", name, same_as_plain, n_plain);
 }
@@ -1079,7 +1080,7 @@ static void test_names(void)
 
 int main(void)
 {
-    plan(60);
+    plan(62);
     test_kind(PPDL_SCHED_GPIPE);
     test_kind(PPDL_SCHED_1F1B);
     test_literal();
