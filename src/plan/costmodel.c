@@ -20,6 +20,12 @@ double ppdl_fill_factor(int schedule, int S, int M)
 double ppdl_fill_factor_layout(int schedule, int S, int M, const int *k)
 {
     if (!ppdl_schedule_splits_backward(schedule) || S < 2) return 1;
+    return ppdl_fill_factor_step(schedule, S, M, k, ppdl_schedule_unit_step_layout(schedule, S, M, k));
+}
+
+double ppdl_fill_factor_step(int schedule, int S, int M, const int *k, long step)
+{
+    if (!ppdl_schedule_splits_backward(schedule) || S < 2) return 1;
     /* the layout's play has a pass of stage s take k_s units: time_s = 3 k_s, and the
      * pace term P = max_s (n_s - 1) 3 k_s, n_s = ceil(M / k_s) the busiest replica's */
     long pace = 0, sum = 0;
@@ -29,7 +35,7 @@ double ppdl_fill_factor_layout(int schedule, int S, int M, const int *k)
         if (p > pace) pace = p;
         sum += 3L * ks;
     }
-    return (double)(ppdl_schedule_unit_step_layout(schedule, S, M, k) - pace) / (double)sum;
+    return (double)(step - pace) / (double)sum;
 }
 
 double ppdl_layer_sched_ms(const ppdl_costs *c, int l, int o, int split)
@@ -185,10 +191,10 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         return -1;
     }
     int *held = ppdl_xmalloc(2 * (size_t)D * sizeof(int)), *pending = held + D;
-    ppdl_schedule_counts_layout(schedule, S, M, layout_k, held, pending);
+    long step = ppdl_schedule_counts_layout(schedule, S, M, layout_k, held, pending);
     ev->S = S;
     ev->schedule = schedule;
-    ev->phi = ppdl_fill_factor_layout(schedule, S, M, layout_k);
+    ev->phi = ppdl_fill_factor_step(schedule, S, M, layout_k, step);
     free(layout_k);
     ev->time_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->mem_bytes = ppdl_xcalloc((size_t)S, sizeof(double));

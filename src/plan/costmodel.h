@@ -124,6 +124,9 @@ double ppdl_fill_factor(int schedule, int S, int M);
  * planner makes: k_s times the layers of a one-rank stage) with free links T is the
  * play's step exactly; one replica each: (e + 3) / (3 S) as above */
 double ppdl_fill_factor_layout(int schedule, int S, int M, const int *k);
+/* the same from the play's step, when the caller has played it already
+ * (ppdl_schedule_counts_layout returns it) */
+double ppdl_fill_factor_step(int schedule, int S, int M, const int *k, long step);
 /* layer l's fwd + backward ms at speed 1 under option o: fwd_ms + bwd_ms + extra_ms[o],
  * or with split (a zero-bubble schedule) fwd_ms + B(o) + W(o) (costs.h) */
 double ppdl_layer_sched_ms(const ppdl_costs *c, int l, int o, int split);

@@ -397,8 +397,8 @@ int layout_from_groups(layout *ly, const plan_ctx *x, const int *grp)
     ly->start[S] = n;
     /* every replica's op list's peaks from one play (zero bubble: of the whole layout),
      * and the fill factor of the layout */
-    ppdl_schedule_counts_layout(x->schedule, S, M, ly->reps, ly->held, ly->pending);
-    ly->phi = ppdl_fill_factor_layout(x->schedule, S, M, ly->reps);
+    long step = ppdl_schedule_counts_layout(x->schedule, S, M, ly->reps, ly->held, ly->pending);
+    ly->phi = ppdl_fill_factor_step(x->schedule, S, M, ly->reps, step);
     int npairs = 0, nm = 0;
     for (int s = 0; s < S; s++) {
         const int *R = &ly->ranks[ly->start[s]];

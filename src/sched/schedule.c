@@ -260,7 +260,7 @@ static void count_passes(const ppdl_zb_pass *o, int n3, int s, int *held, int *p
     }
 }
 
-void ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending)
+long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending)
 {
     PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_counts: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
     if (!ppdl_schedule_splits_backward(kind)) {
@@ -272,10 +272,10 @@ void ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held
                 pending[d] = 0;
                 ppdl_op_list_free(&l);
             }
-        return;
+        return 0;
     }
     ppdl_zb_pass *all = ppdl_xmalloc((size_t)S * 3 * (size_t)M * sizeof *all);
-    zb_play(kind, S, M, k, -1, all);
+    long step = zb_play(kind, S, M, k, -1, all);
     long off = 0;
     for (int s = 0, d = 0; s < S; s++)
         for (int q = 0; q < (k ? k[s] : 1); q++, d++) {
@@ -284,11 +284,12 @@ void ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held
             off += n3;
         }
     free(all);
+    return step;
 }
 
 void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending)
 {
-    ppdl_schedule_counts_layout(kind, S, M, NULL, held, pending);
+    (void)ppdl_schedule_counts_layout(kind, S, M, NULL, held, pending);
 }
 
 /* A zero-bubble list: the passes of replica q of stage s in sched/zero_bubble.h's play

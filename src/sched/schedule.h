@@ -129,8 +129,10 @@ long ppdl_schedule_unit_step_layout(int kind, int S, int M, const int *k);
  * the zero-bubble schedules instead of S (the planner's cost on many ranks) */
 void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending);
 /* The same for every replica d of the layout k (numbered as in
- * ppdl_schedule_check_layout; k NULL: ppdl_schedule_counts): held[d], pending[d] */
-void ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending);
+ * ppdl_schedule_check_layout; k NULL: ppdl_schedule_counts): held[d], pending[d].
+ * Returns the play's step for the zero-bubble schedules (that one play is
+ * ppdl_schedule_unit_step_layout's), 0 for the others. */
+long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending);
 
 /* Play the S lists against each other under the communication model above and check:
  * every SEND has exactly one matching RECV and vice versa, no deadlock (all lists run
