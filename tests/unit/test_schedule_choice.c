@@ -505,6 +505,7 @@ static void test_choice(void)
     PPDL_CHECK(ppdl_plan_uniform(4, 2, &rep, err, sizeof err) == 0, "%s", err);
     for (int t = 0; t < 2; t++) {
         rep.stages[t].n_replicas = 2;
+        free(rep.stages[t].ranks);
         rep.stages[t].ranks = ppdl_xmalloc(2 * sizeof(int));
         rep.stages[t].ranks[0] = rep.stages[t].rank = 2 * t;
         rep.stages[t].ranks[1] = 2 * t + 1;
