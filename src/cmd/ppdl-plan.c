@@ -69,7 +69,7 @@ static void usage(FILE *f)
 "  --micro-batches M       micro-batches per step (required)\n"
 "  --schedule 1f1b|gpipe|zb-h1|zb-h2|zb-1p|auto\n"
 "                          default 1f1b; zb-h1, zb-h2, zb-1p (zero bubble, ppdl\n"
-"                          --help) run one rank per stage, B and W timed from\n"
+"                          --help) run pipelines and replicated stages, B and W from\n"
 "                          COSTS.json, and have their own memory (zb-1p: 1f1b's on\n"
 "                          every stage) and T: phi x sum of stage times + 2 x links +\n"
 "                          (M-1) x bottleneck, phi < 1 the share of the fill W cannot\n"
@@ -419,7 +419,7 @@ int main(int argc, char **argv)
         }
         printf("; planned in %.1f ms\n", 1e3 * plan_s);
         if (ppdl_schedule_splits_backward(o.schedule))
-            printf("%s: one rank per stage, B and W %s\n", ppdl_schedule_name(o.schedule),
+            printf("%s: B and W %s\n", ppdl_schedule_name(o.schedule),
                    costs.split_given ? "as profiled" : "each half of bwd_ms (COSTS.json has no bwd_input_ms)");
         if (autos) print_schedules(&costs, &cl, M, &ch, taken, &plan, plan_s);
         char line[512], kind[96];

@@ -158,17 +158,13 @@ static void schedule_for_given_plan(run *r)
 {
     char err[PPDL_ERR_LEN] = "";
     int k = -1;
-    int replicated = 0;
-    for (int s = 0; s < r->plan.S; s++) replicated |= r->plan.stages[s].n_replicas > 1;
     if (r->plan.schedule[0]) {
         k = ppdl_schedule_parse(r->plan.schedule);
         snprintf(r->schedule_why, sizeof r->schedule_why, "the schedule %s records", r->o.plan);
-    } else if (r->plan.S == 1 || replicated) {
-        /* no choice to make: one stage runs every schedule alike, and replicated stages
-         * run 1F1B or GPipe, whose T is 1F1B's with more in flight */
+    } else if (r->plan.S == 1) {
+        /* no choice to make: one stage runs every schedule alike (replicated or not) */
         k = PPDL_SCHED_1F1B;
-        snprintf(r->schedule_why, sizeof r->schedule_why, "%s", r->plan.S == 1 ? "one stage: every schedule runs alike"
-                 : "replicated stages run 1f1b or gpipe, and gpipe holds more for the same step");
+        snprintf(r->schedule_why, sizeof r->schedule_why, "one stage: every schedule runs alike");
     } else if (r->rank == 0 && r->have_costs && r->have_cluster) {
         const ppdl_cluster *cl = &r->cluster;
         ppdl_cluster_model cm;
@@ -237,7 +233,7 @@ void run_choose_plan(run *r)
     snprintf(err, sizeof err, "--micro-batches %ld: a stage has %d replicas, each needs at least one "
                               "micro-batch (give at least %d)", o->micro_batches, max_replicas, max_replicas);
     agree_or_end_job(o->micro_batches < max_replicas, err, 2);
-    /* the zero-bubble schedules run one rank per stage */
+    /* every schedule runs every layout today; the check stays for a future one that does not */
     int unsupported = ppdl_schedule_supports(o->schedule, plan->S, layout, err, sizeof err);
     agree_or_end_job(unsupported, err, 2);
     /* the replicas of this rank's stage sum their gradients among themselves */

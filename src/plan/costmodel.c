@@ -14,9 +14,28 @@
 
 double ppdl_fill_factor(int schedule, int S, int M)
 {
+    return ppdl_fill_factor_layout(schedule, S, M, NULL);
+}
+
+double ppdl_fill_factor_layout(int schedule, int S, int M, const int *k)
+{
     if (!ppdl_schedule_splits_backward(schedule) || S < 2) return 1;
-    double e = (double)(ppdl_schedule_unit_step(schedule, S, M) - 3L * M);
-    return (e + 3) / (3.0 * S);
+    return ppdl_fill_factor_step(schedule, S, M, k, ppdl_schedule_unit_step_layout(schedule, S, M, k));
+}
+
+double ppdl_fill_factor_step(int schedule, int S, int M, const int *k, long step)
+{
+    if (!ppdl_schedule_splits_backward(schedule) || S < 2) return 1;
+    /* the layout's play has a pass of stage s take k_s units: time_s = 3 k_s, and the
+     * pace term P = max_s (n_s - 1) 3 k_s, n_s = ceil(M / k_s) the busiest replica's */
+    long pace = 0, sum = 0;
+    for (int s = 0; s < S; s++) {
+        int ks = k ? k[s] : 1;
+        long p = 3L * ks * ((M + ks - 1) / ks - 1);
+        if (p > pace) pace = p;
+        sum += 3L * ks;
+    }
+    return (double)(step - pace) / (double)sum;
 }
 
 double ppdl_layer_sched_ms(const ppdl_costs *c, int l, int o, int split)
@@ -163,20 +182,20 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             return ppdl_errf(err, errlen, "plan: stage %d has %d replicas but a step has %d micro-batches: each "
                                           "replica needs at least one", s, n_rep(&p->stages[s]), M);
     int S = p->S, split = ppdl_schedule_splits_backward(schedule);
-    int *held = NULL, *pending = NULL; /* split: the lists' counts, one per stage */
-    if (split) { /* the zero-bubble lists are built for one rank per stage */
-        int *k = ppdl_xmalloc((size_t)S * sizeof(int));
-        for (int s = 0; s < S; s++) k[s] = n_rep(&p->stages[s]);
-        rc = ppdl_schedule_supports(schedule, S, k, err, errlen);
-        free(k);
-        if (rc) return -1;
-        held = ppdl_xmalloc(2 * (size_t)S * sizeof(int));
-        pending = held + S;
-        ppdl_schedule_counts(schedule, S, M, held, pending);
+    /* the layout, and what each replica's op list holds: one play for all of them */
+    int D = 0, *layout_k = ppdl_xmalloc((size_t)S * sizeof(int));
+    for (int s = 0; s < S; s++) D += layout_k[s] = n_rep(&p->stages[s]);
+    rc = ppdl_schedule_supports(schedule, S, layout_k, err, errlen);
+    if (rc) {
+        free(layout_k);
+        return -1;
     }
+    int *held = ppdl_xmalloc(2 * (size_t)D * sizeof(int)), *pending = held + D;
+    long step = ppdl_schedule_counts_layout(schedule, S, M, layout_k, held, pending);
     ev->S = S;
     ev->schedule = schedule;
-    ev->phi = ppdl_fill_factor(schedule, S, M);
+    ev->phi = ppdl_fill_factor_step(schedule, S, M, layout_k, step);
+    free(layout_k);
     ev->time_ms = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->mem_bytes = ppdl_xcalloc((size_t)S, sizeof(double));
     ev->mem_limit = ppdl_xcalloc((size_t)S, sizeof(double));
@@ -191,7 +210,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     ev->bottleneck = -1;
     double busiest = -1;
     for (int s = 0; s < S; s++) ev->replicas[s] = n_rep(&p->stages[s]); /* the layout */
-    for (int s = 0; s < S; s++) {
+    for (int s = 0, d0 = 0; s < S; d0 += ev->replicas[s++]) {
         const ppdl_plan_stage *st = &p->stages[s];
         int k = ev->replicas[s];
         double params = 0;
@@ -204,8 +223,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         double stage_over = -INFINITY;
         for (int q = 0; q < k; q++) {
             int r = rep_rank(st, q);
-            int n = split ? held[s] : ppdl_replica_in_flight(schedule, S, M, ev->replicas, s, q);
-            int w = split ? pending[s] : 0; /* what waits for W (a split has k = 1) */
+            int n = held[d0 + q], w = pending[d0 + q]; /* w: what waits for W (0 without a split) */
             double mem = ppdl_stage_mem_split(c, st->first, st->last, st->recompute, n, w);
             double t = ppdl_stage_time_split(c, st->first, st->last, st->recompute, cl->speed[r], split);
             if (mem > cl->mem[r]) ev->feasible = 0;

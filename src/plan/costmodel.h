@@ -106,10 +106,27 @@
  * with it). The planner (engine.h) solves this T exactly,
  * except that it counts keep_l for every micro-batch in flight (w_s <= n_s: its plans
  * fit, and it may miss one that fits only by the difference). GPipe and 1F1B: phi = 1,
- * no split, w_s = 0: the formulas above. */
+ * no split, w_s = 0: the formulas above.
+ *
+ * Replicated stages under a zero-bubble schedule: the replica form above with tau_sq
+ * the split time, f_sq and w_sq the replica's own op list's peaks (its passes in the
+ * play of the layout with the replicas as devices, sched/zero_bubble.h), and the fill
+ * scaled by the layout's phi (ppdl_fill_factor_layout):
+ *   T = phi sum_s time_s + 2 sum_s link_s + P + max_s (AR_s + OPT_s) (+ the tie) */
 
 /* phi: 1 for GPipe and 1F1B, (e + 3) / (3 S) for the zero-bubble schedules */
 double ppdl_fill_factor(int schedule, int S, int M);
+/* phi on the layout k (stage s on k[s] replicas; NULL: one each): 1 for GPipe and 1F1B,
+ * for the zero-bubble schedules (U - P) / (3 sum_s k_s), U the step of the layout's
+ * play (replicas as devices, a pass of stage s k_s units long:
+ * ppdl_schedule_unit_step_layout) and P = max_s (ceil(M / k_s) - 1) 3 k_s: so that on
+ * a layout whose stage s's F, B and W each take k_s units (the balanced plans the
+ * planner makes: k_s times the layers of a one-rank stage) with free links T is the
+ * play's step exactly; one replica each: (e + 3) / (3 S) as above */
+double ppdl_fill_factor_layout(int schedule, int S, int M, const int *k);
+/* the same from the play's step, when the caller has played it already
+ * (ppdl_schedule_counts_layout returns it) */
+double ppdl_fill_factor_step(int schedule, int S, int M, const int *k, long step);
 /* layer l's fwd + backward ms at speed 1 under option o: fwd_ms + bwd_ms + extra_ms[o],
  * or with split (a zero-bubble schedule) fwd_ms + B(o) + W(o) (costs.h) */
 double ppdl_layer_sched_ms(const ppdl_costs *c, int l, int o, int split);

@@ -348,12 +348,14 @@ void layout_init(layout *ly, const plan_ctx *x)
     ly->arlat = ppdl_xmalloc(N * sizeof(double));
     ly->n0 = ppdl_xmalloc(N * sizeof(int));
     ly->poff = ppdl_xmalloc((N + 1) * sizeof(int));
+    ly->held = ppdl_xmalloc(2 * N * sizeof(int));
+    ly->pending = ly->held + N;
 }
 
 void layout_free(layout *ly)
 {
     void *all[] = {ly->start, ly->ranks, ly->reps, ly->moff, ly->mfl, ly->mmem, ly->cfill, ly->cpace,
-                   ly->arbw, ly->arlat, ly->n0, ly->poff, ly->pa, ly->pb, ly->pm};
+                   ly->arbw, ly->arlat, ly->n0, ly->poff, ly->pa, ly->pb, ly->pm, ly->held};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(ly, 0, sizeof *ly);
 }
@@ -363,6 +365,7 @@ void layout_from_order(layout *ly, const plan_ctx *x, const int *order)
     int S = x->N;
     ly->S = S;
     ly->factored = 1;
+    ly->phi = x->phi;
     for (int s = 0; s < S; s++) {
         ly->start[s] = ly->moff[s] = s;
         ly->ranks[s] = order[s];
@@ -392,6 +395,10 @@ int layout_from_groups(layout *ly, const plan_ctx *x, const int *grp)
         ppdl_sort_replicas(cl, &ly->ranks[ly->start[s]], k);
     }
     ly->start[S] = n;
+    /* every replica's op list's peaks from one play (zero bubble: of the whole layout),
+     * and the fill factor of the layout */
+    long step = ppdl_schedule_counts_layout(x->schedule, S, M, ly->reps, ly->held, ly->pending);
+    ly->phi = ppdl_fill_factor_step(x->schedule, S, M, ly->reps, step);
     int npairs = 0, nm = 0;
     for (int s = 0; s < S; s++) {
         const int *R = &ly->ranks[ly->start[s]];
@@ -407,7 +414,7 @@ int layout_from_groups(layout *ly, const plan_ctx *x, const int *grp)
         for (int q = 0; q < k; q++) {
             ly->cfill[s] = fmax(ly->cfill[s], 1.0 / cl->speed[R[q]]);
             ly->cpace[s] = fmax(ly->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
-            int f = ppdl_replica_in_flight(x->schedule, S, M, ly->reps, s, q), c = 0;
+            int f = ly->held[ly->start[s] + q], c = 0;
             while (c < nc && cfl[c] != f) c++;
             if (c == nc) { cfl[nc] = f; cmem[nc++] = cl->mem[R[q]]; }
             else cmem[c] = fmin(cmem[c], cl->mem[R[q]]);
@@ -582,18 +589,19 @@ void tables_fill_layout(const plan_ctx *x, stage_tables *tb, const layout *ly, i
                 double e = stage_fit(x, mode, i, j, STAGE_CON(ly, s), NULL);
                 if (!(e < INFINITY)) break; /* a longer stage does not fit either */
                 double t = x->W[j + 1] - x->W[i] + e;
-                double fill = t * ly->cfill[s], pace = t * ly->cpace[s];
+                double fill = ly->phi * t * ly->cfill[s], pace = t * ly->cpace[s];
                 double ar = ppdl_allreduce_ms_bw(k, x->P[j + 1] - x->P[i], x->NP[j + 1] - x->NP[i], ly->arbw[s],
                                                  ly->arlat[s]);
                 /* after the flush the stage all-reduces, then runs its optimizer step
                  * (the slowest replica's); both only grow with the stage */
                 if (x->has_opt) ar += (x->O[j + 1] - x->O[i]) * ly->cfill[s];
-                /* T >= fill + pace >= (micro-batches of the slowest replica) x fill >=
-                 * n0 fill, and T >= ar; also T >= fill + pace + the other stages' fill,
-                 * which is at least their work at the fastest speed (fill >= t / vmax):
+                /* T >= fill + pace >= (phi + micro-batches of the slowest replica - 1)
+                 * x its time >= (phi + n0 - 1) t cfill (every replica has n0 or more),
+                 * and T >= ar; also T >= fill + pace + the other stages' fill, which is
+                 * at least phi x their work at the fastest speed (fill >= phi t / vmax):
                  * these only grow with the stage */
-                if (ly->n0[s] * fill >= T_inc || ar >= T_inc ||
-                    fill + pace + (x->W[L] - (x->W[j + 1] - x->W[i])) / x->vmax >= T_inc)
+                if ((ly->n0[s] - 1 + ly->phi) * t * ly->cfill[s] >= T_inc || ar >= T_inc ||
+                    fill + pace + ly->phi * (x->W[L] - (x->W[j + 1] - x->W[i])) / x->vmax >= T_inc)
                     break;
                 tb->tf[TIX(tb, s, j, len)] = fill;
                 tb->tp[TIX(tb, s, j, len)] = pace;

@@ -100,6 +100,8 @@ typedef struct layout {
     int *n0;                   /* [N] per stage: the fewest micro-batches of a replica */
     int *poff, *pa, *pb, *pm;  /* link pairs after stage s: poff[s] .. poff[s+1]-1 */
     int cap_pairs;
+    int *held, *pending;       /* [N] per replica (stage by stage): its op list's peaks */
+    double phi;                /* the layout's fill factor (ppdl_fill_factor_layout) */
 } layout;
 
 void layout_init(layout *ly, const plan_ctx *x);

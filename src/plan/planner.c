@@ -30,7 +30,7 @@ int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         if (opts) o = *opts;
         else ppdl_solve_opts_default(&o);
         o.placement = strcmp(method, "ppdl-inorder") != 0;
-        o.replicate = !strcmp(method, "ppdl");
+        o.replicate = o.replicate && !strcmp(method, "ppdl"); /* opts may say no replicas (schedule_choice.c) */
         int rc = ppdl_solve(c, cl, M, schedule, &o, out, info, err, errlen);
         /* ranks sharing cores: the plan is the candidate of least simulated step */
         if (rc == 0) ppdl_choose_on_shared_cores(c, cl, M, schedule, method, &o, out, sc);

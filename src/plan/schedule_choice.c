@@ -18,8 +18,8 @@
 const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_1P, PPDL_SCHED_ZB_H1,
                                                  PPDL_SCHED_ZB_H2};
 
-/* the order of the solves where they share the search: zb-1p (no replicas to search,
- * the least memory of the zero-bubble ones) first */
+/* the order of the solves where they share the search: zb-1p (the least memory of the
+ * zero-bubble ones) first */
 const int ppdl_auto_solve_order[PPDL_AUTO_N] = {1, 0, 2, 3};
 
 int ppdl_auto_shares_search(int N, int L, const char *method, const ppdl_solve_opts *o)
@@ -109,6 +109,9 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
         for (int k = 0; k < PPDL_AUTO_N; k++) run_job(&job[k]);
     } else {
         const int first = ppdl_auto_solve_order[0];
+        /* zb-1p's replica layouts: the followers' budget (1F1B, which searched them
+         * first before zero bubble ran replicas, follows with the same) */
+        if (job[first].opts.hybrid_evals <= 0) job[first].opts.hybrid_evals = PPDL_AUTO_FOLLOW_LAYOUTS;
         run_job(&job[first]);
         const ppdl_schedule_option *f = &ch->opt[first];
         int *seed = NULL;
@@ -116,11 +119,15 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
             seed = ppdl_xmalloc((size_t)cl->N * sizeof(int));
             for (int s = 0; s < cl->N; s++) seed[s] = f->plan.stages[s].rank;
         }
-        for (int q = 1; q < PPDL_AUTO_N && seed; q++) {
+        for (int q = 1; q < PPDL_AUTO_N && f->rc == 0; q++) {
             ppdl_solve_opts *mo = &job[ppdl_auto_solve_order[q]].opts;
             mo->seed_order = seed;
             if (mo->local_search_evals <= 0) mo->local_search_evals = PPDL_AUTO_FOLLOW_EVALS(cl->N);
             if (mo->hybrid_evals <= 0) mo->hybrid_evals = PPDL_AUTO_FOLLOW_LAYOUTS;
+            /* the other zero-bubble schedules search replicas where zb-1p's best plan
+             * has them: the layouts that suit one suit the others (the same fill
+             * factors' shape; they differ in what they hold) */
+            if (ppdl_schedule_splits_backward(ch->opt[ppdl_auto_solve_order[q]].schedule) && seed) mo->replicate = 0;
         }
         /* the second in the solve order (1F1B, which also searches replica layouts: the
          * longest) on a thread of its own, the rest here */

@@ -18,9 +18,12 @@
  * fit, and the search for a plan that does is slow on many ranks). For the same
  * reason a zero-bubble candidate skips that search (solver.h fit_search): where none of
  * its candidate rank orders fits (above the exact placement's 10 ranks), it is out.
- * The zero-bubble schedules run one rank per stage (sched/schedule.h
- * ppdl_schedule_supports): their candidate is the best plan without replicas, and a
- * baseline method with replicas (dp) has no zero-bubble candidate.
+ * Every candidate, the zero-bubble ones included, searches replicated layouts too
+ * (their replicas play as devices of their own, sched/zero_bubble.h; the cost model
+ * scales the fill by the layout's phi, costmodel.h). In the shared search below zb-1p
+ * searches PPDL_AUTO_FOLLOW_LAYOUTS replica layouts, as the followers do, and where
+ * its best plan is a pipeline (one rank per stage) zb-h1 and zb-h2 search none: the
+ * layouts that suit one zero-bubble schedule suit the others.
  *
  * Many ranks (25 or more, where solver.c's local search tries 8N rank orders; method
  * ppdl or ppdl-pipeline, no local search budget in the solve options), the four

@@ -8,7 +8,6 @@
 #include "plan/planner.h"
 #include "plan/simulate.h"
 #include "plan/solver.h"
-#include "sched/schedule.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -149,8 +148,8 @@ int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *c
     ch.n = 1;
     memset(plan, 0, sizeof *plan);
 
-    /* the zero-bubble schedules run one rank per stage: no replicated candidates */
-    int pipeline_only = strcmp(method, "ppdl") != 0 || ppdl_schedule_splits_backward(schedule);
+    /* replicated candidates for every schedule (zero bubble plays replicas too) */
+    int pipeline_only = strcmp(method, "ppdl") != 0;
     if (!pipeline_only) {
         /* the ranks in the order of the one-rank-per-stage optimum (its placement
          * follows the links), else of the method's optimum: the layout kinds take them so */

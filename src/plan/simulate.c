@@ -328,7 +328,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                   int schedule, int record, ppdl_sim *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    /* a schedule that cannot run the plan's layout (zero bubble, replicated stages) */
+    /* a layout no schedule can run (a stage without replicas) */
     int *layout = ppdl_xmalloc((size_t)(p->S > 0 ? p->S : 1) * sizeof(int));
     for (int s = 0; s < p->S; s++) layout[s] = n_rep(&p->stages[s]);
     int unsupported = ppdl_schedule_supports(schedule, p->S, layout, err, errlen);

@@ -505,8 +505,7 @@ int ppdl_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sch
         ppdl_solve_opts_default(&def);
         opts = &def;
     }
-    /* the zero-bubble schedules run one rank per stage (ppdl_schedule_supports) */
-    if (!opts->replicate || !opts->placement || ppdl_schedule_splits_backward(schedule))
+    if (!opts->replicate || !opts->placement)
         return solve_impl(c, cl, M, schedule, opts, NULL, out, info, err, errlen);
     ppdl_solve_info dummy;
     if (!info) info = &dummy;

@@ -68,12 +68,12 @@ int ppdl_schedule_splits_backward(int kind)
 
 int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errlen)
 {
-    if (!ppdl_schedule_splits_backward(kind) || !k) return 0;
-    for (int s = 0; s < S; s++)
-        if (k[s] != 1)
-            return ppdl_errf(err, errlen, "--schedule %s runs one rank per stage, and stage %d has %d replicas: use "
-                             "1f1b or gpipe with replicated stages (--plan dp is replicated too)",
-                             ppdl_schedule_name(kind), s, k[s]);
+    /* every schedule runs every layout: the zero-bubble ones play each replica as a
+     * device of its own (sched/zero_bubble.h); what is left to refuse is a stage
+     * without replicas */
+    (void)kind;
+    for (int s = 0; k && s < S; s++)
+        if (k[s] < 1) return ppdl_errf(err, errlen, "stage %d has %d replicas: expected at least 1", s, k[s]);
     return 0;
 }
 
@@ -174,75 +174,139 @@ void ppdl_schedule_zb_caps(int kind, int S, int *cap)
         cap[s] = kind == PPDL_SCHED_ZB_H1 ? S : kind == PPDL_SCHED_ZB_H2 ? 2 * S - 1 : S - s;
 }
 
-/* the play of a zero-bubble schedule under its caps: stage s's passes (s = -1: every
- * stage's, as ppdl_zb_order_all), and the step in units */
-static long zb_play(int kind, int S, int M, int s, ppdl_zb_pass *out)
+/* the devices of a layout (zero_bubble.h): replicas in stage order; k NULL: S */
+static int n_devices(int S, const int *k)
 {
-    int *cap = ppdl_xmalloc((size_t)S * sizeof *cap);
-    ppdl_schedule_zb_caps(kind, S, cap);
-    long t = s < 0 ? ppdl_zb_order_all(S, M, cap, out) : ppdl_zb_order(S, M, cap, s, out);
+    int D = 0;
+    for (int s = 0; s < S; s++) D += k ? k[s] : 1;
+    return D;
+}
+
+static int all_ones(int S, const int *k)
+{
+    for (int s = 0; k && s < S; s++)
+        if (k[s] != 1) return 0;
+    return 1;
+}
+
+void ppdl_schedule_zb_caps_layout(int kind, int S, int M, const int *k, int *cap)
+{
+    if (all_ones(S, k)) {
+        ppdl_schedule_zb_caps(kind, S, cap);
+        return;
+    }
+    /* what 1F1B's replica holds on the same layout (its warm-up counts the later
+     * stages' replicas), so ZB-1P keeps 1F1B's memory on every replica; ZB-H1 and
+     * ZB-H2 lift every replica to 1F1B's largest, as they do the stages */
+    int most = 0;
+    for (int s = 0, d = 0; s < S; s++)
+        for (int q = 0; q < k[s]; q++, d++) {
+            ppdl_op_list l;
+            ppdl_schedule_build_replica(PPDL_SCHED_1F1B, S, M, k, s, q, &l);
+            cap[d] = ppdl_schedule_max_in_flight(&l);
+            ppdl_op_list_free(&l);
+            if (cap[d] > most) most = cap[d];
+        }
+    for (int d = 0; d < n_devices(S, k); d++)
+        if (kind != PPDL_SCHED_ZB_1P) cap[d] = kind == PPDL_SCHED_ZB_H1 ? most : 2 * most - 1;
+}
+
+/* the play of a zero-bubble schedule under its caps on the layout k: device dev's
+ * passes (dev = -1: every device's, as ppdl_zb_order_layout), and the step in units */
+static long zb_play(int kind, int S, int M, const int *k, int dev, ppdl_zb_pass *out)
+{
+    int *cap = ppdl_xmalloc((size_t)n_devices(S, k) * sizeof *cap);
+    ppdl_schedule_zb_caps_layout(kind, S, M, k, cap);
+    long t = ppdl_zb_order_layout(S, M, k, cap, dev, out);
     free(cap);
+    return t;
+}
+
+long ppdl_schedule_unit_step_layout(int kind, int S, int M, const int *k)
+{
+    PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_unit_step: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
+    if (!ppdl_schedule_splits_backward(kind)) {
+        PPDL_CHECK(all_ones(S, k), "ppdl_schedule_unit_step: %s on replicated stages has no unit step",
+                   ppdl_schedule_name(kind));
+        return 3L * M + 3L * (S - 1);
+    }
+    ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
+    long t = zb_play(kind, S, M, k, 0, order);
+    free(order);
     return t;
 }
 
 long ppdl_schedule_unit_step(int kind, int S, int M)
 {
-    PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_unit_step: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
-    if (!ppdl_schedule_splits_backward(kind)) return 3L * M + 3L * (S - 1);
-    ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
-    long t = zb_play(kind, S, M, 0, order);
-    free(order);
-    return t;
+    return ppdl_schedule_unit_step_layout(kind, S, M, NULL);
+}
+
+/* the most micro-batches held and W's pending in a device's passes o[0..n3-1] of stage
+ * s, as build_zb turns them into ops and max_between counts them: F holds a
+ * micro-batch until its W (or fused backward); B starts a W's wait, except a B fused
+ * with the W right after it (stage 0), which is one BACKWARD */
+static void count_passes(const ppdl_zb_pass *o, int n3, int s, int *held, int *pending)
+{
+    int h = 0, p = 0;
+    *held = *pending = 0;
+    for (int i = 0; i < n3; i++) {
+        int fused = s == 0 && o[i].kind == 'B' && i + 1 < n3 && o[i + 1].kind == 'W' && o[i + 1].mb == o[i].mb;
+        if (o[i].kind == 'F') h++;
+        else if (fused) h--, i++;
+        else if (o[i].kind == 'B') p++;
+        else h--, p--;
+        if (h > *held) *held = h;
+        if (p > *pending) *pending = p;
+    }
+}
+
+long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending)
+{
+    PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_counts: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
+    if (!ppdl_schedule_splits_backward(kind)) {
+        for (int s = 0, d = 0; s < S; s++)
+            for (int q = 0; q < (k ? k[s] : 1); q++, d++) {
+                ppdl_op_list l;
+                ppdl_schedule_build_replica(kind, S, M, k, s, q, &l);
+                held[d] = ppdl_schedule_max_in_flight(&l);
+                pending[d] = 0;
+                ppdl_op_list_free(&l);
+            }
+        return 0;
+    }
+    ppdl_zb_pass *all = ppdl_xmalloc((size_t)S * 3 * (size_t)M * sizeof *all);
+    long step = zb_play(kind, S, M, k, -1, all);
+    long off = 0;
+    for (int s = 0, d = 0; s < S; s++)
+        for (int q = 0; q < (k ? k[s] : 1); q++, d++) {
+            int ks = k ? k[s] : 1, n3 = 3 * ((M - q + ks - 1) / ks);
+            count_passes(&all[off], n3, s, &held[d], &pending[d]);
+            off += n3;
+        }
+    free(all);
+    return step;
 }
 
 void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending)
 {
-    PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_counts: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
-    if (!ppdl_schedule_splits_backward(kind)) {
-        for (int s = 0; s < S; s++) {
-            ppdl_op_list l;
-            ppdl_schedule_build(kind, S, M, s, &l);
-            held[s] = ppdl_schedule_max_in_flight(&l);
-            pending[s] = 0;
-            ppdl_op_list_free(&l);
-        }
-        return;
-    }
-    ppdl_zb_pass *all = ppdl_xmalloc((size_t)S * 3 * (size_t)M * sizeof *all);
-    zb_play(kind, S, M, -1, all);
-    for (int s = 0; s < S; s++) {
-        /* as build_zb turns the passes into ops and max_between counts them: F holds a
-         * micro-batch until its W (or fused backward); B starts a W's wait, except a B
-         * fused with the W right after it (stage 0), which is one BACKWARD */
-        const ppdl_zb_pass *o = &all[(size_t)s * 3 * M];
-        int h = 0, p = 0;
-        held[s] = pending[s] = 0;
-        for (int i = 0; i < 3 * M; i++) {
-            int fused = s == 0 && o[i].kind == 'B' && i + 1 < 3 * M && o[i + 1].kind == 'W' && o[i + 1].mb == o[i].mb;
-            if (o[i].kind == 'F') h++;
-            else if (fused) h--, i++;
-            else if (o[i].kind == 'B') p++;
-            else h--, p--;
-            if (h > held[s]) held[s] = h;
-            if (p > pending[s]) pending[s] = p;
-        }
-    }
-    free(all);
+    (void)ppdl_schedule_counts_layout(kind, S, M, NULL, held, pending);
 }
 
-/* A zero-bubble list: the passes of sched/zero_bubble.h's play under the schedule's
- * caps */
-static void build_zb(ppdl_op_list *l, int kind, int S, int M, int s)
+/* A zero-bubble list: the passes of replica q of stage s in sched/zero_bubble.h's play
+ * of the layout k under the schedule's caps */
+static void build_zb(ppdl_op_list *l, int kind, int S, int M, const int *k, int s, int q)
 {
-    ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
-    zb_play(kind, S, M, s, order);
-    for (int i = 0; i < 3 * M; i++) {
+    int dev = q, ks = k ? k[s] : 1, n3 = 3 * ((M - q + ks - 1) / ks);
+    for (int t = 0; t < s; t++) dev += k ? k[t] : 1;
+    ppdl_zb_pass *order = ppdl_xmalloc((size_t)n3 * sizeof *order);
+    zb_play(kind, S, M, k, dev, order);
+    for (int i = 0; i < n3; i++) {
         int mb = order[i].mb;
         if (order[i].kind == 'F') {
             push_forward(l, S, s, mb);
         } else if (order[i].kind == 'W') {
             push(l, PPDL_OP_BACKWARD_WEIGHT, mb, -1);
-        } else if (s == 0 && i + 1 < 3 * M && order[i + 1].kind == 'W' && order[i + 1].mb == mb) {
+        } else if (s == 0 && i + 1 < n3 && order[i + 1].kind == 'W' && order[i + 1].mb == mb) {
             /* W right after its B, nothing sent between: one fused pass, no W buffer */
             push_backward(l, S, s, mb);
             i++;
@@ -286,7 +350,7 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
     else if (kind == PPDL_SCHED_1F1B)
         build_1f1b(out, S, M, s, warmup, r);
     else
-        build_zb(out, kind, S, M, s);
+        build_zb(out, kind, S, M, k, s, q);
     push(out, PPDL_OP_OPTIMIZER, -1, -1);
     PPDL_CHECK(split ? out->n <= cap : out->n == cap, "ppdl_schedule_build: built %d ops, expected %s%d", out->n,
                split ? "at most " : "", cap);

@@ -68,8 +68,9 @@ const char *ppdl_op_name(ppdl_op_kind k);
 /* 1 for the schedules that split backwards into B and W (the zero-bubble ones) */
 int ppdl_schedule_splits_backward(int kind);
 /* Why the schedule cannot run stages replicated k[0..S-1] (k NULL: one replica
- * each), written into err; 0 when it can. The zero-bubble builders play one stage per
- * rank; replicated stages run GPipe or 1F1B. */
+ * each), written into err; 0 when it can. Every schedule runs every layout with
+ * k[s] >= 1 (the zero-bubble ones since their play treats each replica as a device,
+ * sched/zero_bubble.h), so only a stage without replicas is refused. */
 int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errlen);
 
 /* The op list of stage s for S stages and M micro-batches.
@@ -95,14 +96,22 @@ void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
  * increases along the pipeline, so the unreplicated lists with these warm-ups run, and
  * splitting a stage's list into order-preserving subsequences only removes ordering
  * constraints; ppdl_schedule_check_layout proves each layout anyway. GPipe's replica
- * list is GPipe over its own micro-batches. k == NULL: one replica per stage
- * (ppdl_schedule_build). */
+ * list is GPipe over its own micro-batches. A zero-bubble replica list is the
+ * replica's passes in sched/zero_bubble.h's play of the whole layout, every replica a
+ * device with its own cap (ppdl_schedule_zb_caps_layout); W's run in micro-batch
+ * order, so a replica accumulates its weight gradients as its 1F1B list does.
+ * k == NULL: one replica per stage (ppdl_schedule_build). */
 void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out);
 void ppdl_op_list_free(ppdl_op_list *l);
 
 /* The caps of a zero-bubble schedule's play (sched/zero_bubble.h): cap[s] for
  * s = 0..S-1, the most micro-batches stage s may hold (forwarded, W not yet run) */
 void ppdl_schedule_zb_caps(int kind, int S, int *cap);
+/* The same for a layout k (NULL, or every k[s] = 1: ppdl_schedule_zb_caps): cap[d]
+ * for every replica d (numbered as in ppdl_schedule_check_layout). With replicas,
+ * ZB-1P's cap is what 1F1B's replica holds on the layout (1F1B's memory), ZB-H1's the
+ * largest of those on every replica, ZB-H2's twice that less one. */
+void ppdl_schedule_zb_caps_layout(int kind, int S, int M, const int *k, int *cap);
 
 /* The step of the schedule's play on S stages with M micro-batches when every F, B and
  * W takes one unit and messages none (a fused backward: two units): 3M + 3(S - 1) for
@@ -110,11 +119,20 @@ void ppdl_schedule_zb_caps(int kind, int S, int *cap);
  * that; 3M + S - 1 for zb-h2 and 3M + 2(S - 1) for zb-1p when M >= S). The cost model's fill factor
  * (plan/costmodel.h) comes from it. */
 long ppdl_schedule_unit_step(int kind, int S, int M);
+/* The same on the layout k (replicas as devices, a pass of a stage with k_s replicas
+ * k_s units long: sched/zero_bubble.h; NULL: ppdl_schedule_unit_step); only for the
+ * zero-bubble schedules when a stage is replicated */
+long ppdl_schedule_unit_step_layout(int kind, int S, int M, const int *k);
 
 /* held[s] = ppdl_schedule_max_in_flight and pending[s] = ppdl_schedule_max_pending_weight
  * of every stage's list (ppdl_schedule_build, one replica per stage), from one play for
  * the zero-bubble schedules instead of S (the planner's cost on many ranks) */
 void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending);
+/* The same for every replica d of the layout k (numbered as in
+ * ppdl_schedule_check_layout; k NULL: ppdl_schedule_counts): held[d], pending[d].
+ * Returns the play's step for the zero-bubble schedules (that one play is
+ * ppdl_schedule_unit_step_layout's), 0 for the others. */
+long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending);
 
 /* Play the S lists against each other under the communication model above and check:
  * every SEND has exactly one matching RECV and vice versa, no deadlock (all lists run

@@ -8,6 +8,15 @@
  * has run when one starting at t is chosen, and a pass ends after it starts, so every
  * arrival at or before t is known by then: the choice is the one a real stage would
  * make at t. Cost: O(S) per pass, O(S^2 M) in all.
+ *
+ * Replicated stages: every replica is a device, and a pass of a stage with k replicas
+ * takes k units. A plan replicates a stage k times when it holds about k times the
+ * work of a stage on one rank (the planner balances each replica's share: its
+ * micro-batches, M / k, times its pass), so k units is the shape of the plans that
+ * run; with every pass one unit, the orders of a wide stage feeding a narrow one
+ * were made for passes k times shorter than they are, and in the simulator lost to
+ * 1F1B's lists on the same layout (perf/RESULTS.md). One replica per stage: 1 unit,
+ * the play above.
  */
 #include "sched/zero_bubble.h"
 
@@ -16,29 +25,33 @@
 
 #include <stdlib.h>
 
+/* A device: one stage (k = 1), or replica q of a stage with k replicas, which runs
+ * the micro-batches q, q + k, q + 2k, .. (n of them) */
 typedef struct zb_stage {
-    int nf, nb, nw;        /* next F, B, W (each in micro-batch order) */
-    long t;                /* when the stage is free */
-    int n;                 /* passes played */
+    int s, q, k, n;
+    int nf, nb, nw;        /* next F, B, W, as local indices (micro-batch q + k * index) */
+    long t;                /* when the device is free */
+    int played;            /* passes played */
+    long off;              /* where its passes go in an all-devices output */
 } zb_stage;
 
 enum { NONE = -1 };
 
-/* the pass stage s would start next and when: kind 'F'/'B'/'W', or 0 when it can start
- * none yet */
-static char next_pass(const zb_stage *z, int s, int M, int cap, const long *ready_act, const long *ready_grad,
+/* the pass device z would start next and when: kind 'F'/'B'/'W', or 0 when it can
+ * start none yet */
+static char next_pass(const zb_stage *z, int M, int cap, const long *ready_act, const long *ready_grad,
                       long *start)
 {
     char kind = 0;
-    long best = 0;
+    long best = 0, row = (long)z->s * M;
     /* in priority order: B, F, W; a later one wins only by starting strictly earlier */
-    if (z->nb < z->nf && ready_grad[(long)s * M + z->nb] != NONE) {
-        long r = ready_grad[(long)s * M + z->nb];
+    if (z->nb < z->nf && ready_grad[row + z->q + (long)z->k * z->nb] != NONE) {
+        long r = ready_grad[row + z->q + (long)z->k * z->nb];
         kind = 'B';
         best = r > z->t ? r : z->t;
     }
-    if (z->nf < M && z->nf - z->nw < cap && ready_act[(long)s * M + z->nf] != NONE) {
-        long r = ready_act[(long)s * M + z->nf], at = r > z->t ? r : z->t;
+    if (z->nf < z->n && z->nf - z->nw < cap && ready_act[row + z->q + (long)z->k * z->nf] != NONE) {
+        long r = ready_act[row + z->q + (long)z->k * z->nf], at = r > z->t ? r : z->t;
         if (!kind || at < best) kind = 'F', best = at;
     }
     if (z->nw < z->nb && (!kind || z->t < best)) kind = 'W', best = z->t;
@@ -46,11 +59,33 @@ static char next_pass(const zb_stage *z, int s, int M, int cap, const long *read
     return kind;
 }
 
-/* the play, recording stage s's passes into out[0..3M-1], or (s = -1) every stage's,
- * stage r's into out[r*3M ..] */
-static long play(int S, int M, const int *cap, int s, ppdl_zb_pass *out)
+/* the devices of the layout k (NULL: one per stage), in stage order then replica
+ * order; returns their number */
+static int devices(int S, int M, const int *k, zb_stage **out)
 {
-    zb_stage *z = ppdl_xcalloc((size_t)S, sizeof *z);
+    int D = 0;
+    for (int s = 0; s < S; s++) D += k ? k[s] : 1;
+    zb_stage *z = ppdl_xcalloc((size_t)D, sizeof *z);
+    long off = 0;
+    for (int s = 0, d = 0; s < S; s++)
+        for (int q = 0; q < (k ? k[s] : 1); q++, d++) {
+            z[d].s = s;
+            z[d].q = q;
+            z[d].k = k ? k[s] : 1;
+            z[d].n = q < M ? (M - q + z[d].k - 1) / z[d].k : 0;
+            z[d].off = off;
+            off += 3L * z[d].n;
+        }
+    *out = z;
+    return D;
+}
+
+/* the play, recording device `dev`'s passes into out[0..3n-1], or (dev = -1) every
+ * device's, device d's from its offset (3 x the micro-batches of the devices before) */
+static long play(int S, int M, const int *k, const int *cap, int dev, ppdl_zb_pass *out)
+{
+    zb_stage *z;
+    int D = devices(S, M, k, &z);
     long *ready_act = ppdl_xmalloc((size_t)S * (size_t)M * sizeof(long));
     long *ready_grad = ppdl_xmalloc((size_t)S * (size_t)M * sizeof(long));
     for (long i = 0; i < (long)S * M; i++) {
@@ -62,22 +97,22 @@ static long play(int S, int M, const int *cap, int s, ppdl_zb_pass *out)
         int who = -1;
         char kind = 0;
         long start = 0;
-        for (int r = 0; r < S; r++) {
+        for (int d = 0; d < D; d++) {
             long at;
-            char k = next_pass(&z[r], r, M, cap[r], ready_act, ready_grad, &at);
-            if (k && (who < 0 || at < start)) who = r, kind = k, start = at;
+            char c = next_pass(&z[d], M, cap[d], ready_act, ready_grad, &at);
+            if (c && (who < 0 || at < start)) who = d, kind = c, start = at;
         }
         PPDL_CHECK(who >= 0, "ppdl_zb_order: no stage can run a pass (S=%d M=%d)", S, M);
         zb_stage *w = &z[who];
-        int mb = kind == 'F' ? w->nf++ : kind == 'B' ? w->nb++ : w->nw++;
-        w->t = start + 1;
+        int local = kind == 'F' ? w->nf++ : kind == 'B' ? w->nb++ : w->nw++, mb = w->q + w->k * local, s = w->s;
+        w->t = start + w->k; /* a pass of a stage with k replicas takes k units (below) */
         if (w->t > end) end = w->t;
-        if (kind == 'F' && who < S - 1) ready_act[(long)(who + 1) * M + mb] = w->t;
-        if (kind == 'F' && who == S - 1) ready_grad[(long)who * M + mb] = w->t;
-        if (kind == 'B' && who > 0) ready_grad[(long)(who - 1) * M + mb] = w->t;
-        if (who == s) out[w->n] = (ppdl_zb_pass){kind, mb};
-        if (s < 0) out[(long)who * 3 * M + w->n] = (ppdl_zb_pass){kind, mb};
-        w->n++;
+        if (kind == 'F' && s < S - 1) ready_act[(long)(s + 1) * M + mb] = w->t;
+        if (kind == 'F' && s == S - 1) ready_grad[(long)s * M + mb] = w->t;
+        if (kind == 'B' && s > 0) ready_grad[(long)(s - 1) * M + mb] = w->t;
+        if (who == dev) out[w->played] = (ppdl_zb_pass){kind, mb};
+        if (dev < 0) out[w->off + w->played] = (ppdl_zb_pass){kind, mb};
+        w->played++;
     }
     free(z);
     free(ready_act);
@@ -85,22 +120,34 @@ static long play(int S, int M, const int *cap, int s, ppdl_zb_pass *out)
     return end;
 }
 
-/* every cap at least 1 (a stage that may hold nothing never runs) */
-static void check_args(const char *fn, int S, int M, const int *cap)
+/* every cap at least 1 (a device that may hold nothing never runs), every stage on
+ * 1..M replicas */
+static void check_args(const char *fn, int S, int M, const int *k, const int *cap)
 {
     PPDL_CHECK(S >= 1 && M >= 1 && cap != NULL, "%s: S=%d M=%d cap=%p", fn, S, M, (const void *)cap);
-    for (int r = 0; r < S; r++) PPDL_CHECK(cap[r] >= 1, "%s: stage %d of %d has cap %d", fn, r, S, cap[r]);
+    int D = 0;
+    for (int s = 0; s < S; s++) {
+        PPDL_CHECK(!k || (k[s] >= 1 && k[s] <= M), "%s: stage %d has %d replicas (M=%d)", fn, s, k[s], M);
+        D += k ? k[s] : 1;
+    }
+    for (int d = 0; d < D; d++) PPDL_CHECK(cap[d] >= 1, "%s: device %d of %d has cap %d", fn, d, D, cap[d]);
 }
 
 long ppdl_zb_order(int S, int M, const int *cap, int s, ppdl_zb_pass *out)
 {
-    check_args("ppdl_zb_order", S, M, cap);
+    check_args("ppdl_zb_order", S, M, NULL, cap);
     PPDL_CHECK(s >= 0 && s < S, "ppdl_zb_order: stage %d of %d", s, S);
-    return play(S, M, cap, s, out);
+    return play(S, M, NULL, cap, s, out);
 }
 
 long ppdl_zb_order_all(int S, int M, const int *cap, ppdl_zb_pass *out)
 {
-    check_args("ppdl_zb_order_all", S, M, cap);
-    return play(S, M, cap, -1, out);
+    check_args("ppdl_zb_order_all", S, M, NULL, cap);
+    return play(S, M, NULL, cap, -1, out);
+}
+
+long ppdl_zb_order_layout(int S, int M, const int *k, const int *cap, int dev, ppdl_zb_pass *out)
+{
+    check_args("ppdl_zb_order_layout", S, M, k, cap);
+    return play(S, M, k, cap, dev, out);
 }

@@ -18,6 +18,15 @@
  * holds, so the last stage runs F B W one micro-batch at a time) it is 3M + 2(S - 1)
  * when M >= S (tests/unit/test_schedule.c): a third of 1F1B's bubble gone, at 1F1B's
  * memory on every stage. 1F1B with the fused backward takes 3M + 3(S - 1).
+ *
+ * Replicated stages (a layout: stage s on k[s] replicas, micro-batch j on replica
+ * j mod k[s], as 1F1B's replicas) play the same way with every replica a device of
+ * its own: a replica runs its own micro-batches' F, B and W in micro-batch order, so
+ * it accumulates its weight gradients as 1F1B's replica does (the same bits), and the
+ * play finds each replica the W's that fill its own bubbles. A pass of a stage with k
+ * replicas takes k units in this play (a replicated stage holds about k times the
+ * layers: the plans balance each replica's share), so the step of the play is in
+ * those units (ppdl_schedule_unit_step_layout).
  */
 #ifndef PPDL_ZERO_BUBBLE_H
 #define PPDL_ZERO_BUBBLE_H
@@ -34,5 +43,13 @@ long ppdl_zb_order(int S, int M, const int *cap, int s, ppdl_zb_pass *out);
 /* The same for every stage at once (one play): stage s's passes into out[s*3M ..
  * s*3M + 3M-1]. */
 long ppdl_zb_order_all(int S, int M, const int *cap, ppdl_zb_pass *out);
+/* The same play with replicated stages: stage s on k[s] replicas (1 <= k[s] <= M; k
+ * NULL: one each), replica q running the micro-batches j mod k[s] == q in micro-batch
+ * order, each replica a device of its own with its own cap. Devices d are numbered
+ * stage by stage, replica q of stage s at k[0] + .. + k[s-1] + q, and cap[d] >= 1.
+ * dev >= 0: device dev's 3 n passes (n = its micro-batches) into out[0..3n-1];
+ * dev = -1: every device's, device d's from out[3 (n_0 + .. + n_{d-1})] on. With k
+ * NULL it is ppdl_zb_order / ppdl_zb_order_all. */
+long ppdl_zb_order_layout(int S, int M, const int *k, const int *cap, int dev, ppdl_zb_pass *out);
 
 #endif

@@ -13,9 +13,12 @@
 #  3. a zb-h1 run on 2 ranks checkpointed after 2 steps and resumed on 3 ranks with
 #     zb-h2 gives the bits of 4 steps of 1F1B in one go; so does zb-1p from 3 ranks to 2;
 #  4. messages staged through host memory (PPDL_STAGE_MESSAGES=1, as CUDA stages them);
-#  5. negative controls: a gradient doubled on one rank (PPDL_TEST_GRAD_SCALE, applied
+#  5. negative control: a gradient doubled on one rank (PPDL_TEST_GRAD_SCALE, applied
 #     at the step's last W) changes the weights, so the comparisons see a wrong W;
-#     replicated stages are refused with the reason.
+#  6. replicated stages: 2 stages x 2 replicas on 4 ranks (gpt, mlp) under zb-h1 and
+#     zb-1p, and a --plan FILE with one replicated stage (gpt, M = 6) under all three,
+#     give bitwise 1F1B's losses and weights on the same layout; the control doubles
+#     one replica's gradients and must differ.
 . "$top_srcdir/tests/lib.sh"
 run() {  # run NAME S ARGS...: train, report and weights in $tmp/NAME.{json,h5}
   local name=$1 S=$2; shift 2
@@ -120,11 +123,47 @@ run unscaled 2 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 
   --schedule zb-h1 --lr 0.05 --eps 1
 [ -s "$tmp/scaled.json" ] && [ -s "$tmp/unscaled.json" ] && ! same scaled unscaled
 ok $? "negative control: rank 1's gradients doubled at its last W change the result the comparisons see"
+
+# 6. replicated stages: each replica runs its passes of the play with the replicas as
+# devices (sched/zero_bubble.h), its own micro-batches' W's in micro-batch order, so
+# its weight gradients are 1F1B's replica's, and the all-reduce sums the same partial
+# sums: bitwise 1F1B's losses and weights on the same layout (README "Schedules"; the
+# layout itself is within float tolerance of 1 rank, tests/mpi/hybrid.sh)
+run_plan() {  # run_plan NAME N PLAN ARGS...: as run, with a plan file
+  local name=$1 n=$2 plan=$3; shift 3
+  mpirun_n "$n" "$@" --threads 1 --plan "$plan" --report "$tmp/$name.json" --save "$tmp/$name.h5" \
+    >"$tmp/$name.log" 2>&1
+}
+for fam in gpt mlp; do
+  L=$("$PYTHON_ORACLE" -c 'import h5py,sys; print(len(h5py.File(sys.argv[1])["layers"]))' "$tmp/$fam.h5")
+  cut=$((L / 2))
+  cat >"$tmp/$fam-2x2.json" <<JSON
+{"stages": [{"ranks": [0, 2], "first_layer": 0, "last_layer": $((cut - 1))},
+            {"ranks": [3, 1], "first_layer": $cut, "last_layer": $((L - 1))}]}
+JSON
+  set -- "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 3 --batch-size 8 --micro-batches 4 --lr 0.05 --eps 1
+  run_plan $fam-2x2-1f1b 4 "$tmp/$fam-2x2.json" "$@" --schedule 1f1b
+  for sched in zb-h1 zb-1p; do
+    run_plan $fam-2x2-$sched 4 "$tmp/$fam-2x2.json" "$@" --schedule $sched
+    same $fam-2x2-$sched $fam-2x2-1f1b
+    ok $? "$fam $sched, 2 stages x 2 replicas on 4 ranks: bitwise the losses and weights of 1f1b on that layout"
+    [ -s "$tmp/$fam-2x2-$sched.json" ] || show_log $fam-2x2-$sched
+  done
+done
+# a replicated stage in a --plan FILE (stage 0 alone, stage 1 on two ranks), M = 6
 echo '{"stages": [{"rank": 0, "first_layer": 0, "last_layer": 2}, {"ranks": [1, 2], "first_layer": 3, "last_layer": 4}]}' \
   >"$tmp/rep.json"
-mpirun_n 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 8 --micro-batches 4 --schedule zb-h1 \
-  --plan "$tmp/rep.json" >"$tmp/rep.log" 2>&1
-rc=$?
-[ $rc != 0 ] && grep -q "zb-h1 runs one rank per stage, and stage 1 has 2 replicas" "$tmp/rep.log"
-ok $? "a replicated stage under zb-h1 is refused with the reason (exit $rc)"
+set -- "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 12 --micro-batches 6 --lr 0.05 --eps 1
+run_plan rep-1f1b 3 "$tmp/rep.json" "$@" --schedule 1f1b
+for sched in zb-h1 zb-h2 zb-1p; do
+  run_plan rep-$sched 3 "$tmp/rep.json" "$@" --schedule $sched
+  same rep-$sched rep-1f1b
+  ok $? "gpt $sched, --plan FILE with stage 1 on ranks {1,2}, M=6: bitwise 1f1b's losses and weights"
+  [ -s "$tmp/rep-$sched.json" ] || show_log rep-$sched
+done
+# the negative control: replica 1 of stage 1 (rank 1) doubles its gradients at its last W
+PPDL_TEST_GRAD_SCALE=1:2 run_plan gpt-2x2-doubled 4 "$tmp/gpt-2x2.json" "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" \
+  --steps 3 --batch-size 8 --micro-batches 4 --lr 0.05 --eps 1 --schedule zb-1p
+[ -s "$tmp/gpt-2x2-doubled.json" ] && ! same gpt-2x2-doubled gpt-2x2-1f1b
+ok $? "negative control: zb-1p on 2 x 2 replicas with one replica's gradients doubled differs from 1f1b"
 finish

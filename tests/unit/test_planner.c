@@ -1226,12 +1226,31 @@ static void grid_plan(int S, int k, int per, ppdl_plan *p)
     }
 }
 
+/* a plan of S stages of one layer each, stage s on k[s] ranks, numbered in order */
+static void layout_plan(int S, const int *k, ppdl_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->method, sizeof p->method, "layout");
+    p->S = S;
+    p->stages = calloc((size_t)S, sizeof *p->stages);
+    for (int s = 0, r = 0; s < S; s++) {
+        ppdl_plan_stage *st = &p->stages[s];
+        st->n_replicas = k[s];
+        st->ranks = calloc((size_t)k[s], sizeof(int));
+        for (int q = 0; q < k[s]; q++) st->ranks[q] = r++;
+        st->rank = st->ranks[0];
+        st->first = st->last = s;
+        st->recompute = calloc(1, sizeof(int));
+    }
+}
+
 /* The simulator plays the zero-bubble lists (zb-h1, zb-h2, zb-1p) with B and W: with
  * F = B = W = 1 ms (bwd_ms 2, halved: the default of a COSTS.json without the split)
  * and free links, each stage's op list runs exactly as sched/zero_bubble.c's unit play
  * chose it, so the step is the play's length (ZB-H1 at S = 2: 3M + 1, ZB-1P 3M + 2(S - 1),
  * against 1F1B's 3M + 3(S - 1)); profiled B and
- * W times are used where given; a replicated stage is refused with the reason */
+ * W times are used where given; on replicated layouts the simulator and the cost
+ * model both give the layout's unit play */
 static void test_simulator_zero_bubble(void)
 {
     for (int S = 1; S <= 6; S++)
@@ -1280,13 +1299,62 @@ static void test_simulator_zero_bubble(void)
     ppdl_sim_free(&a);
     ppdl_sim_free(&b);
     ppdl_plan_free(&p);
-    ppdl_plan_data_parallel(2, 2, &p, err, sizeof err);
-    int rc = ppdl_simulate(&x.c, &x.cl, &p, 4, PPDL_SCHED_ZB_H2, 0, &a, err, sizeof err);
-    ok(rc == -1 && strstr(err, "runs one rank per stage"), "simulator: a replicated stage under zb-h2 is refused: %s",
-       err);
-    ppdl_plan_free(&p);
     ppdl_costs_free(&x.c);
     ppdl_cluster_model_free(&x.cl);
+
+    /* replicated stages: every layout of S = 1..3 stages with 1..3 replicas each, M =
+     * (most replicas)..9, F = B = W = k_s ms on stage s (a balanced plan: k_s times the
+     * work of a one-rank stage), free links, no parameters (no all-reduce): the
+     * simulator plays the replica lists in exactly the layout's play
+     * (ppdl_schedule_unit_step_layout), and the cost model's T, whose fill factor is
+     * the layout's, is that step too; against 1F1B's lists on the layout, simulated */
+    int cases = 0, bad = 0, shorter = 0;
+    for (int S = 1; S <= 3; S++)
+        for (int code = 0; code < (S == 1 ? 3 : S == 2 ? 9 : 27); code++) {
+            int k[3] = {1, 1, 1}, kmax = 1, D = 0, c = code;
+            for (int s = 0; s < S; s++, c /= 3) {
+                k[s] = 1 + c % 3;
+                D += k[s];
+                if (k[s] > kmax) kmax = k[s];
+            }
+            for (int M = kmax; M <= 9; M++)
+                for (int z = 0; z < 3; z++) {
+                    static const int zb[] = {PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2, PPDL_SCHED_ZB_1P};
+                    inst y;
+                    equal_case(&y, D, 1, 2, 0, 1e9, 0);
+                    ppdl_costs_free(&y.c);
+                    ppdl_costs_alloc(&y.c, S);
+                    for (int l = 0; l < S; l++) y.c.layers[l].fwd_ms = k[l], y.c.layers[l].bwd_ms = 2 * k[l];
+                    layout_plan(S, k, &p);
+                    ppdl_sim sim, f1b;
+                    ppdl_cost_eval ev;
+                    long want = ppdl_schedule_unit_step_layout(zb[z], S, M, k);
+                    cases++;
+                    if (ppdl_simulate(&y.c, &y.cl, &p, M, zb[z], 0, &sim, err, sizeof err) ||
+                        ppdl_simulate(&y.c, &y.cl, &p, M, PPDL_SCHED_1F1B, 0, &f1b, err, sizeof err) ||
+                        ppdl_cost_evaluate(&y.c, &y.cl, M, zb[z], &p, &ev, err, sizeof err)) {
+                        fail("%s S=%d k=%d,%d,%d M=%d: %s", ppdl_schedule_name(zb[z]), S, k[0], k[1], k[2], M, err);
+                        bad++;
+                    } else {
+                        if (fabs(sim.step_ms - (double)want) > 1e-9 || fabs(ev.T - (double)want) > 1e-9 ||
+                            sim.step_ms > f1b.step_ms) {
+                            fail("%s S=%d k=%d,%d,%d M=%d: simulated %.9f, analytic %.9f, the unit play %ld, 1f1b "
+                                 "%.9f", ppdl_schedule_name(zb[z]), S, k[0], k[1], k[2], M, sim.step_ms, ev.T, want,
+                                 f1b.step_ms);
+                            bad++;
+                        }
+                        shorter += sim.step_ms < f1b.step_ms;
+                        ppdl_cost_eval_free(&ev);
+                        ppdl_sim_free(&sim);
+                        ppdl_sim_free(&f1b);
+                    }
+                    ppdl_plan_free(&p);
+                    inst_free(&y);
+                }
+        }
+    ok(bad == 0 && shorter > 0, "simulator and cost model, zb-h1/h2/1p on replicated layouts (S 1..3, 1..3 replicas "
+       "each, M up to 9): the layout's unit play exactly, never longer than 1f1b's lists (shorter in %d of %d)",
+       shorter, cases);
 }
 
 static void test_replication(void)
@@ -1699,19 +1767,7 @@ static void test_replica_in_flight(void)
             z.c.layers[l].stash_bytes[0] = 1e6;
         }
         ppdl_plan p;
-        memset(&p, 0, sizeof p);
-        snprintf(p.method, sizeof p.method, "layout");
-        p.S = S;
-        p.stages = calloc((size_t)S, sizeof *p.stages);
-        for (int s = 0, r = 0; s < S; s++) {
-            ppdl_plan_stage *st = &p.stages[s];
-            st->n_replicas = k[s];
-            st->ranks = calloc((size_t)k[s], sizeof(int));
-            for (int q = 0; q < k[s]; q++) st->ranks[q] = r++;
-            st->rank = st->ranks[0];
-            st->first = st->last = s;
-            st->recompute = calloc(1, sizeof(int));
-        }
+        layout_plan(S, k, &p);
         ppdl_cost_eval ev;
         ppdl_sim sim;
         if (ppdl_cost_evaluate(&z.c, &z.cl, M, sch, &p, &ev, err, sizeof err)) {

@@ -1,7 +1,8 @@
 /* test_schedule_choice.c — the zero-bubble cost model, the solvers under it, and
  * `--schedule auto` (plan/costmodel.h, plan/schedule_choice.h).
  *
- *  - The op lists' counts from one play (ppdl_schedule_counts) are the built lists'.
+ *  - The op lists' counts from one play (ppdl_schedule_counts, and _layout for every
+ *    replica of a layout) are the built lists'.
  *  - The cost model's T against the simulator (which plays the runtime's op lists) on
  *    S equal stages with F = B = W: equal, to rounding (relative 1e-9), for 1f1b, zb-h1,
  *    zb-h2 and zb-1p, S 1..6, M 1..9 (M < S included), links free. With links (each 5%
@@ -9,9 +10,9 @@
  *    stated in docs/cost-model.md.
  *  - The solvers are exact for the zero-bubble T: on random instances (1-3 ranks, up to
  *    6 layers, two recompute options, tight memory on some) ppdl_solve's T equals the
- *    least T of the cost model over every rank order, cut and option assignment that
- *    fits (brute force through ppdl_cost_evaluate), zb-h1, zb-h2 and zb-1p; where
- *    nothing fits both say so.
+ *    least T of the cost model over every layout (ranks to stages, replicated stages
+ *    included, so every rank order), cut and option assignment that fits (brute force
+ *    through ppdl_cost_evaluate), zb-h1, zb-h2 and zb-1p; where nothing fits both say so.
  *  - What B keeps for W (weight_keep_bytes) is counted: the plan fits by the cost
  *    model, which charges it per micro-batch between B and W.
  *  - The choice: 4 equal stages, ample memory: zb-h2 (least T); memory for 4 but not 7
@@ -19,8 +20,9 @@
  *    three layers' stashes (1F1B's and zb-1p's last stage hold one micro-batch, zb-h1's
  *    and zb-h2's stages two): zb-1p; the same where what W keeps does not fit: 1f1b;
  *    the control with four: zb-h1; one rank (every schedule the same T): 1f1b, the
- *    tie's winner. For a given plan: a replicated one gets 1f1b (zero bubble cannot run
- *    it), a pipeline with ample memory zb-h2.
+ *    tie's winner. For a given plan: data parallelism (one stage) gets 1f1b, the tie's
+ *    winner; a pipeline with ample memory zb-h2; 2 stages x 2 replicas a zero-bubble
+ *    schedule, of less T than 1f1b's.
  *  - The shared search of many ranks (schedule_choice.h): on 32 ranks the candidates
  *    after zb-1p start from its order with a small budget, one of them on a thread. Two runs give the same plans, bit for bit; each
  *    candidate's T is within 2% of the same schedule solved alone (the full search),
@@ -120,6 +122,37 @@ static void test_counts(void)
             }
     ok(bad == 0, "ppdl_schedule_counts = each built list's micro-batches held and W's pending (%d stage lists, every "
                  "schedule, S 1..8, M 1..12)", n);
+    /* the same for every replica of a layout (S 1..4 stages, 1..3 replicas each) */
+    bad = n = 0;
+    for (int kind = 0; kind < PPDL_SCHED_N_KINDS; kind++)
+        for (int S = 1; S <= 4; S++)
+            for (int code = 0, n_codes = S == 1 ? 3 : S == 2 ? 9 : S == 3 ? 27 : 81; code < n_codes; code++) {
+                int k[4], kmax = 1, c = code;
+                for (int s = 0; s < S; s++, c /= 3) {
+                    k[s] = 1 + c % 3;
+                    if (k[s] > kmax) kmax = k[s];
+                }
+                for (int M = kmax; M <= 12; M++) {
+                    int held[12], pending[12];
+                    ppdl_schedule_counts_layout(kind, S, M, k, held, pending);
+                    for (int s = 0, d = 0; s < S; s++)
+                        for (int q = 0; q < k[s]; q++, d++) {
+                            ppdl_op_list l;
+                            ppdl_schedule_build_replica(kind, S, M, k, s, q, &l);
+                            n++;
+                            if (held[d] != ppdl_schedule_max_in_flight(&l) ||
+                                pending[d] != ppdl_schedule_max_pending_weight(&l)) {
+                                if (bad++ < 3)
+                                    diag("%s S=%d M=%d stage %d replica %d: %d/%d, the list %d/%d",
+                                         ppdl_schedule_name(kind), S, M, s, q, held[d], pending[d],
+                                         ppdl_schedule_max_in_flight(&l), ppdl_schedule_max_pending_weight(&l));
+                            }
+                            ppdl_op_list_free(&l);
+                        }
+                }
+            }
+    ok(bad == 0, "ppdl_schedule_counts_layout = each replica list's micro-batches held and W's pending (%d replica "
+                 "lists, every schedule, S 1..4 with 1..3 replicas each, M up to 12)", n);
 }
 
 static void test_model_vs_simulator(void)
@@ -177,7 +210,9 @@ typedef struct brute {
     const ppdl_costs *c;
     const ppdl_cluster_model *cl;
     int M, sched, N, L;
-    int *order, *first, *opt;
+    int S;                     /* the layout: S stages, stage s on ranks R[s][0..k[s]-1] */
+    int k[8], R[8][8];
+    int *first, *opt;
     double best;
     long n_fit;
 } brute;
@@ -186,13 +221,18 @@ static double eval_choice(brute *b)
 {
     ppdl_plan p;
     memset(&p, 0, sizeof p);
-    p.S = b->N;
-    p.stages = ppdl_xcalloc((size_t)b->N, sizeof *p.stages);
-    for (int s = 0; s < b->N; s++) {
+    p.S = b->S;
+    p.stages = ppdl_xcalloc((size_t)b->S, sizeof *p.stages);
+    for (int s = 0; s < b->S; s++) {
         ppdl_plan_stage *st = &p.stages[s];
-        st->rank = b->order[s];
+        st->rank = b->R[s][0];
+        if (b->k[s] > 1) {
+            st->n_replicas = b->k[s];
+            st->ranks = ppdl_xmalloc((size_t)b->k[s] * sizeof(int));
+            memcpy(st->ranks, b->R[s], (size_t)b->k[s] * sizeof(int));
+        }
         st->first = b->first[s];
-        st->last = s + 1 < b->N ? b->first[s + 1] - 1 : b->L - 1;
+        st->last = s + 1 < b->S ? b->first[s + 1] - 1 : b->L - 1;
         st->recompute = ppdl_xmalloc((size_t)(st->last - st->first + 1) * sizeof(int));
         memcpy(st->recompute, &b->opt[st->first], (size_t)(st->last - st->first + 1) * sizeof(int));
     }
@@ -225,29 +265,44 @@ static void brute_opts(brute *b, int l)
 /* every cut: stage s starts at first[s] */
 static void brute_cuts(brute *b, int s)
 {
-    if (s == b->N) {
+    if (s == b->S) {
         brute_opts(b, 0);
         return;
     }
-    int lo = s == 0 ? 0 : b->first[s - 1] + 1, hi = s == 0 ? 0 : b->L - (b->N - s);
+    int lo = s == 0 ? 0 : b->first[s - 1] + 1, hi = s == 0 ? 0 : b->L - (b->S - s);
     for (int i = lo; i <= hi; i++) {
         b->first[s] = i;
         brute_cuts(b, s + 1);
     }
 }
 
-/* every rank order */
-static void brute_orders(brute *b, int s, unsigned used)
+/* every layout: rank r.. on stage grp[r] of S (every stage used, at most M replicas,
+ * a stage's replicas in rank order as the planner orders them); S = N: every rank
+ * order. replicate 0: S = N only (one rank per stage) */
+static void brute_layouts(brute *b, int *grp, int r, int S)
 {
-    if (s == b->N) {
+    if (r == b->N) {
+        if (S > b->L) return;
+        b->S = S;
+        for (int s = 0; s < S; s++) {
+            b->k[s] = 0;
+            for (int q = 0; q < b->N; q++)
+                if (grp[q] == s) b->R[s][b->k[s]++] = q;
+            if (b->k[s] == 0 || b->k[s] > b->M) return;
+        }
         brute_cuts(b, 0);
         return;
     }
-    for (int r = 0; r < b->N; r++)
-        if (!(used >> r & 1)) {
-            b->order[s] = r;
-            brute_orders(b, s + 1, used | 1u << r);
-        }
+    for (int s = 0; s < S; s++) {
+        grp[r] = s;
+        brute_layouts(b, grp, r + 1, S);
+    }
+}
+
+static void brute_all(brute *b, int replicate)
+{
+    int grp[8];
+    for (int S = replicate ? 1 : b->N; S <= b->N; S++) brute_layouts(b, grp, 0, S);
 }
 
 static void random_instance(ppdl_rng *g, int N, int L, int tight, ppdl_costs *c, ppdl_cluster_model *cl, int M)
@@ -283,7 +338,7 @@ static void test_solver_exact(void)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 22);
-    int n = 0, bad = 0, n_none = 0, n_rc = 0;
+    int n = 0, bad = 0, n_none = 0, n_rc = 0, n_rep = 0;
     for (int k = 0; k < 60; k++) {
         int N = 1 + k % 3, L = N + (int)(ppdl_rng_u64(&g) % (unsigned)(7 - N)), M = 1 + (int)(ppdl_rng_u64(&g) % 6);
         static const int zb[] = {PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2, PPDL_SCHED_ZB_1P};
@@ -291,9 +346,10 @@ static void test_solver_exact(void)
         ppdl_costs c;
         ppdl_cluster_model cl;
         random_instance(&g, N, L, k % 4 == 1, &c, &cl, M);
-        brute b = {&c, &cl, M, sched, N, L, ppdl_xmalloc((size_t)N * sizeof(int)), ppdl_xmalloc((size_t)N * sizeof(int)),
-                   ppdl_xcalloc((size_t)L, sizeof(int)), INFINITY, 0};
-        brute_orders(&b, 0, 0);
+        brute b = {.c = &c, .cl = &cl, .M = M, .sched = sched, .N = N, .L = L,
+                   .first = ppdl_xmalloc((size_t)N * sizeof(int)), .opt = ppdl_xcalloc((size_t)L, sizeof(int)),
+                   .best = INFINITY};
+        brute_all(&b, 1);
         ppdl_plan p;
         char err[PPDL_ERR_LEN];
         int rc = ppdl_solve(&c, &cl, M, sched, NULL, &p, NULL, err, sizeof err);
@@ -310,16 +366,19 @@ static void test_solver_exact(void)
             diag("instance %d (%s, N=%d L=%d M=%d): solver %s %.6f, brute force %.6f", k, ppdl_schedule_name(sched), N,
                  L, M, rc ? "none" : "T", T, b.best);
         }
+        if (rc == 0)
+            for (int s = 0; s < p.S; s++) n_rep += p.stages[s].n_replicas > 1;
         if (p.S) ppdl_plan_free(&p);
-        free(b.order);
         free(b.first);
         free(b.opt);
         ppdl_costs_free(&c);
         ppdl_cluster_model_free(&cl);
     }
-    ok(bad == 0, "zb-h1/zb-h2/zb-1p: ppdl_solve's T = the brute-force optimum over rank orders x cuts x options (%d "
-                 "instances, %d where nothing fits, %d recomputed layers in the plans)", n, n_none, n_rc);
-    ok(n_none > 0 && n_rc > 0, "the instances exercise infeasibility (%d) and recompute (%d)", n_none, n_rc);
+    ok(bad == 0, "zb-h1/zb-h2/zb-1p: ppdl_solve's T = the brute-force optimum over layouts (replicated stages "
+                 "included) x cuts x options (%d instances, %d where nothing fits, %d recomputed layers, %d replicated "
+                 "stages in the plans)", n, n_none, n_rc, n_rep);
+    ok(n_none > 0 && n_rc > 0 && n_rep > 0, "the instances exercise infeasibility (%d), recompute (%d) and replicated "
+       "stages (%d)", n_none, n_rc, n_rep);
 }
 
 /* what B keeps for W is charged per micro-batch between B and W, and the plan fits */
@@ -439,8 +498,23 @@ static void test_choice(void)
     int a = ppdl_schedule_for_plan(&c, &cl, 8, &dp, &T, err, sizeof err);
     int b = ppdl_schedule_for_plan(&c, &cl, 8, &pipe, &T, err, sizeof err);
     ok(a == PPDL_SCHED_1F1B && b == PPDL_SCHED_ZB_H2,
-       "a given plan: data parallel gets %s (zero bubble cannot run replicas), a 4-stage pipeline %s (T %.2f ms)",
-       ppdl_schedule_name(a), ppdl_schedule_name(b), T);
+       "a given plan: data parallel gets %s (one stage: every schedule the same T, the tie's winner), a 4-stage "
+       "pipeline %s (T %.2f ms)", ppdl_schedule_name(a), ppdl_schedule_name(b), T);
+    /* 2 stages x 2 replicas: zero bubble runs replicas, and fills their bubble too */
+    ppdl_plan rep;
+    PPDL_CHECK(ppdl_plan_uniform(4, 2, &rep, err, sizeof err) == 0, "%s", err);
+    for (int t = 0; t < 2; t++) {
+        rep.stages[t].n_replicas = 2;
+        free(rep.stages[t].ranks);
+        rep.stages[t].ranks = ppdl_xmalloc(2 * sizeof(int));
+        rep.stages[t].ranks[0] = rep.stages[t].rank = 2 * t;
+        rep.stages[t].ranks[1] = 2 * t + 1;
+    }
+    double T1 = model_T(&c, &cl, &rep, 8, PPDL_SCHED_1F1B);
+    int r = ppdl_schedule_for_plan(&c, &cl, 8, &rep, &T, err, sizeof err);
+    ok(ppdl_schedule_splits_backward(r) && T < T1, "a given plan of 2 stages x 2 replicas gets %s (T %.2f ms, 1f1b "
+       "%.2f)", ppdl_schedule_name(r), T, T1);
+    ppdl_plan_free(&rep);
     ppdl_plan_free(&dp);
     ppdl_plan_free(&pipe);
     ppdl_cluster_model_free(&cl);
