@@ -158,6 +158,7 @@ struct ppdl_runtime {
     double busy_s;             /* compute time of the current step */
     double comm_s;             /* time posting messages and staging them, this step */
     int k;                     /* replicas of this stage */
+    int chunked;               /* cfg.ops given: this rank holds several stages */
     int last_backward;         /* index in ops of this step's last op adding parameter gradients
                                 * (BACKWARD or BACKWARD_WEIGHT), -1 if none */
     /* the gradient all-reduce of each layer across replicas: a ring through the comm
@@ -183,15 +184,20 @@ int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
     return recvs > slots ? slots + 1 : slots;
 }
 
-/* tags: direction in the low bit, micro-batch above; then the gradient all-reduce of
- * each layer (messages between replicas of one stage, which exchange no activations,
- * kept apart anyway) */
-static int tag_act(int mb) { return 2 * mb; }
-static int tag_grad(int mb) { return 2 * mb + 1; }
-static int tag_allreduce(const ppdl_runtime *rt, int i) { return 2 * rt->cfg.M + i; }
+/* tags: direction in the low bit, micro-batch above; where a rank holds several stages
+ * (cfg.ops given), two ranks can exchange the messages of several pairs of stages, so
+ * the receiving stage goes above the micro-batch. Then the gradient all-reduce of each
+ * layer (messages between replicas of one stage, which exchange no activations, kept
+ * apart anyway). */
+static int tag_base(const ppdl_runtime *rt) { return 2 * rt->cfg.M * (rt->chunked ? rt->cfg.S : 1); }
+static int tag_msg(const ppdl_runtime *rt, int to_stage, int mb, int grad)
+{
+    return 2 * (mb + (rt->chunked ? to_stage * rt->cfg.M : 0)) + grad;
+}
+static int tag_allreduce(const ppdl_runtime *rt, int i) { return tag_base(rt) + i; }
 /* the tied weight's exchange between stage 0 and S-1: above every stage's all-reduce
  * tags (a stage has at most L layers), the same on both */
-static int tag_tie(const ppdl_runtime *rt) { return 2 * rt->cfg.M + rt->st->model->L; }
+static int tag_tie(const ppdl_runtime *rt) { return tag_base(rt) + rt->st->model->L; }
 
 static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, size_t *category)
 {
@@ -285,6 +291,68 @@ static long test_fail_step_of(int rank)
     return k - 1;
 }
 
+/* The layout (replicas of every stage) and the ranks of this stage's replicas
+ * (members[q]), from every rank's (stage, replica, replicas): collective over the comm
+ * layer's ranks. Then the schedule, proven before it runs: every rank builds and checks
+ * the lists of every replica of every stage, and keeps its own. */
+static void create_ops(ppdl_runtime *rt, int *members)
+{
+    const ppdl_runtime_cfg *cfg = &rt->cfg;
+    ppdl_comm *comm = rt->comm;
+    int S = cfg->S, mine[3] = {cfg->stage, cfg->replica, rt->k};
+    int *all_ranks = ppdl_xmalloc(3 * (size_t)comm->size * sizeof(int));
+    PPDL_CHECK_MPI(MPI_Allgather(mine, 3, MPI_INT, all_ranks, 3, MPI_INT, comm->comm));
+    int *layout = ppdl_xcalloc((size_t)S, sizeof(int));     /* replicas of each stage */
+    for (int q = 0; q < rt->k; q++) members[q] = -1;
+    for (int r = 0; r < comm->size; r++) {
+        int s = all_ranks[3 * r], q = all_ranks[3 * r + 1], k = all_ranks[3 * r + 2];
+        PPDL_CHECK(s >= 0 && s < S && q >= 0 && q < k && (layout[s] == 0 || layout[s] == k),
+                   "rank %d says it is replica %d of %d of stage %d (of %d; other ranks say %d replicas)", r, q, k,
+                   s, S, layout[s]);
+        layout[s] = k;
+        if (s != cfg->stage) continue;
+        PPDL_CHECK(members[q] == -1, "ranks %d and %d are both replica %d of stage %d", members[q], r, q, s);
+        members[q] = r;
+    }
+    for (int s = 0; s < S; s++) PPDL_CHECK(layout[s] >= 1, "stage %d of %d has no rank", s, S);
+    for (int q = 0; q < rt->k; q++) PPDL_CHECK(members[q] >= 0, "stage %d has no replica %d", cfg->stage, q);
+    free(all_ranks);
+
+    /* the schedule, proven before it runs: every rank builds and checks the lists of
+     * every replica of every stage */
+    int n_lists = 0;
+    for (int s = 0; s < S; s++) n_lists += layout[s];
+    ppdl_op_list *all = ppdl_xcalloc((size_t)n_lists, sizeof *all);
+    for (int s = 0, i = 0; s < S; s++)
+        for (int q = 0; q < layout[s]; q++) ppdl_schedule_build_replica(cfg->schedule, S, cfg->M, layout, s, q, &all[i++]);
+    char err[PPDL_ERR_LEN];
+    if (ppdl_schedule_check_layout(S, cfg->M, layout, all, err, sizeof err))
+        ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
+                 ppdl_schedule_name(cfg->schedule), S, cfg->M, err);
+    for (int i = 0; i < n_lists; i++) ppdl_op_list_free(&all[i]);
+    free(all);
+    ppdl_schedule_build_replica(cfg->schedule, S, cfg->M, layout, cfg->stage, cfg->replica, &rt->ops);
+    free(layout);
+}
+
+/* A rank holding several stages: the stage's list is given (cfg.ops, proven with the
+ * rank's other lists by ppdl_schedule_check_ranks before), no replicas; its neighbours
+ * are cfg.prev_ranks / next_ranks (this rank itself where it holds them too). */
+static void create_chunk_ops(ppdl_runtime *rt, int *members)
+{
+    const ppdl_runtime_cfg *cfg = &rt->cfg;
+    PPDL_CHECK(rt->k == 1, "stage %d: a rank holding several stages runs them without replicas", cfg->stage);
+    PPDL_CHECK(cfg->ops->n > 0 && cfg->ops->ops[cfg->ops->n - 1].kind == PPDL_OP_OPTIMIZER,
+               "stage %d: its op list does not end with the update", cfg->stage);
+    PPDL_CHECK(!cfg->nccl_act && !cfg->nccl_replicas, "stage %d: a rank holding several stages sends through MPI",
+               cfg->stage);
+    members[0] = rt->comm->rank;
+    rt->ops.stage = cfg->stage;
+    rt->ops.n = cfg->ops->n;
+    rt->ops.ops = ppdl_xmalloc((size_t)cfg->ops->n * sizeof *rt->ops.ops);
+    memcpy(rt->ops.ops, cfg->ops->ops, (size_t)cfg->ops->n * sizeof *rt->ops.ops);
+}
+
 ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                                   ppdl_batch_source src, ppdl_comm *comm)
 {
@@ -322,44 +390,14 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->mem.optimizer = st->adam_m ? 2 * arena : 0; /* AdamW m and v */
     rt->mem.allocations = st->adam_m ? 4 : 2;
 
-    /* the layout (replicas of every stage) and the ranks of this stage's replicas, from
-     * every rank's (stage, replica, replicas): collective over the comm layer's ranks */
+    /* the op list, and the ranks of this stage's replicas */
     rt->k = cfg->n_replicas > 0 ? cfg->n_replicas : 1;
-    int S = cfg->S, mine[3] = {cfg->stage, cfg->replica, rt->k};
-    int *all_ranks = ppdl_xmalloc(3 * (size_t)comm->size * sizeof(int));
-    PPDL_CHECK_MPI(MPI_Allgather(mine, 3, MPI_INT, all_ranks, 3, MPI_INT, comm->comm));
-    int *layout = ppdl_xcalloc((size_t)S, sizeof(int));     /* replicas of each stage */
+    rt->chunked = cfg->ops != NULL;
     int *members = ppdl_xmalloc((size_t)rt->k * sizeof(int)); /* rank of each replica of this stage */
-    for (int q = 0; q < rt->k; q++) members[q] = -1;
-    for (int r = 0; r < comm->size; r++) {
-        int s = all_ranks[3 * r], q = all_ranks[3 * r + 1], k = all_ranks[3 * r + 2];
-        PPDL_CHECK(s >= 0 && s < S && q >= 0 && q < k && (layout[s] == 0 || layout[s] == k),
-                   "rank %d says it is replica %d of %d of stage %d (of %d; other ranks say %d replicas)", r, q, k,
-                   s, S, layout[s]);
-        layout[s] = k;
-        if (s != cfg->stage) continue;
-        PPDL_CHECK(members[q] == -1, "ranks %d and %d are both replica %d of stage %d", members[q], r, q, s);
-        members[q] = r;
-    }
-    for (int s = 0; s < S; s++) PPDL_CHECK(layout[s] >= 1, "stage %d of %d has no rank", s, S);
-    for (int q = 0; q < rt->k; q++) PPDL_CHECK(members[q] >= 0, "stage %d has no replica %d", cfg->stage, q);
-    free(all_ranks);
-
-    /* the schedule, proven before it runs: every rank builds and checks the lists of
-     * every replica of every stage */
-    int n_lists = 0;
-    for (int s = 0; s < S; s++) n_lists += layout[s];
-    ppdl_op_list *all = ppdl_xcalloc((size_t)n_lists, sizeof *all);
-    for (int s = 0, i = 0; s < S; s++)
-        for (int q = 0; q < layout[s]; q++) ppdl_schedule_build_replica(cfg->schedule, S, cfg->M, layout, s, q, &all[i++]);
-    char err[PPDL_ERR_LEN];
-    if (ppdl_schedule_check_layout(S, cfg->M, layout, all, err, sizeof err))
-        ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
-                 ppdl_schedule_name(cfg->schedule), S, cfg->M, err);
-    for (int i = 0; i < n_lists; i++) ppdl_op_list_free(&all[i]);
-    free(all);
-    ppdl_schedule_build_replica(cfg->schedule, S, cfg->M, layout, cfg->stage, cfg->replica, &rt->ops);
-    free(layout);
+    if (rt->chunked)
+        create_chunk_ops(rt, members);
+    else
+        create_ops(rt, members);
     rt->last_backward = -1;
     for (int i = 0; i < rt->ops.n; i++)
         if (rt->ops.ops[i].kind == PPDL_OP_BACKWARD || rt->ops.ops[i].kind == PPDL_OP_BACKWARD_WEIGHT)
@@ -668,22 +706,23 @@ static int peer_of(const int *ranks, int n, int mb) { return ranks && mb >= 0 ? 
 
 static msg act_in(ppdl_runtime *rt, inbox_buf *ib, int mb)
 {
-    return (msg){ib->buf, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_act(mb), &ib->req,
+    return (msg){ib->buf, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_msg(rt, rt->cfg.stage, mb, 0),
+                 &ib->req,
                  &ib->x, rt->nc_act, &ib->nc_req};
 }
 static msg grad_in(ppdl_runtime *rt, slot *sl, int mb)
 {
-    return (msg){sl->dout, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_grad(mb),
-                 &sl->grad_recv, &sl->x_grad_recv, rt->nc_grad, &sl->nc_grad_recv};
+    return (msg){sl->dout, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb),
+                 tag_msg(rt, rt->cfg.stage, mb, 1), &sl->grad_recv, &sl->x_grad_recv, rt->nc_grad, &sl->nc_grad_recv};
 }
 /* what a slot sends: its activation (act 1, sl->out) or its input gradient (act 0, sl->din) */
 static msg out_of(ppdl_runtime *rt, slot *sl, int mb, int act)
 {
     if (act)
-        return (msg){sl->out, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb), tag_act(mb),
-                     &sl->act_send, &sl->x_act_send, rt->nc_act, &sl->nc_act_send};
-    return (msg){sl->din, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_grad(mb),
-                 &sl->grad_send, &sl->x_grad_send, rt->nc_grad, &sl->nc_grad_send};
+        return (msg){sl->out, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb),
+                     tag_msg(rt, rt->cfg.stage + 1, mb, 0), &sl->act_send, &sl->x_act_send, rt->nc_act, &sl->nc_act_send};
+    return (msg){sl->din, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb),
+                 tag_msg(rt, rt->cfg.stage - 1, mb, 1), &sl->grad_send, &sl->x_grad_send, rt->nc_grad, &sl->nc_grad_send};
 }
 
 /* the bytes a message of m.n fp32 bytes takes on the wire: half under bf16, where it
@@ -1005,16 +1044,20 @@ static int local_nonfinite(ppdl_runtime *rt)
 }
 
 /* All ranks agree whether the step is sound before any weight changes: the lowest
- * stage with a non-finite value, or -1. A yielding wait on a non-blocking allreduce. */
-static int agree_nonfinite(ppdl_runtime *rt)
+ * stage with a non-finite value, or -1. A yielding wait on a non-blocking allreduce.
+ * rts[0..n-1]: the stages this rank holds (one, or several: interleaved, zb-v), one
+ * agreement for all of them. */
+static int agree_nonfinite(ppdl_runtime **rts, int n)
 {
     double t0 = ppdl_now_s();
-    int mine = local_nonfinite(rt) ? rt->cfg.stage : INT_MAX, first = INT_MAX;
+    int mine = INT_MAX, first = INT_MAX;
+    for (int c = 0; c < n; c++)
+        if (mine == INT_MAX && local_nonfinite(rts[c])) mine = rts[c]->cfg.stage;
     /* the pass over the gradients is work of the update; the agreement below is a wait */
-    record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+    record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
-    PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rt->comm->comm, &req));
-    wait_req(rt, &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
+    PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rts[0]->comm->comm, &req));
+    wait_req(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
     return first == INT_MAX ? -1 : first;
 }
 
@@ -1029,32 +1072,35 @@ const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt) { return rt->non
  * that saw a non-finite value puts a 1 at L + its stage (a stage index is below L);
  * then every rank sums the layers in order. Returns the lowest stage with a non-finite
  * value, or -1, as agree_nonfinite. */
-static int agree_nonfinite_and_norm(ppdl_runtime *rt, double *norm)
+static int agree_nonfinite_and_norm(ppdl_runtime **rts, int n, double *norm)
 {
-    ppdl_stage *st = rt->st;
-    int L = st->model->L;
+    int L = rts[0]->st->model->L;
     double t0 = ppdl_now_s();
-    double *sums = rt->layer_sumsq;
+    double *sums = rts[0]->layer_sumsq;
     memset(sums, 0, 2 * (size_t)L * sizeof(double));
-    int bad = loss_nonfinite(rt);
-    for (int l = st->first; l <= st->last; l++) {
-        const ppdl_layer *ly = &st->model->layers[l];
-        double layer = 0;
-        for (int i = 0; i < ly->n_params; i++) {
-            double ss = 0;
-            if (ppdl_model_is_tied(st->model, l, i)) continue;
-            ppdl_be_sumsq(rt->be, ly->params[i].numel, ly->params[i].grad, &ss);
-            layer += ss;
+    for (int c = 0; c < n; c++) {
+        ppdl_runtime *rt = rts[c];
+        ppdl_stage *st = rt->st;
+        int bad = loss_nonfinite(rt);
+        for (int l = st->first; l <= st->last; l++) {
+            const ppdl_layer *ly = &st->model->layers[l];
+            double layer = 0;
+            for (int i = 0; i < ly->n_params; i++) {
+                double ss = 0;
+                if (ppdl_model_is_tied(st->model, l, i)) continue;
+                ppdl_be_sumsq(rt->be, ly->params[i].numel, ly->params[i].grad, &ss);
+                layer += ss;
+            }
+            if (rt->cfg.replica == 0) sums[l] = layer;
+            /* the rare case: local_nonfinite names the first offender */
+            if (!bad && !isfinite(layer)) bad = local_nonfinite(rt);
         }
-        if (rt->cfg.replica == 0) sums[l] = layer;
-        /* the rare case: local_nonfinite names the first offender */
-        if (!bad && !isfinite(layer)) bad = local_nonfinite(rt);
+        if (bad) sums[L + rt->cfg.stage] = 1;
     }
-    if (bad) sums[L + rt->cfg.stage] = 1;
-    record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+    record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2 * L, MPI_DOUBLE, MPI_SUM, rt->comm->comm, &req));
-    wait_req(rt, &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
+    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2 * L, MPI_DOUBLE, MPI_SUM, rts[0]->comm->comm, &req));
+    wait_req(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
     double total = 0;
     for (int l = 0; l < L; l++) total += sums[l];
     *norm = sqrt(total);
@@ -1102,145 +1148,202 @@ static void optimizer(ppdl_runtime *rt)
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
 }
 
-void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
+/* the step's counters back to zero and the first receives posted */
+static void step_begin(ppdl_runtime *rt, double t0)
 {
-    ppdl_backend *be = rt->be;
-    memset(stats, 0, sizeof *stats);
-    stats->nonfinite_stage = -1;
-    stats->grad_norm = -1;
     memset(rt->t_kind, 0, sizeof rt->t_kind);
     rt->nonfinite_what[0] = 0;
     rt->n_ev = 0;
     rt->busy_s = 0;
     rt->comm_s = 0;
     rt->sent_bytes = 0;
-    rt->t_step0 = ppdl_now_s();
-    double wait0 = rt->comm->wait_s;
-    if (rt->last_stage) ppdl_be_zero(be, rt->loss_dev, sizeof(float));
+    rt->t_step0 = t0;
+    if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
     rt->next_act_recv = rt->next_grad_recv = 0;
     rt->grads_posted = 0;
     post_receives(rt);
-    for (int k = 0; k < rt->ops.n; k++) {
-        const ppdl_op *op = &rt->ops.ops[k];
-        double t_op = ppdl_now_s(), w_op = rt->comm->wait_s, t_post;
-        /* PPDL_TEST_FAIL_STEP (test_fail_step_of): a planted internal error halfway
-         * through this rank's op list, while the other ranks wait for its messages */
-        if (step == rt->test_fail_step && k == rt->ops.n / 2)
-            ppdl_die("PPDL_TEST_FAIL_STEP: the planted error of stage %d at step %ld, op %d of %d", rt->cfg.stage,
-                     step + 1, k, rt->ops.n);
-        slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
-        switch (op->kind) {
-        case PPDL_OP_RECV_ACT: {
-            int j = 0;
-            while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
-            PPDL_CHECK(j < rt->n_inbox, "receive of activation %d was not posted", op->mb);
-            PPDL_CHECK(sl->mb == -1 && sl->in == -1, "activation %d arrives in a slot still holding %d", op->mb,
-                       sl->mb);
-            inbox_buf *ib = &rt->inbox[j];
-            ppdl_range_push("recv", op->mb);
-            recv_complete(rt, act_in(rt, ib, op->mb), op->mb);
-            ppdl_range_pop();
-            record_instant(rt, op->kind, op->mb);
-            ib->mb = -1;
-            ib->lent = 1;
-            sl->in = j;
-            sl->act[0] = ib->buf;
-            sl->mb = op->mb;
-            break;
-        }
-        case PPDL_OP_FORWARD:
-            forward(rt, step, op->mb);
-            break;
-        case PPDL_OP_SEND_ACT:
-            ppdl_range_push("send", op->mb);
-            t_post = send_post(rt, out_of(rt, sl, op->mb, 1), op->mb); /* before the post: record_instant */
-            ppdl_range_pop();
-            record(rt, op->kind, op->mb, t_post, t_post);
-            break;
-        case PPDL_OP_RECV_GRAD:
-            PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
-            ppdl_range_push("recv", op->mb);
-            recv_complete(rt, grad_in(rt, sl, op->mb), op->mb);
-            ppdl_range_pop();
-            record_instant(rt, op->kind, op->mb);
-            sl->grad_recv_mb = -1;
-            break;
-        case PPDL_OP_BACKWARD:
-        case PPDL_OP_BACKWARD_INPUT:
-        case PPDL_OP_BACKWARD_WEIGHT:
-            backward(rt, op->mb, op->kind, k == rt->last_backward);
-            sl->weights_done |= op->kind != PPDL_OP_BACKWARD_INPUT;
-            release_if_done(rt, sl);
-            break;
-        case PPDL_OP_SEND_GRAD:
-            ppdl_range_push("send", op->mb);
-            t_post = send_post(rt, out_of(rt, sl, op->mb, 0), op->mb); /* before the post: record_instant */
-            ppdl_range_pop();
-            record(rt, op->kind, op->mb, t_post, t_post);
-            sl->grad_sent = 1;
-            release_if_done(rt, sl);
-            break;
-        case PPDL_OP_OPTIMIZER:
-            /* a replica without micro-batches this step still joins the sums */
-            allreduce_all_pending(rt);
-            finish_allreduce(rt);
-            /* then the tied weight's two gradients, summed the same way on every plan */
-            combine_tie(rt);
-            /* every send of the step is complete before the weights change */
-            for (int j = 0; j < rt->n_slots; j++) {
-                slot *sj = &rt->slots[j];
-                send_complete(rt, out_of(rt, sj, sj->mb, 1), sj->mb);
-                send_complete(rt, out_of(rt, sj, sj->mb, 0), sj->mb);
-            }
-            stats->lr = rt->lr;
-            double t_agree = ppdl_now_s();
-            if (rt->cfg.clip_grad_norm > 0) {
-                double norm = 0;
-                stats->nonfinite_stage = agree_nonfinite_and_norm(rt, &norm);
-                if (stats->nonfinite_stage < 0) {
-                    stats->grad_norm = norm;
-                    double c = rt->cfg.clip_grad_norm / (norm + 1e-6);
-                    if (c < 1) ppdl_be_axpy(rt->be, rt->st->n_params, (float)(c - 1.0), rt->st->grads, rt->st->grads);
-                }
-            } else {
-                stats->nonfinite_stage = agree_nonfinite(rt);
-            }
-            ppdl_be_sync(be);
-            stats->agree_ms = 1e3 * (ppdl_now_s() - t_agree);
-            if (stats->nonfinite_stage < 0) {
-                optimizer(rt);
-            } else {
-                /* no update from a broken step: gradients dropped, weights untouched */
-                ppdl_be_zero(rt->be, rt->st->grads, rt->st->n_grads * sizeof(float));
-                stats->skipped = rt->cfg.skip_nonfinite;
-            }
-            break;
-        default:
-            ppdl_die("unknown op %d", op->kind);
-        }
-        /* communication: what sends and receives cost beyond waiting for the peer */
-        if (op->kind == PPDL_OP_SEND_ACT || op->kind == PPDL_OP_SEND_GRAD || op->kind == PPDL_OP_RECV_ACT ||
-            op->kind == PPDL_OP_RECV_GRAD)
-            rt->comm_s += (ppdl_now_s() - t_op) - (rt->comm->wait_s - w_op);
-        post_receives(rt);
+}
+
+/* op k of the rank's list, any kind but OPTIMIZER (step_update) */
+static void step_op(ppdl_runtime *rt, long step, int k)
+{
+    const ppdl_op *op = &rt->ops.ops[k];
+    double t_op = ppdl_now_s(), w_op = rt->comm->wait_s, t_post;
+    /* PPDL_TEST_FAIL_STEP (test_fail_step_of): a planted internal error halfway
+     * through this rank's op list, while the other ranks wait for its messages */
+    if (step == rt->test_fail_step && k == rt->ops.n / 2)
+        ppdl_die("PPDL_TEST_FAIL_STEP: the planted error of stage %d at step %ld, op %d of %d", rt->cfg.stage,
+                 step + 1, k, rt->ops.n);
+    slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
+    switch (op->kind) {
+    case PPDL_OP_RECV_ACT: {
+        int j = 0;
+        while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
+        PPDL_CHECK(j < rt->n_inbox, "receive of activation %d was not posted", op->mb);
+        PPDL_CHECK(sl->mb == -1 && sl->in == -1, "activation %d arrives in a slot still holding %d", op->mb,
+                   sl->mb);
+        inbox_buf *ib = &rt->inbox[j];
+        ppdl_range_push("recv", op->mb);
+        recv_complete(rt, act_in(rt, ib, op->mb), op->mb);
+        ppdl_range_pop();
+        record_instant(rt, op->kind, op->mb);
+        ib->mb = -1;
+        ib->lent = 1;
+        sl->in = j;
+        sl->act[0] = ib->buf;
+        sl->mb = op->mb;
+        break;
     }
-    ppdl_be_sync(be);
+    case PPDL_OP_FORWARD:
+        forward(rt, step, op->mb);
+        break;
+    case PPDL_OP_SEND_ACT:
+        ppdl_range_push("send", op->mb);
+        t_post = send_post(rt, out_of(rt, sl, op->mb, 1), op->mb); /* before the post: record_instant */
+        ppdl_range_pop();
+        record(rt, op->kind, op->mb, t_post, t_post);
+        break;
+    case PPDL_OP_RECV_GRAD:
+        PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
+        ppdl_range_push("recv", op->mb);
+        recv_complete(rt, grad_in(rt, sl, op->mb), op->mb);
+        ppdl_range_pop();
+        record_instant(rt, op->kind, op->mb);
+        sl->grad_recv_mb = -1;
+        break;
+    case PPDL_OP_BACKWARD:
+    case PPDL_OP_BACKWARD_INPUT:
+    case PPDL_OP_BACKWARD_WEIGHT:
+        backward(rt, op->mb, op->kind, k == rt->last_backward);
+        sl->weights_done |= op->kind != PPDL_OP_BACKWARD_INPUT;
+        release_if_done(rt, sl);
+        break;
+    case PPDL_OP_SEND_GRAD:
+        ppdl_range_push("send", op->mb);
+        t_post = send_post(rt, out_of(rt, sl, op->mb, 0), op->mb); /* before the post: record_instant */
+        ppdl_range_pop();
+        record(rt, op->kind, op->mb, t_post, t_post);
+        sl->grad_sent = 1;
+        release_if_done(rt, sl);
+        break;
+    default:
+        ppdl_die("unknown op %d", op->kind);
+    }
+    /* communication: what sends and receives cost beyond waiting for the peer */
+    if (op->kind == PPDL_OP_SEND_ACT || op->kind == PPDL_OP_SEND_GRAD || op->kind == PPDL_OP_RECV_ACT ||
+        op->kind == PPDL_OP_RECV_GRAD)
+        rt->comm_s += (ppdl_now_s() - t_op) - (rt->comm->wait_s - w_op);
+    post_receives(rt);
+}
+
+/* The OPTIMIZER op of the stages rts[0..n-1] of this rank (one, or several where it
+ * holds several: their lists all end with it): the replicas' and a tied weight's sums,
+ * every send complete, one agreement of all ranks (with clipping the global norm in
+ * it), then each stage's update, or none anywhere after a non-finite value. */
+static void step_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats)
+{
+    for (int c = 0; c < n; c++) {
+        ppdl_runtime *rt = rts[c];
+        /* a replica without micro-batches this step still joins the sums */
+        allreduce_all_pending(rt);
+        finish_allreduce(rt);
+        /* then the tied weight's two gradients, summed the same way on every plan */
+        combine_tie(rt);
+        /* every send of the step is complete before the weights change */
+        for (int j = 0; j < rt->n_slots; j++) {
+            slot *sj = &rt->slots[j];
+            send_complete(rt, out_of(rt, sj, sj->mb, 1), sj->mb);
+            send_complete(rt, out_of(rt, sj, sj->mb, 0), sj->mb);
+        }
+    }
+    stats->lr = rts[0]->lr;
+    double t_agree = ppdl_now_s();
+    double clip = rts[0]->cfg.clip_grad_norm;
+    if (clip > 0) {
+        double norm = 0;
+        stats->nonfinite_stage = agree_nonfinite_and_norm(rts, n, &norm);
+        if (stats->nonfinite_stage < 0) {
+            stats->grad_norm = norm;
+            double c = clip / (norm + 1e-6);
+            if (c < 1)
+                for (int k = 0; k < n; k++)
+                    ppdl_be_axpy(rts[k]->be, rts[k]->st->n_params, (float)(c - 1.0), rts[k]->st->grads,
+                                 rts[k]->st->grads);
+        }
+    } else {
+        stats->nonfinite_stage = agree_nonfinite(rts, n);
+    }
+    ppdl_be_sync(rts[0]->be);
+    stats->agree_ms = 1e3 * (ppdl_now_s() - t_agree);
+    for (int c = 0; c < n; c++) {
+        ppdl_runtime *rt = rts[c];
+        if (stats->nonfinite_stage < 0) {
+            optimizer(rt);
+        } else {
+            /* no update from a broken step: gradients dropped, weights untouched */
+            ppdl_be_zero(rt->be, rt->st->grads, rt->st->n_grads * sizeof(float));
+            stats->skipped = rt->cfg.skip_nonfinite;
+        }
+    }
+}
+
+/* the step's numbers of one stage, added into stats (its loss, times and bytes) */
+static void step_add_stats(ppdl_runtime *rt, ppdl_step_stats *stats)
+{
     if (rt->last_stage) {
         float loss = 0;
-        ppdl_be_copy_d2h(be, &loss, rt->loss_dev, sizeof loss);
-        stats->loss_sum = loss;
+        ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
+        stats->loss_sum += loss;
     }
-    stats->step_ms = 1e3 * (ppdl_now_s() - rt->t_step0);
-    stats->wait_ms = 1e3 * (rt->comm->wait_s - wait0);
-    stats->comm_ms = 1e3 * rt->comm_s;
-    stats->message_bytes = rt->sent_bytes;
-    stats->compute_ms = 1e3 * rt->busy_s;
-    stats->forward_ms = 1e3 * rt->t_kind[PPDL_OP_FORWARD];
-    stats->recompute_ms = 1e3 * rt->t_kind[PPDL_OP_N_KINDS];
-    stats->backward_weight_ms = 1e3 * rt->t_kind[PPDL_OP_BACKWARD_WEIGHT];
-    stats->backward_ms = 1e3 * (rt->t_kind[PPDL_OP_BACKWARD] + rt->t_kind[PPDL_OP_BACKWARD_INPUT]) +
-                         stats->backward_weight_ms - stats->recompute_ms;
-    stats->optimizer_ms = 1e3 * rt->t_kind[PPDL_OP_OPTIMIZER];
+    stats->comm_ms += 1e3 * rt->comm_s;
+    stats->message_bytes += rt->sent_bytes;
+    stats->compute_ms += 1e3 * rt->busy_s;
+    stats->forward_ms += 1e3 * rt->t_kind[PPDL_OP_FORWARD];
+    stats->recompute_ms += 1e3 * rt->t_kind[PPDL_OP_N_KINDS];
+    double w = 1e3 * rt->t_kind[PPDL_OP_BACKWARD_WEIGHT];
+    stats->backward_weight_ms += w;
+    stats->backward_ms += 1e3 * (rt->t_kind[PPDL_OP_BACKWARD] + rt->t_kind[PPDL_OP_BACKWARD_INPUT]) + w -
+                          1e3 * rt->t_kind[PPDL_OP_N_KINDS];
+    stats->optimizer_ms += 1e3 * rt->t_kind[PPDL_OP_OPTIMIZER];
+}
+
+void ppdl_runtime_step_group(ppdl_runtime **rts, int n, const int *order, int n_order, long step,
+                             ppdl_step_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    stats->nonfinite_stage = -1;
+    stats->grad_norm = -1;
+    double t0 = ppdl_now_s(), wait0 = rts[0]->comm->wait_s;
+    for (int c = 0; c < n; c++) step_begin(rts[c], t0);
+    int *next = ppdl_xcalloc((size_t)n, sizeof(int));
+    int updates = 0;
+    for (int i = 0; i < n_order; i++) {
+        int c = order[i];
+        PPDL_CHECK(c >= 0 && c < n && next[c] < rts[c]->ops.n, "the rank's order runs past stage list %d", c);
+        if (rts[c]->ops.ops[next[c]].kind == PPDL_OP_OPTIMIZER) {
+            next[c]++;
+            if (++updates == n) step_update(rts, n, stats); /* the last stage's update: all at once */
+            continue;
+        }
+        PPDL_CHECK(updates == 0, "stage %d runs an op after another stage's update", rts[c]->cfg.stage);
+        step_op(rts[c], step, next[c]++);
+    }
+    for (int c = 0; c < n; c++)
+        PPDL_CHECK(next[c] == rts[c]->ops.n, "the rank's order leaves %d ops of stage %d", rts[c]->ops.n - next[c],
+                   rts[c]->cfg.stage);
+    PPDL_CHECK(updates == n, "the rank's order runs %d updates for %d stages", updates, n);
+    free(next);
+    ppdl_be_sync(rts[0]->be);
+    for (int c = 0; c < n; c++) step_add_stats(rts[c], stats);
+    stats->step_ms = 1e3 * (ppdl_now_s() - t0);
+    stats->wait_ms = 1e3 * (rts[0]->comm->wait_s - wait0);
+}
+
+void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
+{
+    int *order = ppdl_xcalloc((size_t)rt->ops.n, sizeof(int)); /* all zero: the one list */
+    ppdl_runtime_step_group(&rt, 1, order, rt->ops.n, step, stats);
+    free(order);
 }
 
 /* ---- evaluation: forward only, through the same stages, slots and messages ----

@@ -91,6 +91,15 @@ typedef struct ppdl_runtime_cfg {
      * layer by layer in the last backward as MPI's are, the host waiting for them at
      * the OPTIMIZER op; NULL: MPI (or the ring under --netem) */
     struct ppdl_nccl *nccl_replicas;
+    /* A rank holding several stages (the interleaved and zb-v schedules, sched/schedule.h
+     * ppdl_rank_schedule): one runtime per stage, each given its stage's op list here
+     * (copied; proven with the other ranks' lists by ppdl_schedule_check_ranks before),
+     * run together by ppdl_runtime_step_group. Then no replicas, no NCCL, prev_ranks /
+     * next_ranks the one rank of the stage before / after (this rank where it holds that
+     * stage too: the message goes to itself), and the messages' tags carry the receiving
+     * stage, as two ranks exchange those of several pairs of stages. NULL: the list is
+     * built from schedule, S, stage and the layout every rank tells (collective). */
+    const ppdl_op_list *ops;
 } ppdl_runtime_cfg;
 
 /* bytes by what they hold, for the memory report */
@@ -164,6 +173,15 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                                   ppdl_batch_source src, ppdl_comm *comm);
 /* one training step: all micro-batches forward and backward, then AdamW */
 void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats);
+/* One training step of a rank holding several stages: rts[0..n-1] the runtimes of its
+ * stages (cfg.ops given), order[0..n_order-1] which of them runs its next op, in the
+ * rank's order (ppdl_rank_schedule's order; every list ends with its OPTIMIZER, and the
+ * order puts those last). At the updates, one agreement of all ranks covers the rank's
+ * stages (one all-reduce: with clipping the norm over all of them), then every stage
+ * updates, or none. stats: the rank's (losses, times and bytes summed over its stages).
+ * ppdl_runtime_step is this with one stage. */
+void ppdl_runtime_step_group(ppdl_runtime **rts, int n, const int *order, int n_order, long step,
+                             ppdl_step_stats *stats);
 /* Evaluation between steps: n_batches batches of the mini-batch size, each through this
  * rank's part of the pipeline forward only (the same plan, slots and messages; no
  * gradient, no stash kept past its micro-batch, no weight touched); batch e's
