@@ -34,6 +34,10 @@
 #include "plan/plan.h"
 #include "plan/shared_cores.h"
 #include "prof/papi.h"
+#include "sched/schedule.h"
+
+/* the most stages one rank holds (--virtual-stages) */
+#define PPDL_MAX_CHUNKS 8
 
 typedef enum plan_mode { PLAN_UNIFORM = 0, PLAN_AUTO, PLAN_DP, PLAN_FILE } plan_mode;
 
@@ -49,6 +53,8 @@ typedef struct options {
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
+    int virtual_stages;        /* --virtual-stages v: stages per rank of --schedule interleaved
+                                  (default 2; zb-v: 2) with --plan uniform */
     int p2p;                   /* --p2p: PPDL_P2P_* (pipe/p2p_choice.h) */
     int precision;             /* --precision: PPDL_PREC_FP32 or PPDL_PREC_BF16 */
     int skip_nonfinite;
@@ -220,6 +226,16 @@ typedef struct run {
                                                (pipe/runtime.h), NULL otherwise */
     struct ppdl_nccl *nccl_replicas;        /* --p2p nccl, a replicated stage: its sums */
     run_ctl ctl;
+    /* a rank holding several stages (run_chunks.c: --schedule interleaved or zb-v on a
+     * chunked plan): its stages ascending, own[0] == stage; own_st[0] / own_host[0] are
+     * unused (the first stage is st / host above), own_rt[0] == rt. n_own 1 otherwise. */
+    int n_own;
+    int own[PPDL_MAX_CHUNKS];
+    ppdl_stage own_st[PPDL_MAX_CHUNKS];
+    float *own_host[PPDL_MAX_CHUNKS];
+    ppdl_runtime *own_rt[PPDL_MAX_CHUNKS];
+    int own_prev[PPDL_MAX_CHUNKS], own_next[PPDL_MAX_CHUNKS]; /* the ranks of the neighbour stages */
+    ppdl_rank_schedule rs;         /* this rank's lists and order */
     /* training (run_train.c) and its end (run_finish.c) */
     double flops_step;             /* forward + backward FLOPs of one mini-batch */
     rank_summary mine;
@@ -271,6 +287,17 @@ void run_write_loss_plot(run *r);
  * once): a Gatherv of each stage's first replica's values, nothing else (run_finish.c;
  * --save and --sample-every). Collective; rank 0 gets the malloc'd array, others NULL. */
 float *run_gather_weights(run *r);
+
+/* run_chunks.c: a rank holding several stages */
+int run_chunked(const run *r);
+ppdl_stage *run_own_stage(run *r, int c);
+void run_chunks_plan(run *r);
+void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg);
+void run_chunks_build(run *r, const ppdl_runtime_cfg *first_cfg);
+void run_chunks_set_lr(run *r, double lr);
+void run_chunks_step(run *r, long step, ppdl_step_stats *stats);
+float *run_chunks_gather_weights(run *r);
+void run_chunks_free(run *r);
 /* --sample-every (run_sample.c): a sample of the model as it is after `after_step`
  * steps, printed by rank 0. Collective. */
 void run_sample(run *r, long after_step);

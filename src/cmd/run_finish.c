@@ -26,6 +26,15 @@ static void gather_summaries(run *r)
 {
     rank_summary *s = &r->mine;
     ppdl_mem_breakdown mb = ppdl_runtime_memory(r->rt);
+    for (int c = 1; c < r->n_own; c++) { /* a rank holding several stages: all of them */
+        ppdl_mem_breakdown x = ppdl_runtime_memory(r->own_rt[c]);
+        mb.params += x.params;
+        mb.optimizer += x.optimizer;
+        mb.stash += x.stash;
+        mb.buffers += x.buffers;
+        mb.weight_keep += x.weight_keep;
+        mb.allocations += x.allocations;
+    }
     s->checkpoint_ms = 1e3 * r->ctl.ckpt_total_s;
     s->peak_bytes = (double)ppdl_be_peak(r->be);
     s->params_bytes = (double)mb.params;
@@ -65,14 +74,21 @@ static void write_trace_and_timeline(run *r)
     PPDL_CHECK_MPI(MPI_Allreduce(&start, &first_start, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
     r->clock_all = rank == 0 ? ppdl_xmalloc(2 * (size_t)n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(clk, 2, MPI_DOUBLE, r->clock_all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    int n_ev;
-    const ppdl_event_rec *ev_own = ppdl_runtime_events(r->rt, &n_ev);
+    /* the events of every stage this rank holds (one, or several: their runtimes'
+     * steps start together) */
+    int n_ev = 0, n_c;
+    ppdl_runtime *rts[PPDL_MAX_CHUNKS] = {r->rt};
+    for (int c = 1; c < r->n_own; c++) rts[c] = r->own_rt[c];
+    for (int c = 0; c < r->n_own; c++) n_ev += (ppdl_runtime_events(rts[c], &n_c), n_c);
     ppdl_event_rec *ev = ppdl_xmalloc((size_t)n_ev * sizeof *ev + 1);
     double shift_ms = 1e3 * (start - first_start);
-    for (int i = 0; i < n_ev; i++) {
-        ev[i] = ev_own[i];
-        ev[i].t0_ms += shift_ms;
-        ev[i].t1_ms += shift_ms;
+    for (int c = 0, i = 0; c < r->n_own; c++) {
+        const ppdl_event_rec *ev_own = ppdl_runtime_events(rts[c], &n_c);
+        for (int j = 0; j < n_c; j++, i++) {
+            ev[i] = ev_own[j];
+            ev[i].t0_ms += shift_ms;
+            ev[i].t1_ms += shift_ms;
+        }
     }
     int nbytes = n_ev * (int)sizeof *ev, *counts = NULL, *displs = NULL, total = 0;
     if (rank == 0) {
@@ -111,6 +127,7 @@ static void write_trace_and_timeline(run *r)
  * leaves its copy (its arena's last floats) out when it does not hold layer 0. */
 float *run_gather_weights(run *r)
 {
+    if (run_chunked(r)) return run_chunks_gather_weights(r);
     ppdl_stage *st = &r->st;
     ppdl_be_copy_d2h(r->be, r->host, st->params, st->n_params * sizeof(float));
     size_t copy = st->first > 0 && st->last == r->model.L - 1 ? ppdl_model_tied_floats(&r->model) : 0;
@@ -176,6 +193,7 @@ void run_free(run *r)
 {
     if (r->log) fclose(r->log);
     json_decref(r->totals.steps_json);
+    run_chunks_free(r);
     if (r->rt) ppdl_runtime_destroy(r->rt);
 #if HAVE_CUDA
     ppdl_nccl_destroy(r->nccl_act); /* after the runtime: its last transfers are done */

@@ -76,7 +76,7 @@ void run_options_usage(FILE *f)
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
 "Pipeline:\n"
-"  --schedule 1f1b|gpipe|zb-h1|zb-h2|zb-1p|auto\n"
+"  --schedule 1f1b|gpipe|zb-h1|zb-h2|zb-1p|interleaved|zb-v|auto\n"
 "                          1f1b (default): PipeDream-Flush, stage s keeps at most\n"
 "                          min(M, N-s) micro-batches of activations; gpipe keeps M;\n"
 "                          zb-h1, zb-h2, zb-1p: zero bubble, each backward split into\n"
@@ -94,7 +94,16 @@ void run_options_usage(FILE *f)
 "                          takes the least predicted step, 1f1b on ties; with a plan\n"
 "                          file: the schedule the file records; one stage: 1f1b;\n"
 "                          else, given --costs and --cluster, the least predicted\n"
-"                          step for that plan); the header says which ran and why\n"
+"                          step for that plan); the header says which ran and why;\n"
+"                          interleaved (Megatron's interleaved 1F1B) and zb-v (zero\n"
+"                          bubble in a V) give each rank several stages (chunks of\n"
+"                          layers): the bubble shrinks by about the number of\n"
+"                          chunks, for as many more messages; with --plan uniform\n"
+"                          (their default) or a plan file; not yet with the planner,\n"
+"                          checkpoints, evaluation, sampling or tied embeddings\n"
+"  --virtual-stages V      stages per rank of --schedule interleaved (2 to 8, default\n"
+"                          2; zb-v: 2): --plan uniform cuts the layers into V x N\n"
+"                          stages placed round-robin (zb-v: in a V)\n"
 "  --plan auto|uniform|dp|FILE\n"
 "                          auto (the default on 2 or more ranks): measure the network,\n"
 "                          profile the layers, and solve for the stages, their ranks\n"
@@ -241,7 +250,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -249,7 +258,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"data", required_argument, 0, O_DATA}, {"steps", required_argument, 0, O_STEPS},
         {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
         {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
-        {"plan-out", required_argument, 0, O_PLAN_OUT},
+        {"plan-out", required_argument, 0, O_PLAN_OUT}, {"virtual-stages", required_argument, 0, O_VSTAGES},
         {"mem-limit", required_argument, 0, O_MEM}, {"lr", required_argument, 0, O_LR},
         {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
         {"beta2", required_argument, 0, O_B2}, {"eps", required_argument, 0, O_EPS},
@@ -293,8 +302,17 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         case O_SCHED:
             o->schedule = ppdl_schedule_parse(a);
             if (o->schedule < 0)
-                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p or auto", a);
+                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p, interleaved, "
+                                 "zb-v or auto", a);
             break;
+        case O_VSTAGES: {
+            long v;
+            if (ppdl_parse_int(a, 2, PPDL_MAX_CHUNKS, &v))
+                return ppdl_errf(err, errlen, "--virtual-stages %s: expected stages per rank from 2 to %d", a,
+                                 PPDL_MAX_CHUNKS);
+            o->virtual_stages = (int)v;
+            break;
+        }
         case O_PLAN: o->plan = a; break;
         case O_PLAN_OUT: o->plan_out = a; break;
         case O_MEM: o->mem_limit = a; break;
@@ -477,7 +495,19 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                          o->eval_every ? "--eval-every" : "--eval-batches");
     /* derived once, read everywhere */
     o->plan_defaulted = o->plan == NULL;
-    if (!o->plan) o->plan = n_ranks > 1 ? "auto" : "uniform";
+    /* the planner does not plan several stages per rank yet: those schedules' default
+     * plan is uniform (--virtual-stages v per rank) */
+    int chunked = o->schedule >= 0 && o->schedule < PPDL_SCHED_N_KINDS && ppdl_schedule_chunked(o->schedule);
+    if (!o->plan) o->plan = n_ranks > 1 && !chunked ? "auto" : "uniform";
+    if (o->virtual_stages && !chunked)
+        return ppdl_errf(err, errlen, "--virtual-stages %d: only --schedule interleaved (or zb-v, 2) holds several "
+                         "stages per rank", o->virtual_stages);
+    if (o->schedule == PPDL_SCHED_ZB_V && o->virtual_stages && o->virtual_stages != 2)
+        return ppdl_errf(err, errlen, "--virtual-stages %d: zb-v holds 2 stages per rank (its V)", o->virtual_stages);
+    if (!o->virtual_stages) o->virtual_stages = 2;
+    if (chunked && !strcmp(o->plan, "auto"))
+        return ppdl_errf(err, errlen, "--plan auto: the planner does not plan --schedule %s yet; give --plan uniform "
+                         "(--virtual-stages v) or a plan file", ppdl_schedule_name(o->schedule));
     o->plan_mode = !strcmp(o->plan, "auto")      ? PLAN_AUTO
                    : !strcmp(o->plan, "uniform") ? PLAN_UNIFORM
                    : !strcmp(o->plan, "dp")      ? PLAN_DP

@@ -201,7 +201,13 @@ void run_choose_plan(run *r)
                        r->schedule_why, sizeof r->schedule_why, err, sizeof err);
         r->solve_s = ppdl_now_s() - t0;
         break;
-    case PLAN_UNIFORM: rc = ppdl_plan_uniform(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
+    case PLAN_UNIFORM:
+        /* interleaved, zb-v: v stages per rank, round-robin or in a V */
+        rc = ppdl_schedule_chunked(o->schedule)
+                 ? ppdl_plan_uniform_chunked(m->L, r->n_ranks, o->virtual_stages, o->schedule == PPDL_SCHED_ZB_V,
+                                             &r->plan, err, sizeof err)
+                 : ppdl_plan_uniform(m->L, r->n_ranks, &r->plan, err, sizeof err);
+        break;
     case PLAN_DP: rc = ppdl_plan_data_parallel(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
     default: rc = ppdl_plan_read(o->plan, m->L, r->n_ranks, r->n_options, &r->plan, err, sizeof err); break;
     }
@@ -227,6 +233,11 @@ void run_choose_plan(run *r)
     agree_or_end_job(rc != 0, err, 1);
     r->stage = ppdl_plan_stage_of_rank(plan, r->rank, &r->replica);
     PPDL_CHECK(r->stage >= 0, "rank %d has no stage in the plan", r->rank);
+    r->n_own = 1;
+    int chunked = ppdl_plan_chunks(plan) > 1;
+    snprintf(err, sizeof err, "--schedule %s runs several stages per rank: its plan is --plan uniform "
+             "(--virtual-stages v) or a plan file with several stages per rank", ppdl_schedule_name(o->schedule));
+    agree_or_end_job(!chunked && ppdl_schedule_chunked(o->schedule), err, 2);
     int max_replicas = 1, *layout = ppdl_xcalloc((size_t)plan->S, sizeof(int)); /* replicas per stage */
     for (int s = 0; s < plan->S; s++)
         if ((layout[s] = plan->stages[s].n_replicas) > max_replicas) max_replicas = plan->stages[s].n_replicas;
@@ -234,12 +245,17 @@ void run_choose_plan(run *r)
                               "micro-batch (give at least %d)", o->micro_batches, max_replicas, max_replicas);
     agree_or_end_job(o->micro_batches < max_replicas, err, 2);
     /* every schedule runs every layout today; the check stays for a future one that does not */
-    int unsupported = ppdl_schedule_supports(o->schedule, plan->S, layout, err, sizeof err);
+    int unsupported = !chunked && ppdl_schedule_supports(o->schedule, plan->S, layout, err, sizeof err);
     agree_or_end_job(unsupported, err, 2);
     /* the replicas of this rank's stage sum their gradients among themselves */
     PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->stage, r->replica, &r->replica_comm));
     /* each stage's memory, predicted from the layers' sizes before anything is allocated */
     r->pred = ppdl_xcalloc((size_t)plan->S, sizeof *r->pred);
+    if (chunked) {
+        free(layout);
+        run_chunks_plan(r);
+        return;
+    }
     for (int s = 0; s < plan->S; s++) {
         ppdl_op_list ol;
         const ppdl_plan_stage *p = &plan->stages[s];

@@ -175,7 +175,10 @@ void run_build_stage(run *r)
     cfg.nccl_act = r->nccl_act;
     cfg.nccl_grad = r->nccl_grad;
     cfg.nccl_replicas = r->nccl_replicas;
+    ppdl_runtime_cfg first_cfg = cfg; /* the model of a chunked rank's other stages' */
+    if (run_chunked(r)) run_chunk_cfg(r, 0, &cfg);
     r->rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
+    if (run_chunked(r)) run_chunks_build(r, &first_cfg);
     if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);
     if (r->resume) ppdl_runtime_set_adam_t(r->rt, (int)r->ck.adam_t);
     /* checkpoints: stage replicas after the first hold the same weights, only the first writes */

@@ -303,8 +303,13 @@ void run_train(run *r)
             break;
         }
         ppdl_step_stats stats;
-        ppdl_runtime_set_lr(r->rt, ppdl_lr_at(&o->lr_sched, step));
-        ppdl_runtime_step(r->rt, step, &stats);
+        if (run_chunked(r)) {
+            run_chunks_set_lr(r, ppdl_lr_at(&o->lr_sched, step));
+            run_chunks_step(r, step, &stats);
+        } else {
+            ppdl_runtime_set_lr(r->rt, ppdl_lr_at(&o->lr_sched, step));
+            ppdl_runtime_step(r->rt, step, &stats);
+        }
         add_step_times(&r->mine, &stats);
         if (stats.nonfinite_stage >= 0) {
             step_log_finish(&lg); /* the previous step's line first */

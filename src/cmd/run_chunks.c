@@ -1,0 +1,207 @@
+/* run_chunks.c — a rank holding several stages: the interleaved and zb-v schedules
+ * (sched/schedule.h ppdl_rank_schedule) on a chunked plan (plan/plan.h: every rank the
+ * same number v of stages, none replicated). The rank keeps, for each of its stages,
+ * its own weights (ppdl_stage) and its own runtime (pipe/runtime.h, given the stage's
+ * op list), and runs them in the rank's order (ppdl_runtime_step_group). Its first
+ * stage is the run's usual r->stage / r->st / r->rt; the others are here. */
+#include "config.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/run.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "io/model_io.h"
+
+int run_chunked(const run *r) { return r->n_own > 1; }
+
+ppdl_stage *run_own_stage(run *r, int c) { return c == 0 ? &r->st : &r->own_st[c]; }
+
+/* What the first version leaves out, refused before anything runs (with the reason):
+ * each of these keeps a per-stage rule the several stages of a rank would break. */
+static void refuse_unsupported(run *r)
+{
+    const options *o = &r->o;
+    char err[PPDL_ERR_LEN] = "";
+    const char *what = o->checkpoint || o->resume ? "--checkpoint / --resume (a checkpoint writes one layer range per rank)"
+                       : o->val_data             ? "--val-data (evaluation runs one stage per rank)"
+                       : o->sample_every         ? "--sample-every (sampling gathers one stage per rank)"
+                       : r->model.tie_embeddings ? "tied embeddings (tie_embeddings=1: the tie exchange pairs two ranks)"
+                       : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl (the stages' messages go through MPI)"
+                                                 : NULL;
+    if (what)
+        snprintf(err, sizeof err, "--schedule %s (several stages per rank) does not run with %s yet",
+                 ppdl_schedule_name(o->schedule), what);
+    agree_or_end_job(what != NULL, err, 2);
+}
+
+/* After the plan is known: this rank's stages, every rank's schedule built and proven
+ * (each rank checks all of them, as for the other schedules), and each stage's memory
+ * predicted from its own list. */
+void run_chunks_plan(run *r)
+{
+    const options *o = &r->o;
+    const ppdl_plan *plan = &r->plan;
+    const ppdl_model *m = &r->model;
+    int v = ppdl_plan_chunks(plan), N = r->n_ranks, M = (int)o->micro_batches;
+    char err[PPDL_ERR_LEN] = "";
+    snprintf(err, sizeof err, "the plan holds %d stages per rank: it runs with --schedule interleaved or zb-v, "
+             "not %s", v, ppdl_schedule_name(o->schedule));
+    agree_or_end_job(!ppdl_schedule_chunked(o->schedule), err, 2);
+    snprintf(err, sizeof err, "the plan uses %d of the %d ranks: a plan with several stages per rank must use "
+             "every rank", ppdl_plan_ranks_used(plan), N);
+    agree_or_end_job(ppdl_plan_ranks_used(plan) != N, err, 2);
+    PPDL_CHECK(v <= PPDL_MAX_CHUNKS, "%d stages per rank: at most %d", v, PPDL_MAX_CHUNKS);
+    for (int s = 0; s < plan->S; s++) {
+        snprintf(err, sizeof err, "stage %d is on rank %d, where --schedule %s with %d ranks puts it on rank %d",
+                 s, plan->stages[s].rank, ppdl_schedule_name(o->schedule), N,
+                 ppdl_schedule_stage_rank(o->schedule, N, v, s));
+        agree_or_end_job(plan->stages[s].rank != ppdl_schedule_stage_rank(o->schedule, N, v, s), err, 2);
+    }
+    refuse_unsupported(r);
+    ppdl_rank_schedule *all = ppdl_xcalloc((size_t)N, sizeof *all);
+    int bad = 0;
+    for (int q = 0; q < N && !bad; q++)
+        bad = ppdl_schedule_build_rank(o->schedule, N, v, M, q, &all[q], err, sizeof err) != 0;
+    if (!bad && ppdl_schedule_check_ranks(N, v, M, all, err, sizeof err)) {
+        char why[PPDL_ERR_LEN];
+        snprintf(why, sizeof why, "schedule %s with %d ranks, %d stages each, %d micro-batches failed its check: %s",
+                 ppdl_schedule_name(o->schedule), N, v, M, err);
+        snprintf(err, sizeof err, "%s", why);
+        bad = 1;
+    }
+    agree_or_end_job(bad, err, 2);
+    r->n_own = ppdl_plan_stages_of_rank(plan, r->rank, r->own, PPDL_MAX_CHUNKS);
+    PPDL_CHECK(r->n_own == v && r->own[0] == r->stage, "rank %d holds %d stages of the plan, expected %d", r->rank,
+               r->n_own, v);
+    /* each stage's memory from its own list; this rank's: the sum over its stages */
+    memset(&r->pred_own, 0, sizeof r->pred_own);
+    memset(&r->pred_own_full, 0, sizeof r->pred_own_full);
+    for (int q = 0; q < N; q++)
+        for (int c = 0; c < all[q].n_stages; c++) {
+            int s = all[q].stages[c];
+            const ppdl_plan_stage *p = &plan->stages[s];
+            const ppdl_op_list *ol = &all[q].lists[c];
+            ppdl_mem_prediction pr =
+                ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size, ppdl_schedule_max_in_flight(ol),
+                                            ppdl_runtime_inbox_size(ol), ppdl_schedule_max_pending_weight(ol),
+                                            p->recompute, s == 0, s == plan->S - 1, o->precision == PPDL_PREC_BF16);
+            r->pred[s] = pr;
+            r->plan.stages[s].mem_bytes = pr.cost_model;
+            if (q != r->rank) continue;
+            r->pred_own.params_optimizer += pr.params_optimizer;
+            r->pred_own.stash += pr.stash;
+            r->pred_own.weight_keep += pr.weight_keep;
+            r->pred_own.buffers += pr.buffers;
+            r->pred_own.cost_model += pr.cost_model;
+            r->pred_own.total += pr.total;
+        }
+    r->pred_own_full = r->pred_own; /* no advice to recompute: the limit is the plan's */
+    r->rs = all[r->rank];
+    for (int q = 0; q < N; q++)
+        if (q != r->rank) ppdl_rank_schedule_free(&all[q]);
+    free(all);
+}
+
+/* The weights and the runtime of this rank's c-th stage (c >= 1; the first is built
+ * as every rank's stage is, run_stage.c), with the config of the first as a model. */
+static void build_one(run *r, int c, const ppdl_runtime_cfg *first_cfg)
+{
+    const options *o = &r->o;
+    int s = r->own[c];
+    const ppdl_plan_stage *ps = &r->plan.stages[s];
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_stage *st = &r->own_st[c];
+    ppdl_stage_alloc_params(st, &r->model, r->be, ps->first, ps->last);
+    r->own_host[c] = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
+    ppdl_stage_alloc_optimizer(st);
+    int rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->own_host[c], err, sizeof err);
+    agree_or_end_job(rc != 0, err, 1);
+    ppdl_be_copy_h2d(r->be, st->params, r->own_host[c], st->n_params * sizeof(float));
+    ppdl_runtime_cfg cfg = *first_cfg;
+    run_chunk_cfg(r, c, &cfg);
+    r->own_rt[c] = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
+}
+
+void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg)
+{
+    int s = r->own[c], v = r->n_own, N = r->n_ranks;
+    const ppdl_plan_stage *ps = &r->plan.stages[s];
+    r->own_prev[c] = s > 0 ? ppdl_schedule_stage_rank(r->o.schedule, N, v, s - 1) : -1;
+    r->own_next[c] = s + 1 < r->plan.S ? ppdl_schedule_stage_rank(r->o.schedule, N, v, s + 1) : -1;
+    cfg->stage = s;
+    cfg->replica = 0;
+    cfg->n_replicas = 1;
+    cfg->prev_ranks = s > 0 ? &r->own_prev[c] : NULL;
+    cfg->n_prev = s > 0;
+    cfg->next_ranks = s + 1 < r->plan.S ? &r->own_next[c] : NULL;
+    cfg->n_next = s + 1 < r->plan.S;
+    cfg->replica_comm = MPI_COMM_NULL;
+    cfg->recompute = ps->recompute;
+    cfg->tie_peers = NULL;
+    cfg->n_tie_peers = 0;
+    cfg->ops = &r->rs.lists[c];
+}
+
+void run_chunks_build(run *r, const ppdl_runtime_cfg *first_cfg)
+{
+    r->own_rt[0] = r->rt;
+    for (int c = 1; c < r->n_own; c++) build_one(r, c, first_cfg);
+}
+
+void run_chunks_set_lr(run *r, double lr)
+{
+    for (int c = 0; c < r->n_own; c++) ppdl_runtime_set_lr(r->own_rt[c], lr);
+}
+
+void run_chunks_step(run *r, long step, ppdl_step_stats *stats)
+{
+    ppdl_runtime_step_group(r->own_rt, r->n_own, r->rs.order, r->rs.n, step, stats);
+}
+
+/* The model's weights on rank 0 in layer order: one gather per chunk c, each rank
+ * sending its c-th stage, placed at that stage's first float. */
+float *run_chunks_gather_weights(run *r)
+{
+    const ppdl_plan *plan = &r->plan;
+    int N = r->n_ranks;
+    size_t total = ppdl_model_param_count(&r->model);
+    float *all_p = r->rank == 0 ? ppdl_xmalloc(total * sizeof(float) + 1) : NULL;
+    int *counts = r->rank == 0 ? ppdl_xcalloc((size_t)N, sizeof(int)) : NULL;
+    int *displs = r->rank == 0 ? ppdl_xcalloc((size_t)N, sizeof(int)) : NULL;
+    for (int c = 0; c < r->n_own; c++) {
+        ppdl_stage *st = run_own_stage(r, c);
+        float *host = c == 0 ? r->host : r->own_host[c];
+        ppdl_be_copy_d2h(r->be, host, st->params, st->n_params * sizeof(float));
+        int n_mine = (int)st->n_params;
+        PPDL_CHECK_MPI(MPI_Gather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        if (r->rank == 0) {
+            /* stage s's floats start after those of every stage before it */
+            size_t off = 0;
+            for (int s = 0; s < plan->S; s++) {
+                int q = plan->stages[s].rank, cq = 0;
+                for (int t = 0; t < s; t++) cq += plan->stages[t].rank == q;
+                if (cq == c) displs[q] = (int)off;
+                for (int l = plan->stages[s].first; l <= plan->stages[s].last; l++)
+                    for (int i = 0; i < r->model.layers[l].n_params; i++) off += r->model.layers[l].params[i].numel;
+            }
+        }
+        PPDL_CHECK_MPI(MPI_Gatherv(host, n_mine, MPI_FLOAT, all_p, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    }
+    free(counts);
+    free(displs);
+    return all_p;
+}
+
+void run_chunks_free(run *r)
+{
+    for (int c = 1; c < r->n_own; c++) {
+        if (r->own_rt[c]) ppdl_runtime_destroy(r->own_rt[c]);
+        if (r->own_st[c].be) ppdl_stage_free(&r->own_st[c]);
+        free(r->own_host[c]);
+    }
+    if (r->n_own > 1) ppdl_rank_schedule_free(&r->rs);
+}

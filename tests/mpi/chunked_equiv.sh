@@ -1,0 +1,79 @@
+#!/bin/sh
+# chunked_equiv.sh — a rank holding several stages (--schedule interleaved, zb-v) trains
+# exactly like one rank: for each model family, interleaved 1F1B with v = 2 and 3
+# stages per rank and ZB-V on 2, 3 and 4 ranks give bitwise the losses and final
+# weights of the 1-rank 1F1B run. Bitwise holds because every stage still accumulates
+# its micro-batches' weight gradients in micro-batch order (the schedules' lists are
+# proven so before they run, sched/schedule.h) and each rank runs one BLAS thread.
+# Also M below the ranks, M not a multiple of them, the refusals of what the first
+# version leaves out, and a plan file with several stages per rank.
+. "$top_srcdir/tests/lib.sh"
+mk() {  # mk FAM: a model with 8 or more layers and its data
+  case $1 in
+    gpt) "$PPDL_INIT" --preset gpt-tiny --set n_layers=6 --set d_model=32 --set seq_len=16 --set tie_embeddings=0 \
+           --seed 3 -o "$tmp/gpt.h5" >/dev/null &&
+         "$PPDL_DATA" text "$(text_file)" --seq-len 16 -o "$tmp/gpt-data.h5" >/dev/null ;;
+    mlp) "$PPDL_INIT" --preset mlp-tiny --set n_layers=8 --seed 3 -o "$tmp/mlp.h5" >/dev/null &&
+         "$PPDL_DATA" synth --family mlp --model "$tmp/mlp.h5" -n 64 --seed 5 -o "$tmp/mlp-data.h5" >/dev/null ;;
+    cnn) "$PPDL_INIT" --preset cnn-tiny --set n_blocks=3 --seed 3 -o "$tmp/cnn.h5" >/dev/null &&
+         "$PPDL_DATA" synth --family cnn --model "$tmp/cnn.h5" -n 64 --seed 5 -o "$tmp/cnn-data.h5" >/dev/null ;;
+  esac
+}
+train() {  # train NAME RANKS M ARGS...: 3 steps of batch 8, report and weights as NAME
+  local name=$1 n=$2 m=$3
+  shift 3
+  mpirun_n $n "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 3 --batch-size 8 --micro-batches $m --threads 1 \
+    --report "$tmp/$name.json" --save "$tmp/$name.h5" "$@" >"$tmp/$name.log" 2>&1
+}
+same() {  # same NAME REF: bitwise the losses and the weights
+  [ "$(losses "$tmp/$1.json")" = "$(losses "$tmp/$2.json")" ] && h5diff "$tmp/$1.h5" "$tmp/$2.h5" >/dev/null 2>&1
+}
+for fam in gpt mlp cnn; do
+  mk $fam || { ok 1 "$fam: model and data"; continue; }
+  for m in 4 8 2; do
+    train $fam-ref-m$m 1 $m --schedule 1f1b --plan uniform
+    ok $? "$fam M=$m: 1 rank trains (the reference)"
+  done
+  for c in "interleaved 2 2 4" "interleaved 2 3 4" "interleaved 3 2 4" "interleaved 4 2 8" "interleaved 2 2 2" \
+           "interleaved 4 2 2" "zb-v 2 2 4" "zb-v 3 2 4" "zb-v 4 2 8" "zb-v 4 2 2"; do
+    set -- $c
+    name=$fam-$1-n$2-v$3-m$4
+    train $name $2 $4 --schedule $1 --virtual-stages $3 --plan uniform
+    rc=$?
+    [ $rc = 0 ] && same $name $fam-ref-m$4
+    ok $? "$fam $1, $2 ranks x $3 stages, M=$4: bitwise the losses and weights of 1 rank"
+    [ $rc = 0 ] || sed 's/^/#   /' "$tmp/$name.log" | tail -5
+  done
+done
+fam=gpt
+# the default plan of these schedules is uniform (the planner does not plan them yet)
+train gpt-default 2 4 --schedule interleaved
+rc=$?
+[ $rc = 0 ] && same gpt-default gpt-ref-m4 && grep -q "interleaved" "$tmp/gpt-default.log"
+ok $? "gpt interleaved without --plan: the uniform chunked plan, bitwise 1 rank"
+# the plan written and read back: a plan file with several stages per rank
+train gpt-out 2 4 --schedule zb-v --plan uniform --plan-out "$tmp/v.json" &&
+  train gpt-file 2 4 --schedule zb-v --plan "$tmp/v.json" && same gpt-file gpt-ref-m4
+ok $? "gpt zb-v: its plan file (--plan-out) runs again, bitwise 1 rank"
+# refusals, each naming what is not supported
+refused() {  # refused PATTERN DESCRIPTION ARGS...
+  local pat=$1 what=$2
+  shift 2
+  mpirun_n 2 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 8 --micro-batches 4 --threads 1 "$@" \
+    >"$tmp/refused.log" 2>&1
+  rc=$?
+  [ $rc != 0 ] && grep -q -- "$pat" "$tmp/refused.log"
+  ok $? "refused: $what"
+  [ $? = 0 ] || sed 's/^/#   /' "$tmp/refused.log" | tail -3
+}
+refused "--checkpoint" "interleaved with --checkpoint" --schedule interleaved --checkpoint "$tmp/c.h5"
+refused "--plan auto" "interleaved with --plan auto" --schedule interleaved --plan auto
+refused "--virtual-stages 3" "zb-v with 3 stages per rank" --schedule zb-v --virtual-stages 3
+refused "--virtual-stages" "--virtual-stages without a chunked schedule" --schedule 1f1b --virtual-stages 2
+refused "1f1b" "a chunked plan file run with 1f1b" --schedule 1f1b --plan "$tmp/v.json"
+"$PPDL_INIT" --preset gpt-tiny --set n_layers=6 --set d_model=32 --set seq_len=16 --seed 3 -o "$tmp/tied.h5" >/dev/null
+mpirun_n 2 "$tmp/tied.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \
+  --schedule interleaved >"$tmp/tied.log" 2>&1
+[ $? != 0 ] && grep -q "tied embeddings" "$tmp/tied.log"
+ok $? "refused: interleaved with tied embeddings, named"
+finish
