@@ -168,6 +168,11 @@ static void refusals(void)
          "\"last_layer\": 3}, {\"rank\": 1, \"first_layer\": 4, \"last_layer\": 4}, {\"ranks\": [2, 3], \"first_layer\": 5, "
          "\"last_layer\": 5}]}",
          "rank 1 runs both stage 1 and stage 2, and stage 3 has 2 replicas", "replicas elsewhere in the plan", 4},
+        {"{\"stages\": [{\"ranks\": [0, 2], \"first_layer\": 0, \"last_layer\": 1}, {\"rank\": 1, \"first_layer\": 2, "
+         "\"last_layer\": 3}, {\"rank\": 0, \"first_layer\": 4, \"last_layer\": 4}, {\"rank\": 1, \"first_layer\": 5, "
+         "\"last_layer\": 5}]}",
+         "rank 0 runs both stage 0 and stage 2, and stage 0 has 2 replicas",
+         "a replica beside ranks that each run 2 stages (first replicas 0 1 0 1)", 3},
         {"{\"stages\": [{\"rank\": 0, \"first_layer\": 0, \"last_layer\": 2}, {\"rank\": 0, \"first_layer\": 3, "
          "\"last_layer\": 5}]}",
          "2 stages on 1 rank, 2 each (rank 0 runs both stage 0 and stage 1), but the job has 2 ranks",
@@ -306,6 +311,11 @@ static void plans_of_before(void)
     rc = ppdl_plan_parse("{\"stages\": [{\"ranks\": [0, 0], \"first_layer\": 0, \"last_layer\": 5}]}", "dup.json", 6, 2,
                          NULL, &p, err, sizeof err);
     ok(rc == -1 && !strcmp(err, "dup.json: rank 0 is named twice in stage 0"), "a replica named twice: %s", err);
+    rc = ppdl_plan_parse("{\"stages\": [{\"rank\": 0, \"first_layer\": 0, \"last_layer\": 2}, {\"ranks\": [1, 1], "
+                         "\"first_layer\": 3, \"last_layer\": 5}]}",
+                         "dup.json", 6, 3, NULL, &p, err, sizeof err);
+    ok(rc == -1 && !strcmp(err, "dup.json: rank 1 is named twice in stage 1"),
+       "... in stage 1 (the message of before said \"stage 11\"): %s", err);
     /* a plan for 3 ranks on 2 keeps its message */
     ppdl_plan_uniform(6, 3, &p, err, sizeof err);
     ok(ppdl_plan_validate(&p, 6, 2, NULL, "plan", err, sizeof err) == -1 &&
