@@ -12,10 +12,27 @@
 
 int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen)
 {
+    return ppdl_plan_uniform_chunked(L, S, 1, PPDL_CHUNKS_ROUND_ROBIN, p, err, errlen);
+}
+
+int ppdl_plan_uniform_chunked(int L, int N, int v, int v_order, ppdl_plan *p, char *err, size_t errlen)
+{
     memset(p, 0, sizeof *p);
-    if (S < 1 || S > L)
-        return ppdl_errf(err, errlen, "--plan uniform: %d ranks but the model has %d layers; "
-                                      "each stage needs at least one layer", S, L);
+    if (v < 1) return ppdl_errf(err, errlen, "--plan uniform: %d chunks per rank, expected at least 1", v);
+    if (v_order == PPDL_CHUNKS_V && v != 2)
+        return ppdl_errf(err, errlen, "--plan uniform: the V order (zb-v) puts 2 chunks on each rank, not %d", v);
+    if (v_order != PPDL_CHUNKS_ROUND_ROBIN && v_order != PPDL_CHUNKS_V)
+        return ppdl_errf(err, errlen, "--plan uniform: chunk order %d, expected %d (round-robin) or %d (V)", v_order,
+                         PPDL_CHUNKS_ROUND_ROBIN, PPDL_CHUNKS_V);
+    long long S_wanted = (long long)v * N;
+    if (N < 1 || S_wanted > L) {
+        if (v == 1)
+            return ppdl_errf(err, errlen, "--plan uniform: %d ranks but the model has %d layers; "
+                                          "each stage needs at least one layer", N, L);
+        return ppdl_errf(err, errlen, "--plan uniform: %d ranks x %d chunks per rank = %lld stages but the model "
+                                      "has %d layers; each stage needs at least one layer", N, v, S_wanted, L);
+    }
+    int S = (int)S_wanted;
     snprintf(p->method, sizeof p->method, "uniform");
     p->feasible = 1;
     p->S = S;
@@ -23,10 +40,12 @@ int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen)
     int first = 0;
     for (int s = 0; s < S; s++) {
         int n = L / S + (s < L % S ? 1 : 0);
-        p->stages[s].rank = s;
+        /* round-robin: 0 1 .. N-1 0 1 ..; the V: 0 1 .. N-1 N-1 .. 1 0 */
+        int rank = v_order == PPDL_CHUNKS_V && s >= N ? 2 * N - 1 - s : s % N;
+        p->stages[s].rank = rank;
         p->stages[s].n_replicas = 1;
         p->stages[s].ranks = ppdl_xcalloc(1, sizeof(int));
-        p->stages[s].ranks[0] = s;
+        p->stages[s].ranks[0] = rank;
         p->stages[s].first = first;
         p->stages[s].last = first + n - 1;
         p->stages[s].recompute = ppdl_xcalloc((size_t)n, sizeof(int));
@@ -58,8 +77,69 @@ int ppdl_plan_data_parallel(int L, int N, ppdl_plan *p, char *err, size_t errlen
 static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
 static int rep_rank(const ppdl_plan_stage *st, int i) { return st->n_replicas > 0 ? st->ranks[i] : st->rank; }
 
+/* ---- several stages per rank (chunks) ---- */
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int ppdl_plan_chunks(const ppdl_plan *p)
+{
+    int S = p->S;
+    if (S < 2) return 1;
+    for (int s = 0; s < S; s++)
+        if (n_rep(&p->stages[s]) > 1) return 1; /* replicas and chunks do not mix */
+    /* the stages' ranks sorted: each run of one rank counts the stages it runs */
+    int *r = ppdl_xmalloc((size_t)S * sizeof(int));
+    for (int s = 0; s < S; s++) r[s] = rep_rank(&p->stages[s], 0);
+    qsort(r, (size_t)S, sizeof(int), cmp_int);
+    int v = 0;
+    for (int i = 0, j; i < S && v >= 0; i = j) {
+        for (j = i; j < S && r[j] == r[i]; j++) {}
+        if (v == 0) v = j - i;
+        else if (j - i != v) v = -1;
+    }
+    free(r);
+    return v >= 2 ? v : 1;
+}
+
+int ppdl_plan_chunk_order_is(const ppdl_plan *p, int v_order)
+{
+    int v = ppdl_plan_chunks(p);
+    if (v < 2) return 0;
+    int N = p->S / v;
+    if (v_order == PPDL_CHUNKS_ROUND_ROBIN) {
+        for (int s = N; s < p->S; s++)
+            if (rep_rank(&p->stages[s], 0) != rep_rank(&p->stages[s % N], 0)) return 0;
+        return 1;
+    }
+    if (v_order == PPDL_CHUNKS_V && v == 2) {
+        for (int s = 0; s < N; s++)
+            if (rep_rank(&p->stages[2 * N - 1 - s], 0) != rep_rank(&p->stages[s], 0)) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+int ppdl_plan_stages_of_rank(const ppdl_plan *p, int rank, int *stages, int max)
+{
+    int n = 0;
+    for (int s = 0; s < p->S; s++)
+        for (int i = 0; i < n_rep(&p->stages[s]); i++)
+            if (rep_rank(&p->stages[s], i) == rank) {
+                if (n < max) stages[n] = s;
+                n++;
+                break;
+            }
+    return n;
+}
+
 int ppdl_plan_ranks_used(const ppdl_plan *p)
 {
+    int v = ppdl_plan_chunks(p);
+    if (v > 1) return p->S / v; /* each of the N ranks runs v stages */
     int n = 0;
     for (int s = 0; s < p->S; s++) n += n_rep(&p->stages[s]);
     return n;
@@ -67,12 +147,20 @@ int ppdl_plan_ranks_used(const ppdl_plan *p)
 
 const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len)
 {
-    int S = p->S, k0 = S > 0 ? n_rep(&p->stages[0]) : 0, equal = 1, n_repl = 0;
+    int S = p->S, k0 = S > 0 ? n_rep(&p->stages[0]) : 0, equal = 1, n_repl = 0, v = ppdl_plan_chunks(p);
     for (int s = 0; s < S; s++) {
         equal &= n_rep(&p->stages[s]) == k0;
         n_repl += n_rep(&p->stages[s]) > 1;
     }
-    if (S == 0) snprintf(buf, len, "no stages");
+    if (v > 1) {
+        int N = S / v;
+        const char *ranks = N == 1 ? "rank" : "ranks";
+        /* with one rank the V and round-robin coincide: "interleaved" */
+        if (N > 1 && ppdl_plan_chunk_order_is(p, PPDL_CHUNKS_V)) snprintf(buf, len, "V, %d stages on %d %s", S, N, ranks);
+        else
+            snprintf(buf, len, "%s, %d stages on %d %s (%d each)",
+                     ppdl_plan_chunk_order_is(p, PPDL_CHUNKS_ROUND_ROBIN) ? "interleaved" : "chunked", S, N, ranks, v);
+    } else if (S == 0) snprintf(buf, len, "no stages");
     else if (S == 1) snprintf(buf, len, k0 > 1 ? "data parallel x %d" : "one stage", k0);
     else if (k0 == 1 && equal) snprintf(buf, len, "pipeline, %d stages", S);
     else if (equal) snprintf(buf, len, "%d stages x %d replicas", S, k0);
@@ -89,13 +177,79 @@ const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len)
     return buf;
 }
 
+/* The stages `rank` runs, in words: "only stage 2", "both stage 0 and stage 2",
+ * "3 stages (0, 2 and 4)". */
+static const char *stages_in_words(const ppdl_plan *p, int rank, char *buf, size_t len)
+{
+    int n = ppdl_plan_stages_of_rank(p, rank, NULL, 0);
+    int *st = ppdl_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    ppdl_plan_stages_of_rank(p, rank, st, n);
+    if (n == 0) snprintf(buf, len, "no stage");
+    else if (n == 1) snprintf(buf, len, "only stage %d", st[0]);
+    else if (n == 2) snprintf(buf, len, "both stage %d and stage %d", st[0], st[1]);
+    else {
+        size_t k = (size_t)snprintf(buf, len, "%d stages (", n);
+        for (int i = 0; i < n && k < len; i++)
+            k += (size_t)snprintf(buf + k, len - k, "%d%s", st[i], i == n - 2 ? " and " : i == n - 1 ? ")" : ", ");
+    }
+    free(st);
+    return buf;
+}
+
+/* The first rank named in two stages (t < s, in pipeline order), or -1. Quadratic, as
+ * the reader's plans are small (a stage per rank or chunk). */
+static int first_repeated_rank(const ppdl_plan *p)
+{
+    for (int s = 1; s < p->S; s++)
+        for (int i = 0; i < n_rep(&p->stages[s]); i++)
+            for (int t = 0; t < s; t++)
+                for (int j = 0; j < n_rep(&p->stages[t]); j++)
+                    if (rep_rank(&p->stages[t], j) == rep_rank(&p->stages[s], i)) return rep_rank(&p->stages[s], i);
+    return -1;
+}
+
+/* Rank r runs several stages but the plan is not chunked: say which rule it breaks. */
+static int not_chunked(const ppdl_plan *p, int r, const char *what, char *err, size_t errlen)
+{
+    char mine[128], theirs[128];
+    stages_in_words(p, r, mine, sizeof mine);
+    for (int q = 0; q < p->S; q++)
+        if (n_rep(&p->stages[q]) > 1)
+            return ppdl_errf(err, errlen, "%s: rank %d runs %s, and stage %d has %d replicas: a rank may run several "
+                                          "stages (chunks) only when every stage has one replica",
+                             what, r, mine, q, n_rep(&p->stages[q]));
+    int n = ppdl_plan_stages_of_rank(p, r, NULL, 0);
+    for (int q = 0; q < p->S; q++) {
+        int o = rep_rank(&p->stages[q], 0);
+        if (ppdl_plan_stages_of_rank(p, o, NULL, 0) != n)
+            return ppdl_errf(err, errlen, "%s: rank %d runs %s but rank %d runs %s: a rank may run several "
+                                          "stages (chunks) only when every rank of the plan runs as many",
+                             what, r, mine, o, stages_in_words(p, o, theirs, sizeof theirs));
+    }
+    /* not reached: a plan without replicas whose ranks all run n >= 2 stages is chunked */
+    return ppdl_errf(err, errlen, "%s: rank %d runs %s", what, r, mine);
+}
+
 int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_options,
                        const char *what, char *err, size_t errlen)
 {
-    if (ppdl_plan_ranks_used(p) != n_ranks)
-        return ppdl_errf(err, errlen, "%s: the plan has %d stages on %d ranks but the job has %d ranks "
-                                      "(every rank runs one stage, or one replica of a stage)",
-                         what, p->S, ppdl_plan_ranks_used(p), n_ranks);
+    int v = ppdl_plan_chunks(p);
+    if (v == 1) {
+        int r = first_repeated_rank(p);
+        if (r >= 0) return not_chunked(p, r, what, err, errlen);
+    }
+    if (ppdl_plan_ranks_used(p) != n_ranks) {
+        if (v == 1)
+            return ppdl_errf(err, errlen, "%s: the plan has %d stages on %d ranks but the job has %d ranks "
+                                          "(every rank runs one stage, or one replica of a stage)",
+                             what, p->S, ppdl_plan_ranks_used(p), n_ranks);
+        char words[128];
+        int r0 = rep_rank(&p->stages[0], 0), N = ppdl_plan_ranks_used(p);
+        return ppdl_errf(err, errlen, "%s: the plan has %d stages on %d %s, %d each (rank %d runs %s), but the job "
+                                      "has %d ranks (in a chunked plan every rank runs as many stages)",
+                         what, p->S, N, N == 1 ? "rank" : "ranks", v, r0, stages_in_words(p, r0, words, sizeof words),
+                         n_ranks);
+    }
     int next = 0;
     for (int s = 0; s < p->S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
@@ -113,12 +267,9 @@ int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_opti
             if (r < 0 || r >= n_ranks)
                 return ppdl_errf(err, errlen, "%s: stages[%d] names rank %d, expected 0..%d", what, s,
                                  r, n_ranks - 1);
-            for (int t = 0; t <= s; t++)
-                for (int j = 0; j < (t == s ? i : n_rep(&p->stages[t])); j++)
-                    if (rep_rank(&p->stages[t], j) == r)
-                        return ppdl_errf(err, errlen, t == s ? "%s: rank %d is named twice in stage %d%.0d"
-                                                             : "%s: rank %d runs both stage %d and stage %d",
-                                         what, r, t, s);
+            for (int j = 0; j < i; j++)
+                if (rep_rank(st, j) == r)
+                    return ppdl_errf(err, errlen, "%s: rank %d is named twice in stage %d", what, r, s);
         }
         for (int l = st->first; l <= st->last; l++) {
             int c = st->recompute[l - st->first];
@@ -176,6 +327,25 @@ int ppdl_plan_parse(const char *text, const char *what, int L, int n_ranks, cons
     return plan_from_json(root, what, L, n_ranks, n_options, p, err, errlen);
 }
 
+/* "chunks" (optional): the stages each rank runs, as the stages say (ppdl_plan_chunks) */
+static int check_chunks_field(json_t *root, const ppdl_plan *p, const char *path, char *err, size_t errlen)
+{
+    json_t *jc = json_object_get(root, "chunks");
+    int chunks, v = ppdl_plan_chunks(p);
+    if (!jc) return 0;
+    if (json_int(jc, &chunks) || chunks < 1)
+        return ppdl_errf(err, errlen, "%s: chunks: expected an integer >= 1 (the stages each rank runs), "
+                                      "or no \"chunks\" at all", path);
+    if (chunks == v) return 0;
+    if (v == 1)
+        return ppdl_errf(err, errlen, "%s: chunks is %d but every rank runs one stage (or one replica of a "
+                                      "stage) in stages[]", path, chunks);
+    char words[128];
+    int r0 = rep_rank(&p->stages[0], 0);
+    return ppdl_errf(err, errlen, "%s: chunks is %d but every rank runs %d stages in stages[] (rank %d runs %s)",
+                     path, chunks, v, r0, stages_in_words(p, r0, words, sizeof words));
+}
+
 /* takes the reference to root */
 static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, const int *n_options,
                           ppdl_plan *p, char *err, size_t errlen)
@@ -192,8 +362,12 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
     if (sc) {
         int k = json_is_string(sc) ? ppdl_schedule_parse(json_string_value(sc)) : -1;
         if (k < 0 || k >= PPDL_SCHED_N_KINDS) {
-            ppdl_errf(err, errlen, "%s: schedule: expected one of \"1f1b\", \"gpipe\", \"zb-h1\", \"zb-h2\", \"zb-1p\" (the "
-                      "schedule the plan was solved for), or no \"schedule\" at all", path);
+            char names[256];
+            size_t n = 0;
+            for (int i = 0; i < PPDL_SCHED_N_KINDS && n < sizeof names; i++)
+                n += (size_t)snprintf(names + n, sizeof names - n, "%s\"%s\"", i ? ", " : "", ppdl_schedule_name(i));
+            ppdl_errf(err, errlen, "%s: schedule: expected one of %s (the schedule the plan was solved for), "
+                      "or no \"schedule\" at all", path, names);
             goto out;
         }
         snprintf(p->schedule, sizeof p->schedule, "%s", ppdl_schedule_name(k));
@@ -271,6 +445,7 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
         }
     }
     rc = ppdl_plan_validate(p, L, n_ranks, n_options, path, err, errlen);
+    if (rc == 0) rc = check_chunks_field(root, p, path, err, errlen);
 out:
     json_decref(root);
     if (rc) ppdl_plan_free(p);
@@ -295,6 +470,7 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
     json_object_set_new(root, "feasible", json_boolean(p->feasible));
     json_object_set_new(root, "predicted_iter_ms", json_real(p->predicted_iter_ms));
     json_object_set_new(root, "bottleneck_ms", json_real(p->bottleneck_ms));
+    if (ppdl_plan_chunks(p) > 1) json_object_set_new(root, "chunks", json_integer(ppdl_plan_chunks(p)));
     json_t *arr = json_array();
     for (int s = 0; s < p->S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];

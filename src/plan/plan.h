@@ -35,12 +35,40 @@ typedef struct ppdl_plan {
 /* S stages of (nearly) equal layer counts on ranks 0..S-1, no recompute; the first
  * L mod S stages get one layer more. -1 when S > L. */
 int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen);
+
+/* Chunked plans: a rank may run several stages (chunks), for interleaved 1F1B and
+ * ZB-V (issue 22). A plan is chunked when every stage has one replica and every rank
+ * it uses runs the same number v >= 2 of stages; replicas and chunks do not mix.
+ * How the ranks follow each other along the pipeline (the v_order of the builder): */
+enum {
+    PPDL_CHUNKS_ROUND_ROBIN = 0, /* stage s on the rank of stage s mod N (interleaved 1F1B) */
+    PPDL_CHUNKS_V = 1            /* v = 2: stage s and stage 2N-1-s on one rank (ZB-V) */
+};
+/* L layers cut into S = v*N stages of (nearly) equal layer counts in pipeline order (the
+ * first L mod S one layer more), no recompute; stage s on rank s mod N (round-robin) or,
+ * for v = 2 and v_order PPDL_CHUNKS_V, on rank s < N ? s : 2N-1-s. v = 1 is
+ * ppdl_plan_uniform(L, N). -1 with the reason when S > L or v_order does not fit v. */
+int ppdl_plan_uniform_chunked(int L, int N, int v, int v_order, ppdl_plan *p, char *err, size_t errlen);
+/* v, the stages each rank runs: >= 2 for a chunked plan, 1 for every other plan
+ * (one stage per rank, replicated stages, and plans that fit neither rule). */
+int ppdl_plan_chunks(const ppdl_plan *p);
+/* 1 when the chunked plan p follows the order (round-robin: stage s runs on the rank of
+ * stage s mod N; V: v = 2 and stage 2N-1-s runs on the rank of stage s, for s < N),
+ * whatever the ranks' numbers; 0 otherwise and for plans that are not chunked. With one
+ * rank and v = 2 both orders hold. */
+int ppdl_plan_chunk_order_is(const ppdl_plan *p, int v_order);
+/* The stages `rank` runs (or holds a replica of), ascending, into stages[0..max-1];
+ * returns how many it runs (which may exceed max: only max are written). */
+int ppdl_plan_stages_of_rank(const ppdl_plan *p, int rank, int *stages, int max);
+
 /* Plain data parallelism: one stage of all L layers replicated on ranks 0..N-1. */
 int ppdl_plan_data_parallel(int L, int N, ppdl_plan *p, char *err, size_t errlen);
 
 /* Read a plan JSON file and validate it for a model of L layers on n_ranks ranks:
- * every layer covered once, in order, stages non-empty, ranks distinct and in range,
- * recompute arrays of the right length with options in [0, n_options[l]). */
+ * every layer covered once, in order, stages non-empty, ranks in range, every rank of
+ * the job used, recompute arrays of the right length with options in [0, n_options[l]);
+ * the ranks distinct (each runs one stage or one replica of one) or the plan chunked
+ * (above). An optional top-level "chunks" must agree with the stages. */
 int ppdl_plan_read(const char *path, int L, int n_ranks, const int *n_options, ppdl_plan *p,
                    char *err, size_t errlen);
 /* The same from JSON text; `what` names the source in messages. */
@@ -52,18 +80,23 @@ int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_opti
 /* Set every layer's recompute option to `option`; layers that do not offer it get 0. */
 void ppdl_plan_set_recompute(ppdl_plan *p, int option, const int *n_options);
 
-/* The plan as JSON text (malloc'd, caller frees), in the plan format of docs/formats.md. */
+/* The plan as JSON text (malloc'd, caller frees), in the plan format of docs/formats.md
+ * ("chunks": v at the top level for a chunked plan, absent otherwise). */
 char *ppdl_plan_to_json(const ppdl_plan *p);
 /* ... written to a file (whole or not at all), which ppdl_plan_read reads back. */
 int ppdl_plan_write(const char *path, const ppdl_plan *p, char *err, size_t errlen);
-/* the stage run by `rank`, or -1; *replica (if not NULL) gets its replica index */
+/* the stage run by `rank`, or -1; *replica (if not NULL) gets its replica index. In a
+ * chunked plan: the rank's first stage (ppdl_plan_stages_of_rank gives them all). */
 int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank, int *replica);
 /* What kind of plan it is, in words, into buf: "one stage" (one rank), "data parallel
  * x 4" (one stage on every rank), "pipeline, 4 stages" (one rank each), "2 stages x 2
  * replicas" (every stage on as many ranks), "3 stages (stage 0 x 2 replicas)" or "4
- * stages (stage 0 x 2, stage 2 x 3 replicas)" (the replicated ones named). Returns buf. */
+ * stages (stage 0 x 2, stage 2 x 3 replicas)" (the replicated ones named); chunked:
+ * "interleaved, 4 stages on 2 ranks (2 each)" (round-robin), "V, 4 stages on 2 ranks",
+ * "chunked, 6 stages on 2 ranks (3 each)" (any other order). Returns buf. */
 const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len);
-/* ranks used by the plan: the sum of the stages' replicas */
+/* ranks used by the plan: the sum of the stages' replicas; for a chunked plan the
+ * distinct ranks N = S / v */
 int ppdl_plan_ranks_used(const ppdl_plan *p);
 void ppdl_plan_free(ppdl_plan *p);
 
