@@ -57,24 +57,41 @@ int ppdl_schedule_parse(const char *name)
     if (strcmp(name, "zb-h1") == 0) return PPDL_SCHED_ZB_H1;
     if (strcmp(name, "zb-h2") == 0) return PPDL_SCHED_ZB_H2;
     if (strcmp(name, "zb-1p") == 0) return PPDL_SCHED_ZB_1P;
+    if (strcmp(name, "interleaved") == 0) return PPDL_SCHED_INTERLEAVED;
+    if (strcmp(name, "zb-v") == 0) return PPDL_SCHED_ZB_V;
     if (strcmp(name, "auto") == 0) return PPDL_SCHED_AUTO;
     return -1;
 }
 
 int ppdl_schedule_splits_backward(int kind)
 {
-    return kind == PPDL_SCHED_ZB_H1 || kind == PPDL_SCHED_ZB_H2 || kind == PPDL_SCHED_ZB_1P;
+    return kind == PPDL_SCHED_ZB_H1 || kind == PPDL_SCHED_ZB_H2 || kind == PPDL_SCHED_ZB_1P || kind == PPDL_SCHED_ZB_V;
+}
+
+int ppdl_schedule_chunked(int kind)
+{
+    return kind == PPDL_SCHED_INTERLEAVED || kind == PPDL_SCHED_ZB_V;
 }
 
 int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errlen)
 {
-    /* every schedule runs every layout: the zero-bubble ones play each replica as a
-     * device of its own (sched/zero_bubble.h); what is left to refuse is a stage
-     * without replicas */
-    (void)kind;
-    for (int s = 0; k && s < S; s++)
+    /* every schedule of one stage per rank runs every layout: the zero-bubble ones
+     * play each replica as a device of its own (sched/zero_bubble.h); what is left to
+     * refuse is a stage without replicas, and replicas under a chunked schedule */
+    for (int s = 0; k && s < S; s++) {
         if (k[s] < 1) return ppdl_errf(err, errlen, "stage %d has %d replicas: expected at least 1", s, k[s]);
+        if (k[s] > 1 && ppdl_schedule_chunked(kind))
+            return ppdl_errf(err, errlen, "stage %d has %d replicas: schedule %s places single stages on ranks, "
+                             "without replicas", s, k[s], ppdl_schedule_name(kind));
+    }
     return 0;
+}
+
+/* the functions of one list per stage (or replica) do not build the chunked schedules */
+static void one_stage_per_rank(const char *fn, int kind)
+{
+    PPDL_CHECK(!ppdl_schedule_chunked(kind), "%s: %s is a chunked schedule (a rank holds several stages): see "
+               "ppdl_schedule_build_rank", fn, ppdl_schedule_name(kind));
 }
 
 const char *ppdl_schedule_name(int kind)
@@ -85,6 +102,8 @@ const char *ppdl_schedule_name(int kind)
     case PPDL_SCHED_ZB_H1: return "zb-h1";
     case PPDL_SCHED_ZB_H2: return "zb-h2";
     case PPDL_SCHED_ZB_1P: return "zb-1p";
+    case PPDL_SCHED_INTERLEAVED: return "interleaved";
+    case PPDL_SCHED_ZB_V: return "zb-v";
     case PPDL_SCHED_AUTO: return "auto";
     default: return "unknown";
     }
@@ -168,6 +187,7 @@ static void build_1f1b(ppdl_op_list *l, int S, int M, int s, int warmup, sel r)
 
 void ppdl_schedule_zb_caps(int kind, int S, int *cap)
 {
+    one_stage_per_rank("ppdl_schedule_zb_caps", kind);
     PPDL_CHECK(ppdl_schedule_splits_backward(kind), "ppdl_schedule_zb_caps: %s is not a zero-bubble schedule",
                ppdl_schedule_name(kind));
     for (int s = 0; s < S; s++)
@@ -225,6 +245,7 @@ static long zb_play(int kind, int S, int M, const int *k, int dev, ppdl_zb_pass 
 long ppdl_schedule_unit_step_layout(int kind, int S, int M, const int *k)
 {
     PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_unit_step: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
+    one_stage_per_rank("ppdl_schedule_unit_step", kind);
     if (!ppdl_schedule_splits_backward(kind)) {
         PPDL_CHECK(all_ones(S, k), "ppdl_schedule_unit_step: %s on replicated stages has no unit step",
                    ppdl_schedule_name(kind));
@@ -263,6 +284,7 @@ static void count_passes(const ppdl_zb_pass *o, int n3, int s, int *held, int *p
 long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending)
 {
     PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_counts: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
+    one_stage_per_rank("ppdl_schedule_counts", kind);
     if (!ppdl_schedule_splits_backward(kind)) {
         for (int s = 0, d = 0; s < S; s++)
             for (int q = 0; q < (k ? k[s] : 1); q++, d++) {
@@ -323,6 +345,7 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
 {
     PPDL_CHECK(out != NULL, "ppdl_schedule_build: out is NULL");
     PPDL_CHECK(kind >= 0 && kind < PPDL_SCHED_N_KINDS, "ppdl_schedule_build: unknown schedule kind %d", kind);
+    one_stage_per_rank("ppdl_schedule_build", kind);
     char why[PPDL_ERR_LEN];
     if (ppdl_schedule_supports(kind, S, k, why, sizeof why)) ppdl_die("%s", why);
     PPDL_CHECK(S >= 1 && M >= 1 && s >= 0 && s < S,
@@ -432,11 +455,14 @@ static const char *op_str(const ppdl_op *op, char *buf, size_t len)
 /* The list's name in messages: "stage 2", or "stage 2 replica 1" when replicated */
 typedef struct who {
     int s, q, k;
+    int rank;              /* the rank running it in a chunked schedule, -1 otherwise */
 } who;
 
 static const char *who_str(who w, char *buf, size_t len)
 {
-    if (w.k > 1)
+    if (w.rank >= 0)
+        snprintf(buf, len, "rank %d stage %d", w.rank, w.s);
+    else if (w.k > 1)
         snprintf(buf, len, "stage %d replica %d", w.s, w.q);
     else
         snprintf(buf, len, "stage %d", w.s);
@@ -494,21 +520,22 @@ static int is_backward_form(ppdl_op_kind k)
     return k == PPDL_OP_BACKWARD || k == PPDL_OP_BACKWARD_INPUT || k == PPDL_OP_BACKWARD_WEIGHT;
 }
 
-/* In a list with a split backward, the ops that add into the weight gradients
- * (BACKWARD, BACKWARD_WEIGHT) run in micro-batch order, as 1F1B's backwards do: the
- * same sums in the same order, so the same bits (GPipe, all fused, sums in reverse) */
-static int check_order_of_sums(const ppdl_op_list *l, who w, char *err, size_t errlen)
+/* In a list with a split backward (always: `always`), the ops that add into the weight
+ * gradients (BACKWARD, BACKWARD_WEIGHT) run in micro-batch order, as 1F1B's backwards
+ * do: the same sums in the same order, so the same bits (GPipe, all fused, sums in
+ * reverse; the chunked schedules promise 1F1B's bits with fused backwards too) */
+static int check_order_of_sums(const ppdl_op_list *l, who w, int always, char *err, size_t errlen)
 {
-    if (ppdl_schedule_max_pending_weight(l) == 0) return 0;
+    if (!always && ppdl_schedule_max_pending_weight(l) == 0) return 0;
     int last = -1, at = -1;
     for (int i = 0; i < l->n; i++) {
         const ppdl_op *op = &l->ops[i];
         if (op->kind != PPDL_OP_BACKWARD && op->kind != PPDL_OP_BACKWARD_WEIGHT) continue;
         if (op->mb < last)
             return op_err(err, errlen, w, i, op,
-                          "adds mb %d's weight gradients after mb %d's (op %d): with a split backward the "
-                          "weight gradients must accumulate in micro-batch order (the bits of 1F1B)",
-                          op->mb, last, at);
+                          "adds mb %d's weight gradients after mb %d's (op %d): %sthe weight gradients "
+                          "must accumulate in micro-batch order (the bits of 1F1B)",
+                          op->mb, last, at, always ? "" : "with a split backward ");
         last = op->mb;
         at = i;
     }
@@ -570,9 +597,10 @@ static int check_buffers(const ppdl_op_list *l, who w, char *err, size_t errlen)
  *    BACKWARD_INPUT and a BACKWARD_WEIGHT with the same places as BACKWARD and W after
  *    B and after SEND_GRAD;
  *  - with a split backward, weight gradients accumulate in micro-batch order
- *    (check_order_of_sums); slots and W buffers are free when taken (check_buffers).
+ *    (check_order_of_sums; with sums_ordered also with fused backwards); slots and W
+ *    buffers are free when taken (check_buffers).
  * pos is a scratch array of PPDL_OP_N_KINDS * M ints. */
-static int check_list(int S, int M, int idx, who w, const ppdl_op_list *l, int *pos, char *err,
+static int check_list(int S, int M, int idx, who w, int sums_ordered, const ppdl_op_list *l, int *pos, char *err,
                       size_t errlen)
 {
     int s = w.s;
@@ -658,7 +686,7 @@ static int check_list(int S, int M, int idx, who w, const ppdl_op_list *l, int *
                           ppdl_op_name(before[r][0]), mb);
         }
     }
-    int rc = check_order_of_sums(l, w, err, errlen);
+    int rc = check_order_of_sums(l, w, sums_ordered, err, errlen);
     return rc ? rc : check_buffers(l, w, err, errlen);
 }
 
@@ -668,15 +696,36 @@ static int check_list(int S, int M, int idx, who w, const ppdl_op_list *l, int *
 /* Message slots: act[s*M + mb] counts SEND_ACT(mb) from s to s+1 issued and not yet
  * received; grad[s*M + mb] the same for SEND_GRAD(mb) from s to s-1. A micro-batch
  * lives on one replica of each stage, so (stage, mb) names the sender and the receiver
- * of a message also when stages are replicated. */
+ * of a message also when stages are replicated.
+ *
+ * The lists run on threads: one thread per list (ppdl_schedule_check_layout), or one
+ * per rank running the ops of its stages' lists in the rank's order
+ * (ppdl_schedule_check_ranks). A thread stops at the first op that cannot run.
+ *
+ * Along the way the play keeps each thread's clock in units (a FORWARD, B or W one, a
+ * fused BACKWARD two, messages none): an op starts when its thread is done with the
+ * one before and what it waits for (the message it receives, the receive of the
+ * message whose slot it reuses) has happened. The clocks do not depend on the order
+ * of the sweeps: a thread's ops run in its own order, and each wait names an op that
+ * ran before. The largest clock at the end is the unit step. */
 typedef struct play_state {
     int S, M;
     int n_lists;
     int *pc;               /* (n_lists) next op index of each list */
     int *act, *grad;       /* (S*M) messages in flight */
     char *act_in, *grad_in; /* (S*M) the message has been received */
+    long *act_t, *grad_t;  /* (S*M) when the message was sent, then when received */
     int *reuse;            /* (n_lists) micro-batches between two uses of a slot: slots x replicas */
 } play_state;
+
+/* A thread: the list indices of its ops in the order it runs them (order NULL: list
+ * `list` alone), its position in them and its clock */
+typedef struct play_thread {
+    const int *order;
+    int n, list;
+    int pos;
+    long t;
+} play_thread;
 
 /* Has every message this list sent so far been received? (its OPTIMIZER waits for that) */
 static int sends_received(const play_state *ps, const ppdl_op_list *l, int i)
@@ -690,75 +739,120 @@ static int sends_received(const play_state *ps, const ppdl_op_list *l, int i)
     return 1;
 }
 
-/* Run op pc of list i (of stage l->stage) if it can run now; 1 when it ran, 0 when blocked.
+static long later(long a, long b) { return a > b ? a : b; }
+
+/* units an op takes in the unit play */
+static long op_units(ppdl_op_kind k)
+{
+    return k == PPDL_OP_BACKWARD ? 2 : is_compute(k) ? 1 : 0;
+}
+
+/* Run op pc of list i (of stage l->stage) on a thread whose clock is *t if it can run
+ * now; 1 when it ran, 0 when blocked.
  * The runtime's buffers bound what can run: micro-batch mb uses the slot that mb - reuse
  * used before it, and a FORWARD (BACKWARD) that writes the slot's outgoing activation
  * (gradient) first waits for that earlier message's send to complete; OPTIMIZER waits
  * for all of them. A send is taken to complete only when its RECV op has run: the latest
  * a real one can (the runtime posts every receive at or before its op), so a play that
  * finishes under this rule cannot deadlock under any timing of the sends. */
-static int try_step(play_state *ps, const ppdl_op_list *l, int i)
+static int try_step(play_state *ps, const ppdl_op_list *l, int i, long *t)
 {
     const ppdl_op *op = &l->ops[ps->pc[i]];
     int M = ps->M, s = l->stage, prev = op->mb - ps->reuse[i];
     switch (op->kind) {
-    case PPDL_OP_SEND_ACT: ps->act[s * M + op->mb]++; break;
-    case PPDL_OP_SEND_GRAD: ps->grad[s * M + op->mb]++; break;
+    case PPDL_OP_SEND_ACT:
+        ps->act[s * M + op->mb]++;
+        ps->act_t[s * M + op->mb] = *t;
+        break;
+    case PPDL_OP_SEND_GRAD:
+        ps->grad[s * M + op->mb]++;
+        ps->grad_t[s * M + op->mb] = *t;
+        break;
     case PPDL_OP_RECV_ACT:
         if (ps->act[op->peer * M + op->mb] == 0) return 0;
         ps->act[op->peer * M + op->mb]--;
         ps->act_in[op->peer * M + op->mb] = 1;
+        *t = ps->act_t[op->peer * M + op->mb] = later(*t, ps->act_t[op->peer * M + op->mb]);
         break;
     case PPDL_OP_RECV_GRAD:
         if (ps->grad[op->peer * M + op->mb] == 0) return 0;
         ps->grad[op->peer * M + op->mb]--;
         ps->grad_in[op->peer * M + op->mb] = 1;
+        *t = ps->grad_t[op->peer * M + op->mb] = later(*t, ps->grad_t[op->peer * M + op->mb]);
         break;
     case PPDL_OP_FORWARD:
-        if (s < ps->S - 1 && prev >= 0 && !ps->act_in[s * M + prev]) return 0;
+        if (s < ps->S - 1 && prev >= 0) {
+            if (!ps->act_in[s * M + prev]) return 0;
+            *t = later(*t, ps->act_t[s * M + prev]);
+        }
         break;
     case PPDL_OP_BACKWARD:
     case PPDL_OP_BACKWARD_INPUT:
-        if (s > 0 && prev >= 0 && !ps->grad_in[s * M + prev]) return 0;
+        if (s > 0 && prev >= 0) {
+            if (!ps->grad_in[s * M + prev]) return 0;
+            *t = later(*t, ps->grad_t[s * M + prev]);
+        }
         break;
     case PPDL_OP_OPTIMIZER:
         if (!sends_received(ps, l, i)) return 0;
         break;
     default: break;
     }
+    *t += op_units(op->kind);
     ps->pc[i]++;
     return 1;
 }
 
-/* "deadlock: stage 0 op 5 (recv_grad mb 0 from stage 1) waits; stage 1 ..." */
-static int report_deadlock(const play_state *ps, const ppdl_op_list *lists, const who *whos, char *err,
-                           size_t errlen)
+/* the list a thread runs next */
+static int next_list(const play_thread *th) { return th->order ? th->order[th->pos] : th->list; }
+
+/* "deadlock: stage 0 op 5 (recv_grad mb 0 from stage 1) waits; stage 1 ..."; for a
+ * rank: "rank 1 stage 2 op 5 (...) waits (step 12 of the rank's order)", and a receive
+ * whose sender is a later op of the same rank says so */
+static int report_deadlock(const play_state *ps, const ppdl_op_list *lists, const who *whos, int n_threads,
+                           const play_thread *th, char *err, size_t errlen)
 {
     char msg[PPDL_ERR_LEN * 2], opbuf[96], wbuf[48];
-    size_t used = (size_t)snprintf(msg, sizeof msg,
-                                   "schedule: deadlock, no stage can advance:");
-    for (int i = 0; i < ps->n_lists && used < sizeof msg; i++) {
-        const char *name = who_str(whos[i], wbuf, sizeof wbuf);
-        if (ps->pc[i] >= lists[i].n)
-            used += (size_t)snprintf(msg + used, sizeof msg - used, " %s finished;", name);
-        else
-            used += (size_t)snprintf(msg + used, sizeof msg - used,
-                                     " %s op %d (%s) waits;", name, ps->pc[i],
-                                     op_str(&lists[i].ops[ps->pc[i]], opbuf, sizeof opbuf));
+    size_t used = (size_t)snprintf(msg, sizeof msg, "schedule: deadlock, no stage can advance:");
+    for (int j = 0; j < n_threads && used < sizeof msg; j++) {
+        if (th[j].pos >= th[j].n) {
+            if (th[j].order)
+                used += (size_t)snprintf(msg + used, sizeof msg - used, " rank %d finished;", whos[th[j].order[0]].rank);
+            else
+                used += (size_t)snprintf(msg + used, sizeof msg - used, " %s finished;",
+                                         who_str(whos[th[j].list], wbuf, sizeof wbuf));
+            continue;
+        }
+        int i = next_list(&th[j]);
+        const ppdl_op *op = &lists[i].ops[ps->pc[i]];
+        used += (size_t)snprintf(msg + used, sizeof msg - used, " %s op %d (%s) waits", who_str(whos[i], wbuf, sizeof wbuf),
+                                 ps->pc[i], op_str(op, opbuf, sizeof opbuf));
+        if (th[j].order && used < sizeof msg)
+            used += (size_t)snprintf(msg + used, sizeof msg - used, " (op %d of the rank's order)", th[j].pos);
+        int recv = op->kind == PPDL_OP_RECV_ACT || op->kind == PPDL_OP_RECV_GRAD;
+        if (recv && th[j].order && op->peer >= 0 && op->peer < ps->S && whos[op->peer].rank == whos[i].rank &&
+            used < sizeof msg)
+            used += (size_t)snprintf(msg + used, sizeof msg - used, " for a send its own rank has not issued yet");
+        if (used < sizeof msg) used += (size_t)snprintf(msg + used, sizeof msg - used, ";");
     }
     if (used < sizeof msg && used > 0 && msg[used - 1] == ';') msg[used - 1] = '\0';
     return ppdl_errf(err, errlen, "%s", msg);
 }
 
-static int play(int S, int M, int n_lists, const ppdl_op_list *lists, const who *whos, char *err,
-                size_t errlen)
+/* Play the lists on the threads th[0..n_threads-1] (each list on exactly one thread,
+ * its ops in its own order: the callers check that); *step gets the unit step */
+static int play(int S, int M, int n_lists, const ppdl_op_list *lists, const who *whos, int n_threads,
+                play_thread *th, long *step, char *err, size_t errlen)
 {
     play_state ps = {.S = S, .M = M, .n_lists = n_lists};
+    size_t SM = (size_t)S * (size_t)M;
     ps.pc = ppdl_xcalloc((size_t)n_lists, sizeof(int));
-    ps.act = ppdl_xcalloc((size_t)S * (size_t)M, sizeof(int));
-    ps.grad = ppdl_xcalloc((size_t)S * (size_t)M, sizeof(int));
-    ps.act_in = ppdl_xcalloc((size_t)S * (size_t)M, 1);
-    ps.grad_in = ppdl_xcalloc((size_t)S * (size_t)M, 1);
+    ps.act = ppdl_xcalloc(SM, sizeof(int));
+    ps.grad = ppdl_xcalloc(SM, sizeof(int));
+    ps.act_in = ppdl_xcalloc(SM, 1);
+    ps.grad_in = ppdl_xcalloc(SM, 1);
+    ps.act_t = ppdl_xcalloc(SM, sizeof(long));
+    ps.grad_t = ppdl_xcalloc(SM, sizeof(long));
     ps.reuse = ppdl_xcalloc((size_t)n_lists, sizeof(int));
     for (int i = 0; i < n_lists; i++) {
         int slots = ppdl_schedule_max_in_flight(&lists[i]);
@@ -767,28 +861,36 @@ static int play(int S, int M, int n_lists, const ppdl_op_list *lists, const who 
     int progressed = 1, rc = 0;
     while (progressed) {
         progressed = 0;
-        for (int i = 0; i < n_lists; i++)
-            while (ps.pc[i] < lists[i].n && try_step(&ps, &lists[i], i)) progressed = 1;
+        for (int j = 0; j < n_threads; j++)
+            for (; th[j].pos < th[j].n; th[j].pos++, progressed = 1) {
+                int i = next_list(&th[j]);
+                if (!try_step(&ps, &lists[i], i, &th[j].t)) break;
+            }
     }
-    for (int i = 0; i < n_lists && rc == 0; i++)
-        if (ps.pc[i] < lists[i].n) rc = report_deadlock(&ps, lists, whos, err, errlen);
+    *step = 0;
+    for (int j = 0; j < n_threads; j++) *step = later(*step, th[j].t);
+    for (int j = 0; j < n_threads && rc == 0; j++)
+        if (th[j].pos < th[j].n) rc = report_deadlock(&ps, lists, whos, n_threads, th, err, errlen);
     /* per-list counts make every message matched once all lists finish; kept as a
      * guard so the checker stays sound if the list rules above are ever relaxed */
-    for (int j = 0; j < S * M && rc == 0; j++) {
+    for (size_t j = 0; j < SM && rc == 0; j++) {
+        int s = (int)(j / (size_t)M), mb = (int)(j % (size_t)M);
         if (ps.act[j] != 0)
             rc = ppdl_errf(err, errlen,
                            "schedule: stage %d sent the activation of mb %d %d time(s) more "
-                           "than stage %d received it", j / M, j % M, ps.act[j], j / M + 1);
+                           "than stage %d received it", s, mb, ps.act[j], s + 1);
         else if (ps.grad[j] != 0)
             rc = ppdl_errf(err, errlen,
                            "schedule: stage %d sent the gradient of mb %d %d time(s) more "
-                           "than stage %d received it", j / M, j % M, ps.grad[j], j / M - 1);
+                           "than stage %d received it", s, mb, ps.grad[j], s - 1);
     }
     free(ps.pc);
     free(ps.act);
     free(ps.grad);
     free(ps.act_in);
     free(ps.grad_in);
+    free(ps.act_t);
+    free(ps.grad_t);
     free(ps.reuse);
     return rc;
 }
@@ -810,12 +912,19 @@ int ppdl_schedule_check_layout(int S, int M, const int *k, const ppdl_op_list *l
     }
     who *whos = ppdl_xmalloc((size_t)n_lists * sizeof *whos);
     for (int s = 0, i = 0; s < S; s++)
-        for (int q = 0; q < (k ? k[s] : 1); q++) whos[i++] = (who){s, q, k ? k[s] : 1};
+        for (int q = 0; q < (k ? k[s] : 1); q++) whos[i++] = (who){s, q, k ? k[s] : 1, -1};
     int *pos = ppdl_xmalloc((size_t)PPDL_OP_N_KINDS * (size_t)M * sizeof(int));
     int rc = 0;
-    for (int i = 0; i < n_lists && rc == 0; i++) rc = check_list(S, M, i, whos[i], &lists[i], pos, err, errlen);
+    for (int i = 0; i < n_lists && rc == 0; i++)
+        rc = check_list(S, M, i, whos[i], 0, &lists[i], pos, err, errlen);
     free(pos);
-    if (rc == 0) rc = play(S, M, n_lists, lists, whos, err, errlen);
+    if (rc == 0) {
+        play_thread *th = ppdl_xcalloc((size_t)n_lists, sizeof *th);
+        for (int i = 0; i < n_lists; i++) th[i] = (play_thread){.n = lists[i].n, .list = i};
+        long step;
+        rc = play(S, M, n_lists, lists, whos, n_lists, th, &step, err, errlen);
+        free(th);
+    }
     free(whos);
     return rc;
 }
@@ -823,4 +932,134 @@ int ppdl_schedule_check_layout(int S, int M, const int *k, const ppdl_op_list *l
 int ppdl_schedule_check(int S, int M, const ppdl_op_list *lists, char *err, size_t errlen)
 {
     return ppdl_schedule_check_layout(S, M, NULL, lists, err, errlen);
+}
+
+// ----------------------------------------------------------------------------
+// the chunked schedules: a rank runs several stages' lists in one order
+
+/* Each of the S stages on exactly one rank, each rank's stages ascending; owner[s] =
+ * (rank, index in its stages[]) */
+static int check_placement(int N, int S, const ppdl_rank_schedule *ranks, int *owner_rank, int *owner_c, char *err,
+                           size_t errlen)
+{
+    for (int s = 0; s < S; s++) owner_rank[s] = -1;
+    for (int r = 0; r < N; r++) {
+        const ppdl_rank_schedule *R = &ranks[r];
+        if (R->rank != r) return ppdl_errf(err, errlen, "schedule: ranks[%d] says it is rank %d", r, R->rank);
+        if (R->n_stages < 1 || !R->stages || !R->lists || !R->order)
+            return ppdl_errf(err, errlen, "schedule: rank %d holds no stage (or has no lists or order)", r);
+        for (int c = 0; c < R->n_stages; c++) {
+            int s = R->stages[c];
+            if (s < 0 || s >= S)
+                return ppdl_errf(err, errlen, "schedule: rank %d holds stage %d, outside 0..%d", r, s, S - 1);
+            if (c > 0 && s <= R->stages[c - 1])
+                return ppdl_errf(err, errlen, "schedule: rank %d lists its stages out of ascending order (%d after %d)",
+                                 r, s, R->stages[c - 1]);
+            if (owner_rank[s] >= 0)
+                return ppdl_errf(err, errlen, "schedule: stage %d is on rank %d and on rank %d", s, owner_rank[s], r);
+            if (R->lists[c].stage != s)
+                return ppdl_errf(err, errlen, "schedule: rank %d's list %d says it is stage %d, not %d", r, c,
+                                 R->lists[c].stage, s);
+            owner_rank[s] = r;
+            owner_c[s] = c;
+        }
+    }
+    for (int s = 0; s < S; s++)
+        if (owner_rank[s] < 0) return ppdl_errf(err, errlen, "schedule: no rank holds stage %d", s);
+    return 0;
+}
+
+/* A rank's order: n the sum of its lists' lengths, every entry a stage of the rank,
+ * each list's ops exactly once, and the OPTIMIZERs (each list's last op) the last
+ * n_stages entries in stages[] order */
+static int check_order(const ppdl_rank_schedule *R, char *err, size_t errlen)
+{
+    int total = 0, r = R->rank;
+    for (int c = 0; c < R->n_stages; c++) total += R->lists[c].n;
+    if (R->n != total)
+        return ppdl_errf(err, errlen, "schedule: rank %d's order has %d entries, its lists %d ops", r, R->n, total);
+    int *seen = ppdl_xcalloc((size_t)R->n_stages, sizeof(int)), rc = 0;
+    for (int i = 0; i < R->n && rc == 0; i++) {
+        int c = R->order[i];
+        if (c < 0 || c >= R->n_stages) {
+            rc = ppdl_errf(err, errlen, "schedule: rank %d order entry %d is %d, not one of its %d stages", r, i, c,
+                           R->n_stages);
+        } else if (seen[c] >= R->lists[c].n) {
+            rc = ppdl_errf(err, errlen, "schedule: rank %d order entry %d runs stage %d past the end of its list (%d "
+                           "ops)", r, i, R->stages[c], R->lists[c].n);
+        } else if (R->lists[c].ops[seen[c]].kind == PPDL_OP_OPTIMIZER && i != R->n - R->n_stages + c) {
+            rc = ppdl_errf(err, errlen, "schedule: rank %d stage %d op %d (optimizer) is entry %d of the rank's order; "
+                           "the optimizers go last, in stage order (entry %d)", r, R->stages[c], seen[c], i,
+                           R->n - R->n_stages + c);
+        }
+        if (rc == 0) seen[c]++;
+    }
+    free(seen);
+    return rc;
+}
+
+/* check_ranks's work; *step gets the unit step of the play */
+static int check_ranks(int N, int v, int M, const ppdl_rank_schedule *ranks, long *step, char *err, size_t errlen)
+{
+    *step = 0;
+    if (N < 1 || v < 1 || M < 1)
+        return ppdl_errf(err, errlen, "schedule: need N >= 1 ranks, v >= 1 chunks and M >= 1 micro-batches (got "
+                         "N=%d v=%d M=%d)", N, v, M);
+    if (!ranks) return ppdl_errf(err, errlen, "schedule: no rank schedules given");
+    int S = v * N;
+    int *owner_rank = ppdl_xmalloc(2 * (size_t)S * sizeof(int)), *owner_c = owner_rank + S;
+    int rc = check_placement(N, S, ranks, owner_rank, owner_c, err, errlen);
+    for (int r = 0; r < N && rc == 0; r++) rc = check_order(&ranks[r], err, errlen);
+    /* the lists by stage, each named with its rank */
+    ppdl_op_list *lists = ppdl_xcalloc((size_t)S, sizeof *lists);
+    who *whos = ppdl_xmalloc((size_t)S * sizeof *whos);
+    int *pos = ppdl_xmalloc((size_t)PPDL_OP_N_KINDS * (size_t)M * sizeof(int));
+    for (int s = 0; s < S && rc == 0; s++) {
+        lists[s] = ranks[owner_rank[s]].lists[owner_c[s]];
+        whos[s] = (who){s, 0, 1, owner_rank[s]};
+        rc = check_list(S, M, s, whos[s], 1, &lists[s], pos, err, errlen);
+    }
+    if (rc == 0) {
+        /* a thread per rank, its order in stage numbers */
+        int total = 0;
+        for (int r = 0; r < N; r++) total += ranks[r].n;
+        int *orders = ppdl_xmalloc((size_t)total * sizeof(int));
+        play_thread *th = ppdl_xcalloc((size_t)N, sizeof *th);
+        for (int r = 0, at = 0; r < N; r++) {
+            th[r] = (play_thread){.order = &orders[at], .n = ranks[r].n};
+            for (int i = 0; i < ranks[r].n; i++) orders[at++] = ranks[r].stages[ranks[r].order[i]];
+        }
+        rc = play(S, M, S, lists, whos, N, th, step, err, errlen);
+        free(th);
+        free(orders);
+    }
+    free(pos);
+    free(whos);
+    free(lists);
+    free(owner_rank);
+    return rc;
+}
+
+int ppdl_schedule_check_ranks(int N, int v, int M, const ppdl_rank_schedule *ranks, char *err, size_t errlen)
+{
+    long step;
+    return check_ranks(N, v, M, ranks, &step, err, errlen);
+}
+
+long ppdl_schedule_unit_step_chunked(int kind, int N, int v, int M)
+{
+    PPDL_CHECK(N >= 1 && v >= 1 && M >= 1, "ppdl_schedule_unit_step_chunked: need N, v, M >= 1 (got %d, %d, %d)", N,
+               v, M);
+    if (!ppdl_schedule_chunked(kind)) return (long)v * (3L * M + 3L * (N - 1));
+    char err[PPDL_ERR_LEN];
+    ppdl_rank_schedule *ranks = ppdl_xcalloc((size_t)N, sizeof *ranks);
+    for (int r = 0; r < N; r++)
+        if (ppdl_schedule_build_rank(kind, N, v, M, r, &ranks[r], err, sizeof err)) ppdl_die("%s", err);
+    long step;
+    if (check_ranks(N, v, M, ranks, &step, err, sizeof err))
+        ppdl_die("ppdl_schedule_unit_step_chunked: %s N=%d v=%d M=%d fails its check: %s", ppdl_schedule_name(kind),
+                 N, v, M, err);
+    for (int r = 0; r < N; r++) ppdl_rank_schedule_free(&ranks[r]);
+    free(ranks);
+    return step;
 }

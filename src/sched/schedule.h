@@ -56,16 +56,20 @@ typedef enum ppdl_schedule_kind {
     PPDL_SCHED_ZB_H1 = 2,  /* zero bubble, 1F1B's peak memory (sched/zero_bubble.h) */
     PPDL_SCHED_ZB_H2 = 3,  /* zero bubble, about twice 1F1B's peak memory */
     PPDL_SCHED_ZB_1P = 4,  /* zero bubble, 1F1B's memory on every stage (S - s held) */
+    PPDL_SCHED_INTERLEAVED = 5, /* Megatron's interleaved 1F1B: v chunks per rank (chunked) */
+    PPDL_SCHED_ZB_V = 6,   /* zero bubble, two chunks per rank in a V (chunked) */
     PPDL_SCHED_N_KINDS,
     PPDL_SCHED_AUTO = 100  /* --schedule auto: no schedule of its own, the planner chooses
                               one (plan/schedule_choice.h); never built or played */
 } ppdl_schedule_kind;
 
-/* "gpipe", "1f1b", "zb-h1", "zb-h2", "zb-1p" -> kind, "auto" -> PPDL_SCHED_AUTO; -1 when unknown */
+/* "gpipe", "1f1b", "zb-h1", "zb-h2", "zb-1p", "interleaved", "zb-v" -> kind, "auto" ->
+ * PPDL_SCHED_AUTO; -1 when unknown */
 int ppdl_schedule_parse(const char *name);
 const char *ppdl_schedule_name(int kind);
 const char *ppdl_op_name(ppdl_op_kind k);
-/* 1 for the schedules that split backwards into B and W (the zero-bubble ones) */
+/* 1 for the schedules that split backwards into B and W (the zero-bubble ones, zb-v
+ * included) */
 int ppdl_schedule_splits_backward(int kind);
 /* Why the schedule cannot run stages replicated k[0..S-1] (k NULL: one replica
  * each), written into err; 0 when it can. Every schedule runs every layout with
@@ -159,5 +163,66 @@ int ppdl_schedule_max_in_flight(const ppdl_op_list *l);
 /* Largest number of micro-batches between their B and their W at once (0 without a
  * split backward): the buffers of what W keeps */
 int ppdl_schedule_max_pending_weight(const ppdl_op_list *l);
+
+/* ----------------------------------------------------------------------------
+ * Chunked schedules: a rank holds several non-adjacent stages ("chunks") of S = v*N
+ * stages on N ranks, runs one list per stage it holds, and interleaves them in an
+ * order of its own (sched/chunked.c).
+ *  - interleaved (Narayanan et al., SC'21; Megatron-LM): stage s on rank s mod N,
+ *    v >= 2 chunks per rank, fused backwards; forwards in groups of N micro-batches
+ *    through chunk 0, then the same group through chunk 1, ...; backwards in the same
+ *    groups, chunks reversed; rank r warms up with (N-r-1)*2 + (v-1)*N forwards (at
+ *    most M*v), then alternates one forward and one backward. Any M >= 1 (the last
+ *    group holds M mod N micro-batches).
+ *  - zb-v (Qi et al., "Pipeline parallelism with controllable memory", the ZB-V of
+ *    Zero Bubble): v = 2, stage s on rank s for s < N and on rank 2N-1-s after (a V:
+ *    rank 0 holds the first and the last stage), backward split into B and W; the
+ *    order is sched/zero_bubble.h's greedy play with the ranks as devices
+ *    (ppdl_zb_order_devices) under a cap per stage, 2N - s on stage s (1F1B's on
+ *    2N stages: rank r holds at most 2N + 1 chunk-micro-batches, 1F1B's first rank
+ *    2N; measured in tests/unit/test_schedule_chunked.c).
+ * A message between two stages of one rank (zb-v: stages N-1 and N; interleaved with
+ * N = 1) is an ordinary SEND and RECV that the rank sends itself; the order puts
+ * the SEND first. Within every stage the weight gradients accumulate in micro-batch
+ * order (the bits of 1F1B), fused backwards included. */
+
+/* 1 for the schedules where a rank holds several stages */
+int ppdl_schedule_chunked(int kind);
+/* the rank holding stage s of S = v*N stages (interleaved: s mod N; zb-v (v must be 2):
+ * s < N ? s : 2N-1-s); for other kinds with v == 1: s */
+int ppdl_schedule_stage_rank(int kind, int N, int v, int s);
+/* A rank's share of a chunked schedule: the ordinary op list of each stage it holds
+ * (exactly as a stage's list is today: peers are STAGE indices s-1 / s+1, each list ends
+ * with its OPTIMIZER), and the order in which the rank runs them: order[i] is the index
+ * into stages[] whose next op runs i-th. The OPTIMIZERs come last, in stages[] order. */
+typedef struct ppdl_rank_schedule {
+    int rank, n_stages;
+    int *stages;               /* [n_stages] ascending */
+    ppdl_op_list *lists;       /* [n_stages] */
+    int n;                     /* sum of the lists' lengths */
+    int *order;                /* [n] */
+} ppdl_rank_schedule;
+/* 0, or -1 with the reason in err when (kind, N, v, M) cannot run: a kind that is not
+ * chunked, N < 1, M < 1, rank outside 0..N-1, interleaved with v < 2 (v = 1 is 1f1b),
+ * zb-v with v != 2 (the V is two chunks) */
+int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_schedule *out,
+                             char *err, size_t errlen);
+void ppdl_rank_schedule_free(ppdl_rank_schedule *r);
+/* Play the N ranks' schedules ranks[0..N-1] (S = v*N stages) against each other, each
+ * rank running its order as ONE sequential thread, under the communication model above
+ * (each stage's slots: ppdl_schedule_max_in_flight of its list), and check: every stage
+ * 0..S-1 on exactly one rank, each stage's list valid as ppdl_schedule_check requires,
+ * its backwards (fused or W) in micro-batch order, the order consistent with the lists
+ * (each list consumed exactly, in its own order; the OPTIMIZERs last), every SEND
+ * matched by exactly one RECV, no deadlock for any timing (a RECV of a message the
+ * same rank sends later is one). 0, or -1 with a message naming the rank, the stage,
+ * the op index and the problem. */
+int ppdl_schedule_check_ranks(int N, int v, int M, const ppdl_rank_schedule *ranks, char *err, size_t errlen);
+/* The step when every F, B, W of a CHUNK takes one unit (a fused backward two) and
+ * messages none; for the bubble: (step - 3*M*v) / step is the bubble fraction of a rank.
+ * For kinds that are not chunked: 1F1B's value in the same units, 1F1B on N ranks with a
+ * whole stage (v chunks' worth) per rank: v*(3M + 3(N-1)). Interleaved (M a multiple of
+ * N): 3Mv + 3(N-1), 1F1B's bubble divided by v (tests/unit/test_schedule_chunked.c). */
+long ppdl_schedule_unit_step_chunked(int kind, int N, int v, int M);
 
 #endif

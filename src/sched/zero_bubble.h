@@ -34,6 +34,7 @@
 typedef struct ppdl_zb_pass {
     char kind;             /* 'F', 'B' or 'W' */
     int mb;
+    int stage;             /* the stage it belongs to (a device may run several) */
 } ppdl_zb_pass;
 
 /* The 3M passes of stage s, in order, into out[0..3M-1], for S stages, M micro-batches
@@ -51,5 +52,14 @@ long ppdl_zb_order_all(int S, int M, const int *cap, ppdl_zb_pass *out);
  * dev = -1: every device's, device d's from out[3 (n_0 + .. + n_{d-1})] on. With k
  * NULL it is ppdl_zb_order / ppdl_zb_order_all. */
 long ppdl_zb_order_layout(int S, int M, const int *k, const int *cap, int dev, ppdl_zb_pass *out);
+/* The same play with several stages per device (ZB-V: two stages per rank): stage s
+ * runs on device dev_of[s] (0..D-1) under cap[s], all its M micro-batches in
+ * micro-batch order; a device runs one pass at a time, and of its passes that can
+ * start first a B, then an F, then a W, then the later stage's (the V's second leg,
+ * nearer the end of the pipeline: its F's and B's free the most of what the device
+ * holds soonest). dev >= 0: device dev's 3 M x (its stages) passes in the order it
+ * runs them, each with its stage; dev = -1: every device's, device d's after those of
+ * the devices before it. */
+long ppdl_zb_order_devices(int S, int M, int D, const int *dev_of, const int *cap, int dev, ppdl_zb_pass *out);
 
 #endif
