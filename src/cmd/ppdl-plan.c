@@ -145,6 +145,9 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
             o->schedule = ppdl_schedule_parse(a);
             if (o->schedule < 0)
                 return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p or auto", a);
+            if (o->schedule != PPDL_SCHED_AUTO && ppdl_schedule_chunked(o->schedule))
+                return ppdl_errf(err, errlen, "--schedule %s: the planner does not plan several stages per rank yet; "
+                                 "run it with ppdl --schedule %s --plan uniform (--virtual-stages V)", a, a);
             break;
         case O_METHOD: o->method = a; break;
         case O_JSON: o->json = 1; break;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "io/model_io.h"
+#include "pipe/p2p_choice.h"
 
 int run_chunked(const run *r) { return r->n_own > 1; }
 

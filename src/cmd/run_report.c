@@ -131,8 +131,11 @@ void run_print_header(const run *r)
         if (r->file_predicted_ms > 0)
             printf(" (the file's %.2f ms was for the costs, network and micro-batches it was made with)",
                    r->file_predicted_ms);
-        printf(": give --costs FILE (or --costs-out) and --cluster FILE (or --report) to predict this plan for "
-               "this run\n");
+        if (run_chunked(r))
+            printf(": the cost model and the simulator do not cover several stages per rank yet\n");
+        else
+            printf(": give --costs FILE (or --costs-out) and --cluster FILE (or --report) to predict this plan for "
+                   "this run\n");
     }
     if (r->shared.active) printf("%s\n", ppdl_shared_choice_line(&r->shared, line, sizeof line));
     print_plan_timing(r);
@@ -184,6 +187,27 @@ static run_rates rates_of(const run *r)
     return x;
 }
 
+/* rank q's memory predicted before the run: its stage's, or the sum over the stages it
+ * holds (a chunked plan: interleaved, zb-v) */
+static ppdl_mem_prediction rank_prediction(const run *r, int q)
+{
+    int own[PPDL_MAX_CHUNKS];
+    int n = ppdl_plan_stages_of_rank(&r->plan, q, own, PPDL_MAX_CHUNKS);
+    ppdl_mem_prediction sum = {0};
+    for (int c = 0; c < n && c < PPDL_MAX_CHUNKS; c++) {
+        const ppdl_mem_prediction *p = &r->pred[own[c]];
+        sum.params_optimizer += p->params_optimizer;
+        sum.stash += p->stash;
+        sum.weight_keep += p->weight_keep;
+        sum.tie += p->tie;
+        sum.cost_model += p->cost_model;
+        sum.buffers += p->buffers;
+        sum.total += p->total;
+    }
+    return sum;
+}
+
+
 void run_print_closing(const run *r)
 {
     run_rates x = rates_of(r);
@@ -202,7 +226,7 @@ void run_print_closing(const run *r)
         char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
         const rank_summary *s = &r->all[q];
         printf("  %4d  %5d  %9s  %9s  %9s  %9s  %9s", q, (int)s->stage, ppdl_fmt_bytes((size_t)s->peak_bytes, a, sizeof a),
-               ppdl_fmt_bytes((size_t)r->pred[(int)s->stage].total, f, sizeof f),
+               ppdl_fmt_bytes((size_t)rank_prediction(r, q).total, f, sizeof f),
                ppdl_fmt_bytes((size_t)s->params_bytes, b, sizeof b),
                ppdl_fmt_bytes((size_t)s->optimizer_bytes, c, sizeof c), ppdl_fmt_bytes((size_t)s->stash_bytes, d, sizeof d));
         if (split) printf("  %10s", ppdl_fmt_bytes((size_t)s->weight_keep_bytes, g, sizeof g));
@@ -243,7 +267,8 @@ static json_t *memory_report(const run *r)
     json_t *mem = json_array();
     for (int q = 0; q < r->n_ranks; q++) {
         const rank_summary *s = &r->all[q];
-        const ppdl_mem_prediction *pr = &r->pred[(int)s->stage];
+        ppdl_mem_prediction own = rank_prediction(r, q);
+        const ppdl_mem_prediction *pr = &own;
         json_t *jm = json_object();
         json_object_set_new(jm, "rank", json_integer(q));
         json_object_set_new(jm, "stage", json_integer((int)s->stage));

@@ -172,6 +172,11 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
 {
     memset(ev, 0, sizeof *ev);
     if (M < 1) return ppdl_errf(err, errlen, "micro-batches is %d: expected >= 1", M);
+    /* several stages per rank (interleaved, zb-v): the cost model has no term for a rank's
+     * stages sharing its device yet */
+    if (ppdl_schedule_chunked(schedule) || ppdl_plan_chunks(p) > 1)
+        return ppdl_errf(err, errlen, "plan: %s has no cost model for several stages per rank yet",
+                         ppdl_schedule_chunked(schedule) ? ppdl_schedule_name(schedule) : "a chunked plan");
     int *nopt = ppdl_xmalloc((size_t)c->L * sizeof(int));
     for (int l = 0; l < c->L; l++) nopt[l] = c->layers[l].n_opts;
     int rc = ppdl_plan_validate(p, c->L, cl->N, nopt, "plan", err, errlen);

@@ -285,6 +285,9 @@ static int check_input(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
 {
     if (M < 1) return ppdl_errf(err, errlen, "--micro-batches %d: expected >= 1", M);
     if (schedule < 0 || schedule >= PPDL_SCHED_N_KINDS) return ppdl_errf(err, errlen, "unknown schedule %d", schedule);
+    if (ppdl_schedule_chunked(schedule))
+        return ppdl_errf(err, errlen, "schedule %s: the planner does not plan several stages per rank yet",
+                         ppdl_schedule_name(schedule));
     if (c->L < cl->N)
         return ppdl_errf(err, errlen, "the model has %d layers but the cluster has %d ranks: every rank "
                                       "runs one stage of at least one layer", c->L, cl->N);
