@@ -84,7 +84,9 @@ int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errl
  * ZB-H1, ZB-H2, ZB-1P: the passes of sched/zero_bubble.h, at most S (ZB-H1), 2S-1
  * (ZB-H2) or S-s (ZB-1P, as 1F1B) micro-batches held on stage s
  * (ppdl_schedule_zb_caps); a B directly followed by its W on a stage that sends no
- * gradient (the first) is one fused BACKWARD. */
+ * gradient (the first) is one fused BACKWARD. The chunked kinds (interleaved, zb-v)
+ * have no list per rank: ppdl_schedule_build_rank; this and the other functions of
+ * one stage per rank (caps, counts, unit steps) stop with a message on them. */
 void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
 /* Data parallelism inside a stage (a layout): stage s runs on k[s] replicas, and
  * replica q of it takes the micro-batches j with j mod k[s] == q. Its list is the
