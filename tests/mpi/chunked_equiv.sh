@@ -46,6 +46,11 @@ for fam in gpt mlp cnn; do
   done
 done
 fam=gpt
+# negative control: a planted wrong gradient on rank 1 (both its stages) must show
+PPDL_TEST_GRAD_SCALE=1:1.5 train gpt-planted 2 4 --schedule interleaved --plan uniform
+rc=$?
+[ $rc = 0 ] && ! same gpt-planted gpt-ref-m4
+ok $? "negative control: PPDL_TEST_GRAD_SCALE=1:1.5 on rank 1 of interleaved differs from 1 rank"
 # the default plan of these schedules is uniform (the planner does not plan them yet)
 train gpt-default 2 4 --schedule interleaved
 rc=$?
