@@ -102,14 +102,27 @@ static int check_events(const char *path, const ppdl_event_rec *ev, int n, int n
     return 0;
 }
 
-/* The stage of each rank: that of its first record, -1 when it has none. (n_ranks) */
-static int *stages_of_ranks(const ppdl_event_rec *ev, int n, int n_ranks)
+/* The stages of each rank, as its rows' label: "stage 2", or where a rank holds
+ * several (interleaved, zb-v) "stages 0, 2"; "" when it has no record. LABEL_LEN
+ * bytes per rank (n_ranks). */
+#define LABEL_LEN 48
+static char *stages_of_ranks(const ppdl_event_rec *ev, int n, int n_ranks)
 {
-    int *st = ppdl_xmalloc((size_t)n_ranks * sizeof(int));
-    for (int r = 0; r < n_ranks; r++) st[r] = -1;
-    for (int i = 0; i < n; i++)
-        if (st[ev[i].rank] < 0) st[ev[i].rank] = ev[i].stage;
-    return st;
+    char *lab = ppdl_xcalloc((size_t)n_ranks, LABEL_LEN);
+    for (int r = 0; r < n_ranks; r++) {
+        char list[LABEL_LEN] = "";
+        int count = 0, len = 0;
+        for (int prev = -1;; count++) { /* rank r's stages, ascending */
+            int next = -1;
+            for (int i = 0; i < n; i++)
+                if (ev[i].rank == r && ev[i].stage > prev && (next < 0 || ev[i].stage < next)) next = ev[i].stage;
+            if (next < 0) break;
+            if (len < (int)sizeof list - 12) len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", count ? ", " : "", next);
+            prev = next;
+        }
+        if (count) snprintf(lab + (size_t)r * LABEL_LEN, LABEL_LEN, "stage%s %s", count > 1 ? "s" : "", list);
+    }
+    return lab;
 }
 
 /* Open PATH.tmp for writing; the name goes to tmp (PATH + ".tmp") */
@@ -171,13 +184,13 @@ int ppdl_trace_write_json(const char *path, const ppdl_event_rec *ev, int n, int
     char tmp[4096];
     FILE *f = open_tmp(path, tmp, sizeof tmp, err, errlen);
     if (!f) return -1;
-    int *stage = stages_of_ranks(ev, n, n_ranks);
+    char *stage = stages_of_ranks(ev, n, n_ranks);
     int rc = 0;
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     for (int r = 0; r < n_ranks && rc == 0; r++) {
-        char label[64];
-        if (stage[r] >= 0)
-            snprintf(label, sizeof label, "rank %d (stage %d)", r, stage[r]);
+        char label[80];
+        if (stage[(size_t)r * LABEL_LEN])
+            snprintf(label, sizeof label, "rank %d (%s)", r, stage + (size_t)r * LABEL_LEN);
         else
             snprintf(label, sizeof label, "rank %d", r);
         int last = n == 0 && r == n_ranks - 1;
@@ -353,7 +366,7 @@ static void svg_subtitle(svg_ctx *c, int n_ranks, int n_mb, double t0, double t1
             t1 - t0 >= 100 ? 1 : t1 - t0 >= 1 ? 2 : 3, t1 - t0);
 }
 
-static void svg_grid_and_rows(svg_ctx *c, int n_ranks, const int *stage, const double *busy,
+static void svg_grid_and_rows(svg_ctx *c, int n_ranks, const char *stage, const double *busy,
                               double span, int n, double step)
 {
     FILE *f = c->f;
@@ -372,7 +385,7 @@ static void svg_grid_and_rows(svg_ctx *c, int n_ranks, const int *stage, const d
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"13\" fill=\"" INK "\" text-anchor=\"end\">"
                    "rank %d",
                 PLOT_X - 12, y + LANE_H / 2 + 5, r);
-        if (stage[r] >= 0) fprintf(f, " \xc2\xb7 stage %d", stage[r]);
+        if (stage[(size_t)r * LABEL_LEN]) fprintf(f, " \xc2\xb7 %s", stage + (size_t)r * LABEL_LEN);
         fputs("</text>\n", f);
         if (n > 0)
             fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" fill=\"" INK_SOFT "\" "
@@ -556,7 +569,7 @@ int ppdl_timeline_write_svg(const char *path, const ppdl_event_rec *ev, int n, i
     double busy_sum = 0;
     for (int r = 0; r < n_ranks; r++) busy_sum += busy[r];
     double bubble = 1.0 - busy_sum / ((double)n_ranks * span);
-    int *stage = stages_of_ranks(ev, n, n_ranks);
+    char *stage = stages_of_ranks(ev, n, n_ranks);
 
     char tmp[4096];
     FILE *f = open_tmp(path, tmp, sizeof tmp, err, errlen);
