@@ -49,8 +49,9 @@ void run_chunks_plan(run *r)
     const ppdl_model *m = &r->model;
     int v = ppdl_plan_chunks(plan), N = r->n_ranks, M = (int)o->micro_batches;
     char err[PPDL_ERR_LEN] = "";
-    snprintf(err, sizeof err, "the plan holds %d stages per rank: it runs with --schedule interleaved or zb-v, "
-             "not %s", v, ppdl_schedule_name(o->schedule));
+    const char *from = o->plan_mode == PLAN_FILE ? o->plan : "the plan";
+    snprintf(err, sizeof err, "%s holds %d stages per rank: it runs with --schedule interleaved or zb-v, not %s",
+             from, v, ppdl_schedule_name(o->schedule));
     agree_or_end_job(!ppdl_schedule_chunked(o->schedule), err, 2);
     snprintf(err, sizeof err, "the plan uses %d of the %d ranks: a plan with several stages per rank must use "
              "every rank", ppdl_plan_ranks_used(plan), N);
