@@ -298,6 +298,7 @@ void run_chunks_set_lr(run *r, double lr);
 void run_chunks_step(run *r, long step, ppdl_step_stats *stats);
 float *run_chunks_gather_weights(run *r);
 void run_chunks_free(run *r);
+ppdl_ckpt *run_chunks_ckpt_create(run *r, char *err, size_t errlen);
 /* --sample-every (run_sample.c): a sample of the model as it is after `after_step`
  * steps, printed by rank 0. Collective. */
 void run_sample(run *r, long after_step);
@@ -313,6 +314,7 @@ typedef struct host_state {
 void host_state_get(host_state *h, ppdl_stage *st, int from_device);
 void host_state_put(host_state *h, ppdl_stage *st);
 void host_state_free(host_state *h);
+void run_chunks_host_state(run *r, host_state *h);
 void run_write_checkpoint(run *r, long done, double at_s);
 void run_print_closing(const run *r);
 void run_write_report(run *r);

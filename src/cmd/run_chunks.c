@@ -27,8 +27,7 @@ static void refuse_unsupported(run *r)
 {
     const options *o = &r->o;
     char err[PPDL_ERR_LEN] = "";
-    const char *what = o->checkpoint || o->resume ? "--checkpoint / --resume (a checkpoint writes one layer range per rank)"
-                       : o->val_data             ? "--val-data (evaluation runs one stage per rank)"
+    const char *what = o->val_data               ? "--val-data (evaluation runs one stage per rank)"
                        : o->sample_every         ? "--sample-every (sampling gathers one stage per rank)"
                        : r->model.tie_embeddings ? "tied embeddings (tie_embeddings=1: the tie exchange pairs two ranks)"
                        : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl (the stages' messages go through MPI)"
@@ -120,12 +119,58 @@ static void build_one(run *r, int c, const ppdl_runtime_cfg *first_cfg)
     ppdl_stage_alloc_params(st, &r->model, r->be, ps->first, ps->last);
     r->own_host[c] = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
     ppdl_stage_alloc_optimizer(st);
-    int rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->own_host[c], err, sizeof err);
-    agree_or_end_job(rc != 0, err, 1);
-    ppdl_be_copy_h2d(r->be, st->params, r->own_host[c], st->n_params * sizeof(float));
+    if (!r->resume) {
+        int rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->own_host[c], err, sizeof err);
+        agree_or_end_job(rc != 0, err, 1);
+        ppdl_be_copy_h2d(r->be, st->params, r->own_host[c], st->n_params * sizeof(float));
+    } else {
+        /* weights and AdamW moments of this stage's layers (collective: every rank
+         * reads its c-th stage at once) */
+        host_state h;
+        host_state_get(&h, st, 0);
+        double s_read = 0;
+        int rc = ppdl_ckpt_read_layers(r->resume, MPI_COMM_WORLD, &r->model, ps->first, ps->last, h.a[0], h.a[1],
+                                       h.a[2], &s_read, err, sizeof err);
+        agree_or_end_job(rc != 0, err, 1);
+        host_state_put(&h, st);
+        host_state_free(&h);
+        r->resume_read_s += s_read;
+    }
     ppdl_runtime_cfg cfg = *first_cfg;
     run_chunk_cfg(r, c, &cfg);
     r->own_rt[c] = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
+    if (r->resume) ppdl_runtime_set_adam_t(r->own_rt[c], (int)r->ck.adam_t);
+}
+
+/* The checkpoint writer of a rank holding several stages: its layer ranges */
+ppdl_ckpt *run_chunks_ckpt_create(run *r, char *err, size_t errlen)
+{
+    int first[PPDL_MAX_CHUNKS], last[PPDL_MAX_CHUNKS];
+    for (int c = 0; c < r->n_own; c++) {
+        first[c] = r->plan.stages[r->own[c]].first;
+        last[c] = r->plan.stages[r->own[c]].last;
+    }
+    return ppdl_ckpt_create_ranges(r->o.model, &r->model, r->n_own, first, last, err, errlen);
+}
+
+/* The weights and AdamW moments of the rank's stages, back to back in layer order, on
+ * the host (what ppdl_ckpt_write takes): h->a[0..2], h->copies 1 (freed by
+ * host_state_free) */
+void run_chunks_host_state(run *r, host_state *h)
+{
+    size_t n = 0;
+    for (int c = 0; c < r->n_own; c++) n += run_own_stage(r, c)->n_params;
+    h->copies = 1;
+    for (int a = 0; a < 3; a++) h->a[a] = ppdl_xmalloc(n * sizeof(float) + 1);
+    size_t off = 0;
+    for (int c = 0; c < r->n_own; c++) {
+        ppdl_stage *st = run_own_stage(r, c);
+        host_state one;
+        host_state_get(&one, st, 1);
+        for (int a = 0; a < 3; a++) memcpy(h->a[a] + off, one.a[a], st->n_params * sizeof(float));
+        host_state_free(&one);
+        off += st->n_params;
+    }
 }
 
 void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg)

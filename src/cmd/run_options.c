@@ -100,7 +100,7 @@ void run_options_usage(FILE *f)
 "                          layers): the bubble shrinks by about the number of\n"
 "                          chunks, for as many more messages; with --plan uniform\n"
 "                          (their default) or a plan file; not yet with the planner,\n"
-"                          checkpoints, evaluation, sampling or tied embeddings\n"
+"                          evaluation, sampling or tied embeddings\n"
 "  --virtual-stages V      stages per rank of --schedule interleaved (2 to 8, default\n"
 "                          2; zb-v: 2): --plan uniform cuts the layers into V x N\n"
 "                          stages placed round-robin (zb-v: in a V)\n"

@@ -186,8 +186,9 @@ void run_build_stage(run *r)
     ctl->ckpt_step = r->resume ? r->start_step : -1;
     ctl->log = json_array();
     if (o->checkpoint) {
-        ctl->ckpt = ppdl_ckpt_create(o->model, &r->model, ps->first, r->replica == 0 ? ps->last : ps->first - 1,
-                                     err, sizeof err);
+        ctl->ckpt = run_chunked(r) ? run_chunks_ckpt_create(r, err, sizeof err)
+                                   : ppdl_ckpt_create(o->model, &r->model, ps->first,
+                                                      r->replica == 0 ? ps->last : ps->first - 1, err, sizeof err);
         agree_or_end_job(ctl->ckpt == NULL, err, 1);
         ctl->plan_json = ppdl_plan_to_json(plan);
         /* before the first checkpoint, guess its time pessimistically: 50 MB/s for the

@@ -25,7 +25,10 @@ void run_write_checkpoint(run *r, long done, double at_s)
     run_ctl *c = &r->ctl;
     char err[PPDL_ERR_LEN] = "";
     host_state h;
-    host_state_get(&h, &r->st, 1);
+    if (run_chunked(r))
+        run_chunks_host_state(r, &h); /* its stages' arrays back to back */
+    else
+        host_state_get(&h, &r->st, 1);
     ppdl_ckpt_info info = {
         .step = done, .data_position = data_position_of(&r->ds, done), .shuffle = o->shuffle,
         .adam_t = ppdl_runtime_adam_t(r->rt), .seed = o->seed, .batch_size = o->batch_size,

@@ -102,9 +102,18 @@ typedef struct snap_obj {
 struct ppdl_ckpt {
     const ppdl_model *m;
     int L;                         /* m->L, kept: the caller may free m before destroy */
-    int first, last;
+    /* this rank's layers: n_ranges ascending ranges first[i]..last[i] (one, or one per
+     * stage a rank holds under interleaved / zb-v), their arrays back to back */
+    int n_ranges;
+    int first[PPDL_CKPT_MAX_RANGES], last[PPDL_CKPT_MAX_RANGES];
     snap_obj root, *layers;        /* layers: [L] */
 };
+
+/* a tied weight held once by this rank (its one range holds both tied layers) */
+static int tie_within(const ppdl_ckpt *k)
+{
+    return k->n_ranges == 1 && ppdl_model_tie_within(k->m, k->first[0], k->last[0]);
+}
 
 typedef struct snap_ctx {
     snap_obj *obj;
@@ -209,17 +218,34 @@ static void snap_free(snap_obj *o)
 ppdl_ckpt *ppdl_ckpt_create(const char *model_path, const ppdl_model *m, int first, int last,
                             char *err, size_t errlen)
 {
+    return ppdl_ckpt_create_ranges(model_path, m, 1, &first, &last, err, errlen);
+}
+
+ppdl_ckpt *ppdl_ckpt_create_ranges(const char *model_path, const ppdl_model *m, int n, const int *first,
+                                   const int *last, char *err, size_t errlen)
+{
     ppdl_h5_ctx c = {model_path, err, errlen};
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (first < 0 || last >= m->L || first > last + 1) {
-        ppdl_h5_fail(&c, "layers %d..%d requested, the model has layers 0..%d", first, last, m->L - 1);
+    if (n < 1 || n > PPDL_CKPT_MAX_RANGES) {
+        ppdl_h5_fail(&c, "%d layer ranges requested: expected 1 to %d", n, PPDL_CKPT_MAX_RANGES);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        if (first[i] < 0 || last[i] >= m->L || first[i] > last[i] + 1 || (i > 0 && first[i] <= last[i - 1])) {
+            ppdl_h5_fail(&c, "layers %d..%d requested (range %d of %d), the model has layers 0..%d (ranges "
+                         "ascending, apart)", first[i], last[i], i + 1, n, m->L - 1);
+            return NULL;
+        }
+    if (n > 1 && m->tie_embeddings) {
+        ppdl_h5_fail(&c, "several layer ranges of a model with tied embeddings: not supported");
         return NULL;
     }
     ppdl_ckpt *k = ppdl_xcalloc(1, sizeof *k);
     k->m = m;
     k->L = m->L;
-    k->first = first;
-    k->last = last;
+    k->n_ranges = n;
+    memcpy(k->first, first, (size_t)n * sizeof *first);
+    memcpy(k->last, last, (size_t)n * sizeof *last);
     k->layers = ppdl_xcalloc((size_t)m->L, sizeof *k->layers);
     hid_t f = H5Fopen(model_path, H5F_ACC_RDONLY, H5P_DEFAULT), layers = -1, g = -1;
     if (f < 0) {
@@ -426,7 +452,8 @@ static int write_my_layers(const ppdl_ckpt *k, file_plan *fp, const float *const
 {
     const ppdl_model *m = k->m;
     size_t off = 0;
-    for (int l = k->first; l <= k->last; l++) {
+    for (int r = 0; r < k->n_ranges; r++)
+    for (int l = k->first[r]; l <= k->last[r]; l++) {
         const ppdl_layer *ly = &m->layers[l];
         int d = first_dset(m, l);
         size_t o = off;
@@ -434,7 +461,7 @@ static int write_my_layers(const ppdl_ckpt *k, file_plan *fp, const float *const
             o = off;
             for (int i = 0; i < ly->n_params; i++, d++) {
                 if (fp->dset[d] < 0) { /* a tied lm_head.weight: layer 0's wte, written by its owner */
-                    if (!ppdl_model_tie_within(m, k->first, k->last)) o += ly->params[i].numel;
+                    if (!tie_within(k)) o += ly->params[i].numel;
                     continue;
                 }
                 if (H5Dwrite(fp->dset[d], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, arr[a] + o) < 0)
@@ -594,8 +621,9 @@ static int agree_checksums(const ppdl_ckpt *k, MPI_Comm comm, const float *const
     unsigned long long *mine = ppdl_xcalloc(3 * (size_t)L, sizeof *mine);
     int *own = ppdl_xcalloc((size_t)L, sizeof *own), *owners = ppdl_xcalloc((size_t)L, sizeof *owners);
     size_t off = 0;
-    int within = ppdl_model_tie_within(m, k->first, k->last);
-    for (int l = k->first; l <= k->last; l++) {
+    int within = tie_within(k);
+    for (int r = 0; r < k->n_ranges; r++)
+    for (int l = k->first[r]; l <= k->last[r]; l++) {
         const ppdl_layer *ly = &m->layers[l];
         own[l] = 1;
         size_t o = off;
@@ -715,7 +743,12 @@ int ppdl_ckpt_write(ppdl_ckpt *k, const char *path, MPI_Comm comm, const float *
     if (all_ok) {
         ppdl_h5_ctx cv = {tmp, err, errlen};
         float *const none[3] = {NULL, NULL, NULL};
-        rc = read_layers(&cv, comm, m, k->first, k->last, none, sums);
+        /* one collective read per range: every rank has as many (one, or the stages
+         * each rank holds) */
+        for (int r = 0; r < k->n_ranges; r++) {
+            int rr = read_layers(&cv, comm, m, k->first[r], k->last[r], none, sums);
+            rc = rc ? rc : rr;
+        }
         all_ok = agree(comm, rc == 0);
     }
     double t3 = ppdl_now_s();

@@ -5,8 +5,9 @@
 # weights of the 1-rank 1F1B run. Bitwise holds because every stage still accumulates
 # its micro-batches' weight gradients in micro-batch order (the schedules' lists are
 # proven so before they run, sched/schedule.h) and each rank runs one BLAS thread.
-# Also M below the ranks, M not a multiple of them, the refusals of what the first
-# version leaves out, and a plan file with several stages per rank.
+# Also M below the ranks, M not a multiple of them, checkpoints written and resumed
+# across schedules and rank counts, the refusals of what is not supported yet, and a
+# plan file with several stages per rank.
 . "$top_srcdir/tests/lib.sh"
 mk() {  # mk FAM: a model with 8 or more layers and its data
   case $1 in
@@ -19,7 +20,7 @@ mk() {  # mk FAM: a model with 8 or more layers and its data
          "$PPDL_DATA" synth --family cnn --model "$tmp/cnn.h5" -n 64 --seed 5 -o "$tmp/cnn-data.h5" >/dev/null ;;
   esac
 }
-train() {  # train NAME RANKS M ARGS...: 3 steps of batch 8, report and weights as NAME
+train() {  # train NAME RANKS M ARGS...: 3 steps (unless ARGS say) of batch 8, report and weights as NAME
   local name=$1 n=$2 m=$3
   shift 3
   mpirun_n $n "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 3 --batch-size 8 --micro-batches $m --threads 1 \
@@ -60,6 +61,20 @@ ok $? "gpt interleaved without --plan: the uniform chunked plan, bitwise 1 rank"
 train gpt-out 2 4 --schedule zb-v --plan uniform --plan-out "$tmp/v.json" &&
   train gpt-file 2 4 --schedule zb-v --plan "$tmp/v.json" && same gpt-file gpt-ref-m4
 ok $? "gpt zb-v: its plan file (--plan-out) runs again, bitwise 1 rank"
+# checkpoints: a rank writes its stages' layer ranges into the one file; resumed under
+# another chunked schedule, on 1 rank, or on 3 ranks of zb-v, the 4 steps are those of
+# the uninterrupted 1-rank run, bit for bit (the weights' file; the losses of the
+# resumed steps are the reference's last two)
+train gpt-ref4 1 4 --steps 4 --schedule 1f1b --plan uniform
+for c in "interleaved 2 zb-v 2" "interleaved 2 1f1b 1" "zb-v 3 interleaved 2" "1f1b 2 zb-v 4"; do
+  set -- $c
+  ck="$tmp/ck-$1-$2-$3-$4.h5"
+  train gpt-ck1 $2 4 --steps 2 --schedule $1 --plan uniform --checkpoint "$ck" &&
+    train gpt-ck2 $4 4 --steps 4 --schedule $3 --plan uniform --resume "$ck" &&
+    h5diff "$tmp/gpt-ck2.h5" "$tmp/gpt-ref4.h5" >/dev/null 2>&1 &&
+    [ "$(losses "$tmp/gpt-ck2.json")" = "$(losses "$tmp/gpt-ref4.json" | tail -2)" ]
+  ok $? "gpt: a checkpoint of $1 on $2 ranks after 2 steps, resumed by $3 on $4: bitwise 4 steps of 1 rank"
+done
 # refusals, each naming what is not supported
 refused() {  # refused PATTERN DESCRIPTION ARGS...
   local pat=$1 what=$2
@@ -71,7 +86,7 @@ refused() {  # refused PATTERN DESCRIPTION ARGS...
   ok $? "refused: $what"
   [ $? = 0 ] || sed 's/^/#   /' "$tmp/refused.log" | tail -3
 }
-refused "--checkpoint" "interleaved with --checkpoint" --schedule interleaved --checkpoint "$tmp/c.h5"
+refused "--val-data" "interleaved with --val-data" --schedule interleaved --val-data "$tmp/gpt-data.h5"
 refused "--plan auto" "interleaved with --plan auto" --schedule interleaved --plan auto
 refused "--virtual-stages 3" "zb-v with 3 stages per rank" --schedule zb-v --virtual-stages 3
 refused "--virtual-stages" "--virtual-stages without a chunked schedule" --schedule 1f1b --virtual-stages 2

@@ -122,6 +122,6 @@ ok $? "a plan file without \"schedule\", no costs or cluster: refused with statu
 [ $rc = 2 ] || show_log bare
 mpirun_n 2 "$tmp/g.h5" --data "$tmp/g-data.h5" $common --schedule autox >"$tmp/x.log" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q "schedule autox: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p or auto" "$tmp/x.log"
+[ $rc = 2 ] && grep -q "schedule autox: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p, interleaved, zb-v or auto" "$tmp/x.log"
 ok $? "an unknown schedule is refused, naming the choices (status $rc)"
 finish
