@@ -31,8 +31,8 @@
 
 typedef struct options {
     const char *costs, *cluster, *method, *timeline;
-    long M, exact_ranks, exact_layouts;
-    int schedule, json, compare;
+    long M, exact_ranks, exact_layouts, virtual_stages;
+    int schedule, json, compare, method_given;
 } options;
 
 static void usage(FILE *f)
@@ -67,7 +67,7 @@ static void usage(FILE *f)
 "  --costs FILE            per-layer costs (COSTS.json; required)\n"
 "  --cluster FILE          the ranks and their links (CLUSTER.json; required)\n"
 "  --micro-batches M       micro-batches per step (required)\n"
-"  --schedule 1f1b|gpipe|zb-h1|zb-h2|zb-1p|auto\n"
+"  --schedule 1f1b|gpipe|zb-h1|zb-h2|zb-1p|interleaved|zb-v|auto\n"
 "                          default 1f1b; zb-h1, zb-h2, zb-1p (zero bubble, ppdl\n"
 "                          --help) run pipelines and replicated stages, B and W from\n"
 "                          COSTS.json, and have their own memory (zb-1p: 1f1b's on\n"
@@ -76,7 +76,12 @@ static void usage(FILE *f)
 "                          hide (docs/cost-model.md); auto: plan once per schedule,\n"
 "                          print each one's best plan and take the least T (ties:\n"
 "                          1f1b, zb-1p, zb-h1, zb-h2 in that order; gpipe, 1f1b's T\n"
-"                          with more memory, never wins and is not solved)\n"
+"                          with more memory, never wins and is not solved);\n"
+"                          interleaved, zb-v (several stages per rank): not planned\n"
+"                          yet, --method uniform only: V x N equal stages, round-robin\n"
+"                          or in a V, evaluated, simulated and drawn as ppdl runs them\n"
+"  --virtual-stages V      stages per rank of --schedule interleaved (2 to 8, default\n"
+"                          2; zb-v: 2)\n"
 "  --method NAME           ppdl (default): stages, replicas, placement and recompute\n"
 "                          together; ppdl-pipeline: one stage per rank (partition,\n"
 "                          placement, recompute); ppdl-inorder: one stage per rank, ranks\n"
@@ -114,6 +119,26 @@ static void usage(FILE *f)
 "The file formats, field by field: docs/formats.md; the options: docs/cli.md.\n");
 }
 
+/* several stages per rank (interleaved, zb-v): the planner does not plan them yet, so
+ * only the uniform cut, evaluated and simulated */
+static int chunked_options(options *o, char *err, size_t errlen)
+{
+    int chunked = o->schedule != PPDL_SCHED_AUTO && ppdl_schedule_chunked(o->schedule);
+    const char *name = chunked ? ppdl_schedule_name(o->schedule) : "";
+    if (!chunked && o->virtual_stages)
+        return ppdl_errf(err, errlen, "--virtual-stages %ld: only --schedule interleaved (or zb-v, 2) holds several "
+                         "stages per rank", o->virtual_stages);
+    if (!chunked) return 0;
+    if (o->schedule == PPDL_SCHED_ZB_V && o->virtual_stages && o->virtual_stages != 2)
+        return ppdl_errf(err, errlen, "--virtual-stages %ld: zb-v holds 2 stages per rank (its V)", o->virtual_stages);
+    if ((o->method_given && strcmp(o->method, "uniform")) || o->compare)
+        return ppdl_errf(err, errlen, "--schedule %s: the planner does not plan several stages per rank yet; "
+                         "--method uniform (the default here) cuts the layers into V x N equal stages", name);
+    o->method = "uniform";
+    if (!o->virtual_stages) o->virtual_stages = 2;
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
 {
     memset(o, 0, sizeof *o);
@@ -122,14 +147,14 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     o->exact_ranks = 10;
     o->exact_layouts = 6;
     enum { O_COSTS = 256, O_CLUSTER, O_M, O_SCHED, O_METHOD, O_JSON, O_TIMELINE, O_COMPARE, O_EXACT, O_LAYOUTS,
-           O_HELP, O_VERSION };
+           O_VSTAGES, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"costs", required_argument, 0, O_COSTS}, {"cluster", required_argument, 0, O_CLUSTER},
         {"micro-batches", required_argument, 0, O_M}, {"schedule", required_argument, 0, O_SCHED},
         {"method", required_argument, 0, O_METHOD}, {"json", no_argument, 0, O_JSON},
         {"timeline", required_argument, 0, O_TIMELINE}, {"compare", no_argument, 0, O_COMPARE},
         {"exact-ranks", required_argument, 0, O_EXACT}, {"exact-layouts", required_argument, 0, O_LAYOUTS},
-        {"help", no_argument, 0, O_HELP},
+        {"virtual-stages", required_argument, 0, O_VSTAGES}, {"help", no_argument, 0, O_HELP},
         {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -144,12 +169,17 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_SCHED:
             o->schedule = ppdl_schedule_parse(a);
             if (o->schedule < 0)
-                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p or auto", a);
-            if (o->schedule != PPDL_SCHED_AUTO && ppdl_schedule_chunked(o->schedule))
-                return ppdl_errf(err, errlen, "--schedule %s: the planner does not plan several stages per rank yet; "
-                                 "run it with ppdl --schedule %s --plan uniform (--virtual-stages V)", a, a);
+                return ppdl_errf(err, errlen, "--schedule %s: expected 1f1b, gpipe, zb-h1, zb-h2, zb-1p, interleaved, "
+                                 "zb-v or auto", a);
             break;
-        case O_METHOD: o->method = a; break;
+        case O_METHOD:
+            o->method = a;
+            o->method_given = 1;
+            break;
+        case O_VSTAGES:
+            if (ppdl_parse_int(a, 2, 8, &o->virtual_stages)) /* ppdl's bound (PPDL_MAX_CHUNKS) */
+                return ppdl_errf(err, errlen, "--virtual-stages %s: expected stages per rank from 2 to 8", a);
+            break;
         case O_JSON: o->json = 1; break;
         case O_TIMELINE: o->timeline = a; break;
         case O_COMPARE: o->compare = 1; break;
@@ -171,6 +201,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     if (!o->costs) return ppdl_errf(err, errlen, "--costs is required: the per-layer costs (ppdl --costs-out writes them)");
     if (!o->cluster) return ppdl_errf(err, errlen, "--cluster is required: the ranks' links, memories and speeds (CLUSTER.json)");
     if (!o->M) return ppdl_errf(err, errlen, "--micro-batches is required: micro-batches per step");
+    if (chunked_options(o, err, errlen)) return -1;
     int known = 0;
     for (int k = 0; ppdl_plan_methods[k]; k++) known |= !strcmp(ppdl_plan_methods[k], o->method);
     if (!known) {
@@ -250,7 +281,13 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
            rep ? "; time: the slowest replica's; in flight and memory: the replica closest to its memory limit" : "");
     char phi[32] = "";
     if (ev.phi != 1) snprintf(phi, sizeof phi, "%.3f x ", ev.phi); /* the zero-bubble fill factor */
-    if (!rep)
+    if (ppdl_schedule_chunked(schedule)) /* costmodel.h "Chunked plans": a rank is the resource */
+        printf("memory: each stage's own; a rank holds the sum of its stages', against its limit\n"
+               "predicted T  %10.3f ms per step (cost model, several stages per rank: %ssum %.3f + 2 x links %.3f + "
+               "pace %.3f (busiest: %s %d) + optimizer steps %.3f ms)\n", ev.T, phi, ev.sum_time, ev.sum_link,
+               ev.pace, ev.bottleneck_is_link ? "the rank pair from stage" : "rank", ev.bottleneck_is_link
+               ? ev.bottleneck_stage : p->stages[ev.bottleneck_stage].rank, ev.tail);
+    else if (!rep)
         printf("predicted T  %10.3f ms per step (cost model: %ssum %.3f + 2 x links %.3f + %d x bottleneck %.3f ms, %s %d)\n",
                ev.T, phi, ev.sum_time, ev.sum_link, M - 1, ev.bottleneck,
                ev.bottleneck_is_link ? "link after stage" : "stage", ev.bottleneck_stage);
@@ -330,6 +367,35 @@ static void print_schedules(const ppdl_costs *c, const ppdl_cluster_model *cl, i
         printf("picked none: no schedule's plan fits in memory (1f1b's plan and message below)\n");
 }
 
+/* --schedule interleaved|zb-v: the uniform cut into v x N stages (round-robin, or the
+ * V), evaluated by the cost model; -1 with the reason when it cannot be cut, is
+ * refused (a tied weight) or does not fit (then p is the plan, as a solver's) */
+static int uniform_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
+                           ppdl_plan *p, char *err, size_t errlen)
+{
+    int order = schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
+    if (ppdl_plan_uniform_chunked(c->L, cl->N, v, order, p, err, errlen)) {
+        memset(p, 0, sizeof *p);
+        return -1;
+    }
+    snprintf(p->method, sizeof p->method, "uniform");
+    ppdl_cost_eval ev;
+    if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) {
+        ppdl_plan_free(p);
+        memset(p, 0, sizeof *p);
+        return -1;
+    }
+    ppdl_cost_annotate(p, &ev);
+    int rc = 0;
+    if (!ev.feasible) {
+        char a[32];
+        rc = ppdl_errf(err, errlen, "the uniform plan does not fit in memory: rank %d (stage %d's) is over by %s",
+                       p->stages[ev.worst_stage].rank, ev.worst_stage, ppdl_fmt_bytes((size_t)ev.worst_over, a, sizeof a));
+    }
+    ppdl_cost_eval_free(&ev);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     /* ---- 1. the command line and the inputs ---- */
@@ -383,6 +449,10 @@ int main(int argc, char **argv)
         info = ch.opt[k].info;
         sc = ch.opt[k].sc;
         memset(&ch.opt[k].plan, 0, sizeof ch.opt[k].plan); /* owned by `plan` from here on */
+    } else if (ppdl_schedule_chunked(o.schedule)) {
+        memset(&info, 0, sizeof info);
+        memset(&sc, 0, sizeof sc);
+        rc = uniform_chunked(&costs, &cl, M, o.schedule, (int)o.virtual_stages, &plan, err, sizeof err);
     } else {
         memset(&info, 0, sizeof info);
         rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);

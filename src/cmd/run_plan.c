@@ -121,12 +121,13 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     return rc;
 }
 
-/* --plan FILE: the prediction a plan file carries was made for the costs, cluster and
- * micro-batch size of whoever wrote it. Rank 0 predicts the plan again for this run
- * where it knows this run's costs and network (--costs or a profile, --cluster or a
- * probe): the cost model's T and the simulator's step. Otherwise no prediction is
- * shown as this run's; the header says why and what would give one. */
-static void predict_plan_file(run *r)
+/* A plan the planner did not make here (--plan FILE, uniform or dp): rank 0 predicts it
+ * for this run where it knows this run's costs and network (--costs or a profile,
+ * --cluster or a probe): the cost model's T and the simulator's step, chunked plans
+ * (interleaved, zb-v) included. A plan file's own prediction was made for the costs,
+ * cluster and micro-batch size of whoever wrote it: without this run's, no prediction
+ * is shown as this run's; the header says why and what would give one. */
+static void predict_plan(run *r)
 {
     const options *o = &r->o;
     ppdl_plan *p = &r->plan;
@@ -220,7 +221,6 @@ void run_choose_plan(run *r)
         PPDL_CHECK(r->o.schedule >= 0 && r->o.schedule < PPDL_SCHED_N_KINDS, "--schedule auto: no schedule chosen "
                    "(the plan says \"%s\")", r->plan.schedule);
     }
-    if (o->plan_mode == PLAN_FILE) predict_plan_file(r);
     ppdl_plan *plan = &r->plan;
     if (o->recompute) {
         int option = !strcmp(o->recompute, "full")        ? PPDL_RC_FULL
@@ -228,6 +228,7 @@ void run_choose_plan(run *r)
                                                           : PPDL_RC_NONE;
         ppdl_plan_set_recompute(plan, option, r->n_options);
     }
+    if (o->plan_mode != PLAN_AUTO) predict_plan(r); /* the plan that runs, --recompute included */
     /* --plan-out: the plan that runs, for --plan FILE another time */
     rc = r->rank == 0 && o->plan_out ? ppdl_plan_write(o->plan_out, plan, err, sizeof err) : 0;
     agree_or_end_job(rc != 0, err, 1);

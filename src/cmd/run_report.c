@@ -131,11 +131,8 @@ void run_print_header(const run *r)
         if (r->file_predicted_ms > 0)
             printf(" (the file's %.2f ms was for the costs, network and micro-batches it was made with)",
                    r->file_predicted_ms);
-        if (run_chunked(r))
-            printf(": the cost model and the simulator do not cover several stages per rank yet\n");
-        else
-            printf(": give --costs FILE (or --costs-out) and --cluster FILE (or --report) to predict this plan for "
-                   "this run\n");
+        printf(": give --costs FILE (or --costs-out) and --cluster FILE (or --report) to predict this plan for "
+               "this run\n");
     }
     if (r->shared.active) printf("%s\n", ppdl_shared_choice_line(&r->shared, line, sizeof line));
     print_plan_timing(r);

@@ -149,6 +149,21 @@ void ppdl_cost_eval_free(ppdl_cost_eval *ev)
     memset(ev, 0, sizeof *ev);
 }
 
+void ppdl_cost_eval_alloc(ppdl_cost_eval *ev, int S, int schedule)
+{
+    ev->S = S;
+    ev->schedule = schedule;
+    ev->time_ms = ppdl_xcalloc((size_t)S, sizeof(double));
+    ev->mem_bytes = ppdl_xcalloc((size_t)S, sizeof(double));
+    ev->mem_limit = ppdl_xcalloc((size_t)S, sizeof(double));
+    ev->link_ms = ppdl_xcalloc((size_t)S, sizeof(double));
+    ev->allreduce_ms = ppdl_xcalloc((size_t)S, sizeof(double));
+    ev->optimizer_ms = ppdl_xcalloc((size_t)S, sizeof(double));
+    ev->in_flight = ppdl_xcalloc((size_t)S, sizeof(int));
+    ev->pending_weight = ppdl_xcalloc((size_t)S, sizeof(int));
+    ev->replicas = ppdl_xcalloc((size_t)S, sizeof(int));
+}
+
 /* a stage built without replicas (n_replicas 0) runs on `rank` alone */
 static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
 static int rep_rank(const ppdl_plan_stage *st, int q) { return st->n_replicas > 0 ? st->ranks[q] : st->rank; }
@@ -172,16 +187,14 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
 {
     memset(ev, 0, sizeof *ev);
     if (M < 1) return ppdl_errf(err, errlen, "micro-batches is %d: expected >= 1", M);
-    /* several stages per rank (interleaved, zb-v): the cost model has no term for a rank's
-     * stages sharing its device yet */
-    if (ppdl_schedule_chunked(schedule) || ppdl_plan_chunks(p) > 1)
-        return ppdl_errf(err, errlen, "plan: %s has no cost model for several stages per rank yet",
-                         ppdl_schedule_chunked(schedule) ? ppdl_schedule_name(schedule) : "a chunked plan");
     int *nopt = ppdl_xmalloc((size_t)c->L * sizeof(int));
     for (int l = 0; l < c->L; l++) nopt[l] = c->layers[l].n_opts;
     int rc = ppdl_plan_validate(p, c->L, cl->N, nopt, "plan", err, errlen);
     free(nopt);
     if (rc) return -1;
+    /* several stages per rank (interleaved, zb-v): the chunked rule (costmodel_chunked.c) */
+    if (ppdl_schedule_chunked(schedule) || ppdl_plan_chunks(p) > 1)
+        return ppdl_cost_evaluate_chunked(c, cl, M, schedule, p, ev, err, errlen);
     for (int s = 0; s < p->S; s++)
         if (n_rep(&p->stages[s]) > M)
             return ppdl_errf(err, errlen, "plan: stage %d has %d replicas but a step has %d micro-batches: each "
@@ -197,19 +210,9 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     }
     int *held = ppdl_xmalloc(2 * (size_t)D * sizeof(int)), *pending = held + D;
     long step = ppdl_schedule_counts_layout(schedule, S, M, layout_k, held, pending);
-    ev->S = S;
-    ev->schedule = schedule;
+    ppdl_cost_eval_alloc(ev, S, schedule);
     ev->phi = ppdl_fill_factor_step(schedule, S, M, layout_k, step);
     free(layout_k);
-    ev->time_ms = ppdl_xcalloc((size_t)S, sizeof(double));
-    ev->mem_bytes = ppdl_xcalloc((size_t)S, sizeof(double));
-    ev->mem_limit = ppdl_xcalloc((size_t)S, sizeof(double));
-    ev->link_ms = ppdl_xcalloc((size_t)S, sizeof(double));
-    ev->allreduce_ms = ppdl_xcalloc((size_t)S, sizeof(double));
-    ev->optimizer_ms = ppdl_xcalloc((size_t)S, sizeof(double));
-    ev->in_flight = ppdl_xcalloc((size_t)S, sizeof(int));
-    ev->pending_weight = ppdl_xcalloc((size_t)S, sizeof(int));
-    ev->replicas = ppdl_xcalloc((size_t)S, sizeof(int));
     ev->feasible = 1;
     ev->worst_over = -INFINITY;
     ev->bottleneck = -1;

@@ -112,7 +112,30 @@
  * the split time, f_sq and w_sq the replica's own op list's peaks (its passes in the
  * play of the layout with the replicas as devices, sched/zero_bubble.h), and the fill
  * scaled by the layout's phi (ppdl_fill_factor_layout):
- *   T = phi sum_s time_s + 2 sum_s link_s + P + max_s (AR_s + OPT_s) (+ the tie) */
+ *   T = phi sum_s time_s + 2 sum_s link_s + P + max_s (AR_s + OPT_s) (+ the tie)
+ *
+ * Chunked plans (interleaved, zb-v: S = v N stages, stage s on rank r_s as the schedule
+ * places it, sched/schedule.h; no replicas, no tie): a rank runs its v stages' lists on
+ * one device, one op at a time, so the rank, not the stage, is the resource:
+ *
+ *   time_s = as above (split for zb-v), on r_s's speed; OPT_s as above
+ *   mem_s  = state_multiplier * params + n_s * stash + w_s * keep, n_s and w_s the
+ *            peaks of stage s's own list in its rank's schedule (ppdl_schedule_build_rank)
+ *   R_r    = sum_{s on r} time_s                  (rank r's work per micro-batch)
+ *   link_s = lam_s(r_s, r_s+1), 0 when both stages are on one rank
+ *   L_ab   = sum of lam_s(a, b) over the boundaries whose activations go a -> b and
+ *            those whose gradients do (one micro-batch's messages on the directed pair)
+ *   P      = max( max_r (M - 1) R_r, max_{a != b} (M - 1) L_ab )
+ *   T      = phi sum_s time_s + 2 sum_s link_s + P + max_r sum_{s on r} OPT_s
+ *   phi    = (U - 3 v (M - 1)) / (3 S), U = ppdl_schedule_unit_step_chunked(kind, N, v, M)
+ *
+ * feasible when sum_{s on r} mem_s <= mem_bytes[r] for every rank. phi makes T the
+ * unit play's step exactly on S equal stages (F + B = 3 units, fused or B + W) with
+ * free links: phi 3S + 3v(M - 1) = U (interleaved, N | M: phi = (v + N - 1) / (v N),
+ * the fill divided by about v). As for the zero-bubble schedules, the rest is a
+ * stated rule, not a play: the simulator (simulate.h) plays the lists themselves and
+ * is the prediction to trust (tests/unit/test_simulate_chunked.c: both against steps
+ * computed by hand). */
 
 /* phi: 1 for GPipe and 1F1B, (e + 3) / (3 S) for the zero-bubble schedules */
 double ppdl_fill_factor(int schedule, int S, int M);
@@ -190,6 +213,15 @@ typedef struct ppdl_cost_eval {
 int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                        const ppdl_plan *p, ppdl_cost_eval *ev, char *err, size_t errlen);
 void ppdl_cost_eval_free(ppdl_cost_eval *ev);
+/* The chunked rule above (ppdl_cost_evaluate calls it for a chunked plan or schedule,
+ * after validating p): -1 with the reason when the plan and the schedule do not go
+ * together (a chunked plan under a schedule of one stage per rank or the reverse,
+ * zb-v with v != 2, a stage where the schedule does not place it) or the costs have a
+ * tied weight. */
+int ppdl_cost_evaluate_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                               const ppdl_plan *p, ppdl_cost_eval *ev, char *err, size_t errlen);
+/* ev's S, schedule and per-stage arrays (zeroed) for S stages */
+void ppdl_cost_eval_alloc(ppdl_cost_eval *ev, int S, int schedule);
 /* Copy the evaluation into the plan: its schedule's name, feasible, predicted_iter_ms,
  * bottleneck_ms and each stage's time_ms, mem_bytes and allreduce_ms. */
 void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev);

@@ -1,20 +1,26 @@
-/* simulate.c — a discrete-event play of the schedule's op lists, one per replica.
+/* simulate.c — a discrete-event play of the schedule's op lists, the runtime's.
  *
- * A replica's timeline depends only on its own ops, on when messages reach it and on
+ * A "unit" is one op list: a replica of a stage, or, in a chunked plan (interleaved,
+ * zb-v), one of the stages a rank holds. Every rank is one thread with one clock that
+ * runs its units' ops in its order, as the runtime does (ppdl_runtime_step_group): a
+ * rank of a chunked plan in its ppdl_rank_schedule's order, any other rank its one
+ * list in list order.
+ *
+ * A thread's timeline depends only on its own ops, on when messages reach it and on
  * when its stage's all-reduce ends; a message's arrival is fixed the moment its sender
- * runs the SEND (each directed rank pair has one sender, which sends in list order, so
- * FIFO order is list order). So the simulator advances every replica as far as it can
- * — until a RECV whose message has not been sent yet, or an OPTIMIZER whose stage has
- * a replica still before its last backward — and sweeps over the replicas until all
- * lists are done. A sweep that moves nothing is a deadlock (the schedule checker rules
- * it out; this is a second guard).
+ * runs the SEND (each directed rank pair has one sender thread, which sends in its
+ * order, so FIFO order is that order). So the simulator advances every thread as far
+ * as it can — until a RECV whose message has not been sent yet, or an OPTIMIZER whose
+ * stage has a replica still before its last backward — and sweeps over the threads
+ * until all are done. A sweep that moves nothing is a deadlock (the schedule checker
+ * rules it out; this is a second guard).
  *
- * With more replicas than cores on a host (cluster_model.h's hosts), a compute op's
- * duration depends on what else runs on its host meanwhile, so that sweep cannot
+ * With more threads (ranks) than cores on a host (cluster_model.h's hosts), a compute
+ * op's duration depends on what else runs on its host meanwhile, so that sweep cannot
  * apply: play_shared() advances one clock over events instead (an op starts or ends,
  * a wait ends) and, between two events, runs each compute op on host h at
  * min(1, cores_h / compute ops running on h) of its full speed (processor sharing;
- * a replica that waits takes no core). Otherwise the sweep runs as it always did.
+ * a thread that waits takes no core). Otherwise the sweep runs as it always did.
  */
 #include "plan/simulate.h"
 #include "core/error.h"
@@ -34,16 +40,24 @@ typedef struct sim_unit {
     double bi_ms, bw_ms;       /* a split backward's B and W (each with its recompute) */
     double rci_ms, rcw_ms;     /* their recompute parts */
     double opt_ms;             /* its optimizer step (COSTS.json optimizer_ms; 0 without) */
-    double t;                  /* current time */
-    int pc;                    /* next op */
+    int next;                  /* its next op */
     int slots;                 /* micro-batches it holds at once */
     int last_bwd;              /* index of its last BACKWARD or BACKWARD_WEIGHT */
     ppdl_op_list ops;
+} sim_unit;
+
+/* a rank: runs its units' lists, one op at a time, in its order */
+typedef struct sim_thread {
+    int rank;
+    int n_units, *units;       /* its units (indices into the units) */
+    int n, *order;             /* order[i]: which of its units runs the i-th op */
+    int pc;                    /* next entry of order */
+    double t;                  /* current time */
     /* play_shared only */
     int host;                  /* index into the cluster's hosts */
     int run;                   /* 1: computing the op at pc */
     double rem, t0;            /* its work left (ms at full speed), its start */
-} sim_unit;
+} sim_thread;
 
 static void add_ev(ppdl_sim *o, int *cap, int record, int rank, int stage, int kind, int mb, double t0, double t1)
 {
@@ -117,105 +131,144 @@ static double tie_exchange(sim_tie *tt, const ppdl_cluster_model *cl, const int 
     return isnan(tt->arr[u]) ? NAN : fmax(ready, tt->arr[u]);
 }
 
-/* what play_shared needs of ppdl_simulate's state */
+/* the state of one play */
 typedef struct sim_ctx {
     const ppdl_costs *c;
     const ppdl_cluster_model *cl;
     const ppdl_plan *p;
-    int M, S, N, nu, record, *cap;
+    int M, S, N, nu, nt, record, *cap;
     const int *u0;
     sim_unit *U;
+    sim_thread *T;
     double *act_arr, *grad_arr, *link_free, *bwd_done;
     const double *allreduce_ms;
     sim_tie *tie;
     ppdl_sim *out;
 } sim_ctx;
 
-/* Unit x at time now (x->t <= now): run its ops up to the next that takes time — a
- * compute op starts (x->run), a wait whose end is known (x->t > now), or one whose end
- * is not (a message not sent yet, a replica before its last backward). Returns 1 when
- * it did something. */
-static int shared_step(sim_ctx *g, int u, double now)
+/* the unit whose op the thread runs next */
+static int cur_unit(const sim_thread *th) { return th->units[th->order[th->pc]]; }
+
+/* Unit x sends op's message at `now`: on its directed rank pair's FIFO queue, the
+ * transfer starts when the link is free, takes bytes / bandwidth and arrives latency
+ * later. A message between two stages of one rank (a chunked plan) arrives as it is
+ * sent: it costs nothing but its place in the rank's order. */
+static void sim_send(sim_ctx *g, const sim_unit *x, const ppdl_op *op, double now)
 {
-    sim_unit *x = &g->U[u];
-    int s = x->s, M = g->M, S = g->S, N = g->N, did = 0;
-    const ppdl_plan_stage *ps = &g->p->stages[s];
+    int act = op->kind == PPDL_OP_SEND_ACT, s = x->s, N = g->N;
+    const ppdl_plan_stage *ps = &g->p->stages[s], *peer = &g->p->stages[act ? s + 1 : s - 1];
+    int a = x->rank, b = rep_rank(peer, op->mb % n_rep(peer));
+    double t_arr = now;
+    if (a != b) {
+        double bytes = ppdl_msg_bytes(g->c, act ? ps->last : ps->first - 1);
+        double start = fmax(now, g->link_free[(size_t)a * N + b]);
+        g->link_free[(size_t)a * N + b] = start + 1000.0 * bytes / g->cl->bw[a * N + b];
+        t_arr = g->link_free[(size_t)a * N + b] + 1000.0 * g->cl->lat[a * N + b];
+    }
+    if (act) g->act_arr[(size_t)s * g->M + op->mb] = t_arr;
+    else g->grad_arr[(size_t)s * g->M + op->mb] = t_arr;
+}
+
+/* When the slot of a compute op's micro-batch has its send buffer back, as in the
+ * runtime: its previous message arrived (replica q's slot of mb held mb - slots*k
+ * before); -INFINITY when there is none to wait for (W sends nothing). */
+static double slot_free_at(const sim_ctx *g, const sim_unit *x, const ppdl_op *op)
+{
+    int s = x->s, back = x->slots * x->k;
+    if (op->mb < back) return -INFINITY;
+    size_t i = (size_t)s * g->M + op->mb - back;
+    if (op->kind == PPDL_OP_FORWARD) return s + 1 < g->S ? g->act_arr[i] : -INFINITY;
+    if (op->kind == PPDL_OP_BACKWARD || op->kind == PPDL_OP_BACKWARD_INPUT) return s > 0 ? g->grad_arr[i] : -INFINITY;
+    return -INFINITY;
+}
+
+/* from t, the time every send of the thread's units has arrived: an OPTIMIZER waits for
+ * them before the weights change (a chunked rank updates its stages together, once all
+ * its sends are in, as ppdl_runtime_step_group does) */
+static double sends_arrived(const sim_ctx *g, const sim_thread *th, double t)
+{
+    for (int i = 0; i < th->n_units; i++) {
+        const sim_unit *x = &g->U[th->units[i]];
+        for (int j = x->q; j < g->M; j += x->k) {
+            if (x->s + 1 < g->S) t = fmax(t, g->act_arr[(size_t)x->s * g->M + j]);
+            if (x->s > 0) t = fmax(t, g->grad_arr[(size_t)x->s * g->M + j]);
+        }
+    }
+    return t;
+}
+
+/* when the all-reduce of unit x's stage ends (t when not replicated), or NAN while a
+ * replica is still before its last backward */
+static double allreduce_done(const sim_ctx *g, const sim_unit *x, double t)
+{
+    if (x->k <= 1) return t;
+    double start = 0;
+    for (int v = g->u0[x->s]; v < g->u0[x->s + 1]; v++) {
+        if (isnan(g->bwd_done[v])) return NAN;
+        start = fmax(start, g->bwd_done[v]);
+    }
+    return fmax(t, start + g->allreduce_ms[x->s]);
+}
+
+/* Thread i at time now (its t <= now): run its ops up to the next that takes time — a
+ * compute op starts (th->run), a wait whose end is known (th->t > now), or one whose
+ * end is not (a message not sent yet, a replica before its last backward). Returns 1
+ * when it did something. */
+static int shared_step(sim_ctx *g, int i, double now)
+{
+    sim_thread *th = &g->T[i];
     ppdl_sim *out = g->out;
-    while (x->pc < x->ops.n && !x->run && x->t <= now) {
-        const ppdl_op *op = &x->ops.ops[x->pc];
-        int mb = op->mb;
+    int did = 0;
+    while (th->pc < th->n && !th->run && th->t <= now) {
+        int u = cur_unit(th);
+        sim_unit *x = &g->U[u];
+        const ppdl_op *op = &x->ops.ops[x->next];
+        int s = x->s, mb = op->mb, M = g->M;
         double arr, work = 0;
         switch (op->kind) {
         case PPDL_OP_RECV_ACT:
         case PPDL_OP_RECV_GRAD:
             arr = op->kind == PPDL_OP_RECV_ACT ? g->act_arr[(size_t)(s - 1) * M + mb] : g->grad_arr[(size_t)(s + 1) * M + mb];
             if (isnan(arr)) return did;
-            if (arr > x->t) {
-                add_ev(out, g->cap, g->record, x->rank, s, PPDL_EV_WAIT, mb, x->t, arr);
-                x->t = arr;
+            if (arr > th->t) {
+                add_ev(out, g->cap, g->record, x->rank, s, PPDL_EV_WAIT, mb, th->t, arr);
+                th->t = arr;
                 return 1; /* until it arrives */
             }
-            add_ev(out, g->cap, g->record, x->rank, s, op->kind, mb, x->t, x->t);
+            add_ev(out, g->cap, g->record, x->rank, s, op->kind, mb, th->t, th->t);
             break;
         case PPDL_OP_FORWARD:
         case PPDL_OP_BACKWARD:
         case PPDL_OP_BACKWARD_INPUT:
         case PPDL_OP_BACKWARD_WEIGHT: {
-            int fwd = op->kind == PPDL_OP_FORWARD;
-            /* the slot's send buffer must be free (as in the sweep); W sends nothing */
-            if (op->kind != PPDL_OP_BACKWARD_WEIGHT && (fwd ? s + 1 < S : s > 0)) {
-                if (mb >= x->slots * x->k) {
-                    double t = fwd ? g->act_arr[(size_t)s * M + mb - x->slots * x->k]
-                                   : g->grad_arr[(size_t)s * M + mb - x->slots * x->k];
-                    if (t > x->t) {
-                        x->t = t;
-                        return 1;
-                    }
-                }
+            double t = slot_free_at(g, x, op); /* the slot's send buffer must be free */
+            if (t > th->t) {
+                th->t = t;
+                return 1;
             }
             work = op_ms(x, op->kind);
             break;
         }
         case PPDL_OP_SEND_ACT:
-        case PPDL_OP_SEND_GRAD: {
-            int act = op->kind == PPDL_OP_SEND_ACT;
-            const ppdl_plan_stage *peer = &g->p->stages[act ? s + 1 : s - 1];
-            int a = x->rank, b = rep_rank(peer, mb % n_rep(peer));
-            double bytes = ppdl_msg_bytes(g->c, act ? ps->last : ps->first - 1);
-            double start = fmax(x->t, g->link_free[(size_t)a * N + b]);
-            g->link_free[(size_t)a * N + b] = start + 1000.0 * bytes / g->cl->bw[a * N + b];
-            double t_arr = g->link_free[(size_t)a * N + b] + 1000.0 * g->cl->lat[a * N + b];
-            if (act) g->act_arr[(size_t)s * M + mb] = t_arr;
-            else g->grad_arr[(size_t)s * M + mb] = t_arr;
-            add_ev(out, g->cap, g->record, x->rank, s, op->kind, mb, x->t, x->t);
+        case PPDL_OP_SEND_GRAD:
+            sim_send(g, x, op, th->t);
+            add_ev(out, g->cap, g->record, x->rank, s, op->kind, mb, th->t, th->t);
             break;
-        }
         case PPDL_OP_OPTIMIZER: {
-            double t = x->t;
-            for (int j = x->q; j < M; j += x->k) {
-                if (s + 1 < S) t = fmax(t, g->act_arr[(size_t)s * M + j]);
-                if (s > 0) t = fmax(t, g->grad_arr[(size_t)s * M + j]);
-            }
-            double t_msg = t;
-            if (x->k > 1) {
-                double start = 0;
-                for (int v = g->u0[s]; v < g->u0[s + 1]; v++) {
-                    if (isnan(g->bwd_done[v])) return did;
-                    start = fmax(start, g->bwd_done[v]);
-                }
-                t = fmax(t, start + g->allreduce_ms[s]);
-            }
-            if (t > x->t) {
-                add_update_waits(out, g->cap, g->record, x->rank, s, x->t, t_msg, t);
-                x->t = t;
+            double t_msg = sends_arrived(g, th, th->t);
+            double t = allreduce_done(g, x, t_msg);
+            if (isnan(t)) return did;
+            if (t > th->t) {
+                add_update_waits(out, g->cap, g->record, x->rank, s, th->t, t_msg, t);
+                th->t = t;
                 return 1;
             }
             /* then a tied weight's part from the other stage (like a RECV) */
-            t = tie_exchange(g->tie, g->cl, g->u0, S, g->U, u, x->t, g->link_free);
+            t = tie_exchange(g->tie, g->cl, g->u0, g->S, g->U, u, th->t, g->link_free);
             if (isnan(t)) return did;
-            if (t > x->t) {
-                add_ev(out, g->cap, g->record, x->rank, s, PPDL_EV_WAIT, -1, x->t, t);
-                x->t = t;
+            if (t > th->t) {
+                add_ev(out, g->cap, g->record, x->rank, s, PPDL_EV_WAIT, -1, th->t, t);
+                th->t = t;
                 return 1;
             }
             work = x->opt_ms;
@@ -226,84 +279,93 @@ static int shared_step(sim_ctx *g, int u, double now)
         }
         did = 1;
         if (work > 0) { /* a compute op: it ends when its host has done its work */
-            x->run = 1;
-            x->rem = work;
-            x->t0 = x->t;
+            th->run = 1;
+            th->rem = work;
+            th->t0 = th->t;
             return 1;
         }
         if (op->kind == PPDL_OP_FORWARD || op->kind == PPDL_OP_BACKWARD || op->kind == PPDL_OP_BACKWARD_INPUT ||
             op->kind == PPDL_OP_BACKWARD_WEIGHT || op->kind == PPDL_OP_OPTIMIZER)
-            add_ev(out, g->cap, g->record, x->rank, s, op->kind, op->kind == PPDL_OP_OPTIMIZER ? -1 : mb, x->t, x->t);
-        if (x->pc == x->last_bwd) g->bwd_done[u] = x->t;
-        x->pc++;
+            add_ev(out, g->cap, g->record, x->rank, s, op->kind, op->kind == PPDL_OP_OPTIMIZER ? -1 : mb, th->t, th->t);
+        if (x->next == x->last_bwd) g->bwd_done[u] = th->t;
+        x->next++;
+        th->pc++;
     }
     return did;
 }
 
-/* a compute op of unit x ends at `now` */
-static void shared_finish(sim_ctx *g, int u, double now)
+/* a compute op of thread i ends at `now` */
+static void shared_finish(sim_ctx *g, int i, double now)
 {
+    sim_thread *th = &g->T[i];
+    int u = cur_unit(th);
     sim_unit *x = &g->U[u];
-    const ppdl_op *op = &x->ops.ops[x->pc];
+    const ppdl_op *op = &x->ops.ops[x->next];
     int mb = op->kind == PPDL_OP_OPTIMIZER ? -1 : op->mb;
-    add_ev(g->out, g->cap, g->record, x->rank, x->s, op->kind, mb, x->t0, now);
+    add_ev(g->out, g->cap, g->record, x->rank, x->s, op->kind, mb, th->t0, now);
     double rc = op_rc_ms(x, op->kind);
     if (rc > 0) /* its recompute part, in proportion */
-        add_ev(g->out, g->cap, g->record, x->rank, x->s, PPDL_EV_RECOMPUTE, mb, x->t0,
-               x->t0 + (now - x->t0) * rc / op_ms(x, op->kind));
-    if (x->pc == x->last_bwd) g->bwd_done[u] = now;
-    x->run = 0;
-    x->rem = 0;
-    x->t = now;
-    x->pc++;
+        add_ev(g->out, g->cap, g->record, x->rank, x->s, PPDL_EV_RECOMPUTE, mb, th->t0,
+               th->t0 + (now - th->t0) * rc / op_ms(x, op->kind));
+    if (x->next == x->last_bwd) g->bwd_done[u] = now;
+    th->run = 0;
+    th->rem = 0;
+    th->t = now;
+    x->next++;
+    th->pc++;
+}
+
+static int deadlock(const sim_ctx *g, int schedule, char *err, size_t errlen)
+{
+    return ppdl_errf(err, errlen, "simulator: the %s schedule deadlocks with %d stages and %d micro-batches",
+                     ppdl_schedule_name(schedule), g->S, g->M);
 }
 
 /* The event-driven play with processor sharing on each host (see the top). */
 static int play_shared(sim_ctx *g, int schedule, char *err, size_t errlen)
 {
     const ppdl_hosts *h = &g->cl->hosts;
-    int nu = g->nu;
+    int nt = g->nt;
     int *running = ppdl_xcalloc((size_t)h->n, sizeof(int));
-    double *rate = ppdl_xmalloc((size_t)nu * sizeof(double));
+    double *rate = ppdl_xmalloc((size_t)nt * sizeof(double));
     double now = 0;
     int rc = 0;
     for (;;) {
         /* everything that happens at `now` without time passing */
         for (int moved = 1; moved;) {
             moved = 0;
-            for (int u = 0; u < nu; u++)
-                if (!g->U[u].run && g->U[u].t <= now) moved |= shared_step(g, u, now);
+            for (int i = 0; i < nt; i++)
+                if (!g->T[i].run && g->T[i].t <= now) moved |= shared_step(g, i, now);
         }
         /* the rates until the next event, and that event */
-        for (int i = 0; i < h->n; i++) running[i] = 0;
-        for (int u = 0; u < nu; u++) running[g->U[u].host] += g->U[u].run;
+        for (int k = 0; k < h->n; k++) running[k] = 0;
+        for (int i = 0; i < nt; i++) running[g->T[i].host] += g->T[i].run;
         double next = INFINITY;
         int left = 0;
-        for (int u = 0; u < nu; u++) {
-            const sim_unit *x = &g->U[u];
-            if (x->pc >= x->ops.n) continue;
+        for (int i = 0; i < nt; i++) {
+            const sim_thread *th = &g->T[i];
+            if (th->pc >= th->n) continue;
             left++;
-            if (x->run) {
-                int k = running[x->host], cores = h->cores[x->host];
-                rate[u] = k > cores ? (double)cores / k : 1.0;
-                next = fmin(next, now + x->rem / rate[u]);
-            } else if (x->t > now) {
-                next = fmin(next, x->t);
+            if (th->run) {
+                int k = running[th->host], cores = h->cores[th->host];
+                rate[i] = k > cores ? (double)cores / k : 1.0;
+                next = fmin(next, now + th->rem / rate[i]);
+            } else if (th->t > now) {
+                next = fmin(next, th->t);
             }
         }
         if (!left) break;
         if (isinf(next)) {
-            rc = ppdl_errf(err, errlen, "simulator: the %s schedule deadlocks with %d stages and %d micro-batches",
-                           ppdl_schedule_name(schedule), g->S, g->M);
+            rc = deadlock(g, schedule, err, errlen);
             break;
         }
         /* to it: the ops that end there end (a tie ends together), the others did
          * rate x dt of their work */
-        for (int u = 0; u < nu; u++) {
-            sim_unit *x = &g->U[u];
-            if (!x->run) continue;
-            if (now + x->rem / rate[u] <= next) shared_finish(g, u, next);
-            else x->rem = fmax(0, x->rem - (next - now) * rate[u]);
+        for (int i = 0; i < nt; i++) {
+            sim_thread *th = &g->T[i];
+            if (!th->run) continue;
+            if (now + th->rem / rate[i] <= next) shared_finish(g, i, next);
+            else th->rem = fmax(0, th->rem - (next - now) * rate[i]);
         }
         now = next;
     }
@@ -312,16 +374,158 @@ static int play_shared(sim_ctx *g, int schedule, char *err, size_t errlen)
     return rc;
 }
 
-/* 1 when some host runs more of the plan's replicas than it has cores */
-static int shares_cores(const ppdl_cluster_model *cl, const sim_unit *U, int nu)
+/* The sweep: every thread as far as it can go, again and again (see the top). */
+static int play_sweep(sim_ctx *g, int schedule, char *err, size_t errlen)
+{
+    ppdl_sim *out = g->out;
+    int *cap = g->cap, record = g->record, M = g->M, S = g->S, done = 0;
+    while (done < g->nt) {
+        int moved = 0;
+        done = 0;
+        for (int i = 0; i < g->nt; i++) {
+            sim_thread *th = &g->T[i];
+            while (th->pc < th->n) {
+                int u = cur_unit(th);
+                sim_unit *x = &g->U[u];
+                const ppdl_op *op = &x->ops.ops[x->next];
+                int s = x->s, mb = op->mb;
+                double arr;
+                switch (op->kind) {
+                case PPDL_OP_RECV_ACT:
+                case PPDL_OP_RECV_GRAD:
+                    arr = op->kind == PPDL_OP_RECV_ACT ? g->act_arr[(size_t)(s - 1) * M + mb]
+                                                       : g->grad_arr[(size_t)(s + 1) * M + mb];
+                    if (isnan(arr)) goto blocked;
+                    if (arr > th->t) {
+                        add_ev(out, cap, record, x->rank, s, PPDL_EV_WAIT, mb, th->t, arr);
+                        th->t = arr;
+                    }
+                    add_ev(out, cap, record, x->rank, s, op->kind, mb, th->t, th->t);
+                    break;
+                case PPDL_OP_FORWARD:
+                case PPDL_OP_BACKWARD:
+                case PPDL_OP_BACKWARD_INPUT:
+                case PPDL_OP_BACKWARD_WEIGHT: {
+                    th->t = fmax(th->t, slot_free_at(g, x, op)); /* the slot's send buffer must be free */
+                    double d = op_ms(x, op->kind), rc_d = op_rc_ms(x, op->kind);
+                    add_ev(out, cap, record, x->rank, s, op->kind, mb, th->t, th->t + d);
+                    if (rc_d > 0) add_ev(out, cap, record, x->rank, s, PPDL_EV_RECOMPUTE, mb, th->t, th->t + rc_d);
+                    th->t += d;
+                    if (x->next == x->last_bwd) g->bwd_done[u] = th->t;
+                    break;
+                }
+                case PPDL_OP_SEND_ACT:
+                case PPDL_OP_SEND_GRAD:
+                    sim_send(g, x, op, th->t);
+                    add_ev(out, cap, record, x->rank, s, op->kind, mb, th->t, th->t);
+                    break;
+                case PPDL_OP_OPTIMIZER: {
+                    /* every send of the step has arrived before the weights change */
+                    double t_msg = sends_arrived(g, th, th->t);
+                    /* the all-reduce starts once every replica has its gradients */
+                    double t = allreduce_done(g, x, t_msg);
+                    if (isnan(t)) goto blocked;
+                    /* then a tied weight's part from the other stage (a message wait) */
+                    double t_tie = tie_exchange(g->tie, g->cl, g->u0, S, g->U, u, t, g->link_free);
+                    if (isnan(t_tie)) goto blocked;
+                    add_update_waits(out, cap, record, x->rank, s, th->t, t_msg, t);
+                    if (t_tie > fmax(th->t, t)) add_ev(out, cap, record, x->rank, s, PPDL_EV_WAIT, -1, fmax(th->t, t), t_tie);
+                    th->t = fmax(t, t_tie);
+                    add_ev(out, cap, record, x->rank, s, PPDL_OP_OPTIMIZER, -1, th->t, th->t + x->opt_ms);
+                    th->t += x->opt_ms;
+                    break;
+                }
+                default:
+                    break;
+                }
+                x->next++;
+                th->pc++;
+                moved = 1;
+            }
+        blocked:
+            if (th->pc == th->n) done++;
+        }
+        if (!moved && done < g->nt) return deadlock(g, schedule, err, errlen);
+    }
+    return 0;
+}
+
+/* 1 when some host runs more of the plan's threads (ranks) than it has cores */
+static int shares_cores(const ppdl_cluster_model *cl, const sim_thread *T, int nt)
 {
     const ppdl_hosts *h = &cl->hosts;
     if (h->n <= 0 || !h->of_rank || !h->cores) return 0;
     int *k = ppdl_xcalloc((size_t)h->n, sizeof(int)), over = 0;
-    for (int u = 0; u < nu; u++) k[h->of_rank[U[u].rank]]++;
+    for (int i = 0; i < nt; i++) k[h->of_rank[T[i].rank]]++;
     for (int i = 0; i < h->n; i++) over |= k[i] > h->cores[i];
     free(k);
     return over;
+}
+
+/* unit x's op times: its stage's layers on its rank (costmodel.h's terms) */
+static void unit_costs(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan_stage *ps, sim_unit *x)
+{
+    double v = cl->speed[x->rank];
+    for (int l = ps->first; l <= ps->last; l++) {
+        const ppdl_layer_cost *lc = &c->layers[l];
+        int o = ps->recompute[l - ps->first];
+        double e = lc->extra_ms[o];
+        x->f_ms += lc->fwd_ms / v;
+        x->b_ms += (lc->bwd_ms + e) / v;
+        x->rc_ms += e / v;
+        x->bi_ms += ppdl_layer_bwd_input_ms(c, lc, o) / v;
+        x->bw_ms += ppdl_layer_bwd_weight_ms(c, lc, o) / v;
+        x->rci_ms += e / v;
+        x->rcw_ms += (ppdl_layer_bwd_weight_ms(c, lc, o) - ppdl_layer_bwd_weight_ms(c, lc, 0)) / v;
+    }
+    /* reading a micro-batch's data belongs to the forward of the first and last stage */
+    if (ps->first == 0) x->f_ms += c->input_ms / v;
+    if (ps->last == c->L - 1) x->f_ms += c->target_ms / v;
+    x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, v);
+}
+
+/* A thread per unit, each running its one list in order. */
+static void unit_threads(const sim_unit *U, int nu, sim_thread *T)
+{
+    for (int u = 0; u < nu; u++) {
+        T[u].rank = U[u].rank;
+        T[u].n_units = 1;
+        T[u].units = ppdl_xmalloc(sizeof(int));
+        T[u].units[0] = u;
+        T[u].n = U[u].ops.n;
+        T[u].order = ppdl_xcalloc((size_t)(U[u].ops.n > 0 ? U[u].ops.n : 1), sizeof(int)); /* all 0: the one list */
+    }
+}
+
+/* A chunked plan: every rank's schedule, the runtime's (ppdl_schedule_build_rank),
+ * proven as the runtime proves it (ppdl_schedule_check_ranks); unit s takes stage s's
+ * list, thread r runs rank r's order. The plan's placement is the schedule's (the cost
+ * model checked it). */
+static int chunk_threads(int schedule, int N, int v, int M, sim_unit *U, sim_thread *T, char *err, size_t errlen)
+{
+    ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
+    int rc = 0;
+    for (int r = 0; r < N && !rc; r++) rc = ppdl_schedule_build_rank(schedule, N, v, M, r, &rs[r], err, errlen);
+    if (!rc) rc = ppdl_schedule_check_ranks(N, v, M, rs, err, errlen);
+    for (int r = 0; r < N; r++) {
+        sim_thread *th = &T[r];
+        th->rank = r;
+        if (!rc) {
+            th->n_units = rs[r].n_stages;
+            th->units = ppdl_xmalloc((size_t)th->n_units * sizeof(int));
+            for (int c = 0; c < th->n_units; c++) {
+                th->units[c] = rs[r].stages[c];
+                U[rs[r].stages[c]].ops = rs[r].lists[c]; /* moved */
+                rs[r].lists[c] = (ppdl_op_list){0};
+            }
+            th->n = rs[r].n;
+            th->order = rs[r].order; /* moved */
+            rs[r].order = NULL;
+        }
+        ppdl_rank_schedule_free(&rs[r]);
+    }
+    free(rs);
+    return rc;
 }
 
 int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M,
@@ -335,8 +539,9 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     free(layout);
     if (unsupported) return -1;
     ppdl_cost_eval ev;
-    if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) return -1; /* validates p */
-    int S = p->S, N = cl->N, rc = 0;
+    /* validates p, a chunked plan's placement under its schedule too */
+    if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) return -1;
+    int S = p->S, N = cl->N, chunked = ppdl_schedule_chunked(schedule), rc = 0;
 
     /* units: (stage, replica), stage by stage */
     int nu = 0, *u0 = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
@@ -348,43 +553,36 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     sim_unit *U = ppdl_xcalloc((size_t)nu, sizeof *U);
     for (int s = 0; s < S; s++) {
         const ppdl_plan_stage *ps = &p->stages[s];
-        int k = n_rep(ps);
-        for (int q = 0; q < k; q++) {
+        for (int q = 0; q < n_rep(ps); q++) {
             sim_unit *x = &U[u0[s] + q];
             x->s = s;
             x->q = q;
-            x->k = k;
+            x->k = n_rep(ps);
             x->rank = rep_rank(ps, q);
-            double v = cl->speed[x->rank];
-            for (int l = ps->first; l <= ps->last; l++) {
-                const ppdl_layer_cost *lc = &c->layers[l];
-                int o = ps->recompute[l - ps->first];
-                double e = lc->extra_ms[o];
-                x->f_ms += lc->fwd_ms / v;
-                x->b_ms += (lc->bwd_ms + e) / v;
-                x->rc_ms += e / v;
-                x->bi_ms += ppdl_layer_bwd_input_ms(c, lc, o) / v;
-                x->bw_ms += ppdl_layer_bwd_weight_ms(c, lc, o) / v;
-                x->rci_ms += e / v;
-                x->rcw_ms += (ppdl_layer_bwd_weight_ms(c, lc, o) - ppdl_layer_bwd_weight_ms(c, lc, 0)) / v;
-            }
-            /* reading a micro-batch's data belongs to the forward of the first and last stage */
-            if (ps->first == 0) x->f_ms += c->input_ms / v;
-            if (ps->last == c->L - 1) x->f_ms += c->target_ms / v;
-            x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, v);
-            ppdl_schedule_build_replica(schedule, S, M, ev.replicas, s, q, &x->ops); /* the runtime's list */
-            x->slots = ppdl_schedule_max_in_flight(&x->ops);
-            x->last_bwd = -1;
-            for (int i = 0; i < x->ops.n; i++)
-                if (x->ops.ops[i].kind == PPDL_OP_BACKWARD || x->ops.ops[i].kind == PPDL_OP_BACKWARD_WEIGHT)
-                    x->last_bwd = i;
+            unit_costs(c, cl, ps, x);
+            if (!chunked) ppdl_schedule_build_replica(schedule, S, M, ev.replicas, s, q, &x->ops); /* the runtime's list */
         }
     }
-    /* the layout's lists are proven before they are played, as the runtime proves them */
-    ppdl_op_list *lists = ppdl_xmalloc((size_t)nu * sizeof *lists);
-    for (int u = 0; u < nu; u++) lists[u] = U[u].ops; /* shallow: U keeps them */
-    rc = ppdl_schedule_check_layout(S, M, ev.replicas, lists, err, errlen);
-    free(lists);
+    /* threads: a rank each; the lists are proven before they are played, as the
+     * runtime proves them */
+    int nt = chunked ? N : nu;
+    sim_thread *T = ppdl_xcalloc((size_t)nt, sizeof *T);
+    if (chunked) {
+        rc = chunk_threads(schedule, N, ppdl_plan_chunks(p), M, U, T, err, errlen);
+    } else {
+        unit_threads(U, nu, T);
+        ppdl_op_list *lists = ppdl_xmalloc((size_t)nu * sizeof *lists);
+        for (int u = 0; u < nu; u++) lists[u] = U[u].ops; /* shallow: U keeps them */
+        rc = ppdl_schedule_check_layout(S, M, ev.replicas, lists, err, errlen);
+        free(lists);
+    }
+    for (int u = 0; u < nu; u++) {
+        sim_unit *x = &U[u];
+        x->slots = ppdl_schedule_max_in_flight(&x->ops);
+        x->last_bwd = -1;
+        for (int i = 0; i < x->ops.n; i++)
+            if (x->ops.ops[i].kind == PPDL_OP_BACKWARD || x->ops.ops[i].kind == PPDL_OP_BACKWARD_WEIGHT) x->last_bwd = i;
+    }
     /* arrival times: act_arr[s*M+mb] at stage s+1 from s; grad_arr[s*M+mb] at s-1 from s */
     double *act_arr = ppdl_xmalloc((size_t)S * M * sizeof(double));
     double *grad_arr = ppdl_xmalloc((size_t)S * M * sizeof(double));
@@ -396,127 +594,34 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                    ppdl_xmalloc((size_t)nu * sizeof(double))};
     for (int u = 0; u < nu; u++) tie.ready[u] = tie.arr[u] = NAN;
 
-    int cap = 0, done_units = rc ? nu : 0; /* a failed check plays nothing */
-    if (!rc && shares_cores(cl, U, nu)) {
-        for (int u = 0; u < nu; u++) U[u].host = cl->hosts.of_rank[U[u].rank];
-        sim_ctx g = {.c = c, .cl = cl, .p = p, .M = M, .S = S, .N = N, .nu = nu, .record = record, .cap = &cap,
-                     .u0 = u0, .U = U, .act_arr = act_arr, .grad_arr = grad_arr, .link_free = link_free,
-                     .bwd_done = bwd_done, .allreduce_ms = ev.allreduce_ms, .tie = &tie, .out = out};
+    int cap = 0;
+    sim_ctx g = {.c = c, .cl = cl, .p = p, .M = M, .S = S, .N = N, .nu = nu, .nt = nt, .record = record, .cap = &cap,
+                 .u0 = u0, .U = U, .T = T, .act_arr = act_arr, .grad_arr = grad_arr, .link_free = link_free,
+                 .bwd_done = bwd_done, .allreduce_ms = ev.allreduce_ms, .tie = &tie, .out = out};
+    if (!rc && shares_cores(cl, T, nt)) { /* a failed check plays nothing */
+        for (int i = 0; i < nt; i++) T[i].host = cl->hosts.of_rank[T[i].rank];
         rc = play_shared(&g, schedule, err, errlen);
-        done_units = nu; /* the sweep below has nothing to do */
-    }
-    while (done_units < nu) {
-        int moved = 0;
-        done_units = 0;
-        for (int u = 0; u < nu; u++) {
-            sim_unit *x = &U[u];
-            int s = x->s;
-            const ppdl_plan_stage *ps = &p->stages[s];
-            while (x->pc < x->ops.n) {
-                const ppdl_op *op = &x->ops.ops[x->pc];
-                int mb = op->mb;
-                double arr;
-                switch (op->kind) {
-                case PPDL_OP_RECV_ACT:
-                case PPDL_OP_RECV_GRAD:
-                    arr = op->kind == PPDL_OP_RECV_ACT ? act_arr[(size_t)(s - 1) * M + mb] : grad_arr[(size_t)(s + 1) * M + mb];
-                    if (isnan(arr)) goto blocked;
-                    if (arr > x->t) {
-                        add_ev(out, &cap, record, x->rank, s, PPDL_EV_WAIT, mb, x->t, arr);
-                        x->t = arr;
-                    }
-                    add_ev(out, &cap, record, x->rank, s, op->kind, mb, x->t, x->t);
-                    break;
-                case PPDL_OP_FORWARD:
-                    /* the slot's send buffer must be free: its previous activation arrived
-                     * (replica q's slot of mb held mb - slots*k before) */
-                    if (s + 1 < S && mb >= x->slots * x->k)
-                        x->t = fmax(x->t, act_arr[(size_t)s * M + mb - x->slots * x->k]);
-                    add_ev(out, &cap, record, x->rank, s, PPDL_OP_FORWARD, mb, x->t, x->t + x->f_ms);
-                    x->t += x->f_ms;
-                    break;
-                case PPDL_OP_BACKWARD:
-                case PPDL_OP_BACKWARD_INPUT:
-                case PPDL_OP_BACKWARD_WEIGHT: {
-                    /* the slot's gradient send buffer must be free (not for W: it sends nothing) */
-                    if (op->kind != PPDL_OP_BACKWARD_WEIGHT && s > 0 && mb >= x->slots * x->k)
-                        x->t = fmax(x->t, grad_arr[(size_t)s * M + mb - x->slots * x->k]);
-                    double d = op_ms(x, op->kind), rc_d = op_rc_ms(x, op->kind);
-                    add_ev(out, &cap, record, x->rank, s, op->kind, mb, x->t, x->t + d);
-                    if (rc_d > 0) add_ev(out, &cap, record, x->rank, s, PPDL_EV_RECOMPUTE, mb, x->t, x->t + rc_d);
-                    x->t += d;
-                    if (x->pc == x->last_bwd) bwd_done[u] = x->t;
-                    break;
-                }
-                case PPDL_OP_SEND_ACT:
-                case PPDL_OP_SEND_GRAD: {
-                    int act = op->kind == PPDL_OP_SEND_ACT;
-                    const ppdl_plan_stage *peer = &p->stages[act ? s + 1 : s - 1];
-                    int a = x->rank, b = rep_rank(peer, mb % n_rep(peer));
-                    double bytes = ppdl_msg_bytes(c, act ? ps->last : ps->first - 1);
-                    double start = fmax(x->t, link_free[(size_t)a * N + b]);
-                    link_free[(size_t)a * N + b] = start + 1000.0 * bytes / cl->bw[a * N + b];
-                    double t_arr = link_free[(size_t)a * N + b] + 1000.0 * cl->lat[a * N + b];
-                    if (act) act_arr[(size_t)s * M + mb] = t_arr;
-                    else grad_arr[(size_t)s * M + mb] = t_arr;
-                    add_ev(out, &cap, record, x->rank, s, op->kind, mb, x->t, x->t);
-                    break;
-                }
-                case PPDL_OP_OPTIMIZER: {
-                    /* every send of the step has arrived before the weights change */
-                    double t = x->t;
-                    for (int j = x->q; j < M; j += x->k) {
-                        if (s + 1 < S) t = fmax(t, act_arr[(size_t)s * M + j]);
-                        if (s > 0) t = fmax(t, grad_arr[(size_t)s * M + j]);
-                    }
-                    double t_msg = t;
-                    /* the all-reduce starts once every replica has its gradients */
-                    if (x->k > 1) {
-                        double start = 0;
-                        for (int v = u0[s]; v < u0[s + 1]; v++) {
-                            if (isnan(bwd_done[v])) goto blocked;
-                            start = fmax(start, bwd_done[v]);
-                        }
-                        t = fmax(t, start + ev.allreduce_ms[s]);
-                    }
-                    /* then a tied weight's part from the other stage (a message wait) */
-                    double t_tie = tie_exchange(&tie, cl, u0, S, U, u, t, link_free);
-                    if (isnan(t_tie)) goto blocked;
-                    add_update_waits(out, &cap, record, x->rank, s, x->t, t_msg, t);
-                    if (t_tie > fmax(x->t, t)) add_ev(out, &cap, record, x->rank, s, PPDL_EV_WAIT, -1, fmax(x->t, t), t_tie);
-                    t = fmax(t, t_tie);
-                    x->t = t;
-                    add_ev(out, &cap, record, x->rank, s, PPDL_OP_OPTIMIZER, -1, x->t, x->t + x->opt_ms);
-                    x->t += x->opt_ms;
-                    break;
-                }
-                default:
-                    break;
-                }
-                x->pc++;
-                moved = 1;
-            }
-        blocked:
-            if (x->pc == x->ops.n) done_units++;
-        }
-        if (!moved && done_units < nu) {
-            rc = ppdl_errf(err, errlen, "simulator: the %s schedule deadlocks with %d stages and %d micro-batches",
-                           ppdl_schedule_name(schedule), S, M);
-            break;
-        }
+    } else if (!rc) {
+        rc = play_sweep(&g, schedule, err, errlen);
     }
     if (!rc) {
         double busy = 0;
+        for (int i = 0; i < nt; i++)
+            if (T[i].t > out->step_ms) out->step_ms = T[i].t;
         for (int u = 0; u < nu; u++) {
-            if (U[u].t > out->step_ms) out->step_ms = U[u].t;
             if (ppdl_schedule_max_pending_weight(&U[u].ops) == 0)
                 busy += ppdl_replica_mbs(M, U[u].k, U[u].q) * (U[u].f_ms + U[u].b_ms);
             else /* a split backward: each op's own time */
                 for (int i = 0; i < U[u].ops.n; i++) busy += op_ms(&U[u], U[u].ops.ops[i].kind);
         }
-        out->busy_frac = out->step_ms > 0 ? busy / (nu * out->step_ms) : 1;
+        out->busy_frac = out->step_ms > 0 ? busy / (nt * out->step_ms) : 1;
     }
     for (int u = 0; u < nu; u++) ppdl_op_list_free(&U[u].ops);
+    for (int i = 0; i < nt; i++) {
+        free(T[i].units);
+        free(T[i].order);
+    }
+    free(T);
     free(U);
     free(u0);
     free(act_arr);

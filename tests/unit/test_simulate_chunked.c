@@ -1,0 +1,304 @@
+/* test_simulate_chunked.c — the simulator and the cost model on chunked plans
+ * (interleaved, zb-v: a rank holds several stages), against steps computed by hand.
+ *
+ *  - Equal stages (F = 1, B = 2 fused or B = W = 1, no recompute), free links: the
+ *    simulated step is the unit play's (ppdl_schedule_unit_step_chunked) and the cost
+ *    model's T too (its fill factor is made for that), for interleaved v = 2, 3 and zb-v
+ *    on N = 1..4 ranks, M = 1..9; and interleaved's closed form 3Mv + 3(N - 1) where N
+ *    divides M (README "Schedules"), written here, not taken from the library.
+ *  - One micro-batch through interleaved N = 2, v = 2 with latency lam on every link
+ *    and optimizer steps of o per stage: a chain F0 F1 F2 F3 B3 B2 B1 B0 across 6
+ *    messages, then each rank's two optimizer steps after its sends arrived: step
+ *    12 + 6 lam + 2 o, rank 1's first update at 10 + 6 lam (its last gradient's arrival,
+ *    not its sending at 10 + 5 lam).
+ *  - A message between two stages of one rank costs nothing: zb-v on 2 ranks with a
+ *    100 ms latency on every rank's link to itself still takes the unit step (the
+ *    negative control: charged, it would be 200 ms or more longer).
+ *  - Two ranks on one host of one core (processor sharing): with free links the core
+ *    never idles, so the step is all the work, 3 M S.
+ *  - The events name each stage with its rank (for ppdl-plan --timeline), M forwards per
+ *    stage; the refusals: a chunked plan under 1f1b, a plan of one stage per rank under
+ *    interleaved, a stage off its schedule's rank, a tied weight.
+ */
+#include "core/error.h"
+#include "core/util.h"
+#include "plan/cluster_model.h"
+#include "plan/costmodel.h"
+#include "plan/costs.h"
+#include "plan/plan.h"
+#include "plan/simulate.h"
+#include "sched/schedule.h"
+
+#include "tap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* L equal layers: F = 1 ms, B = 2 ms (split 1 + 1), out_bytes 1 */
+static void unit_costs(ppdl_costs *c, int L)
+{
+    ppdl_costs_alloc(c, L);
+    for (int l = 0; l < L; l++) {
+        ppdl_layer_cost *lc = &c->layers[l];
+        snprintf(lc->name, sizeof lc->name, "layer%d", l);
+        lc->fwd_ms = 1;
+        lc->bwd_ms = 2;
+        lc->bwd_input_ms = lc->bwd_weight_ms = 1;
+        lc->out_bytes = 1;
+    }
+    c->split_given = 1;
+}
+
+/* N ranks of speed 1, links of latency lat_s and (almost) infinite bandwidth */
+static void free_cluster(ppdl_cluster_model *cl, int N, double lat_s)
+{
+    ppdl_cluster_model_alloc(cl, N);
+    for (int a = 0; a < N; a++) {
+        cl->mem[a] = 1e15;
+        cl->speed[a] = 1;
+        for (int b = 0; b < N; b++) {
+            cl->bw[a * N + b] = 1e300;
+            cl->lat[a * N + b] = a == b ? 0 : lat_s;
+        }
+    }
+}
+
+static int chunked_plan(int kind, int L, int N, int v, ppdl_plan *p)
+{
+    char err[PPDL_ERR_LEN];
+    int rc = ppdl_plan_uniform_chunked(L, N, v, kind == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN, p,
+                                       err, sizeof err);
+    if (rc) diag("plan: %s", err);
+    return rc;
+}
+
+static void test_unit_steps(void)
+{
+    const int kinds[] = {PPDL_SCHED_INTERLEAVED, PPDL_SCHED_ZB_V};
+    int cases = 0, closed = 0;
+    for (int ki = 0; ki < 2; ki++)
+        for (int N = 1; N <= 4; N++)
+            for (int v = 2; v <= (kinds[ki] == PPDL_SCHED_ZB_V ? 2 : 3); v++)
+                for (int M = 1; M <= 9; M++) {
+                    int S = v * N;
+                    const char *name = ppdl_schedule_name(kinds[ki]);
+                    ppdl_costs c;
+                    ppdl_cluster_model cl;
+                    ppdl_plan p;
+                    unit_costs(&c, S);
+                    free_cluster(&cl, N, 0);
+                    if (chunked_plan(kinds[ki], S, N, v, &p)) {
+                        fail("%s N=%d v=%d: no plan", name, N, v);
+                        continue;
+                    }
+                    ppdl_sim sim;
+                    ppdl_cost_eval ev;
+                    char err[PPDL_ERR_LEN];
+                    long unit = ppdl_schedule_unit_step_chunked(kinds[ki], N, v, M);
+                    if (ppdl_simulate(&c, &cl, &p, M, kinds[ki], 0, &sim, err, sizeof err)) {
+                        fail("%s N=%d v=%d M=%d: the simulator refuses: %s", name, N, v, M, err);
+                    } else {
+                        if (sim.step_ms != (double)unit)
+                            fail("%s N=%d v=%d M=%d: simulated %.9f ms, the unit play %ld", name, N, v, M, sim.step_ms,
+                                 unit);
+                        /* the hand-computed closed form */
+                        if (kinds[ki] == PPDL_SCHED_INTERLEAVED && M % N == 0) {
+                            closed++;
+                            if (sim.step_ms != 3.0 * M * v + 3.0 * (N - 1))
+                                fail("interleaved N=%d v=%d M=%d: simulated %.9f ms, 3Mv + 3(N-1) = %d", N, v, M,
+                                     sim.step_ms, 3 * M * v + 3 * (N - 1));
+                        }
+                        ppdl_sim_free(&sim);
+                    }
+                    if (ppdl_cost_evaluate(&c, &cl, M, kinds[ki], &p, &ev, err, sizeof err)) {
+                        fail("%s N=%d v=%d M=%d: the cost model refuses: %s", name, N, v, M, err);
+                    } else {
+                        if (fabs(ev.T - unit) > 1e-9 * unit)
+                            fail("%s N=%d v=%d M=%d: cost model T %.9f, the unit play %ld", name, N, v, M, ev.T, unit);
+                        ppdl_cost_eval_free(&ev);
+                    }
+                    cases++;
+                    ppdl_plan_free(&p);
+                    ppdl_costs_free(&c);
+                    ppdl_cluster_model_free(&cl);
+                }
+    char what[200];
+    snprintf(what, sizeof what, "equal stages, free links: simulated step = cost model T = the unit play (%d cases: "
+             "interleaved v = 2, 3, zb-v, N 1..4, M 1..9), = 3Mv + 3(N-1) in the %d interleaved ones with N | M",
+             cases, closed);
+    report(what);
+}
+
+/* the first event of `kind` on `rank` */
+static const ppdl_event_rec *first_ev(const ppdl_sim *sim, int rank, int kind)
+{
+    for (int i = 0; i < sim->n_ev; i++)
+        if (sim->ev[i].rank == rank && sim->ev[i].kind == kind) return &sim->ev[i];
+    return NULL;
+}
+
+static void test_chain(void)
+{
+    const double lam = 1.0, o = 0.5; /* ms */
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    ppdl_plan p;
+    unit_costs(&c, 4);
+    for (int l = 0; l < 4; l++) c.layers[l].opt_ms = o;
+    free_cluster(&cl, 2, lam / 1000);
+    chunked_plan(PPDL_SCHED_INTERLEAVED, 4, 2, 2, &p);
+    ppdl_sim sim;
+    char err[PPDL_ERR_LEN];
+    int rc = ppdl_simulate(&c, &cl, &p, 1, PPDL_SCHED_INTERLEAVED, 1, &sim, err, sizeof err);
+    ok(rc == 0 && fabs(sim.step_ms - (12 + 6 * lam + 2 * o)) < 1e-9,
+       "interleaved N = 2, v = 2, M = 1, latency %.0f ms, optimizer %.1f ms a stage: step %.3f ms = 12 + 6 lam + 2 o",
+       lam, o, rc ? NAN : sim.step_ms);
+    const ppdl_event_rec *u1 = rc ? NULL : first_ev(&sim, 1, PPDL_OP_OPTIMIZER);
+    ok(u1 && fabs(u1->t0_ms - (10 + 6 * lam)) < 1e-9,
+       "rank 1 updates once its last gradient arrived: at %.3f ms = 10 + 6 lam (sent at 10 + 5 lam)",
+       u1 ? u1->t0_ms : NAN);
+    if (!rc) ppdl_sim_free(&sim);
+    ppdl_cost_eval ev;
+    rc = ppdl_cost_evaluate(&c, &cl, 1, PPDL_SCHED_INTERLEAVED, &p, &ev, err, sizeof err);
+    ok(rc == 0 && fabs(ev.T - (12 + 6 * lam + 2 * o)) < 1e-9, "the cost model's T on the chain: %.3f ms (sum 12 + 2 x "
+       "3 links + the rank's 2 optimizer steps)", rc ? NAN : ev.T);
+    if (!rc) ppdl_cost_eval_free(&ev);
+    ppdl_plan_free(&p);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+}
+
+static void test_same_rank_free(void)
+{
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    ppdl_plan p;
+    int N = 2, M = 4;
+    unit_costs(&c, 4);
+    free_cluster(&cl, N, 0);
+    for (int a = 0; a < N; a++) cl.lat[a * N + a] = 0.1; /* 100 ms to itself: never charged */
+    chunked_plan(PPDL_SCHED_ZB_V, 4, N, 2, &p);
+    ppdl_sim sim;
+    char err[PPDL_ERR_LEN];
+    long unit = ppdl_schedule_unit_step_chunked(PPDL_SCHED_ZB_V, N, 2, M);
+    int rc = ppdl_simulate(&c, &cl, &p, M, PPDL_SCHED_ZB_V, 0, &sim, err, sizeof err);
+    ok(rc == 0 && sim.step_ms == (double)unit, "zb-v, 2 ranks: stages 1 and 2 share rank 1, their messages cost "
+       "nothing (step %.3f ms, the unit play %ld, with 100 ms on every rank's link to itself)",
+       rc ? NAN : sim.step_ms, unit);
+    if (!rc) ppdl_sim_free(&sim);
+    ppdl_plan_free(&p);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+}
+
+static void test_shared_core(void)
+{
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    ppdl_plan p;
+    int N = 2, v = 2, M = 4, S = 4;
+    unit_costs(&c, S);
+    free_cluster(&cl, N, 0);
+    const char *key[] = {"h", "h"}, *name[] = {"h", "h"};
+    int cores[] = {1, 1};
+    ppdl_hosts_build(&cl.hosts, N, key, name, cores);
+    int bad = 0;
+    for (int ki = 0; ki < 2; ki++) {
+        int kind = ki ? PPDL_SCHED_ZB_V : PPDL_SCHED_INTERLEAVED;
+        chunked_plan(kind, S, N, v, &p);
+        ppdl_sim sim;
+        char err[PPDL_ERR_LEN];
+        int rc = ppdl_simulate(&c, &cl, &p, M, kind, 0, &sim, err, sizeof err);
+        if (rc || fabs(sim.step_ms - 3.0 * M * S) > 1e-9) {
+            bad++;
+            diag("%s: %s %.9f, expected %d", ppdl_schedule_name(kind), rc ? err : "simulated", rc ? NAN : sim.step_ms,
+                 3 * M * S);
+        }
+        if (!rc) ppdl_sim_free(&sim);
+        ppdl_plan_free(&p);
+    }
+    ok(bad == 0, "interleaved and zb-v, 2 ranks on one core: the step is all the work, 3 M S = %d ms", 3 * M * S);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+}
+
+static void test_events(void)
+{
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    ppdl_plan p;
+    int N = 3, v = 2, M = 5, S = 6;
+    unit_costs(&c, S);
+    free_cluster(&cl, N, 1e-4);
+    chunked_plan(PPDL_SCHED_INTERLEAVED, S, N, v, &p);
+    ppdl_sim sim;
+    char err[PPDL_ERR_LEN];
+    int rc = ppdl_simulate(&c, &cl, &p, M, PPDL_SCHED_INTERLEAVED, 1, &sim, err, sizeof err);
+    int fwd[6] = {0}, bwd[6] = {0}, opt[6] = {0}, wrong_rank = 0;
+    for (int i = 0; !rc && i < sim.n_ev; i++) {
+        const ppdl_event_rec *e = &sim.ev[i];
+        if (e->stage < 0 || e->stage >= S) continue;
+        wrong_rank += e->rank != e->stage % N;
+        fwd[e->stage] += e->kind == PPDL_OP_FORWARD;
+        bwd[e->stage] += e->kind == PPDL_OP_BACKWARD;
+        opt[e->stage] += e->kind == PPDL_OP_OPTIMIZER;
+    }
+    int counts = !rc;
+    for (int s = 0; s < S; s++) counts &= fwd[s] == M && bwd[s] == M && opt[s] == 1;
+    ok(counts && wrong_rank == 0, "interleaved N = 3, v = 2, M = 5 recorded: each stage's %d forwards, %d backwards "
+       "and its update, on its rank (s mod 3)", M, M);
+    if (!rc) ppdl_sim_free(&sim);
+    ppdl_plan_free(&p);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+}
+
+/* expect both the simulator and the cost model to refuse, with `why` in the message */
+static void refused(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int kind, const char *why,
+                    const char *what)
+{
+    ppdl_sim sim;
+    ppdl_cost_eval ev;
+    char e1[PPDL_ERR_LEN] = "", e2[PPDL_ERR_LEN] = "";
+    int r1 = ppdl_simulate(c, cl, p, 4, kind, 0, &sim, e1, sizeof e1);
+    int r2 = ppdl_cost_evaluate(c, cl, 4, kind, p, &ev, e2, sizeof e2);
+    if (!r1) ppdl_sim_free(&sim);
+    if (!r2) ppdl_cost_eval_free(&ev);
+    if (!ok(r1 && r2 && strstr(e1, why) && strstr(e2, why), "refused: %s (\"%s\")", what, e1))
+        diag("  the cost model said \"%s\"", e2);
+}
+
+static void test_refusals(void)
+{
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    ppdl_plan p, one;
+    char err[PPDL_ERR_LEN];
+    unit_costs(&c, 4);
+    free_cluster(&cl, 2, 0);
+    chunked_plan(PPDL_SCHED_INTERLEAVED, 4, 2, 2, &p);
+    refused(&c, &cl, &p, PPDL_SCHED_1F1B, "not 1f1b", "a chunked plan under 1f1b");
+    ppdl_plan_uniform(4, 2, &one, err, sizeof err);
+    refused(&c, &cl, &one, PPDL_SCHED_INTERLEAVED, "one per rank", "a plan of one stage per rank under interleaved");
+    refused(&c, &cl, &p, PPDL_SCHED_ZB_V, "stage 2 is on rank 0, where zb-v with 2 ranks puts it on rank 1",
+            "the round-robin plan under zb-v");
+    c.tied_bytes = 1000;
+    refused(&c, &cl, &p, PPDL_SCHED_INTERLEAVED, "tied weight", "a tied weight with several stages per rank");
+    ppdl_plan_free(&p);
+    ppdl_plan_free(&one);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+}
+
+int main(void)
+{
+    plan(11);
+    test_unit_steps();
+    test_chain();
+    test_same_rank_free();
+    test_shared_core();
+    test_events();
+    test_refusals();
+    return exit_status();
+}
