@@ -1164,11 +1164,21 @@ static void step_begin(ppdl_runtime *rt, double t0)
     post_receives(rt);
 }
 
+/* a SEND_ACT (act 1) or SEND_GRAD (act 0) op: posted, and recorded at the clock read
+ * just before the post (record_instant says why) */
+static void send_op(ppdl_runtime *rt, slot *sl, const ppdl_op *op, int act)
+{
+    ppdl_range_push("send", op->mb);
+    double t_post = send_post(rt, out_of(rt, sl, op->mb, act), op->mb);
+    ppdl_range_pop();
+    record(rt, op->kind, op->mb, t_post, t_post);
+}
+
 /* op k of the rank's list, any kind but OPTIMIZER (step_update) */
 static void step_op(ppdl_runtime *rt, long step, int k)
 {
     const ppdl_op *op = &rt->ops.ops[k];
-    double t_op = ppdl_now_s(), w_op = rt->comm->wait_s, t_post;
+    double t_op = ppdl_now_s(), w_op = rt->comm->wait_s;
     /* PPDL_TEST_FAIL_STEP (test_fail_step_of): a planted internal error halfway
      * through this rank's op list, while the other ranks wait for its messages */
     if (step == rt->test_fail_step && k == rt->ops.n / 2)
@@ -1198,10 +1208,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
         forward(rt, step, op->mb);
         break;
     case PPDL_OP_SEND_ACT:
-        ppdl_range_push("send", op->mb);
-        t_post = send_post(rt, out_of(rt, sl, op->mb, 1), op->mb); /* before the post: record_instant */
-        ppdl_range_pop();
-        record(rt, op->kind, op->mb, t_post, t_post);
+        send_op(rt, sl, op, 1);
         break;
     case PPDL_OP_RECV_GRAD:
         PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
@@ -1219,10 +1226,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
         release_if_done(rt, sl);
         break;
     case PPDL_OP_SEND_GRAD:
-        ppdl_range_push("send", op->mb);
-        t_post = send_post(rt, out_of(rt, sl, op->mb, 0), op->mb); /* before the post: record_instant */
-        ppdl_range_pop();
-        record(rt, op->kind, op->mb, t_post, t_post);
+        send_op(rt, sl, op, 0);
         sl->grad_sent = 1;
         release_if_done(rt, sl);
         break;
