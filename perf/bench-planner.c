@@ -463,10 +463,12 @@ static int cmd_schedule(int cases, int all, int mem_pct)
     printf("\n--schedule auto vs the best 1f1b plan, heterogeneous clusters (%d cases, as quality's; memory %d%% of "
            "theirs):\n", cases, mem_pct);
     printf("  case  nodes x ranks  layers    M ");
-    for (int q = 0; q < PPDL_AUTO_N; q++) printf(" %6s ms", ppdl_schedule_name(ppdl_auto_schedules[q]));
-    printf("  chosen   T ratio  sim ratio\n");
+    char name[32];
+    for (int q = 0; q < PPDL_AUTO_N; q++) printf(" %8s", ppdl_auto_name(q, name, sizeof name) + (q >= 4 && q < 7 ? 9 : 0));
+    printf("  chosen   T ratio  sim ratio   (ms; v=2..4: interleaved)\n");
     double geo = 0, geo_sim = 0, plan_s = 0, worst = INFINITY, best = 0;
-    int n = 0, n_sim = 0, chosen[PPDL_SCHED_N_KINDS] = {0}, none = 0;
+    double geo1 = 0, geo_sim1 = 0; /* the same against the best of one stage per rank (the four) */
+    int n = 0, n_sim = 0, chosen[PPDL_AUTO_N] = {0}, none = 0;
     for (int k = 0; k < cases; k++) {
         int G, R, L, M;
         ppdl_costs c;
@@ -494,12 +496,19 @@ static int cmd_schedule(int cases, int all, int mem_pct)
             n++;
             worst = fmin(worst, r);
             best = fmax(best, r);
-            chosen[w->schedule]++;
+            chosen[ch.chosen]++;
+            /* the best of the four that hold one stage per rank (auto before chunked plans) */
+            int b1 = 0;
+            for (int q = 1; q < PPDL_AUTO_ONE; q++)
+                if (ch.opt[q].rc == 0 && ch.opt[q].T < ch.opt[b1].T * (1 - 1e-9)) b1 = q;
+            double sb1 = ppdl_simulated_ms(&c, &cl, &ch.opt[b1].plan, M, ch.opt[b1].schedule);
+            geo1 += log(ch.opt[b1].T / w->T);
             if (isfinite(s1) && isfinite(sw)) {
                 geo_sim += log(s1 / sw);
+                geo_sim1 += log(sb1 / sw);
                 n_sim++;
             }
-            snprintf(line + len, sizeof line - (size_t)len, "  %-7s  %6.3fx  %7.3fx", ppdl_schedule_name(w->schedule), r,
+            snprintf(line + len, sizeof line - (size_t)len, "  %-8s  %6.3fx  %7.3fx", ppdl_auto_name(ch.chosen, name, sizeof name), r,
                      s1 / sw);
         } else {
             none++;
@@ -512,15 +521,23 @@ static int cmd_schedule(int cases, int all, int mem_pct)
         ppdl_cluster_model_free(&cl);
     }
     printf("  best 1f1b T / --schedule auto T over %d cases: geometric mean %.3fx (goal >= 1.1x), min %.3fx, max "
-           "%.3fx; simulated steps' ratio: geometric mean %.3fx over %d; chosen: 1f1b %d, zb-1p %d, zb-h1 %d, zb-h2 %d, "
-           "gpipe %d; no plan in %d; mean planner time (%d solves) %.3f s\n", n, n ? exp(geo / n) : NAN, worst, best,
-           n_sim ? exp(geo_sim / n_sim) : NAN, n_sim, chosen[PPDL_SCHED_1F1B], chosen[PPDL_SCHED_ZB_1P],
-           chosen[PPDL_SCHED_ZB_H1], chosen[PPDL_SCHED_ZB_H2], chosen[PPDL_SCHED_GPIPE], none, PPDL_AUTO_N,
-           plan_s / cases);
+           "%.3fx; simulated steps' ratio: geometric mean %.3fx over %d; mean planner time (%d candidates) %.3f s; no "
+           "plan in %d\n", n, n ? exp(geo / n) : NAN, worst, best, n_sim ? exp(geo_sim / n_sim) : NAN, n_sim,
+           PPDL_AUTO_N, plan_s / cases, none);
+    printf("  the best plan of one stage per rank (1f1b, zb-1p, zb-h1, zb-h2) / auto: T %.3fx, simulated %.3fx "
+           "(geometric means: what the chunked candidates add)\n  chosen:", n ? exp(geo1 / n) : NAN,
+           n_sim ? exp(geo_sim1 / n_sim) : NAN);
+    int n_zb = 0, n_chunked = 0;
+    for (int q = 0; q < PPDL_AUTO_N; q++) {
+        printf(" %s %d%s", ppdl_auto_name(q, name, sizeof name), chosen[q], q + 1 < PPDL_AUTO_N ? "," : "\n");
+        n_zb += q > 0 && q < PPDL_AUTO_ONE ? chosen[q] : 0;
+        n_chunked += q >= PPDL_AUTO_ONE ? chosen[q] : 0;
+    }
     printf("result schedule_auto_hetero_mem%d_geomean %.4f\nresult schedule_auto_hetero_mem%d_sim_geomean %.4f\n"
-           "result schedule_auto_hetero_mem%d_min %.4f\nresult schedule_auto_hetero_mem%d_zb_chosen %d/%d\n", mem_pct,
+           "result schedule_auto_hetero_mem%d_min %.4f\nresult schedule_auto_hetero_mem%d_zb_chosen %d/%d\n"
+           "result schedule_auto_hetero_mem%d_chunked_chosen %d/%d\n", mem_pct,
            n ? exp(geo / n) : NAN, mem_pct, n_sim ? exp(geo_sim / n_sim) : NAN, mem_pct, n ? worst : NAN, mem_pct,
-           chosen[PPDL_SCHED_ZB_H1] + chosen[PPDL_SCHED_ZB_H2] + chosen[PPDL_SCHED_ZB_1P], n);
+           n_zb, n, mem_pct, n_chunked, n);
     return 0;
 }
 
@@ -536,11 +553,12 @@ static int cmd_speed_auto(int L, int N, int M)
     double t0 = ppdl_now_s(), c0 = cpu_s();
     int rc = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
     double dt = ppdl_now_s() - t0, dc = cpu_s() - c0;
+    char name[32];
     printf("planner speed, --schedule auto: L = %d, N = %d (%d nodes x %d), M = %d: %.3f s wall, %.3f s CPU; chosen %s\n",
-           L, N, G, R, M, dt, dc, rc == 0 ? ppdl_schedule_name(ch.opt[ch.chosen].schedule) : "none");
+           L, N, G, R, M, dt, dc, rc == 0 ? ppdl_auto_name(ch.chosen, name, sizeof name) : "none");
     for (int q = 0; q < PPDL_AUTO_N; q++)
-        printf("  %-6s %.3f s, T %.2f ms%s\n", ppdl_schedule_name(ch.opt[q].schedule), ch.opt[q].plan_s, ch.opt[q].T,
-               ch.opt[q].rc == 0 ? "" : " (does not fit)");
+        printf("  %-15s %.3f s, T %.2f ms%s\n", ppdl_auto_name(q, name, sizeof name), ch.opt[q].plan_s, ch.opt[q].T,
+               ch.opt[q].rc == 0 ? "" : ch.opt[q].plan.S ? " (does not fit)" : " (no plan)");
     printf("result planner_seconds_auto_L%d_N%d_M%d %.4f\nresult planner_cpu_seconds_auto_L%d_N%d_M%d %.4f\n", L, N, M,
            dt, L, N, M, dc);
     ppdl_schedule_choice_free(&ch);

@@ -75,11 +75,14 @@ static void usage(FILE *f)
 "                          (M-1) x bottleneck, phi < 1 the share of the fill W cannot\n"
 "                          hide (docs/cost-model.md); auto: plan once per schedule,\n"
 "                          print each one's best plan and take the least T (ties:\n"
-"                          1f1b, zb-1p, zb-h1, zb-h2 in that order; gpipe, 1f1b's T\n"
-"                          with more memory, never wins and is not solved);\n"
-"                          interleaved, zb-v (several stages per rank): not planned\n"
-"                          yet, --method uniform only: V x N equal stages, round-robin\n"
-"                          or in a V, evaluated, simulated and drawn as ppdl runs them\n"
+"                          1f1b, zb-1p, zb-h1, zb-h2, interleaved v=2, 3, 4, zb-v in\n"
+"                          that order; gpipe, 1f1b's T with more memory, never wins\n"
+"                          and is not solved);\n"
+"                          interleaved, zb-v (several stages per rank): --method ppdl\n"
+"                          (default) searches the cut and the recompute options, the\n"
+"                          ranks in the schedule's order (round-robin, or a V);\n"
+"                          --method uniform: V x N equal stages; both evaluated,\n"
+"                          simulated and drawn as ppdl runs them\n"
 "  --virtual-stages V      stages per rank of --schedule interleaved (2 to 8, default\n"
 "                          2; zb-v: 2)\n"
 "  --method NAME           ppdl (default): stages, replicas, placement and recompute\n"
@@ -119,8 +122,8 @@ static void usage(FILE *f)
 "The file formats, field by field: docs/formats.md; the options: docs/cli.md.\n");
 }
 
-/* several stages per rank (interleaved, zb-v): the planner does not plan them yet, so
- * only the uniform cut, evaluated and simulated */
+/* several stages per rank (interleaved, zb-v): the chunked search (method ppdl, and
+ * the names of one stage per rank's searches, which mean it here) or the uniform cut */
 static int chunked_options(options *o, char *err, size_t errlen)
 {
     int chunked = o->schedule != PPDL_SCHED_AUTO && ppdl_schedule_chunked(o->schedule);
@@ -131,10 +134,13 @@ static int chunked_options(options *o, char *err, size_t errlen)
     if (!chunked) return 0;
     if (o->schedule == PPDL_SCHED_ZB_V && o->virtual_stages && o->virtual_stages != 2)
         return ppdl_errf(err, errlen, "--virtual-stages %ld: zb-v holds 2 stages per rank (its V)", o->virtual_stages);
-    if ((o->method_given && strcmp(o->method, "uniform")) || o->compare)
-        return ppdl_errf(err, errlen, "--schedule %s: the planner does not plan several stages per rank yet; "
-                         "--method uniform (the default here) cuts the layers into V x N equal stages", name);
-    o->method = "uniform";
+    if (strcmp(o->method, "uniform") && strncmp(o->method, "ppdl", 4))
+        return ppdl_errf(err, errlen, "--schedule %s --method %s: several stages per rank are planned by --method "
+                         "ppdl (the default: the cut and the recompute options searched) or uniform (V x N equal "
+                         "stages); the baselines plan one stage per rank", name, o->method);
+    if (o->compare)
+        return ppdl_errf(err, errlen, "--schedule %s --compare: the baselines plan one stage per rank; compare "
+                         "--method ppdl and --method uniform by running both", name);
     if (!o->virtual_stages) o->virtual_stages = 2;
     return 0;
 }
@@ -341,27 +347,28 @@ static void print_schedules(const ppdl_costs *c, const ppdl_cluster_model *cl, i
                             int taken, const ppdl_plan *plan, double plan_s)
 {
     printf("schedules (--schedule auto: the best plan of each, in %.1f ms together):\n", 1e3 * plan_s);
-    printf("  schedule      T ms   simulated ms  fits in memory  planned ms  kind\n");
+    printf("  schedule             T ms   simulated ms  fits in memory  planned ms  kind\n");
     for (int k = 0; k < PPDL_AUTO_N; k++) {
         const ppdl_schedule_option *o = &ch->opt[k];
-        const char *name = ppdl_schedule_name(o->schedule);
+        char name[32];
+        ppdl_auto_name(k, name, sizeof name);
         /* candidate `taken`'s plan moved to the caller */
         const ppdl_plan *p = k == taken ? plan : &o->plan;
         if (p->S == 0) {
-            printf("  %-8s  none: %s\n", name, o->why);
+            printf("  %-15s  none: %s\n", name, o->why);
             continue;
         }
         double sim_ms = ppdl_simulated_ms(c, cl, p, M, o->schedule);
         char kind[96] = "";
         ppdl_plan_kind(p, kind, sizeof kind);
-        printf("  %-8s %10.3f  %13.3f  %-14s  %10.1f  %s%s\n", name, p->predicted_iter_ms, sim_ms,
+        printf("  %-15s %10.3f  %13.3f  %-14s  %10.1f  %s%s\n", name, p->predicted_iter_ms, sim_ms,
                o->rc == 0 ? "yes" : "no", 1e3 * o->plan_s, kind, k == ch->chosen ? "   <- chosen" : "");
     }
-    printf("  gpipe     not solved: its T is 1f1b's for every plan, with M micro-batches in flight (1f1b: at most N), "
+    printf("  gpipe            not solved: its T is 1f1b's for every plan, with M micro-batches in flight (1f1b: at most N), "
            "so it never wins\n");
-    char line[512];
+    char line[512], name[32];
     if (ch->chosen >= 0)
-        printf("picked %s: %s\n", ppdl_schedule_name(ch->opt[ch->chosen].schedule),
+        printf("picked %s: %s\n", ppdl_auto_name(ch->chosen, name, sizeof name),
                ppdl_schedule_choice_line(ch, line, sizeof line));
     else
         printf("picked none: no schedule's plan fits in memory (1f1b's plan and message below)\n");
@@ -428,7 +435,11 @@ int main(int argc, char **argv)
      * schedule against its own reserve. The table and the comparison below evaluate
      * against the memory the plan was made for. */
     int autos = o.schedule == PPDL_SCHED_AUTO, taken = -1, rc;
-    double reserve = autos ? 0 : ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
+    int v = (int)o.virtual_stages;
+    double reserve = autos ? 0
+                     : ppdl_schedule_chunked(o.schedule)
+                         ? ppdl_runtime_reserve_chunked(&costs, ppdl_reserve_slots_chunked(o.schedule, cl.N, v, M), v)
+                         : ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
     double *less = NULL;
     if (!autos) {
         less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
@@ -452,7 +463,12 @@ int main(int argc, char **argv)
     } else if (ppdl_schedule_chunked(o.schedule)) {
         memset(&info, 0, sizeof info);
         memset(&sc, 0, sizeof sc);
-        rc = uniform_chunked(&costs, &cl, M, o.schedule, (int)o.virtual_stages, &plan, err, sizeof err);
+        if (!strcmp(o.method, "uniform")) {
+            rc = uniform_chunked(&costs, &cl, M, o.schedule, (int)o.virtual_stages, &plan, err, sizeof err);
+        } else {
+            so.chunks = (int)o.virtual_stages;
+            rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);
+        }
     } else {
         memset(&info, 0, sizeof info);
         rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);

@@ -36,9 +36,6 @@
 #include "prof/papi.h"
 #include "sched/schedule.h"
 
-/* the most stages one rank holds (--virtual-stages) */
-#define PPDL_MAX_CHUNKS 8
-
 typedef enum plan_mode { PLAN_UNIFORM = 0, PLAN_AUTO, PLAN_DP, PLAN_FILE } plan_mode;
 
 typedef struct options {
@@ -290,6 +287,9 @@ float *run_gather_weights(run *r);
 
 /* run_chunks.c: a rank holding several stages */
 int run_chunked(const run *r);
+/* 1 when this run can hold several stages per rank (no --val-data, --sample-every, tied
+ * embeddings or --p2p nccl): --schedule auto then has the chunked candidates */
+int run_can_hold_chunks(const run *r);
 ppdl_stage *run_own_stage(run *r, int c);
 void run_chunks_plan(run *r);
 void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg);

@@ -21,17 +21,26 @@ int run_chunked(const run *r) { return r->n_own > 1; }
 
 ppdl_stage *run_own_stage(run *r, int c) { return c == 0 ? &r->st : &r->own_st[c]; }
 
-/* What the first version leaves out, refused before anything runs (with the reason):
- * each of these keeps a per-stage rule the several stages of a rank would break. */
+/* What the first version leaves out (NULL: nothing here): each of these keeps a
+ * per-stage rule the several stages of a rank would break. */
+static const char *chunks_unsupported(const run *r)
+{
+    const options *o = &r->o;
+    return o->val_data               ? "--val-data (evaluation runs one stage per rank)"
+           : o->sample_every         ? "--sample-every (sampling gathers one stage per rank)"
+           : r->model.tie_embeddings ? "tied embeddings (tie_embeddings=1: the tie exchange pairs two ranks)"
+           : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl (the stages' messages go through MPI)"
+                                     : NULL;
+}
+
+int run_can_hold_chunks(const run *r) { return chunks_unsupported(r) == NULL; }
+
+/* ... refused before anything runs, with the reason */
 static void refuse_unsupported(run *r)
 {
     const options *o = &r->o;
     char err[PPDL_ERR_LEN] = "";
-    const char *what = o->val_data               ? "--val-data (evaluation runs one stage per rank)"
-                       : o->sample_every         ? "--sample-every (sampling gathers one stage per rank)"
-                       : r->model.tie_embeddings ? "tied embeddings (tie_embeddings=1: the tie exchange pairs two ranks)"
-                       : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl (the stages' messages go through MPI)"
-                                                 : NULL;
+    const char *what = chunks_unsupported(r);
     if (what)
         snprintf(err, sizeof err, "--schedule %s (several stages per rank) does not run with %s yet",
                  ppdl_schedule_name(o->schedule), what);

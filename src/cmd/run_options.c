@@ -91,7 +91,9 @@ void run_options_usage(FILE *f)
 "                          its own micro-batches' passes);\n"
 "                          auto: the planner chooses (with --plan auto: it plans once\n"
 "                          per schedule, each with its own cost model and memory, and\n"
-"                          takes the least predicted step, 1f1b on ties; with a plan\n"
+"                          takes the least predicted step, 1f1b on ties; interleaved\n"
+"                          v=2..4 and zb-v too, taken only where the simulator also\n"
+"                          plays them faster; with a plan\n"
 "                          file: the schedule the file records; one stage: 1f1b;\n"
 "                          else, given --costs and --cluster, the least predicted\n"
 "                          step for that plan); the header says which ran and why;\n"
@@ -99,11 +101,12 @@ void run_options_usage(FILE *f)
 "                          bubble in a V) give each rank several stages (chunks of\n"
 "                          layers): the bubble shrinks by about the number of\n"
 "                          chunks, for as many more messages; with --plan uniform\n"
-"                          (their default) or a plan file; not yet with the planner,\n"
-"                          evaluation, sampling or tied embeddings\n"
+"                          (their default), --plan auto (the planner's cut) or a plan\n"
+"                          file; not yet with evaluation, sampling or tied embeddings\n"
 "  --virtual-stages V      stages per rank of --schedule interleaved (2 to 8, default\n"
 "                          2; zb-v: 2): --plan uniform cuts the layers into V x N\n"
-"                          stages placed round-robin (zb-v: in a V)\n"
+"                          equal stages placed round-robin (zb-v: in a V), --plan\n"
+"                          auto chooses the cut and the recompute options\n"
 "  --plan auto|uniform|dp|FILE\n"
 "                          auto (the default on 2 or more ranks): measure the network,\n"
 "                          profile the layers, and solve for the stages, their ranks\n"
@@ -495,8 +498,8 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                          o->eval_every ? "--eval-every" : "--eval-batches");
     /* derived once, read everywhere */
     o->plan_defaulted = o->plan == NULL;
-    /* the planner does not plan several stages per rank yet: those schedules' default
-     * plan is uniform (--virtual-stages v per rank) */
+    /* the schedules of several stages per rank: their default plan is uniform
+     * (--virtual-stages v per rank); --plan auto searches the cut (plan/solve_chunked.h) */
     int chunked = o->schedule >= 0 && o->schedule < PPDL_SCHED_N_KINDS && ppdl_schedule_chunked(o->schedule);
     if (!o->plan) o->plan = n_ranks > 1 && !chunked ? "auto" : "uniform";
     if (o->virtual_stages && !chunked)
@@ -505,9 +508,6 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
     if (o->schedule == PPDL_SCHED_ZB_V && o->virtual_stages && o->virtual_stages != 2)
         return ppdl_errf(err, errlen, "--virtual-stages %d: zb-v holds 2 stages per rank (its V)", o->virtual_stages);
     if (!o->virtual_stages) o->virtual_stages = 2;
-    if (chunked && !strcmp(o->plan, "auto"))
-        return ppdl_errf(err, errlen, "--plan auto: the planner does not plan --schedule %s yet; give --plan uniform "
-                         "(--virtual-stages v) or a plan file", ppdl_schedule_name(o->schedule));
     o->plan_mode = !strcmp(o->plan, "auto")      ? PLAN_AUTO
                    : !strcmp(o->plan, "uniform") ? PLAN_UNIFORM
                    : !strcmp(o->plan, "dp")      ? PLAN_DP

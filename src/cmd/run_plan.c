@@ -26,8 +26,8 @@
  * and is read back there like a plan file, so every rank runs exactly what rank 0
  * printed. Returns 0 on every rank, or -1 with the same message on every rank. */
 static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster *cl,
-                     const int *n_options, ppdl_plan *plan, double *simulated_ms, ppdl_shared_choice *sc,
-                     char *why, size_t whylen, char *err, size_t errlen)
+                     const int *n_options, int can_chunk, ppdl_plan *plan, double *simulated_ms,
+                     ppdl_shared_choice *sc, char *why, size_t whylen, char *err, size_t errlen)
 {
     int rank, n_ranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -42,8 +42,16 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
          * model fits the device. */
         int autos = o->schedule == PPDL_SCHED_AUTO, M = (int)o->micro_batches;
         /* --schedule auto: the reserve of the message is 1F1B's, the smallest */
-        int schedule = autos ? PPDL_SCHED_1F1B : o->schedule;
-        double reserve = ppdl_runtime_reserve(costs, ppdl_reserve_slots(schedule, n_ranks, M));
+        int schedule = autos ? PPDL_SCHED_1F1B : o->schedule, v = o->virtual_stages;
+        double reserve = ppdl_schedule_chunked(schedule)
+                             ? ppdl_runtime_reserve_chunked(costs, ppdl_reserve_slots_chunked(schedule, n_ranks, v, M), v)
+                             : ppdl_runtime_reserve(costs, ppdl_reserve_slots(schedule, n_ranks, M));
+        /* the chunked schedules: --virtual-stages v; auto: candidates where this run can
+         * hold several stages per rank */
+        ppdl_solve_opts so;
+        ppdl_solve_opts_default(&so);
+        so.chunks = v;
+        so.auto_chunked = can_chunk;
         double *mem = ppdl_memory_less_reserve(cl->mem, cl->n, reserve);
         ppdl_cluster_model cm;
         ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, mem, cl->speed);
@@ -57,7 +65,7 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             ppdl_schedule_choice ch;
             ppdl_cluster_model raw = cm;
             raw.mem = cl->mem;
-            rc = ppdl_plan_solve_auto(costs, &raw, M, o->method, NULL, 1, &ch, err, errlen);
+            rc = ppdl_plan_solve_auto(costs, &raw, M, o->method, &so, 1, &ch, err, errlen);
             if (ch.chosen >= 0) {
                 schedule = ch.opt[ch.chosen].schedule;
                 p = ch.opt[ch.chosen].plan; /* taken: ch keeps the others */
@@ -67,7 +75,7 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             }
             ppdl_schedule_choice_free(&ch);
         } else {
-            rc = ppdl_plan_solve_ex(costs, &cm, M, schedule, o->method, NULL, &p, NULL, sc, err, errlen);
+            rc = ppdl_plan_solve_ex(costs, &cm, M, schedule, o->method, &so, &p, NULL, sc, err, errlen);
         }
         if (rc == 0) {
             ppdl_sim sim;
@@ -198,8 +206,8 @@ void run_choose_plan(run *r)
     r->solve_s = -1;
     switch (o->plan_mode) {
     case PLAN_AUTO:
-        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, &r->plan, &r->simulated_ms, &r->shared,
-                       r->schedule_why, sizeof r->schedule_why, err, sizeof err);
+        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, run_can_hold_chunks(r), &r->plan,
+                       &r->simulated_ms, &r->shared, r->schedule_why, sizeof r->schedule_why, err, sizeof err);
         r->solve_s = ppdl_now_s() - t0;
         break;
     case PLAN_UNIFORM:
@@ -236,7 +244,7 @@ void run_choose_plan(run *r)
     PPDL_CHECK(r->stage >= 0, "rank %d has no stage in the plan", r->rank);
     r->n_own = 1;
     int chunked = ppdl_plan_chunks(plan) > 1;
-    snprintf(err, sizeof err, "--schedule %s runs several stages per rank: its plan is --plan uniform "
+    snprintf(err, sizeof err, "--schedule %s runs several stages per rank: its plan is --plan auto or uniform "
              "(--virtual-stages v) or a plan file with several stages per rank", ppdl_schedule_name(o->schedule));
     agree_or_end_job(!chunked && ppdl_schedule_chunked(o->schedule), err, 2);
     int max_replicas = 1, *layout = ppdl_xcalloc((size_t)plan->S, sizeof(int)); /* replicas per stage */

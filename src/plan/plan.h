@@ -40,6 +40,8 @@ int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen);
  * ZB-V (issue 22). A plan is chunked when every stage has one replica and every rank
  * it uses runs the same number v >= 2 of stages; replicas and chunks do not mix.
  * How the ranks follow each other along the pipeline (the v_order of the builder): */
+/* the most stages one rank holds (--virtual-stages; the planner's candidates) */
+#define PPDL_MAX_CHUNKS 8
 enum {
     PPDL_CHUNKS_ROUND_ROBIN = 0, /* stage s on the rank of stage s mod N (interleaved 1F1B) */
     PPDL_CHUNKS_V = 1            /* v = 2: stage s and stage 2N-1-s on one rank (ZB-V) */

@@ -4,7 +4,9 @@
 #include "core/util.h"
 #include "plan/baselines.h"
 #include "plan/costmodel.h"
+#include "plan/solve_chunked.h"
 #include "plan/solver.h"
+#include "sched/schedule.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +33,9 @@ int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         else ppdl_solve_opts_default(&o);
         o.placement = strcmp(method, "ppdl-inorder") != 0;
         o.replicate = o.replicate && !strcmp(method, "ppdl"); /* opts may say no replicas (schedule_choice.c) */
+        /* several stages per rank: their own search (the placement is the schedule's) */
+        if (ppdl_schedule_chunked(schedule))
+            return ppdl_solve_chunked(c, cl, M, schedule, o.chunks, &o, out, info, sc, err, errlen);
         int rc = ppdl_solve(c, cl, M, schedule, &o, out, info, err, errlen);
         /* ranks sharing cores: the plan is the candidate of least simulated step */
         if (rc == 0) ppdl_choose_on_shared_cores(c, cl, M, schedule, method, &o, out, sc);

@@ -28,6 +28,19 @@ double ppdl_runtime_reserve(const ppdl_costs *c, int slots)
     return slots * 3.0 * max_act + max_saved + 3.0 * max_act + max_work + 256.0 * (4.0 * slots + 16);
 }
 
+int ppdl_reserve_slots_chunked(int schedule, int n_ranks, int v, int M)
+{
+    int N = n_ranks > 0 ? n_ranks : 1;
+    if (schedule == PPDL_SCHED_ZB_V) return 2 * M < 2 * N + 1 ? 2 * M : 2 * N + 1;
+    int Mr = (M + N - 1) / N * N; /* interleaved: M rounded up to a multiple of N */
+    return v * Mr < (v + 2) * N ? v * Mr : (v + 2) * N;
+}
+
+double ppdl_runtime_reserve_chunked(const ppdl_costs *c, int slots, int v)
+{
+    return ppdl_runtime_reserve(c, slots) + (v - 1) * ppdl_runtime_reserve(c, 0);
+}
+
 double *ppdl_memory_less_reserve(const double *mem, int n, double reserve)
 {
     double *out = ppdl_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(double));

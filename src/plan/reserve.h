@@ -27,6 +27,17 @@ int ppdl_reserve_slots(int schedule, int n_ranks, int M);
 /* the bound R above, in bytes */
 double ppdl_runtime_reserve(const ppdl_costs *c, int slots);
 
+/* A rank of a chunked plan (interleaved with v chunks, zb-v with 2) runs v stages, each
+ * with its own buffers: R is linear in the slots (R(k) = a k + b), so the v stages
+ * together hold at most a * slots + v * b = R(slots) + (v - 1) R(0), slots the micro-
+ * batches the rank's stages hold in flight together, at most (sched/schedule.h's
+ * warm-up counts; tests/unit/test_solve_chunked.c checks the bound on every rank of
+ * N 1..8, M 1..16, v 2..4):
+ *   interleaved: min(v * M', (v + 2) N), M' = M rounded up to a multiple of N
+ *   zb-v:        min(2 M, 2 N + 1) */
+int ppdl_reserve_slots_chunked(int schedule, int n_ranks, int v, int M);
+double ppdl_runtime_reserve_chunked(const ppdl_costs *c, int slots, int v);
+
 /* mem[r] less the reserve for each of the n ranks, at least 1 byte (a rank without room
  * for the buffers fits no stage): a new array the caller frees */
 double *ppdl_memory_less_reserve(const double *mem, int n, double reserve);

@@ -6,6 +6,7 @@
 #include "plan/costmodel.h"
 #include "plan/planner.h"
 #include "plan/reserve.h"
+#include "plan/simulate.h"
 #include "sched/schedule.h"
 
 #include <math.h>
@@ -15,12 +16,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B, PPDL_SCHED_ZB_1P, PPDL_SCHED_ZB_H1,
-                                                 PPDL_SCHED_ZB_H2};
+const int ppdl_auto_schedules[PPDL_AUTO_N] = {PPDL_SCHED_1F1B,        PPDL_SCHED_ZB_1P,        PPDL_SCHED_ZB_H1,
+                                                 PPDL_SCHED_ZB_H2,        PPDL_SCHED_INTERLEAVED, PPDL_SCHED_INTERLEAVED,
+                                                 PPDL_SCHED_INTERLEAVED, PPDL_SCHED_ZB_V};
+const int ppdl_auto_chunks[PPDL_AUTO_N] = {1, 1, 1, 1, 2, 3, 4, 2};
+
+const char *ppdl_auto_name(int k, char *buf, size_t len)
+{
+    if (ppdl_auto_schedules[k] == PPDL_SCHED_INTERLEAVED)
+        snprintf(buf, len, "%s v=%d", ppdl_schedule_name(ppdl_auto_schedules[k]), ppdl_auto_chunks[k]);
+    else
+        snprintf(buf, len, "%s", ppdl_schedule_name(ppdl_auto_schedules[k]));
+    return buf;
+}
 
 /* the order of the solves where they share the search: zb-1p (the least memory of the
  * zero-bubble ones) first */
-const int ppdl_auto_solve_order[PPDL_AUTO_N] = {1, 0, 2, 3};
+const int ppdl_auto_solve_order[PPDL_AUTO_ONE] = {1, 0, 2, 3};
 
 int ppdl_auto_shares_search(int N, int L, const char *method, const ppdl_solve_opts *o)
 {
@@ -58,11 +70,21 @@ static void *run_job(void *arg)
     ppdl_schedule_option *o = j->o;
     ppdl_cluster_model mine = *j->cl; /* the same cluster with the candidate's memory */
     double *mem = NULL;
+    int N = j->cl->N, v = o->chunks;
+    if (v > 1 && (!j->opts.auto_chunked || N < 2)) { /* out before any solve */
+        snprintf(o->why, sizeof o->why, "%s", N < 2 ? "one rank: no pipeline to interleave"
+                                                    : "not a candidate: this run cannot hold several stages per rank");
+        o->rc = -1;
+        o->T = INFINITY;
+        return NULL;
+    }
     if (j->reserve) {
-        o->reserve = ppdl_runtime_reserve(j->c, ppdl_reserve_slots(o->schedule, j->cl->N, j->M));
-        mem = ppdl_memory_less_reserve(j->cl->mem, j->cl->N, o->reserve);
+        o->reserve = v > 1 ? ppdl_runtime_reserve_chunked(j->c, ppdl_reserve_slots_chunked(o->schedule, N, v, j->M), v)
+                           : ppdl_runtime_reserve(j->c, ppdl_reserve_slots(o->schedule, N, j->M));
+        mem = ppdl_memory_less_reserve(j->cl->mem, N, o->reserve);
         mine.mem = mem;
     }
+    j->opts.chunks = v > 1 ? v : j->opts.chunks;
     double t0 = ppdl_now_s();
     o->rc = ppdl_plan_solve_ex(j->c, &mine, j->M, o->schedule, j->method, &j->opts, &o->plan, &o->info, &o->sc,
                                o->why, sizeof o->why);
@@ -96,6 +118,7 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
     solve_job job[PPDL_AUTO_N];
     for (int k = 0; k < PPDL_AUTO_N; k++) {
         ch->opt[k].schedule = ppdl_auto_schedules[k];
+        ch->opt[k].chunks = ppdl_auto_chunks[k];
         job[k] = (solve_job){c, cl, M, reserve, method, o_zb, &ch->opt[k]};
         if (!k) {
             if (opts) job[k].opts = *opts;
@@ -106,7 +129,7 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
      * the others start from its best order with a small budget, at once on two cores
      * where there are (schedule_choice.h) */
     if (!ppdl_auto_shares_search(cl->N, c->L, method, &o_zb)) {
-        for (int k = 0; k < PPDL_AUTO_N; k++) run_job(&job[k]);
+        for (int k = 0; k < PPDL_AUTO_ONE; k++) run_job(&job[k]);
     } else {
         const int first = ppdl_auto_solve_order[0];
         /* zb-1p's replica layouts: the followers' budget (1F1B, which searched them
@@ -119,7 +142,7 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
             seed = ppdl_xmalloc((size_t)cl->N * sizeof(int));
             for (int s = 0; s < cl->N; s++) seed[s] = f->plan.stages[s].rank;
         }
-        for (int q = 1; q < PPDL_AUTO_N && f->rc == 0; q++) {
+        for (int q = 1; q < PPDL_AUTO_ONE && f->rc == 0; q++) {
             ppdl_solve_opts *mo = &job[ppdl_auto_solve_order[q]].opts;
             mo->seed_order = seed;
             if (mo->local_search_evals <= 0) mo->local_search_evals = PPDL_AUTO_FOLLOW_EVALS(cl->N);
@@ -133,10 +156,12 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
          * longest) on a thread of its own, the rest here */
         pthread_t tid;
         int threaded = usable_cores() > 1 && !pthread_create(&tid, NULL, run_job, &job[ppdl_auto_solve_order[1]]);
-        for (int q = threaded ? 2 : 1; q < PPDL_AUTO_N; q++) run_job(&job[ppdl_auto_solve_order[q]]);
+        for (int q = threaded ? 2 : 1; q < PPDL_AUTO_ONE; q++) run_job(&job[ppdl_auto_solve_order[q]]);
         if (threaded) PPDL_CHECK(!pthread_join(tid, NULL), "--schedule auto: pthread_join failed");
         free(seed);
     }
+    /* the chunked candidates: their own search each (no rank orders to share) */
+    for (int k = PPDL_AUTO_ONE; k < PPDL_AUTO_N; k++) run_job(&job[k]);
     /* by the simulated step where every plan that fits was chosen by it */
     int n_fit = 0, n_sim = 0;
     for (int k = 0; k < PPDL_AUTO_N; k++) {
@@ -150,6 +175,27 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
         if (ch->opt[k].rc == 0 &&
             (ch->chosen < 0 || better(key(&ch->opt[k], ch->by_sim), key(&ch->opt[ch->chosen], ch->by_sim))))
             ch->chosen = k;
+    /* a chunked plan of least T: only where the simulator agrees (schedule_choice.h) */
+    if (ch->chosen >= PPDL_AUTO_ONE && !ch->by_sim) {
+        int one = -1; /* the best of one stage per rank by T, taken if the chunked one is not */
+        double one_sim = INFINITY; /* the shortest simulated step of those that fit */
+        for (int k = 0; k < PPDL_AUTO_ONE; k++) {
+            const ppdl_schedule_option *o = &ch->opt[k];
+            if (o->rc != 0) continue;
+            if (one < 0 || better(o->T, ch->opt[one].T)) one = k;
+            double sim = ppdl_simulated_ms(c, cl, &o->plan, M, o->schedule);
+            if (sim < one_sim) one_sim = sim;
+        }
+        if (one >= 0) {
+            const ppdl_schedule_option *w = &ch->opt[ch->chosen];
+            ch->chunked_sim_ms = ppdl_simulated_ms(c, cl, &w->plan, M, w->schedule);
+            ch->one_sim_ms = one_sim;
+            if (!(ch->chunked_sim_ms < ch->one_sim_ms)) { /* NAN included: not played, not taken */
+                ch->chosen = one;
+                ch->chunked_vetoed = 1;
+            }
+        }
+    }
     if (ch->chosen >= 0) return 0;
     snprintf(err, errlen, "%s", ch->opt[0].why);
     return -1;
@@ -167,15 +213,21 @@ const char *ppdl_schedule_choice_line(const ppdl_schedule_choice *ch, char *buf,
     const ppdl_schedule_option *w = &ch->opt[ch->chosen];
     const char *what = ch->by_sim ? "simulated step" : "T";
     size_t n = (size_t)snprintf(buf, len, "chosen by the planner: %s %.2f ms", what, key(w, ch->by_sim));
+    if (ch->chunked_sim_ms > 0 && n < len)
+        n += (size_t)snprintf(buf + n, len - n, ch->chunked_vetoed
+                              ? " (a chunked plan had a lower T, but the simulator plays it %.2f ms against %.2f)"
+                              : " (the simulator agrees: %.2f ms against %.2f, the best of one stage per rank)",
+                              ch->chunked_sim_ms, ch->one_sim_ms);
     /* the runner-up, or why the others lost */
     for (int k = 0; k < PPDL_AUTO_N && n < len; k++) {
         const ppdl_schedule_option *o = &ch->opt[k];
         if (k == ch->chosen) continue;
+        char name[32];
+        ppdl_auto_name(k, name, sizeof name);
         if (o->rc == 0)
-            n += (size_t)snprintf(buf + n, len - n, "; %s %.2f", ppdl_schedule_name(o->schedule), key(o, ch->by_sim));
-        else
-            n += (size_t)snprintf(buf + n, len - n, "; %s %s", ppdl_schedule_name(o->schedule),
-                                  o->plan.S > 0 ? "does not fit" : "no plan");
+            n += (size_t)snprintf(buf + n, len - n, "; %s %.2f", name, key(o, ch->by_sim));
+        else if (o->plan.S > 0 || k < PPDL_AUTO_ONE) /* (a chunked one that cannot be cut is left out) */
+            n += (size_t)snprintf(buf + n, len - n, "; %s %s", name, o->plan.S > 0 ? "does not fit" : "no plan");
     }
     return buf;
 }
@@ -186,8 +238,15 @@ int ppdl_schedule_for_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, in
     int best = -1, best_fit = 0;
     double best_T = INFINITY;
     char first_err[PPDL_ERR_LEN] = "";
+    int v = ppdl_plan_chunks(p);
     for (int k = 0; k < PPDL_AUTO_N; k++) {
         int s = ppdl_auto_schedules[k];
+        /* the candidates that hold the plan's stages per rank; a chunked plan runs
+         * interleaved with its own v (whatever the candidates' v) or, in a V, zb-v */
+        if ((v > 1) != (ppdl_auto_chunks[k] > 1)) continue;
+        if (v > 1 && s == PPDL_SCHED_INTERLEAVED && ppdl_auto_chunks[k] != 2) continue;
+        if (v > 1 && !ppdl_plan_chunk_order_is(p, s == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN))
+            continue;
         ppdl_cost_eval ev;
         char e[PPDL_ERR_LEN];
         if (ppdl_cost_evaluate(c, cl, M, s, p, &ev, e, sizeof e)) { /* e.g. replicas under zero bubble */
@@ -202,7 +261,9 @@ int ppdl_schedule_for_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, in
         }
         ppdl_cost_eval_free(&ev);
     }
-    if (best < 0) return ppdl_errf(err, errlen, "--schedule auto: %s", first_err);
+    if (best < 0)
+        return ppdl_errf(err, errlen, "--schedule auto: %s", first_err[0] ? first_err
+                         : "the plan's stages per rank follow neither the round-robin order (interleaved) nor the V (zb-v)");
     if (T) *T = best_T;
     return best;
 }

@@ -42,6 +42,21 @@
  * the shared inputs: the plans are the same bits as one after another). Below 25
  * ranks every candidate is solved alone, as before.
  *
+ * The chunked candidates (a rank holds v stages: interleaved v = 2, 3, 4, then zb-v)
+ * come after those four, each solved by solve_chunked.h's search (the cut and the
+ * recompute options; the placement is the schedule's), against each rank's memory less
+ * its chunked reserve (reserve.h). One is out, with the reason, where the model has
+ * fewer than v N layers, on one rank, with a tied weight, or where the run cannot run
+ * several stages per rank (opts->auto_chunked = 0). Ties keep the earlier candidate, so
+ * a chunked plan is taken only when it is strictly better than all four; and, because
+ * the chunked rule's fill factor is exact on equal stages only, only when the simulator
+ * agrees: where a chunked plan has the least T, it and the plans of the four that fit
+ * are played (simulate.h), and the chunked one is taken only if its simulated step is
+ * shorter than all of theirs; else the best of the four by T (on the heterogeneous
+ * clusters of perf/bench-planner, T alone took zb-v in 9 of 60 cases, whose simulated
+ * steps were on average about 6% longer than the plan of one stage per rank it
+ * displaced; perf/RESULTS.md).
+ *
  * For a plan that is given (a plan file, --plan uniform): ppdl_schedule_for_plan takes
  * the schedule of least T for that plan among those that can run its layout. Pure C. */
 #ifndef PPDL_SCHEDULE_CHOICE_H
@@ -57,21 +72,29 @@
 #include "plan/shared_cores.h"
 #include "plan/solver.h"
 
-#define PPDL_AUTO_N 4
+/* the candidates: the first PPDL_AUTO_ONE run one stage per rank (the shared search
+ * below is theirs), then interleaved v = 2, 3, 4 and zb-v, chunked (solve_chunked.h) */
+#define PPDL_AUTO_N 8
+#define PPDL_AUTO_ONE 4
 /* the shared search's budgets for the candidates after the first (schedule_choice.h) */
 #define PPDL_AUTO_SHARE_MIN_RANKS 25
 #define PPDL_AUTO_FOLLOW_EVALS(N) ((long)(N)) /* orders tried by the local search (alone: 8N) */
 #define PPDL_AUTO_FOLLOW_LAYOUTS 10L          /* replica layouts (alone: 40 above 16 ranks) */
-extern const int ppdl_auto_solve_order[PPDL_AUTO_N];
+extern const int ppdl_auto_solve_order[PPDL_AUTO_ONE];
 /* 1: with these options the candidates share the search (many ranks: the placement is
  * heuristic; method ppdl or ppdl-pipeline; no local search budget given) */
 int ppdl_auto_shares_search(int N, int L, const char *method, const ppdl_solve_opts *o);
 
-/* the candidates, in tie-breaking order: 1f1b, zb-1p, zb-h1, zb-h2 */
+/* the candidates, in tie-breaking order: 1f1b, zb-1p, zb-h1, zb-h2, interleaved v = 2,
+ * 3, 4, zb-v: their schedules and their stages per rank (1: one) */
 extern const int ppdl_auto_schedules[PPDL_AUTO_N];
+extern const int ppdl_auto_chunks[PPDL_AUTO_N];
+/* "1f1b", ..., "interleaved v=3", "zb-v": candidate k's name, into buf */
+const char *ppdl_auto_name(int k, char *buf, size_t len);
 
 typedef struct ppdl_schedule_option {
     int schedule;              /* PPDL_SCHED_* */
+    int chunks;                /* its stages per rank (1: one stage per rank) */
     int rc;                    /* 0: plan fits (ppdl_plan_solve_ex's return) */
     ppdl_plan plan;            /* its plan (S = 0: none, see why); a caller may take it */
     double T;                  /* its plan's T (kept when the plan is taken) */
@@ -86,6 +109,12 @@ typedef struct ppdl_schedule_choice {
     ppdl_schedule_option opt[PPDL_AUTO_N]; /* in ppdl_auto_schedules order */
     int chosen;                /* index of the plan taken, -1: no schedule's plan fits */
     int by_sim;                /* chosen by the simulated step (ranks share cores) */
+    /* a chunked plan of least T is checked by the simulator against the plans of one
+     * stage per rank (schedule_choice.h): its simulated step and their shortest, and 1
+     * when the chunked one lost there and the best of them by T was taken (0, 0, 0: no
+     * check made) */
+    double chunked_sim_ms, one_sim_ms;
+    int chunked_vetoed;
 } ppdl_schedule_choice;
 
 /* Solve with `method` once per candidate schedule and choose (above). reserve: 1 to

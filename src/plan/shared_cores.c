@@ -112,6 +112,19 @@ static void plan_rank_order(const ppdl_plan *p, int *order)
     }
 }
 
+void ppdl_shared_choice_host(const ppdl_cluster_model *cl, ppdl_shared_choice *sc)
+{
+    int *cnt = ppdl_xcalloc((size_t)cl->hosts.n, sizeof(int));
+    for (int r = 0; r < cl->N; r++) cnt[cl->hosts.of_rank[r]]++;
+    sc->max_ranks = sc->cores = 0;
+    for (int h = 0; h < cl->hosts.n; h++)
+        if (sc->max_ranks == 0 || (double)cnt[h] / cl->hosts.cores[h] > (double)sc->max_ranks / sc->cores) {
+            sc->max_ranks = cnt[h];
+            sc->cores = cl->hosts.cores[h];
+        }
+    free(cnt);
+}
+
 int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                                 const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
                                 ppdl_shared_choice *sc)
@@ -121,15 +134,7 @@ int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *c
     memset(sc, 0, sizeof *sc);
     int N = cl->N;
     if (N < 2 || !ppdl_hosts_oversubscribed(&cl->hosts, N) || plan->S == 0 || !plan->feasible) return 0;
-    /* the most oversubscribed host, for messages */
-    int *cnt = ppdl_xcalloc((size_t)cl->hosts.n, sizeof(int));
-    for (int r = 0; r < N; r++) cnt[cl->hosts.of_rank[r]]++;
-    for (int h = 0; h < cl->hosts.n; h++)
-        if (sc->max_ranks == 0 || (double)cnt[h] / cl->hosts.cores[h] > (double)sc->max_ranks / sc->cores) {
-            sc->max_ranks = cnt[h];
-            sc->cores = cl->hosts.cores[h];
-        }
-    free(cnt);
+    ppdl_shared_choice_host(cl, sc);
     sc->active = 1;
     ppdl_plan_kind(plan, sc->optimum_kind, sizeof sc->optimum_kind);
     chooser ch;

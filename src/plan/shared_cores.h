@@ -49,6 +49,9 @@ int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *c
                                 const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
                                 ppdl_shared_choice *sc);
 
+/* sc's max_ranks and cores: the most oversubscribed host of cl, for messages */
+void ppdl_shared_choice_host(const ppdl_cluster_model *cl, ppdl_shared_choice *sc);
+
 /* One line (no newline) saying what the choice did, into buf: "ranks share cores (4
  * ranks on a host of 2 cores): of 21 candidate plans, layout 1+1+1+1 simulates
  * fastest (8.55 ms); the optimum of T, data parallel x 4, simulates to 9.50 ms".

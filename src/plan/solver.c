@@ -50,6 +50,10 @@ void ppdl_solve_opts_default(ppdl_solve_opts *o)
     o->hybrid_evals = 0;
     o->fit_search = 1;
     o->seed_order = NULL;
+    o->chunks = 2;
+    o->auto_chunked = 1;
+    o->chunked_every_cut = 20000; /* PPDL_CHUNKED_EVERY_CUT */
+    o->chunked_sim_pick = 1;
 }
 
 
@@ -286,7 +290,7 @@ static int check_input(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     if (M < 1) return ppdl_errf(err, errlen, "--micro-batches %d: expected >= 1", M);
     if (schedule < 0 || schedule >= PPDL_SCHED_N_KINDS) return ppdl_errf(err, errlen, "unknown schedule %d", schedule);
     if (ppdl_schedule_chunked(schedule))
-        return ppdl_errf(err, errlen, "schedule %s: the planner does not plan several stages per rank yet",
+        return ppdl_errf(err, errlen, "schedule %s holds several stages per rank: ppdl_solve_chunked plans it, not ppdl_solve",
                          ppdl_schedule_name(schedule));
     if (c->L < cl->N)
         return ppdl_errf(err, errlen, "the model has %d layers but the cluster has %d ranks: every rank "

@@ -50,6 +50,16 @@ typedef struct ppdl_solve_opts {
     const int *seed_order;     /* one more candidate rank order (N ranks) for the heuristic
                                   placement, NULL (default): none. --schedule auto's later
                                   candidates start from the first one's best order */
+    int chunks;                /* a chunked schedule (interleaved, zb-v): the stages per
+                                  rank, v (default 2; solve_chunked.h) */
+    int auto_chunked;          /* --schedule auto: 1 (default) the chunked schedules are
+                                  candidates too; 0 not (a run that cannot run them) */
+    double chunked_every_cut;  /* a chunked plan tries every cut up to this many (default
+                                  PPDL_CHUNKED_EVERY_CUT, solve_chunked.h; 0: always the
+                                  local search, as tests/unit/test_solve_chunked.c does) */
+    int chunked_sim_pick;      /* 1 (default): the chunked search's cut against its two
+                                  starting cuts by the simulated step (solve_chunked.h);
+                                  0: the search's cut as it is */
 } ppdl_solve_opts;
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o);

@@ -6,8 +6,9 @@
 # its micro-batches' weight gradients in micro-batch order (the schedules' lists are
 # proven so before they run, sched/schedule.h) and each rank runs one BLAS thread.
 # Also M below the ranks, M not a multiple of them, checkpoints written and resumed
-# across schedules and rank counts, the refusals of what is not supported yet, and a
-# plan file with several stages per rank.
+# across schedules and rank counts, the refusals of what is not supported yet, a plan
+# file with several stages per rank, and the planner's chunked plans (--plan auto with
+# interleaved, and --schedule auto taking zb-v).
 . "$top_srcdir/tests/lib.sh"
 mk() {  # mk FAM: a model with 8 or more layers and its data
   case $1 in
@@ -52,11 +53,43 @@ PPDL_TEST_GRAD_SCALE=1:1.5 train gpt-planted 2 4 --schedule interleaved --plan u
 rc=$?
 [ $rc = 0 ] && ! same gpt-planted gpt-ref-m4
 ok $? "negative control: PPDL_TEST_GRAD_SCALE=1:1.5 on rank 1 of interleaved differs from 1 rank"
-# the default plan of these schedules is uniform (the planner does not plan them yet)
+# the default plan of these schedules is uniform (--plan auto plans them: below)
 train gpt-default 2 4 --schedule interleaved
 rc=$?
 [ $rc = 0 ] && same gpt-default gpt-ref-m4 && grep -q "interleaved" "$tmp/gpt-default.log"
 ok $? "gpt interleaved without --plan: the uniform chunked plan, bitwise 1 rank"
+# the planner plans them: --plan auto on given costs and network. The costs are gpt's
+# own, profiled, with every layer's times made equal (1 + 2 ms), on 2 ranks joined by
+# 20 MB/s (summing the replicas' gradients would cost more than the bubble): there the
+# V (zb-v) has the least T and the simulator agrees (51.8 ms against zb-h2's 52.3), so
+# --schedule auto takes it. Whatever the plan, the bits are those of 1 rank.
+train gpt-prof 1 4 --steps 1 --schedule 1f1b --plan uniform --costs-out "$tmp/gpt-costs.json"
+/usr/bin/python3 - "$tmp/gpt-costs.json" "$tmp/eq-costs.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["input_ms"] = d["target_ms"] = 0
+for l in d["layers"]:
+    l.update(fwd_ms=1.0, bwd_ms=2.0, bwd_input_ms=1.0, bwd_weight_ms=1.0, optimizer_ms=0.01)
+json.dump(d, open(sys.argv[2], "w"))
+PY
+ok $? "gpt's profiled costs, every layer's times made equal"
+printf '{"ranks": 2, "bandwidth_Bps": [[5e10, 2e7], [2e7, 5e10]], "latency_s": [[0, 2e-5], [2e-5, 0]],
+ "mem_bytes": [1073741824, 1073741824], "speed": [1.0, 1.0]}\n' >"$tmp/two.json"
+auto_args="--plan auto --costs $tmp/eq-costs.json --cluster $tmp/two.json"
+train gpt-auto-il 2 4 --schedule interleaved --virtual-stages 2 $auto_args
+rc=$?
+[ $rc = 0 ] && same gpt-auto-il gpt-ref-m4 && grep -q "^plan (auto (ppdl)): interleaved, 4 stages on 2 ranks" "$tmp/gpt-auto-il.log"
+ok $? "gpt interleaved --plan auto: the planner's cut ($(grep '^plan (' "$tmp/gpt-auto-il.log")), bitwise 1 rank"
+train gpt-auto 2 4 --schedule auto $auto_args
+rc=$?
+[ $rc = 0 ] && same gpt-auto gpt-ref-m4 && grep -q "^schedule zb-v (--schedule auto, chosen by the planner: .*the simulator agrees" "$tmp/gpt-auto.log"
+ok $? "gpt --schedule auto --plan auto: zb-v taken ($(grep '^schedule ' "$tmp/gpt-auto.log" | cut -c1-90)), bitwise 1 rank"
+# a run that cannot hold several stages per rank (--val-data): not a candidate
+train gpt-auto-val 2 4 --schedule auto $auto_args --val-data "$tmp/gpt-data.h5" --eval-every 3
+rc=$?
+[ $rc = 0 ] && grep "^schedule " "$tmp/gpt-auto-val.log" | grep -q "auto" &&
+  ! grep "^schedule " "$tmp/gpt-auto-val.log" | grep -qE "^schedule (zb-v|interleaved)"
+ok $? "gpt --schedule auto with --val-data: no chunked plan ($(grep '^schedule ' "$tmp/gpt-auto-val.log" | cut -c1-60))"
 # the plan written and read back: a plan file with several stages per rank
 train gpt-out 2 4 --schedule zb-v --plan uniform --plan-out "$tmp/v.json" &&
   train gpt-file 2 4 --schedule zb-v --plan "$tmp/v.json" && same gpt-file gpt-ref-m4
@@ -87,7 +120,6 @@ refused() {  # refused PATTERN DESCRIPTION ARGS...
   [ $? = 0 ] || sed 's/^/#   /' "$tmp/refused.log" | tail -3
 }
 refused "--val-data" "interleaved with --val-data" --schedule interleaved --val-data "$tmp/gpt-data.h5"
-refused "--plan auto" "interleaved with --plan auto" --schedule interleaved --plan auto
 refused "--virtual-stages 3" "zb-v with 3 stages per rank" --schedule zb-v --virtual-stages 3
 refused "--virtual-stages" "--virtual-stages without a chunked schedule" --schedule 1f1b --virtual-stages 2
 refused "1f1b" "a chunked plan file run with 1f1b" --schedule 1f1b --plan "$tmp/v.json"

@@ -5,8 +5,8 @@
 # for a plan file with several stages per rank, and the report holds both; ppdl-plan on
 # the same costs and cluster simulates the same step (the same op lists, the same
 # play: its 3 decimals equal ppdl's), evaluates and draws it (--timeline, a row per
-# rank labelled with its stages), and refuses to plan these schedules with another
-# method than uniform.
+# rank labelled with its stages), plans them (--method ppdl: no slower than the uniform
+# cut) and refuses a baseline's method for them.
 . "$top_srcdir/tests/lib.sh"
 PLAN=$top_builddir/ppdl-plan
 "$PPDL_INIT" --preset gpt-tiny --set n_layers=6 --set d_model=32 --set seq_len=16 --set tie_embeddings=0 \
@@ -30,7 +30,7 @@ for sch in interleaved zb-v; do
   rc=$?
   [ $rc = 0 ] && grep -qE "^predicted step: [0-9.]+ ms by the cost model, [0-9.]+ ms by the simulator" "$tmp/$sch.log"
   ok $? "$sch, --plan uniform, --costs-out and --cluster: $(grep '^predicted step' "$tmp/$sch.log" || tail -2 "$tmp/$sch.log")"
-  "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/two.json" --micro-batches 4 --schedule $sch \
+  "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/two.json" --micro-batches 4 --schedule $sch --method uniform \
     --timeline "$tmp/$sch.svg" >"$tmp/$sch-plan.out" 2>&1
   rc=$?
   want=$(sim_of "$tmp/$sch.json" 2>/dev/null)
@@ -46,10 +46,23 @@ rc=$?
 [ $rc = 0 ] && grep -qE "^predicted step: [0-9.]+ ms by the cost model, [0-9.]+ ms by the simulator" "$tmp/file.log" &&
   grep -q "predicted again for this run" "$tmp/file.log"
 ok $? "zb-v, --plan FILE with --costs and --cluster: predicted again ($(grep '^predicted step' "$tmp/file.log"))"
-# the planner does not plan them: only the uniform cut
+# the planner plans them (--method ppdl, now the default; the tests above name uniform):
+# its plan is predicted no slower than the uniform cut, by T and by the simulator; a
+# baseline (one stage per rank) is refused
 "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/two.json" --micro-batches 4 --schedule interleaved \
-  --method ppdl >"$tmp/refused.out" 2>&1
+  --method uniform >"$tmp/uni.out" 2>&1 &&
+  "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/two.json" --micro-batches 4 --schedule interleaved \
+    >"$tmp/planned.out" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q "does not plan several stages per rank" "$tmp/refused.out"
-ok $? "ppdl-plan --schedule interleaved --method ppdl: refused, exit $rc ($(cat "$tmp/refused.out"))"
+t_of() { sed -n 's/^predicted T  *\([0-9.]*\) ms.*/\1/p' "$1"; }
+s_of() { sed -n 's/^simulated T  *\([0-9.]*\) ms.*/\1/p' "$1"; }
+[ $rc = 0 ] && grep -q "^method ppdl: placement the schedule's (round-robin" "$tmp/planned.out" &&
+  awk -v a="$(t_of "$tmp/planned.out")" -v b="$(t_of "$tmp/uni.out")" -v c="$(s_of "$tmp/planned.out")" \
+    -v d="$(s_of "$tmp/uni.out")" 'BEGIN { exit !(a > 0 && c > 0 && a <= b * (1 + 1e-9) && c <= d * (1 + 1e-9)) }'
+ok $? "ppdl-plan --schedule interleaved plans: T $(t_of "$tmp/planned.out"), simulated $(s_of "$tmp/planned.out") ms; uniform: $(t_of "$tmp/uni.out"), $(s_of "$tmp/uni.out")"
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/two.json" --micro-batches 4 --schedule interleaved \
+  --method dp >"$tmp/refused.out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "the baselines plan one stage per rank" "$tmp/refused.out"
+ok $? "ppdl-plan --schedule interleaved --method dp: refused, exit $rc ($(cat "$tmp/refused.out"))"
 finish

@@ -1,0 +1,461 @@
+/* solve_chunked.c — the cut and the recompute options of a chunked plan
+ * (solve_chunked.h): two starting cuts, a local search over the boundaries, a greedy
+ * recompute choice per rank inside every evaluation. */
+#include "plan/solve_chunked.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "plan/costmodel.h"
+#include "plan/simulate.h"
+#include "sched/schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the search's state: one cut (first[0..S], stage s = layers first[s]..first[s+1]-1)
+ * and one option per layer, and what the evaluation of it found */
+typedef struct chunk_ctx {
+    const ppdl_costs *c;
+    const ppdl_cluster_model *cl;
+    int N, S, L, M, v, split;
+    double phi;
+    int *rank_of;              /* [S] the schedule's rank of each stage */
+    int *own;                  /* [N*v] the stages of each rank, ascending */
+    int *infl, *pend;          /* [S] micro-batches held, and held between B and W */
+    int *first;                /* [S+1] the cut */
+    int *opt;                  /* [L] recompute option of each layer */
+    double *rank_time, *rank_mem, *rank_opt; /* [N] each */
+    double *pair_ms;           /* [N*N] one micro-batch's messages per directed pair */
+    int *touched;              /* [2S] pairs with messages (to clear pair_ms) */
+    /* the evaluation's result */
+    double over, T, spread;
+    double spread_stages;      /* sum of the stages' times squared (part of spread) */
+} chunk_ctx;
+
+/* bytes a layer keeps on its stage with option o, for that stage's counts */
+static double layer_keep(const chunk_ctx *x, int l, int o, int s)
+{
+    const ppdl_layer_cost *lc = &x->c->layers[l];
+    return (double)x->infl[s] * lc->stash_bytes[o] + (double)x->pend[s] * lc->weight_keep_bytes[o];
+}
+
+/* Rank r's options: all 0, then while over its memory the upgrade that saves the most
+ * bytes per extra ms (ties: the earlier stage and layer, the lower option). Returns
+ * its memory. */
+static double fit_rank(chunk_ctx *x, int r)
+{
+    const ppdl_costs *c = x->c;
+    const int *own = x->own + (size_t)r * x->v;
+    double mem = 0;
+    for (int k = 0; k < x->v; k++)
+        for (int l = x->first[own[k]]; l < x->first[own[k] + 1]; l++) {
+            x->opt[l] = 0;
+            mem += c->state_multiplier * c->layers[l].param_bytes + layer_keep(x, l, 0, own[k]);
+        }
+    double limit = x->cl->mem[r], speed = x->cl->speed[r];
+    while (mem > limit) {
+        int bl = -1, bo = 0;
+        double best = -1, best_saved = 0;
+        for (int k = 0; k < x->v; k++) {
+            int s = own[k];
+            for (int l = x->first[s]; l < x->first[s + 1]; l++) {
+                int o0 = x->opt[l];
+                double keep0 = layer_keep(x, l, o0, s), t0 = ppdl_layer_sched_ms(c, l, o0, x->split);
+                for (int o = 1; o < c->layers[l].n_opts; o++) {
+                    double saved = keep0 - layer_keep(x, l, o, s);
+                    if (saved <= 0) continue;
+                    double extra = (ppdl_layer_sched_ms(c, l, o, x->split) - t0) / speed;
+                    double score = saved / (extra > 1e-9 ? extra : 1e-9);
+                    if (score > best) {
+                        best = score;
+                        bl = l;
+                        bo = o;
+                        best_saved = saved;
+                    }
+                }
+            }
+        }
+        if (bl < 0) break; /* nothing keeps less: over it stays */
+        x->opt[bl] = bo;
+        mem -= best_saved;
+    }
+    return mem;
+}
+
+/* The cost model's T of the current cut (costmodel_chunked.c's formula, term by
+ * term), the memory over the limits and the spread (the sums of squares of the ranks'
+ * work and of the stages' times: among cuts of one T, the balanced one); the options
+ * are chosen on the way. */
+static void evaluate(chunk_ctx *x)
+{
+    const ppdl_costs *c = x->c;
+    const ppdl_cluster_model *cl = x->cl;
+    int N = x->N, S = x->S, M = x->M, n_touched = 0;
+    for (int r = 0; r < N; r++) {
+        x->rank_mem[r] = fit_rank(x, r);
+        x->rank_time[r] = x->rank_opt[r] = 0;
+    }
+    double sum_time = 0, sum_link = 0;
+    x->spread_stages = 0;
+    for (int s = 0; s < S; s++) {
+        int r = x->rank_of[s], i = x->first[s], j = x->first[s + 1] - 1;
+        double t = ppdl_stage_time_split(c, i, j, x->opt + i, cl->speed[r], x->split);
+        sum_time += t;
+        x->rank_time[r] += t;
+        x->spread_stages += t * t;
+        x->rank_opt[r] += ppdl_stage_opt_ms(c, i, j, cl->speed[r]);
+        if (s + 1 < S && x->rank_of[s + 1] != r) {
+            int r2 = x->rank_of[s + 1];
+            sum_link += ppdl_link_ms(c, cl, j, r, r2);
+            size_t ab[2] = {(size_t)r * N + r2, (size_t)r2 * N + r};
+            for (int d = 0; d < 2; d++) {
+                if (x->pair_ms[ab[d]] == 0) x->touched[n_touched++] = (int)ab[d];
+                x->pair_ms[ab[d]] += ppdl_link_ms(c, cl, j, d ? r2 : r, d ? r : r2);
+            }
+        }
+    }
+    double work = 0, tail = 0, over = 0, spread = x->spread_stages;
+    for (int r = 0; r < N; r++) {
+        if (x->rank_time[r] > work) work = x->rank_time[r];
+        if (x->rank_opt[r] > tail) tail = x->rank_opt[r];
+        if (x->rank_mem[r] > cl->mem[r]) over += x->rank_mem[r] - cl->mem[r];
+        spread += x->rank_time[r] * x->rank_time[r];
+    }
+    for (int k = 0; k < n_touched; k++) {
+        if (x->pair_ms[x->touched[k]] > work) work = x->pair_ms[x->touched[k]];
+        x->pair_ms[x->touched[k]] = 0;
+    }
+    x->over = over;
+    x->T = x->phi * sum_time + 2 * sum_link + (M - 1) * work + tail;
+    x->spread = spread;
+}
+
+/* a strictly better key than (over, T, spread) (relative 1e-12 on T and the spread) */
+static int better(const chunk_ctx *x, double over, double T, double spread)
+{
+    if (x->over != over) return x->over < over;
+    if (x->T < T * (1 - 1e-12)) return 1;
+    if (x->T > T * (1 + 1e-12)) return 0;
+    return x->spread < spread * (1 - 1e-12);
+}
+
+/* the key of the current cut against a saved one: kept when better, else undone */
+typedef struct saved_key {
+    double over, T, spread;
+} saved_key;
+
+static saved_key key_of(const chunk_ctx *x) { return (saved_key){x->over, x->T, x->spread}; }
+
+/* Chain moves: boundaries b..b+k-1 all shift by dir (one layer passed along k stages,
+ * which moves work off a rank whose neighbours are as busy as it); k up to CHAIN_MAX */
+#define CHAIN_MAX 8
+
+static int try_chain(chunk_ctx *x, int b, int k, int dir, long *evals)
+{
+    for (int t = b; t < b + k; t++) x->first[t] += dir;
+    int valid = 1; /* every stage keeps a layer */
+    for (int s = b - 1; s < b + k && valid; s++) valid = x->first[s + 1] > x->first[s];
+    saved_key k0 = key_of(x);
+    if (valid) {
+        evaluate(x);
+        (*evals)++;
+        if (better(x, k0.over, k0.T, k0.spread)) return 1;
+    }
+    for (int t = b; t < b + k; t++) x->first[t] -= dir;
+    x->over = k0.over, x->T = k0.T, x->spread = k0.spread;
+    return 0;
+}
+
+/* The local search from the current cut, in passes until one changes nothing:
+ *  1. each boundary in turn to the best of all its positions between its neighbours;
+ *  2. chain moves (above), the first that improves kept. */
+static long local_search(chunk_ctx *x)
+{
+    long evals = 1;
+    evaluate(x);
+    for (int improved = 1; improved;) {
+        improved = 0;
+        for (int b = 1; b < x->S; b++) {
+            saved_key best = key_of(x);
+            int old = x->first[b], best_pos = old;
+            for (int pos = x->first[b - 1] + 1; pos < x->first[b + 1]; pos++) {
+                if (pos == old) continue;
+                x->first[b] = pos;
+                evaluate(x);
+                evals++;
+                if (better(x, best.over, best.T, best.spread)) {
+                    best = key_of(x);
+                    best_pos = pos;
+                }
+            }
+            x->first[b] = best_pos;
+            x->over = best.over, x->T = best.T, x->spread = best.spread;
+            improved |= best_pos != old;
+        }
+        for (int b = 1; b < x->S; b++)
+            for (int k = 2; k <= CHAIN_MAX && b + k - 1 < x->S; k++)
+                for (int dir = -1; dir <= 1; dir += 2) improved |= try_chain(x, b, k, dir, &evals);
+    }
+    evaluate(x); /* the options of the cut kept */
+    return evals;
+}
+
+/* the first start: the layers' work (option 0) cut in proportion to the speeds of the
+ * stages' ranks, every stage at least one layer */
+static void cut_by_speed(chunk_ctx *x)
+{
+    const ppdl_costs *c = x->c;
+    int L = x->L, S = x->S;
+    double *pre = ppdl_xcalloc((size_t)L + 1, sizeof(double)), total_speed = 0;
+    for (int l = 0; l < L; l++) pre[l + 1] = pre[l] + ppdl_layer_sched_ms(c, l, 0, x->split);
+    for (int s = 0; s < S; s++) total_speed += x->cl->speed[x->rank_of[s]];
+    double acc = 0;
+    x->first[0] = 0;
+    for (int s = 0; s + 1 < S; s++) {
+        acc += x->cl->speed[x->rank_of[s]];
+        double target = pre[L] * acc / total_speed;
+        int b = x->first[s] + 1; /* stage s gets at least one layer ... */
+        while (b < L - (S - s - 1) && pre[b] < target) b++;
+        /* ... and the boundary nearest the target */
+        if (b - 1 > x->first[s] && target - pre[b - 1] < pre[b] - target) b--;
+        x->first[s + 1] = b;
+    }
+    x->first[S] = L;
+    free(pre);
+}
+
+/* the second start: equal layer counts, the first L mod S stages one more */
+static void cut_equal(chunk_ctx *x)
+{
+    x->first[0] = 0;
+    for (int s = 0; s < x->S; s++) x->first[s + 1] = x->first[s] + x->L / x->S + (s < x->L % x->S ? 1 : 0);
+}
+
+/* C(L-1, S-1), the number of cuts, or cap + 1 once above cap */
+static double n_cuts(int L, int S, double cap)
+{
+    double n = 1;
+    for (int k = 1; k <= S - 1 && n <= cap; k++) n = n * (L - S + k) / k;
+    return n <= cap ? floor(n + 0.5) : cap + 1;
+}
+
+/* Every cut in turn (few layers per stage: C(L-1, S-1) <= PPDL_CHUNKED_EVERY_CUT); the
+ * best into x->first */
+static long every_cut(chunk_ctx *x)
+{
+    int S = x->S, L = x->L;
+    int *best = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
+    saved_key bk = {INFINITY, INFINITY, INFINITY};
+    long evals = 0;
+    for (int s = 0; s < S; s++) x->first[s] = s;
+    x->first[S] = L;
+    for (;;) {
+        evaluate(x);
+        evals++;
+        if (better(x, bk.over, bk.T, bk.spread)) {
+            bk = key_of(x);
+            memcpy(best, x->first, ((size_t)S + 1) * sizeof(int));
+        }
+        /* the next cut: the last boundary that can move right does, the later ones
+         * follow as far left as they can */
+        int b = S - 1;
+        while (b >= 1 && x->first[b] + 1 > L - (S - b)) b--;
+        if (b < 1) break;
+        x->first[b]++;
+        for (int t = b + 1; t < S; t++) x->first[t] = x->first[t - 1] + 1;
+    }
+    memcpy(x->first, best, ((size_t)S + 1) * sizeof(int));
+    free(best);
+    evaluate(x);
+    return evals;
+}
+
+/* A kick for a restart: KICK_MOVES boundaries, drawn by a fixed generator, each moved to
+ * a random position between its neighbours */
+#define KICK_MOVES 3
+#define RESTARTS 6
+
+static void kick(chunk_ctx *x, ppdl_rng *g)
+{
+    for (int m = 0; m < KICK_MOVES && x->S > 1; m++) {
+        int b = 1 + (int)(ppdl_rng_u64(g) % (uint64_t)(x->S - 1));
+        int lo = x->first[b - 1] + 1, hi = x->first[b + 1] - 1;
+        if (hi >= lo) x->first[b] = lo + (int)(ppdl_rng_u64(g) % (uint64_t)(hi - lo + 1));
+    }
+}
+
+/* the current cut and options into the plan's stages (the skeleton's ranks) */
+static void write_cut(const chunk_ctx *x, ppdl_plan *out)
+{
+    for (int s = 0; s < x->S; s++) {
+        ppdl_plan_stage *st = &out->stages[s];
+        st->first = x->first[s];
+        st->last = x->first[s + 1] - 1;
+        free(st->recompute);
+        st->recompute = ppdl_xmalloc((size_t)(st->last - st->first + 1) * sizeof(int));
+        memcpy(st->recompute, x->opt + st->first, (size_t)(st->last - st->first + 1) * sizeof(int));
+    }
+}
+
+int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
+                       const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
+                       char *err, size_t errlen)
+{
+    double every_max = opts ? opts->chunked_every_cut : PPDL_CHUNKED_EVERY_CUT;
+    int sim_pick = opts ? opts->chunked_sim_pick : 1;
+    memset(out, 0, sizeof *out);
+    if (info) memset(info, 0, sizeof *info);
+    if (sc) memset(sc, 0, sizeof *sc);
+    int N = cl->N, L = c->L;
+    if (!ppdl_schedule_chunked(schedule))
+        return ppdl_errf(err, errlen, "schedule %s holds one stage per rank: not a chunked plan",
+                         ppdl_schedule_name(schedule));
+    if (M < 1) return ppdl_errf(err, errlen, "--micro-batches %d: expected >= 1", M);
+    if (schedule == PPDL_SCHED_ZB_V && v != 2)
+        return ppdl_errf(err, errlen, "zb-v holds 2 stages per rank (its V), not %d", v);
+    if (v < 2 || v > PPDL_MAX_CHUNKS)
+        return ppdl_errf(err, errlen, "%d stages per rank: %s holds 2 to %d", v, ppdl_schedule_name(schedule),
+                         PPDL_MAX_CHUNKS);
+    if ((long long)v * N > L)
+        return ppdl_errf(err, errlen, "%d stages per rank on %d ranks: %d stages of at least one layer each, and the "
+                         "model has %d layers", v, N, v * N, L);
+    /* the skeleton: the schedule's ranks, equal counts; its evaluation gives the fill
+     * factor and each stage's counts, which depend on the schedule alone */
+    int order = schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
+    if (ppdl_plan_uniform_chunked(L, N, v, order, out, err, errlen)) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    ppdl_cost_eval ev;
+    if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, err, errlen)) {
+        ppdl_plan_free(out);
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    chunk_ctx x = {.c = c, .cl = cl, .N = N, .S = out->S, .L = L, .M = M, .v = v,
+                   .split = ppdl_schedule_splits_backward(schedule), .phi = ev.phi};
+    int S = x.S;
+    x.rank_of = ppdl_xmalloc((size_t)S * sizeof(int));
+    x.infl = ppdl_xmalloc((size_t)S * sizeof(int));
+    x.pend = ppdl_xmalloc((size_t)S * sizeof(int));
+    for (int s = 0; s < S; s++) {
+        x.rank_of[s] = out->stages[s].rank;
+        x.infl[s] = ev.in_flight[s];
+        x.pend[s] = ev.pending_weight[s];
+    }
+    ppdl_cost_eval_free(&ev);
+    x.own = ppdl_xmalloc((size_t)N * v * sizeof(int));
+    for (int r = 0; r < N; r++)
+        PPDL_CHECK(ppdl_plan_stages_of_rank(out, r, x.own + (size_t)r * v, v) == v, "rank %d: not %d stages", r, v);
+    x.first = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
+    x.opt = ppdl_xcalloc((size_t)L, sizeof(int));
+    x.rank_time = ppdl_xcalloc(3 * (size_t)N, sizeof(double));
+    x.rank_mem = x.rank_time + N;
+    x.rank_opt = x.rank_mem + N;
+    x.pair_ms = ppdl_xcalloc((size_t)N * N, sizeof(double));
+    x.touched = ppdl_xmalloc(2 * (size_t)S * sizeof(int));
+
+    /* few cuts: every one; else the two starts and RESTARTS kicks of the best so far,
+     * each searched; the best kept (ties: the earliest) */
+    int *best_first = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
+    saved_key bk = {INFINITY, INFINITY, INFINITY};
+    long evals = 0;
+    int every = n_cuts(L, S, every_max) <= every_max;
+    if (every) {
+        evals = every_cut(&x);
+        memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
+    } else {
+        ppdl_rng g;
+        ppdl_rng_seed(&g, 22);
+        for (int start = 0; start < 2 + RESTARTS; start++) {
+            if (start == 0) cut_by_speed(&x);
+            else if (start == 1) cut_equal(&x);
+            else {
+                memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
+                kick(&x, &g);
+            }
+            evals += local_search(&x);
+            if (better(&x, bk.over, bk.T, bk.spread)) {
+                memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
+                bk = key_of(&x);
+            }
+        }
+    }
+    memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
+    evaluate(&x);
+    write_cut(&x, out);
+    /* T proposes, the simulator picks: the search's cut against the two starting cuts */
+    int picked = 0;
+    if (sim_pick) {
+        double best_sim = ppdl_simulated_ms(c, cl, out, M, schedule), best_over = x.over;
+        for (int k = 1; k <= 2 && isfinite(best_sim); k++) {
+            if (k == 1) cut_by_speed(&x);
+            else cut_equal(&x);
+            evaluate(&x);
+            if (x.over > best_over) continue;
+            write_cut(&x, out);
+            double sim = ppdl_simulated_ms(c, cl, out, M, schedule);
+            if (x.over < best_over || sim < best_sim * (1 - 1e-9)) {
+                best_sim = sim, best_over = x.over;
+                memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
+                picked = k;
+            }
+        }
+        memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
+        evaluate(&x);
+        write_cut(&x, out);
+    }
+    snprintf(out->method, sizeof out->method, "ppdl");
+    if (info) {
+        info->exact = 0; /* every cut tried is not optimal either: the options are greedy */
+        snprintf(info->placement, sizeof info->placement, "the schedule's (%s, ranks in order)",
+                 order == PPDL_CHUNKS_V ? "a V" : "round-robin");
+        info->orders_solved = evals;
+        snprintf(info->placement + strlen(info->placement), sizeof info->placement - strlen(info->placement), "; %s%s",
+                 every ? "every cut" : "cuts by local search",
+                 picked == 1 ? ", the speed-proportional cut simulated faster"
+                 : picked == 2 ? ", the equal cut simulated faster" : "");
+        snprintf(info->hybrid, sizeof info->hybrid, "none (chunks and replicas do not mix)");
+    }
+    free(best_first);
+    free(x.rank_of);
+    free(x.own);
+    free(x.infl);
+    free(x.pend);
+    free(x.first);
+    free(x.opt);
+    free(x.rank_time);
+    free(x.pair_ms);
+    free(x.touched);
+
+    /* the cost model's own evaluation, as for every plan */
+    if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, err, errlen)) {
+        ppdl_plan_free(out);
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    ppdl_cost_annotate(out, &ev);
+    int rc = 0;
+    if (!ev.feasible) {
+        char a[32], b[32];
+        int s = ev.worst_stage;
+        if (info) info->infeasible = 1;
+        rc = ppdl_errf(err, errlen, "no plan fits in memory: with %d stages per rank (%s), rank %d (stages from %d) "
+                       "is over its %s by %s with the smallest-stash option where it helps; give the ranks more "
+                       "memory or fewer micro-batches", v, ppdl_schedule_name(schedule), out->stages[s].rank, s,
+                       ppdl_fmt_bytes((size_t)ev.mem_limit[s], a, sizeof a),
+                       ppdl_fmt_bytes((size_t)ev.worst_over, b, sizeof b));
+    }
+    ppdl_cost_eval_free(&ev);
+    /* ranks sharing a host's cores: the plan's simulated step is what compares */
+    if (sc && rc == 0 && N > 1 && ppdl_hosts_oversubscribed(&cl->hosts, N)) {
+        ppdl_shared_choice_host(cl, sc);
+        sc->active = 1;
+        sc->candidates = 1;
+        snprintf(sc->chosen, sizeof sc->chosen, "the optimum of T");
+        sc->chosen_sim_ms = sc->optimum_sim_ms = ppdl_simulated_ms(c, cl, out, M, schedule);
+        ppdl_plan_kind(out, sc->optimum_kind, sizeof sc->optimum_kind);
+    }
+    return rc;
+}
