@@ -456,12 +456,12 @@ static int cmd_heuristic(int cases)
 
 /* --schedule auto (one exact solve per schedule, the least T) against ppdl's best 1F1B
  * plan, on the heterogeneous clusters of cmd_quality (same generator, same seed) */
-static int cmd_schedule(int cases, int all, int mem_pct)
+static int cmd_schedule(int cases, int all, int mem_pct, int m_per_rank)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 101); /* cmd_quality's heterogeneous series */
     printf("\n--schedule auto vs the best 1f1b plan, heterogeneous clusters (%d cases, as quality's; memory %d%% of "
-           "theirs):\n", cases, mem_pct);
+           "theirs; M = %d x ranks):\n", cases, mem_pct, m_per_rank > 0 ? m_per_rank : 2);
     printf("  case  nodes x ranks  layers    M ");
     char name[32];
     for (int q = 0; q < PPDL_AUTO_N; q++) printf(" %8s", ppdl_auto_name(q, name, sizeof name) + (q >= 4 && q < 7 ? 9 : 0));
@@ -475,6 +475,7 @@ static int cmd_schedule(int cases, int all, int mem_pct)
         ppdl_cluster_model cl;
         quality_case(&g, 1, &c, &cl, &G, &R, &L, &M);
         for (int r = 0; r < cl.N; r++) cl.mem[r] = floor(cl.mem[r] * mem_pct / 100.0);
+        if (m_per_rank > 0) M = m_per_rank * cl.N; /* (the clusters as generated for 2N) */
         ppdl_schedule_choice ch;
         char err[PPDL_ERR_LEN];
         double t0 = ppdl_now_s();
@@ -533,6 +534,7 @@ static int cmd_schedule(int cases, int all, int mem_pct)
         n_zb += q > 0 && q < PPDL_AUTO_ONE ? chosen[q] : 0;
         n_chunked += q >= PPDL_AUTO_ONE ? chosen[q] : 0;
     }
+    if (m_per_rank > 0) mem_pct = mem_pct * 100 + m_per_rank; /* the result keys: memory and M/N apart */
     printf("result schedule_auto_hetero_mem%d_geomean %.4f\nresult schedule_auto_hetero_mem%d_sim_geomean %.4f\n"
            "result schedule_auto_hetero_mem%d_min %.4f\nresult schedule_auto_hetero_mem%d_zb_chosen %d/%d\n"
            "result schedule_auto_hetero_mem%d_chunked_chosen %d/%d\n", mem_pct,
@@ -594,10 +596,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "exact")) return cmd_exact(a ? a : 10, b ? b : 64, c ? c : 32);
     if (!strcmp(cmd, "quality")) return cmd_quality(a ? a : 60, b);
     if (!strcmp(cmd, "heuristic")) return cmd_heuristic(a ? a : 20);
-    if (!strcmp(cmd, "schedule")) return cmd_schedule(a ? a : 60, b, c ? c : 100);
+    if (!strcmp(cmd, "schedule")) return cmd_schedule(a ? a : 60, b, c ? c : 100, argc > 5 ? atoi(argv[5]) : 0);
     if (!strcmp(cmd, "speed-auto")) return cmd_speed_auto(a ? a : 200, b ? b : 64, c ? c : 128);
     if (!strcmp(cmd, "write") && argc == 7) return cmd_write(a, b, c, atoi(argv[5]), argv[6]);
     fprintf(stderr, "usage: bench-planner-bin speed [L N M] | exact [N L M] | quality [CASES [1]] | heuristic [CASES] | "
-                    "schedule [CASES [ALL [MEM%%]]] | speed-auto [L N M] | write L G R M DIR\n");
+                    "schedule [CASES [ALL [MEM%% [M/N]]]] | speed-auto [L N M] | write L G R M DIR\n");
     return 2;
 }

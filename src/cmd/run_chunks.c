@@ -74,8 +74,7 @@ void run_chunks_plan(run *r)
     refuse_unsupported(r);
     ppdl_rank_schedule *all = ppdl_xcalloc((size_t)N, sizeof *all);
     int bad = 0;
-    for (int q = 0; q < N && !bad; q++)
-        bad = ppdl_schedule_build_rank(o->schedule, N, v, M, q, &all[q], err, sizeof err) != 0;
+    bad = ppdl_schedule_build_ranks(o->schedule, N, v, M, all, err, sizeof err) != 0;
     if (!bad && ppdl_schedule_check_ranks(N, v, M, all, err, sizeof err)) {
         char why[PPDL_ERR_LEN];
         snprintf(why, sizeof why, "schedule %s with %d ranks, %d stages each, %d micro-batches failed its check: %s",

@@ -57,7 +57,7 @@ int ppdl_cost_evaluate_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl
     int S = p->S, N = cl->N, v = ppdl_plan_chunks(p), split = ppdl_schedule_splits_backward(schedule), rc = 0;
     /* each stage's list, the runtime's: what it holds */
     ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
-    for (int r = 0; r < N && !rc; r++) rc = ppdl_schedule_build_rank(schedule, N, v, M, r, &rs[r], err, errlen);
+    rc = ppdl_schedule_build_ranks(schedule, N, v, M, rs, err, errlen);
     if (!rc) {
         ppdl_cost_eval_alloc(ev, S, schedule);
         for (int r = 0; r < N; r++)

@@ -94,6 +94,19 @@ static void *run_job(void *arg)
     return NULL;
 }
 
+/* the chunked candidates (job[0..n-1]) one after another, on a thread of their own */
+typedef struct job_run {
+    solve_job *job;
+    int n;
+} job_run;
+
+static void *run_jobs(void *arg)
+{
+    job_run *jr = arg;
+    for (int k = 0; k < jr->n; k++) run_job(&jr->job[k]);
+    return NULL;
+}
+
 /* cores this process may run on (at least 1) */
 static int usable_cores(void)
 {
@@ -128,6 +141,13 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
     /* Many ranks (heuristic placement): the first candidate solved searches the orders,
      * the others start from its best order with a small budget, at once on two cores
      * where there are (schedule_choice.h) */
+    /* the chunked candidates: their own search each (no rank orders to share); where
+     * the others share theirs (many ranks) and there are two cores, on a thread from
+     * the start (each solve reads only its own state and the shared inputs) */
+    job_run chunked = {&job[PPDL_AUTO_ONE], PPDL_AUTO_N - PPDL_AUTO_ONE};
+    pthread_t ctid;
+    int cthreaded = ppdl_auto_shares_search(cl->N, c->L, method, &o_zb) && usable_cores() > 1 &&
+                    !pthread_create(&ctid, NULL, run_jobs, &chunked);
     if (!ppdl_auto_shares_search(cl->N, c->L, method, &o_zb)) {
         for (int k = 0; k < PPDL_AUTO_ONE; k++) run_job(&job[k]);
     } else {
@@ -160,8 +180,8 @@ int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
         if (threaded) PPDL_CHECK(!pthread_join(tid, NULL), "--schedule auto: pthread_join failed");
         free(seed);
     }
-    /* the chunked candidates: their own search each (no rank orders to share) */
-    for (int k = PPDL_AUTO_ONE; k < PPDL_AUTO_N; k++) run_job(&job[k]);
+    if (cthreaded) PPDL_CHECK(!pthread_join(ctid, NULL), "--schedule auto: pthread_join failed");
+    else run_jobs(&chunked);
     /* by the simulated step where every plan that fits was chosen by it */
     int n_fit = 0, n_sim = 0;
     for (int k = 0; k < PPDL_AUTO_N; k++) {

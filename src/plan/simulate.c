@@ -497,7 +497,7 @@ static void unit_threads(const sim_unit *U, int nu, sim_thread *T)
     }
 }
 
-/* A chunked plan: every rank's schedule, the runtime's (ppdl_schedule_build_rank),
+/* A chunked plan: every rank's schedule, the runtime's (ppdl_schedule_build_ranks),
  * proven as the runtime proves it (ppdl_schedule_check_ranks); unit s takes stage s's
  * list, thread r runs rank r's order. The plan's placement is the schedule's (the cost
  * model checked it). */
@@ -505,7 +505,7 @@ static int chunk_threads(int schedule, int N, int v, int M, sim_unit *U, sim_thr
 {
     ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
     int rc = 0;
-    for (int r = 0; r < N && !rc; r++) rc = ppdl_schedule_build_rank(schedule, N, v, M, r, &rs[r], err, errlen);
+    rc = ppdl_schedule_build_ranks(schedule, N, v, M, rs, err, errlen);
     if (!rc) rc = ppdl_schedule_check_ranks(N, v, M, rs, err, errlen);
     for (int r = 0; r < N; r++) {
         sim_thread *th = &T[r];

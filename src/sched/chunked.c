@@ -141,11 +141,9 @@ static long zbv_play(int N, int M, int dev, ppdl_zb_pass *out)
     return t;
 }
 
-static void build_zbv(writer *w, int N, int M, int r)
+/* a rank's lists from its n3 passes p (the play's, in the order the rank runs them) */
+static void build_zbv(writer *w, const ppdl_zb_pass *p, int n3)
 {
-    int n3 = 3 * M * w->out->n_stages;
-    ppdl_zb_pass *p = ppdl_xmalloc((size_t)n3 * sizeof *p);
-    zbv_play(N, M, r, p);
     for (int i = 0; i < n3; i++) {
         int c = p[i].stage == w->out->stages[0] ? 0 : 1, mb = p[i].mb;
         if (p[i].kind == 'F') {
@@ -160,14 +158,13 @@ static void build_zbv(writer *w, int N, int M, int r)
             put_backward(w, c, mb, PPDL_OP_BACKWARD_INPUT);
         }
     }
-    free(p);
 }
 
 // ----------------------------------------------------------------------------
 // the entry points
 
-int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_schedule *out, char *err,
-                             size_t errlen)
+/* 0, or -1 with the reason: (kind, N, v, M) cannot run */
+static int check_args(int kind, int N, int v, int M, char *err, size_t errlen)
 {
     const char *name = ppdl_schedule_name(kind);
     if (!ppdl_schedule_chunked(kind))
@@ -175,13 +172,18 @@ int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_
                          name);
     if (N < 1 || M < 1) return ppdl_errf(err, errlen, "schedule %s: need N >= 1 ranks and M >= 1 micro-batches "
                                          "(got N=%d M=%d)", name, N, M);
-    if (rank < 0 || rank >= N) return ppdl_errf(err, errlen, "schedule %s: rank %d is not in 0..%d", name, rank, N - 1);
     if (kind == PPDL_SCHED_INTERLEAVED && v < 2)
         return ppdl_errf(err, errlen, "schedule interleaved: %d chunk(s) per rank; it needs at least 2 (with 1 "
                          "it is 1f1b)", v);
     if (kind == PPDL_SCHED_ZB_V && v != 2)
         return ppdl_errf(err, errlen, "schedule zb-v: %d chunks per rank; the V is exactly 2 (stage r and stage "
                          "2N-1-r on rank r)", v);
+    return 0;
+}
+
+/* rank's schedule into out; zb-v: from its passes zb (6M of them, the play's) */
+static void build_one(int kind, int N, int v, int M, int rank, const ppdl_zb_pass *zb, ppdl_rank_schedule *out)
+{
     int S = v * N;
     out->rank = rank;
     out->n_stages = v;
@@ -201,8 +203,36 @@ int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_
     if (kind == PPDL_SCHED_INTERLEAVED)
         build_interleaved(&w, N, v, M, rank);
     else
-        build_zbv(&w, N, M, rank);
+        build_zbv(&w, zb, 3 * M * v);
     for (int c = 0; c < v; c++) put(&w, c, PPDL_OP_OPTIMIZER, -1, -1);
+}
+
+int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_schedule *out, char *err,
+                             size_t errlen)
+{
+    if (check_args(kind, N, v, M, err, errlen)) return -1;
+    if (rank < 0 || rank >= N)
+        return ppdl_errf(err, errlen, "schedule %s: rank %d is not in 0..%d", ppdl_schedule_name(kind), rank, N - 1);
+    ppdl_zb_pass *zb = NULL;
+    if (kind == PPDL_SCHED_ZB_V) { /* this rank's passes of the play */
+        zb = ppdl_xmalloc(6 * (size_t)M * sizeof *zb);
+        zbv_play(N, M, rank, zb);
+    }
+    build_one(kind, N, v, M, rank, zb, out);
+    free(zb);
+    return 0;
+}
+
+int ppdl_schedule_build_ranks(int kind, int N, int v, int M, ppdl_rank_schedule *out, char *err, size_t errlen)
+{
+    if (check_args(kind, N, v, M, err, errlen)) return -1;
+    ppdl_zb_pass *zb = NULL;
+    if (kind == PPDL_SCHED_ZB_V) { /* one play for every rank: rank r's 6M passes from 6Mr on */
+        zb = ppdl_xmalloc(6 * (size_t)M * N * sizeof *zb);
+        zbv_play(N, M, -1, zb);
+    }
+    for (int r = 0; r < N; r++) build_one(kind, N, v, M, r, zb ? zb + 6 * (size_t)M * r : NULL, &out[r]);
+    free(zb);
     return 0;
 }
 

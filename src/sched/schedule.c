@@ -1053,8 +1053,7 @@ long ppdl_schedule_unit_step_chunked(int kind, int N, int v, int M)
     if (!ppdl_schedule_chunked(kind)) return (long)v * (3L * M + 3L * (N - 1));
     char err[PPDL_ERR_LEN];
     ppdl_rank_schedule *ranks = ppdl_xcalloc((size_t)N, sizeof *ranks);
-    for (int r = 0; r < N; r++)
-        if (ppdl_schedule_build_rank(kind, N, v, M, r, &ranks[r], err, sizeof err)) ppdl_die("%s", err);
+    if (ppdl_schedule_build_ranks(kind, N, v, M, ranks, err, sizeof err)) ppdl_die("%s", err);
     long step;
     if (check_ranks(N, v, M, ranks, &step, err, sizeof err))
         ppdl_die("ppdl_schedule_unit_step_chunked: %s N=%d v=%d M=%d fails its check: %s", ppdl_schedule_name(kind),

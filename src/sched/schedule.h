@@ -209,6 +209,9 @@ typedef struct ppdl_rank_schedule {
  * zb-v with v != 2 (the V is two chunks) */
 int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_schedule *out,
                              char *err, size_t errlen);
+/* Every rank's at once, into out[0..N-1] (the same lists as N calls above; zb-v plays
+ * its V once instead of once per rank). 0, or -1 with the reason. */
+int ppdl_schedule_build_ranks(int kind, int N, int v, int M, ppdl_rank_schedule *out, char *err, size_t errlen);
 void ppdl_rank_schedule_free(ppdl_rank_schedule *r);
 /* Play the N ranks' schedules ranks[0..N-1] (S = v*N stages) against each other, each
  * rank running its order as ONE sequential thread, under the communication model above
