@@ -25,10 +25,7 @@ ppdl_stage *run_own_stage(run *r, int c) { return c == 0 ? &r->st : &r->own_st[c
  * per-stage rule the several stages of a rank would break. */
 static const char *chunks_unsupported(const run *r)
 {
-    const options *o = &r->o;
-    return o->val_data               ? "--val-data (evaluation runs one stage per rank)"
-           : o->sample_every         ? "--sample-every (sampling gathers one stage per rank)"
-           : r->model.tie_embeddings ? "tied embeddings (tie_embeddings=1: the tie exchange pairs two ranks)"
+    return r->model.tie_embeddings   ? "tied embeddings (tie_embeddings=1: the tie exchange pairs two ranks)"
            : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl (the stages' messages go through MPI)"
                                      : NULL;
 }

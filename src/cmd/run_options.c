@@ -102,7 +102,7 @@ void run_options_usage(FILE *f)
 "                          layers): the bubble shrinks by about the number of\n"
 "                          chunks, for as many more messages; with --plan uniform\n"
 "                          (their default), --plan auto (the planner's cut) or a plan\n"
-"                          file; not yet with evaluation, sampling or tied embeddings\n"
+"                          file; not yet with tied embeddings or --p2p nccl\n"
 "  --virtual-stages V      stages per rank of --schedule interleaved (2 to 8, default\n"
 "                          2; zb-v: 2): --plan uniform cuts the layers into V x N\n"
 "                          equal stages placed round-robin (zb-v: in a V), --plan\n"

@@ -227,7 +227,11 @@ static double run_evaluate(run *r, long after_step)
     const options *o = &r->o;
     double t0 = ppdl_now_s();
     data_source vs = {&r->val_data, o->batch_size, 0, 0, -1};
-    double mine = ppdl_runtime_eval(r->rt, run_batch_source(&vs), (int)r->eval_batches), val = NAN;
+    /* a rank holding several stages: each stage's part, batch by batch, in stage order */
+    double mine = run_chunked(r) ? ppdl_runtime_eval_group(r->own_rt, r->n_own, run_batch_source(&vs),
+                                                           (int)r->eval_batches)
+                                 : ppdl_runtime_eval(r->rt, run_batch_source(&vs), (int)r->eval_batches);
+    double val = NAN;
     double *all = r->rank == 0 ? ppdl_xmalloc((size_t)r->n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (r->rank == 0) {

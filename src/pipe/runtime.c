@@ -1382,61 +1382,105 @@ static void eval_free_slot(ppdl_runtime *rt, slot *sl)
     sl->mb = -1;
 }
 
-double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
+/* what evaluation swaps out of a runtime and puts back */
+typedef struct eval_saved {
+    ppdl_op_list train;
+    ppdl_batch_source src;
+    ppdl_runtime_cfg cfg;
+    double t_kind[PPDL_OP_N_KINDS + 1], busy, comm;
+} eval_saved;
+
+static void eval_enter(ppdl_runtime *rt, ppdl_batch_source src, eval_saved *sv)
 {
-    ppdl_op_list train = rt->ops, ev;
-    ppdl_batch_source train_src = rt->src;
-    ppdl_runtime_cfg keep = rt->cfg;
-    double t_kind[PPDL_OP_N_KINDS + 1], busy = rt->busy_s, comm = rt->comm_s;
-    memcpy(t_kind, rt->t_kind, sizeof t_kind);
+    sv->train = rt->ops;
+    sv->src = rt->src;
+    sv->cfg = rt->cfg;
+    sv->busy = rt->busy_s;
+    sv->comm = rt->comm_s;
+    memcpy(sv->t_kind, rt->t_kind, sizeof sv->t_kind);
+    ppdl_op_list ev;
     eval_ops(rt, &ev);
     rt->ops = ev;
     rt->src = src;
     rt->cfg.record_events = 0;
     rt->cfg.papi = NULL;
+}
+
+static void eval_leave(ppdl_runtime *rt, const eval_saved *sv)
+{
+    ppdl_op_list_free(&rt->ops);
+    rt->ops = sv->train;
+    rt->src = sv->src;
+    rt->cfg = sv->cfg;
+    memcpy(rt->t_kind, sv->t_kind, sizeof sv->t_kind);
+    rt->busy_s = sv->busy;
+    rt->comm_s = sv->comm;
+}
+
+/* batch e's forward-only ops on this runtime (its receives were posted) */
+static void eval_batch_ops(ppdl_runtime *rt, int e)
+{
+    const ppdl_op_list *ev = &rt->ops;
+    for (int k = 0; k < ev->n; k++) {
+        const ppdl_op *op = &ev->ops[k];
+        slot *sl = slot_of(rt, op->mb);
+        if (op->kind == PPDL_OP_RECV_ACT) {
+            int j = 0;
+            while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
+            PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
+            recv_complete(rt, act_in(rt, &rt->inbox[j], op->mb), op->mb);
+            rt->inbox[j].mb = -1;
+            rt->inbox[j].lent = 1;
+            sl->in = j;
+            sl->act[0] = rt->inbox[j].buf;
+            sl->mb = op->mb;
+        } else if (op->kind == PPDL_OP_FORWARD) {
+            forward(rt, e, op->mb);
+            if (rt->last_stage) eval_free_slot(rt, sl);
+        } else {
+            send_post(rt, out_of(rt, sl, op->mb, 1), op->mb);
+            eval_free_slot(rt, sl);
+        }
+        post_receives(rt);
+    }
+}
+
+/* Several stages of one rank (or one): batch by batch, every runtime's receives posted
+ * first, then each runtime's ops in the order given (the stages ascending: each waits
+ * only for stages before it, so no rank waits on one that waits on it, and a message
+ * between two stages of this rank finds its receive posted), then every send complete
+ * before the slots take the next batch. */
+double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src, int n_batches)
+{
+    eval_saved *sv = ppdl_xmalloc((size_t)n * sizeof *sv);
+    for (int i = 0; i < n; i++) eval_enter(rts[i], src, &sv[i]);
     double loss_sum = 0;
     for (int e = 0; e < n_batches; e++) {
-        if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
-        rt->next_act_recv = 0;
-        post_receives(rt);
-        for (int k = 0; k < ev.n; k++) {
-            const ppdl_op *op = &ev.ops[k];
-            slot *sl = slot_of(rt, op->mb);
-            if (op->kind == PPDL_OP_RECV_ACT) {
-                int j = 0;
-                while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
-                PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
-                recv_complete(rt, act_in(rt, &rt->inbox[j], op->mb), op->mb);
-                rt->inbox[j].mb = -1;
-                rt->inbox[j].lent = 1;
-                sl->in = j;
-                sl->act[0] = rt->inbox[j].buf;
-                sl->mb = op->mb;
-            } else if (op->kind == PPDL_OP_FORWARD) {
-                forward(rt, e, op->mb);
-                if (rt->last_stage) eval_free_slot(rt, sl);
-            } else {
-                send_post(rt, out_of(rt, sl, op->mb, 1), op->mb);
-                eval_free_slot(rt, sl);
-            }
+        for (int i = 0; i < n; i++) {
+            ppdl_runtime *rt = rts[i];
+            if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
+            rt->next_act_recv = 0;
             post_receives(rt);
         }
-        /* the batch's sends are complete before its slots take the next batch's data */
-        for (int j = 0; j < rt->n_slots; j++) send_complete(rt, out_of(rt, &rt->slots[j], rt->slots[j].mb, 1), -1);
-        if (rt->last_stage) {
-            float loss = 0;
-            ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
-            loss_sum += loss; /* batch by batch, in order, in double */
+        for (int i = 0; i < n; i++) eval_batch_ops(rts[i], e);
+        for (int i = 0; i < n; i++) {
+            ppdl_runtime *rt = rts[i];
+            for (int j = 0; j < rt->n_slots; j++) send_complete(rt, out_of(rt, &rt->slots[j], rt->slots[j].mb, 1), -1);
+            if (rt->last_stage) {
+                float loss = 0;
+                ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
+                loss_sum += loss; /* batch by batch, in order, in double */
+            }
         }
     }
-    ppdl_op_list_free(&ev);
-    rt->ops = train;
-    rt->src = train_src;
-    rt->cfg = keep;
-    memcpy(rt->t_kind, t_kind, sizeof t_kind);
-    rt->busy_s = busy;
-    rt->comm_s = comm;
+    for (int i = 0; i < n; i++) eval_leave(rts[i], &sv[i]);
+    free(sv);
     return loss_sum;
+}
+
+double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
+{
+    return ppdl_runtime_eval_group(&rt, 1, src, n_batches);
 }
 
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)

@@ -189,6 +189,10 @@ void ppdl_runtime_step_group(ppdl_runtime **rts, int n, const int *order, int n_
  * (in order, in double) of each batch's summed per-row losses on the last stage (its
  * replica's micro-batches), 0 on other stages. Collective over the pipeline. */
 double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches);
+/* The same for a rank holding several stages: rts[0..n-1] its stages' runtimes in
+ * ascending stage order; batch by batch, each stage's part in that order (a stage
+ * waits only for the ones before it). Returns the sum as above (the last stage's). */
+double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src, int n_batches);
 /* After a step with nonfinite_stage == this rank's stage: what was found, e.g.
  * "layer 3 (block): gradient of attn.qkv.weight is not finite" */
 const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt);

@@ -6,9 +6,9 @@
 # its micro-batches' weight gradients in micro-batch order (the schedules' lists are
 # proven so before they run, sched/schedule.h) and each rank runs one BLAS thread.
 # Also M below the ranks, M not a multiple of them, checkpoints written and resumed
-# across schedules and rank counts, the refusals of what is not supported yet, a plan
-# file with several stages per rank, and the planner's chunked plans (--plan auto with
-# interleaved, and --schedule auto taking zb-v).
+# across schedules and rank counts, evaluation and samples, the refusals of what is not
+# supported yet, a plan file with several stages per rank, and the planner's chunked
+# plans (--plan auto with interleaved, and --schedule auto taking zb-v).
 . "$top_srcdir/tests/lib.sh"
 mk() {  # mk FAM: a model with 8 or more layers and its data
   case $1 in
@@ -26,6 +26,9 @@ train() {  # train NAME RANKS M ARGS...: 3 steps (unless ARGS say) of batch 8, r
   shift 3
   mpirun_n $n "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --steps 3 --batch-size 8 --micro-batches $m --threads 1 \
     --report "$tmp/$name.json" --save "$tmp/$name.h5" "$@" >"$tmp/$name.log" 2>&1
+}
+evals() {  # evals REPORT: the held-out losses, one per line
+  /usr/bin/python3 -c 'import json,sys; [print(e["step"], repr(e["val_loss"])) for e in json.load(open(sys.argv[1]))["evals"]]' "$1"
 }
 same() {  # same NAME REF: bitwise the losses and the weights
   [ "$(losses "$tmp/$1.json")" = "$(losses "$tmp/$2.json")" ] && h5diff "$tmp/$1.h5" "$tmp/$2.h5" >/dev/null 2>&1
@@ -84,12 +87,30 @@ train gpt-auto 2 4 --schedule auto $auto_args
 rc=$?
 [ $rc = 0 ] && same gpt-auto gpt-ref-m4 && grep -q "^schedule zb-v (--schedule auto, chosen by the planner: .*the simulator agrees" "$tmp/gpt-auto.log"
 ok $? "gpt --schedule auto --plan auto: zb-v taken ($(grep '^schedule ' "$tmp/gpt-auto.log" | cut -c1-90)), bitwise 1 rank"
-# a run that cannot hold several stages per rank (--val-data): not a candidate
-train gpt-auto-val 2 4 --schedule auto $auto_args --val-data "$tmp/gpt-data.h5" --eval-every 3
+# evaluation (--val-data) and samples (--sample-every) on a rank holding several stages:
+# the held-out losses and the sampled text of 1 rank, bit for bit
+train gpt-ev1 1 4 --schedule 1f1b --plan uniform --val-data "$tmp/gpt-data.h5" --eval-every 1 --sample-every 2 \
+  --sample-tokens 12
+for c in "interleaved 2 2" "zb-v 3 2" "interleaved 4 2"; do
+  set -- $c
+  train gpt-ev-$1-$2 $2 4 --schedule $1 --virtual-stages $3 --plan uniform --val-data "$tmp/gpt-data.h5" \
+    --eval-every 1 --sample-every 2 --sample-tokens 12
+  rc=$?
+  [ $rc = 0 ] && same gpt-ev-$1-$2 gpt-ev1 &&
+    [ "$(evals "$tmp/gpt-ev-$1-$2.json")" = "$(evals "$tmp/gpt-ev1.json")" ] &&
+    [ -n "$(evals "$tmp/gpt-ev1.json")" ] &&
+    [ "$(grep '^sample after' "$tmp/gpt-ev-$1-$2.log" | cut -d')' -f2-)" = "$(grep '^sample after' "$tmp/gpt-ev1.log" | cut -d')' -f2-)" ] &&
+    [ "$(grep -c '^sample after' "$tmp/gpt-ev1.log")" -ge 1 ]
+  ok $? "gpt $1 on $2 ranks with --val-data and --sample-every: the evaluations and samples of 1 rank, bitwise"
+done
+# a run that cannot hold several stages per rank (tied embeddings): no chunked candidate
+"$PPDL_INIT" --preset gpt-tiny --set n_layers=6 --set d_model=32 --set seq_len=16 --seed 3 -o "$tmp/tied.h5" >/dev/null
+mpirun_n 2 "$tmp/tied.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \
+  --schedule auto --plan auto --cluster "$tmp/two.json" >"$tmp/tied-auto.log" 2>&1
 rc=$?
-[ $rc = 0 ] && grep "^schedule " "$tmp/gpt-auto-val.log" | grep -q "auto" &&
-  ! grep "^schedule " "$tmp/gpt-auto-val.log" | grep -qE "^schedule (zb-v|interleaved)"
-ok $? "gpt --schedule auto with --val-data: no chunked plan ($(grep '^schedule ' "$tmp/gpt-auto-val.log" | cut -c1-60))"
+[ $rc = 0 ] && grep "^schedule " "$tmp/tied-auto.log" | grep -q "auto" &&
+  ! grep "^schedule " "$tmp/tied-auto.log" | grep -qE "^schedule (zb-v|interleaved)"
+ok $? "tied gpt --schedule auto: no chunked plan ($(grep '^schedule ' "$tmp/tied-auto.log" | cut -c1-60))"
 # the plan written and read back: a plan file with several stages per rank
 train gpt-out 2 4 --schedule zb-v --plan uniform --plan-out "$tmp/v.json" &&
   train gpt-file 2 4 --schedule zb-v --plan "$tmp/v.json" && same gpt-file gpt-ref-m4
@@ -119,11 +140,9 @@ refused() {  # refused PATTERN DESCRIPTION ARGS...
   ok $? "refused: $what"
   [ $? = 0 ] || sed 's/^/#   /' "$tmp/refused.log" | tail -3
 }
-refused "--val-data" "interleaved with --val-data" --schedule interleaved --val-data "$tmp/gpt-data.h5"
 refused "--virtual-stages 3" "zb-v with 3 stages per rank" --schedule zb-v --virtual-stages 3
 refused "--virtual-stages" "--virtual-stages without a chunked schedule" --schedule 1f1b --virtual-stages 2
 refused "1f1b" "a chunked plan file run with 1f1b" --schedule 1f1b --plan "$tmp/v.json"
-"$PPDL_INIT" --preset gpt-tiny --set n_layers=6 --set d_model=32 --set seq_len=16 --seed 3 -o "$tmp/tied.h5" >/dev/null
 mpirun_n 2 "$tmp/tied.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \
   --schedule interleaved >"$tmp/tied.log" 2>&1
 [ $? != 0 ] && grep -q "tied embeddings" "$tmp/tied.log"
