@@ -62,12 +62,16 @@ void run_chunks_plan(run *r)
              "every rank", ppdl_plan_ranks_used(plan), N);
     agree_or_end_job(ppdl_plan_ranks_used(plan) != N, err, 2);
     PPDL_CHECK(v <= PPDL_MAX_CHUNKS, "%d stages per rank: at most %d", v, PPDL_MAX_CHUNKS);
-    for (int s = 0; s < plan->S; s++) {
-        snprintf(err, sizeof err, "stage %d is on rank %d, where --schedule %s with %d ranks puts it on rank %d",
-                 s, plan->stages[s].rank, ppdl_schedule_name(o->schedule), N,
-                 ppdl_schedule_stage_rank(o->schedule, N, v, s));
-        agree_or_end_job(plan->stages[s].rank != ppdl_schedule_stage_rank(o->schedule, N, v, s), err, 2);
-    }
+    /* the schedule's order (whatever the ranks' numbers): round-robin, or the V */
+    int v_order = o->schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
+    snprintf(err, sizeof err, "%s: its stages do not follow --schedule %s's order (%s)", from,
+             ppdl_schedule_name(o->schedule), v_order == PPDL_CHUNKS_V ? "stage 2N-1-s on the rank of stage s"
+                                                                       : "stage s on the rank of stage s mod N");
+    agree_or_end_job(plan->S != v * N || !ppdl_plan_chunk_order_is(plan, v_order), err, 2);
+    /* this rank's position in the schedule: the stage among the first N it runs */
+    int pos = 0;
+    while (pos < N && plan->stages[pos].rank != r->rank) pos++;
+    PPDL_CHECK(pos < N, "rank %d runs none of the plan's first %d stages", r->rank, N);
     refuse_unsupported(r);
     ppdl_rank_schedule *all = ppdl_xcalloc((size_t)N, sizeof *all);
     int bad = 0;
@@ -97,7 +101,7 @@ void run_chunks_plan(run *r)
                                             p->recompute, s == 0, s == plan->S - 1, o->precision == PPDL_PREC_BF16);
             r->pred[s] = pr;
             r->plan.stages[s].mem_bytes = pr.cost_model;
-            if (q != r->rank) continue;
+            if (q != pos) continue;
             r->pred_own.params_optimizer += pr.params_optimizer;
             r->pred_own.stash += pr.stash;
             r->pred_own.weight_keep += pr.weight_keep;
@@ -106,9 +110,9 @@ void run_chunks_plan(run *r)
             r->pred_own.total += pr.total;
         }
     r->pred_own_full = r->pred_own; /* no advice to recompute: the limit is the plan's */
-    r->rs = all[r->rank];
+    r->rs = all[pos];
     for (int q = 0; q < N; q++)
-        if (q != r->rank) ppdl_rank_schedule_free(&all[q]);
+        if (q != pos) ppdl_rank_schedule_free(&all[q]);
     free(all);
 }
 
@@ -180,10 +184,10 @@ void run_chunks_host_state(run *r, host_state *h)
 
 void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg)
 {
-    int s = r->own[c], v = r->n_own, N = r->n_ranks;
+    int s = r->own[c];
     const ppdl_plan_stage *ps = &r->plan.stages[s];
-    r->own_prev[c] = s > 0 ? ppdl_schedule_stage_rank(r->o.schedule, N, v, s - 1) : -1;
-    r->own_next[c] = s + 1 < r->plan.S ? ppdl_schedule_stage_rank(r->o.schedule, N, v, s + 1) : -1;
+    r->own_prev[c] = s > 0 ? r->plan.stages[s - 1].rank : -1;
+    r->own_next[c] = s + 1 < r->plan.S ? r->plan.stages[s + 1].rank : -1;
     cfg->stage = s;
     cfg->replica = 0;
     cfg->n_replicas = 1;

@@ -26,12 +26,14 @@ static int check_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
     if (c->tied_bytes > 0)
         return ppdl_errf(err, errlen, "costs: a tied weight (COSTS.json \"tied\") with several stages per rank: the "
                          "runtime does not run it yet (give the model tie_embeddings=0)");
-    for (int s = 0; s < p->S; s++) {
-        int want = ppdl_schedule_stage_rank(schedule, N, v, s);
-        if (p->stages[s].rank != want)
-            return ppdl_errf(err, errlen, "plan: stage %d is on rank %d, where %s with %d ranks puts it on rank %d",
-                             s, p->stages[s].rank, ppdl_schedule_name(schedule), N, want);
-    }
+    /* the schedule's order, whatever the ranks' numbers: stage s on the rank of the
+     * stage at s's position among the first N (round-robin: s mod N; the V: its mirror) */
+    int order = schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
+    if (p->S != v * N || !ppdl_plan_chunk_order_is(p, order))
+        return ppdl_errf(err, errlen, "plan: its %d stages on %d ranks do not follow %s's order (%s)", p->S, N,
+                         ppdl_schedule_name(schedule), order == PPDL_CHUNKS_V
+                             ? "stage 2N-1-s on the rank of stage s"
+                             : "stage s on the rank of stage s mod N");
     return 0;
 }
 

@@ -499,9 +499,10 @@ static void unit_threads(const sim_unit *U, int nu, sim_thread *T)
 
 /* A chunked plan: every rank's schedule, the runtime's (ppdl_schedule_build_ranks),
  * proven as the runtime proves it (ppdl_schedule_check_ranks); unit s takes stage s's
- * list, thread r runs rank r's order. The plan's placement is the schedule's (the cost
- * model checked it). */
-static int chunk_threads(int schedule, int N, int v, int M, sim_unit *U, sim_thread *T, char *err, size_t errlen)
+ * list, thread r runs the order of the schedule's position r, on the rank of stage r (the
+ * cost model checked that the plan follows the schedule's order). */
+static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int M, sim_unit *U, sim_thread *T,
+                         char *err, size_t errlen)
 {
     ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
     int rc = 0;
@@ -509,7 +510,7 @@ static int chunk_threads(int schedule, int N, int v, int M, sim_unit *U, sim_thr
     if (!rc) rc = ppdl_schedule_check_ranks(N, v, M, rs, err, errlen);
     for (int r = 0; r < N; r++) {
         sim_thread *th = &T[r];
-        th->rank = r;
+        th->rank = p->stages[r].rank; /* position r of the schedule: the rank of stage r (r < N) */
         if (!rc) {
             th->n_units = rs[r].n_stages;
             th->units = ppdl_xmalloc((size_t)th->n_units * sizeof(int));
@@ -568,7 +569,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     int nt = chunked ? N : nu;
     sim_thread *T = ppdl_xcalloc((size_t)nt, sizeof *T);
     if (chunked) {
-        rc = chunk_threads(schedule, N, ppdl_plan_chunks(p), M, U, T, err, errlen);
+        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), M, U, T, err, errlen);
     } else {
         unit_threads(U, nu, T);
         ppdl_op_list *lists = ppdl_xmalloc((size_t)nu * sizeof *lists);

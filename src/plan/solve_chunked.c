@@ -298,12 +298,184 @@ static void write_cut(const chunk_ctx *x, ppdl_plan *out)
     }
 }
 
+/* what the search of one rank order found */
+typedef struct order_result {
+    double over, T, sim;       /* sim: the picked cut's simulated step (NAN: not played) */
+    long evals;
+    int every, picked;         /* every cut tried; the cut the simulator picked (0: the search's) */
+} order_result;
+
+/* The cut and the options for the skeleton `out` (its ranks: one order of the ranks
+ * in the schedule's positions), written into out; ev0: the skeleton's evaluation (the
+ * fill factor and each stage's counts, which depend on the positions alone). */
+static void search_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
+                         double every_max, int sim_pick, const ppdl_cost_eval *ev0, ppdl_plan *out, order_result *res)
+{
+    int N = cl->N, L = c->L;
+    chunk_ctx x = {.c = c, .cl = cl, .N = N, .S = out->S, .L = L, .M = M, .v = v,
+                   .split = ppdl_schedule_splits_backward(schedule), .phi = ev0->phi};
+    int S = x.S;
+    x.rank_of = ppdl_xmalloc((size_t)S * sizeof(int));
+    x.infl = ppdl_xmalloc((size_t)S * sizeof(int));
+    x.pend = ppdl_xmalloc((size_t)S * sizeof(int));
+    for (int s = 0; s < S; s++) {
+        x.rank_of[s] = out->stages[s].rank;
+        x.infl[s] = ev0->in_flight[s];
+        x.pend[s] = ev0->pending_weight[s];
+    }
+    x.own = ppdl_xmalloc((size_t)N * v * sizeof(int));
+    for (int r = 0; r < N; r++)
+        PPDL_CHECK(ppdl_plan_stages_of_rank(out, r, x.own + (size_t)r * v, v) == v, "rank %d: not %d stages", r, v);
+    x.first = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
+    x.opt = ppdl_xcalloc((size_t)L, sizeof(int));
+    x.rank_time = ppdl_xcalloc(3 * (size_t)N, sizeof(double));
+    x.rank_mem = x.rank_time + N;
+    x.rank_opt = x.rank_mem + N;
+    x.pair_ms = ppdl_xcalloc((size_t)N * N, sizeof(double));
+    x.touched = ppdl_xmalloc(2 * (size_t)S * sizeof(int));
+
+    /* few cuts: every one; else the two starts and RESTARTS kicks of the best so far,
+     * each searched; the best kept (ties: the earliest) */
+    int *best_first = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
+    saved_key bk = {INFINITY, INFINITY, INFINITY};
+    memset(res, 0, sizeof *res);
+    res->every = n_cuts(L, S, every_max) <= every_max;
+    if (res->every) {
+        res->evals = every_cut(&x);
+        memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
+    } else {
+        ppdl_rng g;
+        ppdl_rng_seed(&g, 22);
+        for (int start = 0; start < 2 + RESTARTS; start++) {
+            if (start == 0) cut_by_speed(&x);
+            else if (start == 1) cut_equal(&x);
+            else {
+                memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
+                kick(&x, &g);
+            }
+            res->evals += local_search(&x);
+            if (better(&x, bk.over, bk.T, bk.spread)) {
+                memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
+                bk = key_of(&x);
+            }
+        }
+    }
+    memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
+    evaluate(&x);
+    write_cut(&x, out);
+    /* T proposes, the simulator picks: the search's cut against the two starting cuts */
+    res->sim = NAN;
+    if (sim_pick) {
+        double best_sim = ppdl_simulated_ms(c, cl, out, M, schedule), best_over = x.over;
+        for (int k = 1; k <= 2 && isfinite(best_sim); k++) {
+            if (k == 1) cut_by_speed(&x);
+            else cut_equal(&x);
+            evaluate(&x);
+            if (x.over > best_over) continue;
+            write_cut(&x, out);
+            double sim = ppdl_simulated_ms(c, cl, out, M, schedule);
+            if (x.over < best_over || sim < best_sim * (1 - 1e-9)) {
+                best_sim = sim, best_over = x.over;
+                memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
+                res->picked = k;
+            }
+        }
+        memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
+        evaluate(&x);
+        write_cut(&x, out);
+        res->sim = best_sim;
+    }
+    res->over = x.over;
+    res->T = x.T;
+    free(best_first);
+    free(x.rank_of);
+    free(x.own);
+    free(x.infl);
+    free(x.pend);
+    free(x.first);
+    free(x.opt);
+    free(x.rank_time);
+    free(x.pair_ms);
+    free(x.touched);
+}
+
+/* one message each way between ranks a and b, ms (a boundary's typical activation) */
+static double pair_cost(const ppdl_cluster_model *cl, double bytes, int a, int b)
+{
+    size_t ab = (size_t)a * cl->N + b, ba = (size_t)b * cl->N + a;
+    return 1e3 * (cl->lat[ab] + bytes / cl->bw[ab] + cl->lat[ba] + bytes / cl->bw[ba]);
+}
+
+/* the cost of the positions' neighbours in `order`: p and p+1, and N-1 with 0 on a ring */
+static double order_cost(const ppdl_cluster_model *cl, double bytes, const int *order, int ring)
+{
+    int N = cl->N;
+    double t = 0;
+    for (int p = 0; p + 1 < N; p++) t += pair_cost(cl, bytes, order[p], order[p + 1]);
+    if (ring && N > 2) t += pair_cost(cl, bytes, order[N - 1], order[0]);
+    return t;
+}
+
+/* The ranks in the schedule's positions whose neighbours talk fastest: from rank 0 the
+ * fastest-linked rank not yet placed, then reversals of segments (2-opt) while they
+ * lower order_cost. ring: interleaved (its last position sends to the first), else the
+ * V (a path). Returns 1 when the order differs from 0..N-1. */
+static int choose_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int ring, int *order)
+{
+    int N = cl->N;
+    double bytes = 0;
+    for (int l = 0; l < c->L; l++) bytes += c->layers[l].out_bytes / c->L; /* the mean activation */
+    char *used = ppdl_xcalloc((size_t)N, 1);
+    order[0] = 0;
+    used[0] = 1;
+    for (int p = 1; p < N; p++) {
+        int best = -1;
+        for (int r = 0; r < N; r++)
+            if (!used[r] && (best < 0 || pair_cost(cl, bytes, order[p - 1], r) <
+                                             pair_cost(cl, bytes, order[p - 1], best) * (1 - 1e-9)))
+                best = r;
+        order[p] = best;
+        used[best] = 1;
+    }
+    free(used);
+    double cost = order_cost(cl, bytes, order, ring);
+    for (int improved = 1, rounds = 0; improved && rounds < 50; rounds++) {
+        improved = 0;
+        for (int i = 1; i < N; i++)
+            for (int j = i + 1; j < N; j++) {
+                for (int a = i, b = j; a < b; a++, b--) { int t = order[a]; order[a] = order[b]; order[b] = t; }
+                double c2 = order_cost(cl, bytes, order, ring);
+                if (c2 < cost * (1 - 1e-9)) {
+                    cost = c2;
+                    improved = 1;
+                } else {
+                    for (int a = i, b = j; a < b; a++, b--) { int t = order[a]; order[a] = order[b]; order[b] = t; }
+                }
+            }
+    }
+    int moved = 0;
+    for (int p = 0; p < N; p++) moved |= order[p] != p;
+    return moved;
+}
+
+/* a new skeleton: L layers in v N equal stages, the position p's stages on order[p] */
+static int skeleton(const ppdl_costs *c, int N, int v, int v_order, const int *order, ppdl_plan *out, char *err,
+                    size_t errlen)
+{
+    if (ppdl_plan_uniform_chunked(c->L, N, v, v_order, out, err, errlen)) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    for (int s = 0; order && s < out->S; s++) out->stages[s].rank = out->stages[s].ranks[0] = order[out->stages[s].rank];
+    return 0;
+}
+
 int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
                        const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
                        char *err, size_t errlen)
 {
     double every_max = opts ? opts->chunked_every_cut : PPDL_CHUNKED_EVERY_CUT;
-    int sim_pick = opts ? opts->chunked_sim_pick : 1;
+    int sim_pick = opts ? opts->chunked_sim_pick : 1, placement = opts ? opts->placement : 1;
     memset(out, 0, sizeof *out);
     if (info) memset(info, 0, sizeof *info);
     if (sc) memset(sc, 0, sizeof *sc);
@@ -320,114 +492,54 @@ int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     if ((long long)v * N > L)
         return ppdl_errf(err, errlen, "%d stages per rank on %d ranks: %d stages of at least one layer each, and the "
                          "model has %d layers", v, N, v * N, L);
-    /* the skeleton: the schedule's ranks, equal counts; its evaluation gives the fill
-     * factor and each stage's counts, which depend on the schedule alone */
-    int order = schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
-    if (ppdl_plan_uniform_chunked(L, N, v, order, out, err, errlen)) {
-        memset(out, 0, sizeof *out);
-        return -1;
-    }
+    /* the skeleton: the ranks in order, equal counts; its evaluation gives the fill
+     * factor and each stage's counts, which depend on the positions alone */
+    int v_order = schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
+    if (skeleton(c, N, v, v_order, NULL, out, err, errlen)) return -1;
     ppdl_cost_eval ev;
     if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, err, errlen)) {
         ppdl_plan_free(out);
         memset(out, 0, sizeof *out);
         return -1;
     }
-    chunk_ctx x = {.c = c, .cl = cl, .N = N, .S = out->S, .L = L, .M = M, .v = v,
-                   .split = ppdl_schedule_splits_backward(schedule), .phi = ev.phi};
-    int S = x.S;
-    x.rank_of = ppdl_xmalloc((size_t)S * sizeof(int));
-    x.infl = ppdl_xmalloc((size_t)S * sizeof(int));
-    x.pend = ppdl_xmalloc((size_t)S * sizeof(int));
-    for (int s = 0; s < S; s++) {
-        x.rank_of[s] = out->stages[s].rank;
-        x.infl[s] = ev.in_flight[s];
-        x.pend[s] = ev.pending_weight[s];
+    order_result res;
+    search_order(c, cl, M, schedule, v, every_max, sim_pick, &ev, out, &res);
+    /* the placement: the ranks in order, or the order whose neighbours talk fastest
+     * where it differs (a cyclic numbering of the nodes' ranks); the better plan by
+     * the memory over, then the simulated step (T without the simulator), ties to the
+     * ranks in order */
+    int *order = ppdl_xmalloc((size_t)N * sizeof(int)), placed = 0;
+    if (placement && N > 2 && choose_order(c, cl, v_order == PPDL_CHUNKS_ROUND_ROBIN, order)) {
+        ppdl_plan alt;
+        order_result ra;
+        if (skeleton(c, N, v, v_order, order, &alt, err, errlen) == 0) {
+            search_order(c, cl, M, schedule, v, every_max, sim_pick, &ev, &alt, &ra);
+            double k0 = sim_pick && isfinite(res.sim) ? res.sim : res.T, k1 = sim_pick && isfinite(ra.sim) ? ra.sim : ra.T;
+            if (ra.over < res.over || (ra.over == res.over && k1 < k0 * (1 - 1e-9))) {
+                ppdl_plan_free(out);
+                *out = alt;
+                ra.evals += res.evals;
+                res = ra;
+                placed = 1;
+            } else {
+                res.evals += ra.evals;
+                ppdl_plan_free(&alt);
+            }
+        }
     }
+    free(order);
     ppdl_cost_eval_free(&ev);
-    x.own = ppdl_xmalloc((size_t)N * v * sizeof(int));
-    for (int r = 0; r < N; r++)
-        PPDL_CHECK(ppdl_plan_stages_of_rank(out, r, x.own + (size_t)r * v, v) == v, "rank %d: not %d stages", r, v);
-    x.first = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
-    x.opt = ppdl_xcalloc((size_t)L, sizeof(int));
-    x.rank_time = ppdl_xcalloc(3 * (size_t)N, sizeof(double));
-    x.rank_mem = x.rank_time + N;
-    x.rank_opt = x.rank_mem + N;
-    x.pair_ms = ppdl_xcalloc((size_t)N * N, sizeof(double));
-    x.touched = ppdl_xmalloc(2 * (size_t)S * sizeof(int));
-
-    /* few cuts: every one; else the two starts and RESTARTS kicks of the best so far,
-     * each searched; the best kept (ties: the earliest) */
-    int *best_first = ppdl_xmalloc(((size_t)S + 1) * sizeof(int));
-    saved_key bk = {INFINITY, INFINITY, INFINITY};
-    long evals = 0;
-    int every = n_cuts(L, S, every_max) <= every_max;
-    if (every) {
-        evals = every_cut(&x);
-        memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
-    } else {
-        ppdl_rng g;
-        ppdl_rng_seed(&g, 22);
-        for (int start = 0; start < 2 + RESTARTS; start++) {
-            if (start == 0) cut_by_speed(&x);
-            else if (start == 1) cut_equal(&x);
-            else {
-                memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
-                kick(&x, &g);
-            }
-            evals += local_search(&x);
-            if (better(&x, bk.over, bk.T, bk.spread)) {
-                memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
-                bk = key_of(&x);
-            }
-        }
-    }
-    memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
-    evaluate(&x);
-    write_cut(&x, out);
-    /* T proposes, the simulator picks: the search's cut against the two starting cuts */
-    int picked = 0;
-    if (sim_pick) {
-        double best_sim = ppdl_simulated_ms(c, cl, out, M, schedule), best_over = x.over;
-        for (int k = 1; k <= 2 && isfinite(best_sim); k++) {
-            if (k == 1) cut_by_speed(&x);
-            else cut_equal(&x);
-            evaluate(&x);
-            if (x.over > best_over) continue;
-            write_cut(&x, out);
-            double sim = ppdl_simulated_ms(c, cl, out, M, schedule);
-            if (x.over < best_over || sim < best_sim * (1 - 1e-9)) {
-                best_sim = sim, best_over = x.over;
-                memcpy(best_first, x.first, ((size_t)S + 1) * sizeof(int));
-                picked = k;
-            }
-        }
-        memcpy(x.first, best_first, ((size_t)S + 1) * sizeof(int));
-        evaluate(&x);
-        write_cut(&x, out);
-    }
     snprintf(out->method, sizeof out->method, "ppdl");
     if (info) {
         info->exact = 0; /* every cut tried is not optimal either: the options are greedy */
-        snprintf(info->placement, sizeof info->placement, "the schedule's (%s, ranks in order)",
-                 order == PPDL_CHUNKS_V ? "a V" : "round-robin");
-        info->orders_solved = evals;
-        snprintf(info->placement + strlen(info->placement), sizeof info->placement - strlen(info->placement), "; %s%s",
-                 every ? "every cut" : "cuts by local search",
-                 picked == 1 ? ", the speed-proportional cut simulated faster"
-                 : picked == 2 ? ", the equal cut simulated faster" : "");
+        snprintf(info->placement, sizeof info->placement, "%s order, %s; %s%s",
+                 v_order == PPDL_CHUNKS_V ? "V" : "round-robin", placed ? "ranks by their links" : "ranks in order",
+                 res.every ? "every cut" : "local search",
+                 res.picked == 1 ? ", speed-proportional cut by simulation"
+                 : res.picked == 2 ? ", equal cut by simulation" : "");
+        info->orders_solved = res.evals;
         snprintf(info->hybrid, sizeof info->hybrid, "none (chunks and replicas do not mix)");
     }
-    free(best_first);
-    free(x.rank_of);
-    free(x.own);
-    free(x.infl);
-    free(x.pend);
-    free(x.first);
-    free(x.opt);
-    free(x.rank_time);
-    free(x.pair_ms);
-    free(x.touched);
 
     /* the cost model's own evaluation, as for every plan */
     if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, err, errlen)) {

@@ -5,11 +5,14 @@
  * recompute option of every layer, to minimise the cost model's T of a chunked plan
  * (costmodel.h "Chunked plans"):
  *     T = phi * sum_s time_s + 2 * sum_s link_s + (M-1) * max(rank work, pair work) + tail
- * with every rank's stages together inside its memory. The placement is the schedule's
- * own: stage s runs on rank ppdl_schedule_stage_rank(schedule, N, v, s) (round-robin, or
- * the V), which is what the runtime runs (cmd/run_chunks.c); the ranks' numbers are not
- * permuted (choosing them is left: with ranks numbered node by node the round-robin ring
- * already crosses each node boundary the fewest times a ring can).
+ * with every rank's stages together inside its memory; and the placement: which rank
+ * runs each position of the schedule's order (round-robin, or the V; position p is the
+ * rank of stage p, and the runtime runs it so, cmd/run_chunks.c). Two orders are
+ * searched: the ranks in order, and where it differs the order whose neighbours talk
+ * fastest (greedy from rank 0 by the links' time for the mean activation, then segment
+ * reversals while they help; interleaved's positions form a ring, the V's a path); the
+ * plan of the two that simulates faster is kept (ties: the ranks in order;
+ * opts->placement = 0: the ranks in order only).
  *
  * How (a rank's work is the sum of v stages that are not adjacent, so the one-order DP
  * of engine.c does not apply). The key, lexicographic: the memory over the ranks'

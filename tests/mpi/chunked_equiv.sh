@@ -83,6 +83,19 @@ train gpt-auto-il 2 4 --schedule interleaved --virtual-stages 2 $auto_args
 rc=$?
 [ $rc = 0 ] && same gpt-auto-il gpt-ref-m4 && grep -q "^plan (auto (ppdl)): interleaved, 4 stages on 2 ranks" "$tmp/gpt-auto-il.log"
 ok $? "gpt interleaved --plan auto: the planner's cut ($(grep '^plan (' "$tmp/gpt-auto-il.log")), bitwise 1 rank"
+# 4 ranks numbered cyclically over 2 nodes (0 and 2 on one, 1 and 3 on the other, 20 MB/s
+# between): the planner orders the ranks so that the ring crosses between the nodes
+# twice, not at every neighbour; that plan (ranks not in order) trains bitwise too
+printf '{"ranks": 4, "bandwidth_Bps": [[5e10, 2e7, 5e9, 2e7], [2e7, 5e10, 2e7, 5e9], [5e9, 2e7, 5e10, 2e7],
+ [2e7, 5e9, 2e7, 5e10]], "latency_s": [[0, 2e-5, 2e-6, 2e-5], [2e-5, 0, 2e-5, 2e-6], [2e-6, 2e-5, 0, 2e-5],
+ [2e-5, 2e-6, 2e-5, 0]], "mem_bytes": [1073741824, 1073741824, 1073741824, 1073741824],
+ "speed": [1.0, 1.0, 1.0, 1.0]}\n' >"$tmp/cyclic.json"
+train gpt-auto-cyc 4 4 --schedule interleaved --plan auto --costs "$tmp/eq-costs.json" --cluster "$tmp/cyclic.json" \
+  --plan-out "$tmp/cyc-plan.json"
+rc=$?
+ranks=$(/usr/bin/python3 -c 'import json,sys; print(" ".join(str(s["rank"]) for s in json.load(open(sys.argv[1]))["stages"][:4]))' "$tmp/cyc-plan.json" 2>/dev/null)
+[ $rc = 0 ] && same gpt-auto-cyc gpt-ref-m4 && [ -n "$ranks" ] && [ "$ranks" != "0 1 2 3" ]
+ok $? "gpt interleaved --plan auto, ranks cyclic over 2 nodes: the ranks ordered $ranks, bitwise 1 rank"
 train gpt-auto 2 4 --schedule auto $auto_args
 rc=$?
 [ $rc = 0 ] && same gpt-auto gpt-ref-m4 && grep -q "^schedule zb-v (--schedule auto, chosen by the planner: .*the simulator agrees" "$tmp/gpt-auto.log"

@@ -56,7 +56,7 @@ ok $? "zb-v, --plan FILE with --costs and --cluster: predicted again ($(grep '^p
 rc=$?
 t_of() { sed -n 's/^predicted T  *\([0-9.]*\) ms.*/\1/p' "$1"; }
 s_of() { sed -n 's/^simulated T  *\([0-9.]*\) ms.*/\1/p' "$1"; }
-[ $rc = 0 ] && grep -q "^method ppdl: placement the schedule's (round-robin" "$tmp/planned.out" &&
+[ $rc = 0 ] && grep -q "^method ppdl: placement round-robin order" "$tmp/planned.out" &&
   awk -v a="$(t_of "$tmp/planned.out")" -v b="$(t_of "$tmp/uni.out")" -v c="$(s_of "$tmp/planned.out")" \
     -v d="$(s_of "$tmp/uni.out")" 'BEGIN { exit !(a > 0 && c > 0 && a <= b * (1 + 1e-9) && c <= d * (1 + 1e-9)) }'
 ok $? "ppdl-plan --schedule interleaved plans: T $(t_of "$tmp/planned.out"), simulated $(s_of "$tmp/planned.out") ms; uniform: $(t_of "$tmp/uni.out"), $(s_of "$tmp/uni.out")"

@@ -281,7 +281,7 @@ static void test_refusals(void)
     refused(&c, &cl, &p, PPDL_SCHED_1F1B, "not 1f1b", "a chunked plan under 1f1b");
     ppdl_plan_uniform(4, 2, &one, err, sizeof err);
     refused(&c, &cl, &one, PPDL_SCHED_INTERLEAVED, "one per rank", "a plan of one stage per rank under interleaved");
-    refused(&c, &cl, &p, PPDL_SCHED_ZB_V, "stage 2 is on rank 0, where zb-v with 2 ranks puts it on rank 1",
+    refused(&c, &cl, &p, PPDL_SCHED_ZB_V, "do not follow zb-v's order (stage 2N-1-s on the rank of stage s)",
             "the round-robin plan under zb-v");
     c.tied_bytes = 1000;
     refused(&c, &cl, &p, PPDL_SCHED_INTERLEAVED, "tied weight", "a tied weight with several stages per rank");

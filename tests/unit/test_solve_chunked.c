@@ -139,6 +139,7 @@ static void test_against_every_cut(void)
         ppdl_solve_opts ex;
         ppdl_solve_opts_default(&ex);
         ex.chunked_sim_pick = 0; /* the search's own cut: its T against every cut's */
+        ex.placement = 0;        /* ... on the ranks in order, as best_cut's */
         int rc = ppdl_solve_chunked(&c, &cl, M, kinds[ki], v, &ex, &p, NULL, NULL, err, sizeof err);
         ppdl_plan_uniform_chunked(L, N, v, kinds[ki] == PPDL_SCHED_ZB_V, &sk, err, sizeof err);
         double opt = best_cut(&c, &cl, M, kinds[ki], &sk);
@@ -156,6 +157,7 @@ static void test_against_every_cut(void)
         ppdl_solve_opts_default(&lo);
         lo.chunked_every_cut = 0;
         lo.chunked_sim_pick = 0;
+        lo.placement = 0;
         ppdl_plan q;
         if (ppdl_solve_chunked(&c, &cl, M, kinds[ki], v, &lo, &q, NULL, NULL, err, sizeof err) == 0) {
             double r = q.predicted_iter_ms / opt;
@@ -215,6 +217,7 @@ static void test_vs_uniform(void)
         ppdl_solve_opts ex;
         ppdl_solve_opts_default(&ex);
         ex.chunked_sim_pick = 0;
+        ex.placement = 0; /* the uniform cut's ranks */
         ppdl_plan q;
         int rc = ppdl_solve_chunked(&c, &cl, M, kinds[ki], v, NULL, &p, NULL, NULL, err, sizeof err);
         int rq = ppdl_solve_chunked(&c, &cl, M, kinds[ki], v, &ex, &q, NULL, NULL, err, sizeof err);
@@ -227,8 +230,9 @@ static void test_vs_uniform(void)
             better_n += q.predicted_iter_ms < Tu * (1 - 1e-3);
             sim_better += Sp < Su * (1 - 1e-3);
             ppdl_plan_free(&q);
-            int on = p.S == v * N, cov = p.stages[0].first == 0 && p.stages[p.S - 1].last == L - 1;
-            for (int s = 0; s < p.S && on; s++) on = p.stages[s].rank == ppdl_schedule_stage_rank(kinds[ki], N, v, s);
+            int on = p.S == v * N && ppdl_plan_chunk_order_is(&p, kinds[ki] == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V
+                                                                                             : PPDL_CHUNKS_ROUND_ROBIN);
+            int cov = p.stages[0].first == 0 && p.stages[p.S - 1].last == L - 1;
             for (int s = 1; s < p.S && cov; s++) cov = p.stages[s].first == p.stages[s - 1].last + 1;
             placed += on;
             covered += cov;
@@ -242,8 +246,55 @@ static void test_vs_uniform(void)
     ok(cases == 60 && not_worse == 60, "never worse than the uniform cut: the search's T and the picked plan's "
        "simulated step, %d of %d (T better by > 0.1%% in %d, the simulated step in %d)", not_worse, cases, better_n,
        sim_better);
-    ok(placed == cases && covered == cases, "every stage on its schedule's rank (%d), every layer once in order (%d)",
+    ok(placed == cases && covered == cases, "every plan in its schedule's order (%d), every layer once in order (%d)",
        placed, covered);
+}
+
+/* 4 ranks numbered cyclically over 2 nodes (0 and 2 on one, 1 and 3 on the other),
+ * 100x slower across: in order, every neighbour pair crosses; the planner's order
+ * crosses twice (the fewest a ring or a V can) */
+static void test_placement(void)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 11);
+    int N = 4, L = 16, M = 8, found = 0, faster = 0, runs = 0;
+    for (int ki = 0; ki < 3; ki++) {
+        int v = kind_v[ki];
+        ppdl_costs c;
+        ppdl_cluster_model cl;
+        random_costs(&g, L, 0, &c);
+        for (int l = 0; l < L; l++) c.layers[l].out_bytes = 1e7; /* messages that matter */
+        random_cluster(&g, N, &cl);
+        for (int a = 0; a < N; a++) {
+            cl.speed[a] = 1;
+            for (int b = 0; b < N; b++) cl.bw[a * N + b] = a == b ? 1e12 : (a % 2 == b % 2) ? 1e11 : 1e9;
+        }
+        ppdl_plan p, q;
+        char err[PPDL_ERR_LEN];
+        ppdl_solve_opts in_order;
+        ppdl_solve_opts_default(&in_order);
+        in_order.placement = 0;
+        int rc = ppdl_solve_chunked(&c, &cl, M, kinds[ki], v, NULL, &p, NULL, NULL, err, sizeof err);
+        int rq = ppdl_solve_chunked(&c, &cl, M, kinds[ki], v, &in_order, &q, NULL, NULL, err, sizeof err);
+        if (rc == 0 && rq == 0) {
+            runs++;
+            int crossings = 0; /* position neighbours on different nodes */
+            for (int s = 0; s + 1 < N; s++) crossings += p.stages[s].rank % 2 != p.stages[s + 1].rank % 2;
+            found += crossings <= 2 && ppdl_plan_chunk_order_is(&p, kinds[ki] == PPDL_SCHED_ZB_V);
+            double sp = ppdl_simulated_ms(&c, &cl, &p, M, kinds[ki]), sq = ppdl_simulated_ms(&c, &cl, &q, M, kinds[ki]);
+            faster += sp < sq && p.predicted_iter_ms < q.predicted_iter_ms;
+            diag("%s v=%d: ranks %d %d %d %d, T %.2f simulated %.2f; in order T %.2f simulated %.2f",
+                 ppdl_schedule_name(kinds[ki]), v, p.stages[0].rank, p.stages[1].rank, p.stages[2].rank,
+                 p.stages[3].rank, p.predicted_iter_ms, sp, q.predicted_iter_ms, sq);
+            ppdl_plan_free(&p);
+            ppdl_plan_free(&q);
+        }
+        ppdl_costs_free(&c);
+        ppdl_cluster_model_free(&cl);
+    }
+    ok(runs == 3 && found == 3, "ranks numbered cyclically over 2 nodes: the plan's positions cross between the nodes "
+       "at most twice, in the schedule's order (%d of %d)", found, runs);
+    ok(faster == runs, "... and its T and simulated step beat the ranks in order (%d of %d)", faster, runs);
 }
 
 static void test_memory(void)
@@ -471,6 +522,7 @@ int main(void)
 {
     test_against_every_cut();
     test_vs_uniform();
+    test_placement();
     test_memory();
     test_refusals();
     test_reserve_slots();
