@@ -406,6 +406,10 @@ static double pair_cost(const ppdl_cluster_model *cl, double bytes, int a, int b
     return 1e3 * (cl->lat[ab] + bytes / cl->bw[ab] + cl->lat[ba] + bytes / cl->bw[ba]);
 }
 
+/* another order of the ranks is searched only where its neighbours' links cost less
+ * than this share of the ranks in order's (a probe's links differ by a few % anyway) */
+#define ORDER_GAIN 0.9
+
 /* the cost of the positions' neighbours in `order`: p and p+1, and N-1 with 0 on a ring */
 static double order_cost(const ppdl_cluster_model *cl, double bytes, const int *order, int ring)
 {
@@ -419,7 +423,8 @@ static double order_cost(const ppdl_cluster_model *cl, double bytes, const int *
 /* The ranks in the schedule's positions whose neighbours talk fastest: from rank 0 the
  * fastest-linked rank not yet placed, then reversals of segments (2-opt) while they
  * lower order_cost. ring: interleaved (its last position sends to the first), else the
- * V (a path). Returns 1 when the order differs from 0..N-1. */
+ * V (a path). Returns 1 when the order differs from 0..N-1 and its cost is below
+ * ORDER_GAIN times theirs. */
 static int choose_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int ring, int *order)
 {
     int N = cl->N;
@@ -439,6 +444,10 @@ static int choose_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int r
     }
     free(used);
     double cost = order_cost(cl, bytes, order, ring);
+    int *id = ppdl_xmalloc((size_t)N * sizeof(int));
+    for (int p = 0; p < N; p++) id[p] = p;
+    double cost_id = order_cost(cl, bytes, id, ring);
+    free(id);
     for (int improved = 1, rounds = 0; improved && rounds < 50; rounds++) {
         improved = 0;
         for (int i = 1; i < N; i++)
@@ -455,7 +464,8 @@ static int choose_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int r
     }
     int moved = 0;
     for (int p = 0; p < N; p++) moved |= order[p] != p;
-    return moved;
+    /* worth a second search only where the links differ by more than their noise */
+    return moved && cost < ORDER_GAIN * cost_id;
 }
 
 /* a new skeleton: L layers in v N equal stages, the position p's stages on order[p] */

@@ -8,9 +8,10 @@
  * with every rank's stages together inside its memory; and the placement: which rank
  * runs each position of the schedule's order (round-robin, or the V; position p is the
  * rank of stage p, and the runtime runs it so, cmd/run_chunks.c). Two orders are
- * searched: the ranks in order, and where it differs the order whose neighbours talk
- * fastest (greedy from rank 0 by the links' time for the mean activation, then segment
- * reversals while they help; interleaved's positions form a ring, the V's a path); the
+ * searched: the ranks in order, and where its links cost less than 0.9 of theirs the
+ * order whose neighbours talk fastest (greedy from rank 0 by the links' time for the
+ * mean activation, then segment reversals while they help; interleaved's positions form
+ * a ring, the V's a path); the
  * plan of the two that simulates faster is kept (ties: the ranks in order;
  * opts->placement = 0: the ranks in order only).
  *
