@@ -1417,12 +1417,13 @@ static void eval_leave(ppdl_runtime *rt, const eval_saved *sv)
     rt->comm_s = sv->comm;
 }
 
-/* batch e's forward-only ops on this runtime (its receives were posted) */
-static void eval_batch_ops(ppdl_runtime *rt, int e)
+/* batch e's forward-only ops on this runtime from op *k on, while they are micro-batch
+ * mb's (mb < 0: all of them); *k is left at the first op not run */
+static void eval_batch_ops(ppdl_runtime *rt, int e, int mb, int *k)
 {
     const ppdl_op_list *ev = &rt->ops;
-    for (int k = 0; k < ev->n; k++) {
-        const ppdl_op *op = &ev->ops[k];
+    for (; *k < ev->n && (mb < 0 || ev->ops[*k].mb == mb); (*k)++) {
+        const ppdl_op *op = &ev->ops[*k];
         slot *sl = slot_of(rt, op->mb);
         if (op->kind == PPDL_OP_RECV_ACT) {
             int j = 0;
@@ -1446,14 +1447,24 @@ static void eval_batch_ops(ppdl_runtime *rt, int e)
 }
 
 /* Several stages of one rank (or one): batch by batch, every runtime's receives posted
- * first, then each runtime's ops in the order given (the stages ascending: each waits
- * only for stages before it, so no rank waits on one that waits on it, and a message
- * between two stages of this rank finds its receive posted), then every send complete
- * before the slots take the next batch. */
+ * first, then micro-batch by micro-batch each stage's ops for it in ascending stage
+ * order, then every send complete before the slots take the next batch. Why no rank
+ * waits forever: every wait is for an earlier (micro-batch, stage) pair, in that
+ * lexicographic order. A receive waits for the same micro-batch's earlier stage; a
+ * forward waits for its slot's last send (an earlier micro-batch of this stage) to be
+ * received, and the next stage posts that receive once it has taken the micro-batch
+ * before it (an earlier pair too), or at the batch's start. Every rank runs its pairs
+ * in that order, so the earliest pair not done anywhere can always run. (Stage by
+ * stage, all of a stage's micro-batches first, deadlocks: a stage's forward would wait
+ * for a later stage of its own rank to post a receive.) */
 double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src, int n_batches)
 {
     eval_saved *sv = ppdl_xmalloc((size_t)n * sizeof *sv);
-    for (int i = 0; i < n; i++) eval_enter(rts[i], src, &sv[i]);
+    int *k = ppdl_xmalloc((size_t)n * sizeof(int)), M = 0;
+    for (int i = 0; i < n; i++) {
+        eval_enter(rts[i], src, &sv[i]);
+        for (int j = 0; j < rts[i]->ops.n; j++) M = rts[i]->ops.ops[j].mb + 1 > M ? rts[i]->ops.ops[j].mb + 1 : M;
+    }
     double loss_sum = 0;
     for (int e = 0; e < n_batches; e++) {
         for (int i = 0; i < n; i++) {
@@ -1461,8 +1472,13 @@ double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src,
             if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
             rt->next_act_recv = 0;
             post_receives(rt);
+            k[i] = 0;
         }
-        for (int i = 0; i < n; i++) eval_batch_ops(rts[i], e);
+        for (int mb = 0; mb < M; mb++)
+            for (int i = 0; i < n; i++) eval_batch_ops(rts[i], e, mb, &k[i]);
+        for (int i = 0; i < n; i++) /* (nothing is left: every op has its micro-batch) */
+            PPDL_CHECK(k[i] == rts[i]->ops.n, "evaluation: stage %d has ops out of micro-batch order",
+                       rts[i]->cfg.stage);
         for (int i = 0; i < n; i++) {
             ppdl_runtime *rt = rts[i];
             for (int j = 0; j < rt->n_slots; j++) send_complete(rt, out_of(rt, &rt->slots[j], rt->slots[j].mb, 1), -1);
@@ -1475,6 +1491,7 @@ double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src,
     }
     for (int i = 0; i < n; i++) eval_leave(rts[i], &sv[i]);
     free(sv);
+    free(k);
     return loss_sum;
 }
 

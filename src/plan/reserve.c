@@ -1,8 +1,11 @@
 /* reserve.c — the runtime's buffer reserve the planner subtracts (reserve.h) */
 #include "plan/reserve.h"
 
+#include "core/error.h"
 #include "core/util.h"
 #include "sched/schedule.h"
+
+#include <stdlib.h>
 
 int ppdl_reserve_slots(int schedule, int n_ranks, int M)
 {
@@ -30,10 +33,20 @@ double ppdl_runtime_reserve(const ppdl_costs *c, int slots)
 
 int ppdl_reserve_slots_chunked(int schedule, int n_ranks, int v, int M)
 {
-    int N = n_ranks > 0 ? n_ranks : 1;
-    if (schedule == PPDL_SCHED_ZB_V) return 2 * M < 2 * N + 1 ? 2 * M : 2 * N + 1;
-    int Mr = (M + N - 1) / N * N; /* interleaved: M rounded up to a multiple of N */
-    return v * Mr < (v + 2) * N ? v * Mr : (v + 2) * N;
+    int N = n_ranks > 0 ? n_ranks : 1, most = 0;
+    ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
+    char err[PPDL_ERR_LEN];
+    if (ppdl_schedule_build_ranks(schedule, N, v, M, rs, err, sizeof err) == 0)
+        for (int r = 0; r < N; r++) {
+            int held = 0;
+            for (int c = 0; c < rs[r].n_stages; c++) held += ppdl_schedule_max_in_flight(&rs[r].lists[c]);
+            most = held > most ? held : most;
+        }
+    else
+        most = v * M; /* a schedule that cannot be built: every stage all its micro-batches */
+    for (int r = 0; r < N; r++) ppdl_rank_schedule_free(&rs[r]);
+    free(rs);
+    return most;
 }
 
 double ppdl_runtime_reserve_chunked(const ppdl_costs *c, int slots, int v)

@@ -30,11 +30,9 @@ double ppdl_runtime_reserve(const ppdl_costs *c, int slots);
 /* A rank of a chunked plan (interleaved with v chunks, zb-v with 2) runs v stages, each
  * with its own buffers: R is linear in the slots (R(k) = a k + b), so the v stages
  * together hold at most a * slots + v * b = R(slots) + (v - 1) R(0), slots the micro-
- * batches the rank's stages hold in flight together, at most (sched/schedule.h's
- * warm-up counts; tests/unit/test_solve_chunked.c checks the bound on every rank of
- * N 1..8, M 1..16, v 2..4):
- *   interleaved: min(v * M', (v + 2) N), M' = M rounded up to a multiple of N
- *   zb-v:        min(2 M, 2 N + 1) */
+ * batches the rank's stages hold in flight together: counted on the lists themselves
+ * (ppdl_schedule_build_ranks), the most of any rank. (A closed form, min(v M', (v+2) N)
+ * for interleaved, held for v <= 4 only: v = 6, N = 4, M = 8 holds 36, not 32.) */
 int ppdl_reserve_slots_chunked(int schedule, int n_ranks, int v, int M);
 double ppdl_runtime_reserve_chunked(const ppdl_costs *c, int slots, int v);
 

@@ -233,7 +233,7 @@ const char *ppdl_schedule_choice_line(const ppdl_schedule_choice *ch, char *buf,
     const ppdl_schedule_option *w = &ch->opt[ch->chosen];
     const char *what = ch->by_sim ? "simulated step" : "T";
     size_t n = (size_t)snprintf(buf, len, "chosen by the planner: %s %.2f ms", what, key(w, ch->by_sim));
-    if (ch->chunked_sim_ms > 0 && n < len)
+    if ((ch->chunked_sim_ms > 0 || ch->chunked_vetoed) && n < len)
         n += (size_t)snprintf(buf + n, len - n, ch->chunked_vetoed
                               ? " (a chunked plan had a lower T, but the simulator plays it %.2f ms against %.2f)"
                               : " (the simulator agrees: %.2f ms against %.2f, the best of one stage per rank)",

@@ -563,9 +563,10 @@ int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         char a[32], b[32];
         int s = ev.worst_stage;
         if (info) info->infeasible = 1;
-        rc = ppdl_errf(err, errlen, "no plan fits in memory: with %d stages per rank (%s), rank %d (stages from %d) "
-                       "is over its %s by %s with the smallest-stash option where it helps; give the ranks more "
-                       "memory or fewer micro-batches", v, ppdl_schedule_name(schedule), out->stages[s].rank, s,
+        rc = ppdl_errf(err, errlen, "no plan fits in memory: with %d stages per rank (%s), rank %d (its stages "
+                       "together, stage %d among them) is over its %s by %s with the smallest-stash option where it "
+                       "helps; give the ranks more memory or fewer micro-batches", v, ppdl_schedule_name(schedule),
+                       out->stages[s].rank, s,
                        ppdl_fmt_bytes((size_t)ev.mem_limit[s], a, sizeof a),
                        ppdl_fmt_bytes((size_t)ev.worst_over, b, sizeof b));
     }

@@ -116,6 +116,28 @@ for c in "interleaved 2 2" "zb-v 3 2" "interleaved 4 2"; do
     [ "$(grep -c '^sample after' "$tmp/gpt-ev1.log")" -ge 1 ]
   ok $? "gpt $1 on $2 ranks with --val-data and --sample-every: the evaluations and samples of 1 rank, bitwise"
 done
+# evaluation with many micro-batches: a stage's sends wait for a later stage to post its
+# receives (on the same rank: a message to itself), so the stages go micro-batch by
+# micro-batch; run stage by stage these hung (1 rank, M = 8; 2 ranks, M = 16, 64 KiB
+# activations)
+train gpt-ev8 1 8 --steps 1 --schedule interleaved --plan uniform --val-data "$tmp/gpt-data.h5" --eval-batches 2
+ok $? "gpt interleaved on 1 rank (4 stages), M=8, --val-data: ends"
+"$PPDL_INIT" --preset gpt-tiny --set n_layers=2 --set d_model=128 --set seq_len=128 --set tie_embeddings=0 --seed 3 \
+  -o "$tmp/wide.h5" >/dev/null &&
+  "$PPDL_DATA" text "$(text_file)" --seq-len 128 -o "$tmp/wide-data.h5" >/dev/null
+wide() {  # wide NAME RANKS ARGS...: one step of 16 micro-batches of 1 x 128 tokens, 2 batches evaluated
+  local name=$1 n=$2
+  shift 2
+  mpirun_n $n "$tmp/wide.h5" --data "$tmp/wide-data.h5" --steps 1 --batch-size 16 --micro-batches 16 --threads 1 \
+    --val-data "$tmp/wide-data.h5" --eval-batches 2 --report "$tmp/$name.json" "$@" >"$tmp/$name.log" 2>&1
+}
+wide wide-ref 1 --schedule 1f1b --plan uniform
+for sch in zb-v interleaved; do
+  wide wide-$sch 2 --schedule $sch --plan uniform
+  rc=$?
+  [ $rc = 0 ] && [ -n "$(evals "$tmp/wide-ref.json")" ] && [ "$(evals "$tmp/wide-$sch.json")" = "$(evals "$tmp/wide-ref.json")" ]
+  ok $? "a wider gpt, $sch on 2 ranks, M=16, --val-data: ends, the held-out losses of 1 rank"
+done
 # a run that cannot hold several stages per rank (tied embeddings): no chunked candidate
 "$PPDL_INIT" --preset gpt-tiny --set n_layers=6 --set d_model=32 --set seq_len=16 --seed 3 -o "$tmp/tied.h5" >/dev/null
 mpirun_n 2 "$tmp/tied.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \

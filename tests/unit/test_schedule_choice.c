@@ -584,6 +584,11 @@ static void test_shared_search(void)
             ppdl_plan_free(&p);
         }
         double chosen = ra == 0 ? a.opt[a.chosen].T : INFINITY;
+        if (ra == 0 && a.chunked_vetoed) { /* the simulator took the best of one stage per rank instead */
+            best_alone = INFINITY;
+            for (int k = 0; k < PPDL_AUTO_ONE; k++)
+                if (a.opt[k].rc == 0) best_alone = fmin(best_alone, a.opt[k].T);
+        }
         if (shared) {
             ok(worst <= 1.02, "... every candidate's T within 2%% of its schedule solved alone (worst %.4fx)", worst);
             ok(chosen <= 1.01 * best_alone, "... the chosen T %.3f ms within 1%% of the best alone, %.3f ms", chosen,

@@ -378,7 +378,7 @@ static void test_reserve_slots(void)
 {
     int cases = 0, held = 0;
     for (int ki = 0; ki < 3; ki++)
-        for (int v = kind_v[ki]; v <= (ki == 2 ? 2 : 4); v++)
+        for (int v = kind_v[ki]; v <= (ki == 2 ? 2 : PPDL_MAX_CHUNKS); v++)
             for (int N = 1; N <= 8; N++)
                 for (int M = 1; M <= 16; M++) {
                     int bound = ppdl_reserve_slots_chunked(kinds[ki], N, v, M), worst = 0;
@@ -518,6 +518,47 @@ static void test_auto(void)
        "chunked T vetoed by the simulator %d)", consistent, cases, taken, vetoed);
 }
 
+/* 26 ranks (the four share their search: the chunked candidates run on a thread of
+ * their own where there are two cores), 60 layers: the chunked plans are those each
+ * schedule gets solved alone, bit for bit */
+static void test_auto_thread(void)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 41);
+    int N = 26, L = 60, M = 2 * N;
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    random_costs(&g, L, 1, &c);
+    random_cluster(&g, N, &cl);
+    ppdl_schedule_choice ch;
+    char err[PPDL_ERR_LEN], name[32];
+    ppdl_solve_opts o;
+    ppdl_solve_opts_default(&o);
+    int rc = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
+    int shared = ppdl_auto_shares_search(N, L, "ppdl", &o), solved = 0, same = 0;
+    for (int k = PPDL_AUTO_ONE; k < PPDL_AUTO_N; k++) {
+        if (ch.opt[k].plan.S == 0) continue; /* interleaved v = 3, 4: more stages than layers */
+        solved++;
+        ppdl_solve_opts alone = o;
+        alone.chunks = ppdl_auto_chunks[k];
+        ppdl_plan p;
+        if (ppdl_plan_solve_ex(&c, &cl, M, ppdl_auto_schedules[k], "ppdl", &alone, &p, NULL, NULL, err, sizeof err) ==
+            0) {
+            char *a = ppdl_plan_to_json(&p), *b = ppdl_plan_to_json(&ch.opt[k].plan);
+            if (!strcmp(a, b)) same++;
+            else diag("%s: auto's plan differs from the one solved alone", ppdl_auto_name(k, name, sizeof name));
+            free(a);
+            free(b);
+            ppdl_plan_free(&p);
+        }
+    }
+    ok(rc == 0 && shared && solved == 2 && same == solved, "26 ranks, 60 layers (the candidates share the search): "
+       "%d chunked candidates solved, %d the same bits as solved alone", solved, same);
+    ppdl_schedule_choice_free(&ch);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+}
+
 int main(void)
 {
     test_against_every_cut();
@@ -527,6 +568,7 @@ int main(void)
     test_refusals();
     test_reserve_slots();
     test_auto();
+    test_auto_thread();
     done_testing();
     return exit_status();
 }
