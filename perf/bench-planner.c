@@ -456,12 +456,37 @@ static int cmd_heuristic(int cases)
 
 /* --schedule auto (one exact solve per schedule, the least T) against ppdl's best 1F1B
  * plan, on the heterogeneous clusters of cmd_quality (same generator, same seed) */
-static int cmd_schedule(int cases, int all, int mem_pct, int m_per_rank)
+/* the same cluster with its ranks numbered cyclically over the G nodes (srun
+ * --distribution=cyclic): new rank q is old rank (q mod G) R + q / G */
+static void number_cyclically(ppdl_cluster_model *cl, int G, int R)
+{
+    int N = cl->N;
+    ppdl_cluster_model o;
+    ppdl_cluster_model_alloc(&o, N);
+    memcpy(o.bw, cl->bw, (size_t)N * N * sizeof(double));
+    memcpy(o.lat, cl->lat, (size_t)N * N * sizeof(double));
+    memcpy(o.mem, cl->mem, (size_t)N * sizeof(double));
+    memcpy(o.speed, cl->speed, (size_t)N * sizeof(double));
+    for (int a = 0; a < N; a++) {
+        int oa = (a % G) * R + a / G;
+        cl->mem[a] = o.mem[oa];
+        cl->speed[a] = o.speed[oa];
+        for (int b = 0; b < N; b++) {
+            int ob = (b % G) * R + b / G;
+            cl->bw[a * N + b] = o.bw[oa * N + ob];
+            cl->lat[a * N + b] = o.lat[oa * N + ob];
+        }
+    }
+    ppdl_cluster_model_free(&o);
+}
+
+static int cmd_schedule(int cases, int all, int mem_pct, int m_per_rank, int cyclic)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 101); /* cmd_quality's heterogeneous series */
     printf("\n--schedule auto vs the best 1f1b plan, heterogeneous clusters (%d cases, as quality's; memory %d%% of "
-           "theirs; M = %d x ranks):\n", cases, mem_pct, m_per_rank > 0 ? m_per_rank : 2);
+           "theirs; M = %d x ranks%s):\n", cases, mem_pct, m_per_rank > 0 ? m_per_rank : 2,
+           cyclic ? "; ranks numbered cyclically over the nodes" : "");
     printf("  case  nodes x ranks  layers    M ");
     char name[32];
     for (int q = 0; q < PPDL_AUTO_N; q++) printf(" %8s", ppdl_auto_name(q, name, sizeof name) + (q >= 4 && q < 7 ? 9 : 0));
@@ -476,6 +501,7 @@ static int cmd_schedule(int cases, int all, int mem_pct, int m_per_rank)
         quality_case(&g, 1, &c, &cl, &G, &R, &L, &M);
         for (int r = 0; r < cl.N; r++) cl.mem[r] = floor(cl.mem[r] * mem_pct / 100.0);
         if (m_per_rank > 0) M = m_per_rank * cl.N; /* (the clusters as generated for 2N) */
+        if (cyclic) number_cyclically(&cl, G, R);
         ppdl_schedule_choice ch;
         char err[PPDL_ERR_LEN];
         double t0 = ppdl_now_s();
@@ -535,6 +561,7 @@ static int cmd_schedule(int cases, int all, int mem_pct, int m_per_rank)
         n_chunked += q >= PPDL_AUTO_ONE ? chosen[q] : 0;
     }
     if (m_per_rank > 0) mem_pct = mem_pct * 100 + m_per_rank; /* the result keys: memory and M/N apart */
+    if (cyclic) mem_pct = mem_pct * 10 + 9;
     printf("result schedule_auto_hetero_mem%d_geomean %.4f\nresult schedule_auto_hetero_mem%d_sim_geomean %.4f\n"
            "result schedule_auto_hetero_mem%d_min %.4f\nresult schedule_auto_hetero_mem%d_zb_chosen %d/%d\n"
            "result schedule_auto_hetero_mem%d_chunked_chosen %d/%d\n", mem_pct,
@@ -596,10 +623,11 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "exact")) return cmd_exact(a ? a : 10, b ? b : 64, c ? c : 32);
     if (!strcmp(cmd, "quality")) return cmd_quality(a ? a : 60, b);
     if (!strcmp(cmd, "heuristic")) return cmd_heuristic(a ? a : 20);
-    if (!strcmp(cmd, "schedule")) return cmd_schedule(a ? a : 60, b, c ? c : 100, argc > 5 ? atoi(argv[5]) : 0);
+    if (!strcmp(cmd, "schedule"))
+        return cmd_schedule(a ? a : 60, b, c ? c : 100, argc > 5 ? atoi(argv[5]) : 0, argc > 6 && atoi(argv[6]));
     if (!strcmp(cmd, "speed-auto")) return cmd_speed_auto(a ? a : 200, b ? b : 64, c ? c : 128);
     if (!strcmp(cmd, "write") && argc == 7) return cmd_write(a, b, c, atoi(argv[5]), argv[6]);
     fprintf(stderr, "usage: bench-planner-bin speed [L N M] | exact [N L M] | quality [CASES [1]] | heuristic [CASES] | "
-                    "schedule [CASES [ALL [MEM%% [M/N]]]] | speed-auto [L N M] | write L G R M DIR\n");
+                    "schedule [CASES [ALL [MEM%% [M/N [CYCLIC]]]]] | speed-auto [L N M] | write L G R M DIR\n");
     return 2;
 }
