@@ -1463,7 +1463,7 @@ double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src,
     int *k = ppdl_xmalloc((size_t)n * sizeof(int)), M = 0;
     for (int i = 0; i < n; i++) {
         eval_enter(rts[i], src, &sv[i]);
-        for (int j = 0; j < rts[i]->ops.n; j++) M = rts[i]->ops.ops[j].mb + 1 > M ? rts[i]->ops.ops[j].mb + 1 : M;
+        M = rts[i]->cfg.M > M ? rts[i]->cfg.M : M; /* eval_ops: micro-batches 0..M-1 */
     }
     double loss_sum = 0;
     for (int e = 0; e < n_batches; e++) {

@@ -420,6 +420,16 @@ static double order_cost(const ppdl_cluster_model *cl, double bytes, const int *
     return t;
 }
 
+/* order[i..j] reversed in place (a 2-opt move) */
+static void reverse(int *order, int i, int j)
+{
+    for (; i < j; i++, j--) {
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
 /* The ranks in the schedule's positions whose neighbours talk fastest: from rank 0 the
  * fastest-linked rank not yet placed, then reversals of segments (2-opt) while they
  * lower order_cost. ring: interleaved (its last position sends to the first), else the
@@ -452,13 +462,13 @@ static int choose_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int r
         improved = 0;
         for (int i = 1; i < N; i++)
             for (int j = i + 1; j < N; j++) {
-                for (int a = i, b = j; a < b; a++, b--) { int t = order[a]; order[a] = order[b]; order[b] = t; }
+                reverse(order, i, j);
                 double c2 = order_cost(cl, bytes, order, ring);
                 if (c2 < cost * (1 - 1e-9)) {
                     cost = c2;
                     improved = 1;
                 } else {
-                    for (int a = i, b = j; a < b; a++, b--) { int t = order[a]; order[a] = order[b]; order[b] = t; }
+                    reverse(order, i, j);
                 }
             }
     }
