@@ -361,7 +361,7 @@ static void print_matrix(const ppdl_cluster *cl, FILE *f, const char *title, con
 static void print_samples(const ppdl_cluster *cl, FILE *f)
 {
     int n = cl->n;
-    fprintf(f, "  samples x spread (the median of N samples, largest - smallest of them)\n  %6s", "");
+    fprintf(f, "  samples x spread (N samples a link was measured from; their spread, largest - smallest)\n  %6s", "");
     for (int j = 0; j < n; j++) fprintf(f, " %7d", j);
     fprintf(f, "\n");
     for (int i = 0; i < n; i++) {

@@ -22,7 +22,8 @@
 
 #define SMALL_BYTES 8          /* the latency message */
 #define N_LARGE 2              /* large sizes: the activation (or S/4), and S */
-#define RES_LEN (1 + 3 * N_LARGE) /* small round trip; per large size: out, back, bytes */
+#define RES_LEN PPDL_PROBE_RES_LEN /* small round trip; per large size: out, back, bytes */
+_Static_assert(PPDL_PROBE_RES_LEN == 1 + 3 * N_LARGE, "probe.h's PPDL_PROBE_RES_LEN: 1 + 3 per large size");
 #define TAG_DATA 32000         /* pair messages (through ppdl_comm, so netem sees them) */
 #define TAG_SIZES 32001        /* NCCL's exchanges: their sizes, ahead over MPI */
 #define TAG_GO 1               /* control messages, on a private duplicate communicator */
@@ -37,8 +38,9 @@ void ppdl_probe_defaults(ppdl_probe_opts *o)
      * pass apart. Agreement within 10% of the median: a link shaped to 1 Gbit/s gave
      * samples within 2-6% of each other at load 2-9 (perf/RESULTS.md, "Network probe");
      * directions more than 2x apart are measured again: 2x is the gap that makes a
-     * hierarchy (PPDL_NODE_RATIO), so a smaller asymmetry cannot move a node boundary. */
-    o->warmup = 2;
+     * hierarchy (PPDL_NODE_RATIO), so a smaller asymmetry cannot move a node boundary.
+     * 4 warm-ups, not 2: they size the pair's large message (choose_large). */
+    o->warmup = 4;
     o->reps_small = 6;
     o->reps_large = 2;
     o->min_samples = 3;
@@ -258,17 +260,22 @@ static void keep_min(double *best, double t)
     if (*best <= 0 || t < *best) *best = t;
 }
 
-/* The large size S of a pair, chosen by its driver from its warm-up: a message long
+/* The large size S of a pair, chosen by its driver during its warm-up: a message long
  * enough (target_ms on the link) that the wake-ups around it, a few ms on a busy
  * machine, are a small part of its time (1 MiB at 1 Gbit/s is 8.7 ms, and at load 5-10
- * on 2 cores such a link read 40-60% slow); between `first` and `cap`, whole 4 KiB. */
-static size_t choose_large(const ctx *x, double t_first)
+ * on 2 cores such a link read 40-60% slow); between `first` and `cap`, whole 4 KiB.
+ * Each warm-up of `bytes` that took t makes the next one larger when the rate it shows
+ * asks for more, never smaller: a stalled warm-up reads the link slow, so taking only
+ * the first (1 MiB, where a 4 ms stall triples the time) left half the pairs of
+ * scripts/cluster-emu --node-rate at 3 MiB instead of 8 (perf/RESULTS.md, issue 19). */
+static size_t choose_large(const ctx *x, size_t bytes, double t)
 {
-    if (x->o->msg_bytes || !(t_first > 0)) return x->first;
-    double want = (double)x->first / t_first * x->o->target_ms * 1e-3;
+    if (x->o->msg_bytes || !(t > 0)) return bytes;
+    double want = (double)bytes / t * x->o->target_ms * 1e-3;
     size_t s = want >= (double)x->cap ? x->cap : (size_t)want;
     s = s < x->first ? x->first : s;
-    return s / 4096 * 4096;
+    s = s / 4096 * 4096;
+    return s > bytes ? s : bytes;
 }
 
 /* One direction of a pair: the driver sends the large sizes (out = 1) or receives them
@@ -285,14 +292,12 @@ static void one_direction(ctx *x, int peer, int driver, int out, int warm, doubl
     int small_per_round = (o->reps_small + 2 * o->reps_large - 1) / (2 * o->reps_large);
     size_t *S = driver ? &x->large[peer] : NULL, size[N_LARGE] = {0, 0};
     if (driver && !*S) *S = x->first;
-    double t_first = 0;
     for (int w = 0; w < (warm ? o->warmup : 0); w++) {
         exchange(x, peer, driver, SMALL_BYTES, SMALL_BYTES);
         double t = exchange(x, peer, driver, out && S ? *S : SMALL_BYTES, !out && S ? *S : SMALL_BYTES);
-        if (out) keep_min(&t_first, t);
+        if (out && driver) *S = choose_large(x, *S, t); /* grows only: a stall can make it short, never long */
     }
     if (driver) {
-        if (warm && out) *S = choose_large(x, t_first);
         size_t act = o->act_bytes;
         size[0] = act > SMALL_BYTES && act < *S ? act : *S / 4;
         size[1] = *S;
@@ -415,6 +420,30 @@ static void fit_sample(const double *res, double *out)
 }
 
 /* ---- the statistic ---- */
+
+double ppdl_probe_pooled_bw(const double *res, const double *fits, int n, int dir, double gate)
+{
+    if (n < 1) return 0;
+    double *w = ppdl_xmalloc((size_t)n * sizeof(double));
+    memcpy(w, fits, (size_t)n * sizeof(double));
+    double med = median(w, n);
+    free(w);
+    if (!(med > 0)) return med;
+    double pool[RES_LEN] = {0};
+    int used = 0;
+    for (int k = 0; k < n; k++) {
+        const double *r = res + (size_t)k * RES_LEN;
+        if (!(fits[k] >= med / gate && fits[k] <= med * gate)) continue;
+        if (used && (r[3] != pool[3] || r[6] != pool[6])) continue; /* another pair's sizes: never here */
+        if (!used) memcpy(pool, r, sizeof pool);
+        keep_min(&pool[0], r[0]);
+        for (int q = 0; q < N_LARGE; q++) keep_min(&pool[1 + 3 * q + dir], r[1 + 3 * q + dir]);
+        used++;
+    }
+    double out[3];
+    fit_sample(pool, out);
+    return out[dir] > 0 ? out[dir] : med;
+}
 
 ppdl_link_stat ppdl_probe_link_stat(const double *v, int n, double agree)
 {
@@ -576,10 +605,15 @@ static void run_pass(ctx *x, const schedule *s, MPI_Comm ctl, int warm, double *
 typedef struct samples {
     int n, max;
     double *v;                 /* [n * n][max][3] */
+    double *raw;               /* [n * n][max][RES_LEN] the exchanges' times behind each */
     int *count;                /* [n * n] */
 } samples;
 
 static double *sample_at(const samples *sm, int a, int b, int k) { return &sm->v[(((size_t)a * sm->n + b) * sm->max + k) * 3]; }
+static double *raw_at(const samples *sm, int a, int b, int k)
+{
+    return &sm->raw[(((size_t)a * sm->n + b) * sm->max + k) * RES_LEN];
+}
 
 /* one direction's (or the latency's, which = 2) samples of pair (a, b) into out */
 static int series(const samples *sm, int a, int b, int which, double *out)
@@ -600,13 +634,19 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
         if (t->b < 0) continue;
         int c = sm->count[t->a * n + t->b];
         if (c >= sm->max) continue;
-        double *v = sample_at(sm, t->a, t->b, c), f;
-        fit_sample(&results[k * RES_LEN], v);
+        double *v = sample_at(sm, t->a, t->b, c), *raw = raw_at(sm, t->a, t->b, c), f;
+        memcpy(raw, &results[k * RES_LEN], RES_LEN * sizeof(double));
+        /* the hook scales the sample's transfer times, so that both the sample's own
+         * fit and the pooled one read F times the rate */
         for (int d = 0; d < 2; d++) {
             char err[PPDL_ERR_LEN];
             if (ppdl_probe_skew(skew, n, d ? t->b : t->a, d ? t->a : t->b, c, &f, err, sizeof err)) ppdl_die("%s", err);
-            v[d] *= f;
+            for (int q = 0; q < N_LARGE && f != 1; q++) {
+                double *tq = &raw[1 + 3 * q + d], half = 0.5 * raw[0];
+                *tq = half + (*tq - half) / f;
+            }
         }
+        fit_sample(raw, v);
         sm->count[t->a * n + t->b] = c + 1;
     }
     double *ab = ppdl_xmalloc((size_t)sm->max * sizeof(double)), *ba = ppdl_xmalloc((size_t)sm->max * sizeof(double));
@@ -622,7 +662,9 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
     return left;
 }
 
-/* The medians into the cluster, with each link's number of samples and spread */
+/* Into the cluster: each direction's bandwidth from its pooled samples
+ * (ppdl_probe_pooled_bw), the latency the median of the samples', with each link's
+ * number of samples and the spread of its samples' own fits */
 static void summarize(const samples *sm, double agree, ppdl_cluster *cl)
 {
     int n = sm->n;
@@ -637,7 +679,16 @@ static void summarize(const samples *sm, double agree, ppdl_cluster *cl)
                     continue;
                 }
                 int from = which ? b : a, to = which ? a : b;
-                cl->bw[from * n + to] = st.median;
+                cl->bw[from * n + to] = ppdl_probe_pooled_bw(raw_at(sm, a, b, 0), v, c, which, PPDL_PROBE_GATE);
+                if (getenv("PPDL_PROBE_RAW") && *getenv("PPDL_PROBE_RAW")) { /* README "Networks": diagnosis */
+                    fprintf(stderr, "probe raw %d->%d median %.6g pooled %.6g B/s; samples [small rtt ms, "
+                            "size 1 out/back ms, bytes, size 2 out/back ms, bytes]:", from, to, st.median, cl->bw[from * n + to]);
+                    for (int k = 0; k < c; k++) {
+                        const double *r = raw_at(sm, a, b, k);
+                        fprintf(stderr, " [%.3f %.3f %.3f %.0f %.3f %.3f %.0f]", 1e3 * r[0], 1e3 * r[1], 1e3 * r[2], r[3], 1e3 * r[4], 1e3 * r[5], r[6]);
+                    }
+                    fprintf(stderr, "\n");
+                }
                 cl->samples[from * n + to] = c;
                 cl->spread[from * n + to] = st.spread;
             }
@@ -716,6 +767,7 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     samples sm = {.n = n, .max = o->max_samples > 0 ? o->max_samples : 1};
     if (me == 0) {
         sm.v = ppdl_xcalloc(nn * (size_t)sm.max * 3, sizeof(double));
+        sm.raw = ppdl_xcalloc(nn * (size_t)sm.max * RES_LEN, sizeof(double));
         sm.count = ppdl_xcalloc(nn, sizeof(int));
     }
     ppdl_cluster_alloc(cl, n);
@@ -809,6 +861,7 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     free(mems);
     free(local);
     free(sm.v);
+    free(sm.raw);
     free(sm.count);
     free(need);
     free(reqs);

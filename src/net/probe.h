@@ -30,9 +30,13 @@
  *     samples of a direction do not agree (fewer than min_samples of them within
  *     `agree` of their median); or the two directions' medians differ by more than
  *     the factor `asym` (re-measured: a real asymmetry stays, a misreading goes);
- *     never more than max_samples. The bandwidth and latency of a link are the
- *     MEDIANS of its samples: a single disturbed sample, however far off, cannot move
- *     them past its neighbours;
+ *     never more than max_samples. The latency of a link is the MEDIAN of its
+ *     samples. Its bandwidth is fitted once more, through the fastest time of each
+ *     size over all its samples within a factor 2 of their median
+ *     (ppdl_probe_pooled_bw): a sample far off either way, however far, is left out
+ *     by the median, and a disturbance that only adds time (a lost time slice, a
+ *     transfer whose tail waits for the next timer tick) cannot move the fastest
+ *     reading of a size unless it struck every repetition of every sample;
  *   - ranks outside the pairs being measured wait for rank 0's "go" in a sleeping loop
  *     (MPI_Test, then nanosleep), not spinning: on 2 cores a spinning bystander cuts a
  *     measured rate several-fold (ENVIRONMENT.md). The pair itself waits as the job's
@@ -98,6 +102,22 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl);
 void ppdl_probe_hosts(MPI_Comm comm, int device, ppdl_hosts *h);
 
 /* ---- the statistic (pure, for tests) ---- */
+/* One sample of a pair, as its driver a measures it (b < a's peer): [0] the small round
+ * trip; for each of the 2 large sizes q: [1 + 3q] its bytes a->b and a small reply,
+ * [2 + 3q] a small request and its bytes b->a, [3 + 3q] its bytes. Each time the
+ * fastest of the sample's repetitions. */
+#define PPDL_PROBE_RES_LEN 7
+/* the factor around the median inside which a sample's times are pooled */
+#define PPDL_PROBE_GATE 2.0
+/* A direction's bandwidth from n samples (res: [n][PPDL_PROBE_RES_LEN]; fits: each
+ * sample's own fitted bandwidth of that direction, dir 0 a->b, 1 b->a): the samples
+ * whose fit lies within a factor `gate` of the fits' median are pooled, each size's
+ * fastest time among them kept (the small round trip's too), and the line latency +
+ * bytes / bandwidth fitted through those. On 2 vCPUs under a token bucket, transfers
+ * often end on the VM's 4 ms timer tick: one such stall reads a sample 7-30% off,
+ * and when most of a pair's samples stall the median moves with them (perf/RESULTS.md,
+ * issue 19). The median when no sample qualifies. */
+double ppdl_probe_pooled_bw(const double *res, const double *fits, int n, int dir, double gate);
 typedef struct ppdl_link_stat {
     double median;             /* of the samples: the link's value */
     double spread;             /* (largest - smallest) / median: 0 when they all agree */

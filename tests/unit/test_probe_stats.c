@@ -18,7 +18,15 @@
  *      {0,1} {2,3}; both directions of the link slow is a different network, and
  *      groups differently (the grouping does read the link);
  *   5. one speed per host for CPU ranks: ranks of rank 0's host get 1, another host's
- *      ranks the median of their measured speeds, whatever each measured.
+ *      ranks the median of their measured speeds, whatever each measured;
+ *   6. the pooled bandwidth (ppdl_probe_pooled_bw) against the stalls seen under
+ *      scripts/cluster-emu --node-rate (perf/RESULTS.md, issue 19): a transfer that
+ *      stalls ends on the VM's 4 ms timer tick, and then a whole tick later with
+ *      probability 1/2, again and again. Every reading stalls with probability 1/2;
+ *      2000 pairs of 4 samples (2 repetitions per size each, the probe's defaults):
+ *      the pooled fit must be within 15% of the rate in every pair, the median of the
+ *      samples' own fits (negative control) must not be; a sample 20x too fast or
+ *      too slow is left out of the pool.
  * Pure: no MPI ranks. */
 #include "core/error.h"
 #include "core/util.h"
@@ -107,6 +115,42 @@ static int simulated_probe(ppdl_rng *rng, const ppdl_probe_opts *o, int use_mean
     return passes;
 }
 
+/* ---- 6. the pooled bandwidth ---- */
+#define TICK 4e-3
+#define STALL_RATE 374e6       /* B/s: 3 Gbit/s, cluster-emu --node-rate 3gbit */
+#define STALL_LAT 30e-6
+
+static const double stall_sizes[2] = {2 << 20, 8 << 20};
+
+/* one timed round trip of `bytes` one way (8 bytes: the small one, never stalled) */
+static double stalled_trip(ppdl_rng *rng, double bytes)
+{
+    double t = 2 * STALL_LAT + bytes / STALL_RATE;
+    if (bytes > 8 && ppdl_rng_uniform(rng) < 0.5) {
+        double t0 = TICK * ppdl_rng_uniform(rng); /* where the transfer began on the grid */
+        t = (floor((t0 + t) / TICK) + 1) * TICK - t0;
+        while (ppdl_rng_uniform(rng) < 0.5) t += TICK;
+    }
+    return t;
+}
+
+/* one sample of a pair (PPDL_PROBE_RES_LEN layout), each time the faster of 2 */
+static void stalled_sample(ppdl_rng *rng, double *res)
+{
+    res[0] = fmin(stalled_trip(rng, 8), stalled_trip(rng, 8));
+    for (int q = 0; q < 2; q++) {
+        for (int d = 0; d < 2; d++) res[1 + 3 * q + d] = fmin(stalled_trip(rng, stall_sizes[q]), stalled_trip(rng, stall_sizes[q]));
+        res[3 + 3 * q] = stall_sizes[q];
+    }
+}
+
+/* a sample's own fit of direction dir: the single-sample pool */
+static double own_fit(const double *res, int dir)
+{
+    double big = 1e30; /* any fit is within a factor 2 of itself */
+    return ppdl_probe_pooled_bw(res, &big, 1, dir, 1e40);
+}
+
 /* the worst relative error of a probed matrix, and its grouping */
 static double judge(const double *bw, char *grouping, size_t len)
 {
@@ -126,7 +170,7 @@ static double judge(const double *bw, char *grouping, size_t len)
 
 int main(void)
 {
-    plan(20);
+    plan(24);
     ppdl_probe_opts o;
     ppdl_probe_defaults(&o);
 
@@ -218,6 +262,50 @@ int main(void)
         ppdl_probe_host_speeds(4, host3, sp3);
         ok(sp3[0] == 1.0 && sp3[2] == 1.0 && fabs(sp3[1] - 2.2) < 1e-12 && fabs(sp3[3] - 2.2) < 1e-12,
            "interleaved hosts {0,2} {1,3}: 1, 1 and the mean of 2.0 and 2.4 (%.3f %.3f)", sp3[1], sp3[3]);
+    }
+
+    /* ---- 6. the pooled bandwidth against tick stalls ---- */
+    {
+        ppdl_rng_seed(&rng, 20261203);
+        int pooled_bad = 0, median_bad = 0;
+        double worst_pooled = 0, worst_median = 0, res[4 * PPDL_PROBE_RES_LEN], fits[4];
+        for (int p = 0; p < 2000; p++) {
+            for (int k = 0; k < 4; k++) {
+                stalled_sample(&rng, res + k * PPDL_PROBE_RES_LEN);
+                fits[k] = own_fit(res + k * PPDL_PROBE_RES_LEN, 0);
+            }
+            double e_pool = fabs(ppdl_probe_pooled_bw(res, fits, 4, 0, PPDL_PROBE_GATE) / STALL_RATE - 1);
+            double e_med = fabs(ppdl_probe_link_stat(fits, 4, o.agree).median / STALL_RATE - 1);
+            pooled_bad += e_pool > 0.15;
+            median_bad += e_med > 0.15;
+            worst_pooled = fmax(worst_pooled, e_pool);
+            worst_median = fmax(worst_median, e_med);
+        }
+        is_int(pooled_bad, 0, "2000 pairs, half their readings stalled on a 4 ms tick: the pooled fit within 15%% in "
+               "all (worst %.1f%%)", 100 * worst_pooled);
+        ok(median_bad > 0, "negative control: the median of the samples' own fits is off by more in %d (worst %.1f%%)",
+           median_bad, 100 * worst_median);
+        /* an unstalled pair's samples, one of them then made 20x too fast (its times
+         * shrunk) or 20x too slow: the pool leaves it out */
+        ppdl_rng_seed(&rng, 7);
+        for (int k = 0; k < 4; k++) {
+            double *r = res + k * PPDL_PROBE_RES_LEN;
+            r[0] = 2 * STALL_LAT;
+            for (int q = 0; q < 2; q++) {
+                r[1 + 3 * q] = r[2 + 3 * q] = 2 * STALL_LAT + stall_sizes[q] / STALL_RATE * (1 + 0.02 * k);
+                r[3 + 3 * q] = stall_sizes[q];
+            }
+        }
+        for (int f = 0; f < 2; f++) {
+            double saved[PPDL_PROBE_RES_LEN], *r = res + 2 * PPDL_PROBE_RES_LEN, factor = f ? 20 : 0.05;
+            memcpy(saved, r, sizeof saved);
+            for (int q = 0; q < 2; q++) r[1 + 3 * q] = STALL_LAT + (r[1 + 3 * q] - STALL_LAT) * factor;
+            for (int k = 0; k < 4; k++) fits[k] = own_fit(res + k * PPDL_PROBE_RES_LEN, 0);
+            double got = ppdl_probe_pooled_bw(res, fits, 4, 0, PPDL_PROBE_GATE);
+            ok(fabs(got / STALL_RATE - 1) < 0.01, "a sample %s among 4: pooled %.1f MB/s (rate %.1f; that sample %.1f)",
+               f ? "20x too slow" : "20x too fast", got / 1e6, STALL_RATE / 1e6, fits[2] / 1e6);
+            memcpy(r, saved, sizeof saved);
+        }
     }
     return exit_status();
 }
