@@ -225,6 +225,16 @@ def main():
         check(tied == one, f"tie_embeddings = {int(tied)}: lm_head.weight {'is' if one else 'is not'} wte in PyTorch "
               f"({len(params)} parameter tensors)")
 
+    # How far rounding alone may move each weight. With the default eps an update is
+    # lr * m / (sqrt(v) + eps), about lr * sign(grad) where |grad| >> eps, and there a
+    # gradient off by its rounding moves nothing; but where |grad| is near eps (a
+    # gradient that cancels to ~1e-8) the update follows the gradient's rounding, which
+    # differs between two BLAS libraries (OpenBLAS's AVX-512 kernels against its AVX2
+    # ones moved one such weight of the gpt case by 5e-6). Per element and step:
+    # lr * min(2, dg / (|grad| + eps)), dg = 1e-6 x the tensor's largest |grad| (the
+    # fp32 rounding of the tensor's sums, with a wide margin). Where |grad| >> dg this
+    # is far below 2e-6; a wrong sign still moves a weight by 2 lr.
+    slack = {id(p): torch.zeros_like(p) for p in params}
     for step in range(args.steps):
         x, y = batch(args.data, step, args.batch_size)
         logits, _ = forward(root, layers, x)
@@ -237,6 +247,11 @@ def main():
             # the norm sums float32 gradients in double on ppdl's side, in float32 here
             check(abs(theirs - norm) <= 1e-5 * norm, f"step {step} gradient norm ppdl {theirs:.7g} torch {norm:.7g}")
         lr_used = opt.param_groups[0]["lr"]
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None and p.grad.numel():
+                    dg = 1e-6 * float(p.grad.abs().max())
+                    slack[id(p)] += lr_used * torch.clamp(dg / (p.grad.abs() + args.eps), max=2.0)
         if "lr" in report["steps"][step]:
             check(abs(report["steps"][step]["lr"] - lr_used) <= 1e-12 * lr_used,
                   f"step {step} learning rate ppdl {report['steps'][step]['lr']:.9g} torch {lr_used:.9g}")
@@ -254,14 +269,18 @@ def main():
     # sign, not its scale (see the top: --eps 1 makes it scale-sensitive). 2e-6
     # absolute is ~100 float32 ulps at |w| ~ 0.02-1 and far below lr (1e-3)
     worst = (0.0, "")
+    loose = 0  # elements whose rounding slack is above the 2e-6 itself
     with h5py.File(args.trained, "r") as f:
         for (kind, _, ps), key in zip(layers, sorted(f["layers"].keys())):
             for name, p in ps.items():
                 ours = np.array(f["layers"][key][name], dtype=np.float32)
-                d = float(np.max(np.abs(ours - p.detach().numpy()))) if ours.size else 0.0
+                sl = slack[id(p)].numpy()
+                loose += int(np.sum(sl > 2e-6))
+                d = float(np.max(np.abs(ours - p.detach().numpy()) - sl)) if ours.size else 0.0
                 if d > worst[0]:
                     worst = (d, f"layers/{key}/{name}")
-    check(worst[0] <= 2e-6, f"all weights after {args.steps} AdamW steps within 2e-6 (max diff {worst[0]:.3g} at {worst[1] or '-'})")
+    check(worst[0] <= 2e-6, f"all weights after {args.steps} AdamW steps within 2e-6 plus their rounding slack "
+          f"(above 2e-6 for {loose} elements, those whose gradient is near 0) (max excess {worst[0]:.3g} at {worst[1] or '-'})")
     print(f"1..{n_test}")
     sys.exit(1 if failed else 0)
 
