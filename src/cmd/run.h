@@ -287,7 +287,7 @@ float *run_gather_weights(run *r);
 
 /* run_chunks.c: a rank holding several stages */
 int run_chunked(const run *r);
-/* 1 when this run can hold several stages per rank (no tied embeddings or --p2p nccl):
+/* 1 when this run can hold several stages per rank (not with --p2p nccl):
  * --schedule auto then has the chunked candidates */
 int run_can_hold_chunks(const run *r);
 ppdl_stage *run_own_stage(run *r, int c);

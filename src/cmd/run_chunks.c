@@ -25,9 +25,7 @@ ppdl_stage *run_own_stage(run *r, int c) { return c == 0 ? &r->st : &r->own_st[c
  * per-stage rule the several stages of a rank would break. */
 static const char *chunks_unsupported(const run *r)
 {
-    return r->model.tie_embeddings   ? "tied embeddings (tie_embeddings=1: the tie exchange pairs two ranks)"
-           : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl (the stages' messages go through MPI)"
-                                     : NULL;
+    return r->p2p == PPDL_P2P_NCCL ? "--p2p nccl (the stages' messages go through MPI)" : NULL;
 }
 
 int run_can_hold_chunks(const run *r) { return chunks_unsupported(r) == NULL; }
@@ -197,8 +195,11 @@ void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg)
     cfg->n_next = s + 1 < r->plan.S;
     cfg->replica_comm = MPI_COMM_NULL;
     cfg->recompute = ps->recompute;
-    cfg->tie_peers = NULL;
-    cfg->n_tie_peers = 0;
+    /* tied embeddings: stage 0 and stage S-1 exchange their parts (pipe/tie.h), also
+     * when one rank holds both (zb-v's rank 0): it sends to itself */
+    int tie_other = !r->model.tie_embeddings ? -1 : s == 0 ? r->plan.S - 1 : s == r->plan.S - 1 ? 0 : -1;
+    cfg->tie_peers = tie_other >= 0 ? &r->plan.stages[tie_other].rank : NULL;
+    cfg->n_tie_peers = tie_other >= 0;
     cfg->ops = &r->rs.lists[c];
 }
 
@@ -232,7 +233,10 @@ float *run_chunks_gather_weights(run *r)
         ppdl_stage *st = run_own_stage(r, c);
         float *host = c == 0 ? r->host : r->own_host[c];
         ppdl_be_copy_d2h(r->be, host, st->params, st->n_params * sizeof(float));
-        int n_mine = (int)st->n_params;
+        /* the held layout has a tied weight once, as wte: the head's stage leaves its
+         * copy (its arena's last floats) out, as run_gather_weights does */
+        size_t copy = st->first > 0 && st->last == r->model.L - 1 ? ppdl_model_tied_floats(&r->model) : 0;
+        int n_mine = (int)(st->n_params - copy);
         PPDL_CHECK_MPI(MPI_Gather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
         if (r->rank == 0) {
             /* stage s's floats start after those of every stage before it */

@@ -236,10 +236,6 @@ ppdl_ckpt *ppdl_ckpt_create_ranges(const char *model_path, const ppdl_model *m, 
                          "ascending, apart)", first[i], last[i], i + 1, n, m->L - 1);
             return NULL;
         }
-    if (n > 1 && m->tie_embeddings) {
-        ppdl_h5_fail(&c, "several layer ranges of a model with tied embeddings: not supported");
-        return NULL;
-    }
     ppdl_ckpt *k = ppdl_xcalloc(1, sizeof *k);
     k->m = m;
     k->L = m->L;

@@ -196,7 +196,8 @@ static int tag_msg(const ppdl_runtime *rt, int to_stage, int mb, int grad)
 }
 static int tag_allreduce(const ppdl_runtime *rt, int i) { return tag_base(rt) + i; }
 /* the tied weight's exchange between stage 0 and S-1: above every stage's all-reduce
- * tags (a stage has at most L layers), the same on both */
+ * tags (a stage has at most L layers), the same on both; it uses this tag and the next
+ * (pipe/tie.h) */
 static int tag_tie(const ppdl_runtime *rt) { return tag_base(rt) + rt->st->model->L; }
 
 static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, size_t *category)
@@ -414,9 +415,9 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                "stage %d has %d replicas but no communicator among them", cfg->stage, rt->k);
     int *tag_ub = NULL, has_ub = 0;
     PPDL_CHECK_MPI(MPI_Comm_get_attr(comm->comm, MPI_TAG_UB, &tag_ub, &has_ub));
-    PPDL_CHECK(!has_ub || tag_tie(rt) <= *tag_ub,
+    PPDL_CHECK(!has_ub || tag_tie(rt) + 1 <= *tag_ub,
                "%d micro-batches and %d layers need message tags up to %d; this MPI allows %d", cfg->M,
-               st->model->L, tag_tie(rt), has_ub ? *tag_ub : 0);
+               st->model->L, tag_tie(rt) + 1, has_ub ? *tag_ub : 0);
     rt->rings = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rings);
     for (int i = 0; i < rt->nl; i++)
         ppdl_ring_init(&rt->rings[i], comm, members, rt->k, cfg->replica, tag_allreduce(rt, i));
@@ -674,12 +675,16 @@ static void finish_allreduce(ppdl_runtime *rt)
 }
 
 /* the tied weight's gradient g = g_emb + g_head (pipe/tie.h), after the replicas'
- * sums; the time waiting for the other stage's part shows as a wait */
-static void combine_tie(ppdl_runtime *rt)
+ * sums, its messages posted for every stage of the rank before any is waited for (a
+ * rank may hold both ends); the time waiting for the other stage's part shows as a wait */
+static void combine_tie(ppdl_runtime **rts, int n)
 {
-    double t0 = ppdl_now_s(), waited = 0;
-    ppdl_tie_combine(&rt->tie, rt->be, rt->comm, &waited);
-    if (waited > 20e-6) record(rt, PPDL_EV_WAIT, -1, t0, t0 + waited);
+    for (int c = 0; c < n; c++) ppdl_tie_start(&rts[c]->tie, rts[c]->be, rts[c]->comm);
+    for (int c = 0; c < n; c++) {
+        double t0 = ppdl_now_s(), waited = 0;
+        ppdl_tie_finish(&rts[c]->tie, rts[c]->be, rts[c]->comm, &waited);
+        if (waited > 20e-6) record(rts[c], PPDL_EV_WAIT, -1, t0, t0 + waited);
+    }
 }
 
 /* ---- the stages' messages: MPI or NCCL (the comment at the top) ----
@@ -1247,12 +1252,14 @@ static void step_op(ppdl_runtime *rt, long step, int k)
 static void step_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats)
 {
     for (int c = 0; c < n; c++) {
-        ppdl_runtime *rt = rts[c];
         /* a replica without micro-batches this step still joins the sums */
-        allreduce_all_pending(rt);
-        finish_allreduce(rt);
-        /* then the tied weight's two gradients, summed the same way on every plan */
-        combine_tie(rt);
+        allreduce_all_pending(rts[c]);
+        finish_allreduce(rts[c]);
+    }
+    /* then the tied weight's two gradients, summed the same way on every plan */
+    combine_tie(rts, n);
+    for (int c = 0; c < n; c++) {
+        ppdl_runtime *rt = rts[c];
         /* every send of the step is complete before the weights change */
         for (int j = 0; j < rt->n_slots; j++) {
             slot *sj = &rt->slots[j];

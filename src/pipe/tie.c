@@ -35,7 +35,8 @@ void ppdl_tie_init(ppdl_tie *t, ppdl_stage *st, const int *peers, int n_peers, i
     if (!m->tie_embeddings || (!emb && !head)) return;
     t->test = test_tie_of();
     t->n = ppdl_model_tied_floats(m);
-    t->tag = tag;
+    t->rtag = emb ? tag : tag + 1; /* to the embedding's stage: tag; to the head's: tag + 1 */
+    t->stag = emb ? tag + 1 : tag;
     ppdl_param *wte = &m->layers[0].params[0], *lm = tied_param(m);
     if (emb && head) {
         t->mode = PPDL_TIE_WITHIN;
@@ -59,20 +60,36 @@ void ppdl_tie_init(ppdl_tie *t, ppdl_stage *st, const int *peers, int n_peers, i
     }
 }
 
+/* the planted bugs: no-exchange drops the other part; one-buffer (one stage) has
+ * nothing left to add */
+static int tie_skipped(const ppdl_tie *t)
+{
+    return t->mode == PPDL_TIE_NONE || t->test == 1 || (t->test == 2 && t->mode == PPDL_TIE_WITHIN);
+}
+
+void ppdl_tie_start(ppdl_tie *t, ppdl_backend *be, ppdl_comm *comm)
+{
+    if (tie_skipped(t) || t->mode != PPDL_TIE_EXCHANGE) return;
+    /* post the receive, send the own part to every replica that takes it from this one */
+    ppdl_comm_irecv(comm, ppdl_xfer_recv_buf(be, &t->rx, t->recv, t->bytes), t->bytes, t->src, t->rtag, &t->rreq);
+    const void *buf = ppdl_xfer_send_buf(be, &t->sx, t->grad, t->bytes);
+    for (int d = 0; d < t->n_dst; d++) ppdl_comm_isend(comm, buf, t->bytes, t->dst[d], t->stag, &t->sreq[d]);
+}
+
 void ppdl_tie_combine(ppdl_tie *t, ppdl_backend *be, ppdl_comm *comm, double *wait_s)
 {
-    /* the planted bugs: no-exchange drops the other part; one-buffer (one stage) has
-     * nothing left to add */
-    if (t->mode == PPDL_TIE_NONE || t->test == 1 || (t->test == 2 && t->mode == PPDL_TIE_WITHIN)) return;
+    ppdl_tie_start(t, be, comm);
+    ppdl_tie_finish(t, be, comm, wait_s);
+}
+
+void ppdl_tie_finish(ppdl_tie *t, ppdl_backend *be, ppdl_comm *comm, double *wait_s)
+{
+    if (tie_skipped(t)) return;
     if (t->mode == PPDL_TIE_WITHIN) {
         ppdl_be_axpy(be, t->n, 1.0f, t->head_grad, t->grad); /* g_emb + g_head */
         return;
     }
-    /* exchange: post the receive, send the own part to every replica that takes it
-     * from this one, and only once all sends are done add the received part in place */
-    ppdl_comm_irecv(comm, ppdl_xfer_recv_buf(be, &t->rx, t->recv, t->bytes), t->bytes, t->src, t->tag, &t->rreq);
-    const void *buf = ppdl_xfer_send_buf(be, &t->sx, t->grad, t->bytes);
-    for (int d = 0; d < t->n_dst; d++) ppdl_comm_isend(comm, buf, t->bytes, t->dst[d], t->tag, &t->sreq[d]);
+    /* exchange: only once all sends are done add the received part in place */
     double t0 = ppdl_now_s();
     ppdl_comm_wait(comm, &t->rreq);
     for (int d = 0; d < t->n_dst; d++) ppdl_comm_wait(comm, &t->sreq[d]);

@@ -21,7 +21,11 @@
  *    replicas there) and sends to the other's replicas p with p mod k = q; every
  *    replica of a stage holds the same bits after the replicas' sum, so any source
  *    gives the same g. The messages go through the comm layer (comm.h), so --netem
- *    delays them as its links say.
+ *    delays them as its links say. A rank holding both stages (zb-v's rank 0, any
+ *    chunked plan on one rank) sends to itself the same way, so it needs no other
+ *    rule: the messages to the embedding's stage and to the head's have tags of their
+ *    own (tag, tag + 1), and a rank starts every stage's exchange (ppdl_tie_start)
+ *    before it finishes any (ppdl_tie_finish).
  *
  * PPDL_TEST_TIE, a planted bug for the tests' negative controls (README "Tests"):
  *   no-exchange  each stage keeps its own part (within: the head's part is dropped)
@@ -47,7 +51,7 @@ typedef struct ppdl_tie {
     float *head_grad;          /* within: the head's gradient buffer */
     float *recv;               /* exchange: the other stage's gradient (device) */
     int src, n_dst, *dst;      /* exchange: the rank it receives from, the ranks it sends to */
-    int tag;
+    int rtag, stag;            /* exchange: the tags it receives and sends with */
     int test;                  /* the planted bug: 0 none, 1 no-exchange, 2 one-buffer */
     MPI_Request rreq, *sreq;
     ppdl_xfer rx, sx;
@@ -58,10 +62,14 @@ typedef struct ppdl_tie {
  * one of the two layers). peers: the ranks of the replicas of the other stage of the
  * tie (stage S-1 for stage 0 and the reverse), n_peers of them, when the two layers are
  * on different stages; replica, k: this rank's replica of its stage and their number;
- * tag: the message tag, the same on both sides. */
+ * tag: the first of the two message tags (tag, tag + 1), the same on both sides. */
 void ppdl_tie_init(ppdl_tie *t, ppdl_stage *st, const int *peers, int n_peers, int replica, int k, int tag);
 /* g = g_emb + g_head into this stage's gradient(s) of the weight (see the top); the
- * seconds spent waiting for the other stage are added to *wait_s */
+ * seconds spent waiting for the other stage are added to *wait_s. In two halves where
+ * a rank holds several stages: start posts the exchange's messages (nothing for the
+ * other modes), finish waits for them and adds; combine is both. */
+void ppdl_tie_start(ppdl_tie *t, ppdl_backend *be, ppdl_comm *comm);
+void ppdl_tie_finish(ppdl_tie *t, ppdl_backend *be, ppdl_comm *comm, double *wait_s);
 void ppdl_tie_combine(ppdl_tie *t, ppdl_backend *be, ppdl_comm *comm, double *wait_s);
 void ppdl_tie_free(ppdl_tie *t, ppdl_backend *be);
 

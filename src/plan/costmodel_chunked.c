@@ -23,9 +23,6 @@ static int check_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
                          "rank (or replicas)", ppdl_schedule_name(schedule));
     if (schedule == PPDL_SCHED_ZB_V && v != 2)
         return ppdl_errf(err, errlen, "plan: it holds %d stages per rank; zb-v runs 2 (a V)", v);
-    if (c->tied_bytes > 0)
-        return ppdl_errf(err, errlen, "costs: a tied weight (COSTS.json \"tied\") with several stages per rank: the "
-                         "runtime does not run it yet (give the model tie_embeddings=0)");
     /* the schedule's order, whatever the ranks' numbers: stage s on the rank of the
      * stage at s's position among the first N (round-robin: s mod N; the V: its mirror) */
     int order = schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
@@ -132,6 +129,9 @@ int ppdl_cost_evaluate_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl
     free(rank_time);
     free(pair_ms);
     free(pair_first);
-    ev->T = ev->phi * ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail;
+    /* a tied weight's exchange between the ranks of the first and the last stage (on
+     * one rank, zb-v's rank 0: a copy at its memcpy rate) */
+    ev->tie = ppdl_tie_ms(c, cl, &p->stages[0].rank, 1, &p->stages[S - 1].rank, 1);
+    ev->T = ev->phi * ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail + ev->tie;
     return 0;
 }

@@ -48,11 +48,13 @@ static double fit_rank(chunk_ctx *x, int r)
     const ppdl_costs *c = x->c;
     const int *own = x->own + (size_t)r * x->v;
     double mem = 0;
-    for (int k = 0; k < x->v; k++)
+    for (int k = 0; k < x->v; k++) {
         for (int l = x->first[own[k]]; l < x->first[own[k] + 1]; l++) {
             x->opt[l] = 0;
             mem += c->state_multiplier * c->layers[l].param_bytes + layer_keep(x, l, 0, own[k]);
         }
+        mem += ppdl_tie_mem(c, x->first[own[k]], x->first[own[k] + 1] - 1); /* a tied weight's other part */
+    }
     double limit = x->cl->mem[r], speed = x->cl->speed[r];
     while (mem > limit) {
         int bl = -1, bo = 0;

@@ -283,22 +283,65 @@ static void test_refusals(void)
     refused(&c, &cl, &one, PPDL_SCHED_INTERLEAVED, "one per rank", "a plan of one stage per rank under interleaved");
     refused(&c, &cl, &p, PPDL_SCHED_ZB_V, "do not follow zb-v's order (stage 2N-1-s on the rank of stage s)",
             "the round-robin plan under zb-v");
-    c.tied_bytes = 1000;
-    refused(&c, &cl, &p, PPDL_SCHED_INTERLEAVED, "tied weight", "a tied weight with several stages per rank");
     ppdl_plan_free(&p);
     ppdl_plan_free(&one);
     ppdl_costs_free(&c);
     ppdl_cluster_model_free(&cl);
 }
 
+/* A tied weight on chunked plans: stage 0 and S-1 exchange their parts (pipe/tie.h),
+ * between ranks 0 and 1 under interleaved (N = 2, S = 4: stage 3 on rank 1), on rank 0
+ * alone under zb-v (a copy at the diagonal's memcpy rate). 1000 bytes at 1e6 B/s: the
+ * cost model's T grows by exactly 1 ms, each end's memory by the other part's buffer,
+ * and the simulated step by at most 1 ms (an end may already wait for the other). */
+static void test_tied(void)
+{
+    const int kinds[2] = {PPDL_SCHED_INTERLEAVED, PPDL_SCHED_ZB_V};
+    for (int ki = 0; ki < 2; ki++) {
+        ppdl_costs c;
+        ppdl_cluster_model cl;
+        ppdl_plan p;
+        char err[PPDL_ERR_LEN] = "";
+        unit_costs(&c, 4);
+        free_cluster(&cl, 2, 0);
+        if (ki == 0) cl.bw[0 * 2 + 1] = cl.bw[1 * 2 + 0] = 1e6;
+        else cl.bw[0] = 1e6;
+        chunked_plan(kinds[ki], 4, 2, 2, &p);
+        ppdl_cost_eval e0, e1;
+        ppdl_sim s0, s1;
+        int rc = ppdl_cost_evaluate(&c, &cl, 4, kinds[ki], &p, &e0, err, sizeof err);
+        rc |= ppdl_simulate(&c, &cl, &p, 4, kinds[ki], 0, &s0, err, sizeof err);
+        c.tied_bytes = 1000;
+        rc |= ppdl_cost_evaluate(&c, &cl, 4, kinds[ki], &p, &e1, err, sizeof err);
+        rc |= ppdl_simulate(&c, &cl, &p, 4, kinds[ki], 0, &s1, err, sizeof err);
+        if (!ok(rc == 0 && fabs(e1.T - e0.T - 1) < 1e-9 && e1.mem_bytes[0] - e0.mem_bytes[0] == 1000 &&
+                    e1.mem_bytes[3] - e0.mem_bytes[3] == 1000 && s1.step_ms > s0.step_ms &&
+                    s1.step_ms - s0.step_ms <= 1 + 1e-9,
+                "%s, tied weight of 1000 bytes at 1e6 B/s: T %.3f -> %.3f ms, stage 0's memory +%.0f, "
+                "simulated %.3f -> %.3f ms", ppdl_schedule_name(kinds[ki]), e0.T, e1.T,
+                e1.mem_bytes[0] - e0.mem_bytes[0], s0.step_ms, s1.step_ms))
+            diag("  %s", err);
+        if (!rc) {
+            ppdl_cost_eval_free(&e0);
+            ppdl_cost_eval_free(&e1);
+            ppdl_sim_free(&s0);
+            ppdl_sim_free(&s1);
+        }
+        ppdl_plan_free(&p);
+        ppdl_costs_free(&c);
+        ppdl_cluster_model_free(&cl);
+    }
+}
+
 int main(void)
 {
-    plan(11);
+    plan(12);
     test_unit_steps();
     test_chain();
     test_same_rank_free();
     test_shared_core();
     test_events();
     test_refusals();
+    test_tied();
     return exit_status();
 }
