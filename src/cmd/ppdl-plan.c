@@ -375,8 +375,8 @@ static void print_schedules(const ppdl_costs *c, const ppdl_cluster_model *cl, i
 }
 
 /* --schedule interleaved|zb-v: the uniform cut into v x N stages (round-robin, or the
- * V), evaluated by the cost model; -1 with the reason when it cannot be cut, is
- * refused (a tied weight) or does not fit (then p is the plan, as a solver's) */
+ * V), evaluated by the cost model; -1 with the reason when it cannot be cut or does
+ * not fit (then p is the plan, as a solver's) */
 static int uniform_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
                            ppdl_plan *p, char *err, size_t errlen)
 {

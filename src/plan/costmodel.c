@@ -113,12 +113,14 @@ double ppdl_tie_mem(const ppdl_costs *c, int i, int j)
     return both ? -(c->state_multiplier - 1) * c->tied_bytes : one ? c->tied_bytes : 0;
 }
 
-/* one message of the exchange, a -> b; a rank to itself (both stages on it: a
- * chunked plan) copies at its memcpy rate, the probe's diagonal, when it has one */
+/* one message of the exchange, a -> b. A rank to itself (both stages on it: zb-v's
+ * rank 0) copies in memory, counted as free like any message between two stages of one
+ * rank (a 4 MiB weight's did not show in a 440 ms step, perf/RESULTS.md); the cluster
+ * file's diagonal stays unread (docs/formats.md). */
 static double tie_msg_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int a, int b)
 {
     size_t ab = (size_t)a * cl->N + b;
-    if (a == b) return cl->bw[ab] > 0 && isfinite(cl->bw[ab]) ? 1000.0 * c->tied_bytes / cl->bw[ab] : 0;
+    if (a == b) return 0;
     return 1000.0 * (cl->lat[ab] + c->tied_bytes / cl->bw[ab]);
 }
 

@@ -130,7 +130,7 @@ int ppdl_cost_evaluate_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl
     free(pair_ms);
     free(pair_first);
     /* a tied weight's exchange between the ranks of the first and the last stage (on
-     * one rank, zb-v's rank 0: a copy at its memcpy rate) */
+     * one rank, zb-v's rank 0: a copy in memory, free) */
     ev->tie = ppdl_tie_ms(c, cl, &p->stages[0].rank, 1, &p->stages[S - 1].rank, 1);
     ev->T = ev->phi * ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail + ev->tie;
     return 0;

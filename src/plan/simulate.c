@@ -124,11 +124,11 @@ static double tie_exchange(sim_tie *tt, const ppdl_cluster_model *cl, const int 
         for (int p = x->q; p < ko; p += x->k) {
             int v = u0[o] + p, a = x->rank, b = U[v].rank;
             if (a == b) {
-                /* both stages on one rank (a chunked plan): a local copy each way, and
-                 * the other's part is ready too (a rank's backwards all precede its
-                 * OPTIMIZER; the runtime posts both before waiting for either) */
-                double bw = cl->bw[(size_t)a * N + a], copy = bw > 0 && isfinite(bw) ? 1000.0 * tt->bytes / bw : 0;
-                tt->arr[v] = tt->arr[u] = ready + copy;
+                /* both stages on one rank (zb-v's rank 0): a copy in memory, free as
+                 * any message between a rank's stages (costmodel.c), and the other's
+                 * part is ready too (a rank's backwards all precede its OPTIMIZER; the
+                 * runtime posts both before waiting for either) */
+                tt->arr[v] = tt->arr[u] = ready;
                 tt->ready[v] = ready;
                 continue;
             }

@@ -129,7 +129,9 @@ static void evaluate(chunk_ctx *x)
         x->pair_ms[x->touched[k]] = 0;
     }
     x->over = over;
-    x->T = x->phi * sum_time + 2 * sum_link + (M - 1) * work + tail;
+    /* a tied weight's exchange: the same for every cut, not for every order of ranks */
+    x->T = x->phi * sum_time + 2 * sum_link + (M - 1) * work + tail +
+           ppdl_tie_ms(c, cl, &x->rank_of[0], 1, &x->rank_of[S - 1], 1);
     x->spread = spread;
 }
 

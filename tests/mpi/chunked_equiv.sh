@@ -173,7 +173,11 @@ rc=$?
 ok $? "negative control: zb-v with the tie's exchange skipped (PPDL_TEST_TIE=no-exchange) differs from 1 rank"
 mpirun_n 2 "$tmp/tied.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 8 --micro-batches 4 --threads 1 \
   --schedule auto --plan auto --cluster "$tmp/two.json" --report "$tmp/tied-auto.json" >"$tmp/tied-auto.log" 2>&1
-ok $? "tied gpt --schedule auto --plan auto: chunked candidates planned with the tie, a plan runs ($(grep '^schedule ' "$tmp/tied-auto.log" | cut -c1-60))"
+rc=$?
+line=$(grep "^schedule " "$tmp/tied-auto.log")
+[ $rc = 0 ] && echo "$line" | grep -qE "^schedule zb-v |; zb-v [0-9.]+" &&
+  echo "$line" | grep -qE "^schedule interleaved |; interleaved v=2 [0-9.]+"
+ok $? "tied gpt --schedule auto --plan auto: zb-v and interleaved planned with the tie (a T each), the chosen plan runs ($(echo "$line" | cut -c1-60))"
 fam=gpt
 # the plan written and read back: a plan file with several stages per rank
 train gpt-out 2 4 --schedule zb-v --plan uniform --plan-out "$tmp/v.json" &&

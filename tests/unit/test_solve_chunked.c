@@ -13,7 +13,8 @@
  *    it fit, the plan fits (every rank's stages together, as the cost model counts) and
  *    uses recompute; where nothing fits, -1, "no plan fits", and the least-over plan.
  *  - Refusals: too few layers for v N stages, a schedule of one stage per rank, zb-v
- *    with v = 3. A tied weight is planned, its exchange in T.
+ *    with v = 3. A tied weight is planned under interleaved and zb-v, its exchange in
+ *    T (none under zb-v: rank 0 holds both ends), its other part in both ends' memory.
  *  - The chunked reserve's slot bound holds on every rank of every schedule built for
  *    N 1..8, M 1..16, v 2..4 (and zb-v).
  *  - --schedule auto: the chunked candidates are solved and named; where a chunked plan
@@ -367,16 +368,28 @@ static void test_refusals(void)
     ok(rc == -1 && p.S == 0 && strstr(err, "one stage per rank"), "1f1b is not chunked: refused (%s)", err);
     rc = ppdl_solve_chunked(&c, &cl, 4, PPDL_SCHED_ZB_V, 3, NULL, &p, NULL, NULL, err, sizeof err);
     ok(rc == -1 && p.S == 0 && strstr(err, "zb-v holds 2"), "zb-v with 3 stages per rank: refused (%s)", err);
-    /* a tied weight: planned, its exchange in T and its other part in both ends' memory */
-    err[0] = 0;
-    c.tied_bytes = 1000;
-    rc = ppdl_solve_chunked(&c, &cl, 4, PPDL_SCHED_INTERLEAVED, 2, NULL, &p, NULL, NULL, err, sizeof err);
-    ppdl_cost_eval ev;
-    int erc = rc ? -1 : ppdl_cost_evaluate(&c, &cl, 4, PPDL_SCHED_INTERLEAVED, &p, &ev, err, sizeof err);
-    ok(rc == 0 && p.S == 4 && erc == 0 && ev.tie > 0 && ev.feasible, "a tied weight: planned, %d stages, its exchange "
-       "%.4f ms in T (%s)", p.S, erc ? 0 : ev.tie, err);
-    if (!erc) ppdl_cost_eval_free(&ev);
-    if (!rc) ppdl_plan_free(&p);
+    /* a tied weight: planned under both schedules, its exchange in T (between ranks 0
+     * and 1 under interleaved; none under zb-v, whose rank 0 holds both ends) and its
+     * other part in both ends' memory: the plan's stages evaluated with and without */
+    for (int ki = 0; ki < 2; ki++) {
+        int kind = ki ? PPDL_SCHED_ZB_V : PPDL_SCHED_INTERLEAVED;
+        err[0] = 0;
+        c.tied_bytes = 1000;
+        rc = ppdl_solve_chunked(&c, &cl, 4, kind, 2, NULL, &p, NULL, NULL, err, sizeof err);
+        ppdl_cost_eval e1, e0;
+        int erc = rc ? -1 : ppdl_cost_evaluate(&c, &cl, 4, kind, &p, &e1, err, sizeof err);
+        c.tied_bytes = 0;
+        int erc0 = erc ? -1 : ppdl_cost_evaluate(&c, &cl, 4, kind, &p, &e0, err, sizeof err);
+        int S = p.S;
+        ok(rc == 0 && S == 4 && erc == 0 && erc0 == 0 && (ki ? e1.tie == 0 : e1.tie > 0) && e1.feasible &&
+               e1.mem_bytes[0] - e0.mem_bytes[0] == 1000 && e1.mem_bytes[S - 1] - e0.mem_bytes[S - 1] == 1000 &&
+               fabs(e1.T - e0.T - e1.tie) < 1e-9,
+           "%s, a tied weight: planned, %d stages, its exchange %.4f ms in T, +1000 bytes on stage 0 and %d (%s)",
+           ppdl_schedule_name(kind), S, erc ? 0 : e1.tie, S - 1, err);
+        if (!erc) ppdl_cost_eval_free(&e1);
+        if (!erc0) ppdl_cost_eval_free(&e0);
+        if (!rc) ppdl_plan_free(&p);
+    }
     ppdl_costs_free(&c);
     ppdl_cluster_model_free(&cl);
 }
