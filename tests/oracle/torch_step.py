@@ -229,8 +229,9 @@ def main():
     # lr * m / (sqrt(v) + eps), about lr * sign(grad) where |grad| >> eps, and there a
     # gradient off by its rounding moves nothing; but where |grad| is near eps (a
     # gradient that cancels to ~1e-8) the update follows the gradient's rounding, which
-    # differs between two BLAS libraries (OpenBLAS's AVX-512 kernels against its AVX2
-    # ones moved one such weight of the gpt case by 5e-6). Per element and step:
+    # differs between BLAS kernels and CPUs (one such weight of the gpt case read 5e-6
+    # off on a machine where OpenBLAS runs its AVX-512 kernels; the same commit had
+    # passed on the machine before). Per element and step:
     # lr * min(2, dg / (|grad| + eps)), dg = 1e-6 x the tensor's largest |grad| (the
     # fp32 rounding of the tensor's sums, with a wide margin). Where |grad| >> dg this
     # is far below 2e-6; a wrong sign still moves a weight by 2 lr.
