@@ -434,8 +434,7 @@ double ppdl_probe_pooled_bw(const double *res, const double *fits, int n, int di
     for (int k = 0; k < n; k++) {
         const double *r = res + (size_t)k * RES_LEN;
         if (!(fits[k] >= med / gate && fits[k] <= med * gate)) continue;
-        if (used && (r[3] != pool[3] || r[6] != pool[6])) continue; /* another pair's sizes: never here */
-        if (!used) memcpy(pool, r, sizeof pool);
+        if (!used) memcpy(pool, r, sizeof pool); /* the sizes: a pair's are fixed at its warm-up */
         keep_min(&pool[0], r[0]);
         for (int q = 0; q < N_LARGE; q++) keep_min(&pool[1 + 3 * q + dir], r[1 + 3 * q + dir]);
         used++;
@@ -668,6 +667,8 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
 static void summarize(const samples *sm, double agree, ppdl_cluster *cl)
 {
     int n = sm->n;
+    const char *raw_env = getenv("PPDL_PROBE_RAW"); /* README "Networks": for diagnosis */
+    int print_raw = raw_env && *raw_env;
     double *v = ppdl_xmalloc((size_t)sm->max * sizeof(double));
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++)
@@ -680,7 +681,7 @@ static void summarize(const samples *sm, double agree, ppdl_cluster *cl)
                 }
                 int from = which ? b : a, to = which ? a : b;
                 cl->bw[from * n + to] = ppdl_probe_pooled_bw(raw_at(sm, a, b, 0), v, c, which, PPDL_PROBE_GATE);
-                if (getenv("PPDL_PROBE_RAW") && *getenv("PPDL_PROBE_RAW")) { /* README "Networks": diagnosis */
+                if (print_raw) {
                     fprintf(stderr, "probe raw %d->%d median %.6g pooled %.6g B/s; samples [small rtt ms, "
                             "size 1 out/back ms, bytes, size 2 out/back ms, bytes]:", from, to, st.median, cl->bw[from * n + to]);
                     for (int k = 0; k < c; k++) {
