@@ -208,6 +208,10 @@ typedef struct run {
     ppdl_shared_choice shared;     /* --plan auto, rank 0: the choice where ranks share cores */
     char schedule_why[256];        /* --schedule auto, rank 0: why the schedule that runs was
                                       taken ("" otherwise) */
+    /* a zero-bubble schedule of one stage per rank: its passes' times (rank 0's, from the
+     * costs and the cluster: plan/pass_times.h), 4 S ticks, or NULL: the unit play */
+    long *pass_ticks;
+    ppdl_zb_times pass_times;      /* the view of pass_ticks */
     int stage, replica;            /* this rank's */
     MPI_Comm replica_comm;         /* the replicas of this rank's stage */
     ppdl_mem_prediction *pred;     /* per stage (its first replica) */

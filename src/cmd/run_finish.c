@@ -217,6 +217,7 @@ void run_free(run *r)
     free(r->clock_all);
     free(r->n_options);
     free(r->pred);
+    free(r->pass_ticks);
     free(r->papi_all);
     if (r->o.papi) ppdl_papi_finish(&r->papi);
     if (r->replica_comm != MPI_COMM_NULL) MPI_Comm_free(&r->replica_comm);

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/costmodel.h"
+#include "plan/pass_times.h"
 #include "plan/planner.h"
 #include "plan/reserve.h"
 #include "plan/schedule_choice.h"
@@ -194,6 +195,30 @@ static void schedule_for_given_plan(run *r)
     r->o.schedule = k;
 }
 
+/* A zero-bubble schedule of one stage per rank orders its passes by their times
+ * (plan/pass_times.h): rank 0 computes them from the costs (and the cluster, where it
+ * knows one) and every rank gets its numbers, so that all build the same lists. Without
+ * costs (no --costs, and rank 0 did not profile) the lists are the unit play's. */
+static void share_pass_times(run *r)
+{
+    const ppdl_plan *p = &r->plan;
+    int S = p->S, timed = r->rank == 0 && r->have_costs;
+    if (S < 2 || !ppdl_schedule_splits_backward(r->o.schedule) || ppdl_schedule_chunked(r->o.schedule)) return;
+    PPDL_CHECK_MPI(MPI_Bcast(&timed, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!timed) return;
+    r->pass_ticks = ppdl_xcalloc(4 * (size_t)S, sizeof(long));
+    if (r->rank == 0) {
+        ppdl_cluster_model cm;
+        if (r->have_cluster) {
+            ppdl_cluster_model_wrap(&cm, r->cluster.n, r->cluster.bw, r->cluster.lat, r->cluster.mem, r->cluster.speed);
+            cm.hosts = r->cluster.hosts;
+        }
+        ppdl_pass_times_of_plan(&r->costs, r->have_cluster ? &cm : NULL, p, r->pass_ticks);
+    }
+    PPDL_CHECK_MPI(MPI_Bcast(r->pass_ticks, 4 * S, MPI_LONG, 0, MPI_COMM_WORLD));
+    r->pass_times = ppdl_pass_times_view(r->pass_ticks, S);
+}
+
 void run_choose_plan(run *r)
 {
     const options *o = &r->o;
@@ -237,6 +262,7 @@ void run_choose_plan(run *r)
         ppdl_plan_set_recompute(plan, option, r->n_options);
     }
     if (o->plan_mode != PLAN_AUTO) predict_plan(r); /* the plan that runs, --recompute included */
+    share_pass_times(r);
     /* --plan-out: the plan that runs, for --plan FILE another time */
     rc = r->rank == 0 && o->plan_out ? ppdl_plan_write(o->plan_out, plan, err, sizeof err) : 0;
     agree_or_end_job(rc != 0, err, 1);
@@ -268,7 +294,8 @@ void run_choose_plan(run *r)
     for (int s = 0; s < plan->S; s++) {
         ppdl_op_list ol;
         const ppdl_plan_stage *p = &plan->stages[s];
-        ppdl_schedule_build_replica(o->schedule, plan->S, (int)o->micro_batches, layout, s, 0, &ol);
+        const ppdl_zb_times *tm = r->pass_ticks ? &r->pass_times : NULL;
+        ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, 0, tm, &ol);
         r->pred[s] = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
@@ -277,7 +304,7 @@ void run_choose_plan(run *r)
         ppdl_op_list_free(&ol);
         if (s != r->stage) continue;
         /* this rank's own replica (replica 0 holds the most micro-batches) */
-        ppdl_schedule_build_replica(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, &ol);
+        ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, tm, &ol);
         r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                   ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                   ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,

@@ -83,6 +83,23 @@ static void print_plan_timing(const run *r)
                r->profile_s >= 0 ? " (for --costs-out)" : "");
 }
 
+/* a zero-bubble schedule: what its passes were ordered by (run_plan.c share_pass_times) */
+static void print_pass_order(const run *r)
+{
+    int S = r->plan.S;
+    if (S < 2 || !ppdl_schedule_splits_backward(r->o.schedule) || ppdl_schedule_chunked(r->o.schedule)) return;
+    if (!r->pass_ticks) {
+        printf("passes of %s ordered in unit time (F = B = W: no costs known)\n", ppdl_schedule_name(r->o.schedule));
+        return;
+    }
+    printf("passes of %s ordered by their times (rank 0's costs), per micro-batch in ms, F/B/W:",
+           ppdl_schedule_name(r->o.schedule));
+    for (int s = 0; s < S && s < 8; s++)
+        printf(" %s%.2f/%.2f/%.2f", s ? "| " : "", r->pass_ticks[s] / 1e3, r->pass_ticks[S + s] / 1e3,
+               r->pass_ticks[2 * S + s] / 1e3);
+    printf("%s\n", S > 8 ? " | ..." : "");
+}
+
 void run_print_header(const run *r)
 {
     if (r->rank != 0) return;
@@ -101,6 +118,7 @@ void run_print_header(const run *r)
     printf("p2p %s (%s)\n", ppdl_p2p_name(r->p2p), r->p2p_why);
     if (o->precision == PPDL_PREC_BF16) printf("precision bf16 (%s)\n", ppdl_be_bf16_gemm_name(r->be));
     if (r->schedule_why[0]) printf("schedule %s (--schedule auto, %s)\n", ppdl_schedule_name(o->schedule), r->schedule_why);
+    print_pass_order(r);
     warn_shared_cores(r);
     if (o->shuffle >= 0)
         printf("data order: shuffled, a new permutation of the %ld samples each epoch from --shuffle %lld\n",

@@ -168,6 +168,7 @@ void run_build_stage(run *r)
         .decay_all = o->decay_all, .skip_nonfinite = o->skip_nonfinite, .papi = o->papi ? &r->papi : NULL,
         .tie_peers = tie_other >= 0 ? plan->stages[tie_other].ranks : NULL,
         .n_tie_peers = tie_other >= 0 ? plan->stages[tie_other].n_replicas : 0,
+        .pass_times = r->pass_ticks ? &r->pass_times : NULL,
     };
 #if HAVE_CUDA
     if (r->p2p == PPDL_P2P_NCCL) open_nccl(r, ps->n_replicas);

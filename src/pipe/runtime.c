@@ -325,14 +325,14 @@ static void create_ops(ppdl_runtime *rt, int *members)
     for (int s = 0; s < S; s++) n_lists += layout[s];
     ppdl_op_list *all = ppdl_xcalloc((size_t)n_lists, sizeof *all);
     for (int s = 0, i = 0; s < S; s++)
-        for (int q = 0; q < layout[s]; q++) ppdl_schedule_build_replica(cfg->schedule, S, cfg->M, layout, s, q, &all[i++]);
+        for (int q = 0; q < layout[s]; q++) ppdl_schedule_build_timed(cfg->schedule, S, cfg->M, layout, s, q, cfg->pass_times, &all[i++]);
     char err[PPDL_ERR_LEN];
     if (ppdl_schedule_check_layout(S, cfg->M, layout, all, err, sizeof err))
         ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
                  ppdl_schedule_name(cfg->schedule), S, cfg->M, err);
     for (int i = 0; i < n_lists; i++) ppdl_op_list_free(&all[i]);
     free(all);
-    ppdl_schedule_build_replica(cfg->schedule, S, cfg->M, layout, cfg->stage, cfg->replica, &rt->ops);
+    ppdl_schedule_build_timed(cfg->schedule, S, cfg->M, layout, cfg->stage, cfg->replica, cfg->pass_times, &rt->ops);
     free(layout);
 }
 

@@ -23,10 +23,12 @@
  * a thread that waits takes no core). Otherwise the sweep runs as it always did.
  */
 #include "plan/simulate.h"
+
 #include "core/error.h"
 #include "core/util.h"
 #include "sched/schedule.h"
 #include "plan/costmodel.h"
+#include "plan/pass_times.h"
 #include "plan/replica.h"
 
 #include <math.h>
@@ -561,6 +563,11 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     }
     u0[S] = nu;
     sim_unit *U = ppdl_xcalloc((size_t)nu, sizeof *U);
+    /* a zero-bubble schedule's passes in the order of their times, as the runtime
+     * orders them (plan/pass_times.h) */
+    long *ticks = ppdl_xmalloc(4 * (size_t)S * sizeof *ticks);
+    ppdl_pass_times_of_plan(c, cl, p, ticks);
+    ppdl_zb_times tm = ppdl_pass_times_view(ticks, S);
     for (int s = 0; s < S; s++) {
         const ppdl_plan_stage *ps = &p->stages[s];
         for (int q = 0; q < n_rep(ps); q++) {
@@ -570,9 +577,10 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
             x->k = n_rep(ps);
             x->rank = rep_rank(ps, q);
             unit_costs(c, cl, ps, x);
-            if (!chunked) ppdl_schedule_build_replica(schedule, S, M, ev.replicas, s, q, &x->ops); /* the runtime's list */
+            if (!chunked) ppdl_schedule_build_timed(schedule, S, M, ev.replicas, s, q, &tm, &x->ops); /* the runtime's list */
         }
     }
+    free(ticks);
     /* threads: a rank each; the lists are proven before they are played, as the
      * runtime proves them */
     int nt = chunked ? N : nu;

@@ -136,7 +136,7 @@ static long zbv_play(int N, int M, int dev, ppdl_zb_pass *out)
         dev_of[s] = ppdl_schedule_stage_rank(PPDL_SCHED_ZB_V, N, 2, s);
         cap[s] = zbv_cap(S, s);
     }
-    long t = ppdl_zb_order_devices(S, M, N, dev_of, cap, dev, out);
+    long t = ppdl_zb_order_devices(S, M, N, dev_of, cap, NULL, dev, out);
     free(dev_of);
     return t;
 }

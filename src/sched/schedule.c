@@ -233,11 +233,11 @@ void ppdl_schedule_zb_caps_layout(int kind, int S, int M, const int *k, int *cap
 
 /* the play of a zero-bubble schedule under its caps on the layout k: device dev's
  * passes (dev = -1: every device's, as ppdl_zb_order_layout), and the step in units */
-static long zb_play(int kind, int S, int M, const int *k, int dev, ppdl_zb_pass *out)
+static long zb_play(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, int dev, ppdl_zb_pass *out)
 {
     int *cap = ppdl_xmalloc((size_t)n_devices(S, k) * sizeof *cap);
     ppdl_schedule_zb_caps_layout(kind, S, M, k, cap);
-    long t = ppdl_zb_order_layout(S, M, k, cap, dev, out);
+    long t = ppdl_zb_order_layout(S, M, k, cap, tm, dev, out);
     free(cap);
     return t;
 }
@@ -252,7 +252,7 @@ long ppdl_schedule_unit_step_layout(int kind, int S, int M, const int *k)
         return 3L * M + 3L * (S - 1);
     }
     ppdl_zb_pass *order = ppdl_xmalloc(3 * (size_t)M * sizeof *order);
-    long t = zb_play(kind, S, M, k, 0, order);
+    long t = zb_play(kind, S, M, k, NULL, 0, order);
     free(order);
     return t;
 }
@@ -281,7 +281,8 @@ static void count_passes(const ppdl_zb_pass *o, int n3, int s, int *held, int *p
     }
 }
 
-long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending)
+long ppdl_schedule_counts_timed(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, int *held,
+                                int *pending)
 {
     PPDL_CHECK(S >= 1 && M >= 1, "ppdl_schedule_counts: need S >= 1, M >= 1 (got S=%d M=%d)", S, M);
     one_stage_per_rank("ppdl_schedule_counts", kind);
@@ -289,7 +290,7 @@ long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held
         for (int s = 0, d = 0; s < S; s++)
             for (int q = 0; q < (k ? k[s] : 1); q++, d++) {
                 ppdl_op_list l;
-                ppdl_schedule_build_replica(kind, S, M, k, s, q, &l);
+                ppdl_schedule_build_timed(kind, S, M, k, s, q, tm, &l);
                 held[d] = ppdl_schedule_max_in_flight(&l);
                 pending[d] = 0;
                 ppdl_op_list_free(&l);
@@ -297,7 +298,7 @@ long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held
         return 0;
     }
     ppdl_zb_pass *all = ppdl_xmalloc((size_t)S * 3 * (size_t)M * sizeof *all);
-    long step = zb_play(kind, S, M, k, -1, all);
+    long step = zb_play(kind, S, M, k, tm, -1, all);
     long off = 0;
     for (int s = 0, d = 0; s < S; s++)
         for (int q = 0; q < (k ? k[s] : 1); q++, d++) {
@@ -309,6 +310,11 @@ long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held
     return step;
 }
 
+long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending)
+{
+    return ppdl_schedule_counts_timed(kind, S, M, k, NULL, held, pending);
+}
+
 void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending)
 {
     (void)ppdl_schedule_counts_layout(kind, S, M, NULL, held, pending);
@@ -316,12 +322,12 @@ void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending)
 
 /* A zero-bubble list: the passes of replica q of stage s in sched/zero_bubble.h's play
  * of the layout k under the schedule's caps */
-static void build_zb(ppdl_op_list *l, int kind, int S, int M, const int *k, int s, int q)
+static void build_zb(ppdl_op_list *l, int kind, int S, int M, const int *k, const ppdl_zb_times *tm, int s, int q)
 {
     int dev = q, ks = k ? k[s] : 1, n3 = 3 * ((M - q + ks - 1) / ks);
     for (int t = 0; t < s; t++) dev += k ? k[t] : 1;
     ppdl_zb_pass *order = ppdl_xmalloc((size_t)n3 * sizeof *order);
-    zb_play(kind, S, M, k, dev, order);
+    zb_play(kind, S, M, k, tm, dev, order);
     for (int i = 0; i < n3; i++) {
         int mb = order[i].mb;
         if (order[i].kind == 'F') {
@@ -341,7 +347,8 @@ static void build_zb(ppdl_op_list *l, int kind, int S, int M, const int *k, int 
     free(order);
 }
 
-void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out)
+void ppdl_schedule_build_timed(int kind, int S, int M, const int *k, int s, int q, const ppdl_zb_times *tm,
+                               ppdl_op_list *out)
 {
     PPDL_CHECK(out != NULL, "ppdl_schedule_build: out is NULL");
     PPDL_CHECK(kind >= 0 && kind < PPDL_SCHED_N_KINDS, "ppdl_schedule_build: unknown schedule kind %d", kind);
@@ -373,10 +380,15 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
     else if (kind == PPDL_SCHED_1F1B)
         build_1f1b(out, S, M, s, warmup, r);
     else
-        build_zb(out, kind, S, M, k, s, q);
+        build_zb(out, kind, S, M, k, tm, s, q);
     push(out, PPDL_OP_OPTIMIZER, -1, -1);
     PPDL_CHECK(split ? out->n <= cap : out->n == cap, "ppdl_schedule_build: built %d ops, expected %s%d", out->n,
                split ? "at most " : "", cap);
+}
+
+void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out)
+{
+    ppdl_schedule_build_timed(kind, S, M, k, s, q, NULL, out);
 }
 
 void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out)

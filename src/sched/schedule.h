@@ -25,6 +25,8 @@
 
 #include <stddef.h>
 
+#include "sched/zero_bubble.h"
+
 typedef enum ppdl_op_kind {
     PPDL_OP_RECV_ACT = 0,  /* receive the activation of mb from stage s-1 */
     PPDL_OP_FORWARD,       /* forward of mb through this stage's layers */
@@ -108,6 +110,13 @@ void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
  * order, so a replica accumulates its weight gradients as its 1F1B list does.
  * k == NULL: one replica per stage (ppdl_schedule_build). */
 void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out);
+/* The same with the zero-bubble passes ordered by their times (sched/zero_bubble.h's
+ * timed play; tm NULL: the unit play, ppdl_schedule_build_replica). Only the order of
+ * a stage's F, B and W passes changes; F's, B's and W's each still run in
+ * micro-batch order (the same bits), and no stage holds more than its cap. Other
+ * schedules ignore tm. */
+void ppdl_schedule_build_timed(int kind, int S, int M, const int *k, int s, int q, const ppdl_zb_times *tm,
+                               ppdl_op_list *out);
 void ppdl_op_list_free(ppdl_op_list *l);
 
 /* The caps of a zero-bubble schedule's play (sched/zero_bubble.h): cap[s] for
@@ -139,6 +148,10 @@ void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending);
  * Returns the play's step for the zero-bubble schedules (that one play is
  * ppdl_schedule_unit_step_layout's), 0 for the others. */
 long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending);
+/* The same for the lists of ppdl_schedule_build_timed (tm NULL: the above); the
+ * step returned is then in tm's ticks */
+long ppdl_schedule_counts_timed(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, int *held,
+                                int *pending);
 
 /* Play the S lists against each other under the communication model above and check:
  * every SEND has exactly one matching RECV and vice versa, no deadlock (all lists run

@@ -28,6 +28,7 @@
 #include "core/util.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* A stream of passes: one stage (k = 1), or replica q of a stage with k replicas,
  * which runs the micro-batches q, q + k, q + 2k, .. (n of them), on device dev. A
@@ -52,7 +53,7 @@ enum { NONE = -1 };
 
 /* the pass stream z would start next on a device free at t, and when: kind
  * 'F'/'B'/'W', or 0 when it can start none yet */
-static char next_pass(const zb_stage *z, int M, long t, const long *ready_act, const long *ready_grad,
+static char next_pass(const zb_stage *z, int M, long t, long w_fit, const long *ready_act, const long *ready_grad,
                       long *start)
 {
     char kind = 0;
@@ -67,7 +68,10 @@ static char next_pass(const zb_stage *z, int M, long t, const long *ready_act, c
         long r = ready_act[row + z->q + (long)z->k * z->nf], at = r > t ? r : t;
         if (!kind || at < best) kind = 'F', best = at;
     }
-    if (z->nw < z->nb && (!kind || t < best)) kind = 'W', best = t;
+    /* a W fills the gap before them: unit play, a gap at all (whole units: one unit at
+     * least); timed, a gap as long as the W (w_fit), so that it does not delay a B or F
+     * that arrives while it runs (the critical path) */
+    if (z->nw < z->nb && (!kind || t + w_fit <= best)) kind = 'W', best = t;
     *start = best;
     return kind;
 }
@@ -101,7 +105,8 @@ static int layout_streams(int S, int M, const int *k, const int *cap, zb_stage *
  * that can start earliest it runs (ties) a B before an F before a W, then the stream
  * listed first: passes of two devices that start at the same time do not depend on
  * each other, so only a device's own ties matter. */
-static long play(int S, int M, zb_stage *z, int n_z, int D, int dev, ppdl_zb_pass *out)
+static long play(int S, int M, zb_stage *z, int n_z, int D, const ppdl_zb_times *tm, int fit, int dev,
+                 ppdl_zb_pass *out)
 {
     zb_device *dv = ppdl_xcalloc((size_t)D, sizeof *dv);
     for (int i = 0; i < n_z; i++)
@@ -121,7 +126,7 @@ static long play(int S, int M, zb_stage *z, int n_z, int D, int dev, ppdl_zb_pas
         long start = 0;
         for (int i = 0; i < n_z; i++) {
             long at;
-            char c = next_pass(&z[i], M, dv[z[i].dev].t, ready_act, ready_grad, &at);
+            char c = next_pass(&z[i], M, dv[z[i].dev].t, fit ? tm->w[z[i].s] : 1, ready_act, ready_grad, &at);
             if (c && (who < 0 || at < start || (at == start && rank_of(c) < rank_of(kind))))
                 who = i, kind = c, start = at;
         }
@@ -129,11 +134,12 @@ static long play(int S, int M, zb_stage *z, int n_z, int D, int dev, ppdl_zb_pas
         zb_stage *w = &z[who];
         zb_device *d = &dv[w->dev];
         int local = kind == 'F' ? w->nf++ : kind == 'B' ? w->nb++ : w->nw++, mb = w->q + w->k * local, s = w->s;
-        d->t = start + w->k; /* a pass of a stage with k replicas takes k units (above) */
+        /* a pass of a stage with k replicas takes k units (above); timed: its time */
+        d->t = start + (tm ? (kind == 'F' ? tm->f[s] : kind == 'B' ? tm->b[s] : tm->w[s]) : w->k);
         if (d->t > end) end = d->t;
-        if (kind == 'F' && s < S - 1) ready_act[(long)(s + 1) * M + mb] = d->t;
+        if (kind == 'F' && s < S - 1) ready_act[(long)(s + 1) * M + mb] = d->t + (tm && tm->msg ? tm->msg[s] : 0);
         if (kind == 'F' && s == S - 1) ready_grad[(long)s * M + mb] = d->t;
-        if (kind == 'B' && s > 0) ready_grad[(long)(s - 1) * M + mb] = d->t;
+        if (kind == 'B' && s > 0) ready_grad[(long)(s - 1) * M + mb] = d->t + (tm && tm->msg ? tm->msg[s - 1] : 0);
         ppdl_zb_pass pass = {kind, mb, s};
         if (w->dev == dev) out[d->played] = pass;
         if (dev < 0) out[d->off + d->played] = pass;
@@ -145,19 +151,106 @@ static long play(int S, int M, zb_stage *z, int n_z, int D, int dev, ppdl_zb_pas
     return end;
 }
 
+/* The step of the orders `all` (every device's passes, laid out as play's dev = -1
+ * output) when each pass takes its time in tm and waits for what it needs: F for the
+ * activation (the previous stage's F, plus the message), B for the gradient (the next
+ * stage's B plus the message, or on the last stage its own F), W for its B (earlier on
+ * the same device). */
+static long replay(int S, int M, const zb_stage *z, int n_z, int D, const ppdl_zb_times *tm, const ppdl_zb_pass *all)
+{
+    long *len = ppdl_xcalloc(3 * (size_t)D, sizeof(long)), *off = len + D, *t = len + 2 * D;
+    int *next = ppdl_xcalloc((size_t)D, sizeof(int));
+    for (int i = 0; i < n_z; i++) {
+        len[z[i].dev] += 3L * z[i].n;
+        for (int d = z[i].dev + 1; d < D; d++) off[d] += 3L * z[i].n;
+    }
+    long *end_f = ppdl_xmalloc(2 * (size_t)S * (size_t)M * sizeof(long)), *end_b = end_f + (size_t)S * M;
+    for (long i = 0; i < 2L * S * M; i++) end_f[i] = NONE;
+    long step = 0, left = 0;
+    for (int d = 0; d < D; d++) left += len[d];
+    while (left > 0) {
+        long moved = 0;
+        for (int d = 0; d < D; d++)
+            for (; next[d] < len[d]; next[d]++, moved++) {
+                ppdl_zb_pass p = all[off[d] + next[d]];
+                long need = 0, at = (long)p.stage * M + p.mb, dur;
+                if (p.kind == 'F') {
+                    need = p.stage == 0 ? 0 : end_f[at - M] == NONE ? NONE : end_f[at - M] + (tm->msg ? tm->msg[p.stage - 1] : 0);
+                    dur = tm->f[p.stage];
+                } else if (p.kind == 'B') {
+                    need = p.stage == S - 1 ? end_f[at]
+                           : end_b[at + M] == NONE ? NONE : end_b[at + M] + (tm->msg ? tm->msg[p.stage] : 0);
+                    dur = tm->b[p.stage];
+                } else {
+                    need = end_b[at];
+                    dur = tm->w[p.stage];
+                }
+                if (need == NONE) break;
+                t[d] = (t[d] > need ? t[d] : need) + dur;
+                if (p.kind == 'F') end_f[at] = t[d];
+                if (p.kind == 'B') end_b[at] = t[d];
+                if (t[d] > step) step = t[d];
+            }
+        PPDL_CHECK(moved > 0, "ppdl_zb_order: the timed orders of S=%d M=%d cannot run", S, M);
+        left -= moved;
+    }
+    free(len);
+    free(next);
+    free(end_f);
+    return step;
+}
+
+/* The play of the streams z (restored to their start after), with times tm or NULL.
+ * Timed, the greedy's choices are local: a W started just before a message arrives
+ * delays the critical path by the W, and the unit play can beat the timed one under
+ * the very times (tests/unit/test_schedule.c). So three plays are each replayed under
+ * tm, and the orders of the shortest taken (ties: the earlier): the unit play's, the
+ * timed play with a W wherever its stage is idle, and the timed play with a W only
+ * where it fits before the next B or F. Returns the step: units, or tm's ticks. */
+static long best_play(int S, int M, zb_stage *z, int n_z, int D, const ppdl_zb_times *tm, int dev, ppdl_zb_pass *out)
+{
+    if (!tm) return play(S, M, z, n_z, D, NULL, 0, dev, out);
+    long total = 0;
+    for (int i = 0; i < n_z; i++) total += 3L * z[i].n;
+    ppdl_zb_pass *cand = ppdl_xmalloc(2 * (size_t)total * sizeof *cand), *best = cand + total;
+    zb_stage *fresh = ppdl_xmalloc((size_t)n_z * sizeof *fresh);
+    memcpy(fresh, z, (size_t)n_z * sizeof *fresh);
+    long best_t = -1;
+    for (int c = 0; c < 3; c++) {
+        memcpy(z, fresh, (size_t)n_z * sizeof *z);
+        play(S, M, z, n_z, D, c ? tm : NULL, c == 2, -1, cand);
+        long t = replay(S, M, z, n_z, D, tm, cand);
+        if (best_t < 0 || t < best_t) best_t = t, memcpy(best, cand, (size_t)total * sizeof *cand);
+    }
+    memcpy(z, fresh, (size_t)n_z * sizeof *z);
+    long from = 0, n = total;
+    if (dev >= 0) {
+        n = 0;
+        for (int i = 0; i < n_z; i++) {
+            if (z[i].dev < dev) from += 3L * z[i].n;
+            if (z[i].dev == dev) n += 3L * z[i].n;
+        }
+    }
+    memcpy(out, best + from, (size_t)n * sizeof *out);
+    free(cand);
+    free(fresh);
+    return best_t;
+}
+
 /* the play of a layout (ppdl_zb_order_layout) */
-static long play_layout(int S, int M, const int *k, const int *cap, int dev, ppdl_zb_pass *out)
+static long play_layout(int S, int M, const int *k, const int *cap, const ppdl_zb_times *tm, int dev,
+                        ppdl_zb_pass *out)
 {
     zb_stage *z;
     int D = layout_streams(S, M, k, cap, &z);
-    long t = play(S, M, z, D, D, dev, out);
+    long t = best_play(S, M, z, D, D, tm, dev, out);
     free(z);
     return t;
 }
 
 /* every cap at least 1 (a device that may hold nothing never runs), every stage on
  * 1..M replicas */
-static void check_args(const char *fn, int S, int M, const int *k, const int *cap)
+static void check_args(const char *fn, int S, int M, const int *k, const int *cap, const ppdl_zb_times *tm)
 {
     PPDL_CHECK(S >= 1 && M >= 1 && cap != NULL, "%s: S=%d M=%d cap=%p", fn, S, M, (const void *)cap);
     int D = 0;
@@ -166,30 +259,38 @@ static void check_args(const char *fn, int S, int M, const int *k, const int *ca
         D += k ? k[s] : 1;
     }
     for (int d = 0; d < D; d++) PPDL_CHECK(cap[d] >= 1, "%s: device %d of %d has cap %d", fn, d, D, cap[d]);
+    for (int s = 0; tm && s < S; s++) {
+        PPDL_CHECK(tm->f[s] >= 1 && tm->b[s] >= 1 && tm->w[s] >= 1, "%s: stage %d's passes take %ld, %ld, %ld ticks",
+                   fn, s, tm->f[s], tm->b[s], tm->w[s]);
+        PPDL_CHECK(!tm->msg || s == S - 1 || tm->msg[s] >= 0, "%s: a message after stage %d takes %ld ticks", fn, s,
+                   tm->msg[s]);
+    }
 }
 
 long ppdl_zb_order(int S, int M, const int *cap, int s, ppdl_zb_pass *out)
 {
-    check_args("ppdl_zb_order", S, M, NULL, cap);
+    check_args("ppdl_zb_order", S, M, NULL, cap, NULL);
     PPDL_CHECK(s >= 0 && s < S, "ppdl_zb_order: stage %d of %d", s, S);
-    return play_layout(S, M, NULL, cap, s, out);
+    return play_layout(S, M, NULL, cap, NULL, s, out);
 }
 
 long ppdl_zb_order_all(int S, int M, const int *cap, ppdl_zb_pass *out)
 {
-    check_args("ppdl_zb_order_all", S, M, NULL, cap);
-    return play_layout(S, M, NULL, cap, -1, out);
+    check_args("ppdl_zb_order_all", S, M, NULL, cap, NULL);
+    return play_layout(S, M, NULL, cap, NULL, -1, out);
 }
 
-long ppdl_zb_order_layout(int S, int M, const int *k, const int *cap, int dev, ppdl_zb_pass *out)
+long ppdl_zb_order_layout(int S, int M, const int *k, const int *cap, const ppdl_zb_times *tm, int dev,
+                          ppdl_zb_pass *out)
 {
-    check_args("ppdl_zb_order_layout", S, M, k, cap);
-    return play_layout(S, M, k, cap, dev, out);
+    check_args("ppdl_zb_order_layout", S, M, k, cap, tm);
+    return play_layout(S, M, k, cap, tm, dev, out);
 }
 
-long ppdl_zb_order_devices(int S, int M, int D, const int *dev_of, const int *cap, int dev, ppdl_zb_pass *out)
+long ppdl_zb_order_devices(int S, int M, int D, const int *dev_of, const int *cap, const ppdl_zb_times *tm, int dev,
+                           ppdl_zb_pass *out)
 {
-    check_args("ppdl_zb_order_devices", S, M, NULL, cap);
+    check_args("ppdl_zb_order_devices", S, M, NULL, cap, tm);
     PPDL_CHECK(D >= 1 && dev >= -1 && dev < D, "ppdl_zb_order_devices: device %d of %d", dev, D);
     zb_stage *z = ppdl_xcalloc((size_t)S, sizeof *z);
     int n_z = 0;
@@ -200,7 +301,21 @@ long ppdl_zb_order_devices(int S, int M, int D, const int *dev_of, const int *ca
                        dev_of[s], D);
             if (dev_of[s] == d) z[n_z++] = (zb_stage){.s = s, .k = 1, .n = M, .dev = d, .cap = cap[s]};
         }
-    long t = play(S, M, z, n_z, D, dev, out);
+    long t = best_play(S, M, z, n_z, D, tm, dev, out);
     free(z);
+    return t;
+}
+
+long ppdl_zb_replay_layout(int S, int M, const int *k, const ppdl_zb_pass *all, const ppdl_zb_times *tm)
+{
+    PPDL_CHECK(tm != NULL, "ppdl_zb_replay_layout: no times");
+    int *cap = ppdl_xmalloc((size_t)(S * M + 1) * sizeof *cap);
+    for (int i = 0; i < S * M + 1; i++) cap[i] = 1; /* unused by the replay */
+    check_args("ppdl_zb_replay_layout", S, M, k, cap, tm);
+    zb_stage *z;
+    int D = layout_streams(S, M, k, cap, &z);
+    long t = replay(S, M, z, D, D, tm, all);
+    free(z);
+    free(cap);
     return t;
 }

@@ -27,9 +27,27 @@
  * replicas takes k units in this play (a replicated stage holds about k times the
  * layers: the plans balance each replica's share), so the step of the play is in
  * those units (ppdl_schedule_unit_step_layout).
+ *
+ * Timed (ppdl_zb_times, below): the same play with every pass its measured time and
+ * messages their delay, a W only where it fits in the gap before the next B or F. A
+ * greedy's choices are local, so three orders are made: the unit play's, the timed
+ * play with a W wherever the stage is idle, and with a W only where it fits; each is
+ * replayed under the times (ppdl_zb_replay_layout) and the shortest kept, the unit
+ * play's on a tie. With every time 1 the unit play's orders come back unchanged.
  */
 #ifndef PPDL_ZERO_BUBBLE_H
 #define PPDL_ZERO_BUBBLE_H
+
+/* Timed play (zero_bubble.c): the passes of stage s take f[s], b[s] and w[s] ticks
+ * (>= 1; a replica's pass of its one micro-batch), and an activation or gradient
+ * between stages s and s + 1 arrives msg[s] ticks (>= 0; msg NULL: 0) after the pass
+ * that sends it ends. Integer ticks, so that every rank plays the same orders from the
+ * same numbers. NULL where a play takes one: the unit play above (F = B = W, a
+ * replicated stage's pass k units, messages free). */
+typedef struct ppdl_zb_times {
+    const long *f, *b, *w;
+    const long *msg;
+} ppdl_zb_times;
 
 typedef struct ppdl_zb_pass {
     char kind;             /* 'F', 'B' or 'W' */
@@ -51,7 +69,8 @@ long ppdl_zb_order_all(int S, int M, const int *cap, ppdl_zb_pass *out);
  * dev >= 0: device dev's 3 n passes (n = its micro-batches) into out[0..3n-1];
  * dev = -1: every device's, device d's from out[3 (n_0 + .. + n_{d-1})] on. With k
  * NULL it is ppdl_zb_order / ppdl_zb_order_all. */
-long ppdl_zb_order_layout(int S, int M, const int *k, const int *cap, int dev, ppdl_zb_pass *out);
+long ppdl_zb_order_layout(int S, int M, const int *k, const int *cap, const ppdl_zb_times *tm, int dev,
+                          ppdl_zb_pass *out);
 /* The same play with several stages per device (ZB-V: two stages per rank): stage s
  * runs on device dev_of[s] (0..D-1) under cap[s], all its M micro-batches in
  * micro-batch order; a device runs one pass at a time, and of its passes that can
@@ -60,6 +79,13 @@ long ppdl_zb_order_layout(int S, int M, const int *k, const int *cap, int dev, p
  * holds soonest). dev >= 0: device dev's 3 M x (its stages) passes in the order it
  * runs them, each with its stage; dev = -1: every device's, device d's after those of
  * the devices before it. */
-long ppdl_zb_order_devices(int S, int M, int D, const int *dev_of, const int *cap, int dev, ppdl_zb_pass *out);
+long ppdl_zb_order_devices(int S, int M, int D, const int *dev_of, const int *cap, const ppdl_zb_times *tm, int dev,
+                           ppdl_zb_pass *out);
+
+/* The step, in tm's ticks, of the every-device orders `all` of the layout k (as
+ * ppdl_zb_order_layout's dev = -1 output) when each pass takes its time and waits only
+ * for its input: the measure by which a timed play picks among its candidate orders
+ * (zero_bubble.c best_play). */
+long ppdl_zb_replay_layout(int S, int M, const int *k, const ppdl_zb_pass *all, const ppdl_zb_times *tm);
 
 #endif

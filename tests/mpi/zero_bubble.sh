@@ -19,6 +19,11 @@
 #     zb-1p, and a --plan FILE with one replicated stage (gpt, M = 6) under all three,
 #     give bitwise 1F1B's losses and weights on the same layout; the control doubles
 #     one replica's gradients and must differ.
+#  7. the passes ordered by their times (plan/pass_times.h): a run's header gives the
+#     times; with --costs files whose times differ wildly (every W 30x its layer's
+#     other passes, then every F 30x) zb-h1 on 3 ranks runs its passes in other orders
+#     (rank 1's order of F, B and W in the --trace differs between the two) and both
+#     give 1F1B's bits.
 . "$top_srcdir/tests/lib.sh"
 run() {  # run NAME S ARGS...: train, report and weights in $tmp/NAME.{json,h5}
   local name=$1 S=$2; shift 2
@@ -166,4 +171,37 @@ PPDL_TEST_GRAD_SCALE=1:2 run_plan gpt-2x2-doubled 4 "$tmp/gpt-2x2.json" "$tmp/gp
   --steps 3 --batch-size 8 --micro-batches 4 --lr 0.05 --eps 1 --schedule zb-1p
 [ -s "$tmp/gpt-2x2-doubled.json" ] && ! same gpt-2x2-doubled gpt-2x2-1f1b
 ok $? "negative control: zb-1p on 2 x 2 replicas with one replica's gradients doubled differs from 1f1b"
+
+# 7. orders from the times: two --costs files that make different orders, the same bits
+set -- "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 --micro-batches 4
+grep -q "passes of zb-h1 ordered by their times (rank 0's costs)" "$tmp/gpt-zb-h1-3.log"
+ok $? "a zb-h1 run on 3 ranks orders its passes by rank 0's profiled times (the header says so)"
+mpirun_n 1 "$@" --steps 1 --threads 1 --plan uniform --costs-out "$tmp/costs.json" >/dev/null 2>&1
+for heavy in w f; do
+  /usr/bin/python3 - "$tmp/costs.json" "$tmp/costs-$heavy.json" $heavy <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+for l in c["layers"]:
+    f, b = max(l["fwd_ms"], 0.01), max(l["bwd_ms"], 0.01)
+    l["fwd_ms"], l["bwd_input_ms"], l["bwd_weight_ms"] = (f, b / 2, 30 * b) if sys.argv[3] == "w" else (30 * f, b / 2, b / 2)
+    l["bwd_ms"] = l["bwd_input_ms"] + l["bwd_weight_ms"]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+  mpirun_n 3 "$@" --threads 1 --plan uniform --schedule zb-h1 --costs "$tmp/costs-$heavy.json" \
+    --report "$tmp/timed-$heavy.json" --save "$tmp/timed-$heavy.h5" --trace "$tmp/timed-$heavy.trace.json" \
+    >"$tmp/timed-$heavy.log" 2>&1
+  same timed-$heavy gpt-1f1b-3
+  ok $? "zb-h1 on 3 ranks ordered by a --costs file with every ${heavy} 30x: bitwise 1f1b's losses and weights"
+  [ -s "$tmp/timed-$heavy.json" ] || show_log timed-$heavy
+done
+order() {  # the compute passes of rank 1 in the trace, in time order
+  /usr/bin/python3 -c 'import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e["pid"] == 1 and e["name"][0] in "FBW"]
+print(" ".join(e["name"] for e in sorted(ev, key=lambda e: e["ts"])))' "$1"
+}
+a=$(order "$tmp/timed-w.trace.json") b=$(order "$tmp/timed-f.trace.json")
+diag "rank 1, W heavy: $a"
+diag "rank 1, F heavy: $b"
+[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]
+ok $? "the two files' times give rank 1 different orders of its passes"
 finish

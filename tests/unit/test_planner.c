@@ -1305,10 +1305,12 @@ static void test_simulator_zero_bubble(void)
     /* replicated stages: every layout of S = 1..3 stages with 1..3 replicas each, M =
      * (most replicas)..9, F = B = W = k_s ms on stage s (a balanced plan: k_s times the
      * work of a one-rank stage), free links, no parameters (no all-reduce): the
-     * simulator plays the replica lists in exactly the layout's play
-     * (ppdl_schedule_unit_step_layout), and the cost model's T, whose fill factor is
-     * the layout's, is that step too; against 1F1B's lists on the layout, simulated */
-    int cases = 0, bad = 0, shorter = 0;
+     * cost model's T, whose fill factor is the layout's unit play, is that play's
+     * step (ppdl_schedule_unit_step_layout); the simulator plays the runtime's lists,
+     * ordered by the stages' times (plan/pass_times.h: the best of the unit play and
+     * two timed plays), so its step is at most the unit play's (less where a timed
+     * play found better orders); against 1F1B's lists on the layout, simulated */
+    int cases = 0, bad = 0, shorter = 0, timed_better = 0;
     for (int S = 1; S <= 3; S++)
         for (int code = 0; code < (S == 1 ? 3 : S == 2 ? 9 : 27); code++) {
             int k[3] = {1, 1, 1}, kmax = 1, D = 0, c = code;
@@ -1336,7 +1338,7 @@ static void test_simulator_zero_bubble(void)
                         fail("%s S=%d k=%d,%d,%d M=%d: %s", ppdl_schedule_name(zb[z]), S, k[0], k[1], k[2], M, err);
                         bad++;
                     } else {
-                        if (fabs(sim.step_ms - (double)want) > 1e-9 || fabs(ev.T - (double)want) > 1e-9 ||
+                        if (sim.step_ms > (double)want + 1e-9 || fabs(ev.T - (double)want) > 1e-9 ||
                             sim.step_ms > f1b.step_ms) {
                             fail("%s S=%d k=%d,%d,%d M=%d: simulated %.9f, analytic %.9f, the unit play %ld, 1f1b "
                                  "%.9f", ppdl_schedule_name(zb[z]), S, k[0], k[1], k[2], M, sim.step_ms, ev.T, want,
@@ -1344,6 +1346,7 @@ static void test_simulator_zero_bubble(void)
                             bad++;
                         }
                         shorter += sim.step_ms < f1b.step_ms;
+                        timed_better += sim.step_ms < (double)want - 1e-9;
                         ppdl_cost_eval_free(&ev);
                         ppdl_sim_free(&sim);
                         ppdl_sim_free(&f1b);
@@ -1353,8 +1356,8 @@ static void test_simulator_zero_bubble(void)
                 }
         }
     ok(bad == 0 && shorter > 0, "simulator and cost model, zb-h1/h2/1p on replicated layouts (S 1..3, 1..3 replicas "
-       "each, M up to 9): the layout's unit play exactly, never longer than 1f1b's lists (shorter in %d of %d)",
-       shorter, cases);
+       "each, M up to 9): T the layout's unit play, the simulated lists never longer (shorter in %d: timed orders), "
+       "never longer than 1f1b's lists (shorter in %d of %d)", timed_better, shorter, cases);
 }
 
 static void test_replication(void)

@@ -1078,9 +1078,112 @@ static void test_names(void)
        "check with S = 0 is rejected: %s", err);
 }
 
+/* Timed zero-bubble lists (ppdl_schedule_build_timed, zero_bubble.h's timed play).
+ *  - Every time 1, messages free: exactly the unit play's lists (S 1..6, M 1..10).
+ *  - Random times (f, b, w 1..40 ticks, messages 0..8), random layouts (1..3 replicas
+ *    a stage up to S = 3, then one each up to S = 5), M up to 10: the lists pass the
+ *    checker and the zero-bubble shape (passes in micro-batch order, in their
+ *    messages, at most the cap held), ppdl_schedule_counts_timed counts them, and
+ *    the step of the chosen orders is never longer than that of the unit play's orders
+ *    under the same times (both replayed).
+ *  - The bench's stages (perf/bench-pipeline, profiled on this machine: F 7.69 / 7.31,
+ *    B 8.85 / 9.80, W 5.63 / 5.35 ms, S = 2, M = 8): ZB-H1's timed orders are shorter
+ *    than the unit play's. */
+static void test_zb_timed(void)
+{
+    static const int kinds[] = {PPDL_SCHED_ZB_H1, PPDL_SCHED_ZB_H2, PPDL_SCHED_ZB_1P};
+    int bad = 0, n = 0;
+    for (int z = 0; z < 3; z++)
+        for (int S = 1; S <= 6; S++)
+            for (int M = 1; M <= 10; M++) {
+                long ones[4 * 6];
+                for (int i = 0; i < 4 * S; i++) ones[i] = i < 3 * S;
+                ppdl_zb_times tm = {ones, ones + S, ones + 2 * S, ones + 3 * S};
+                for (int st = 0; st < S; st++, n++) {
+                    ppdl_op_list a, b;
+                    ppdl_schedule_build_replica(kinds[z], S, M, NULL, st, 0, &a);
+                    ppdl_schedule_build_timed(kinds[z], S, M, NULL, st, 0, &tm, &b);
+                    if (a.n != b.n || memcmp(a.ops, b.ops, (size_t)a.n * sizeof *a.ops)) {
+                        if (!bad) diag("%s S=%d M=%d stage %d: the timed lists with unit times differ",
+                                       ppdl_schedule_name(kinds[z]), S, M, st);
+                        bad++;
+                    }
+                    ppdl_op_list_free(&a);
+                    ppdl_op_list_free(&b);
+                }
+            }
+    ok(bad == 0, "timed zero-bubble lists with every time 1: the unit play's lists (%d stage lists)", n);
+
+    unsigned long long g = 12345;
+#define RND(lo, hi) ((g = g * 6364136223846793005ULL + 1442695040888963407ULL), (lo) + (long)((g >> 33) % (unsigned long long)((hi) - (lo) + 1)))
+    int cases = 0, better = 0, longer = 0;
+    for (int c = 0; c < 400; c++) {
+        int kind = kinds[RND(0, 2)], S = (int)RND(2, 5), k[5], kmax = 1, D = 0;
+        for (int st = 0; st < S; st++) {
+            k[st] = S <= 3 ? (int)RND(1, 3) : 1;
+            if (k[st] > kmax) kmax = k[st];
+            D += k[st];
+        }
+        int M = (int)RND(kmax, 10);
+        long t[4 * 5];
+        for (int i = 0; i < 3 * S; i++) t[i] = RND(1, 40);
+        for (int i = 3 * S; i < 4 * S; i++) t[i] = RND(0, 8);
+        ppdl_zb_times tm = {t, t + S, t + 2 * S, t + 3 * S};
+        ppdl_op_list *lists = calloc((size_t)D, sizeof *lists);
+        int *cap = malloc((size_t)D * sizeof *cap), *held = malloc(2 * (size_t)D * sizeof *held), *pending = held + D;
+        ppdl_schedule_zb_caps_layout(kind, S, M, k, cap);
+        for (int st = 0, d = 0; st < S; st++)
+            for (int q = 0; q < k[st]; q++, d++) ppdl_schedule_build_timed(kind, S, M, k, st, q, &tm, &lists[d]);
+        char err[256];
+        if (ppdl_schedule_check_layout(S, M, k, lists, err, sizeof err))
+            fail("%s S=%d M=%d: %s", ppdl_schedule_name(kind), S, M, err);
+        long step = ppdl_schedule_counts_timed(kind, S, M, k, &tm, held, pending);
+        for (int st = 0, d = 0; st < S; st++)
+            for (int q = 0; q < k[st]; q++, d++) {
+                check_zb_replica_shape(kind, S, M, st, q, k[st], cap[d] < M ? cap[d] : M, &lists[d]);
+                if (held[d] != ppdl_schedule_max_in_flight(&lists[d]) ||
+                    pending[d] != ppdl_schedule_max_pending_weight(&lists[d]))
+                    fail("%s S=%d M=%d replica %d: counted %d/%d, the list %d/%d", ppdl_schedule_name(kind), S, M, d,
+                         held[d], pending[d], ppdl_schedule_max_in_flight(&lists[d]),
+                         ppdl_schedule_max_pending_weight(&lists[d]));
+            }
+        ppdl_zb_pass *unit = malloc(3 * (size_t)S * (size_t)M * sizeof *unit);
+        ppdl_zb_order_layout(S, M, k, cap, NULL, -1, unit);
+        long unit_step = ppdl_zb_replay_layout(S, M, k, unit, &tm);
+        if (step > unit_step)
+            fail("%s S=%d M=%d: the timed orders take %ld ticks, the unit play's %ld", ppdl_schedule_name(kind), S, M,
+                 step, unit_step);
+        better += step < unit_step;
+        cases++;
+        free(unit);
+        for (int d = 0; d < D; d++) ppdl_op_list_free(&lists[d]);
+        free(lists);
+        free(cap);
+        free(held);
+    }
+#undef RND
+    if (!better) fail("no case where the timed orders are shorter than the unit play's");
+    char what[256];
+    snprintf(what, sizeof what, "timed zero-bubble lists, %d random cases (times, messages, replicas): all pass the "
+             "checker and the shape, counted right, never longer than the unit play's orders under the times "
+             "(shorter in %d)", cases, better);
+    report(what);
+
+    long f[2] = {7690, 7310}, b[2] = {8850, 9800}, w[2] = {5630, 5350}, msg[2] = {0, 0};
+    ppdl_zb_times tm = {f, b, w, msg};
+    int cap[2], held[2], pending[2];
+    ppdl_schedule_zb_caps(PPDL_SCHED_ZB_H1, 2, cap);
+    long step = ppdl_schedule_counts_timed(PPDL_SCHED_ZB_H1, 2, 8, NULL, &tm, held, pending);
+    ppdl_zb_pass unit[48];
+    ppdl_zb_order_layout(2, 8, NULL, cap, NULL, -1, unit);
+    long unit_step = ppdl_zb_replay_layout(2, 8, NULL, unit, &tm);
+    ok(step < unit_step, "zb-h1 on the bench's profiled stages (S = 2, M = 8): timed orders %.2f ms, the unit play's "
+       "%.2f ms under the same times", step / 1e3, unit_step / 1e3);
+}
+
 int main(void)
 {
-    plan(62);
+    plan(65);
     test_kind(PPDL_SCHED_GPIPE);
     test_kind(PPDL_SCHED_1F1B);
     test_literal();
@@ -1094,6 +1197,7 @@ int main(void)
     test_zb_replicated(PPDL_SCHED_ZB_H2);
     test_zb_replicated(PPDL_SCHED_ZB_1P);
     test_zb_literal();
+    test_zb_timed();
     test_zb_negative();
     test_names();
     return exit_status();

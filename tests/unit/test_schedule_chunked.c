@@ -395,7 +395,7 @@ static void test_zbv_steps(void)
             }
             ppdl_zb_pass *p = malloc(3 * (size_t)S * M * sizeof *p);
             if (!p) abort();
-            long greedy = ppdl_zb_order_devices(S, M, N, dev_of, cap, -1, p);
+            long greedy = ppdl_zb_order_devices(S, M, N, dev_of, cap, NULL, -1, p);
             free(p);
             same_play += greedy == t;
             /* the peak a rank holds, in chunk micro-batches, against 1F1B's first rank */

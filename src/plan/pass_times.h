@@ -1,0 +1,40 @@
+/* pass_times.h — how long one micro-batch's F, B and W take on each stage of a plan,
+ * and its messages between stages, in whole microseconds: the times the zero-bubble
+ * schedules order their passes by (sched/zero_bubble.h's timed play).
+ *
+ * Why: the play in unit time (F = B = W, messages free) is the paper's idealisation.
+ * On a CPU a split backward's B takes about twice its W and as long as F (perf/
+ * RESULTS.md), and lists ordered in unit time pair the micro-batches so that ZB-H1
+ * measured a larger bubble than 1F1B; ordered by the profiled times it runs below it.
+ * The same numbers go to the runtime (every rank builds its lists from rank 0's copy),
+ * the simulator and the memory prediction, so all three play the same lists.
+ *
+ * From the costs (plan/costs.h) as the simulator counts them (plan/simulate.c): F is
+ * the stage's forwards (and the data reading of the first and last stage), B its
+ * backward-input passes with what they recompute, W its backward-weight passes, at
+ * the speed of the stage's slowest replica's rank; the message after stage s is the
+ * link's latency plus the activation's bytes over its bandwidth, from the rank of
+ * stage s's first replica to that of stage s + 1's. Each pass at least 1 us. */
+#ifndef PPDL_PASS_TIMES_H
+#define PPDL_PASS_TIMES_H
+
+#include "plan/cluster_model.h"
+#include "plan/costs.h"
+#include "plan/plan.h"
+#include "sched/zero_bubble.h"
+
+/* a pass's microseconds from its milliseconds: rounded, at least 1 */
+long ppdl_pass_ticks(double ms);
+
+/* The times of plan p's stages into t[0..4S-1]: F of every stage, then B, then W, then
+ * the message after each stage (the last stage's 0). cl NULL: every rank at speed 1 and
+ * messages free. The plan must be valid for c (the simulator's check). */
+void ppdl_pass_times_of_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, long *t);
+
+/* The play's view of t (4S numbers as above) */
+static inline ppdl_zb_times ppdl_pass_times_view(const long *t, int S)
+{
+    return (ppdl_zb_times){t, t + S, t + 2 * S, t + 3 * S};
+}
+
+#endif
