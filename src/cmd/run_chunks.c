@@ -73,7 +73,9 @@ void run_chunks_plan(run *r)
     refuse_unsupported(r);
     ppdl_rank_schedule *all = ppdl_xcalloc((size_t)N, sizeof *all);
     int bad = 0;
-    bad = ppdl_schedule_build_ranks(o->schedule, N, v, M, all, err, sizeof err) != 0;
+    /* zb-v: ordered by the passes' times where rank 0 knew them (run_plan.c) */
+    bad = ppdl_schedule_build_ranks_timed(o->schedule, N, v, M, r->pass_ticks ? &r->pass_times : NULL, all, err,
+                                          sizeof err) != 0;
     if (!bad && ppdl_schedule_check_ranks(N, v, M, all, err, sizeof err)) {
         char why[PPDL_ERR_LEN];
         snprintf(why, sizeof why, "schedule %s with %d ranks, %d stages each, %d micro-batches failed its check: %s",

@@ -195,7 +195,7 @@ static void schedule_for_given_plan(run *r)
     r->o.schedule = k;
 }
 
-/* A zero-bubble schedule of one stage per rank orders its passes by their times
+/* A zero-bubble schedule (zb-v included) orders its passes by their times
  * (plan/pass_times.h): rank 0 computes them from the costs (and the cluster, where it
  * knows one) and every rank gets its numbers, so that all build the same lists. Without
  * costs (no --costs, and rank 0 did not profile) the lists are the unit play's. */
@@ -203,7 +203,7 @@ static void share_pass_times(run *r)
 {
     const ppdl_plan *p = &r->plan;
     int S = p->S, timed = r->rank == 0 && r->have_costs;
-    if (S < 2 || !ppdl_schedule_splits_backward(r->o.schedule) || ppdl_schedule_chunked(r->o.schedule)) return;
+    if (S < 2 || !ppdl_schedule_splits_backward(r->o.schedule)) return;
     PPDL_CHECK_MPI(MPI_Bcast(&timed, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (!timed) return;
     r->pass_ticks = ppdl_xcalloc(4 * (size_t)S, sizeof(long));
@@ -217,6 +217,18 @@ static void share_pass_times(run *r)
     }
     PPDL_CHECK_MPI(MPI_Bcast(r->pass_ticks, 4 * S, MPI_LONG, 0, MPI_COMM_WORLD));
     r->pass_times = ppdl_pass_times_view(r->pass_ticks, S);
+    /* every rank decides alike (the same numbers): orders the checker refuses are not
+     * run, the unit play's are (zb-v: inside ppdl_schedule_build_ranks_timed) */
+    int *layout = ppdl_xmalloc((size_t)S * sizeof(int));
+    for (int s = 0; s < S; s++) layout[s] = p->stages[s].n_replicas;
+    char why[PPDL_ERR_LEN];
+    if (!ppdl_schedule_timed_ok(r->o.schedule, S, (int)r->o.micro_batches, layout, &r->pass_times, why, sizeof why)) {
+        if (r->rank == 0) printf("note: the timed orders of %s failed the checker (%s); the unit play's run\n",
+                                 ppdl_schedule_name(r->o.schedule), why);
+        free(r->pass_ticks);
+        r->pass_ticks = NULL;
+    }
+    free(layout);
 }
 
 void run_choose_plan(run *r)

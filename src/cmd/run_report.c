@@ -87,7 +87,7 @@ static void print_plan_timing(const run *r)
 static void print_pass_order(const run *r)
 {
     int S = r->plan.S;
-    if (S < 2 || !ppdl_schedule_splits_backward(r->o.schedule) || ppdl_schedule_chunked(r->o.schedule)) return;
+    if (S < 2 || !ppdl_schedule_splits_backward(r->o.schedule)) return;
     if (!r->pass_ticks) {
         printf("passes of %s ordered in unit time (F = B = W: no costs known)\n", ppdl_schedule_name(r->o.schedule));
         return;

@@ -181,9 +181,9 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
         c->bf16_messages = o->precision == PPDL_PREC_BF16; /* this run's messages, whatever made the file */
         return 1;
     }
-    /* a zero-bubble schedule of one stage per rank orders its passes by the costs
+    /* a zero-bubble schedule (zb-v included) orders its passes by the costs
      * (plan/pass_times.h) */
-    int zb = ppdl_schedule_splits_backward(o->schedule) && !ppdl_schedule_chunked(o->schedule) && comm->size > 1;
+    int zb = ppdl_schedule_splits_backward(o->schedule) && comm->size > 1;
     if (!o->costs_out && o->plan_mode != PLAN_AUTO && !zb) return 0;
     if (comm->rank == 0) {
         double t0 = ppdl_now_s();

@@ -100,8 +100,8 @@ typedef struct ppdl_runtime_cfg {
      * stage, as two ranks exchange those of several pairs of stages. NULL: the list is
      * built from schedule, S, stage and the layout every rank tells (collective). */
     const ppdl_op_list *ops;
-    /* The zero-bubble schedules (one stage per rank): the passes' times their lists are
-     * ordered by (sched/zero_bubble.h's timed play, plan/pass_times.h), the same on
+    /* The zero-bubble schedules of one stage per rank (zb-v's lists come in cfg.ops,
+     * ordered by run_chunks.c): the passes' times their lists are ordered by (sched/zero_bubble.h's timed play, plan/pass_times.h), the same on
      * every rank; NULL: the unit play. Other schedules ignore it. */
     const ppdl_zb_times *pass_times;
 } ppdl_runtime_cfg;

@@ -512,12 +512,12 @@ static void unit_threads(const sim_unit *U, int nu, sim_thread *T)
  * proven as the runtime proves it (ppdl_schedule_check_ranks); unit s takes stage s's
  * list, thread r runs the order of the schedule's position r, on the rank of stage r (the
  * cost model checked that the plan follows the schedule's order). */
-static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int M, sim_unit *U, sim_thread *T,
-                         char *err, size_t errlen)
+static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int M, const ppdl_zb_times *tm,
+                         sim_unit *U, sim_thread *T, char *err, size_t errlen)
 {
     ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
     int rc = 0;
-    rc = ppdl_schedule_build_ranks(schedule, N, v, M, rs, err, errlen);
+    rc = ppdl_schedule_build_ranks_timed(schedule, N, v, M, tm, rs, err, errlen);
     if (!rc) rc = ppdl_schedule_check_ranks(N, v, M, rs, err, errlen);
     for (int r = 0; r < N; r++) {
         sim_thread *th = &T[r];
@@ -568,6 +568,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     long *ticks = ppdl_xmalloc(4 * (size_t)S * sizeof *ticks);
     ppdl_pass_times_of_plan(c, cl, p, ticks);
     ppdl_zb_times tm = ppdl_pass_times_view(ticks, S);
+    char why[PPDL_ERR_LEN];
+    const ppdl_zb_times *tmp = ppdl_schedule_timed_ok(schedule, S, M, ev.replicas, &tm, why, sizeof why) ? &tm : NULL;
     for (int s = 0; s < S; s++) {
         const ppdl_plan_stage *ps = &p->stages[s];
         for (int q = 0; q < n_rep(ps); q++) {
@@ -577,16 +579,15 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
             x->k = n_rep(ps);
             x->rank = rep_rank(ps, q);
             unit_costs(c, cl, ps, x);
-            if (!chunked) ppdl_schedule_build_timed(schedule, S, M, ev.replicas, s, q, &tm, &x->ops); /* the runtime's list */
+            if (!chunked) ppdl_schedule_build_timed(schedule, S, M, ev.replicas, s, q, tmp, &x->ops); /* the runtime's list */
         }
     }
-    free(ticks);
     /* threads: a rank each; the lists are proven before they are played, as the
      * runtime proves them */
     int nt = chunked ? N : nu;
     sim_thread *T = ppdl_xcalloc((size_t)nt, sizeof *T);
     if (chunked) {
-        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), M, U, T, err, errlen);
+        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), M, tmp, U, T, err, errlen);
     } else {
         unit_threads(U, nu, T);
         ppdl_op_list *lists = ppdl_xmalloc((size_t)nu * sizeof *lists);
@@ -594,6 +595,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
         rc = ppdl_schedule_check_layout(S, M, ev.replicas, lists, err, errlen);
         free(lists);
     }
+    free(ticks);
     for (int u = 0; u < nu; u++) {
         sim_unit *x = &U[u];
         x->slots = ppdl_schedule_max_in_flight(&x->ops);

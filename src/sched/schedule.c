@@ -391,6 +391,19 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
     ppdl_schedule_build_timed(kind, S, M, k, s, q, NULL, out);
 }
 
+int ppdl_schedule_timed_ok(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, char *err, size_t errlen)
+{
+    if (!tm || !ppdl_schedule_splits_backward(kind) || ppdl_schedule_chunked(kind)) return 1;
+    int D = n_devices(S, k), rc;
+    ppdl_op_list *all = ppdl_xcalloc((size_t)D, sizeof *all);
+    for (int s = 0, d = 0; s < S; s++)
+        for (int q = 0; q < (k ? k[s] : 1); q++, d++) ppdl_schedule_build_timed(kind, S, M, k, s, q, tm, &all[d]);
+    rc = ppdl_schedule_check_layout(S, M, k, all, err, errlen);
+    for (int d = 0; d < D; d++) ppdl_op_list_free(&all[d]);
+    free(all);
+    return rc == 0;
+}
+
 void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out)
 {
     ppdl_schedule_build_replica(kind, S, M, NULL, s, 0, out);

@@ -117,6 +117,12 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
  * schedules ignore tm. */
 void ppdl_schedule_build_timed(int kind, int S, int M, const int *k, int s, int q, const ppdl_zb_times *tm,
                                ppdl_op_list *out);
+/* 1 when the timed lists of every replica of the layout k pass
+ * ppdl_schedule_check_layout (or tm is NULL, or the kind has no timed lists); else 0
+ * with the checker's message. The timed play does not see the send buffers a stage
+ * reuses, so its orders are proven before they are used: a run, the simulator and the
+ * memory prediction fall back to the unit play's lists together where this says 0. */
+int ppdl_schedule_timed_ok(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, char *err, size_t errlen);
 void ppdl_op_list_free(ppdl_op_list *l);
 
 /* The caps of a zero-bubble schedule's play (sched/zero_bubble.h): cap[s] for
@@ -225,6 +231,11 @@ int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_
 /* Every rank's at once, into out[0..N-1] (the same lists as N calls above; zb-v plays
  * its V once instead of once per rank). 0, or -1 with the reason. */
 int ppdl_schedule_build_ranks(int kind, int N, int v, int M, ppdl_rank_schedule *out, char *err, size_t errlen);
+/* The same with zb-v's passes ordered by their times (tm over its S = 2N stages in
+ * pipeline order, sched/zero_bubble.h's timed play; NULL: the unit play, as above;
+ * interleaved ignores it). ppdl_schedule_build_rank has only the unit play. */
+int ppdl_schedule_build_ranks_timed(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out,
+                                    char *err, size_t errlen);
 void ppdl_rank_schedule_free(ppdl_rank_schedule *r);
 /* Play the N ranks' schedules ranks[0..N-1] (S = v*N stages) against each other, each
  * rank running its order as ONE sequential thread, under the communication model above

@@ -319,3 +319,16 @@ long ppdl_zb_replay_layout(int S, int M, const int *k, const ppdl_zb_pass *all, 
     free(cap);
     return t;
 }
+
+long ppdl_zb_replay_devices(int S, int M, int D, const int *dev_of, const ppdl_zb_pass *all, const ppdl_zb_times *tm)
+{
+    PPDL_CHECK(tm != NULL && D >= 1, "ppdl_zb_replay_devices: no times, or %d devices", D);
+    zb_stage *z = ppdl_xcalloc((size_t)S, sizeof *z);
+    int n_z = 0;
+    for (int d = 0; d < D; d++) /* the streams as ppdl_zb_order_devices lists them */
+        for (int s = S - 1; s >= 0; s--)
+            if (dev_of[s] == d) z[n_z++] = (zb_stage){.s = s, .k = 1, .n = M, .dev = d, .cap = 1};
+    long t = replay(S, M, z, n_z, D, tm, all);
+    free(z);
+    return t;
+}

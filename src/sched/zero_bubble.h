@@ -87,5 +87,7 @@ long ppdl_zb_order_devices(int S, int M, int D, const int *dev_of, const int *ca
  * for its input: the measure by which a timed play picks among its candidate orders
  * (zero_bubble.c best_play). */
 long ppdl_zb_replay_layout(int S, int M, const int *k, const ppdl_zb_pass *all, const ppdl_zb_times *tm);
+/* The same for ppdl_zb_order_devices's dev = -1 output (stage s on device dev_of[s]) */
+long ppdl_zb_replay_devices(int S, int M, int D, const int *dev_of, const ppdl_zb_pass *all, const ppdl_zb_times *tm);
 
 #endif

@@ -427,9 +427,88 @@ static void test_zbv_steps(void)
        mem_ok, n_all, worst_peak);
 }
 
+/* zb-v ordered by times (ppdl_schedule_build_ranks_timed): every time 1 gives the unit
+ * play's lists; 300 random cases (N 1..5, M 1..12, times 1..40 ticks, messages 0..8)
+ * pass ppdl_schedule_check_ranks (which also proves the weight sums in micro-batch
+ * order), hold at most the V's caps (2N - s on stage s), and their orders, replayed
+ * under the times, are never longer than the unit play's (shorter in some) */
+static void test_zbv_timed(void)
+{
+    int bad = 0, n = 0;
+    for (int N = 1; N <= 5; N++)
+        for (int M = 1; M <= 12; M++) {
+            int S = 2 * N;
+            long ones[4 * 10];
+            for (int i = 0; i < 4 * S; i++) ones[i] = i < 3 * S;
+            ppdl_zb_times tm = {ones, ones + S, ones + 2 * S, ones + 3 * S};
+            ppdl_rank_schedule A[5], B[5];
+            char err[256];
+            if (ppdl_schedule_build_ranks(PPDL_SCHED_ZB_V, N, 2, M, A, err, sizeof err) ||
+                ppdl_schedule_build_ranks_timed(PPDL_SCHED_ZB_V, N, 2, M, &tm, B, err, sizeof err)) {
+                bad++;
+                continue;
+            }
+            for (int r = 0; r < N; r++, n++) {
+                int same = A[r].n == B[r].n && !memcmp(A[r].order, B[r].order, (size_t)A[r].n * sizeof(int));
+                for (int c = 0; c < 2; c++)
+                    same &= A[r].lists[c].n == B[r].lists[c].n &&
+                            !memcmp(A[r].lists[c].ops, B[r].lists[c].ops, (size_t)A[r].lists[c].n * sizeof(ppdl_op));
+                if (!same && !bad) diag("zb-v N=%d M=%d rank %d: the timed lists with unit times differ", N, M, r);
+                bad += !same;
+            }
+            free_ranks(N, A);
+            free_ranks(N, B);
+        }
+    ok(bad == 0, "zb-v timed with every time 1: the unit play's lists (%d ranks' schedules)", n);
+
+    unsigned long long g = 777;
+#define RND(lo, hi) ((g = g * 6364136223846793005ULL + 1442695040888963407ULL), (lo) + (long)((g >> 33) % (unsigned long long)((hi) - (lo) + 1)))
+    int cases = 0, better = 0;
+    for (int c = 0; c < 300; c++) {
+        int N = (int)RND(1, 5), M = (int)RND(1, 12), S = 2 * N, dev_of[10], cap[10];
+        long t[40];
+        for (int i = 0; i < 3 * S; i++) t[i] = RND(1, 40);
+        for (int i = 3 * S; i < 4 * S; i++) t[i] = RND(0, 8);
+        ppdl_zb_times tm = {t, t + S, t + 2 * S, t + 3 * S};
+        ppdl_rank_schedule R[5];
+        char err[256];
+        if (ppdl_schedule_build_ranks_timed(PPDL_SCHED_ZB_V, N, 2, M, &tm, R, err, sizeof err)) {
+            fail("zb-v N=%d M=%d: %s", N, M, err);
+            continue;
+        }
+        if (ppdl_schedule_check_ranks(N, 2, M, R, err, sizeof err)) fail("zb-v N=%d M=%d timed: %s", N, M, err);
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < 2; k++) {
+                int s = R[r].stages[k], held = ppdl_schedule_max_in_flight(&R[r].lists[k]);
+                if (held > S - s) fail("zb-v N=%d M=%d stage %d holds %d, cap %d", N, M, s, held, S - s);
+            }
+        free_ranks(N, R);
+        /* the orders' steps: the timed play's against the unit play's, replayed */
+        for (int s = 0; s < S; s++) {
+            dev_of[s] = ppdl_schedule_stage_rank(PPDL_SCHED_ZB_V, N, 2, s);
+            cap[s] = S - s;
+        }
+        ppdl_zb_pass *p = malloc(3 * (size_t)S * M * sizeof *p);
+        if (!p) abort();
+        long timed = ppdl_zb_order_devices(S, M, N, dev_of, cap, &tm, -1, p);
+        ppdl_zb_order_devices(S, M, N, dev_of, cap, NULL, -1, p);
+        long unit = ppdl_zb_replay_devices(S, M, N, dev_of, p, &tm);
+        free(p);
+        if (timed > unit) fail("zb-v N=%d M=%d: timed orders %ld ticks, the unit play's %ld", N, M, timed, unit);
+        better += timed < unit;
+        cases++;
+    }
+#undef RND
+    if (!better) fail("no case where the timed orders are shorter");
+    char what[200];
+    snprintf(what, sizeof what, "zb-v timed, %d random cases: the checker passes, caps held, never longer than the "
+             "unit play's orders under the times (shorter in %d)", cases, better);
+    report(what);
+}
+
 int main(void)
 {
-    plan(27);
+    plan(29);
     test_names();
     test_all_pass(PPDL_SCHED_INTERLEAVED, 2, 4);
     test_all_pass(PPDL_SCHED_ZB_V, 2, 2);
@@ -439,5 +518,6 @@ int main(void)
     test_reused_slot();
     test_interleaved_steps();
     test_zbv_steps();
+    test_zbv_timed();
     return exit_status();
 }
