@@ -467,6 +467,38 @@ int ppdl_probe_pair_settled(const double *ab, const double *ba, int n, const ppd
     return lo > 0 && hi <= o->asym * lo;
 }
 
+/* the median of a class's directed links (inside = 1: both ends in one node, any node;
+ * 0: ends in two nodes), or 0 where it has fewer than 3 */
+static double class_median(int n, const double *bw, const int *node, int inside)
+{
+    double *v = ppdl_xmalloc((size_t)n * (size_t)n * sizeof(double)), med = 0;
+    int k = 0;
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++)
+            if (a != b && (node[a] == node[b]) == inside) v[k++] = bw[a * n + b];
+    if (k >= 3) med = median(v, k);
+    free(v);
+    return med;
+}
+
+int ppdl_probe_class_outliers(int n, const double *bw, const int *count, int max, double tol, unsigned char *need)
+{
+    ppdl_cluster cl;
+    ppdl_cluster_alloc(&cl, n);
+    memcpy(cl.bw, bw, (size_t)n * (size_t)n * sizeof(double));
+    ppdl_cluster_group_nodes(&cl, PPDL_NODE_RATIO);
+    int marked = 0;
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            if (count[a * n + b] >= max) continue;
+            double med = class_median(n, bw, cl.node, cl.node[a] == cl.node[b]);
+            int low = med > 0 && (bw[a * n + b] < (1 - tol) * med || bw[b * n + a] < (1 - tol) * med);
+            if (low && !need[a * n + b]) need[a * n + b] = 1, marked++;
+        }
+    ppdl_cluster_free(&cl);
+    return marked;
+}
+
 int ppdl_probe_skew(const char *spec, int n, int a, int b, int k, double *factor, char *err, size_t errlen)
 {
     *factor = 1;
@@ -658,6 +690,19 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
         }
     free(ab);
     free(ba);
+    if (left == 0 && n >= 3) { /* all settled: a link far below its class's others is measured again */
+        double *bw = ppdl_xcalloc((size_t)n * (size_t)n, sizeof(double));
+        double *v = ppdl_xmalloc((size_t)sm->max * sizeof(double));
+        for (int a = 0; a < n; a++)
+            for (int b = a + 1; b < n; b++)
+                for (int which = 0; which < 2; which++) {
+                    int c = series(sm, a, b, which, v);
+                    bw[which ? b * n + a : a * n + b] = ppdl_probe_pooled_bw(raw_at(sm, a, b, 0), v, c, which, PPDL_PROBE_GATE);
+                }
+        left = ppdl_probe_class_outliers(n, bw, sm->count, sm->max, PPDL_PROBE_CLASS_TOL, need);
+        free(v);
+        free(bw);
+    }
     return left;
 }
 

@@ -129,6 +129,19 @@ ppdl_link_stat ppdl_probe_link_stat(const double *v, int n, double agree);
  * min_samples samples agreeing with its median, and the two medians are within the
  * factor asym of each other. */
 int ppdl_probe_pair_settled(const double *ab, const double *ba, int n, const ppdl_probe_opts *o);
+/* Links of one class (both ends in one node, or ends in two nodes; the nodes measured:
+ * ppdl_cluster_group_nodes on bw) are expected alike, as on a cluster of like nodes. Marks need[a*n+b] (a < b) for
+ * every pair with fewer than max samples (count[a*n+b]) one of whose directions reads
+ * more than a fraction tol below the median of its class (classes of 3 or more
+ * directed links), so that it is measured again; returns how many it marked. Why: on
+ * 2 vCPUs a pair's ranks can lose their cores for whole milliseconds throughout the
+ * pair's three samples, which then agree and settle 15-18% slow (perf/RESULTS.md,
+ * issue 19); later samples, a pass apart, may not be disturbed, and the pooled
+ * statistic keeps each size's fastest time. A link that is truly slower stays so:
+ * more samples do not make it faster. bw: n x n directed bandwidths (the diagonal
+ * unread). */
+#define PPDL_PROBE_CLASS_TOL 0.10
+int ppdl_probe_class_outliers(int n, const double *bw, const int *count, int max, double tol, unsigned char *need);
 /* The test hook PPDL_TEST_PROBE_SKEW="A-B:K:F[,...]" (README "Tests"): the factor by
  * which the K-th sample (from 0) of link A->B's bandwidth is multiplied, 1 when none;
  * -1 with a message in err when the variable is malformed. */

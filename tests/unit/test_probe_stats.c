@@ -26,7 +26,10 @@
  *      2000 pairs of 4 samples (2 repetitions per size each, the probe's defaults):
  *      the pooled fit must be within 15% of the rate in every pair, the median of the
  *      samples' own fits (negative control) must not be; a sample 20x too fast or
- *      too slow is left out of the pool.
+ *      too slow is left out of the pool;
+ *   7. the class check (ppdl_probe_class_outliers): on the 2 x 2 emulation's rates a
+ *      link more than 10% below its class's median (inside a node, or between the two)
+ *      is measured again, one 5% below is not, nor one already at max_samples.
  * Pure: no MPI ranks. */
 #include "core/error.h"
 #include "core/util.h"
@@ -170,7 +173,7 @@ static double judge(const double *bw, char *grouping, size_t len)
 
 int main(void)
 {
-    plan(24);
+    plan(28);
     ppdl_probe_opts o;
     ppdl_probe_defaults(&o);
 
@@ -306,6 +309,42 @@ int main(void)
                f ? "20x too slow" : "20x too fast", got / 1e6, STALL_RATE / 1e6, fits[2] / 1e6);
             memcpy(r, saved, sizeof saved);
         }
+    }
+
+    /* ---- 7. a link far below its class's others is measured again ---- */
+    {
+        double cbw[N * N];
+        int count[N * N];
+        unsigned char need[N * N];
+        /* the 2 x 2 emulation: 375 MB/s inside {0,1} and {2,3}, 118 MB/s between */
+#define RESET()                                                                           \
+    for (int a = 0; a < N; a++)                                                           \
+        for (int b = 0; b < N; b++) {                                                     \
+            cbw[a * N + b] = a == b ? 0 : a / 2 == b / 2 ? 375e6 : 118e6;                  \
+            count[a * N + b] = 3;                                                         \
+            need[a * N + b] = 0;                                                          \
+        }
+        RESET();
+        int m = ppdl_probe_class_outliers(N, cbw, count, o.max_samples, PPDL_PROBE_CLASS_TOL, need);
+        ok(m == 0, "every link at its class's rate: none measured again (%d)", m);
+        RESET();
+        cbw[0 * N + 1] = 375e6 * 0.83; /* run 5's miss: an inside link 17% slow */
+        cbw[2 * N + 0] = 118e6 * 0.85;
+        cbw[3 * N + 2] = 375e6 * 0.95; /* within 10%: left */
+        m = ppdl_probe_class_outliers(N, cbw, count, o.max_samples, PPDL_PROBE_CLASS_TOL, need);
+        ok(m == 2 && need[0 * N + 1] && need[0 * N + 2] && !need[2 * N + 3],
+           "an inside link 17%% slow and a cross link 15%% slow are measured again, one 5%% slow is not (%d marked)", m);
+        RESET();
+        cbw[0 * N + 1] = 375e6 * 0.83;
+        count[0 * N + 1] = o.max_samples;
+        m = ppdl_probe_class_outliers(N, cbw, count, o.max_samples, PPDL_PROBE_CLASS_TOL, need);
+        ok(m == 0, "... but not past max_samples (%d): a link that is truly slower stays so", o.max_samples);
+        RESET();
+        cbw[0 * N + 1] = cbw[1 * N + 0] = 0.05 * 375e6; /* 18.75 MB/s both ways: another network */
+        m = ppdl_probe_class_outliers(N, cbw, count, o.max_samples, PPDL_PROBE_CLASS_TOL, need);
+        ok(m == 1 && need[0 * N + 1], "a link 20x slower both ways (the grouping then puts all 4 ranks in one class, "
+           "of median 118 MB/s): measured again (%d marked)", m);
+#undef RESET
     }
     return exit_status();
 }
