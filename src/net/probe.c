@@ -492,8 +492,8 @@ int ppdl_probe_class_outliers(int n, const double *bw, const int *count, int max
         for (int b = a + 1; b < n; b++) {
             if (count[a * n + b] >= max) continue;
             double med = class_median(n, bw, cl.node, cl.node[a] == cl.node[b]);
-            int low = med > 0 && (bw[a * n + b] < (1 - tol) * med || bw[b * n + a] < (1 - tol) * med);
-            if (low && !need[a * n + b]) need[a * n + b] = 1, marked++;
+            int off = med > 0 && (fabs(bw[a * n + b] - med) > tol * med || fabs(bw[b * n + a] - med) > tol * med);
+            if (off && !need[a * n + b]) need[a * n + b] = 1, marked++;
         }
     ppdl_cluster_free(&cl);
     return marked;
@@ -690,7 +690,7 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
         }
     free(ab);
     free(ba);
-    if (left == 0 && n >= 3) { /* all settled: a link far below its class's others is measured again */
+    if (left == 0 && n >= 3) { /* all settled: a link far off its class's others is measured again */
         double *bw = ppdl_xcalloc((size_t)n * (size_t)n, sizeof(double));
         double *v = ppdl_xmalloc((size_t)sm->max * sizeof(double));
         for (int a = 0; a < n; a++)

@@ -130,15 +130,17 @@ ppdl_link_stat ppdl_probe_link_stat(const double *v, int n, double agree);
  * factor asym of each other. */
 int ppdl_probe_pair_settled(const double *ab, const double *ba, int n, const ppdl_probe_opts *o);
 /* Links of one class (both ends in one node, or ends in two nodes; the nodes measured:
- * ppdl_cluster_group_nodes on bw) are expected alike, as on a cluster of like nodes. Marks need[a*n+b] (a < b) for
- * every pair with fewer than max samples (count[a*n+b]) one of whose directions reads
- * more than a fraction tol below the median of its class (classes of 3 or more
- * directed links), so that it is measured again; returns how many it marked. Why: on
- * 2 vCPUs a pair's ranks can lose their cores for whole milliseconds throughout the
- * pair's three samples, which then agree and settle 15-18% slow (perf/RESULTS.md,
- * issue 19); later samples, a pass apart, may not be disturbed, and the pooled
- * statistic keeps each size's fastest time. A link that is truly slower stays so:
- * more samples do not make it faster. bw: n x n directed bandwidths (the diagonal
+ * ppdl_cluster_group_nodes on bw) are expected alike, as on a cluster of like nodes.
+ * Marks need[a*n+b] (a < b) for every pair with fewer than max samples (count[a*n+b])
+ * one of whose directions reads more than a fraction tol off the median of its class
+ * (either side; classes of 3 or more directed links), so that it is measured again;
+ * returns how many it marked. Why: on 2 vCPUs a pair's ranks can lose their cores for
+ * whole milliseconds through all three of the pair's samples, which then agree on a
+ * rate 15-24% off (slow, or fast where the stalls lengthen the smaller messages more
+ * than the large: the fitted slope flattens; perf/RESULTS.md, issue 19). Later
+ * samples, a pass apart, may be clean, and the pooled statistic keeps each size's
+ * fastest time, so clean readings win at every size. A link that truly differs stays
+ * so: more samples do not change it. bw: n x n directed bandwidths (the diagonal
  * unread). */
 #define PPDL_PROBE_CLASS_TOL 0.10
 int ppdl_probe_class_outliers(int n, const double *bw, const int *count, int max, double tol, unsigned char *need);

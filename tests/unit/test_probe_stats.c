@@ -28,8 +28,9 @@
  *      samples' own fits (negative control) must not be; a sample 20x too fast or
  *      too slow is left out of the pool;
  *   7. the class check (ppdl_probe_class_outliers): on the 2 x 2 emulation's rates a
- *      link more than 10% below its class's median (inside a node, or between the two)
- *      is measured again, one 5% below is not, nor one already at max_samples.
+ *      link more than 10% off its class's median (inside a node, or between the two;
+ *      slow or fast) is measured again, one 5-6% off is not, nor one already at
+ *      max_samples.
  * Pure: no MPI ranks. */
 #include "core/error.h"
 #include "core/util.h"
@@ -173,7 +174,7 @@ static double judge(const double *bw, char *grouping, size_t len)
 
 int main(void)
 {
-    plan(28);
+    plan(29);
     ppdl_probe_opts o;
     ppdl_probe_defaults(&o);
 
@@ -335,6 +336,13 @@ int main(void)
         ok(m == 2 && need[0 * N + 1] && need[0 * N + 2] && !need[2 * N + 3],
            "an inside link 17%% slow and a cross link 15%% slow are measured again, one 5%% slow is not (%d marked)", m);
         RESET();
+        cbw[3 * N + 2] = 375e6 * 1.20; /* this run's misses: 14-24% fast */
+        cbw[2 * N + 3] = 375e6 * 1.14;
+        cbw[1 * N + 3] = 118e6 * 1.06; /* within 10%: left */
+        m = ppdl_probe_class_outliers(N, cbw, count, o.max_samples, PPDL_PROBE_CLASS_TOL, need);
+        ok(m == 1 && need[2 * N + 3] && !need[1 * N + 3],
+           "an inside pair read 14%% and 20%% fast is measured again, a cross link 6%% fast is not (%d marked)", m);
+        RESET();
         cbw[0 * N + 1] = 375e6 * 0.83;
         count[0 * N + 1] = o.max_samples;
         m = ppdl_probe_class_outliers(N, cbw, count, o.max_samples, PPDL_PROBE_CLASS_TOL, need);
@@ -342,8 +350,8 @@ int main(void)
         RESET();
         cbw[0 * N + 1] = cbw[1 * N + 0] = 0.05 * 375e6; /* 18.75 MB/s both ways: another network */
         m = ppdl_probe_class_outliers(N, cbw, count, o.max_samples, PPDL_PROBE_CLASS_TOL, need);
-        ok(m == 1 && need[0 * N + 1], "a link 20x slower both ways (the grouping then puts all 4 ranks in one class, "
-           "of median 118 MB/s): measured again (%d marked)", m);
+        ok(m == 2 && need[0 * N + 1] && need[2 * N + 3], "a link 20x slower both ways: the grouping puts all 4 ranks "
+           "in one class (median 118 MB/s), and both pairs far off it, 0-1 and 2-3, are measured again (%d marked)", m);
 #undef RESET
     }
     return exit_status();
