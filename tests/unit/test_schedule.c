@@ -1116,7 +1116,7 @@ static void test_zb_timed(void)
 
     unsigned long long g = 12345;
 #define RND(lo, hi) ((g = g * 6364136223846793005ULL + 1442695040888963407ULL), (lo) + (long)((g >> 33) % (unsigned long long)((hi) - (lo) + 1)))
-    int cases = 0, better = 0, longer = 0;
+    int cases = 0, better = 0;
     for (int c = 0; c < 400; c++) {
         int kind = kinds[RND(0, 2)], S = (int)RND(2, 5), k[5], kmax = 1, D = 0;
         for (int st = 0; st < S; st++) {
