@@ -217,13 +217,17 @@ static void share_pass_times(run *r)
     }
     PPDL_CHECK_MPI(MPI_Bcast(r->pass_ticks, 4 * S, MPI_LONG, 0, MPI_COMM_WORLD));
     r->pass_times = ppdl_pass_times_view(r->pass_ticks, S);
-    /* every rank decides alike (the same numbers): orders the checker refuses are not
-     * run, the unit play's are (zb-v: inside ppdl_schedule_build_ranks_timed) */
-    int *layout = ppdl_xmalloc((size_t)S * sizeof(int));
+    /* every rank decides alike (the same numbers): orders the checker refuses, or that
+     * hold more than the unit play's (the planner's count), are not run, the unit
+     * play's are */
+    int *layout = ppdl_xmalloc((size_t)S * sizeof(int)), M = (int)r->o.micro_batches, v = ppdl_plan_chunks(p);
     for (int s = 0; s < S; s++) layout[s] = p->stages[s].n_replicas;
     char why[PPDL_ERR_LEN];
-    if (!ppdl_schedule_timed_ok(r->o.schedule, S, (int)r->o.micro_batches, layout, &r->pass_times, why, sizeof why)) {
-        if (r->rank == 0) printf("note: the timed orders of %s failed the checker (%s); the unit play's run\n",
+    int ok = ppdl_schedule_chunked(r->o.schedule)
+                 ? ppdl_schedule_ranks_timed_ok(r->o.schedule, S / v, v, M, &r->pass_times, why, sizeof why)
+                 : ppdl_schedule_timed_ok(r->o.schedule, S, M, layout, &r->pass_times, why, sizeof why);
+    if (!ok) {
+        if (r->rank == 0) printf("note: the timed orders of %s were refused (%s); the unit play's run\n",
                                  ppdl_schedule_name(r->o.schedule), why);
         free(r->pass_ticks);
         r->pass_ticks = NULL;
@@ -274,7 +278,6 @@ void run_choose_plan(run *r)
         ppdl_plan_set_recompute(plan, option, r->n_options);
     }
     if (o->plan_mode != PLAN_AUTO) predict_plan(r); /* the plan that runs, --recompute included */
-    share_pass_times(r);
     /* --plan-out: the plan that runs, for --plan FILE another time */
     rc = r->rank == 0 && o->plan_out ? ppdl_plan_write(o->plan_out, plan, err, sizeof err) : 0;
     agree_or_end_job(rc != 0, err, 1);
@@ -294,6 +297,8 @@ void run_choose_plan(run *r)
     /* every schedule runs every layout today; the check stays for a future one that does not */
     int unsupported = !chunked && ppdl_schedule_supports(o->schedule, plan->S, layout, err, sizeof err);
     agree_or_end_job(unsupported, err, 2);
+    /* after the checks above (the lists' builders stop on what they refuse) */
+    share_pass_times(r);
     /* the replicas of this rank's stage sum their gradients among themselves */
     PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->stage, r->replica, &r->replica_comm));
     /* each stage's memory, predicted from the layers' sizes before anything is allocated */

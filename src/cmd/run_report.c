@@ -89,7 +89,8 @@ static void print_pass_order(const run *r)
     int S = r->plan.S;
     if (S < 2 || !ppdl_schedule_splits_backward(r->o.schedule)) return;
     if (!r->pass_ticks) {
-        printf("passes of %s ordered in unit time (F = B = W: no costs known)\n", ppdl_schedule_name(r->o.schedule));
+        printf("passes of %s ordered in unit time (F = B = W: no costs known, or the timed orders refused)\n",
+               ppdl_schedule_name(r->o.schedule));
         return;
     }
     printf("passes of %s ordered by their times (rank 0's costs), per micro-batch in ms, F/B/W:",

@@ -208,7 +208,11 @@ static int know_costs(const options *o, const ppdl_model *m, ppdl_backend *be, p
                    o->costs_out ? "; written to " : "", o->costs_out ? o->costs_out : "");
             fflush(stdout);
         }
-        snprintf(msg, sizeof msg, "%s %s", o->costs_out ? "--costs-out" : "--plan auto: profiling:", err);
+        snprintf(msg, sizeof msg, "%s %s",
+                 o->costs_out                  ? "--costs-out"
+                 : o->plan_mode == PLAN_AUTO ? "--plan auto: profiling:"
+                                              : "profiling the layers for the order of the zero-bubble passes:",
+                 err);
     }
     /* everyone learns whether rank 0 succeeded */
     agree_or_end_job_idle(rc != 0, msg, 1);

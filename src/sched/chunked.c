@@ -228,8 +228,9 @@ int ppdl_schedule_build_ranks(int kind, int N, int v, int M, ppdl_rank_schedule 
     return ppdl_schedule_build_ranks_timed(kind, N, v, M, NULL, out, err, errlen);
 }
 
-int ppdl_schedule_build_ranks_timed(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out,
-                                    char *err, size_t errlen)
+/* every rank's lists, zb-v's from the play under tm (NULL: unit), unproven */
+static int build_ranks_raw(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out, char *err,
+                           size_t errlen)
 {
     if (check_args(kind, N, v, M, err, errlen)) return -1;
     ppdl_zb_pass *zb = NULL;
@@ -239,16 +240,55 @@ int ppdl_schedule_build_ranks_timed(int kind, int N, int v, int M, const ppdl_zb
     }
     for (int r = 0; r < N; r++) build_one(kind, N, v, M, r, zb ? zb + 6 * (size_t)M * r : NULL, &out[r]);
     free(zb);
+    return 0;
+}
+
+/* the most micro-batches held and W's pending on any list of out */
+static void ranks_counts(int N, const ppdl_rank_schedule *out, int *held, int *pending)
+{
+    *held = *pending = 0;
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < out[r].n_stages; c++) {
+            int h = ppdl_schedule_max_in_flight(&out[r].lists[c]), p = ppdl_schedule_max_pending_weight(&out[r].lists[c]);
+            if (h > *held) *held = h;
+            if (p > *pending) *pending = p;
+        }
+}
+
+int ppdl_schedule_ranks_timed_ok(int kind, int N, int v, int M, const ppdl_zb_times *tm, char *err, size_t errlen)
+{
+    if (!tm || kind != PPDL_SCHED_ZB_V) return 1;
+    ppdl_rank_schedule *t = ppdl_xcalloc((size_t)N, sizeof *t), *u = ppdl_xcalloc((size_t)N, sizeof *u);
+    int ok = build_ranks_raw(kind, N, v, M, tm, t, err, errlen) == 0 && build_ranks_raw(kind, N, v, M, NULL, u, err, errlen) == 0;
     /* The timed play does not see the send buffers a rank reuses: where one rank holds
      * both ends of a message (the V's turn, or N = 1), a timed order can make a B wait
      * for its own rank's receive that comes later (found by tests/unit/
-     * test_schedule_chunked.c). Such orders are never run: the unit play's instead. */
-    char why[PPDL_ERR_LEN];
-    if (tm && kind == PPDL_SCHED_ZB_V && ppdl_schedule_check_ranks(N, v, M, out, why, sizeof why)) {
-        for (int r = 0; r < N; r++) ppdl_rank_schedule_free(&out[r]);
-        return ppdl_schedule_build_ranks_timed(kind, N, v, M, NULL, out, err, errlen);
+     * test_schedule_chunked.c). And the planner counts the unit play's lists' memory:
+     * a timed order may hold no more. */
+    if (ok && ppdl_schedule_check_ranks(N, v, M, t, err, errlen)) ok = 0;
+    if (ok) {
+        int ht, pt, hu, pu;
+        ranks_counts(N, t, &ht, &pt);
+        ranks_counts(N, u, &hu, &pu);
+        if (ht > hu || pt > pu) {
+            ppdl_errf(err, errlen, "the timed orders hold %d micro-batches and %d W's at most, the unit play's %d and %d",
+                      ht, pt, hu, pu);
+            ok = 0;
+        }
     }
-    return 0;
+    for (int r = 0; r < N; r++) ppdl_rank_schedule_free(&t[r]), ppdl_rank_schedule_free(&u[r]);
+    free(t);
+    free(u);
+    return ok;
+}
+
+int ppdl_schedule_build_ranks_timed(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out,
+                                    char *err, size_t errlen)
+{
+    char why[PPDL_ERR_LEN];
+    /* orders that fail ppdl_schedule_ranks_timed_ok are never run: the unit play's instead */
+    if (tm && !ppdl_schedule_ranks_timed_ok(kind, N, v, M, tm, why, sizeof why)) tm = NULL;
+    return build_ranks_raw(kind, N, v, M, tm, out, err, errlen);
 }
 
 void ppdl_rank_schedule_free(ppdl_rank_schedule *r)

@@ -399,6 +399,17 @@ int ppdl_schedule_timed_ok(int kind, int S, int M, const int *k, const ppdl_zb_t
     for (int s = 0, d = 0; s < S; s++)
         for (int q = 0; q < (k ? k[s] : 1); q++, d++) ppdl_schedule_build_timed(kind, S, M, k, s, q, tm, &all[d]);
     rc = ppdl_schedule_check_layout(S, M, k, all, err, errlen);
+    for (int s = 0, d = 0; s < S && rc == 0; s++)
+        for (int q = 0; q < (k ? k[s] : 1) && rc == 0; q++, d++) {
+            ppdl_op_list u;
+            ppdl_schedule_build_replica(kind, S, M, k, s, q, &u);
+            int ht = ppdl_schedule_max_in_flight(&all[d]), pt = ppdl_schedule_max_pending_weight(&all[d]);
+            int hu = ppdl_schedule_max_in_flight(&u), pu = ppdl_schedule_max_pending_weight(&u);
+            if (ht > hu || pt > pu)
+                rc = ppdl_errf(err, errlen, "stage %d replica %d: the timed list holds %d micro-batches and %d W's, the "
+                               "unit play's %d and %d", s, q, ht, pt, hu, pu);
+            ppdl_op_list_free(&u);
+        }
     for (int d = 0; d < D; d++) ppdl_op_list_free(&all[d]);
     free(all);
     return rc == 0;

@@ -118,10 +118,12 @@ void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, in
 void ppdl_schedule_build_timed(int kind, int S, int M, const int *k, int s, int q, const ppdl_zb_times *tm,
                                ppdl_op_list *out);
 /* 1 when the timed lists of every replica of the layout k pass
- * ppdl_schedule_check_layout (or tm is NULL, or the kind has no timed lists); else 0
- * with the checker's message. The timed play does not see the send buffers a stage
- * reuses, so its orders are proven before they are used: a run, the simulator and the
- * memory prediction fall back to the unit play's lists together where this says 0. */
+ * ppdl_schedule_check_layout and none holds more micro-batches, nor W's pending, than
+ * its unit play's list (the planner counts those: plan/costmodel.h), or tm is NULL, or
+ * the kind has no timed lists; else 0 with the reason. The timed play does not see the
+ * send buffers a stage reuses, so its orders are proven before they are used: a run,
+ * the simulator and the memory prediction fall back to the unit play's lists together
+ * where this says 0. */
 int ppdl_schedule_timed_ok(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, char *err, size_t errlen);
 void ppdl_op_list_free(ppdl_op_list *l);
 
@@ -236,6 +238,11 @@ int ppdl_schedule_build_ranks(int kind, int N, int v, int M, ppdl_rank_schedule 
  * interleaved ignores it). ppdl_schedule_build_rank has only the unit play. */
 int ppdl_schedule_build_ranks_timed(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out,
                                     char *err, size_t errlen);
+/* 1 when zb-v's timed lists (tm over its 2N stages) pass ppdl_schedule_check_ranks and
+ * hold no more micro-batches, nor W's pending, than the unit play's (what the planner
+ * counts); else 0 with the reason. 1 for tm NULL and other kinds.
+ * ppdl_schedule_build_ranks_timed uses the unit play where this says 0. */
+int ppdl_schedule_ranks_timed_ok(int kind, int N, int v, int M, const ppdl_zb_times *tm, char *err, size_t errlen);
 void ppdl_rank_schedule_free(ppdl_rank_schedule *r);
 /* Play the N ranks' schedules ranks[0..N-1] (S = v*N stages) against each other, each
  * rank running its order as ONE sequential thread, under the communication model above

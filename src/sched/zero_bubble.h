@@ -33,7 +33,9 @@
  * greedy's choices are local, so three orders are made: the unit play's, the timed
  * play with a W wherever the stage is idle, and with a W only where it fits; each is
  * replayed under the times (ppdl_zb_replay_layout) and the shortest kept, the unit
- * play's on a tie. With every time 1 the unit play's orders come back unchanged.
+ * play's on a tie. With every time 1 and no replicated stage the unit play's orders
+ * come back unchanged (a replicated stage's pass takes k units in the unit play, 1
+ * tick of its time here, so a timed order may win there).
  */
 #ifndef PPDL_ZERO_BUBBLE_H
 #define PPDL_ZERO_BUBBLE_H

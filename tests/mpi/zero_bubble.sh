@@ -20,10 +20,12 @@
 #     give bitwise 1F1B's losses and weights on the same layout; the control doubles
 #     one replica's gradients and must differ.
 #  7. the passes ordered by their times (plan/pass_times.h): a run's header gives the
-#     times; with --costs files whose times differ wildly (every W 30x its layer's
-#     other passes, then every F 30x) zb-h1 on 3 ranks runs its passes in other orders
-#     (rank 1's order of F, B and W in the --trace differs between the two) and both
-#     give 1F1B's bits.
+#     times; with --costs files of other times (the profile's, every W 3x, every F 3x)
+#     zb-h1 on 3 ranks runs its passes in other orders (rank 1's order of F, B and W in
+#     the --trace differs between the first two; the header names the order that ran,
+#     unit with a note where the timed orders were refused), and all give 1F1B's bits; a
+#     user's mistake (--micro-batches below a stage's replicas) is still refused with
+#     its message and status 2.
 . "$top_srcdir/tests/lib.sh"
 run() {  # run NAME S ARGS...: train, report and weights in $tmp/NAME.{json,h5}
   local name=$1 S=$2; shift 2
@@ -177,21 +179,25 @@ set -- "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 --micro-
 grep -q "passes of zb-h1 ordered by their times (rank 0's costs)" "$tmp/gpt-zb-h1-3.log"
 ok $? "a zb-h1 run on 3 ranks orders its passes by rank 0's profiled times (the header says so)"
 mpirun_n 1 "$@" --steps 1 --threads 1 --plan uniform --costs-out "$tmp/costs.json" >/dev/null 2>&1
-for heavy in w f; do
-  /usr/bin/python3 - "$tmp/costs.json" "$tmp/costs-$heavy.json" $heavy <<'PY'
+# each layer's F, B (half the backward) and W (the other half) scaled by the three factors
+for spec in "p 1 1 1" "w 1 1 3" "f 3 1 1"; do
+  set -- $spec
+  heavy=$1
+  /usr/bin/python3 - "$tmp/costs.json" "$tmp/costs-$heavy.json" "$2" "$3" "$4" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
+f_x, b_x, w_x = map(float, sys.argv[3:6])
 for l in c["layers"]:
     f, b = max(l["fwd_ms"], 0.01), max(l["bwd_ms"], 0.01)
-    l["fwd_ms"], l["bwd_input_ms"], l["bwd_weight_ms"] = (f, b / 2, 30 * b) if sys.argv[3] == "w" else (30 * f, b / 2, b / 2)
+    l["fwd_ms"], l["bwd_input_ms"], l["bwd_weight_ms"] = f_x * f, b_x * b / 2, w_x * b / 2
     l["bwd_ms"] = l["bwd_input_ms"] + l["bwd_weight_ms"]
 json.dump(c, open(sys.argv[2], "w"))
 PY
-  mpirun_n 3 "$@" --threads 1 --plan uniform --schedule zb-h1 --costs "$tmp/costs-$heavy.json" \
-    --report "$tmp/timed-$heavy.json" --save "$tmp/timed-$heavy.h5" --trace "$tmp/timed-$heavy.trace.json" \
-    >"$tmp/timed-$heavy.log" 2>&1
+  mpirun_n 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 --micro-batches 4 --threads 1 \
+    --plan uniform --schedule zb-h1 --costs "$tmp/costs-$heavy.json" --report "$tmp/timed-$heavy.json" \
+    --save "$tmp/timed-$heavy.h5" --trace "$tmp/timed-$heavy.trace.json" >"$tmp/timed-$heavy.log" 2>&1
   same timed-$heavy gpt-1f1b-3
-  ok $? "zb-h1 on 3 ranks ordered by a --costs file with every ${heavy} 30x: bitwise 1f1b's losses and weights"
+  ok $? "zb-h1 on 3 ranks ordered by a --costs file with F, B, W x $2, $3, $4: bitwise 1f1b's losses and weights"
   [ -s "$tmp/timed-$heavy.json" ] || show_log timed-$heavy
 done
 order() {  # the compute passes of rank 1 in the trace, in time order
@@ -199,9 +205,23 @@ order() {  # the compute passes of rank 1 in the trace, in time order
 ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e["pid"] == 1 and e["name"][0] in "FBW"]
 print(" ".join(e["name"] for e in sorted(ev, key=lambda e: e["ts"])))' "$1"
 }
-a=$(order "$tmp/timed-w.trace.json") b=$(order "$tmp/timed-f.trace.json")
-diag "rank 1, W heavy: $a"
-diag "rank 1, F heavy: $b"
-[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]
-ok $? "the two files' times give rank 1 different orders of its passes"
+a=$(order "$tmp/timed-p.trace.json") b=$(order "$tmp/timed-w.trace.json") c=$(order "$tmp/timed-f.trace.json")
+diag "rank 1, the profile's times: $a" "rank 1, W x 3: $b" "rank 1, F x 3: $c"
+[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] && ! grep -q "refused" "$tmp/timed-p.log" "$tmp/timed-w.log"
+ok $? "the profile's times and W x 3 give rank 1 different orders of its passes, both timed (none refused)"
+# F x 3: whether its timed orders hold more than the unit play's depends on the
+# profile; either way the header says which order ran (a refusal comes with its note)
+if grep -q "note: the timed orders of zb-h1 were refused" "$tmp/timed-f.log"; then
+  grep -q "passes of zb-h1 ordered in unit time" "$tmp/timed-f.log"; ran="unit (refused)"
+else
+  grep -q "passes of zb-h1 ordered by their times" "$tmp/timed-f.log"; ran="timed"
+fi
+ok $? "F x 3: the header names the order that ran ($ran)"
+# a user's mistake is refused as before, not stopped by the timed lists' builder (the
+# order is profiled, then checked: review of the timed lists)
+mpirun_n 3 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 1 --batch-size 12 --micro-batches 1 --threads 1 \
+  --plan "$tmp/rep.json" --schedule zb-h1 >"$tmp/rep-m1.log" 2>&1
+st=$?
+[ "$st" = 2 ] && grep -q "a stage has 2 replicas, each needs at least one micro-batch" "$tmp/rep-m1.log"
+ok $? "zb-h1 with a replicated stage and --micro-batches 1: refused with the message and status 2 (got $st)"
 finish

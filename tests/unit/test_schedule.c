@@ -1116,7 +1116,7 @@ static void test_zb_timed(void)
 
     unsigned long long g = 12345;
 #define RND(lo, hi) ((g = g * 6364136223846793005ULL + 1442695040888963407ULL), (lo) + (long)((g >> 33) % (unsigned long long)((hi) - (lo) + 1)))
-    int cases = 0, better = 0;
+    int cases = 0, better = 0, accepted = 0;
     for (int c = 0; c < 400; c++) {
         int kind = kinds[RND(0, 2)], S = (int)RND(2, 5), k[5], kmax = 1, D = 0;
         for (int st = 0; st < S; st++) {
@@ -1150,6 +1150,23 @@ static void test_zb_timed(void)
         ppdl_zb_pass *unit = malloc(3 * (size_t)S * (size_t)M * sizeof *unit);
         ppdl_zb_order_layout(S, M, k, cap, NULL, -1, unit);
         long unit_step = ppdl_zb_replay_layout(S, M, k, unit, &tm);
+        /* what a run uses: the timed lists only where they pass and hold no more than
+         * the unit play's (the planner's count) */
+        if (ppdl_schedule_timed_ok(kind, S, M, k, &tm, err, sizeof err)) {
+            accepted++;
+            for (int st = 0, d = 0; st < S; st++)
+                for (int q = 0; q < k[st]; q++, d++) {
+                    ppdl_op_list u;
+                    ppdl_schedule_build_replica(kind, S, M, k, st, q, &u);
+                    if (ppdl_schedule_max_in_flight(&lists[d]) > ppdl_schedule_max_in_flight(&u) ||
+                        ppdl_schedule_max_pending_weight(&lists[d]) > ppdl_schedule_max_pending_weight(&u))
+                        fail("%s S=%d M=%d replica %d: accepted, but holds more than the unit list",
+                             ppdl_schedule_name(kind), S, M, d);
+                    ppdl_op_list_free(&u);
+                }
+        } else if (!strstr(err, "holds") && !strstr(err, "deadlock") && !strstr(err, "slot")) {
+            fail("%s S=%d M=%d: refused for an unexpected reason: %s", ppdl_schedule_name(kind), S, M, err);
+        }
         if (step > unit_step)
             fail("%s S=%d M=%d: the timed orders take %ld ticks, the unit play's %ld", ppdl_schedule_name(kind), S, M,
                  step, unit_step);
@@ -1163,10 +1180,12 @@ static void test_zb_timed(void)
     }
 #undef RND
     if (!better) fail("no case where the timed orders are shorter than the unit play's");
-    char what[256];
+    if (!accepted || accepted == cases) fail("%d of %d timed lists accepted: the test sees one side only", accepted, cases);
+    char what[320];
     snprintf(what, sizeof what, "timed zero-bubble lists, %d random cases (times, messages, replicas): all pass the "
              "checker and the shape, counted right, never longer than the unit play's orders under the times "
-             "(shorter in %d)", cases, better);
+             "(shorter in %d); %d accepted for a run, each holding no more than the unit list", cases, better,
+             accepted);
     report(what);
 
     long f[2] = {7690, 7310}, b[2] = {8850, 9800}, w[2] = {5630, 5350}, msg[2] = {0, 0};
