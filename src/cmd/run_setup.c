@@ -95,32 +95,6 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
 
 /* ---- the layers' costs (prof/profile.h, plan/costs.h) ---- */
 
-/* The last-level cache this rank's core sees, in bytes: the largest cache of cpu0 in
- * sysfs (one instance: "32768K"), else sysconf's L3, which on some VMs reports the
- * whole host's (256 MiB here, where one instance holds 32 MiB: sweeping that made the
- * profile of the reading take 0.6 s); between 1 and 256 MiB, else 32 MiB. */
-static size_t last_level_cache_bytes(void)
-{
-    long best = 0;
-    for (int i = 0; i < 8; i++) {
-        char path[96];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        long v = 0;
-        char unit = 0;
-        if (fscanf(f, "%ld%c", &v, &unit) >= 1) {
-            v *= unit == 'K' ? 1024L : unit == 'M' ? 1024L * 1024 : 1;
-            if (v > best) best = v;
-        }
-        fclose(f);
-    }
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    if (best == 0) best = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-    return best >= (1L << 20) && best <= (256L << 20) ? (size_t)best : (size_t)32 << 20;
-}
-
 /* The data reading per micro-batch of b samples (median of 5 after a warm-up): the
  * first stage reads the inputs, the last the targets (runtime.c's load_batch). In a
  * step the layers' work passes through the CPU's caches between two reads, so each
@@ -132,7 +106,7 @@ static int profile_reading(const ppdl_model *m, ppdl_data *data, int b, ppdl_cos
     size_t in_b = (size_t)b * m->layers[0].in_bytes, tg_b = (size_t)b * ppdl_model_loss_rows(m) * sizeof(int32_t);
     void *in = ppdl_xmalloc(in_b ? in_b : 1);
     int32_t *tg = ppdl_xmalloc(tg_b ? tg_b : 1);
-    size_t sweep_n = last_level_cache_bytes();
+    size_t sweep_n = ppdl_llc_bytes();
     unsigned char *sweep = ppdl_xmalloc(sweep_n);
     double t[2][6];
     int rc = 0;

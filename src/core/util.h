@@ -29,4 +29,8 @@ uint64_t ppdl_rng_u64(ppdl_rng *r);
 double ppdl_rng_uniform(ppdl_rng *r);         /* [0,1) */
 double ppdl_rng_normal(ppdl_rng *r);          /* N(0,1), Box-Muller */
 
+/* The last-level cache this rank's core sees, in bytes (sysfs, else sysconf; 1..256 MiB,
+ * else 32 MiB): what the profile sweeps to time a pass as it runs in a step, cold. */
+size_t ppdl_llc_bytes(void);
+
 #endif

@@ -434,4 +434,9 @@ void ppdl_cluster_print(const ppdl_cluster *cl, FILE *f)
     }
     if (ppdl_hosts_oversubscribed(h, n))
         fprintf(f, "  (more ranks than cores on a host: the simulator shares its cores among them)\n");
+    for (int g = 0; h->contention && g < h->n; g++)
+        if (h->contention[g] != 1.0)
+            fprintf(f, "  host %s: memory contention %.2f (an AdamW pass with its cores all running one, against "
+                       "one alone; the planner stretches the optimizer step by it)\n",
+                    h->name[g][0] ? h->name[g] : "?", h->contention[g]);
 }

@@ -584,6 +584,85 @@ void ppdl_probe_hosts(MPI_Comm comm, int device, ppdl_hosts *h)
     free(names);
 }
 
+/* ---- memory contention (CPU ranks) ---- */
+
+/* 4 Mi parameters: p, g, m and v take 64 MiB, past any cache this probe meets */
+#define CONTENTION_FLOATS ((size_t)4 << 20)
+#define CONTENTION_REPS 5
+
+/* A nap-friendly barrier of the host's ranks: the ranks not timing sleep through it. */
+static void host_barrier(MPI_Comm hc)
+{
+    MPI_Request req;
+    PPDL_CHECK_MPI(MPI_Ibarrier(hc, &req));
+    ppdl_comm_waitall_idle(1, &req);
+}
+
+/* The memory contention of each host (cluster_model.h ppdl_hosts.contention): the
+ * host's first rank times an AdamW pass (the optimizer step every rank runs at the
+ * step's end) alone, then with min(ranks, cores) of the host's ranks running it at the
+ * same moment; the factor is the median together over the median alone, in 1..64.
+ * Each host measures on its own, at the same time as the others (other machines share
+ * no memory with it). A host whose ranks have no second core, or a device backend
+ * (each GPU has its own memory), keeps 1. Collective over comm. */
+static void measure_contention(MPI_Comm comm, ppdl_backend *be, int device, ppdl_hosts *h)
+{
+    int me, n;
+    PPDL_CHECK_MPI(MPI_Comm_rank(comm, &me));
+    PPDL_CHECK_MPI(MPI_Comm_size(comm, &n));
+    int host = h->of_rank[me], hr, hn;
+    MPI_Comm hc;
+    PPDL_CHECK_MPI(MPI_Comm_split(comm, host, me, &hc));
+    PPDL_CHECK_MPI(MPI_Comm_rank(hc, &hr));
+    PPDL_CHECK_MPI(MPI_Comm_size(hc, &hn));
+    int m = hn < h->cores[host] ? hn : h->cores[host];
+    double factor = 1;
+    if (be && !device && m >= 2) {
+        size_t peak = ppdl_be_peak(be), bytes = CONTENTION_FLOATS * sizeof(float);
+        float *buf[4] = {0};
+        int ok = 1;
+        if (hr < m)
+            for (int q = 0; q < 4 && ok; q++) {
+                buf[q] = ppdl_be_try_alloc(be, bytes, "probe: memory contention");
+                if (buf[q]) ppdl_be_zero(be, buf[q], bytes); /* touched now, not while timing */
+                else ok = 0;
+            }
+        /* no room on some rank: the host keeps 1 */
+        PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, hc));
+        double alone[CONTENTION_REPS + 1], together[CONTENTION_REPS + 1];
+        for (int phase = 0; ok && phase < 2; phase++)
+            for (int k = 0; k <= CONTENTION_REPS; k++) { /* k = 0: untimed */
+                host_barrier(hc);
+                if (hr < (phase ? m : 1)) {
+                    double t0 = ppdl_now_s();
+                    ppdl_be_adamw(be, CONTENTION_FLOATS, buf[0], buf[1], buf[2], buf[3], 1e-4, 0.9, 0.999, 1e-8,
+                                  0.01, k + 1);
+                    ppdl_be_sync(be);
+                    (phase ? together : alone)[k] = ppdl_now_s() - t0;
+                }
+            }
+        if (ok && hr == 0) {
+            double a = median(alone + 1, CONTENTION_REPS), t = median(together + 1, CONTENTION_REPS);
+            factor = a > 0 ? t / a : 1;
+            if (!(factor >= 1)) factor = 1;
+            if (factor > PPDL_MAX_CONTENTION) factor = PPDL_MAX_CONTENTION;
+        }
+        for (int q = 0; q < 4; q++)
+            if (buf[q]) ppdl_be_free(be, buf[q]);
+        ppdl_be_restore_peak(be, peak);
+    }
+    MPI_Request req;
+    PPDL_CHECK_MPI(MPI_Ibcast(&factor, 1, MPI_DOUBLE, 0, hc, &req));
+    ppdl_comm_waitall_idle(1, &req);
+    PPDL_CHECK_MPI(MPI_Comm_free(&hc));
+    double *all = ppdl_xmalloc((size_t)n * sizeof(double));
+    PPDL_CHECK_MPI(MPI_Allgather(&factor, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, comm));
+    free(h->contention);
+    h->contention = ppdl_xmalloc((size_t)h->n * sizeof(double));
+    for (int r = 0; r < n; r++) h->contention[h->of_rank[r]] = all[r];
+    free(all);
+}
+
 /* ---- the whole probe ---- */
 
 static int in_slot(const schedule *s, int slot, int rank, int *task_index)
@@ -901,6 +980,7 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
     cl->probe_nccl = o->nccl != NULL;
     ppdl_cluster_group_nodes(cl, PPDL_NODE_RATIO);
     ppdl_probe_hosts(comm, o->be && ppdl_be_device_memory(o->be), &cl->hosts);
+    measure_contention(comm, o->be, o->be && ppdl_be_device_memory(o->be), &cl->hosts);
 
     PPDL_CHECK_MPI(MPI_Comm_free(&ctl));
     free(pack);

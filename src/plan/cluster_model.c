@@ -35,7 +35,13 @@ void ppdl_hosts_free(ppdl_hosts *h)
     free(h->name);
     free(h->of_rank);
     free(h->cores);
+    free(h->contention);
     memset(h, 0, sizeof *h);
+}
+
+double ppdl_hosts_contention(const ppdl_hosts *h, int r)
+{
+    return h->n > 0 && h->contention ? h->contention[h->of_rank[r]] : 1.0;
 }
 
 static char *dup_str(const char *s)
@@ -76,6 +82,10 @@ void ppdl_hosts_copy(ppdl_hosts *dst, const ppdl_hosts *src, int N)
     memcpy(dst->cores, src->cores, (size_t)src->n * sizeof(int));
     dst->name = ppdl_xmalloc((size_t)src->n * sizeof(char *));
     for (int i = 0; i < src->n; i++) dst->name[i] = dup_str(src->name[i]);
+    if (src->contention) {
+        dst->contention = ppdl_xmalloc((size_t)src->n * sizeof(double));
+        memcpy(dst->contention, src->contention, (size_t)src->n * sizeof(double));
+    }
 }
 
 int ppdl_hosts_oversubscribed(const ppdl_hosts *h, int N)
@@ -106,6 +116,7 @@ int ppdl_hosts_from_json(const void *jroot, int N, const char *what, ppdl_hosts 
     for (int i = 0; i < n && !rc; i++) {
         json_t *o = json_array_get(v, (size_t)i), *nm = json_object_get(o, "name");
         json_t *co = json_object_get(o, "cores"), *rk = json_object_get(o, "ranks");
+        json_t *mc = json_object_get(o, "memory_contention");
         if (!json_is_object(o))
             rc = ppdl_errf(err, errlen, "%s: hosts[%d]: expected an object {\"name\", \"cores\", \"ranks\"}", what, i);
         else if (nm && !json_is_string(nm))
@@ -121,7 +132,19 @@ int ppdl_hosts_from_json(const void *jroot, int N, const char *what, ppdl_hosts 
                                               "machine)", what, i, PPDL_MAX_CORES);
         else if (!json_is_array(rk) || json_array_size(rk) < 1)
             rc = ppdl_errf(err, errlen, "%s: hosts[%d].ranks: expected a non-empty array of ranks", what, i);
+        else if (mc && (!json_is_number(mc) || !(json_number_value(mc) >= 1) ||
+                        !(json_number_value(mc) <= PPDL_MAX_CONTENTION)))
+            rc = ppdl_errf(err, errlen, "%s: hosts[%d].memory_contention: expected a number 1..%g (how much longer a "
+                                        "memory-bound pass takes with the host's cores all running it than alone)",
+                           what, i, PPDL_MAX_CONTENTION);
         if (rc) break;
+        if (mc) {
+            if (!h->contention) {
+                h->contention = ppdl_xmalloc((size_t)n * sizeof(double));
+                for (int q = 0; q < n; q++) h->contention[q] = 1.0;
+            }
+            h->contention[i] = json_number_value(mc);
+        }
         h->cores[i] = (int)json_integer_value(co);
         h->name[i] = dup_str(nm ? json_string_value(nm) : "");
         for (size_t k = 0; k < json_array_size(rk) && !rc; k++) {
@@ -171,7 +194,9 @@ char *ppdl_hosts_to_json(const ppdl_hosts *h, int N, const char *indent)
                 APPEND("%s%d", first ? "" : ", ", r);
                 first = 0;
             }
-        APPEND("]}");
+        APPEND("]");
+        if (h->contention && h->contention[i] != 1.0) APPEND(", \"memory_contention\": %.4g", h->contention[i]);
+        APPEND("}");
     }
     APPEND("]");
 #undef APPEND

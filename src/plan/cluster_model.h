@@ -8,7 +8,8 @@
  *    "mem_bytes":     [N],        memory each rank may use
  *    "speed":         [N],        relative compute speed, 1.0 = the profiled device
  *                                 (optional, default 1.0)
- *    "hosts": [{"name": "n07", "cores": 2, "ranks": [0, 1, 2, 3]}, ...]}
+ *    "hosts": [{"name": "n07", "cores": 2, "ranks": [0, 1, 2, 3],
+ *               "memory_contention": 1.4}, ...]}
  *                                 (optional, an extension: see ppdl_hosts below)
  */
 #ifndef PPDL_CLUSTER_MODEL_H
@@ -28,7 +29,21 @@ typedef struct ppdl_hosts {
     int *of_rank;              /* [N] the host of each rank */
     int *cores;                /* [n] cores of each host, >= 1 */
     char **name;               /* [n] names ("" when not given) */
+    double *contention;        /* [n] "memory_contention" (optional, >= 1; NULL: 1 on every
+                                  host): how much longer a memory-bound pass (AdamW, a copy)
+                                  takes when min(ranks, cores) of the host's ranks run it at
+                                  once than when one runs it alone. Every rank updates its
+                                  weights at the same moment (the step's end), so the
+                                  planner stretches each rank's optimizer step by its
+                                  host's factor, and an all-reduce among ranks of one host
+                                  over memory-bound links (at least a quarter of the
+                                  ranks' memcpy rate, the diagonal) by the same; the
+                                  probe measures it on CPU ranks (probe.h). */
 } ppdl_hosts;
+
+#define PPDL_MAX_CONTENTION 64.0
+/* the memory contention of rank r's host (1 without hosts or without the field) */
+double ppdl_hosts_contention(const ppdl_hosts *h, int r);
 
 #define PPDL_MAX_CORES (1 << 20)
 
@@ -69,6 +84,13 @@ static inline void ppdl_cluster_model_wrap(ppdl_cluster_model *c, int N, double 
     c->mem = mem;
     c->speed = speed;
     c->hosts = (ppdl_hosts){0};
+}
+
+/* the rate rank r runs its optimizer step at, against the profile's: its speed, over its
+ * host's memory contention (every rank updates at once, at the step's end) */
+static inline double ppdl_opt_speed(const ppdl_cluster_model *c, int r)
+{
+    return c->speed[r] / ppdl_hosts_contention(&c->hosts, r);
 }
 
 /* N ranks, bandwidth 1e9 B/s everywhere, latency 0, memory 1e12, speed 1 */

@@ -248,7 +248,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             }
             /* the slowest replica: its first micro-batch is on the path of the step */
             if (t > ev->time_ms[s]) ev->time_ms[s] = t;
-            double u = ppdl_stage_opt_ms(c, st->first, st->last, cl->speed[r]);
+            double u = ppdl_stage_opt_ms(c, st->first, st->last, ppdl_opt_speed(cl, r));
             if (u > ev->optimizer_ms[s]) ev->optimizer_ms[s] = u;
             resource(ev, M, ppdl_replica_mbs(M, k, q), t, s, 0, &busiest);
         }

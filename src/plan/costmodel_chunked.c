@@ -88,7 +88,7 @@ int ppdl_cost_evaluate_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl
         ev->mem_bytes[s] = ppdl_stage_mem_split(c, st->first, st->last, st->recompute, ev->in_flight[s],
                                                 ev->pending_weight[s]);
         ev->mem_limit[s] = cl->mem[r];
-        ev->optimizer_ms[s] = ppdl_stage_opt_ms(c, st->first, st->last, cl->speed[r]);
+        ev->optimizer_ms[s] = ppdl_stage_opt_ms(c, st->first, st->last, ppdl_opt_speed(cl, r));
         ev->sum_time += ev->time_ms[s];
         rank_time[r] += ev->time_ms[s];
         rank_mem[r] += ev->mem_bytes[s];

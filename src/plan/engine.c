@@ -146,15 +146,17 @@ void ctx_init(plan_ctx *x, const ppdl_costs *c, const ppdl_cluster_model *cl, in
         x->Smin[l + 1] = x->Smin[l] + opt_stash(x, l, o);
         x->Emin[l + 1] = x->Emin[l] + opt_extra(x, l, o);
     }
-    double sumv = 0;
+    double sumv = 0, sumo = 0, omax = 0;
     for (int r = 0; r < x->N; r++) {
         sumv += cl->speed[r];
+        sumo += ppdl_opt_speed(cl, r);
+        omax = fmax(omax, ppdl_opt_speed(cl, r));
         if (cl->speed[r] > x->vmax) x->vmax = cl->speed[r];
         if (cl->mem[r] > x->maxmem) x->maxmem = cl->mem[r];
     }
     /* max_s time_s >= sum_s W_s / sum speeds, and >= the heaviest layer on the fastest rank */
     x->lb = fmax(x->W[L] / sumv, maxlayer / x->vmax);
-    x->optlb = fmax(x->O[L] / sumv, maxopt / x->vmax);
+    x->optlb = fmax(x->O[L] / sumo, maxopt / omax);
     x->optcap = INFINITY;
     x->eq = ppdl_xmalloc((size_t)x->N * sizeof(int));
     for (int r = 0; r < x->N; r++) {
@@ -320,7 +322,7 @@ double rank_stage_time(const plan_ctx *x, int mode, int i, int j, int r, int n)
 {
     const ppdl_cluster_model *cl = x->cl;
     if (x->optcap < INFINITY) { /* the bound on the optimizer step (opt_staircase) */
-        double u = (x->O[j + 1] - x->O[i]) / cl->speed[r];
+        double u = (x->O[j + 1] - x->O[i]) / ppdl_opt_speed(cl, r);
         if (x->optstrict ? u >= x->optcap : u > x->optcap) return INFINITY;
     }
     double e = stage_fit(x, mode, i, j, 1, &n, &cl->mem[r], NULL);
@@ -344,6 +346,7 @@ void layout_init(layout *ly, const plan_ctx *x)
     ly->mmem = ppdl_xmalloc(N * sizeof(double));
     ly->cfill = ppdl_xmalloc(N * sizeof(double));
     ly->cpace = ppdl_xmalloc(N * sizeof(double));
+    ly->copt = ppdl_xmalloc(N * sizeof(double));
     ly->arbw = ppdl_xmalloc(N * sizeof(double));
     ly->arlat = ppdl_xmalloc(N * sizeof(double));
     ly->n0 = ppdl_xmalloc(N * sizeof(int));
@@ -354,7 +357,7 @@ void layout_init(layout *ly, const plan_ctx *x)
 
 void layout_free(layout *ly)
 {
-    void *all[] = {ly->start, ly->ranks, ly->reps, ly->moff, ly->mfl, ly->mmem, ly->cfill, ly->cpace,
+    void *all[] = {ly->start, ly->ranks, ly->reps, ly->moff, ly->mfl, ly->mmem, ly->cfill, ly->cpace, ly->copt,
                    ly->arbw, ly->arlat, ly->n0, ly->poff, ly->pa, ly->pb, ly->pm, ly->held};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(ly, 0, sizeof *ly);
@@ -405,6 +408,7 @@ int layout_from_groups(layout *ly, const plan_ctx *x, const int *grp)
         int k = ly->start[s + 1] - ly->start[s];
         ly->cfill[s] = 0;
         ly->cpace[s] = 0;
+        ly->copt[s] = 0;
         /* the replicas' memory constraints, base + in-flight x stash <= mem: of those
          * with the same in-flight count only the least mem binds (dp over 64 ranks:
          * one test, not 64) */
@@ -414,6 +418,7 @@ int layout_from_groups(layout *ly, const plan_ctx *x, const int *grp)
         for (int q = 0; q < k; q++) {
             ly->cfill[s] = fmax(ly->cfill[s], 1.0 / cl->speed[R[q]]);
             ly->cpace[s] = fmax(ly->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
+            ly->copt[s] = fmax(ly->copt[s], 1.0 / ppdl_opt_speed(cl, R[q]));
             int f = ly->held[ly->start[s] + q], c = 0;
             while (c < nc && cfl[c] != f) c++;
             if (c == nc) { cfl[nc] = f; cmem[nc++] = cl->mem[R[q]]; }
@@ -594,7 +599,7 @@ void tables_fill_layout(const plan_ctx *x, stage_tables *tb, const layout *ly, i
                                                  ly->arlat[s]);
                 /* after the flush the stage all-reduces, then runs its optimizer step
                  * (the slowest replica's); both only grow with the stage */
-                if (x->has_opt) ar += (x->O[j + 1] - x->O[i]) * ly->cfill[s];
+                if (x->has_opt) ar += (x->O[j + 1] - x->O[i]) * ly->copt[s];
                 /* T >= fill + pace >= (phi + micro-batches of the slowest replica - 1)
                  * x its time >= (phi + n0 - 1) t cfill (every replica has n0 or more),
                  * and T >= ar; also T >= fill + pace + the other stages' fill, which is
@@ -830,7 +835,7 @@ static double plan_opt(const plan_ctx *x, const int *order, const int *first)
     double m = 0;
     for (int s = 0; s < x->S; s++) {
         int i = first[s], j = s + 1 < x->S ? first[s + 1] - 1 : x->L - 1;
-        m = fmax(m, (x->O[j + 1] - x->O[i]) / x->cl->speed[order[s]]);
+        m = fmax(m, (x->O[j + 1] - x->O[i]) / ppdl_opt_speed(x->cl, order[s]));
     }
     return m;
 }

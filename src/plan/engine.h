@@ -96,6 +96,7 @@ typedef struct layout {
     int *moff, *mfl;           /* stage s's memory constraints: moff[s] .. moff[s+1]-1, */
     double *mmem;              /* in-flight count mfl, least memory mmem (stage_fit) */
     double *cfill, *cpace;     /* [N] per stage: max 1/speed_q; max (n_q - 1)/speed_q */
+    double *copt;              /* [N] per stage: max 1/ppdl_opt_speed_q (its optimizer step) */
     double *arbw, *arlat;      /* [N] per stage: slowest link and largest latency inside */
     int *n0;                   /* [N] per stage: the fewest micro-batches of a replica */
     int *poff, *pa, *pb, *pm;  /* link pairs after stage s: poff[s] .. poff[s+1]-1 */

@@ -25,12 +25,27 @@ int ppdl_replica_in_flight(int schedule, int S, int M, const int *k, int s, int 
     return n;
 }
 
+/* a link's bandwidth while every rank of its host copies at once: a link inside a host
+ * that runs at a quarter or more of both ends' memcpy rate (the diagonal) is bound by the
+ * host's memory, and shares it (ppdl_hosts.contention); a slower one (a network, --netem)
+ * is bound by itself */
+static double link_bw_at_once(const ppdl_cluster_model *cl, int a, int b)
+{
+    int N = cl->N;
+    double bw = cl->bw[a * N + b];
+    const ppdl_hosts *h = &cl->hosts;
+    if (h->n <= 0 || !h->contention || h->of_rank[a] != h->of_rank[b]) return bw;
+    double da = cl->bw[a * N + a], db = cl->bw[b * N + b], c = h->contention[h->of_rank[a]];
+    if (!(da > 0) || !(db > 0) || !isfinite(da) || !isfinite(db) || bw < 0.25 * fmin(da, db)) return bw;
+    return bw / c;
+}
+
 double ppdl_group_min_bw(const ppdl_cluster_model *cl, const int *ranks, int k)
 {
     double bw = INFINITY;
     for (int a = 0; a < k; a++)
         for (int b = 0; b < k; b++)
-            if (a != b) bw = fmin(bw, cl->bw[ranks[a] * cl->N + ranks[b]]);
+            if (a != b) bw = fmin(bw, link_bw_at_once(cl, ranks[a], ranks[b]));
     return bw;
 }
 

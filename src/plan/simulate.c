@@ -492,7 +492,7 @@ static void unit_costs(const ppdl_costs *c, const ppdl_cluster_model *cl, const 
     /* reading a micro-batch's data belongs to the forward of the first and last stage */
     if (ps->first == 0) x->f_ms += c->input_ms / v;
     if (ps->last == c->L - 1) x->f_ms += c->target_ms / v;
-    x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, v);
+    x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, ppdl_opt_speed(cl, x->rank));
 }
 
 /* A thread per unit, each running its one list in order. */

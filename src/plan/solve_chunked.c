@@ -106,7 +106,7 @@ static void evaluate(chunk_ctx *x)
         sum_time += t;
         x->rank_time[r] += t;
         x->spread_stages += t * t;
-        x->rank_opt[r] += ppdl_stage_opt_ms(c, i, j, cl->speed[r]);
+        x->rank_opt[r] += ppdl_stage_opt_ms(c, i, j, ppdl_opt_speed(cl, r));
         if (s + 1 < S && x->rank_of[s + 1] != r) {
             int r2 = x->rank_of[s + 1];
             sum_link += ppdl_link_ms(c, cl, j, r, r2);

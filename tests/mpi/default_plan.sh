@@ -13,7 +13,12 @@
 #   - more ranks than cores (4 ranks where the machine has fewer than 4 cores): one
 #     warning line naming the host and its cores, and the plan was chosen by the
 #     simulated step ("ranks share cores ..."); no warning on 2 ranks where there are 2
-#     or more cores (the control).
+#     or more cores (the control);
+#   - the probe's memory contention (CLUSTER.json hosts[].memory_contention): absent
+#     (1) or in 1..64, printed where written; a CLUSTER.json with 3 on the host makes
+#     data parallelism's predicted step longer by 2 x the profiled optimizer steps (every
+#     rank updates every layer; 0 on the diagonal keeps the all-reduce's links), and one
+#     with 1 gives the file without it.
 . "$top_srcdir/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip_all "needs /usr/bin/python3 to read the reports and plans"
@@ -109,6 +114,45 @@ if [ "$cores" -lt 4 ]; then
 else
   skip_ok "4 ranks on fewer cores: the warning" "this machine has $cores cores"
 fi
+# ---- the memory contention ----
+mpirun_n 2 $common --probe-only --cluster-out "$tmp/mc.json" >"$tmp/mc.log" 2>&1 &&
+  "$PY" - "$tmp/mc.json" "$tmp/mc.log" <<'PYEOF'
+import json, sys
+hosts = json.load(open(sys.argv[1]))["hosts"]
+log = open(sys.argv[2]).read()
+for h in hosts:
+    c = h.get("memory_contention")
+    if c is None: continue
+    if not (1 <= c <= 64) or f"memory contention {c:.2f}" not in log: sys.exit(1)
+    print(f"# host {h['name']}: memory contention {c}")
+PYEOF
+ok $? "the probe's memory contention: absent or 1..64, and printed"
+mpirun_n 1 $common --steps 0 --costs-out "$tmp/mc-costs.json" >"$tmp/mc1.log" 2>&1
+"$PY" - "$tmp/mc.json" "$tmp/mc-costs.json" "$tmp" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1])); out = sys.argv[3]
+# no memcpy rate on the diagonal: the all-reduce keeps its link's bandwidth, and the
+# contention moves the optimizer's step alone
+for i, row in enumerate(c["bandwidth_Bps"]): row[i] = 0
+for f in (1, 3):
+    for h in c["hosts"]: h["memory_contention"] = f
+    json.dump(c, open(f"{out}/mc{f}.json", "w"))
+for h in c["hosts"]: del h["memory_contention"]
+json.dump(c, open(f"{out}/mc0.json", "w"))
+opt = sum(l.get("optimizer_ms", 0) for l in json.load(open(sys.argv[2]))["layers"])
+open(f"{out}/mc-opt", "w").write(repr(opt))
+PYEOF
+for f in 0 1 3; do
+  "$top_builddir/ppdl-plan" --costs "$tmp/mc-costs.json" --cluster "$tmp/mc$f.json" --micro-batches 4 --method dp \
+    >"$tmp/mcp$f.log" 2>&1
+done
+t0=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp0.log")
+t1=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp1.log")
+t3=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp3.log")
+"$PY" -c 'import sys; t0, t1, t3, o = map(float, sys.argv[1:]); sys.exit(0 if o > 0 and t0 == t1 and abs(t3 - t1 - 2 * o) <= 2e-3 + 1e-6 * t3 else 1)' \
+  "${t0:-0}" "${t1:-0}" "${t3:-0}" "$(cat "$tmp/mc-opt" 2>/dev/null || echo 0)"
+ok $? "ppdl-plan --method dp: contention 3 on the host adds 2 x the optimizer step ($t1 -> $t3 ms; optimizer $(cat "$tmp/mc-opt" 2>/dev/null) ms), 1 is the file without it ($t0)"
+
 if [ "$cores" -ge 2 ]; then
   ! grep -q "^warning: .*share\|^ranks share cores" "$tmp/a2.log"
   ok $? "2 ranks on $cores cores: no warning, no choice on shared cores (the control)"

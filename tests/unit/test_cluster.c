@@ -48,6 +48,17 @@ static void bad_edit(const char *from, const char *to, const char *want, const c
     free(s);
 }
 
+/* the cluster's table (ppdl_cluster_print) into buf */
+static void print_to(const ppdl_cluster *cl, char *buf, size_t len)
+{
+    buf[0] = 0;
+    FILE *f = fmemopen(buf, len - 1, "w");
+    if (f) {
+        ppdl_cluster_print(cl, f);
+        fclose(f);
+    }
+}
+
 /* the nodes of a cluster as a string like "0,1|2,3" */
 static const char *groups(const ppdl_cluster *cl)
 {
@@ -117,7 +128,7 @@ static void schedule_checks(int n)
 
 int main(void)
 {
-    plan(77);
+    plan(84);
     char err[PPDL_ERR_LEN] = "";
     ppdl_cluster cl;
 
@@ -227,12 +238,8 @@ int main(void)
            "hosts written and read back (3 ranks on a 2-core host: oversubscribed)");
         if (rc2 == 0) ppdl_cluster_free(&back);
         free(js);
-        char buf[4096] = "";
-        FILE *mf = fmemopen(buf, sizeof buf - 1, "w");
-        if (mf) {
-            ppdl_cluster_print(&cl, mf);
-            fclose(mf);
-        }
+        char buf[4096];
+        print_to(&cl, buf, sizeof buf);
         ok(strstr(buf, "vm (2)") && strstr(buf, "shares its cores"), "the table names each rank's host and cores");
         ppdl_cluster_free(&cl);
     } else {
@@ -253,6 +260,44 @@ int main(void)
              "c.json: hosts[0].cores is 0", "a host without cores");
     bad_edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1], \"hosts\": [{\"cores\": 2, \"ranks\": [0, 1, 3]}]}",
              "c.json: hosts: rank 2 is in no host", "a rank on no host");
+
+    /* ---- a host's memory contention (optional, 1..64): read, written, printed; bad ones ---- */
+    char *mc = edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1],\n \"hosts\": [{\"name\": \"vm\", "
+                    "\"cores\": 2, \"ranks\": [0, 2, 3], \"memory_contention\": 1.5}, {\"name\": \"b\", \"cores\": 4, "
+                    "\"ranks\": [1]}]}");
+    rc = ppdl_cluster_parse(mc, "c.json", 4, &cl, err, sizeof err);
+    if (!ok(rc == 0 && cl.hosts.contention && cl.hosts.contention[0] == 1.5 && cl.hosts.contention[1] == 1.0 &&
+                ppdl_hosts_contention(&cl.hosts, 3) == 1.5 && ppdl_hosts_contention(&cl.hosts, 1) == 1.0,
+            "memory_contention read: 1.5 on host vm, 1 where absent"))
+        diag("  %s", err);
+    if (rc == 0) {
+        char *js = ppdl_cluster_to_json(&cl);
+        ppdl_cluster back;
+        int rc2 = ppdl_cluster_parse(js, "written", 4, &back, err, sizeof err);
+        ok(rc2 == 0 && back.hosts.contention && back.hosts.contention[0] == 1.5 && back.hosts.contention[1] == 1.0 &&
+               strstr(js, "\"memory_contention\": 1.5") && !strstr(strstr(js, "memory_contention") + 1, "memory_contention"),
+           "memory_contention written for the host that has one, and read back");
+        if (rc2 == 0) ppdl_cluster_free(&back);
+        free(js);
+        char buf[4096];
+        print_to(&cl, buf, sizeof buf);
+        ok(strstr(buf, "host vm: memory contention 1.50") && !strstr(buf, "host b:"),
+           "the table prints the host's contention");
+        ppdl_cluster_free(&cl);
+    } else {
+        skip(2, "the contention did not parse");
+    }
+    free(mc);
+    ok(ppdl_hosts_contention(&(ppdl_hosts){0}, 0) == 1.0, "no hosts: contention 1");
+    bad_edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1], \"hosts\": [{\"cores\": 2, \"ranks\": [0, 1, 2, 3], "
+             "\"memory_contention\": 0.5}]}", "c.json: hosts[0].memory_contention: expected a number 1..64",
+             "a contention below 1 (a pass cannot run faster with company)");
+    bad_edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1], \"hosts\": [{\"cores\": 2, \"ranks\": [0, 1, 2, 3], "
+             "\"memory_contention\": \"high\"}]}", "hosts[0].memory_contention: expected a number",
+             "a contention that is not a number");
+    bad_edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1], \"hosts\": [{\"cores\": 2, \"ranks\": [0, 1, 2, 3], "
+             "\"memory_contention\": 100}]}", "hosts[0].memory_contention: expected a number 1..64",
+             "a contention over 64");
 
     /* ---- one rank: a valid file with a diagonal only ---- */
     const char *one = "{\"ranks\": 1, \"bandwidth_Bps\": [[2e10]], \"latency_s\": [[0]], "

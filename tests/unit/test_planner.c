@@ -115,6 +115,45 @@ static void gen(ppdl_rng *g, int N, int L, int max_opts, int tight, inst *x)
         x->cl.speed[r] = ppdl_rng_uniform(g) < 0.3 ? uni(g, 0.3, 0.8) : uni(g, 0.9, 2.0);
         x->cl.mem[r] = floor(even * (tight ? uni(g, 0.35, 1.6) : uni(g, 1.5, 5)));
     }
+    /* every fourth instance runs on hosts (the two "nodes") with a memory contention:
+     * each rank's optimizer step, and the all-reduce over links inside a host that
+     * run at a quarter or more of the memcpy rate (the diagonal), take longer */
+    if (n_gen % 4 == 2) {
+        ppdl_rng g4;
+        ppdl_rng_seed(&g4, 0xc0de5ULL + n_gen);
+        const char *key[2] = {"a", "b"};
+        const char **kp = malloc((size_t)N * sizeof *kp);
+        int *cores = malloc((size_t)N * sizeof *cores);
+        for (int r = 0; r < N; r++) {
+            kp[r] = key[r >= split];
+            cores[r] = N;
+            x->cl.bw[r * N + r] = uni(&g4, 2e10, 1.2e11);
+        }
+        ppdl_hosts_build(&x->cl.hosts, N, kp, kp, cores);
+        x->cl.hosts.contention = malloc((size_t)x->cl.hosts.n * sizeof(double));
+        for (int h = 0; h < x->cl.hosts.n; h++) x->cl.hosts.contention[h] = uni(&g4, 1, 3);
+        free(kp);
+        free(cores);
+    }
+}
+
+/* the oracle's memory contention of rank r (1 without hosts) */
+static double contention_of(const inst *x, int r)
+{
+    const ppdl_hosts *h = &x->cl.hosts;
+    return h->n > 0 && h->contention ? h->contention[h->of_rank[r]] : 1.0;
+}
+
+/* the oracle's link a -> b while every rank copies at once (README "Planner"): inside a
+ * host, at a quarter or more of both ends' memcpy rate, shared by the contention */
+static double bw_at_once(const inst *x, int a, int b)
+{
+    int N = x->cl.N;
+    double bw = x->cl.bw[a * N + b], lo = fmin(x->cl.bw[a * N + a], x->cl.bw[b * N + b]);
+    const ppdl_hosts *h = &x->cl.hosts;
+    if (h->n > 0 && h->contention && h->of_rank[a] == h->of_rank[b] && lo > 0 && bw >= 0.25 * lo)
+        return bw / contention_of(x, a);
+    return bw;
 }
 
 static void inst_free(inst *x)
@@ -211,7 +250,7 @@ static double assemble_T(const inst *x, const lay *y, const int *first, const do
             double tau = (W + E[s]) / x->cl.speed[y->R[s][q]];
             slowest = fmax(slowest, tau);
             pace = fmax(pace, (mbs_of(M, k, q) - 1) * tau);
-            opt_s = fmax(opt_s, O / x->cl.speed[y->R[s][q]]);
+            opt_s = fmax(opt_s, O * contention_of(x, y->R[s][q]) / x->cl.speed[y->R[s][q]]);
         }
         sum += slowest;
         if (k > 1 && P > 0) {
@@ -219,7 +258,7 @@ static double assemble_T(const inst *x, const lay *y, const int *first, const do
             for (int a = 0; a < k; a++)
                 for (int b = 0; b < k; b++)
                     if (a != b) {
-                        bw = fmin(bw, x->cl.bw[y->R[s][a] * N + y->R[s][b]]);
+                        bw = fmin(bw, bw_at_once(x, y->R[s][a], y->R[s][b]));
                         lat = fmax(lat, x->cl.lat[y->R[s][a] * N + y->R[s][b]]);
                     }
             ar_s = 1000 * (2.0 * (k - 1) / k * P / bw + nmsg * 2.0 * (k - 1) * lat);
@@ -1624,6 +1663,7 @@ static void test_sharing(void)
         inst x;
         int N = 1 + k % 6;
         gen(&g, N, N + 3, 2, 0, &x);
+        ppdl_hosts_free(&x.cl.hosts); /* the cores alone: set_hosts below (no contention) */
         if (k % 4 == 3) x.M = 1;
         ppdl_plan p;
         ppdl_solve_opts so;
@@ -1849,7 +1889,7 @@ static double pipeline_T(const inst *x, const ppdl_plan *p)
             return INFINITY;
         sum += t;
         mx = fmax(mx, t);
-        opt = fmax(opt, ppdl_stage_opt_ms(&x->c, st->first, st->last, x->cl.speed[r]));
+        opt = fmax(opt, ppdl_stage_opt_ms(&x->c, st->first, st->last, ppdl_opt_speed(&x->cl, r)));
         if (s + 1 < S) {
             double l = ppdl_link_ms(&x->c, &x->cl, st->last, r, p->stages[s + 1].rank);
             sum += 2 * l;
@@ -1869,6 +1909,66 @@ static double pipeline_T(const inst *x, const ppdl_plan *p)
 /* Large random instances (hundreds of layers, tens of ranks; tight and loose memory;
  * with and without replication): a plan whose T recomputes and that no baseline beats,
  * or the documented "no plan fits" return -- never an internal error. */
+/* A host's memory contention (cluster_model.h): a rank's optimizer step takes its
+ * host's factor longer, in the cost model and in the simulator; an all-reduce over a
+ * memory-bound link inside a host (at least a quarter of both ends' memcpy rate) sees
+ * the link's bandwidth over the factor; a slower link, or one between hosts, its own. */
+static void test_contention(void)
+{
+    char err[PPDL_ERR_LEN] = "";
+    inst x;
+    equal_case(&x, 4, 1.0, 2.0, 0, 1e10, 0);
+    for (int l = 0; l < 4; l++) x.c.layers[l].opt_ms = 0.5, x.c.layers[l].param_bytes = 4e6;
+    int N = 4;
+    for (int r = 0; r < N; r++) x.cl.bw[r * N + r] = 2e10; /* memcpy: 1e10 links are memory-bound */
+    x.cl.bw[2 * N + 3] = x.cl.bw[3 * N + 2] = 1e9;      /* below a quarter: its own limit */
+    for (int a = 0; a < 2; a++)
+        for (int b = 2; b < 4; b++) x.cl.bw[a * N + b] = x.cl.bw[b * N + a] = 1e10; /* between hosts */
+    int of[4] = {0, 0, 1, 1}, cores[2] = {2, 2};
+    set_hosts(&x.cl, 2, of, cores);
+    x.cl.hosts.contention = malloc(2 * sizeof(double));
+    x.cl.hosts.contention[0] = 2.0;
+    x.cl.hosts.contention[1] = 1.5;
+    int g01[2] = {0, 1}, g23[2] = {2, 3}, g02[2] = {0, 2};
+    ok(ppdl_group_min_bw(&x.cl, g01, 2) == 5e9 && ppdl_group_min_bw(&x.cl, g23, 2) == 1e9 &&
+           ppdl_group_min_bw(&x.cl, g02, 2) == 1e10,
+       "all-reduce links: inside a host memory-bound 1e10 / 2 = %g; slow 1e9 kept: %g; between hosts kept: %g",
+       ppdl_group_min_bw(&x.cl, g01, 2), ppdl_group_min_bw(&x.cl, g23, 2), ppdl_group_min_bw(&x.cl, g02, 2));
+    x.cl.bw[1 * N + 1] = 0; /* a hand-written diagonal of 0: no memcpy rate known, the link's own */
+    ok(ppdl_group_min_bw(&x.cl, g01, 2) == 1e10, "no diagonal: the link's own bandwidth (%g)",
+       ppdl_group_min_bw(&x.cl, g01, 2));
+    x.cl.bw[1 * N + 1] = 2e10;
+    /* 2 stages x 2 replicas (ranks 0,1 | 2,3), and the same on one rank per stage */
+    ppdl_plan p;
+    grid_plan(2, 2, 2, &p);
+    ppdl_cost_eval ev;
+    int rc = ppdl_cost_evaluate(&x.c, &x.cl, 4, PPDL_SCHED_1F1B, &p, &ev, err, sizeof err);
+    double ar0 = 1000 * (2.0 * 1 / 2 * 8e6 / 5e9), ar1 = 1000 * (2.0 * 1 / 2 * 8e6 / 1e9);
+    ok(rc == 0 && fabs(ev.optimizer_ms[0] - 2.0) < 1e-12 && fabs(ev.optimizer_ms[1] - 1.5) < 1e-12 &&
+           fabs(ev.allreduce_ms[0] - ar0) < 1e-9 && fabs(ev.allreduce_ms[1] - ar1) < 1e-9,
+       "cost model: optimizer 2 layers x 0.5 ms x 2 = %g and x 1.5 = %g ms; all-reduce %g (want %g) and %g (want %g)",
+       rc ? -1 : ev.optimizer_ms[0], rc ? -1 : ev.optimizer_ms[1], rc ? -1 : ev.allreduce_ms[0], ar0,
+       rc ? -1 : ev.allreduce_ms[1], ar1);
+    if (!rc) ppdl_cost_eval_free(&ev);
+    ppdl_plan_free(&p);
+    /* the simulator: data parallel x 4, a micro-batch each; the all-reduce's slowest
+     * link (2-3, 1e9) is not memory-bound, so the contention adds only host a's
+     * optimizer steps' (2 - 1) x 4 x 0.5 ms */
+    ppdl_plan dp;
+    grid_plan(1, 4, 4, &dp);
+    ppdl_sim sa, sb;
+    rc = ppdl_simulate(&x.c, &x.cl, &dp, 4, PPDL_SCHED_1F1B, 1, &sa, err, sizeof err);
+    x.cl.hosts.contention[0] = x.cl.hosts.contention[1] = 1.0;
+    int rc2 = ppdl_simulate(&x.c, &x.cl, &dp, 4, PPDL_SCHED_1F1B, 1, &sb, err, sizeof err);
+    ok(rc == 0 && rc2 == 0 && fabs(sa.step_ms - sb.step_ms - 2.0) < 1e-9,
+       "simulator: data parallel x 4 takes 2 ms longer with the contention (%g against %g ms) %s",
+       rc ? -1 : sa.step_ms, rc2 ? -1 : sb.step_ms, err);
+    if (!rc) ppdl_sim_free(&sa);
+    if (!rc2) ppdl_sim_free(&sb);
+    ppdl_plan_free(&dp);
+    inst_free(&x);
+}
+
 static void test_large_random(void)
 {
     ppdl_rng g;
@@ -1946,7 +2046,7 @@ static void test_large_random(void)
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(40);
+    plan(44);
     test_brute_force();
     test_brute_force_pipeline();
     test_order_solver();
@@ -1959,6 +2059,7 @@ int main(void)
     test_replication();
     test_replica_in_flight();
     test_sharing();
+    test_contention();
     test_large_random();
     diag("%.1f s", ppdl_now_s() - t0);
     return exit_status();
