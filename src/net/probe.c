@@ -602,6 +602,8 @@ static void host_barrier(MPI_Comm hc)
  * host's first rank times an AdamW pass (the optimizer step every rank runs at the
  * step's end) alone, then with min(ranks, cores) of the host's ranks running it at the
  * same moment; the factor is the median together over the median alone, in 1..64.
+ * Together, each rank runs two passes and the second is timed: ranks leave the barrier
+ * up to a nap apart, and the second pass runs while the others run theirs.
  * Each host measures on its own, at the same time as the others (other machines share
  * no memory with it). A host whose ranks have no second core, or a device backend
  * (each GPU has its own memory), keeps 1. Collective over comm. */
@@ -633,7 +635,7 @@ static void measure_contention(MPI_Comm comm, ppdl_backend *be, int device, ppdl
         for (int phase = 0; ok && phase < 2; phase++)
             for (int k = 0; k <= CONTENTION_REPS; k++) { /* k = 0: untimed */
                 host_barrier(hc);
-                if (hr < (phase ? m : 1)) {
+                for (int pass = 0; hr < (phase ? m : 1) && pass <= phase; pass++) {
                     double t0 = ppdl_now_s();
                     ppdl_be_adamw(be, CONTENTION_FLOATS, buf[0], buf[1], buf[2], buf[3], 1e-4, 0.9, 0.999, 1e-8,
                                   0.01, k + 1);

@@ -37,8 +37,9 @@ typedef struct ppdl_hosts {
                                   planner stretches each rank's optimizer step by its
                                   host's factor, and an all-reduce among ranks of one host
                                   over memory-bound links (at least a quarter of the
-                                  ranks' memcpy rate, the diagonal) by the same; the
-                                  probe measures it on CPU ranks (probe.h). */
+                                  slower end's memcpy rate, the diagonal) by the same;
+                                  the probe measures it on CPU ranks (probe.c
+                                  measure_contention). */
 } ppdl_hosts;
 
 #define PPDL_MAX_CONTENTION 64.0

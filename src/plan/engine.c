@@ -63,12 +63,17 @@
 // ----------------------------------------------------------------------------
 // context: prefix sums, bounds, interchangeable ranks
 
-/* is swapping ranks a and b an automorphism of the cluster? */
+/* is swapping ranks a and b an automorphism of the cluster? With a memory contention
+ * (cluster_model.h), a rank's optimizer step depends on its host, and an all-reduce
+ * link on whether its ends share a host and on their memcpy rates (the diagonal) */
 static int swappable(const ppdl_cluster_model *cl, int a, int b)
 {
     int N = cl->N;
     if (cl->speed[a] != cl->speed[b] || cl->mem[a] != cl->mem[b]) return 0;
     if (cl->bw[a * N + b] != cl->bw[b * N + a] || cl->lat[a * N + b] != cl->lat[b * N + a]) return 0;
+    const ppdl_hosts *h = &cl->hosts;
+    if (h->n > 0 && h->contention && (h->of_rank[a] != h->of_rank[b] || cl->bw[a * N + a] != cl->bw[b * N + b]))
+        return 0;
     for (int x = 0; x < N; x++) {
         if (x == a || x == b) continue;
         if (cl->bw[a * N + x] != cl->bw[b * N + x] || cl->bw[x * N + a] != cl->bw[x * N + b]) return 0;

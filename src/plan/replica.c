@@ -26,7 +26,7 @@ int ppdl_replica_in_flight(int schedule, int S, int M, const int *k, int s, int 
 }
 
 /* a link's bandwidth while every rank of its host copies at once: a link inside a host
- * that runs at a quarter or more of both ends' memcpy rate (the diagonal) is bound by the
+ * that runs at a quarter or more of the slower end's memcpy rate (the diagonal) is bound by the
  * host's memory, and shares it (ppdl_hosts.contention); a slower one (a network, --netem)
  * is bound by itself */
 static double link_bw_at_once(const ppdl_cluster_model *cl, int a, int b)

@@ -37,7 +37,7 @@ int ppdl_replica_in_flight(int schedule, int S, int M, const int *k, int s, int 
 
 /* The slowest link between two distinct ranks of ranks[0..k-1] (bytes/s, either
  * direction) while they all copy at once: a memory-bound link inside a host (at least a
- * quarter of both ends' memcpy rate, the diagonal) divided by the host's memory
+ * quarter of the slower end's memcpy rate, the diagonal) divided by the host's memory
  * contention (cluster_model.h); and the largest latency between them (s). k < 2:
  * INFINITY and 0. */
 double ppdl_group_min_bw(const ppdl_cluster_model *cl, const int *ranks, int k);

@@ -13,8 +13,8 @@
  *    stages 0..|U|-1, rank r of the last of them, its last layer j) is exact:
  *    O(2^N N L) states, O(N len) moves each, down the same staircase of B as one order
  *    (engine.c). Ranks that are interchangeable (a swap leaves speeds, memories and
- *    both matrices unchanged) are used in index order only, which shrinks the search on
- *    regular clusters. Larger N: placement.c (groups of fast-linked ranks, orders,
+ *    both matrices unchanged, and, with a memory contention, the host and the memcpy
+ *    rate) are used in index order only, which shrinks the search on regular clusters. Larger N: placement.c (groups of fast-linked ranks, orders,
  *    local search).
  *
  * 2. Upper bounds first. Before the frontiers exist, the same order DP with fixed

@@ -145,7 +145,7 @@ static double contention_of(const inst *x, int r)
 }
 
 /* the oracle's link a -> b while every rank copies at once (README "Planner"): inside a
- * host, at a quarter or more of both ends' memcpy rate, shared by the contention */
+ * host, at a quarter or more of the slower end's memcpy rate, shared by the contention */
 static double bw_at_once(const inst *x, int a, int b)
 {
     int N = x->cl.N;
@@ -1911,7 +1911,7 @@ static double pipeline_T(const inst *x, const ppdl_plan *p)
  * or the documented "no plan fits" return -- never an internal error. */
 /* A host's memory contention (cluster_model.h): a rank's optimizer step takes its
  * host's factor longer, in the cost model and in the simulator; an all-reduce over a
- * memory-bound link inside a host (at least a quarter of both ends' memcpy rate) sees
+ * memory-bound link inside a host (at least a quarter of the slower end's memcpy rate) sees
  * the link's bandwidth over the factor; a slower link, or one between hosts, its own. */
 static void test_contention(void)
 {
@@ -1967,6 +1967,32 @@ static void test_contention(void)
     if (!rc2) ppdl_sim_free(&sb);
     ppdl_plan_free(&dp);
     inst_free(&x);
+
+    /* two ranks alike in all but their hosts' contention are not interchangeable: the
+     * layer with the long update goes to the uncontended rank (found in review: the
+     * solver had taken them for a symmetric pair and tried one order) */
+    inst y;
+    equal_case(&y, 2, 1.0, 2.0, 0, 1e10, 0);
+    ppdl_costs_free(&y.c);
+    ppdl_costs_alloc(&y.c, 4);
+    for (int l = 0; l < 4; l++) y.c.layers[l].fwd_ms = 1, y.c.layers[l].bwd_ms = 2, y.c.layers[l].opt_ms = 0.1;
+    y.c.layers[3].opt_ms = 5;
+    int of2[2] = {0, 1}, cores2[2] = {1, 1};
+    set_hosts(&y.cl, 2, of2, cores2);
+    y.cl.hosts.contention = malloc(2 * sizeof(double));
+    y.cl.hosts.contention[0] = 1.0;
+    y.cl.hosts.contention[1] = 4.0; /* rank 1 contended: the ranks in index order lose */
+    ppdl_solve_opts so;
+    ppdl_solve_opts_default(&so);
+    so.replicate = 0;
+    ppdl_plan sp;
+    rc = ppdl_solve(&y.c, &y.cl, 4, PPDL_SCHED_1F1B, &so, &sp, NULL, err, sizeof err);
+    int last_rank = rc ? -1 : sp.stages[sp.S - 1].rank;
+    ok(rc == 0 && sp.S == 2 && last_rank == 0,
+       "ranks differing only in their host's contention: the long update on the uncontended rank "
+       "(last stage on rank %d, T %.3f ms) %s", last_rank, rc ? -1 : sp.predicted_iter_ms, err);
+    if (!rc) ppdl_plan_free(&sp);
+    inst_free(&y);
 }
 
 static void test_large_random(void)
@@ -2046,7 +2072,7 @@ static void test_large_random(void)
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(44);
+    plan(45);
     test_brute_force();
     test_brute_force_pipeline();
     test_order_solver();
