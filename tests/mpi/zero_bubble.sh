@@ -174,7 +174,7 @@ PPDL_TEST_GRAD_SCALE=1:2 run_plan gpt-2x2-doubled 4 "$tmp/gpt-2x2.json" "$tmp/gp
 [ -s "$tmp/gpt-2x2-doubled.json" ] && ! same gpt-2x2-doubled gpt-2x2-1f1b
 ok $? "negative control: zb-1p on 2 x 2 replicas with one replica's gradients doubled differs from 1f1b"
 
-# 7. orders from the times: two --costs files that make different orders, the same bits
+# 7. orders from the times: three --costs files of other times, the same bits
 set -- "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --steps 3 --batch-size 8 --micro-batches 4
 grep -q "passes of zb-h1 ordered by their times (rank 0's costs)" "$tmp/gpt-zb-h1-3.log" ||
   { grep -q "note: the timed orders of zb-h1 were refused" "$tmp/gpt-zb-h1-3.log" &&
