@@ -1,7 +1,7 @@
 /* comm.h — point-to-point messages between pipeline stages.
  *
  * Non-blocking MPI underneath. The wait is either MPI's own (blocking progress) or a
- * yielding loop (MPI_Test, then sched_yield; after 100 us, 200 us naps: netem.h's
+ * yielding loop (MPI_Test, then sched_yield; after 100 us, 50 us naps: netem.h's
  * ppdl_wait_pause) that lets 3-4 ranks share 2 cores without paying a scheduler time
  * slice per message (ENVIRONMENT.md: 2-3 ms -> ~12 us per hop).
  * The emulated network (--netem, netem.h) hooks in here: with it set, every message

@@ -32,13 +32,19 @@ struct ppdl_netem {
     int n_live, cap_live;
 };
 
+/* The nap: 50 us (about 100 with the kernel's default timer slack). On a host with
+ * more ranks than cores each hand-off waits for the receiver's nap to end; 200 us naps
+ * made the 3- and 4-rank runs on 2 cores 8-25% slower than 50 (perf/RESULTS.md "The
+ * yielding wait's nap"), and no run measured faster with them. */
+#define WAIT_NAP_NS (50 * 1000)
+
 void ppdl_wait_pause(double t0, int nap)
 {
     if (!nap || ppdl_now_s() - t0 < 100e-6) {
         sched_yield();
         return;
     }
-    struct timespec ts = {0, 200 * 1000};
+    struct timespec ts = {0, WAIT_NAP_NS};
     nanosleep(&ts, NULL);
 }
 

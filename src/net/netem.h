@@ -57,7 +57,7 @@ int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield);
 int ppdl_netem_test(ppdl_netem *ne, MPI_Request *req, int *done);
 
 /* One pause of a yielding wait that began at t0 (ppdl_now_s): sched_yield, and with nap
- * set, after the first 100 us, 200 us naps instead. A rank that keeps yielding stays runnable, so with more ranks
+ * set, after the first 100 us, 50 us naps instead. A rank that keeps yielding stays runnable, so with more ranks
  * than cores the scheduler counts it as load: two computing ranks were left sharing one
  * core while the other ran the waiters' yield loops (4 ranks on 2 cores, gpt under
  * --netem: 102-104 ms a step; with the naps 90-95, and 97-101 vs 108-110 with two
