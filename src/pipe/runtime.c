@@ -169,6 +169,9 @@ struct ppdl_runtime {
     ppdl_xfer *grad_x;         /* [nl] their host staging */
     ppdl_nccl_req *grad_nreq;  /* [nl] the same sums through NCCL (nc_replicas) */
     int grads_posted;          /* this step's all-reduces have been started */
+    int bucket_lo, bucket_hi;  /* MPI's sums gathered in buckets: the layers with
+                                  parameters finalised and not yet started, -1: none */
+    size_t bucket_n;           /* their gradient floats */
     ppdl_tie tie;              /* a tied weight's gradients (pipe/tie.h) */
     float test_grad_scale;     /* PPDL_TEST_GRAD_SCALE, a planted bug (test_grad_scale_of); 1 */
     long test_fail_step;       /* PPDL_TEST_FAIL_STEP, a planted error (test_fail_step_of); -1 */
@@ -424,6 +427,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     free(members);
     rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
     for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
+    rt->bucket_lo = rt->bucket_hi = -1;
     rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
     rt->grad_nreq = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_nreq);
     ppdl_tie_init(&rt->tie, st, cfg->tie_peers, cfg->n_tie_peers, cfg->replica, rt->k, tag_tie(rt));
@@ -599,15 +603,57 @@ static size_t layer_grad_floats(const ppdl_runtime *rt, int i)
     return n;
 }
 
+/* MPI's sums of host gradients go in buckets of consecutive layers (the gradient
+ * arena holds the layers in order): one MPI_Iallreduce per bucket instead of one per
+ * layer. Outstanding non-blocking all-reduces slow each other: 5.8 MB over 2 ranks of
+ * one host took 0.84-0.91 ms as one call, 1.5-2.1 ms as 2 to 6 calls at once
+ * (perf/RESULTS.md "Gradient buckets"). A bucket starts once it holds this many floats,
+ * or at the stage's first layer. */
+#define GRAD_BUCKET_FLOATS ((size_t)4 << 20) /* 16 MiB */
+
+static int bucketed(const ppdl_runtime *rt)
+{
+    return !rt->use_ring && !rt->nc_replicas && !ppdl_xfer_staged(rt->be);
+}
+
+/* layer i's gradients are final: add them to the bucket, and start it when full or at
+ * layer 0; every replica forms the same buckets (they depend on the layers alone) */
+static void bucket_layer(ppdl_runtime *rt, int i)
+{
+    size_t n = layer_grad_floats(rt, i);
+    if (n) {
+        if (rt->bucket_hi < 0) rt->bucket_hi = i;
+        rt->bucket_lo = i;
+        rt->bucket_n += n;
+    }
+    if (rt->bucket_hi < 0 || (rt->bucket_n < GRAD_BUCKET_FLOATS && i > 0)) return;
+    const ppdl_layer *lo = layer(rt, rt->bucket_lo), *hi = layer(rt, rt->bucket_hi);
+    const ppdl_param *top = &hi->params[hi->n_params - 1];
+    PPDL_CHECK(lo->params[0].grad + rt->bucket_n == top->grad + top->numel,
+               "the gradients of layers %d..%d are not contiguous", lo->index, hi->index);
+    PPDL_CHECK(rt->bucket_n <= INT_MAX, "layers %d..%d have too many parameters for one allreduce", lo->index,
+               hi->index);
+    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, lo->params[0].grad, (int)rt->bucket_n, MPI_FLOAT, MPI_SUM,
+                                  rt->cfg.replica_comm, &rt->grad_reqs[rt->bucket_lo]));
+    rt->bucket_lo = rt->bucket_hi = -1;
+    rt->bucket_n = 0;
+}
+
 /* Start summing layer i's gradients across the stage's replicas (in place). Every
  * replica starts them in the same order, last layer first, as collectives require.
- * Started layer by layer during the last backward, completed at the OPTIMIZER op. The
- * ring (net/ring.h; under --netem) is advanced between the layers below
- * (progress_allreduce) and sums in a fixed order: the same bits on every replica. */
+ * Started layer by layer during the last backward (MPI's in buckets, above), completed
+ * at the OPTIMIZER op. The ring (net/ring.h; under --netem) is advanced between the
+ * layers below (progress_allreduce) and sums in a fixed order: the same bits on every
+ * replica. */
 static void allreduce_layer_grads(ppdl_runtime *rt, int i)
 {
     const ppdl_layer *l = layer(rt, i);
-    if (rt->k <= 1 || l->n_params == 0) return;
+    if (rt->k <= 1) return;
+    if (bucketed(rt)) {
+        bucket_layer(rt, i);
+        return;
+    }
+    if (l->n_params == 0) return;
     size_t n = layer_grad_floats(rt, i);
 #if HAVE_CUDA
     if (rt->nc_replicas) { /* in place on the GPU, after the backward queued so far */
@@ -1166,6 +1212,8 @@ static void step_begin(ppdl_runtime *rt, double t0)
     if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
     rt->next_act_recv = rt->next_grad_recv = 0;
     rt->grads_posted = 0;
+    rt->bucket_lo = rt->bucket_hi = -1;
+    rt->bucket_n = 0;
     post_receives(rt);
 }
 
