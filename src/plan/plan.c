@@ -17,6 +17,11 @@ int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen)
 
 int ppdl_plan_uniform_chunked(int L, int N, int v, int v_order, ppdl_plan *p, char *err, size_t errlen)
 {
+    return ppdl_plan_uniform_replicated(L, N, v, v_order, 1, p, err, errlen);
+}
+
+int ppdl_plan_uniform_replicated(int L, int N, int v, int v_order, int k, ppdl_plan *p, char *err, size_t errlen)
+{
     memset(p, 0, sizeof *p);
     if (v < 1) return ppdl_errf(err, errlen, "--plan uniform: %d chunks per rank, expected at least 1", v);
     if (v_order == PPDL_CHUNKS_V && v != 2)
@@ -24,13 +29,20 @@ int ppdl_plan_uniform_chunked(int L, int N, int v, int v_order, ppdl_plan *p, ch
     if (v_order != PPDL_CHUNKS_ROUND_ROBIN && v_order != PPDL_CHUNKS_V)
         return ppdl_errf(err, errlen, "--plan uniform: chunk order %d, expected %d (round-robin) or %d (V)", v_order,
                          PPDL_CHUNKS_ROUND_ROBIN, PPDL_CHUNKS_V);
-    long long S_wanted = (long long)v * N;
+    if (k < 1 || N % k != 0)
+        return ppdl_errf(err, errlen, "--replicas %d: expected a divisor of the %d ranks (each copy of the pipeline "
+                                      "runs on as many ranks)", k, N);
+    int n = N / k; /* ranks of one copy of the pipeline */
+    long long S_wanted = (long long)v * n;
     if (N < 1 || S_wanted > L) {
-        if (v == 1)
+        if (v == 1 && k == 1)
             return ppdl_errf(err, errlen, "--plan uniform: %d ranks but the model has %d layers; "
                                           "each stage needs at least one layer", N, L);
+        if (v == 1)
+            return ppdl_errf(err, errlen, "--plan uniform: %d ranks in %d replicas make %d stages but the model has "
+                                          "%d layers; each stage needs at least one layer", N, k, n, L);
         return ppdl_errf(err, errlen, "--plan uniform: %d ranks x %d chunks per rank = %lld stages but the model "
-                                      "has %d layers; each stage needs at least one layer", N, v, S_wanted, L);
+                                      "has %d layers; each stage needs at least one layer", n, v, S_wanted, L);
     }
     int S = (int)S_wanted;
     snprintf(p->method, sizeof p->method, "uniform");
@@ -39,17 +51,18 @@ int ppdl_plan_uniform_chunked(int L, int N, int v, int v_order, ppdl_plan *p, ch
     p->stages = ppdl_xcalloc((size_t)S, sizeof *p->stages);
     int first = 0;
     for (int s = 0; s < S; s++) {
-        int n = L / S + (s < L % S ? 1 : 0);
-        /* round-robin: 0 1 .. N-1 0 1 ..; the V: 0 1 .. N-1 N-1 .. 1 0 */
-        int rank = v_order == PPDL_CHUNKS_V && s >= N ? 2 * N - 1 - s : s % N;
-        p->stages[s].rank = rank;
-        p->stages[s].n_replicas = 1;
-        p->stages[s].ranks = ppdl_xcalloc(1, sizeof(int));
-        p->stages[s].ranks[0] = rank;
+        int nl = L / S + (s < L % S ? 1 : 0);
+        /* round-robin: 0 1 .. n-1 0 1 ..; the V: 0 1 .. n-1 n-1 .. 1 0; copy q of the
+         * pipeline on ranks q*n .. q*n + n-1 */
+        int pos = v_order == PPDL_CHUNKS_V && s >= n ? 2 * n - 1 - s : s % n;
+        p->stages[s].rank = pos;
+        p->stages[s].n_replicas = k;
+        p->stages[s].ranks = ppdl_xcalloc((size_t)k, sizeof(int));
+        for (int q = 0; q < k; q++) p->stages[s].ranks[q] = q * n + pos;
         p->stages[s].first = first;
-        p->stages[s].last = first + n - 1;
-        p->stages[s].recompute = ppdl_xcalloc((size_t)n, sizeof(int));
-        first += n;
+        p->stages[s].last = first + nl - 1;
+        p->stages[s].recompute = ppdl_xcalloc((size_t)nl, sizeof(int));
+        first += nl;
     }
     return 0;
 }
@@ -85,42 +98,70 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int ppdl_plan_chunks(const ppdl_plan *p)
+/* v >= 2 when every rank of the plan runs v stages, every stage has the same k
+ * replicas, and each rank is the same replica q of every stage it runs (copy q of the
+ * pipeline); *k_out gets k. 1 (and k 1) otherwise. */
+static int chunks_and_replicas(const ppdl_plan *p, int *k_out)
 {
-    int S = p->S;
+    int S = p->S, k = S > 0 ? n_rep(&p->stages[0]) : 1;
+    *k_out = 1;
     if (S < 2) return 1;
     for (int s = 0; s < S; s++)
-        if (n_rep(&p->stages[s]) > 1) return 1; /* replicas and chunks do not mix */
+        if (n_rep(&p->stages[s]) != k) return 1; /* uneven replicas and chunks do not mix */
     /* the stages' ranks sorted: each run of one rank counts the stages it runs */
-    int *r = ppdl_xmalloc((size_t)S * sizeof(int));
-    for (int s = 0; s < S; s++) r[s] = rep_rank(&p->stages[s], 0);
-    qsort(r, (size_t)S, sizeof(int), cmp_int);
+    int n = S * k;
+    int *r = ppdl_xmalloc((size_t)n * sizeof(int));
+    for (int s = 0; s < S; s++)
+        for (int q = 0; q < k; q++) r[s * k + q] = rep_rank(&p->stages[s], q);
+    qsort(r, (size_t)n, sizeof(int), cmp_int);
     int v = 0;
-    for (int i = 0, j; i < S && v >= 0; i = j) {
-        for (j = i; j < S && r[j] == r[i]; j++) {}
+    for (int i = 0, j; i < n && v >= 0; i = j) {
+        for (j = i; j < n && r[j] == r[i]; j++) {}
         if (v == 0) v = j - i;
         else if (j - i != v) v = -1;
     }
     free(r);
-    return v >= 2 ? v : 1;
+    if (v < 2) return 1;
+    /* each rank the same replica of all its stages */
+    for (int s = 0; s < S; s++)
+        for (int q = 0; q < k; q++) {
+            int rq = -1;
+            ppdl_plan_stage_of_rank(p, rep_rank(&p->stages[s], q), &rq);
+            if (rq != q) return 1;
+        }
+    *k_out = k;
+    return v;
+}
+
+int ppdl_plan_chunks(const ppdl_plan *p)
+{
+    int k;
+    return chunks_and_replicas(p, &k);
+}
+
+int ppdl_plan_chunk_replicas(const ppdl_plan *p)
+{
+    int k;
+    chunks_and_replicas(p, &k);
+    return k;
 }
 
 int ppdl_plan_chunk_order_is(const ppdl_plan *p, int v_order)
 {
-    int v = ppdl_plan_chunks(p);
+    int k, v = chunks_and_replicas(p, &k);
     if (v < 2) return 0;
     int N = p->S / v;
-    if (v_order == PPDL_CHUNKS_ROUND_ROBIN) {
-        for (int s = N; s < p->S; s++)
-            if (rep_rank(&p->stages[s], 0) != rep_rank(&p->stages[s % N], 0)) return 0;
-        return 1;
+    for (int q = 0; q < k; q++) {
+        if (v_order == PPDL_CHUNKS_ROUND_ROBIN) {
+            for (int s = N; s < p->S; s++)
+                if (rep_rank(&p->stages[s], q) != rep_rank(&p->stages[s % N], q)) return 0;
+        } else if (v_order == PPDL_CHUNKS_V && v == 2) {
+            for (int s = 0; s < N; s++)
+                if (rep_rank(&p->stages[2 * N - 1 - s], q) != rep_rank(&p->stages[s], q)) return 0;
+        } else
+            return 0;
     }
-    if (v_order == PPDL_CHUNKS_V && v == 2) {
-        for (int s = 0; s < N; s++)
-            if (rep_rank(&p->stages[2 * N - 1 - s], 0) != rep_rank(&p->stages[s], 0)) return 0;
-        return 1;
-    }
-    return 0;
+    return 1;
 }
 
 int ppdl_plan_stages_of_rank(const ppdl_plan *p, int rank, int *stages, int max)
@@ -138,8 +179,8 @@ int ppdl_plan_stages_of_rank(const ppdl_plan *p, int rank, int *stages, int max)
 
 int ppdl_plan_ranks_used(const ppdl_plan *p)
 {
-    int v = ppdl_plan_chunks(p);
-    if (v > 1) return p->S / v; /* each of the N ranks runs v stages */
+    int k, v = chunks_and_replicas(p, &k);
+    if (v > 1) return p->S / v * k; /* each of the N ranks of each copy runs v stages */
     int n = 0;
     for (int s = 0; s < p->S; s++) n += n_rep(&p->stages[s]);
     return n;
@@ -155,11 +196,16 @@ const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len)
     if (v > 1) {
         int N = S / v;
         const char *ranks = N == 1 ? "rank" : "ranks";
+        size_t n;
         /* with one rank the V and round-robin coincide: "interleaved" */
-        if (N > 1 && ppdl_plan_chunk_order_is(p, PPDL_CHUNKS_V)) snprintf(buf, len, "V, %d stages on %d %s", S, N, ranks);
+        if (N > 1 && ppdl_plan_chunk_order_is(p, PPDL_CHUNKS_V))
+            n = (size_t)snprintf(buf, len, "V, %d stages on %d %s", S, N, ranks);
         else
-            snprintf(buf, len, "%s, %d stages on %d %s (%d each)",
-                     ppdl_plan_chunk_order_is(p, PPDL_CHUNKS_ROUND_ROBIN) ? "interleaved" : "chunked", S, N, ranks, v);
+            n = (size_t)snprintf(buf, len, "%s, %d stages on %d %s (%d each)",
+                                 ppdl_plan_chunk_order_is(p, PPDL_CHUNKS_ROUND_ROBIN) ? "interleaved" : "chunked", S,
+                                 N, ranks, v);
+        /* copies of that pipeline: "interleaved, 4 stages on 2 ranks (2 each) x 2 replicas" */
+        if (k0 > 1 && n < len) snprintf(buf + n, len - n, " x %d replicas", k0);
     } else if (S == 0) snprintf(buf, len, "no stages");
     else if (S == 1) snprintf(buf, len, k0 > 1 ? "data parallel x %d" : "one stage", k0);
     else if (k0 == 1 && equal) snprintf(buf, len, "pipeline, %d stages", S);
@@ -214,10 +260,19 @@ static int not_chunked(const ppdl_plan *p, int r, const char *what, char *err, s
     char mine[128], theirs[128];
     stages_in_words(p, r, mine, sizeof mine);
     for (int q = 0; q < p->S; q++)
-        if (n_rep(&p->stages[q]) > 1)
-            return ppdl_errf(err, errlen, "%s: rank %d runs %s, and stage %d has %d replicas: a rank may run several "
-                                          "stages (chunks) only when every stage has one replica",
-                             what, r, mine, q, n_rep(&p->stages[q]));
+        if (n_rep(&p->stages[q]) != n_rep(&p->stages[0]))
+            return ppdl_errf(err, errlen, "%s: rank %d runs %s, and stage %d has %d replicas where stage 0 has %d: a "
+                                          "rank may run several stages (chunks) only when every stage has as many "
+                                          "replicas", what, r, mine, q, n_rep(&p->stages[q]), n_rep(&p->stages[0]));
+    for (int s = 0; s < p->S; s++)
+        for (int i = 0; i < n_rep(&p->stages[s]); i++) {
+            int ri = rep_rank(&p->stages[s], i), qi = -1;
+            int t = ppdl_plan_stage_of_rank(p, ri, &qi);
+            if (qi != i)
+                return ppdl_errf(err, errlen, "%s: rank %d is replica %d of stage %d but replica %d of stage %d: a "
+                                              "rank running several stages is the same replica of each (copy %d of "
+                                              "the pipeline)", what, ri, qi, t, i, s, qi);
+        }
     int n = ppdl_plan_stages_of_rank(p, r, NULL, 0);
     for (int q = 0; q < p->S; q++) {
         int o = rep_rank(&p->stages[q], 0);
@@ -226,7 +281,8 @@ static int not_chunked(const ppdl_plan *p, int r, const char *what, char *err, s
                                           "stages (chunks) only when every rank of the plan runs as many",
                              what, r, mine, o, stages_in_words(p, o, theirs, sizeof theirs));
     }
-    /* not reached: a plan without replicas whose ranks all run n >= 2 stages is chunked */
+    /* not reached: a plan whose ranks all run n >= 2 stages, each the same replica of
+     * all of them, with as many replicas of every stage, is chunked */
     return ppdl_errf(err, errlen, "%s: rank %d runs %s", what, r, mine);
 }
 

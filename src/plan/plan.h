@@ -37,8 +37,11 @@ typedef struct ppdl_plan {
 int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen);
 
 /* Chunked plans: a rank may run several stages (chunks), for interleaved 1F1B and
- * ZB-V (issue 22). A plan is chunked when every stage has one replica and every rank
- * it uses runs the same number v >= 2 of stages; replicas and chunks do not mix.
+ * ZB-V (issue 22). A plan is chunked when every rank it uses runs the same number
+ * v >= 2 of stages and every stage has the same number k >= 1 of replicas, each rank
+ * the same replica q of all the stages it runs: k copies of one chunked pipeline of
+ * N = S / v ranks, copy q running micro-batches q, q+k, .. (data parallelism across
+ * the copies, their gradients summed per stage). Uneven replicas and chunks do not mix.
  * How the ranks follow each other along the pipeline (the v_order of the builder): */
 /* the most stages one rank holds (--virtual-stages; the planner's candidates) */
 #define PPDL_MAX_CHUNKS 8
@@ -51,9 +54,16 @@ enum {
  * for v = 2 and v_order PPDL_CHUNKS_V, on rank s < N ? s : 2N-1-s. v = 1 is
  * ppdl_plan_uniform(L, N). -1 with the reason when S > L or v_order does not fit v. */
 int ppdl_plan_uniform_chunked(int L, int N, int v, int v_order, ppdl_plan *p, char *err, size_t errlen);
+/* The same with k copies of the pipeline (--plan uniform --replicas k): the N ranks
+ * form k copies of N/k ranks, copy q on ranks q*N/k .. (q+1)*N/k - 1, each stage
+ * replicated k times (v = 1: N/k stages x k replicas). -1 when k does not divide N. */
+int ppdl_plan_uniform_replicated(int L, int N, int v, int v_order, int k, ppdl_plan *p, char *err, size_t errlen);
 /* v, the stages each rank runs: >= 2 for a chunked plan, 1 for every other plan
  * (one stage per rank, replicated stages, and plans that fit neither rule). */
 int ppdl_plan_chunks(const ppdl_plan *p);
+/* k, the copies of a chunked plan's pipeline (each stage's replicas); 1 for a plan
+ * that is not chunked */
+int ppdl_plan_chunk_replicas(const ppdl_plan *p);
 /* 1 when the chunked plan p follows the order (round-robin: stage s runs on the rank of
  * stage s mod N; V: v = 2 and stage 2N-1-s runs on the rank of stage s, for s < N),
  * whatever the ranks' numbers; 0 otherwise and for plans that are not chunked. With one
@@ -95,10 +105,11 @@ int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank, int *replica);
  * replicas" (every stage on as many ranks), "3 stages (stage 0 x 2 replicas)" or "4
  * stages (stage 0 x 2, stage 2 x 3 replicas)" (the replicated ones named); chunked:
  * "interleaved, 4 stages on 2 ranks (2 each)" (round-robin), "V, 4 stages on 2 ranks",
- * "chunked, 6 stages on 2 ranks (3 each)" (any other order). Returns buf. */
+ * "chunked, 6 stages on 2 ranks (3 each)" (any other order), each followed by
+ * " x 2 replicas" where the pipeline has copies. Returns buf. */
 const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len);
 /* ranks used by the plan: the sum of the stages' replicas; for a chunked plan the
- * distinct ranks N = S / v */
+ * distinct ranks k * S / v */
 int ppdl_plan_ranks_used(const ppdl_plan *p);
 void ppdl_plan_free(ppdl_plan *p);
 

@@ -163,7 +163,8 @@ static void refusals(void)
          "rank 0 runs 3 stages (0, 2 and 4) but rank 1 runs both stage 1 and stage 3", "3 stages against 2", 2},
         {"{\"stages\": [{\"ranks\": [0, 1], \"first_layer\": 0, \"last_layer\": 1}, {\"rank\": 0, \"first_layer\": 2, "
          "\"last_layer\": 3}, {\"rank\": 1, \"first_layer\": 4, \"last_layer\": 5}]}",
-         "rank 0 runs both stage 0 and stage 1, and stage 0 has 2 replicas", "a replicated stage in a chunked plan", 2},
+         "rank 0 runs both stage 0 and stage 1, and stage 1 has 1 replicas where stage 0 has 2",
+         "a replicated stage in a chunked plan", 2},
         {"{\"stages\": [{\"rank\": 0, \"first_layer\": 0, \"last_layer\": 1}, {\"rank\": 1, \"first_layer\": 2, "
          "\"last_layer\": 3}, {\"rank\": 1, \"first_layer\": 4, \"last_layer\": 4}, {\"ranks\": [2, 3], \"first_layer\": 5, "
          "\"last_layer\": 5}]}",
@@ -171,7 +172,7 @@ static void refusals(void)
         {"{\"stages\": [{\"ranks\": [0, 2], \"first_layer\": 0, \"last_layer\": 1}, {\"rank\": 1, \"first_layer\": 2, "
          "\"last_layer\": 3}, {\"rank\": 0, \"first_layer\": 4, \"last_layer\": 4}, {\"rank\": 1, \"first_layer\": 5, "
          "\"last_layer\": 5}]}",
-         "rank 0 runs both stage 0 and stage 2, and stage 0 has 2 replicas",
+         "rank 0 runs both stage 0 and stage 2, and stage 1 has 1 replicas where stage 0 has 2",
          "a replica beside ranks that each run 2 stages (first replicas 0 1 0 1)", 3},
         {"{\"stages\": [{\"rank\": 0, \"first_layer\": 0, \"last_layer\": 2}, {\"rank\": 0, \"first_layer\": 3, "
          "\"last_layer\": 5}]}",
@@ -329,12 +330,75 @@ static void plans_of_before(void)
        "an unknown schedule lists the known ones: %s", err);
 }
 
+/* k copies of a chunked pipeline (issue 22): each stage replicated k times, each rank
+ * the same replica of all its stages */
+static void replicated_chunks(void)
+{
+    char err[PPDL_ERR_LEN], kind[128];
+    ppdl_plan a, b;
+    /* 12 layers, 4 ranks as 2 copies of an interleaved pipeline of 2 ranks, v = 2 */
+    int rc = ppdl_plan_uniform_replicated(12, 4, 2, PPDL_CHUNKS_ROUND_ROBIN, 2, &a, err, sizeof err);
+    int st[4];
+    ok(rc == 0 && a.S == 4 && ppdl_plan_chunks(&a) == 2 && ppdl_plan_chunk_replicas(&a) == 2 &&
+           ppdl_plan_ranks_used(&a) == 4 && ppdl_plan_chunk_order_is(&a, PPDL_CHUNKS_ROUND_ROBIN) &&
+           !strcmp(ppdl_plan_kind(&a, kind, sizeof kind), "interleaved, 4 stages on 2 ranks (2 each) x 2 replicas") &&
+           a.stages[2].ranks[0] == 0 && a.stages[2].ranks[1] == 2 && a.stages[3].ranks[1] == 3 &&
+           ppdl_plan_stages_of_rank(&a, 3, st, 4) == 2 && st[0] == 1 && st[1] == 3 &&
+           ppdl_plan_validate(&a, 12, 4, NULL, "u", err, sizeof err) == 0,
+       "uniform, 2 copies of interleaved on 2 ranks: ranks 0 1 0 1 / 2 3 2 3, \"%s\"", rc ? err : kind);
+    char *ja = ppdl_plan_to_json(&a);
+    rc = ppdl_plan_parse(ja, "rt.json", 12, 4, NULL, &b, err, sizeof err);
+    char *jb = rc ? NULL : ppdl_plan_to_json(&b);
+    ok(rc == 0 && !strcmp(ja, jb) && strstr(ja, "\"chunks\": 2,") && ppdl_plan_chunk_replicas(&b) == 2,
+       "... to JSON and back: the same JSON, \"chunks\": 2 (%s)", rc ? err : "read");
+    free(ja);
+    free(jb);
+    if (rc == 0) ppdl_plan_free(&b);
+    ppdl_plan_free(&a);
+    rc = ppdl_plan_uniform_replicated(12, 6, 2, PPDL_CHUNKS_V, 2, &a, err, sizeof err);
+    ok(rc == 0 && ppdl_plan_chunk_order_is(&a, PPDL_CHUNKS_V) && ppdl_plan_ranks_used(&a) == 6 &&
+           !strcmp(ppdl_plan_kind(&a, kind, sizeof kind), "V, 6 stages on 3 ranks x 2 replicas") &&
+           a.stages[5].ranks[0] == 0 && a.stages[5].ranks[1] == 3,
+       "uniform V on 6 ranks in 2 copies: stage 5 on ranks 0 and 3, \"%s\"", rc ? err : kind);
+    if (rc == 0) ppdl_plan_free(&a);
+    rc = ppdl_plan_uniform_replicated(12, 4, 1, PPDL_CHUNKS_ROUND_ROBIN, 2, &a, err, sizeof err);
+    ok(rc == 0 && ppdl_plan_chunks(&a) == 1 && ppdl_plan_chunk_replicas(&a) == 1 && ppdl_plan_ranks_used(&a) == 4 &&
+           !strcmp(ppdl_plan_kind(&a, kind, sizeof kind), "2 stages x 2 replicas"),
+       "v = 1 with 2 copies: 2 stages x 2 replicas, not chunked: \"%s\"", rc ? err : kind);
+    if (rc == 0) ppdl_plan_free(&a);
+    ok(ppdl_plan_uniform_replicated(12, 4, 2, PPDL_CHUNKS_ROUND_ROBIN, 3, &a, err, sizeof err) == -1 &&
+           strstr(err, "--replicas 3: expected a divisor of the 4 ranks"),
+       "3 copies on 4 ranks refused: %s", err);
+    ok(ppdl_plan_uniform_replicated(3, 6, 1, PPDL_CHUNKS_ROUND_ROBIN, 1, &a, err, sizeof err) == -1 &&
+           strstr(err, "6 ranks but the model has 3 layers") &&
+           ppdl_plan_uniform_replicated(2, 6, 1, PPDL_CHUNKS_ROUND_ROBIN, 2, &a, err, sizeof err) == -1 &&
+           strstr(err, "6 ranks in 2 replicas make 3 stages but the model has 2 layers"),
+       "more stages than layers, with and without copies: %s", err);
+    /* rank 1 is replica 1 of stage 0 and replica 0 of stage 1: refused */
+    const char *mixed = "{\"stages\": [{\"ranks\": [0, 1], \"first_layer\": 0, \"last_layer\": 1}, {\"ranks\": [1, 0], "
+                        "\"first_layer\": 2, \"last_layer\": 3}]}";
+    rc = ppdl_plan_parse(mixed, "m.json", 4, 2, NULL, &a, err, sizeof err);
+    ok(rc == -1 && strstr(err, "m.json: rank 1 is replica 1 of stage 0 but replica 0 of stage 1"),
+       "a rank that is another replica of each of its stages: %s", err);
+    if (rc == 0) ppdl_plan_free(&a);
+    /* hand-written: copies on ranks 0 2 / 1 3, in the V */
+    const char *hand = "{\"stages\": [{\"ranks\": [0, 1], \"first_layer\": 0, \"last_layer\": 1}, {\"ranks\": [2, 3], "
+                       "\"first_layer\": 2, \"last_layer\": 3}, {\"ranks\": [2, 3], \"first_layer\": 4, \"last_layer\": 4}, "
+                       "{\"ranks\": [0, 1], \"first_layer\": 5, \"last_layer\": 5}]}";
+    rc = ppdl_plan_parse(hand, "h.json", 6, 4, NULL, &a, err, sizeof err);
+    ok(rc == 0 && ppdl_plan_chunks(&a) == 2 && ppdl_plan_chunk_replicas(&a) == 2 &&
+           !strcmp(ppdl_plan_kind(&a, kind, sizeof kind), "V, 4 stages on 2 ranks x 2 replicas"),
+       "a hand-written V in 2 copies (ranks 0 2 2 0 / 1 3 3 1) loads: \"%s\"", rc ? err : kind);
+    if (rc == 0) ppdl_plan_free(&a);
+}
+
 int main(void)
 {
     layouts();
     refusals();
     round_trips();
     plans_of_before();
+    replicated_chunks();
     done_testing();
     return exit_status();
 }
