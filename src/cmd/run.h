@@ -50,6 +50,7 @@ typedef struct options {
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
+    int replicas;              /* --replicas k: copies of the uniform pipeline (1: one) */
     int virtual_stages;        /* --virtual-stages v: stages per rank of --schedule interleaved
                                   (default 2; zb-v: 2) with --plan uniform */
     int p2p;                   /* --p2p: PPDL_P2P_* (pipe/p2p_choice.h) */
@@ -235,7 +236,7 @@ typedef struct run {
     ppdl_stage own_st[PPDL_MAX_CHUNKS];
     float *own_host[PPDL_MAX_CHUNKS];
     ppdl_runtime *own_rt[PPDL_MAX_CHUNKS];
-    int own_prev[PPDL_MAX_CHUNKS], own_next[PPDL_MAX_CHUNKS]; /* the ranks of the neighbour stages */
+    MPI_Comm own_comm[PPDL_MAX_CHUNKS]; /* k copies: own[c]'s replicas (c >= 1; c = 0: replica_comm) */
     ppdl_rank_schedule rs;         /* this rank's lists and order */
     /* training (run_train.c) and its end (run_finish.c) */
     double flops_step;             /* forward + backward FLOPs of one mini-batch */

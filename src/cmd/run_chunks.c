@@ -1,6 +1,7 @@
 /* run_chunks.c — a rank holding several stages: the interleaved and zb-v schedules
  * (sched/schedule.h ppdl_rank_schedule) on a chunked plan (plan/plan.h: every rank the
- * same number v of stages, none replicated). The rank keeps, for each of its stages,
+ * same number v of stages; or k copies of such a pipeline, each stage with k
+ * replicas). The rank keeps, for each of its stages,
  * its own weights (ppdl_stage) and its own runtime (pipe/runtime.h, given the stage's
  * op list), and runs them in the rank's order (ppdl_runtime_step_group). Its first
  * stage is the run's usual r->stage / r->st / r->rt; the others are here. */
@@ -18,6 +19,10 @@
 #include "pipe/p2p_choice.h"
 
 int run_chunked(const run *r) { return r->n_own > 1; }
+
+/* the ranks of a stage's replicas in replica order (a stage a planner built without
+ * replicas names its one rank only) */
+static const int *ranks_of(const ppdl_plan_stage *ps) { return ps->n_replicas > 0 && ps->ranks ? ps->ranks : &ps->rank; }
 
 ppdl_stage *run_own_stage(run *r, int c) { return c == 0 ? &r->st : &r->own_st[c]; }
 
@@ -42,23 +47,64 @@ static void refuse_unsupported(run *r)
     agree_or_end_job(what != NULL, err, 2);
 }
 
+/* micro-batches of copy q of k: j < M with j mod k == q (copy 0 has the most) */
+static int copy_micro_batches(int M, int k, int q) { return q < M ? (M - q + k - 1) / k : 0; }
+
+/* every position's lists of copy q (M_q micro-batches), built and proven; 0, or -1
+ * with the reason in err */
+static int build_copy(run *r, int N, int v, int Mq, ppdl_rank_schedule *all, char *err, size_t errlen)
+{
+    const options *o = &r->o;
+    /* zb-v: ordered by the passes' times where rank 0 knew them (run_plan.c) */
+    if (ppdl_schedule_build_ranks_timed(o->schedule, N, v, Mq, r->pass_ticks ? &r->pass_times : NULL, all, err,
+                                        errlen))
+        return -1;
+    if (ppdl_schedule_check_ranks(N, v, Mq, all, err, errlen)) {
+        char why[PPDL_ERR_LEN];
+        snprintf(why, sizeof why, "schedule %s with %d ranks, %d stages each, %d micro-batches failed its check: %s",
+                 ppdl_schedule_name(o->schedule), N, v, Mq, err);
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* copy q runs micro-batches q, q+k, ..: its lists' micro-batch i is q + i*k */
+static void map_copy_micro_batches(ppdl_rank_schedule *rs, int k, int q)
+{
+    for (int c = 0; c < rs->n_stages; c++)
+        for (int i = 0; i < rs->lists[c].n; i++)
+            if (rs->lists[c].ops[i].mb >= 0) rs->lists[c].ops[i].mb = q + rs->lists[c].ops[i].mb * k;
+}
+
+/* stage s's memory, predicted from its op list */
+static ppdl_mem_prediction predict_stage(const run *r, int s, const ppdl_op_list *ol)
+{
+    const ppdl_plan_stage *ps = &r->plan.stages[s];
+    return ppdl_runtime_predict_memory(&r->model, ps->first, ps->last, r->o.micro_batch_size,
+                                       ppdl_schedule_max_in_flight(ol), ppdl_runtime_inbox_size(ol),
+                                       ppdl_schedule_max_pending_weight(ol), ps->recompute, s == 0,
+                                       s == r->plan.S - 1, r->o.precision == PPDL_PREC_BF16);
+}
+
 /* After the plan is known: this rank's stages, every rank's schedule built and proven
  * (each rank checks all of them, as for the other schedules), and each stage's memory
- * predicted from its own list. */
+ * predicted from its own list. A plan of k copies (plan/plan.h) runs the chunked
+ * schedule on each copy's N ranks with its share of the micro-batches. */
 void run_chunks_plan(run *r)
 {
     const options *o = &r->o;
     const ppdl_plan *plan = &r->plan;
-    const ppdl_model *m = &r->model;
-    int v = ppdl_plan_chunks(plan), N = r->n_ranks, M = (int)o->micro_batches;
+    int v = ppdl_plan_chunks(plan), k = ppdl_plan_chunk_replicas(plan), N = r->n_ranks / k, M = (int)o->micro_batches;
+    int q = r->replica;
     char err[PPDL_ERR_LEN] = "";
     const char *from = o->plan_mode == PLAN_FILE ? o->plan : "the plan";
     snprintf(err, sizeof err, "%s holds %d stages per rank: it runs with --schedule interleaved or zb-v, not %s",
              from, v, ppdl_schedule_name(o->schedule));
     agree_or_end_job(!ppdl_schedule_chunked(o->schedule), err, 2);
     snprintf(err, sizeof err, "the plan uses %d of the %d ranks: a plan with several stages per rank must use "
-             "every rank", ppdl_plan_ranks_used(plan), N);
-    agree_or_end_job(ppdl_plan_ranks_used(plan) != N, err, 2);
+             "every rank", ppdl_plan_ranks_used(plan), r->n_ranks);
+    agree_or_end_job(ppdl_plan_ranks_used(plan) != r->n_ranks, err, 2);
     PPDL_CHECK(v <= PPDL_MAX_CHUNKS, "%d stages per rank: at most %d", v, PPDL_MAX_CHUNKS);
     /* the schedule's order (whatever the ranks' numbers): round-robin, or the V */
     int v_order = o->schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
@@ -66,54 +112,61 @@ void run_chunks_plan(run *r)
              ppdl_schedule_name(o->schedule), v_order == PPDL_CHUNKS_V ? "stage 2N-1-s on the rank of stage s"
                                                                        : "stage s on the rank of stage s mod N");
     agree_or_end_job(plan->S != v * N || !ppdl_plan_chunk_order_is(plan, v_order), err, 2);
-    /* this rank's position in the schedule: the stage among the first N it runs */
+    /* this rank's position in the schedule: the stage among the first N it runs (in its copy) */
     int pos = 0;
-    while (pos < N && plan->stages[pos].rank != r->rank) pos++;
+    while (pos < N && ranks_of(&plan->stages[pos])[q] != r->rank) pos++;
     PPDL_CHECK(pos < N, "rank %d runs none of the plan's first %d stages", r->rank, N);
     refuse_unsupported(r);
-    ppdl_rank_schedule *all = ppdl_xcalloc((size_t)N, sizeof *all);
+    /* every copy's lists are proven (they differ in their micro-batch counts only);
+     * the memory is predicted from copy 0's, which holds the most, and this rank's from
+     * its own copy's */
+    ppdl_rank_schedule *copy0 = ppdl_xcalloc((size_t)N, sizeof *copy0);
+    ppdl_rank_schedule *mine = q == 0 ? copy0 : ppdl_xcalloc((size_t)N, sizeof *mine);
+    ppdl_rank_schedule *other = ppdl_xcalloc((size_t)N, sizeof *other);
     int bad = 0;
-    /* zb-v: ordered by the passes' times where rank 0 knew them (run_plan.c) */
-    bad = ppdl_schedule_build_ranks_timed(o->schedule, N, v, M, r->pass_ticks ? &r->pass_times : NULL, all, err,
-                                          sizeof err) != 0;
-    if (!bad && ppdl_schedule_check_ranks(N, v, M, all, err, sizeof err)) {
-        char why[PPDL_ERR_LEN];
-        snprintf(why, sizeof why, "schedule %s with %d ranks, %d stages each, %d micro-batches failed its check: %s",
-                 ppdl_schedule_name(o->schedule), N, v, M, err);
-        snprintf(err, sizeof err, "%s", why);
-        bad = 1;
+    for (int c = 0; c < k && !bad; c++) {
+        ppdl_rank_schedule *to = c == 0 ? copy0 : c == q ? mine : other;
+        bad = build_copy(r, N, v, copy_micro_batches(M, k, c), to, err, sizeof err) != 0;
+        for (int p = 0; p < N && to == other; p++) ppdl_rank_schedule_free(&other[p]);
     }
+    free(other);
     agree_or_end_job(bad, err, 2);
     r->n_own = ppdl_plan_stages_of_rank(plan, r->rank, r->own, PPDL_MAX_CHUNKS);
     PPDL_CHECK(r->n_own == v && r->own[0] == r->stage, "rank %d holds %d stages of the plan, expected %d", r->rank,
                r->n_own, v);
-    /* each stage's memory from its own list; this rank's: the sum over its stages */
-    memset(&r->pred_own, 0, sizeof r->pred_own);
-    memset(&r->pred_own_full, 0, sizeof r->pred_own_full);
-    for (int q = 0; q < N; q++)
-        for (int c = 0; c < all[q].n_stages; c++) {
-            int s = all[q].stages[c];
-            const ppdl_plan_stage *p = &plan->stages[s];
-            const ppdl_op_list *ol = &all[q].lists[c];
-            ppdl_mem_prediction pr =
-                ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size, ppdl_schedule_max_in_flight(ol),
-                                            ppdl_runtime_inbox_size(ol), ppdl_schedule_max_pending_weight(ol),
-                                            p->recompute, s == 0, s == plan->S - 1, o->precision == PPDL_PREC_BF16);
-            r->pred[s] = pr;
-            r->plan.stages[s].mem_bytes = pr.cost_model;
-            if (q != pos) continue;
-            r->pred_own.params_optimizer += pr.params_optimizer;
-            r->pred_own.stash += pr.stash;
-            r->pred_own.weight_keep += pr.weight_keep;
-            r->pred_own.buffers += pr.buffers;
-            r->pred_own.cost_model += pr.cost_model;
-            r->pred_own.total += pr.total;
+    for (int p = 0; p < N; p++)
+        for (int j = 0; j < copy0[p].n_stages; j++) {
+            int s = copy0[p].stages[j];
+            r->pred[s] = predict_stage(r, s, &copy0[p].lists[j]);
+            r->plan.stages[s].mem_bytes = r->pred[s].cost_model;
         }
+    /* this rank's: the sum over its stages */
+    memset(&r->pred_own, 0, sizeof r->pred_own);
+    for (int j = 0; j < mine[pos].n_stages; j++) {
+        ppdl_mem_prediction pr = predict_stage(r, mine[pos].stages[j], &mine[pos].lists[j]);
+        r->pred_own.params_optimizer += pr.params_optimizer;
+        r->pred_own.stash += pr.stash;
+        r->pred_own.weight_keep += pr.weight_keep;
+        r->pred_own.buffers += pr.buffers;
+        r->pred_own.cost_model += pr.cost_model;
+        r->pred_own.total += pr.total;
+    }
     r->pred_own_full = r->pred_own; /* no advice to recompute: the limit is the plan's */
-    r->rs = all[pos];
-    for (int q = 0; q < N; q++)
-        if (q != pos) ppdl_rank_schedule_free(&all[q]);
-    free(all);
+    r->rs = mine[pos];
+    map_copy_micro_batches(&r->rs, k, q);
+    for (int p = 0; p < N; p++) {
+        if (p != pos) ppdl_rank_schedule_free(&mine[p]);
+        if (q != 0) ppdl_rank_schedule_free(&copy0[p]);
+    }
+    if (q != 0) free(copy0);
+    free(mine);
+    /* the replicas of each of this rank's stages sum on a communicator of their own
+     * (the first stage's is run_plan.c's replica_comm); collective over the job, every
+     * rank holding v stages */
+    for (int c = 1; c < r->n_own; c++) {
+        r->own_comm[c] = MPI_COMM_NULL;
+        if (k > 1) PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->own[c], q, &r->own_comm[c]));
+    }
 }
 
 /* The weights and the runtime of this rank's c-th stage (c >= 1; the first is built
@@ -156,8 +209,9 @@ ppdl_ckpt *run_chunks_ckpt_create(run *r, char *err, size_t errlen)
 {
     int first[PPDL_MAX_CHUNKS], last[PPDL_MAX_CHUNKS];
     for (int c = 0; c < r->n_own; c++) {
+        /* the copies after the first hold the same weights: only copy 0 writes */
         first[c] = r->plan.stages[r->own[c]].first;
-        last[c] = r->plan.stages[r->own[c]].last;
+        last[c] = r->replica == 0 ? r->plan.stages[r->own[c]].last : first[c] - 1;
     }
     return ppdl_ckpt_create_ranges(r->o.model, &r->model, r->n_own, first, last, err, errlen);
 }
@@ -184,24 +238,26 @@ void run_chunks_host_state(run *r, host_state *h)
 
 void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg)
 {
-    int s = r->own[c];
+    int s = r->own[c], k = ppdl_plan_chunk_replicas(&r->plan);
     const ppdl_plan_stage *ps = &r->plan.stages[s];
-    r->own_prev[c] = s > 0 ? r->plan.stages[s - 1].rank : -1;
-    r->own_next[c] = s + 1 < r->plan.S ? r->plan.stages[s + 1].rank : -1;
+    /* the ranks of stage t's replicas (k of them: copy q's is ranks[q]) */
+    const ppdl_plan_stage *prev = s > 0 ? &r->plan.stages[s - 1] : NULL;
+    const ppdl_plan_stage *next = s + 1 < r->plan.S ? &r->plan.stages[s + 1] : NULL;
     cfg->stage = s;
-    cfg->replica = 0;
-    cfg->n_replicas = 1;
-    cfg->prev_ranks = s > 0 ? &r->own_prev[c] : NULL;
-    cfg->n_prev = s > 0;
-    cfg->next_ranks = s + 1 < r->plan.S ? &r->own_next[c] : NULL;
-    cfg->n_next = s + 1 < r->plan.S;
-    cfg->replica_comm = MPI_COMM_NULL;
+    cfg->replica = r->replica;
+    cfg->n_replicas = k;
+    cfg->prev_ranks = prev ? ranks_of(prev) : NULL;
+    cfg->n_prev = prev ? k : 0;
+    cfg->next_ranks = next ? ranks_of(next) : NULL;
+    cfg->n_next = next ? k : 0;
+    cfg->replica_ranks = ranks_of(ps);
+    cfg->replica_comm = k == 1 ? MPI_COMM_NULL : c == 0 ? r->replica_comm : r->own_comm[c];
     cfg->recompute = ps->recompute;
     /* tied embeddings: stage 0 and stage S-1 exchange their parts (pipe/tie.h), also
      * when one rank holds both (zb-v's rank 0): it sends to itself */
     int tie_other = !r->model.tie_embeddings ? -1 : s == 0 ? r->plan.S - 1 : s == r->plan.S - 1 ? 0 : -1;
-    cfg->tie_peers = tie_other >= 0 ? &r->plan.stages[tie_other].rank : NULL;
-    cfg->n_tie_peers = tie_other >= 0;
+    cfg->tie_peers = tie_other >= 0 ? ranks_of(&r->plan.stages[tie_other]) : NULL;
+    cfg->n_tie_peers = tie_other >= 0 ? k : 0;
     cfg->ops = &r->rs.lists[c];
 }
 
@@ -238,7 +294,7 @@ float *run_chunks_gather_weights(run *r)
         /* the held layout has a tied weight once, as wte: the head's stage leaves its
          * copy (its arena's last floats) out, as run_gather_weights does */
         size_t copy = st->first > 0 && st->last == r->model.L - 1 ? ppdl_model_tied_floats(&r->model) : 0;
-        int n_mine = (int)(st->n_params - copy);
+        int n_mine = r->replica == 0 ? (int)(st->n_params - copy) : 0; /* copy 0 sends */
         PPDL_CHECK_MPI(MPI_Gather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
         if (r->rank == 0) {
             /* stage s's floats start after those of every stage before it */
@@ -262,6 +318,7 @@ void run_chunks_free(run *r)
 {
     for (int c = 1; c < r->n_own; c++) {
         if (r->own_rt[c]) ppdl_runtime_destroy(r->own_rt[c]);
+        if (r->own_comm[c] != MPI_COMM_NULL) MPI_Comm_free(&r->own_comm[c]);
         if (r->own_st[c].be) ppdl_stage_free(&r->own_st[c]);
         free(r->own_host[c]);
     }

@@ -110,6 +110,10 @@ void run_options_usage(FILE *f)
 "                          2; zb-v: 2): --plan uniform cuts the layers into V x N\n"
 "                          equal stages placed round-robin (zb-v: in a V), --plan\n"
 "                          auto chooses the cut and the recompute options\n"
+"  --replicas K            with --plan uniform: K copies of the pipeline, each on N/K\n"
+"                          ranks (copy q on ranks qN/K..), each running every K-th\n"
+"                          micro-batch, their gradients summed per stage (data\n"
+"                          parallelism across copies; with interleaved and zb-v too)\n"
 "  --plan auto|uniform|dp|FILE\n"
 "                          auto (the default on 2 or more ranks): measure the network,\n"
 "                          profile the layers, and solve for the stages, their ranks\n"
@@ -256,7 +260,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_REPLICAS, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -265,6 +269,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
         {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
         {"plan-out", required_argument, 0, O_PLAN_OUT}, {"virtual-stages", required_argument, 0, O_VSTAGES},
+        {"replicas", required_argument, 0, O_REPLICAS},
         {"mem-limit", required_argument, 0, O_MEM}, {"lr", required_argument, 0, O_LR},
         {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
         {"beta2", required_argument, 0, O_B2}, {"eps", required_argument, 0, O_EPS},
@@ -317,6 +322,13 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                 return ppdl_errf(err, errlen, "--virtual-stages %s: expected stages per rank from 2 to %d", a,
                                  PPDL_MAX_CHUNKS);
             o->virtual_stages = (int)v;
+            break;
+        }
+        case O_REPLICAS: {
+            long k;
+            if (ppdl_parse_int(a, 1, 1 << 20, &k))
+                return ppdl_errf(err, errlen, "--replicas %s: expected copies of the pipeline, an integer >= 1", a);
+            o->replicas = (int)k;
             break;
         }
         case O_PLAN: o->plan = a; break;
@@ -515,6 +527,13 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                    : !strcmp(o->plan, "uniform") ? PLAN_UNIFORM
                    : !strcmp(o->plan, "dp")      ? PLAN_DP
                                                  : PLAN_FILE;
+    if (o->replicas > 1 && o->plan_mode != PLAN_UNIFORM)
+        return ppdl_errf(err, errlen, "--replicas %d: only --plan uniform takes it (a plan file names its replicas, "
+                         "--plan auto chooses them)", o->replicas);
+    if (o->replicas > 1 && n_ranks % o->replicas != 0)
+        return ppdl_errf(err, errlen, "--replicas %d: expected a divisor of the %d ranks (each copy of the pipeline "
+                         "runs on as many ranks)", o->replicas, n_ranks);
+    if (!o->replicas) o->replicas = 1;
     o->micro_batch_size = (int)(o->batch_size / o->micro_batches);
     o->resume_auto = o->resume && !strcmp(o->resume, "auto");
     o->record_events = o->trace || o->timeline;

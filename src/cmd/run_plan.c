@@ -223,8 +223,13 @@ static void share_pass_times(run *r)
     int *layout = ppdl_xmalloc((size_t)S * sizeof(int)), M = (int)r->o.micro_batches, v = ppdl_plan_chunks(p);
     for (int s = 0; s < S; s++) layout[s] = p->stages[s].n_replicas;
     char why[PPDL_ERR_LEN];
+    /* k copies of a chunked pipeline: each runs its share of the micro-batches */
+    int k = ppdl_plan_chunk_replicas(p), M_last = M / k; /* copy 0's is the ceiling */
     int ok = ppdl_schedule_chunked(r->o.schedule)
-                 ? ppdl_schedule_ranks_timed_ok(r->o.schedule, S / v, v, M, &r->pass_times, why, sizeof why)
+                 ? ppdl_schedule_ranks_timed_ok(r->o.schedule, S / v, v, (M + k - 1) / k, &r->pass_times, why,
+                                                sizeof why) &&
+                       (M_last < 1 || ppdl_schedule_ranks_timed_ok(r->o.schedule, S / v, v, M_last, &r->pass_times,
+                                                                   why, sizeof why))
                  : ppdl_schedule_timed_ok(r->o.schedule, S, M, layout, &r->pass_times, why, sizeof why);
     if (!ok) {
         if (r->rank == 0) printf("note: the timed orders of %s were refused (%s); the unit play's run\n",
@@ -253,10 +258,9 @@ void run_choose_plan(run *r)
         break;
     case PLAN_UNIFORM:
         /* interleaved, zb-v: v stages per rank, round-robin or in a V */
-        rc = ppdl_schedule_chunked(o->schedule)
-                 ? ppdl_plan_uniform_chunked(m->L, r->n_ranks, o->virtual_stages, o->schedule == PPDL_SCHED_ZB_V,
-                                             &r->plan, err, sizeof err)
-                 : ppdl_plan_uniform(m->L, r->n_ranks, &r->plan, err, sizeof err);
+        /* --replicas k: k copies of it, on N/k ranks each */
+        rc = ppdl_plan_uniform_replicated(m->L, r->n_ranks, ppdl_schedule_chunked(o->schedule) ? o->virtual_stages : 1,
+                                          o->schedule == PPDL_SCHED_ZB_V, o->replicas, &r->plan, err, sizeof err);
         break;
     case PLAN_DP: rc = ppdl_plan_data_parallel(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
     default: rc = ppdl_plan_read(o->plan, m->L, r->n_ranks, r->n_options, &r->plan, err, sizeof err); break;

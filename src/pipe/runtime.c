@@ -197,9 +197,10 @@ static int tag_msg(const ppdl_runtime *rt, int to_stage, int mb, int grad)
 {
     return 2 * (mb + (rt->chunked ? to_stage * rt->cfg.M : 0)) + grad;
 }
-static int tag_allreduce(const ppdl_runtime *rt, int i) { return tag_base(rt) + i; }
+/* by the model's layer: a rank's stages (chunks) all-reduce different layers */
+static int tag_allreduce(const ppdl_runtime *rt, int i) { return tag_base(rt) + rt->st->first + i; }
 /* the tied weight's exchange between stage 0 and S-1: above every stage's all-reduce
- * tags (a stage has at most L layers), the same on both; it uses this tag and the next
+ * tags (each layer of the model has its own), the same on both; it uses this tag and the next
  * (pipe/tie.h) */
 static int tag_tie(const ppdl_runtime *rt) { return tag_base(rt) + rt->st->model->L; }
 
@@ -340,17 +341,20 @@ static void create_ops(ppdl_runtime *rt, int *members)
 }
 
 /* A rank holding several stages: the stage's list is given (cfg.ops, proven with the
- * rank's other lists by ppdl_schedule_check_ranks before), no replicas; its neighbours
- * are cfg.prev_ranks / next_ranks (this rank itself where it holds them too). */
+ * rank's other lists by ppdl_schedule_check_ranks before); its neighbours are
+ * cfg.prev_ranks / next_ranks (this rank itself where it holds them too), its
+ * replicas' ranks (k copies of the pipeline) cfg.replica_ranks. */
 static void create_chunk_ops(ppdl_runtime *rt, int *members)
 {
     const ppdl_runtime_cfg *cfg = &rt->cfg;
-    PPDL_CHECK(rt->k == 1, "stage %d: a rank holding several stages runs them without replicas", cfg->stage);
+    PPDL_CHECK(rt->k == 1 || cfg->replica_ranks, "stage %d: %d replicas but their ranks not given", cfg->stage, rt->k);
+    PPDL_CHECK(rt->k == 1 || cfg->replica_ranks[cfg->replica] == rt->comm->rank,
+               "stage %d: rank %d is not its replica %d", cfg->stage, rt->comm->rank, cfg->replica);
     PPDL_CHECK(cfg->ops->n > 0 && cfg->ops->ops[cfg->ops->n - 1].kind == PPDL_OP_OPTIMIZER,
                "stage %d: its op list does not end with the update", cfg->stage);
     PPDL_CHECK(!cfg->nccl_act && !cfg->nccl_replicas, "stage %d: a rank holding several stages sends through MPI",
                cfg->stage);
-    members[0] = rt->comm->rank;
+    for (int q = 0; q < rt->k; q++) members[q] = rt->k == 1 ? rt->comm->rank : cfg->replica_ranks[q];
     rt->ops.stage = cfg->stage;
     rt->ops.n = cfg->ops->n;
     rt->ops.ops = ppdl_xmalloc((size_t)cfg->ops->n * sizeof *rt->ops.ops);

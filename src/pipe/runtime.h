@@ -94,12 +94,18 @@ typedef struct ppdl_runtime_cfg {
     /* A rank holding several stages (the interleaved and zb-v schedules, sched/schedule.h
      * ppdl_rank_schedule): one runtime per stage, each given its stage's op list here
      * (copied; proven with the other ranks' lists by ppdl_schedule_check_ranks before),
-     * run together by ppdl_runtime_step_group. Then no replicas, no NCCL, prev_ranks /
-     * next_ranks the one rank of the stage before / after (this rank where it holds that
-     * stage too: the message goes to itself), and the messages' tags carry the receiving
-     * stage, as two ranks exchange those of several pairs of stages. NULL: the list is
-     * built from schedule, S, stage and the layout every rank tells (collective). */
+     * run together by ppdl_runtime_step_group. Then no NCCL, prev_ranks / next_ranks
+     * the ranks of the stage before / after (this rank where it holds that stage too:
+     * the message goes to itself), and the messages' tags carry the receiving stage, as
+     * two ranks exchange those of several pairs of stages. The plan may be k copies of
+     * the chunked pipeline (plan/plan.h): then every stage has k replicas, the list is
+     * this replica's (its micro-batches q, q+k, ..), prev_ranks / next_ranks hold k
+     * ranks each, replica_ranks the k ranks of this stage's replicas and replica_comm
+     * their communicator (one per stage: a rank's stages sum on communicators of their
+     * own, so their all-reduces need no common order). NULL: the list is built from
+     * schedule, S, stage and the layout every rank tells (collective). */
     const ppdl_op_list *ops;
+    const int *replica_ranks;
     /* The zero-bubble schedules of one stage per rank (zb-v's lists come in cfg.ops,
      * ordered by run_chunks.c): the passes' times their lists are ordered by (sched/zero_bubble.h's timed play, plan/pass_times.h), the same on
      * every rank; NULL: the unit play. Other schedules ignore it. */
