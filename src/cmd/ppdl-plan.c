@@ -290,9 +290,11 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
     if (ppdl_schedule_chunked(schedule)) /* costmodel.h "Chunked plans": a rank is the resource */
         printf("memory: each stage's own; a rank holds the sum of its stages', against its limit\n"
                "predicted T  %10.3f ms per step (cost model, several stages per rank: %ssum %.3f + 2 x links %.3f + "
-               "pace %.3f (busiest: %s %d) + optimizer steps %.3f ms)\n", ev.T, phi, ev.sum_time, ev.sum_link,
+               "pace %.3f (busiest: %s %d) + %s %.3f ms)\n", ev.T, phi, ev.sum_time, ev.sum_link,
                ev.pace, ev.bottleneck_is_link ? "the rank pair from stage" : "rank", ev.bottleneck_is_link
-               ? ev.bottleneck_stage : p->stages[ev.bottleneck_stage].rank, ev.tail);
+               ? ev.bottleneck_stage : p->stages[ev.bottleneck_stage].rank,
+               /* copies of the pipeline: a rank's all-reduces come before its updates */
+               ev.allreduce > 0 ? "all-reduces and optimizer steps" : "optimizer steps", ev.tail);
     else if (!rep)
         printf("predicted T  %10.3f ms per step (cost model: %ssum %.3f + 2 x links %.3f + %d x bottleneck %.3f ms, %s %d)\n",
                ev.T, phi, ev.sum_time, ev.sum_link, M - 1, ev.bottleneck,

@@ -172,6 +172,23 @@ void ppdl_cost_eval_alloc(ppdl_cost_eval *ev, int S, int schedule)
 static int n_rep(const ppdl_plan_stage *st) { return st->n_replicas > 0 ? st->n_replicas : 1; }
 static int rep_rank(const ppdl_plan_stage *st, int q) { return st->n_replicas > 0 ? st->ranks[q] : st->rank; }
 
+double ppdl_stage_allreduce_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan_stage *st)
+{
+    int k = n_rep(st);
+    if (k < 2) return 0;
+    double params = 0;
+    int n_msgs = 0; /* one all-reduce per layer with parameters */
+    for (int l = st->first; l <= st->last; l++) {
+        params += c->layers[l].param_bytes;
+        n_msgs += c->layers[l].param_bytes > 0;
+    }
+    int *ranks = ppdl_xmalloc((size_t)k * sizeof(int));
+    for (int q = 0; q < k; q++) ranks[q] = rep_rank(st, q);
+    double ms = ppdl_allreduce_ms(cl, ranks, k, params, n_msgs);
+    free(ranks);
+    return ms;
+}
+
 /* a resource with n micro-batches of t ms each: the pace term and the bottleneck */
 static void resource(ppdl_cost_eval *ev, int M, int n, double t, int s, int is_link, double *busiest)
 {
@@ -225,12 +242,6 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     for (int s = 0, d0 = 0; s < S; d0 += ev->replicas[s++]) {
         const ppdl_plan_stage *st = &p->stages[s];
         int k = ev->replicas[s];
-        double params = 0;
-        int n_msgs = 0; /* one all-reduce per layer with parameters */
-        for (int l = st->first; l <= st->last; l++) {
-            params += c->layers[l].param_bytes;
-            n_msgs += c->layers[l].param_bytes > 0;
-        }
         /* every replica: its memory, and its micro-batches as a resource */
         double stage_over = -INFINITY;
         for (int q = 0; q < k; q++) {
@@ -257,13 +268,8 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             ev->worst_over = stage_over;
             ev->worst_stage = s;
         }
-        if (k > 1) {
-            int *ranks = ppdl_xmalloc((size_t)k * sizeof(int));
-            for (int q = 0; q < k; q++) ranks[q] = rep_rank(st, q);
-            ev->allreduce_ms[s] = ppdl_allreduce_ms(cl, ranks, k, params, n_msgs);
-            free(ranks);
-            if (ev->allreduce_ms[s] > ev->allreduce) ev->allreduce = ev->allreduce_ms[s];
-        }
+        ev->allreduce_ms[s] = ppdl_stage_allreduce_ms(c, cl, st);
+        if (ev->allreduce_ms[s] > ev->allreduce) ev->allreduce = ev->allreduce_ms[s];
         /* after the flush: the stage's all-reduce, then its optimizer step */
         if (ev->allreduce_ms[s] + ev->optimizer_ms[s] > ev->tail) ev->tail = ev->allreduce_ms[s] + ev->optimizer_ms[s];
         if (s + 1 < S) {

@@ -115,8 +115,8 @@
  *   T = phi sum_s time_s + 2 sum_s link_s + P + max_s (AR_s + OPT_s) (+ the tie)
  *
  * Chunked plans (interleaved, zb-v: S = v N stages, stage s on rank r_s as the schedule
- * places it, sched/schedule.h; no replicas, no tie): a rank runs its v stages' lists on
- * one device, one op at a time, so the rank, not the stage, is the resource:
+ * places it, sched/schedule.h): a rank runs its v stages' lists on one device, one op at
+ * a time, so the rank, not the stage, is the resource:
  *
  *   time_s = as above (split for zb-v), on r_s's speed; OPT_s as above
  *   mem_s  = state_multiplier * params + n_s * stash + w_s * keep, n_s and w_s the
@@ -135,7 +135,31 @@
  * the fill divided by about v). As for the zero-bubble schedules, the rest is a
  * stated rule, not a play: the simulator (simulate.h) plays the lists themselves and
  * is the prediction to trust (tests/unit/test_simulate_chunked.c: both against steps
- * computed by hand). */
+ * computed by hand).
+ *
+ * Chunked plans in k copies (k = ppdl_plan_chunk_replicas > 1, plan.h: every stage k
+ * replicas, copy q on the ranks R_s[q] running micro-batches q, q+k, ..): each copy is
+ * the chunked pipeline above on N = N_all / k ranks with at most M0 = ceil(M / k)
+ * micro-batches (copy 0's), and each stage's gradients are summed among its replicas:
+ *
+ *   n_s, w_s  the peaks of stage s's list in one copy's schedule for M0 micro-batches
+ *             (every copy's memory is counted with them: copy 0 holds the most)
+ *   time_s, OPT_s  the slowest replica's, link_s the slowest copy's pair
+ *   R_r, L_ab as above, for every rank and pair of every copy; M0 replaces M in P:
+ *   P      = max( max_r (M0 - 1) R_r, max_{a != b} (M0 - 1) L_ab )
+ *   AR_s   = the ring all-reduce of stage s among its k replicas' ranks, as for a
+ *            replicated stage above (ppdl_stage_allreduce_ms: link_bw_at_once's memory
+ *            contention included)
+ *   AR_r   = sum_{s on r} AR_s    (a rank's v stages have their replicas on the same k
+ *            ranks: their sums share those links, one after another)
+ *   T      = phi sum_s time_s + 2 sum_s link_s + P + max_r (AR_r + sum_{s on r} OPT_s) (+ the tie)
+ *   phi    as above for one copy: U = ppdl_schedule_unit_step_chunked(kind, N, v, M0)
+ *
+ * On equal copies that is one copy's T for M0 micro-batches plus the all-reduce, with
+ * no overlap credited (as for replicated stages: the runtime starts a stage's sum at its
+ * last backward, which for the rank's last chunk is the end of its pipeline, and the
+ * simulator plays the overlap of the earlier chunks' sums). With k = 1 this is the rule
+ * above, bit for bit. */
 
 /* phi: 1 for GPipe and 1F1B, (e + 3) / (3 S) for the zero-bubble schedules */
 double ppdl_fill_factor(int schedule, int S, int M);
@@ -171,6 +195,9 @@ double ppdl_stage_mem(const ppdl_costs *c, int i, int j, const int *recompute, i
 double ppdl_stage_mem_split(const ppdl_costs *c, int i, int j, const int *recompute, int n, int w);
 /* link_s after layer j from rank a to rank b, in ms */
 double ppdl_link_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int j, int a, int b);
+/* AR_s, the gradient all-reduce among stage st's replicas (replica.h's ring over their
+ * ranks, one message per layer with parameters), in ms; 0 with one replica */
+double ppdl_stage_allreduce_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan_stage *st);
 /* the tie's memory term of a stage of layers i..j (above; 0 without a tie) */
 double ppdl_tie_mem(const ppdl_costs *c, int i, int j);
 /* X, the tie's exchange (above) between the first stage's replicas r0[0..k0-1] and the
@@ -216,8 +243,8 @@ void ppdl_cost_eval_free(ppdl_cost_eval *ev);
 /* The chunked rule above (ppdl_cost_evaluate calls it for a chunked plan or schedule,
  * after validating p): -1 with the reason when the plan and the schedule do not go
  * together (a chunked plan under a schedule of one stage per rank or the reverse,
- * zb-v with v != 2, a stage where the schedule does not place it) or the costs have a
- * tied weight. */
+ * zb-v with v != 2, a stage where the schedule does not place it in some copy) or more
+ * copies of the pipeline than micro-batches. */
 int ppdl_cost_evaluate_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                                const ppdl_plan *p, ppdl_cost_eval *ev, char *err, size_t errlen);
 /* ev's S, schedule and per-stage arrays (zeroed) for S stages */

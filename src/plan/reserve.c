@@ -54,6 +54,12 @@ double ppdl_runtime_reserve_chunked(const ppdl_costs *c, int slots, int v)
     return ppdl_runtime_reserve(c, slots) + (v - 1) * ppdl_runtime_reserve(c, 0);
 }
 
+double ppdl_runtime_reserve_copies(const ppdl_costs *c, int schedule, int n_ranks, int v, int k, int M)
+{
+    int M0 = (M + k - 1) / k;
+    return ppdl_runtime_reserve_chunked(c, ppdl_reserve_slots_chunked(schedule, n_ranks / k, v, M0), v);
+}
+
 double *ppdl_memory_less_reserve(const double *mem, int n, double reserve)
 {
     double *out = ppdl_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(double));

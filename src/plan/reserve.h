@@ -35,6 +35,10 @@ double ppdl_runtime_reserve(const ppdl_costs *c, int slots);
  * for interleaved, held for v <= 4 only: v = 6, N = 4, M = 8 holds 36, not 32.) */
 int ppdl_reserve_slots_chunked(int schedule, int n_ranks, int v, int M);
 double ppdl_runtime_reserve_chunked(const ppdl_costs *c, int slots, int v);
+/* ... for a chunked plan in k copies of n_ranks / k ranks (plan.h; k = 1: the one
+ * pipeline): a rank holds what its copy's lists hold, at most copy 0's, which runs
+ * ceil(M / k) of the M micro-batches */
+double ppdl_runtime_reserve_copies(const ppdl_costs *c, int schedule, int n_ranks, int v, int k, int M);
 
 /* mem[r] less the reserve for each of the n ranks, at least 1 byte (a rank without room
  * for the buffers fits no stage): a new array the caller frees */

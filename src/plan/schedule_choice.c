@@ -3,6 +3,7 @@
 #include "plan/schedule_choice.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "plan/chunk_copies.h"
 #include "plan/costmodel.h"
 #include "plan/planner.h"
 #include "plan/reserve.h"
@@ -79,7 +80,7 @@ static void *run_job(void *arg)
         return NULL;
     }
     if (j->reserve) {
-        o->reserve = v > 1 ? ppdl_runtime_reserve_chunked(j->c, ppdl_reserve_slots_chunked(o->schedule, N, v, j->M), v)
+        o->reserve = v > 1 ? ppdl_runtime_reserve_copies(j->c, o->schedule, N, v, 1, j->M)
                            : ppdl_runtime_reserve(j->c, ppdl_reserve_slots(o->schedule, N, j->M));
         mem = ppdl_memory_less_reserve(j->cl->mem, N, o->reserve);
         mine.mem = mem;
@@ -100,10 +101,71 @@ typedef struct job_run {
     int n;
 } job_run;
 
+/* Chunked candidate o as k copies of a shorter pipeline (chunk_copies.h): taken
+ * instead of its one pipeline where that does not fit, or where the copies are strictly
+ * better (the simulated step where ranks share cores, else T), as the chunked candidates
+ * are against the others */
+static void try_copies(solve_job *j, int k)
+{
+    ppdl_schedule_option *o = j->o;
+    int N = j->cl->N, v = o->chunks;
+    ppdl_cluster_model mine = *j->cl;
+    double reserve = j->reserve ? ppdl_runtime_reserve_copies(j->c, o->schedule, N, v, k, j->M) : 0, *mem = NULL;
+    if (j->reserve) mine.mem = mem = ppdl_memory_less_reserve(j->cl->mem, N, reserve);
+    ppdl_solve_opts opts = j->opts;
+    opts.chunked_restarts = 0; /* chunk_copies.h: the screen's time */
+    ppdl_plan p;
+    ppdl_solve_info info;
+    ppdl_shared_choice sc;
+    char why[PPDL_ERR_LEN];
+    double t0 = ppdl_now_s();
+    int rc = ppdl_solve_chunked_copies(j->c, &mine, j->M, o->schedule, v, k, &opts, &p, &info, &sc, why, sizeof why);
+    o->plan_s += ppdl_now_s() - t0;
+    free(mem);
+    double T = p.S > 0 ? p.predicted_iter_ms : INFINITY;
+    int by_sim = sc.active && o->sc.active;
+    if (rc == 0 && (o->rc != 0 || better(by_sim ? sc.chosen_sim_ms : T, by_sim ? o->sc.chosen_sim_ms : o->T))) {
+        ppdl_plan_free(&o->plan);
+        o->plan = p;
+        o->T = T;
+        o->rc = 0;
+        o->info = info;
+        o->sc = sc;
+        o->reserve = reserve;
+        o->why[0] = 0;
+    } else {
+        ppdl_plan_free(&p);
+    }
+}
+
+/* The chunked candidates' copies, screened (chunk_copies.h): of every candidate that
+ * ran and every k, the one predicted best, solved; only method ppdl (which replicates) */
+static void copies_of_best(job_run *jr)
+{
+    int best = -1, best_k = 0;
+    double best_pred = INFINITY;
+    for (int i = 0; i < jr->n; i++) {
+        const solve_job *j = &jr->job[i];
+        const ppdl_schedule_option *o = j->o;
+        if (strcmp(j->method, "ppdl") || !j->opts.replicate || !j->opts.auto_chunked) continue;
+        double T1, Tk;
+        int k = ppdl_copies_screen(j->c, j->cl, j->M, o->schedule, o->chunks, &T1, &Tk);
+        /* the one pipeline's solved T, scaled as the plans of equal counts scale */
+        double pred = o->rc == 0 && isfinite(T1) ? o->T * (Tk / T1) : Tk;
+        if (k && pred < best_pred) {
+            best_pred = pred;
+            best = i;
+            best_k = k;
+        }
+    }
+    if (best >= 0) try_copies(&jr->job[best], best_k);
+}
+
 static void *run_jobs(void *arg)
 {
     job_run *jr = arg;
     for (int k = 0; k < jr->n; k++) run_job(&jr->job[k]);
+    copies_of_best(jr);
     return NULL;
 }
 

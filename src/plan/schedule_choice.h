@@ -59,6 +59,15 @@
  * steps were on average about 6% longer than the plan of one stage per rank it
  * displaced; perf/RESULTS.md).
  *
+ * A chunked candidate may also be k copies of a shorter chunked pipeline (plan.h; method
+ * ppdl, which replicates; chunk_copies.h): after the four chunked solves, on their
+ * thread, the candidate and the k predicted best by the plans of equal layer counts is
+ * solved as copies, and its copies replace its one pipeline where that does not fit or
+ * where they are strictly better (T, or the simulated step where ranks share cores);
+ * the rules above then compare it as any chunked plan (the simulator's check included).
+ * One solve more: 200 layers on 64 ranks, M = 16, about 0.2 s more CPU on the chunked
+ * thread (perf/bench-planner-bin speed-auto 200 64 16).
+ *
  * For a plan that is given (a plan file, --plan uniform): ppdl_schedule_for_plan takes
  * the schedule of least T for that plan among those that can run its layout. Pure C. */
 #ifndef PPDL_SCHEDULE_CHOICE_H

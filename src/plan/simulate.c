@@ -209,16 +209,41 @@ static double sends_arrived(const sim_ctx *g, const sim_thread *th, double t)
 }
 
 /* when the all-reduce of unit x's stage ends (t when not replicated), or NAN while a
- * replica is still before its last backward */
-static double allreduce_done(const sim_ctx *g, const sim_unit *x, double t)
+ * replica of one of the thread's replicated stages is still before its last backward.
+ * The sums of a rank's stages (a chunked plan in k copies: their replicas are on the same
+ * k ranks) share those ranks' links: they run one after another, in the order their
+ * stages' replicas are all done (ties: the earlier stage), each replica.h's ring cost
+ * long; a rank of one stage has the one sum, from its last replica's last backward. */
+static double allreduce_done(const sim_ctx *g, const sim_thread *th, const sim_unit *x, double t)
 {
     if (x->k <= 1) return t;
-    double start = 0;
-    for (int v = g->u0[x->s]; v < g->u0[x->s + 1]; v++) {
-        if (isnan(g->bwd_done[v])) return NAN;
-        start = fmax(start, g->bwd_done[v]);
+    int n = th->n_units;
+    double *ready = ppdl_xmalloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++) {
+        int s = g->U[th->units[i]].s;
+        ready[i] = g->U[th->units[i]].k > 1 ? 0 : INFINITY; /* INFINITY: no sum */
+        for (int v = g->u0[s]; v < g->u0[s + 1] && isfinite(ready[i]); v++)
+            ready[i] = isnan(g->bwd_done[v]) ? NAN : fmax(ready[i], g->bwd_done[v]);
+        if (isnan(ready[i])) {
+            free(ready);
+            return NAN;
+        }
     }
-    return fmax(t, start + g->allreduce_ms[x->s]);
+    /* the chain: the next ready sum starts when it is ready and the previous one ended
+     * (units are in stage order, so the first of equal ready times is the earlier stage) */
+    double end = 0, mine = NAN;
+    for (int done = 0; done < n && isnan(mine); done++) {
+        int next = 0;
+        for (int i = 1; i < n; i++)
+            if (ready[i] < ready[next]) next = i;
+        if (!isfinite(ready[next])) break;
+        const sim_unit *y = &g->U[th->units[next]];
+        end = fmax(end, ready[next]) + g->allreduce_ms[y->s];
+        if (y == x) mine = end;
+        ready[next] = INFINITY;
+    }
+    free(ready);
+    return fmax(t, mine);
 }
 
 /* Thread i at time now (its t <= now): run its ops up to the next that takes time — a
@@ -267,7 +292,7 @@ static int shared_step(sim_ctx *g, int i, double now)
             break;
         case PPDL_OP_OPTIMIZER: {
             double t_msg = sends_arrived(g, th, th->t);
-            double t = allreduce_done(g, x, t_msg);
+            double t = allreduce_done(g, th, x, t_msg);
             if (isnan(t)) return did;
             if (t > th->t) {
                 add_update_waits(out, g->cap, g->record, x->rank, s, th->t, t_msg, t);
@@ -434,7 +459,7 @@ static int play_sweep(sim_ctx *g, int schedule, char *err, size_t errlen)
                     /* every send of the step has arrived before the weights change */
                     double t_msg = sends_arrived(g, th, th->t);
                     /* the all-reduce starts once every replica has its gradients */
-                    double t = allreduce_done(g, x, t_msg);
+                    double t = allreduce_done(g, th, x, t_msg);
                     if (isnan(t)) goto blocked;
                     /* then a tied weight's part from the other stage (a message wait) */
                     double t_tie = tie_exchange(g->tie, g->cl, g->u0, S, g->U, u, t, g->link_free);
@@ -508,27 +533,31 @@ static void unit_threads(const sim_unit *U, int nu, sim_thread *T)
     }
 }
 
-/* A chunked plan: every rank's schedule, the runtime's (ppdl_schedule_build_ranks),
- * proven as the runtime proves it (ppdl_schedule_check_ranks); unit s takes stage s's
- * list, thread r runs the order of the schedule's position r, on the rank of stage r (the
- * cost model checked that the plan follows the schedule's order). */
-static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int M, const ppdl_zb_times *tm,
-                         sim_unit *U, sim_thread *T, char *err, size_t errlen)
+/* Copy q of a chunked plan (of k; one copy: q = 0, k = 1): every rank's schedule, the
+ * runtime's (ppdl_schedule_build_ranks) for the copy's n ranks and its Mq micro-batches,
+ * proven as the runtime proves it (ppdl_schedule_check_ranks); stage s's list goes to
+ * unit u0[s] + q with its micro-batches numbered as in the step (i-th: q + i k), thread r
+ * runs the order of the schedule's position r, on copy q's rank of stage r (the cost
+ * model checked that the plan follows the schedule's order in every copy). */
+static int copy_threads(const ppdl_plan *p, int schedule, int n, int v, int q, int k, int Mq, const ppdl_zb_times *tm,
+                        const int *u0, sim_unit *U, sim_thread *T, char *err, size_t errlen)
 {
-    ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
-    int rc = 0;
-    rc = ppdl_schedule_build_ranks_timed(schedule, N, v, M, tm, rs, err, errlen);
-    if (!rc) rc = ppdl_schedule_check_ranks(N, v, M, rs, err, errlen);
-    for (int r = 0; r < N; r++) {
+    ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)n, sizeof *rs);
+    int rc = ppdl_schedule_build_ranks_timed(schedule, n, v, Mq, tm, rs, err, errlen);
+    if (!rc) rc = ppdl_schedule_check_ranks(n, v, Mq, rs, err, errlen);
+    for (int r = 0; r < n; r++) {
         sim_thread *th = &T[r];
-        th->rank = p->stages[r].rank; /* position r of the schedule: the rank of stage r (r < N) */
+        th->rank = rep_rank(&p->stages[r], q); /* position r of the schedule: the rank of stage r (r < n) */
         if (!rc) {
             th->n_units = rs[r].n_stages;
             th->units = ppdl_xmalloc((size_t)th->n_units * sizeof(int));
             for (int c = 0; c < th->n_units; c++) {
-                th->units[c] = rs[r].stages[c];
-                U[rs[r].stages[c]].ops = rs[r].lists[c]; /* moved */
-                rs[r].lists[c] = (ppdl_op_list){0};
+                ppdl_op_list *l = &rs[r].lists[c];
+                for (int i = 0; i < l->n; i++)
+                    if (l->ops[i].mb >= 0) l->ops[i].mb = q + l->ops[i].mb * k;
+                th->units[c] = u0[rs[r].stages[c]] + q;
+                U[th->units[c]].ops = *l; /* moved */
+                *l = (ppdl_op_list){0};
             }
             th->n = rs[r].n;
             th->order = rs[r].order; /* moved */
@@ -540,6 +569,17 @@ static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int M, 
     return rc;
 }
 
+/* A chunked plan's k copies (k = 1: the one pipeline) on the N ranks: copy q's threads
+ * are T[q n .. q n + n - 1], n = N / k, running micro-batches q, q + k, .. */
+static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int k, int M, const ppdl_zb_times *tm,
+                         const int *u0, sim_unit *U, sim_thread *T, char *err, size_t errlen)
+{
+    int n = N / k, rc = 0;
+    for (int q = 0; q < k && !rc; q++)
+        rc = copy_threads(p, schedule, n, v, q, k, ppdl_replica_mbs(M, k, q), tm, u0, U, T + (size_t)q * n, err, errlen);
+    return rc;
+}
+
 int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, int M,
                   int schedule, int record, ppdl_sim *out, char *err, size_t errlen)
 {
@@ -547,7 +587,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     /* a layout no schedule can run (a stage without replicas) */
     int *layout = ppdl_xmalloc((size_t)(p->S > 0 ? p->S : 1) * sizeof(int));
     for (int s = 0; s < p->S; s++) layout[s] = n_rep(&p->stages[s]);
-    int unsupported = ppdl_schedule_supports(schedule, p->S, layout, err, errlen);
+    /* (a chunked plan's copies are its stages' replicas: the cost model checks them) */
+    int unsupported = ppdl_plan_chunks(p) < 2 && ppdl_schedule_supports(schedule, p->S, layout, err, errlen);
     free(layout);
     if (unsupported) return -1;
     ppdl_cost_eval ev;
@@ -587,7 +628,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     int nt = chunked ? N : nu;
     sim_thread *T = ppdl_xcalloc((size_t)nt, sizeof *T);
     if (chunked) {
-        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), M, tmp, U, T, err, errlen);
+        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), ppdl_plan_chunk_replicas(p), M, tmp, u0, U, T, err,
+                           errlen);
     } else {
         unit_threads(U, nu, T);
         ppdl_op_list *lists = ppdl_xmalloc((size_t)nu * sizeof *lists);

@@ -18,6 +18,11 @@
  *    backward: the all-reduce (replica.h's ring cost) runs from then, and each
  *    replica's OPTIMIZER waits for it (recorded as a wait); the optimizer step then
  *    takes the stage's optimizer_ms / speed (0 when COSTS.json has none);
+ *  - a chunked plan in k copies (plan.h): copy q's ranks run the runtime's lists for
+ *    one copy (its ranks, ceil((M - q) / k) micro-batches, the i-th numbered q + i k);
+ *    a rank's v stages have their replicas on the same k ranks, so their sums run one
+ *    after another, each from when all its replicas are done (in that order; ties: the
+ *    earlier stage) and each stage's OPTIMIZER waits for its own;
  *  - the first stage's FORWARD includes reading the inputs (input_ms), the last
  *    stage's the targets (target_ms).
  *  - a tied weight on two stages (COSTS.json "tied"): at OPTIMIZER, once its gradient

@@ -313,7 +313,8 @@ typedef struct order_result {
  * in the schedule's positions), written into out; ev0: the skeleton's evaluation (the
  * fill factor and each stage's counts, which depend on the positions alone). */
 static void search_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
-                         double every_max, int sim_pick, const ppdl_cost_eval *ev0, ppdl_plan *out, order_result *res)
+                         double every_max, int sim_pick, int restarts, const ppdl_cost_eval *ev0, ppdl_plan *out,
+                         order_result *res)
 {
     int N = cl->N, L = c->L;
     chunk_ctx x = {.c = c, .cl = cl, .N = N, .S = out->S, .L = L, .M = M, .v = v,
@@ -350,7 +351,7 @@ static void search_order(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
     } else {
         ppdl_rng g;
         ppdl_rng_seed(&g, 22);
-        for (int start = 0; start < 2 + RESTARTS; start++) {
+        for (int start = 0; start < 2 + restarts; start++) {
             if (start == 0) cut_by_speed(&x);
             else if (start == 1) cut_equal(&x);
             else {
@@ -500,6 +501,7 @@ int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
 {
     double every_max = opts ? opts->chunked_every_cut : PPDL_CHUNKED_EVERY_CUT;
     int sim_pick = opts ? opts->chunked_sim_pick : 1, placement = opts ? opts->placement : 1;
+    int restarts = opts ? opts->chunked_restarts : RESTARTS;
     memset(out, 0, sizeof *out);
     if (info) memset(info, 0, sizeof *info);
     if (sc) memset(sc, 0, sizeof *sc);
@@ -527,7 +529,7 @@ int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         return -1;
     }
     order_result res;
-    search_order(c, cl, M, schedule, v, every_max, sim_pick, &ev, out, &res);
+    search_order(c, cl, M, schedule, v, every_max, sim_pick, restarts, &ev, out, &res);
     /* the placement: the ranks in order, or the order whose neighbours talk fastest
      * where it differs (a cyclic numbering of the nodes' ranks); the better plan by
      * the memory over, then the simulated step (T without the simulator), ties to the
@@ -537,7 +539,7 @@ int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         ppdl_plan alt;
         order_result ra;
         if (skeleton(c, N, v, v_order, order, &alt, err, errlen) == 0) {
-            search_order(c, cl, M, schedule, v, every_max, sim_pick, &ev, &alt, &ra);
+            search_order(c, cl, M, schedule, v, every_max, sim_pick, restarts, &ev, &alt, &ra);
             double k0 = sim_pick && isfinite(res.sim) ? res.sim : res.T, k1 = sim_pick && isfinite(ra.sim) ? ra.sim : ra.T;
             if (ra.over < res.over || (ra.over == res.over && k1 < k0 * (1 - 1e-9))) {
                 ppdl_plan_free(out);
@@ -566,33 +568,49 @@ int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     }
 
     /* the cost model's own evaluation, as for every plan */
-    if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, err, errlen)) {
-        ppdl_plan_free(out);
-        memset(out, 0, sizeof *out);
+    int rc = ppdl_chunked_annotate(c, cl, M, schedule, out, info, err, errlen);
+    if (sc && rc == 0) ppdl_chunked_shared_choice(c, cl, M, schedule, out, sc);
+    return rc;
+}
+
+int ppdl_chunked_annotate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, ppdl_plan *p,
+                          ppdl_solve_info *info, char *err, size_t errlen)
+{
+    ppdl_cost_eval ev;
+    if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) {
+        ppdl_plan_free(p);
+        memset(p, 0, sizeof *p);
         return -1;
     }
-    ppdl_cost_annotate(out, &ev);
-    int rc = 0;
+    ppdl_cost_annotate(p, &ev);
+    int rc = 0, k = ppdl_plan_chunk_replicas(p);
     if (!ev.feasible) {
-        char a[32], b[32];
+        char a[32], b[32], who[96];
         int s = ev.worst_stage;
         if (info) info->infeasible = 1;
-        rc = ppdl_errf(err, errlen, "no plan fits in memory: with %d stages per rank (%s), rank %d (its stages "
-                       "together, stage %d among them) is over its %s by %s with the smallest-stash option where it "
-                       "helps; give the ranks more memory or fewer micro-batches", v, ppdl_schedule_name(schedule),
-                       out->stages[s].rank, s,
-                       ppdl_fmt_bytes((size_t)ev.mem_limit[s], a, sizeof a),
+        if (k > 1) /* the worst replica may be in any copy */
+            snprintf(who, sizeof who, "in %d copies of %d ranks, a rank of stage %d", k, cl->N / k, s);
+        else
+            snprintf(who, sizeof who, "rank %d", p->stages[s].rank);
+        rc = ppdl_errf(err, errlen, "no plan fits in memory: with %d stages per rank (%s), %s (its stages together, "
+                       "stage %d among them) is over its %s by %s with the smallest-stash option where it helps; give "
+                       "the ranks more memory or fewer micro-batches", ppdl_plan_chunks(p), ppdl_schedule_name(schedule),
+                       who, s, ppdl_fmt_bytes((size_t)ev.mem_limit[s], a, sizeof a),
                        ppdl_fmt_bytes((size_t)ev.worst_over, b, sizeof b));
     }
     ppdl_cost_eval_free(&ev);
-    /* ranks sharing a host's cores: the plan's simulated step is what compares */
-    if (sc && rc == 0 && N > 1 && ppdl_hosts_oversubscribed(&cl->hosts, N)) {
-        ppdl_shared_choice_host(cl, sc);
-        sc->active = 1;
-        sc->candidates = 1;
-        snprintf(sc->chosen, sizeof sc->chosen, "the optimum of T");
-        sc->chosen_sim_ms = sc->optimum_sim_ms = ppdl_simulated_ms(c, cl, out, M, schedule);
-        ppdl_plan_kind(out, sc->optimum_kind, sizeof sc->optimum_kind);
-    }
     return rc;
+}
+
+void ppdl_chunked_shared_choice(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                const ppdl_plan *p, ppdl_shared_choice *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    if (cl->N < 2 || !ppdl_hosts_oversubscribed(&cl->hosts, cl->N)) return;
+    ppdl_shared_choice_host(cl, sc);
+    sc->active = 1;
+    sc->candidates = 1;
+    snprintf(sc->chosen, sizeof sc->chosen, "the optimum of T");
+    sc->chosen_sim_ms = sc->optimum_sim_ms = ppdl_simulated_ms(c, cl, p, M, schedule);
+    ppdl_plan_kind(p, sc->optimum_kind, sizeof sc->optimum_kind);
 }

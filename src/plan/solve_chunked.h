@@ -22,7 +22,7 @@
  *  1. Few cuts (C(L-1, S-1) <= PPDL_CHUNKED_EVERY_CUT): every cut is evaluated; the
  *     best is the optimum over cuts (with the options of step 3).
  *  2. Else a local search: from the layers' work cut in proportion to the speed of
- *     each stage's rank, from the cut into equal layer counts, and from RESTARTS kicks
+ *     each stage's rank, from the cut into equal layer counts, and from RESTARTS (opts->chunked_restarts, default 6) kicks
  *     of the best so far (3 boundaries moved at random, a fixed seed), passes until one
  *     changes nothing, each pass: every boundary to the best of its positions between
  *     its neighbours, then chain moves (boundaries b..b+k-1, k <= 8, shifted together
@@ -66,5 +66,16 @@
 int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
                        const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
                        char *err, size_t errlen);
+
+/* Evaluate chunked plan p (in copies or not) and annotate it (cost model T, the stages'
+ * times and memories): 0 when it fits; -1 with the rank over its memory and by how much
+ * (info->infeasible set, p kept), or -1 with the reason when p cannot be evaluated (p
+ * freed, S = 0). info may be NULL. */
+int ppdl_chunked_annotate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, ppdl_plan *p,
+                          ppdl_solve_info *info, char *err, size_t errlen);
+/* Where cl's ranks share a host's cores (shared_cores.h): sc says so and holds chunked
+ * plan p's simulated step (the step that compares); else sc is zeroed. */
+void ppdl_chunked_shared_choice(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                const ppdl_plan *p, ppdl_shared_choice *sc);
 
 #endif

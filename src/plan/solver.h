@@ -60,6 +60,9 @@ typedef struct ppdl_solve_opts {
     int chunked_sim_pick;      /* 1 (default): the chunked search's cut against its two
                                   starting cuts by the simulated step (solve_chunked.h);
                                   0: the search's cut as it is */
+    int chunked_restarts;      /* the chunked local search's restarts from kicks of its best
+                                  cut (default 6; solve_chunked.h); --schedule auto's
+                                  copies of a chunked pipeline take none (chunk_copies.h) */
 } ppdl_solve_opts;
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o);

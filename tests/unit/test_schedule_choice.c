@@ -23,6 +23,9 @@
  *    tie's winner. For a given plan: data parallelism (one stage) gets 1f1b, the tie's
  *    winner; a pipeline with ample memory zb-h2; 2 stages x 2 replicas a zero-bubble
  *    schedule, of less T than 1f1b's.
+ *  - Chunked plans in k copies: where the pipeline's fill dominates (M = N = 4, memory
+ *    for half the model) and the sums of the gradients are cheap, zb-v in 2 copies of 2
+ *    ranks, strictly better and confirmed by the simulator; with slow sums, one V.
  *  - The shared search of many ranks (schedule_choice.h): on 32 ranks the candidates
  *    after zb-1p start from its order with a small budget, one of them on a thread. Two runs give the same plans, bit for bit; each
  *    candidate's T is within 2% of the same schedule solved alone (the full search),
@@ -534,6 +537,45 @@ static void test_choice(void)
     ppdl_costs_free(&c);
 }
 
+/* Chunked plans in k copies (chunk_copies.h): 16 equal layers of 1e6 parameter bytes on
+ * 4 ranks whose memory holds half the model (no data parallelism), M = 4: a pipeline of
+ * 4 ranks spends most of the step filling and draining, 2 copies of a V on 2 ranks (2
+ * micro-batches each) less, and with 1e12 B/s the sums of the gradients cost 0.008 ms:
+ * auto takes zb-v in 2 copies, strictly better than every other candidate, and the
+ * simulator agrees. The control: at 1e9 B/s a rank's sums take 8 ms, and zb-v's one V
+ * on the 4 ranks wins. */
+static void test_copies_choice(void)
+{
+    const double bws[2] = {1e12, 1e9};
+    for (int i = 0; i < 2; i++) {
+        ppdl_costs c;
+        ppdl_cluster_model cl;
+        equal_costs(&c, 16, 1.0, 1000, 1e6);
+        flat_cluster(&cl, 4, 3.5e7, 1e-6, bws[i]);
+        ppdl_schedule_choice ch;
+        char err[PPDL_ERR_LEN], line[PPDL_ERR_LEN] = "", kind[128] = "";
+        int rc = ppdl_plan_solve_auto(&c, &cl, 4, "ppdl", NULL, 0, &ch, err, sizeof err);
+        const ppdl_schedule_option *w = rc == 0 ? &ch.opt[ch.chosen] : NULL;
+        int strictly = w != NULL;
+        for (int k = 0; w && k < PPDL_AUTO_N; k++)
+            if (k != ch.chosen && ch.opt[k].rc == 0) strictly &= w->T < ch.opt[k].T;
+        if (w) {
+            ppdl_schedule_choice_line(&ch, line, sizeof line);
+            ppdl_plan_kind(&w->plan, kind, sizeof kind);
+        }
+        int copies = w ? ppdl_plan_chunk_replicas(&w->plan) : 0;
+        if (i == 0)
+            ok(w && w->schedule == PPDL_SCHED_ZB_V && copies == 2 && strictly && !ch.chunked_vetoed &&
+                   ch.chunked_sim_ms > 0 && ch.chunked_sim_ms < ch.one_sim_ms,
+               "4 ranks, half the model a rank, M = 4, cheap sums: %s (%s)", kind, w ? line : err);
+        else
+            ok(w && w->schedule == PPDL_SCHED_ZB_V && copies == 1, "... the sums at 1e9 B/s: %s (%s)", kind, w ? line : err);
+        if (rc == 0) ppdl_schedule_choice_free(&ch);
+        ppdl_cluster_model_free(&cl);
+        ppdl_costs_free(&c);
+    }
+}
+
 /* the same plan, bit for bit */
 static int same_plan(const ppdl_plan *a, const ppdl_plan *b)
 {
@@ -611,6 +653,7 @@ int main(void)
     test_solver_exact();
     test_weight_keep();
     test_choice();
+    test_copies_choice();
     test_shared_search();
     done_testing();
     return exit_status();

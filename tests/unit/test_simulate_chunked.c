@@ -16,6 +16,10 @@
  *    negative control: charged, it would be 200 ms or more longer).
  *  - Two ranks on one host of one core (processor sharing): with free links the core
  *    never idles, so the step is all the work, 3 M S.
+ *  - k copies of a chunked pipeline (every stage k replicas): the cost model's T is one
+ *    copy's T for ceil(M/k) micro-batches plus each rank's stages' all-reduces, by hand;
+ *    with a free all-reduce the simulated step is one copy's, with a slow one it grows
+ *    by one to v stages' sums.
  *  - The events name each stage with its rank (for ppdl-plan --timeline), M forwards per
  *    stage; the refusals: a chunked plan under 1f1b, a plan of one stage per rank under
  *    interleaved, a stage off its schedule's rank, a tied weight.
@@ -335,9 +339,148 @@ static void test_tied(void)
     }
 }
 
+/* k copies of n ranks (copy q on ranks q n ..): inside a copy latency lat_s and endless
+ * bandwidth, between copies bandwidth bw_x and latency lat_x (the all-reduce's links) */
+static void copies_cluster(ppdl_cluster_model *cl, int k, int n, double lat_s, double bw_x, double lat_x)
+{
+    int N = k * n;
+    free_cluster(cl, N, lat_s);
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++)
+            if (a / n != b / n) {
+                cl->bw[a * N + b] = bw_x;
+                cl->lat[a * N + b] = lat_x;
+            }
+}
+
+static int copies_plan(int kind, int L, int n, int v, int k, ppdl_plan *p)
+{
+    char err[PPDL_ERR_LEN];
+    int rc = ppdl_plan_uniform_replicated(L, k * n, v, kind == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN,
+                                          k, p, err, sizeof err);
+    if (rc) diag("plan: %s", err);
+    return rc;
+}
+
+/* One copy of a chunked pipeline against k copies of it, by hand: interleaved, n = 2
+ * ranks a copy, v = 2, 8 layers of 1e6 parameter bytes (2 a stage), M = 5 (copy 0 runs
+ * 3), 1 ms latency inside a copy; between the copies 1e9 B/s and 0.1 ms. Each stage's
+ * ring among its 2 replicas: 1000 (2 (2-1)/2 x 2e6 / 1e9 + 2 layers x 2 (2-1) x 1e-4)
+ * = 2.4 ms, and each rank sums its 2 stages one after the other: T = one copy's T for 3
+ * micro-batches on 2 ranks + 4.8 ms, exactly; each stage holds what one copy's list
+ * holds for 3 micro-batches. */
+static void test_copies_cost(void)
+{
+    const int n = 2, v = 2, k = 2, M = 5, M0 = 3, L = 8;
+    ppdl_costs c;
+    ppdl_cluster_model one_cl, cl;
+    ppdl_plan one, p;
+    unit_costs(&c, L);
+    for (int l = 0; l < L; l++) c.layers[l].param_bytes = 1e6;
+    free_cluster(&one_cl, n, 1e-3);
+    copies_cluster(&cl, k, n, 1e-3, 1e9, 1e-4);
+    chunked_plan(PPDL_SCHED_INTERLEAVED, L, n, v, &one);
+    copies_plan(PPDL_SCHED_INTERLEAVED, L, n, v, k, &p);
+    ppdl_cost_eval e1, ek;
+    char err[PPDL_ERR_LEN] = "";
+    int rc = ppdl_cost_evaluate(&c, &one_cl, M0, PPDL_SCHED_INTERLEAVED, &one, &e1, err, sizeof err);
+    if (!rc) rc = ppdl_cost_evaluate(&c, &cl, M, PPDL_SCHED_INTERLEAVED, &p, &ek, err, sizeof err);
+    int same_lists = !rc;
+    for (int s = 0; !rc && s < p.S; s++)
+        same_lists &= ek.in_flight[s] == e1.in_flight[s] && ek.mem_bytes[s] == e1.mem_bytes[s] &&
+                      ek.replicas[s] == k && fabs(ek.allreduce_ms[s] - 2.4) < 1e-12;
+    if (!ok(rc == 0 && fabs(ek.T - (e1.T + 4.8)) < 1e-9 * ek.T && fabs(ek.allreduce - 4.8) < 1e-12 && same_lists,
+            "interleaved v = 2 in 2 copies of 2 ranks, M = 5: T %.6f ms = one copy's T for M0 = 3 (%.6f) + its ranks' "
+            "2 all-reduces of 2.4 ms; each stage holds one copy's count", rc ? NAN : ek.T, rc ? NAN : e1.T))
+        diag("  %s", err);
+    /* more copies than micro-batches: refused, with the reason */
+    ppdl_cost_eval ev;
+    int r2 = ppdl_cost_evaluate(&c, &cl, 1, PPDL_SCHED_INTERLEAVED, &p, &ev, err, sizeof err);
+    ok(r2 == -1 && strstr(err, "2 copies of the pipeline but a step has 1 micro-batches"),
+       "refused: 2 copies for 1 micro-batch (\"%s\")", err);
+    if (!r2) ppdl_cost_eval_free(&ev);
+    if (!rc) {
+        ppdl_cost_eval_free(&e1);
+        ppdl_cost_eval_free(&ek);
+    }
+    ppdl_plan_free(&one);
+    ppdl_plan_free(&p);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&one_cl);
+    ppdl_cluster_model_free(&cl);
+}
+
+/* The simulator on k copies. With a free all-reduce (endless bandwidth and no latency
+ * between the copies) the step is one copy's step for M0 = ceil(M/k) micro-batches on
+ * n ranks, and so is the cost model's T (interleaved v = 2 and 3, zb-v; k = 2, 3; M = 7;
+ * 1 ms inside a copy). With a slow one (1e6 B/s: 2 ms a stage of 2 layers of 1000 bytes
+ * at k = 2) the step grows by at least one stage's sum (the last backward's rank still
+ * sums after it) and at most a rank's v sums (all of them after its last backward). */
+static void test_copies_sim(void)
+{
+    const struct { int kind, n, v, k; } cs[] = {
+        {PPDL_SCHED_INTERLEAVED, 2, 2, 2}, {PPDL_SCHED_ZB_V, 2, 2, 2}, {PPDL_SCHED_INTERLEAVED, 2, 3, 3},
+        {PPDL_SCHED_ZB_V, 3, 2, 2}};
+    const int M = 7;
+    int bad = 0, bad_slow = 0;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        int n = cs[i].n, v = cs[i].v, k = cs[i].k, kind = cs[i].kind, L = 2 * v * n, M0 = (M + k - 1) / k;
+        ppdl_costs c;
+        ppdl_cluster_model one_cl, cl, slow;
+        ppdl_plan one, p;
+        unit_costs(&c, L);
+        for (int l = 0; l < L; l++) c.layers[l].param_bytes = 1000;
+        free_cluster(&one_cl, n, 1e-3);
+        copies_cluster(&cl, k, n, 1e-3, 1e300, 0);
+        copies_cluster(&slow, k, n, 1e-3, 1e6, 0);
+        chunked_plan(kind, L, n, v, &one);
+        copies_plan(kind, L, n, v, k, &p);
+        char err[PPDL_ERR_LEN] = "";
+        ppdl_sim s1, sk, ss;
+        ppdl_cost_eval e1, ek, es;
+        int rc = ppdl_simulate(&c, &one_cl, &one, M0, kind, 0, &s1, err, sizeof err);
+        rc = rc ? rc : ppdl_simulate(&c, &cl, &p, M, kind, 0, &sk, err, sizeof err);
+        rc = rc ? rc : ppdl_simulate(&c, &slow, &p, M, kind, 0, &ss, err, sizeof err);
+        rc = rc ? rc : ppdl_cost_evaluate(&c, &one_cl, M0, kind, &one, &e1, err, sizeof err);
+        rc = rc ? rc : ppdl_cost_evaluate(&c, &cl, M, kind, &p, &ek, err, sizeof err);
+        rc = rc ? rc : ppdl_cost_evaluate(&c, &slow, M, kind, &p, &es, err, sizeof err);
+        if (rc) {
+            bad++;
+            diag("%s n=%d v=%d k=%d: %s", ppdl_schedule_name(kind), n, v, k, err);
+        } else {
+            double ar = es.allreduce_ms[0], grow = ss.step_ms - sk.step_ms;
+            if (fabs(sk.step_ms - s1.step_ms) > 1e-9 * s1.step_ms || fabs(ek.T - e1.T) > 1e-9 * e1.T) {
+                bad++;
+                diag("%s n=%d v=%d k=%d, free all-reduce: simulated %.9f against one copy's %.9f, T %.9f against %.9f",
+                     ppdl_schedule_name(kind), n, v, k, sk.step_ms, s1.step_ms, ek.T, e1.T);
+            }
+            if (!(grow >= ar - 1e-9 && grow <= v * ar + 1e-9 && ar > 1) || fabs(es.T - ek.T - v * ar) > 1e-9 * es.T) {
+                bad_slow++;
+                diag("%s n=%d v=%d k=%d, all-reduce %.3f ms a stage: the step grows by %.6f ms, T by %.6f",
+                     ppdl_schedule_name(kind), n, v, k, ar, grow, es.T - ek.T);
+            }
+            ppdl_sim_free(&s1);
+            ppdl_sim_free(&sk);
+            ppdl_sim_free(&ss);
+            ppdl_cost_eval_free(&e1);
+            ppdl_cost_eval_free(&ek);
+            ppdl_cost_eval_free(&es);
+        }
+        ppdl_plan_free(&one);
+        ppdl_plan_free(&p);
+        ppdl_costs_free(&c);
+        ppdl_cluster_model_free(&one_cl);
+        ppdl_cluster_model_free(&cl);
+        ppdl_cluster_model_free(&slow);
+    }
+    ok(bad == 0, "k copies with a free all-reduce: simulated step and T = one copy's for M0 = ceil(M/k) (interleaved "
+       "v = 2, 3, zb-v on 2 and 3 ranks a copy, k = 2, 3, M = 7)");
+    ok(bad_slow == 0, "a slow all-reduce: the step grows by one stage's sum to a rank's v sums, T by the v sums");
+}
+
 int main(void)
 {
-    plan(12);
+    plan(16);
     test_unit_steps();
     test_chain();
     test_same_rank_free();
@@ -345,5 +488,7 @@ int main(void)
     test_events();
     test_refusals();
     test_tied();
+    test_copies_cost();
+    test_copies_sim();
     return exit_status();
 }

@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/cluster_model.h"
+#include "plan/chunk_copies.h"
 #include "plan/costmodel.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
@@ -562,8 +563,15 @@ static void test_auto_thread(void)
         ppdl_solve_opts alone = o;
         alone.chunks = ppdl_auto_chunks[k];
         ppdl_plan p;
-        if (ppdl_plan_solve_ex(&c, &cl, M, ppdl_auto_schedules[k], "ppdl", &alone, &p, NULL, NULL, err, sizeof err) ==
-            0) {
+        /* a candidate taken as copies of a shorter pipeline: that solve alone */
+        int copies = ppdl_plan_chunk_replicas(&ch.opt[k].plan);
+        alone.chunked_restarts = copies > 1 ? 0 : alone.chunked_restarts;
+        int rs = copies > 1 ? ppdl_solve_chunked_copies(&c, &cl, M, ppdl_auto_schedules[k], alone.chunks, copies, &alone,
+                                                        &p, NULL, NULL, err, sizeof err)
+                            : ppdl_plan_solve_ex(&c, &cl, M, ppdl_auto_schedules[k], "ppdl", &alone, &p, NULL, NULL, err,
+                                                 sizeof err);
+        if (copies > 1) diag("%s: %d copies", ppdl_auto_name(k, name, sizeof name), copies);
+        if (rs == 0) {
             char *a = ppdl_plan_to_json(&p), *b = ppdl_plan_to_json(&ch.opt[k].plan);
             if (!strcmp(a, b)) same++;
             else diag("%s: auto's plan differs from the one solved alone", ppdl_auto_name(k, name, sizeof name));
