@@ -28,28 +28,38 @@
 #include "plan/shared_cores.h"
 #include "plan/solver.h"
 
-/* One copy's cluster: n = cl->N / k ranks, rank r standing for the ranks q n + r of
- * every copy q (the least memory and speed of them, the least bandwidth and the most
- * latency of their links, the diagonal included); hosts: copy 0's ranks' hosts, each
- * with its cores shared among the copies in proportion to its ranks in copy 0 (at least
- * one). Free with ppdl_cluster_model_free. */
-void ppdl_cluster_model_copy_of(const ppdl_cluster_model *cl, int k, ppdl_cluster_model *out);
+/* How the N ranks form k copies of n = N / k: position r of copy q on rank q n + r
+ * (blocks: a copy on consecutive ranks, inside a node where ranks are numbered node by
+ * node and n divides the node: the pipeline's messages stay inside, the sums cross), or
+ * on rank r k + q (strided: a copy across the nodes, the sums of a stage's replicas
+ * inside one; better where a stage's gradients weigh more than its activations). */
+enum { PPDL_COPIES_BLOCKS = 0, PPDL_COPIES_STRIDED = 1 };
+int ppdl_copies_rank(int grouping, int n, int k, int q, int r);
 
-/* plan `one` (ranks 0..n-1) repeated as k copies: stage s's replica q on rank q n + r_s */
-void ppdl_plan_copies(const ppdl_plan *one, int n, int k, ppdl_plan *out);
+/* One copy's cluster: n = cl->N / k ranks, rank r standing for position r of every
+ * copy q (the least memory and speed of them, the least bandwidth and the most latency
+ * of their links, the diagonal included); hosts: copy 0's ranks' hosts, each with its
+ * cores shared among the copies in proportion to its ranks in copy 0 (at least one).
+ * Free with ppdl_cluster_model_free. */
+void ppdl_cluster_model_copy_of(const ppdl_cluster_model *cl, int k, int grouping, ppdl_cluster_model *out);
 
-/* The screen (above) for schedule/v on cl with M micro-batches: the k of least T of
- * the plan of equal layer counts in k copies, or 0 when no k fits the rules; *T_one and
- * *T_k (may be NULL) get that plan's T with one copy and with k (INFINITY: no plan). */
+/* plan `one` (ranks 0..n-1) repeated as k copies: stage s's replica q on position r_s
+ * of copy q */
+void ppdl_plan_copies(const ppdl_plan *one, int n, int k, int grouping, ppdl_plan *out);
+
+/* The screen (above) for schedule/v on cl with M micro-batches: the k and grouping
+ * (*grouping, may be NULL) of least T of the plan of equal layer counts in k copies,
+ * or 0 when no k fits the rules; *T_one and *T_k (may be NULL) get that plan's T with
+ * one copy and with k (INFINITY: no plan). */
 int ppdl_copies_screen(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v, double *T_one,
-                       double *T_k);
+                       double *T_k, int *grouping);
 
-/* Solve schedule/v as k copies on cl (above) and annotate the whole plan. Returns 0 with
+/* Solve schedule/v as k copies grouped so on cl (above) and annotate the whole plan. Returns 0 with
  * a plan that fits; -1 with the reason (then *out may hold a plan that does not fit,
  * feasible = 0, or none, S = 0). info and sc may be NULL; sc is set where cl's ranks
  * share cores (the whole plan's simulated step). */
 int ppdl_solve_chunked_copies(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v, int k,
-                              const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
+                              int grouping, const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
                               ppdl_shared_choice *sc, char *err, size_t errlen);
 
 #endif

@@ -105,7 +105,7 @@ typedef struct job_run {
  * instead of its one pipeline where that does not fit, or where the copies are strictly
  * better (the simulated step where ranks share cores, else T), as the chunked candidates
  * are against the others */
-static void try_copies(solve_job *j, int k)
+static void try_copies(solve_job *j, int k, int grouping)
 {
     ppdl_schedule_option *o = j->o;
     int N = j->cl->N, v = o->chunks;
@@ -119,7 +119,7 @@ static void try_copies(solve_job *j, int k)
     ppdl_shared_choice sc;
     char why[PPDL_ERR_LEN];
     double t0 = ppdl_now_s();
-    int rc = ppdl_solve_chunked_copies(j->c, &mine, j->M, o->schedule, v, k, &opts, &p, &info, &sc, why, sizeof why);
+    int rc = ppdl_solve_chunked_copies(j->c, &mine, j->M, o->schedule, v, k, grouping, &opts, &p, &info, &sc, why, sizeof why);
     o->plan_s += ppdl_now_s() - t0;
     free(mem);
     double T = p.S > 0 ? p.predicted_iter_ms : INFINITY;
@@ -142,23 +142,24 @@ static void try_copies(solve_job *j, int k)
  * ran and every k, the one predicted best, solved; only method ppdl (which replicates) */
 static void copies_of_best(job_run *jr)
 {
-    int best = -1, best_k = 0;
+    int best = -1, best_k = 0, best_g = PPDL_COPIES_BLOCKS;
     double best_pred = INFINITY;
     for (int i = 0; i < jr->n; i++) {
         const solve_job *j = &jr->job[i];
         const ppdl_schedule_option *o = j->o;
         if (strcmp(j->method, "ppdl") || !j->opts.replicate || !j->opts.auto_chunked) continue;
         double T1, Tk;
-        int k = ppdl_copies_screen(j->c, j->cl, j->M, o->schedule, o->chunks, &T1, &Tk);
+        int g, k = ppdl_copies_screen(j->c, j->cl, j->M, o->schedule, o->chunks, &T1, &Tk, &g);
         /* the one pipeline's solved T, scaled as the plans of equal counts scale */
         double pred = o->rc == 0 && isfinite(T1) ? o->T * (Tk / T1) : Tk;
         if (k && pred < best_pred) {
             best_pred = pred;
             best = i;
             best_k = k;
+            best_g = g;
         }
     }
-    if (best >= 0) try_copies(&jr->job[best], best_k);
+    if (best >= 0) try_copies(&jr->job[best], best_k, best_g);
 }
 
 static void *run_jobs(void *arg)

@@ -576,6 +576,38 @@ static void test_copies_choice(void)
     }
 }
 
+/* Copies grouped across the nodes (chunk_copies.h PPDL_COPIES_STRIDED): the case above
+ * on 2 nodes of 2 ranks, 1e12 B/s inside a node and 1e8 between. In blocks a copy runs
+ * inside a node and a rank's sums (4e6 bytes) cross the slow link, ~40 ms; strided, the
+ * copies' 1000-byte activations cross it and the sums stay inside: auto takes zb-v in 2
+ * copies, copy 1's rank beside copy 0's (stage 0 on ranks 0 and 1). */
+static void test_copies_strided(void)
+{
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    equal_costs(&c, 16, 1.0, 1000, 1e6);
+    flat_cluster(&cl, 4, 3.5e7, 1e-6, 1e12);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            if (a / 2 != b / 2) cl.bw[a * 4 + b] = 1e8;
+    ppdl_schedule_choice ch;
+    char err[PPDL_ERR_LEN], line[PPDL_ERR_LEN] = "", kind[128] = "";
+    int rc = ppdl_plan_solve_auto(&c, &cl, 4, "ppdl", NULL, 0, &ch, err, sizeof err);
+    const ppdl_schedule_option *w = rc == 0 ? &ch.opt[ch.chosen] : NULL;
+    if (w) {
+        ppdl_schedule_choice_line(&ch, line, sizeof line);
+        ppdl_plan_kind(&w->plan, kind, sizeof kind);
+    }
+    int copies = w ? ppdl_plan_chunk_replicas(&w->plan) : 0;
+    const ppdl_plan_stage *s0 = w ? &w->plan.stages[0] : NULL;
+    ok(w && copies == 2 && s0->ranks[0] / 2 == s0->ranks[1] / 2 && ppdl_schedule_chunked(w->schedule),
+       "2 nodes of 2 ranks, the nodes joined by 1e8 B/s: %s, stage 0 on ranks %d and %d, one node (%s)", kind,
+       s0 ? s0->ranks[0] : -1, s0 && copies > 1 ? s0->ranks[1] : -1, w ? line : err);
+    if (rc == 0) ppdl_schedule_choice_free(&ch);
+    ppdl_cluster_model_free(&cl);
+    ppdl_costs_free(&c);
+}
+
 /* the same plan, bit for bit */
 static int same_plan(const ppdl_plan *a, const ppdl_plan *b)
 {
@@ -654,6 +686,7 @@ int main(void)
     test_weight_keep();
     test_choice();
     test_copies_choice();
+    test_copies_strided();
     test_shared_search();
     done_testing();
     return exit_status();

@@ -566,8 +566,11 @@ static void test_auto_thread(void)
         /* a candidate taken as copies of a shorter pipeline: that solve alone */
         int copies = ppdl_plan_chunk_replicas(&ch.opt[k].plan);
         alone.chunked_restarts = copies > 1 ? 0 : alone.chunked_restarts;
-        int rs = copies > 1 ? ppdl_solve_chunked_copies(&c, &cl, M, ppdl_auto_schedules[k], alone.chunks, copies, &alone,
-                                                        &p, NULL, NULL, err, sizeof err)
+        /* strided copies put copy 1's rank next to copy 0's */
+        const ppdl_plan_stage *s0 = &ch.opt[k].plan.stages[0];
+        int grouping = copies > 1 && s0->ranks[1] == s0->ranks[0] + 1 ? PPDL_COPIES_STRIDED : PPDL_COPIES_BLOCKS;
+        int rs = copies > 1 ? ppdl_solve_chunked_copies(&c, &cl, M, ppdl_auto_schedules[k], alone.chunks, copies,
+                                                        grouping, &alone, &p, NULL, NULL, err, sizeof err)
                             : ppdl_plan_solve_ex(&c, &cl, M, ppdl_auto_schedules[k], "ppdl", &alone, &p, NULL, NULL, err,
                                                  sizeof err);
         if (copies > 1) diag("%s: %d copies", ppdl_auto_name(k, name, sizeof name), copies);
