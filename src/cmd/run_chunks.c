@@ -22,7 +22,11 @@ int run_chunked(const run *r) { return r->n_own > 1; }
 
 /* the ranks of a stage's replicas in replica order (a stage a planner built without
  * replicas names its one rank only) */
-static const int *ranks_of(const ppdl_plan_stage *ps) { return ps->n_replicas > 0 && ps->ranks ? ps->ranks : &ps->rank; }
+static const int *ranks_of(const ppdl_plan_stage *ps)
+{
+    PPDL_CHECK(ps->n_replicas <= 1 || ps->ranks, "a stage of %d replicas names no ranks", ps->n_replicas);
+    return ps->n_replicas > 0 && ps->ranks ? ps->ranks : &ps->rank;
+}
 
 ppdl_stage *run_own_stage(run *r, int c) { return c == 0 ? &r->st : &r->own_st[c]; }
 

@@ -88,7 +88,8 @@ ppdl_ckpt *ppdl_ckpt_create(const char *model_path, const ppdl_model *m, int fir
 /* The same for a rank holding several stages (interleaved, zb-v): n ascending, disjoint
  * ranges first[i]..last[i] (1 <= n <= PPDL_CKPT_MAX_RANGES), whose arrays the writes
  * take back to back in layer order. Every rank of the job must have the same n (the
- * check after a write reads each range collectively). No tied embeddings with n > 1. */
+ * check after a write reads each range collectively). A rank writing nothing (a
+ * replica after the first) gives empty ranges, first[i] = last[i] + 1. */
 #define PPDL_CKPT_MAX_RANGES 8
 ppdl_ckpt *ppdl_ckpt_create_ranges(const char *model_path, const ppdl_model *m, int n, const int *first,
                                    const int *last, char *err, size_t errlen);

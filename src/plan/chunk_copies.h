@@ -1,5 +1,6 @@
 /* chunk_copies.h — the planner's chunked plans in k copies (plan.h: every stage k
- * replicas, copy q on ranks q N/k .. (q+1) N/k - 1 running micro-batches q, q+k, ..;
+ * replicas, copy q on ranks q N/k .. (q+1) N/k - 1, or strided on q, q+k, .. (below),
+ * running micro-batches q, q+k, ..;
  * issue 22: the schedule, the partition, the placement, the recompute options and the
  * replication chosen together).
  *

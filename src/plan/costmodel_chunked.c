@@ -29,6 +29,9 @@ static int check_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int 
     if (k > M)
         return ppdl_errf(err, errlen, "plan: %d copies of the pipeline but a step has %d micro-batches: each copy "
                          "needs at least one", k, M);
+    if (cl->N % k != 0 || ppdl_plan_ranks_used(p) != cl->N)
+        return ppdl_errf(err, errlen, "plan: %d copies of a pipeline of %d ranks use %d ranks, the cluster has %d", k,
+                         p->S / v, ppdl_plan_ranks_used(p), cl->N);
     /* the schedule's order, whatever the ranks' numbers: stage s on the rank of the
      * stage at s's position among the first N (round-robin: s mod N; the V: its mirror),
      * in every copy */

@@ -575,6 +575,12 @@ static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int k, 
                          const int *u0, sim_unit *U, sim_thread *T, char *err, size_t errlen)
 {
     int n = N / k, rc = 0;
+    /* timed orders for every copy or for none, as the runtime decides (cmd/run_plan.c:
+     * the copies' micro-batch counts, ceil(M/k) and floor(M/k), both accepted) */
+    char why[PPDL_ERR_LEN];
+    if (tm && (!ppdl_schedule_ranks_timed_ok(schedule, n, v, (M + k - 1) / k, tm, why, sizeof why) ||
+               (M / k >= 1 && !ppdl_schedule_ranks_timed_ok(schedule, n, v, M / k, tm, why, sizeof why))))
+        tm = NULL;
     for (int q = 0; q < k && !rc; q++)
         rc = copy_threads(p, schedule, n, v, q, k, ppdl_replica_mbs(M, k, q), tm, u0, U, T + (size_t)q * n, err, errlen);
     return rc;
