@@ -51,6 +51,8 @@ typedef struct options {
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
     int replicas;              /* --replicas k: copies of the uniform pipeline (1: one) */
+    int plan_trials;           /* --plan-trials K: -1 (default) 3 within the time budget,
+                                  0 none, K >= 2: K whatever they cost */
     int virtual_stages;        /* --virtual-stages v: stages per rank of --schedule interleaved
                                   (default 2; zb-v: 2) with --plan uniform */
     int p2p;                   /* --p2p: PPDL_P2P_* (pipe/p2p_choice.h) */
@@ -172,6 +174,20 @@ typedef struct train_totals {
     int nonfinite_exit;            /* 4: stopped at a non-finite step */
 } train_totals;
 
+/* --plan-trials (run_trials.c): the chosen plan's runners-up by the simulated step where
+ * ranks share cores (every rank; labels and simulated steps on rank 0), and what the
+ * trials measured (rank 0 prints them; every rank has the measured steps) */
+typedef struct trial_candidates {
+    int n;
+    ppdl_plan plan[PPDL_SHARED_MAX_CANDIDATES];
+    double sim_ms[PPDL_SHARED_MAX_CANDIDATES];
+    char label[PPDL_SHARED_MAX_CANDIDATES][48];
+} trial_candidates;
+typedef struct trial_result {
+    char kind[96], label[48];
+    double sim_ms, measured_ms;    /* measured_ms: INFINITY where the plan did not fit */
+} trial_result;
+
 typedef struct run {
     options o;
     int rank, n_ranks;
@@ -207,6 +223,12 @@ typedef struct run {
     double file_predicted_ms;      /* --plan FILE: the prediction the file carried (its own
                                     * costs and cluster), 0: none; -1: predicted again */
     ppdl_shared_choice shared;     /* --plan auto, rank 0: the choice where ranks share cores */
+    /* --plan-trials: the plans measured (the simulator's choice first), the one taken
+     * (-1: none measured), the seconds they took (< 0: none), or why none ran */
+    int n_trials, trial_chosen;
+    trial_result trials[PPDL_SHARED_MAX_CANDIDATES];
+    double trials_s;
+    char trials_note[256];
     char schedule_why[256];        /* --schedule auto, rank 0: why the schedule that runs was
                                       taken ("" otherwise) */
     /* a zero-bubble schedule of one stage per rank: its passes' times (rank 0's, from the
@@ -261,6 +283,19 @@ void run_setup_device_and_network(run *r);
 void run_setup_data(run *r);
 /* 3. the plan every rank runs, and each stage's memory predicted */
 void run_choose_plan(run *r);
+/*    (run_plan.c) everything the plan in r->plan decides before a stage is built: this
+ *    rank's stage and replica, the replicas' communicator, the passes' times, each
+ *    stage's memory predicted; and --recompute applied to r->plan */
+void run_adopt_plan(run *r);
+void run_apply_recompute(run *r);
+/*    (run_trials.c) --plan-trials: how many candidates --plan auto asks the planner
+ *    for (1: no trials); then each measured for a few steps and the fastest kept in
+ *    r->plan (tc's plans are taken over and freed) */
+int run_trial_count(const run *r);
+void run_plan_trials(run *r, trial_candidates *tc);
+/*    undo run_adopt_plan and run_build_stage: the stage, its runtime and buffers freed,
+ *    ready for another plan (run_finish.c) */
+void run_free_stage(run *r);
 /* 4. this rank's stage, its weights (from the model or the checkpoint), the runtime */
 void run_build_stage(run *r);
 /*    rank 0: what is about to run (header, plan table, the resume point) */

@@ -193,14 +193,7 @@ void run_free(run *r)
 {
     if (r->log) fclose(r->log);
     json_decref(r->totals.steps_json);
-    run_chunks_free(r);
-    if (r->rt) ppdl_runtime_destroy(r->rt);
-#if HAVE_CUDA
-    ppdl_nccl_destroy(r->nccl_act); /* after the runtime: its last transfers are done */
-    ppdl_nccl_destroy(r->nccl_grad);
-    ppdl_nccl_destroy(r->nccl_replicas);
-#endif
-    if (r->st.be) ppdl_stage_free(&r->st);
+    run_free_stage(r); /* the stage, its runtime, buffers and checkpoint writer */
     if (r->data.file > 0) ppdl_data_close(&r->data);
     if (r->val_data.file > 0) ppdl_data_close(&r->val_data);
     json_decref(r->totals.evals_json);
@@ -212,17 +205,10 @@ void run_free(run *r)
     ppdl_comm_free(&r->comm);
     if (r->have_cluster) ppdl_cluster_free(&r->cluster);
     ppdl_hosts_free(&r->own_hosts);
-    free(r->host);
     free(r->all);
     free(r->clock_all);
     free(r->n_options);
-    free(r->pred);
-    free(r->pass_ticks);
     free(r->papi_all);
     if (r->o.papi) ppdl_papi_finish(&r->papi);
-    if (r->replica_comm != MPI_COMM_NULL) MPI_Comm_free(&r->replica_comm);
-    ppdl_ckpt_destroy(r->ctl.ckpt);
     ppdl_ckpt_info_free(&r->ck);
-    free(r->ctl.plan_json);
-    json_decref(r->ctl.log);
 }

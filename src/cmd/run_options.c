@@ -132,6 +132,10 @@ void run_options_usage(FILE *f)
 "                          order), or a baseline to compare with: dp, uniform, params,\n"
 "                          time, pipedream, each also with -rc (full recompute); the\n"
 "                          plan's line names it (ppdl-plan --compare shows them all)\n"
+"  --plan-trials K         where ranks outnumber a machine's cores (--plan auto), the\n"
+"                          simulator's K best plans each run 7 steps and the fastest\n"
+"                          trains (the trials change no result); default: 3 when that\n"
+"                          costs under max(1 s, 5%% of the run), else none; 0: none\n"
 "  --plan-out FILE.json    write the plan that runs (any --plan), in the format\n"
 "                          --plan FILE reads: plan once, reuse it\n"
 "  --recompute none|full|selective\n"
@@ -240,6 +244,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
     o->schedule = PPDL_SCHED_1F1B;
     o->plan = NULL; /* not given: auto on 2 or more ranks, uniform (nothing to plan) on 1 */
     o->method = "ppdl";
+    o->plan_trials = -1;
     o->backend = "auto";
     o->p2p = PPDL_P2P_AUTO;
     o->wait = -1;
@@ -260,7 +265,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_REPLICAS, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_REPLICAS, O_PLAN_TRIALS, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -269,7 +274,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
         {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
         {"plan-out", required_argument, 0, O_PLAN_OUT}, {"virtual-stages", required_argument, 0, O_VSTAGES},
-        {"replicas", required_argument, 0, O_REPLICAS},
+        {"replicas", required_argument, 0, O_REPLICAS}, {"plan-trials", required_argument, 0, O_PLAN_TRIALS},
         {"mem-limit", required_argument, 0, O_MEM}, {"lr", required_argument, 0, O_LR},
         {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
         {"beta2", required_argument, 0, O_B2}, {"eps", required_argument, 0, O_EPS},
@@ -329,6 +334,14 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
             if (ppdl_parse_int(a, 1, 1 << 20, &k))
                 return ppdl_errf(err, errlen, "--replicas %s: expected copies of the pipeline, an integer >= 1", a);
             o->replicas = (int)k;
+            break;
+        }
+        case O_PLAN_TRIALS: {
+            long k;
+            if (ppdl_parse_int(a, 0, PPDL_SHARED_MAX_CANDIDATES, &k) || k == 1)
+                return ppdl_errf(err, errlen, "--plan-trials %s: expected 0 (none) or the candidate plans to measure, "
+                                 "2 to %d", a, PPDL_SHARED_MAX_CANDIDATES);
+            o->plan_trials = (int)k;
             break;
         }
         case O_PLAN: o->plan = a; break;
@@ -534,6 +547,9 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         return ppdl_errf(err, errlen, "--replicas %d: expected a divisor of the %d ranks (each copy of the pipeline "
                          "runs on as many ranks)", o->replicas, n_ranks);
     if (!o->replicas) o->replicas = 1;
+    if (o->plan_trials > 0 && o->plan_mode != PLAN_AUTO && !o->plan_defaulted)
+        return ppdl_errf(err, errlen, "--plan-trials %d: only --plan auto takes it (it measures the planner's "
+                         "candidates)", o->plan_trials);
     o->micro_batch_size = (int)(o->batch_size / o->micro_batches);
     o->resume_auto = o->resume && !strcmp(o->resume, "auto");
     o->record_events = o->trace || o->timeline;

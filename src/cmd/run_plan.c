@@ -25,10 +25,13 @@
 /* Rank 0 (which holds the probed cluster and the profiled costs) solves for the plan
  * with --method and simulates its step; the plan travels to every rank as JSON text
  * and is read back there like a plan file, so every rank runs exactly what rank 0
- * printed. Returns 0 on every rank, or -1 with the same message on every rank. */
+ * printed. Where ranks share cores and K > 1, the chosen plan's K-1 runners-up by the
+ * simulated step travel the same way into tc (--plan-trials measures them all).
+ * Returns 0 on every rank, or -1 with the same message on every rank. */
 static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster *cl,
-                     const int *n_options, int can_chunk, ppdl_plan *plan, double *simulated_ms,
-                     ppdl_shared_choice *sc, char *why, size_t whylen, char *err, size_t errlen)
+                     const int *n_options, int can_chunk, int K, ppdl_plan *plan, double *simulated_ms,
+                     ppdl_shared_choice *sc, trial_candidates *tc, char *why, size_t whylen, char *err,
+                     size_t errlen)
 {
     int rank, n_ranks;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -36,6 +39,10 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     char *text = NULL;
     long len = 0;
     double sim_ms = 0;
+    ppdl_plan others[PPDL_SHARED_MAX_CANDIDATES];
+    double others_ms[PPDL_SHARED_MAX_CANDIDATES];
+    int n_others = 0;
+    memset(tc, 0, sizeof *tc);
     if (rank == 0) {
         /* The cost model counts parameters, optimizer state and stashes; the runtime
          * also needs its buffers. Plan with each rank's memory less a bound on those
@@ -76,7 +83,9 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             }
             ppdl_schedule_choice_free(&ch);
         } else {
-            rc = ppdl_plan_solve_ex(costs, &cm, M, schedule, o->method, &so, &p, NULL, sc, err, errlen);
+            rc = ppdl_plan_solve_k(costs, &cm, M, schedule, o->method, &so, &p, NULL, sc, K, others, others_ms,
+                                   tc->label, err, errlen);
+            n_others = rc == 0 ? sc->n_others : 0;
         }
         if (rc == 0) {
             ppdl_sim sim;
@@ -127,6 +136,24 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     }
     free(text);
     *simulated_ms = sim_ms;
+    /* the runners-up, each as the plan above */
+    PPDL_CHECK_MPI(MPI_Bcast(&n_others, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    for (int i = 0; i < n_others && rc == 0; i++) {
+        char *t = rank == 0 ? ppdl_plan_to_json(&others[i]) : NULL;
+        long tl = rank == 0 ? (long)strlen(t) + 1 : 0;
+        PPDL_CHECK_MPI(MPI_Bcast(&tl, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+        if (rank != 0) t = ppdl_xmalloc((size_t)tl);
+        PPDL_CHECK_MPI(MPI_Bcast(t, (int)tl, MPI_CHAR, 0, MPI_COMM_WORLD));
+        char perr[PPDL_ERR_LEN];
+        /* rank 0's own plans: a parse failure is this program's bug, on every rank alike */
+        PPDL_CHECK(ppdl_plan_parse(t, "--plan-trials", m->L, n_ranks, n_options, &tc->plan[tc->n], perr,
+                                   sizeof perr) == 0, "a runner-up plan does not read back: %s", perr);
+        snprintf(tc->plan[tc->n].method, sizeof tc->plan[tc->n].method, "auto (%s)", o->method);
+        tc->sim_ms[tc->n] = rank == 0 ? others_ms[i] : 0; /* label: rank 0's, as written */
+        tc->n++;
+        free(t);
+    }
+    for (int i = 0; rank == 0 && i < n_others; i++) ppdl_plan_free(&others[i]);
     return rc;
 }
 
@@ -249,11 +276,15 @@ void run_choose_plan(run *r)
     r->n_options = ppdl_xcalloc((size_t)m->L, sizeof(int));
     for (int l = 0; l < m->L; l++) r->n_options[l] = m->layers[l].kind->n_options;
     double t0 = ppdl_now_s();
-    r->solve_s = -1;
+    r->solve_s = r->trials_s = -1;
+    r->trial_chosen = -1;
+    trial_candidates tc;
+    memset(&tc, 0, sizeof tc);
     switch (o->plan_mode) {
     case PLAN_AUTO:
-        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, run_can_hold_chunks(r), &r->plan,
-                       &r->simulated_ms, &r->shared, r->schedule_why, sizeof r->schedule_why, err, sizeof err);
+        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, run_can_hold_chunks(r), run_trial_count(r),
+                       &r->plan, &r->simulated_ms, &r->shared, &tc, r->schedule_why, sizeof r->schedule_why, err,
+                       sizeof err);
         r->solve_s = ppdl_now_s() - t0;
         break;
     case PLAN_UNIFORM:
@@ -274,17 +305,33 @@ void run_choose_plan(run *r)
         PPDL_CHECK(r->o.schedule >= 0 && r->o.schedule < PPDL_SCHED_N_KINDS, "--schedule auto: no schedule chosen "
                    "(the plan says \"%s\")", r->plan.schedule);
     }
+    /* where ranks share cores: the simulator's best few, measured (run_trials.c) */
+    if (tc.n) run_plan_trials(r, &tc);
     ppdl_plan *plan = &r->plan;
-    if (o->recompute) {
-        int option = !strcmp(o->recompute, "full")        ? PPDL_RC_FULL
-                     : !strcmp(o->recompute, "selective") ? PPDL_RC_SELECTIVE
-                                                          : PPDL_RC_NONE;
-        ppdl_plan_set_recompute(plan, option, r->n_options);
-    }
+    run_apply_recompute(r);
     if (o->plan_mode != PLAN_AUTO) predict_plan(r); /* the plan that runs, --recompute included */
     /* --plan-out: the plan that runs, for --plan FILE another time */
     rc = r->rank == 0 && o->plan_out ? ppdl_plan_write(o->plan_out, plan, err, sizeof err) : 0;
     agree_or_end_job(rc != 0, err, 1);
+    run_adopt_plan(r);
+}
+
+void run_apply_recompute(run *r)
+{
+    const options *o = &r->o;
+    if (!o->recompute) return;
+    int option = !strcmp(o->recompute, "full")        ? PPDL_RC_FULL
+                 : !strcmp(o->recompute, "selective") ? PPDL_RC_SELECTIVE
+                                                      : PPDL_RC_NONE;
+    ppdl_plan_set_recompute(&r->plan, option, r->n_options);
+}
+
+void run_adopt_plan(run *r)
+{
+    const options *o = &r->o;
+    const ppdl_model *m = &r->model;
+    ppdl_plan *plan = &r->plan;
+    char err[PPDL_ERR_LEN] = "";
     r->stage = ppdl_plan_stage_of_rank(plan, r->rank, &r->replica);
     PPDL_CHECK(r->stage >= 0, "rank %d has no stage in the plan", r->rank);
     r->n_own = 1;

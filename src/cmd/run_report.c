@@ -74,9 +74,11 @@ static void print_plan_timing(const run *r)
     if (r->profile_s >= 0) snprintf(prof, sizeof prof, "profile %.2f s", r->profile_s);
     else if (o->costs) snprintf(prof, sizeof prof, "profile skipped (--costs %s)", o->costs);
     else snprintf(prof, sizeof prof, "no profile");
-    double total = fmax(r->probe_s, 0) + fmax(r->profile_s, 0) + fmax(r->solve_s, 0);
+    double total = fmax(r->probe_s, 0) + fmax(r->profile_s, 0) + fmax(r->solve_s, 0) + fmax(r->trials_s, 0);
+    char trials[64] = "";
+    if (r->trials_s >= 0) snprintf(trials, sizeof trials, ", trials %.2f s", r->trials_s);
     if (o->plan_mode == PLAN_AUTO)
-        printf("planned in %.2f s: %s, %s, solve %.2f s\n", total, probe, prof, r->solve_s);
+        printf("planned in %.2f s: %s, %s, solve %.2f s%s\n", total, probe, prof, r->solve_s, trials);
     else if (o->plan_mode == PLAN_FILE)
         printf("plan read from %s: nothing solved; %s%s, %s%s\n", o->plan, probe,
                r->probe_s >= 0 ? " (for --report or --cluster-out)" : "", prof,
@@ -154,6 +156,15 @@ void run_print_header(const run *r)
                "this run\n");
     }
     if (r->shared.active) printf("%s\n", ppdl_shared_choice_line(&r->shared, line, sizeof line));
+    if (r->trial_chosen > 0)
+        printf("plan trials: %s measured fastest (%.2f ms a step) and runs; the simulator's choice, %s, measured "
+               "%.2f ms\n", r->trials[r->trial_chosen].kind, r->trials[r->trial_chosen].measured_ms, r->trials[0].kind,
+               r->trials[0].measured_ms);
+    else if (r->trial_chosen == 0)
+        printf("plan trials: the simulator's choice measured fastest of %d (%.2f ms a step)\n", r->n_trials,
+               r->trials[0].measured_ms);
+    else if (r->trials_note[0])
+        printf("%s\n", r->trials_note);
     print_plan_timing(r);
     if (r->resume) {
         const ppdl_ckpt_info *ck = &r->ck;
@@ -399,6 +410,21 @@ void run_write_report(run *r)
     json_object_set_new(pl, "probe_s", r->probe_s >= 0 ? json_real(r->probe_s) : json_null());
     json_object_set_new(pl, "profile_s", r->profile_s >= 0 ? json_real(r->profile_s) : json_null());
     json_object_set_new(pl, "solve_s", r->solve_s >= 0 ? json_real(r->solve_s) : json_null());
+    json_object_set_new(pl, "trials_s", r->trials_s >= 0 ? json_real(r->trials_s) : json_null());
+    if (r->n_trials) { /* --plan-trials: each candidate, the simulator's choice first */
+        json_t *tr = json_array();
+        for (int i = 0; i < r->n_trials; i++) {
+            const trial_result *t = &r->trials[i];
+            json_array_append_new(tr, json_pack("{s:s, s:s, s:f, s:o, s:b}", "kind", t->kind, "candidate", t->label,
+                                                "simulated_ms", t->sim_ms,
+                                                "measured_ms", isfinite(t->measured_ms) ? json_real(t->measured_ms)
+                                                                                        : json_null(),
+                                                "taken", i == r->trial_chosen));
+        }
+        json_object_set_new(pl, "trials", tr);
+    } else if (r->trials_note[0]) {
+        json_object_set_new(pl, "trials_skipped", json_string(r->trials_note));
+    }
     if (r->shared.active)
         json_object_set_new(pl, "shared_cores", json_pack("{s:i, s:i, s:i, s:s, s:f, s:s, s:f}", "ranks",
                                                           r->shared.max_ranks, "cores", r->shared.cores, "candidates",

@@ -197,3 +197,31 @@ void run_build_stage(run *r)
         ctl->ckpt_est_s = 1.0 + 3.0 * 4 * (double)ppdl_model_param_count(&r->model) / 50e6;
     }
 }
+
+void run_free_stage(run *r)
+{
+    run_chunks_free(r);
+    r->n_own = 1;
+    if (r->rt) ppdl_runtime_destroy(r->rt);
+    r->rt = NULL;
+#if HAVE_CUDA
+    ppdl_nccl_destroy(r->nccl_act); /* after the runtime: its last transfers are done */
+    ppdl_nccl_destroy(r->nccl_grad);
+    ppdl_nccl_destroy(r->nccl_replicas);
+    r->nccl_act = r->nccl_grad = r->nccl_replicas = NULL;
+#endif
+    if (r->st.be) ppdl_stage_free(&r->st);
+    memset(&r->st, 0, sizeof r->st);
+    free(r->host);
+    r->host = NULL;
+    free(r->pred);
+    r->pred = NULL;
+    free(r->pass_ticks);
+    r->pass_ticks = NULL;
+    if (r->replica_comm != MPI_COMM_NULL) PPDL_CHECK_MPI(MPI_Comm_free(&r->replica_comm));
+    r->replica_comm = MPI_COMM_NULL;
+    ppdl_ckpt_destroy(r->ctl.ckpt);
+    free(r->ctl.plan_json);
+    json_decref(r->ctl.log);
+    memset(&r->ctl, 0, sizeof r->ctl);
+}

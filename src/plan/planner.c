@@ -25,6 +25,14 @@ int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
                        const char *method, const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
                        ppdl_shared_choice *sc, char *err, size_t errlen)
 {
+    return ppdl_plan_solve_k(c, cl, M, schedule, method, opts, out, info, sc, 1, NULL, NULL, NULL, err, errlen);
+}
+
+int ppdl_plan_solve_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const char *method,
+                      const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
+                      int K, ppdl_plan *others, double *others_ms, char (*others_label)[48], char *err,
+                      size_t errlen)
+{
     memset(out, 0, sizeof *out);
     if (sc) memset(sc, 0, sizeof *sc);
     if (!strcmp(method, "ppdl") || !strcmp(method, "ppdl-pipeline") || !strcmp(method, "ppdl-inorder")) {
@@ -38,7 +46,8 @@ int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             return ppdl_solve_chunked(c, cl, M, schedule, o.chunks, &o, out, info, sc, err, errlen);
         int rc = ppdl_solve(c, cl, M, schedule, &o, out, info, err, errlen);
         /* ranks sharing cores: the plan is the candidate of least simulated step */
-        if (rc == 0) ppdl_choose_on_shared_cores(c, cl, M, schedule, method, &o, out, sc);
+        if (rc == 0)
+            ppdl_choose_on_shared_cores_k(c, cl, M, schedule, method, &o, out, sc, K, others, others_ms, others_label);
         return rc;
     }
     if (!ppdl_is_baseline(method)) {

@@ -33,5 +33,13 @@ int ppdl_plan_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, in
 int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                        const char *method, const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
                        ppdl_shared_choice *sc, char *err, size_t errlen);
+/* The same, and where ranks share cores (ppdl's methods, one stage per rank or
+ * replicated, not chunked) also the chosen plan's K-1 runners-up by simulated step
+ * (ppdl_choose_on_shared_cores_k: others[0 .. sc->n_others-1], the caller frees them);
+ * sc must not be NULL. With K = 1 it is ppdl_plan_solve_ex. */
+int ppdl_plan_solve_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const char *method,
+                      const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
+                      int K, ppdl_plan *others, double *others_ms, char (*others_label)[48], char *err,
+                      size_t errlen);
 
 #endif

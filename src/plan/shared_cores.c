@@ -21,9 +21,12 @@ typedef struct chooser {
     const ppdl_costs *c;
     const ppdl_cluster_model *cl;
     int M, schedule;
-    ppdl_plan best;            /* the candidate with the least simulated step so far */
-    double best_ms;
-    char label[48];
+    /* the K distinct candidates of least simulated step so far, ascending: best[0] is
+     * the choice, the others its runners-up (ppdl --plan-trials measures them) */
+    int K, kept;
+    ppdl_plan best[PPDL_SHARED_MAX_CANDIDATES];
+    double best_ms[PPDL_SHARED_MAX_CANDIDATES];
+    char label[PPDL_SHARED_MAX_CANDIDATES][48];
     int n;                     /* candidates simulated */
 } chooser;
 
@@ -38,22 +41,50 @@ static double simulated_ms(const chooser *ch, const ppdl_plan *p)
     return ms;
 }
 
-/* Take p (built and annotated by the cost model; owned from here on) as the best
- * candidate when it fits and its simulated step is shorter than the best's by more than
- * a relative 1e-9; else free it. */
+/* 1 when a and b run the same layers on the same ranks with the same recompute (the
+ * same plan found twice: uniform and ppdl-inorder often are) */
+static int same_plan(const ppdl_plan *a, const ppdl_plan *b)
+{
+    if (a->S != b->S) return 0;
+    for (int s = 0; s < a->S; s++) {
+        const ppdl_plan_stage *x = &a->stages[s], *y = &b->stages[s];
+        int kx = x->n_replicas > 0 ? x->n_replicas : 1, ky = y->n_replicas > 0 ? y->n_replicas : 1;
+        if (x->first != y->first || x->last != y->last || x->rank != y->rank || kx != ky) return 0;
+        for (int q = 0; q < kx && x->n_replicas > 0 && y->n_replicas > 0; q++)
+            if (x->ranks[q] != y->ranks[q]) return 0;
+        for (int l = 0; l <= x->last - x->first; l++)
+            if (x->recompute[l] != y->recompute[l]) return 0;
+    }
+    return 1;
+}
+
+/* Offer p (built and annotated by the cost model; owned from here on): it takes its
+ * place among the kept candidates when it fits, is not one of them already, and its
+ * simulated step is shorter than a kept one's by more than a relative 1e-9 (ties keep
+ * the earlier candidate); else it is freed. */
 static void offer(chooser *ch, ppdl_plan *p, const char *label)
 {
     if (p->S == 0) return;
     double ms = p->feasible ? simulated_ms(ch, p) : INFINITY;
     if (ms < INFINITY) ch->n++;
-    if (ms < ch->best_ms * (1 - 1e-9)) {
-        ppdl_plan_free(&ch->best);
-        ch->best = *p;
-        ch->best_ms = ms;
-        snprintf(ch->label, sizeof ch->label, "%s", label);
-    } else {
+    int at = ch->kept;
+    while (at > 0 && ms < ch->best_ms[at - 1] * (1 - 1e-9)) at--;
+    int dup = 0;
+    for (int i = 0; i < ch->kept && !dup; i++) dup = same_plan(&ch->best[i], p);
+    if (!(ms < INFINITY) || at >= ch->K || dup) {
         ppdl_plan_free(p);
+        return;
     }
+    if (ch->kept == ch->K) ppdl_plan_free(&ch->best[--ch->kept]); /* the last falls off */
+    for (int i = ch->kept; i > at; i--) {
+        ch->best[i] = ch->best[i - 1];
+        ch->best_ms[i] = ch->best_ms[i - 1];
+        memcpy(ch->label[i], ch->label[i - 1], sizeof ch->label[i]);
+    }
+    ch->best[at] = *p;
+    ch->best_ms[at] = ms;
+    snprintf(ch->label[at], sizeof ch->label[at], "%s", label);
+    ch->kept++;
 }
 
 /* Layout kinds as stage-of-rank arrays: replicas per stage k_0..k_S-1 (each 1..M,
@@ -125,10 +156,13 @@ void ppdl_shared_choice_host(const ppdl_cluster_model *cl, ppdl_shared_choice *s
     free(cnt);
 }
 
-int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                                const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
-                                ppdl_shared_choice *sc)
+int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                  const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
+                                  ppdl_shared_choice *sc, int K, ppdl_plan *others, double *others_ms,
+                                  char (*others_label)[48])
 {
+    if (K < 1) K = 1;
+    if (K > PPDL_SHARED_MAX_CANDIDATES) K = PPDL_SHARED_MAX_CANDIDATES;
     ppdl_shared_choice dummy;
     if (!sc) sc = &dummy;
     memset(sc, 0, sizeof *sc);
@@ -139,7 +173,7 @@ int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *c
     ppdl_plan_kind(plan, sc->optimum_kind, sizeof sc->optimum_kind);
     chooser ch;
     memset(&ch, 0, sizeof ch);
-    ch.c = c, ch.cl = cl, ch.M = M, ch.schedule = schedule;
+    ch.c = c, ch.cl = cl, ch.M = M, ch.schedule = schedule, ch.K = K;
     sc->optimum_sim_ms = simulated_ms(&ch, plan);
     if (!(sc->optimum_sim_ms < INFINITY)) { /* cannot be played: keep it as it is */
         snprintf(sc->chosen, sizeof sc->chosen, "the optimum of T (not simulated)");
@@ -147,10 +181,10 @@ int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *c
     }
     char method_name[32];
     snprintf(method_name, sizeof method_name, "%s", plan->method);
-    ch.best = *plan; /* owned by the chooser from here on */
-    ch.best_ms = sc->optimum_sim_ms;
-    snprintf(ch.label, sizeof ch.label, "the optimum of T");
-    ch.n = 1;
+    ch.best[0] = *plan; /* owned by the chooser from here on */
+    ch.best_ms[0] = sc->optimum_sim_ms;
+    snprintf(ch.label[0], sizeof ch.label[0], "the optimum of T");
+    ch.kept = ch.n = 1;
     memset(plan, 0, sizeof *plan);
 
     /* replicated candidates for every schedule (zero bubble plays replicas too) */
@@ -159,7 +193,7 @@ int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *c
         /* the ranks in the order of the one-rank-per-stage optimum (its placement
          * follows the links), else of the method's optimum: the layout kinds take them so */
         int *order = ppdl_xmalloc((size_t)N * sizeof(int));
-        plan_rank_order(&ch.best, order);
+        plan_rank_order(&ch.best[0], order);
         ppdl_solve_opts o;
         if (opts) o = *opts;
         else ppdl_solve_opts_default(&o);
@@ -195,13 +229,30 @@ int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *c
         if (ppdl_baseline(c, cl, M, schedule, b, &p, err, sizeof err) == 0) offer(&ch, &p, b);
         else ppdl_plan_free(&p);
     }
-    *plan = ch.best;
+    *plan = ch.best[0];
     snprintf(plan->method, sizeof plan->method, "%s", method_name);
-    snprintf(sc->chosen, sizeof sc->chosen, "%s", ch.label);
-    sc->chosen_sim_ms = ch.best_ms;
+    snprintf(sc->chosen, sizeof sc->chosen, "%s", ch.label[0]);
+    sc->chosen_sim_ms = ch.best_ms[0];
     sc->candidates = ch.n;
+    for (int i = 1; i < ch.kept; i++) {
+        ppdl_plan *o = &others[i - 1];
+        *o = ch.best[i];
+        snprintf(o->method, sizeof o->method, "%s", method_name);
+        if (others_ms) others_ms[i - 1] = ch.best_ms[i];
+        if (others_label) snprintf(others_label[i - 1], 48, "%s", ch.label[i]);
+    }
+    sc->n_others = ch.kept - 1;
     return 0;
 }
+
+int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
+                                ppdl_shared_choice *sc)
+{
+    return ppdl_choose_on_shared_cores_k(c, cl, M, schedule, method, opts, plan, sc, 1, NULL, NULL, NULL);
+}
+
+
 
 const char *ppdl_shared_choice_line(const ppdl_shared_choice *sc, char *buf, size_t len)
 {

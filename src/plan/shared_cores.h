@@ -39,7 +39,12 @@ typedef struct ppdl_shared_choice {
     double optimum_sim_ms;     /* the method's optimum of T, simulated the same way */
     char optimum_kind[64];     /* that optimum's kind (ppdl_plan_kind) */
     int max_ranks, cores;      /* the most oversubscribed host: its ranks and cores */
+    int n_others;              /* runners-up returned (ppdl_choose_on_shared_cores_k) */
 } ppdl_shared_choice;
+
+/* the most candidates ppdl_choose_on_shared_cores_k keeps (the choice and its
+ * runners-up) */
+#define PPDL_SHARED_MAX_CANDIDATES 8
 
 /* *plan holds `method`'s optimum of T (a plan that fits), solved with opts (NULL:
  * the defaults). Where cl's hosts are oversubscribed, replace it by the candidate above
@@ -48,6 +53,18 @@ typedef struct ppdl_shared_choice {
 int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                                 const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
                                 ppdl_shared_choice *sc);
+
+/* The same, keeping the K distinct candidates of least simulated step (K <=
+ * PPDL_SHARED_MAX_CANDIDATES): the best in *plan as above, the next K-1 in simulated
+ * order in others[0 .. sc->n_others-1] (the caller frees them), their simulated steps
+ * in others_ms and their labels in others_label (either may be NULL). Two candidates
+ * are the same when their stages, ranks and recompute are; the later one is dropped.
+ * On hosts that are not oversubscribed nothing is chosen and sc->n_others is 0. What
+ * ppdl's --plan-trials measures where the simulator is least sure (shared cores). */
+int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                  const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
+                                  ppdl_shared_choice *sc, int K, ppdl_plan *others, double *others_ms,
+                                  char (*others_label)[48]);
 
 /* sc's max_ranks and cores: the most oversubscribed host of cl, for messages */
 void ppdl_shared_choice_host(const ppdl_cluster_model *cl, ppdl_shared_choice *sc);

@@ -57,7 +57,7 @@ for n in 2 3; do
   [ $rc = 0 ] || sed 's/^/#   /' "$tmp/a$n.log" | tail -5
   grep -E "^plan \(auto \(ppdl\)\): (data parallel x [0-9]|pipeline, [0-9] stages|[0-9] stages)" "$tmp/a$n.log" |
     sed 's/^/# /'
-  grep -qE "^planned in [0-9.]+ s: probe [0-9.]+ s, profile [0-9.]+ s, solve [0-9.]+ s$" "$tmp/a$n.log" &&
+  grep -qE "^planned in [0-9.]+ s: probe [0-9.]+ s, profile [0-9.]+ s, solve [0-9.]+ s(, trials [0-9.]+ s)?$" "$tmp/a$n.log" &&
     grep -qE "^plan \(auto \(ppdl\)\): (data parallel x [0-9]|pipeline, [0-9] stages|[0-9] stages)" "$tmp/a$n.log"
   ok $? "$n ranks: the plan's kind and how long the probe, the profile and the solve took: $(grep '^planned in' "$tmp/a$n.log")"
   near "$tmp/a$n.json" "$tmp/r1.json"

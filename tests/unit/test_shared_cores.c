@@ -11,6 +11,10 @@
  *    baseline that fits (the candidates a user could pick by hand); ppdl-pipeline and
  *    ppdl-inorder keep one rank per stage (inorder: in order); the same input gives
  *    the same plan.
+ *  - The runners-up (ppdl_plan_solve_k, for --plan-trials): with K = 3 the chosen
+ *    plan is K = 1's, bit for bit; the others, at most 2, fit, are distinct from it
+ *    and from each other, come in order of their simulated steps (each the one their
+ *    plan simulates to), none shorter than the choice's.
  *  - The case that made this: 4 equal layers on 4 ranks with small gradients, where T
  *    (a core per rank) prefers data parallelism. On one host of 1 core the replicas'
  *    optimizer steps all run on that core, and the planner takes another plan, whose
@@ -240,11 +244,43 @@ static void check_no_candidate_faster(const ppdl_costs *c, const ppdl_cluster_mo
     (void)chosen;
 }
 
+/* ppdl_plan_solve_k with K = 3 against the K = 1 choice p (simulated best_ms) */
+static void check_runners_up(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sched, const char *method,
+                             const ppdl_plan *p, double best_ms, int k, int *n_runners)
+{
+    ppdl_plan q, others[PPDL_SHARED_MAX_CANDIDATES];
+    double others_ms[PPDL_SHARED_MAX_CANDIDATES];
+    char labels[PPDL_SHARED_MAX_CANDIDATES][48], err[PPDL_ERR_LEN];
+    ppdl_shared_choice sc;
+    if (ppdl_plan_solve_k(c, cl, M, sched, method, NULL, &q, NULL, &sc, 3, others, others_ms, labels, err,
+                          sizeof err)) {
+        fail("instance %d (%s): K = 3 found no plan where K = 1 did: %s", k, method, err);
+        return;
+    }
+    if (!same_json(&q, p)) fail("instance %d (%s): K = 3 chose another plan than K = 1", k, method);
+    if (sc.n_others < 0 || sc.n_others > 2) fail("instance %d: %d runners-up for K = 3", k, sc.n_others);
+    double prev = best_ms;
+    for (int i = 0; i < sc.n_others && i <= 2; i++) {
+        double ms = sim_ms(c, cl, &others[i], M, sched);
+        if (!others[i].feasible) fail("instance %d: runner-up %d (%s) does not fit", k, i, labels[i]);
+        if (fabs(ms - others_ms[i]) > 1e-9 * ms)
+            fail("instance %d: runner-up %d says %.6f ms, simulates to %.6f", k, i, others_ms[i], ms);
+        if (ms < prev * (1 - 1e-9)) fail("instance %d: runner-up %d (%.6f ms) before a slower one (%.6f)", k, i, ms, prev);
+        prev = ms;
+        if (same_json(&others[i], p)) fail("instance %d: runner-up %d is the choice itself", k, i);
+        for (int j = 0; j < i; j++)
+            if (same_json(&others[i], &others[j])) fail("instance %d: runners-up %d and %d are one plan", k, j, i);
+        (*n_runners)++;
+    }
+    for (int i = 0; i < sc.n_others && i <= 2; i++) ppdl_plan_free(&others[i]);
+    ppdl_plan_free(&q);
+}
+
 static void test_oversubscribed(void)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 99);
-    int n = 0, n_other = 0, n_det = 0, n_tried = 0;
+    int n = 0, n_other = 0, n_det = 0, n_tried = 0, n_runners = 0;
     for (int k = 0; k < 90; k++) {
         ppdl_costs c;
         ppdl_cluster_model cl;
@@ -279,6 +315,7 @@ static void test_oversubscribed(void)
             ppdl_plan_solve_ex(&c, &cl, M, sched, method, NULL, &q, NULL, &sc2, err, sizeof err);
             n_det += same_json(&p, &q) && !strcmp(sc.chosen, sc2.chosen);
             ppdl_plan_free(&q);
+            check_runners_up(&c, &cl, M, sched, method, &p, ms, k, &n_runners);
         } else {
             n_det++;
         }
@@ -291,6 +328,9 @@ static void test_oversubscribed(void)
     report("shared cores: the plan fits, and neither the optimum of T nor any baseline that fits simulates faster");
     ok(n_det >= 40 && n_det == n_tried, "shared cores: the same input gives the same plan (%d of %d instances)", n_det,
        n_tried);
+    if (n_runners < 40) fail("only %d runners-up returned over the instances", n_runners);
+    diag("%d runners-up returned for K = 3", n_runners);
+    report("shared cores, K = 3: the same choice as K = 1, and up to 2 distinct runners-up in simulated order");
 }
 
 static void test_dp_case(void)
@@ -346,7 +386,7 @@ static void test_dp_case(void)
 
 int main(void)
 {
-    plan(7);
+    plan(8);
     test_kind();
     test_core_per_rank();
     test_oversubscribed();

@@ -1,0 +1,161 @@
+/* run_trials.c — --plan-trials: where a host's ranks outnumber its cores, the plan
+ * that runs is the fastest of the simulator's best few, each measured for a few steps.
+ *
+ * Why: on shared cores the simulator is the planner's objective (plan/shared_cores.h),
+ * and it leaves out what the operating system does there (time slices, a woken rank
+ * waiting for a core, caches shared by the ranks computing at once). Its ranking of
+ * the top candidates is then a guess within its error, and the wrong guess costs 10-25%
+ * of every step (perf/RESULTS.md, "The default plan"). A few steps of each settle it.
+ *
+ * How: --plan auto asks the planner for the chosen plan's runners-up (run_plan.c); every
+ * rank builds its stage of each candidate in turn exactly as for training (weights from
+ * the model file or the checkpoint, the runtime, the data of the run's first steps),
+ * runs TRIAL_STEPS steps, and frees it all. A candidate's step is the slowest rank's
+ * median over the steps after the first; the least wins (ties: the simulator's order).
+ * The training then starts from the files again, so the trials change no bit of it:
+ * the same weights, data, learning rates and optimizer state as without them.
+ *
+ * When: the default (-1) measures 3 candidates when the trials fit a time budget, the
+ * larger of 1 s and 5% of the run's predicted time, guessed as twice the simulated
+ * steps (the simulator is short by up to 2x on shared cores); --plan-trials K measures
+ * K whatever they cost; 0 none. Never with a chunked or an automatic schedule (their
+ * choice is made among schedules, not these candidates) nor with NCCL messages. */
+#include "config.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/run.h"
+#include "core/error.h"
+#include "core/util.h"
+#include "pipe/p2p_choice.h"
+
+#define TRIAL_STEPS 7          /* the first warms up, the median of the other 6 counts */
+#define DEFAULT_CANDIDATES 3
+
+int run_trial_count(const run *r)
+{
+    const options *o = &r->o;
+    if (o->plan_mode != PLAN_AUTO || o->plan_trials == 0 || o->schedule == PPDL_SCHED_AUTO ||
+        ppdl_schedule_chunked(o->schedule) || r->p2p == PPDL_P2P_NCCL)
+        return 1;
+    return o->plan_trials < 0 ? DEFAULT_CANDIDATES : o->plan_trials;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The plan in r->plan built, run TRIAL_STEPS steps and freed: the slowest rank's median
+ * step after the first, in ms (every rank gets it), or INFINITY where a stage does not
+ * fit its --mem-limit (no rank builds then). */
+static double measure(run *r)
+{
+    run_apply_recompute(r);
+    run_adopt_plan(r);
+    size_t limit = 0;
+    char err[PPDL_ERR_LEN];
+    int fits = run_options_mem_limit(r->o.mem_limit, r->rank, &limit, err, sizeof err) == 0 &&
+               (limit == 0 || r->pred_own.total <= (double)limit);
+    PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    double med = INFINITY;
+    if (fits) {
+        run_build_stage(r);
+        double ms[TRIAL_STEPS];
+        for (int k = 0; k < TRIAL_STEPS; k++) {
+            long step = r->start_step + k;
+            ppdl_step_stats stats;
+            ppdl_runtime_set_lr(r->rt, ppdl_lr_at(&r->o.lr_sched, step));
+            double t0 = ppdl_now_s();
+            ppdl_runtime_step(r->rt, step, &stats);
+            ms[k] = 1e3 * (ppdl_now_s() - t0);
+        }
+        qsort(ms + 1, TRIAL_STEPS - 1, sizeof(double), cmp_double);
+        med = TRIAL_STEPS % 2 ? 0.5 * (ms[TRIAL_STEPS / 2] + ms[TRIAL_STEPS / 2 + 1]) : ms[TRIAL_STEPS / 2];
+        PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &med, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    }
+    run_free_stage(r);
+    return med;
+}
+
+/* rank 0: whether the default's trials fit its budget; why not in r->trials_note */
+static int within_budget(run *r, int n, const double *sim_ms)
+{
+    double worst = 0;
+    for (int i = 0; i < n; i++) worst = fmax(worst, sim_ms[i]);
+    double est_s = 2 * n * TRIAL_STEPS * worst / 1e3;
+    double budget_s = fmax(1.0, 0.05 * 2 * sim_ms[0] / 1e3 * (double)(r->o.steps - r->start_step));
+    if (est_s <= budget_s) return 1;
+    snprintf(r->trials_note, sizeof r->trials_note, "plan trials skipped: %d candidates x %d steps would take "
+             "~%.1f s, over the budget of %.1f s (--plan-trials %d runs them anyway)", n, TRIAL_STEPS, est_s,
+             budget_s, n);
+    return 0;
+}
+
+void run_plan_trials(run *r, trial_candidates *tc)
+{
+    int n = tc->n + 1;
+    ppdl_plan *cand = ppdl_xcalloc((size_t)n, sizeof *cand);
+    double *sim = ppdl_xcalloc((size_t)n, sizeof *sim);
+    cand[0] = r->plan;
+    sim[0] = r->shared.chosen_sim_ms;
+    for (int i = 1; i < n; i++) cand[i] = tc->plan[i - 1], sim[i] = tc->sim_ms[i - 1];
+    int go = r->o.plan_trials > 0 || (r->rank == 0 && within_budget(r, n, sim));
+    PPDL_CHECK_MPI(MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!go) {
+        for (int i = 1; i < n; i++) ppdl_plan_free(&cand[i]);
+        free(cand);
+        free(sim);
+        return;
+    }
+    /* the trials write nothing and record nothing: no checkpoint, PAPI or events */
+    options saved = r->o;
+    r->o.checkpoint = NULL;
+    r->o.papi = NULL;
+    r->o.record_events = 0;
+    size_t peak = ppdl_be_peak(r->be);
+    double t0 = ppdl_now_s();
+    int best = 0;
+    for (int i = 0; i < n; i++) {
+        r->plan = cand[i];
+        double ms = measure(r);
+        cand[i] = r->plan; /* --recompute applied */
+        trial_result *t = &r->trials[i];
+        ppdl_plan_kind(&cand[i], t->kind, sizeof t->kind);
+        snprintf(t->label, sizeof t->label, "%s", i == 0 ? r->shared.chosen : tc->label[i - 1]);
+        t->sim_ms = sim[i];
+        t->measured_ms = ms;
+        if (ms < r->trials[best].measured_ms) best = i;
+    }
+    r->trials_s = ppdl_now_s() - t0;
+    r->o = saved;
+    ppdl_be_restore_peak(r->be, peak); /* the report's peak is the training's */
+    r->n_trials = n;
+    r->trial_chosen = best;
+    r->plan = cand[best];
+    for (int i = 0; i < n; i++)
+        if (i != best) ppdl_plan_free(&cand[i]);
+    /* the simulated step of the plan that runs (rank 0 knows them all) */
+    r->simulated_ms = sim[best];
+    free(cand);
+    free(sim);
+    if (r->rank == 0) {
+        printf("plan trials (ranks share cores: the simulator's best %d, %d steps each, in %.2f s):", n,
+               TRIAL_STEPS, r->trials_s);
+        for (int i = 0; i < n; i++) {
+            const trial_result *t = &r->trials[i];
+            if (isfinite(t->measured_ms))
+                printf("%s %s [%s]%s simulated %.2f, measured %.2f ms", i ? ";" : "", t->kind, t->label,
+                       i == best ? " (taken)" : "", t->sim_ms, t->measured_ms);
+            else
+                printf("%s %s [%s] simulated %.2f, over its --mem-limit", i ? ";" : "", t->kind, t->label, t->sim_ms);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+}
