@@ -141,7 +141,7 @@ void run_plan_trials(run *r, trial_candidates *tc)
     for (int i = 0; i < n; i++)
         if (i != best) ppdl_plan_free(&cand[i]);
     /* the simulated step of the plan that runs (rank 0 knows them all) */
-    r->simulated_ms = sim[best];
+    if (r->rank == 0) r->simulated_ms = sim[best];
     free(cand);
     free(sim);
     if (r->rank == 0) {

@@ -21,8 +21,9 @@ typedef struct chooser {
     const ppdl_costs *c;
     const ppdl_cluster_model *cl;
     int M, schedule;
-    /* the K distinct candidates of least simulated step so far, ascending: best[0] is
-     * the choice, the others its runners-up (ppdl --plan-trials measures them) */
+    /* the K candidates of distinct kinds of least simulated step so far, ascending:
+     * best[0] is the choice, the others its runners-up (ppdl --plan-trials measures
+     * them) */
     int K, kept;
     ppdl_plan best[PPDL_SHARED_MAX_CANDIDATES];
     double best_ms[PPDL_SHARED_MAX_CANDIDATES];
@@ -41,41 +42,42 @@ static double simulated_ms(const chooser *ch, const ppdl_plan *p)
     return ms;
 }
 
-/* 1 when a and b run the same layers on the same ranks with the same recompute (the
- * same plan found twice: uniform and ppdl-inorder often are) */
-static int same_plan(const ppdl_plan *a, const ppdl_plan *b)
-{
-    if (a->S != b->S) return 0;
-    for (int s = 0; s < a->S; s++) {
-        const ppdl_plan_stage *x = &a->stages[s], *y = &b->stages[s];
-        int kx = x->n_replicas > 0 ? x->n_replicas : 1, ky = y->n_replicas > 0 ? y->n_replicas : 1;
-        if (x->first != y->first || x->last != y->last || x->rank != y->rank || kx != ky) return 0;
-        for (int q = 0; q < kx && x->n_replicas > 0 && y->n_replicas > 0; q++)
-            if (x->ranks[q] != y->ranks[q]) return 0;
-        for (int l = 0; l <= x->last - x->first; l++)
-            if (x->recompute[l] != y->recompute[l]) return 0;
-    }
-    return 1;
-}
-
-/* Offer p (built and annotated by the cost model; owned from here on): it takes its
- * place among the kept candidates when it fits, is not one of them already, and its
- * simulated step is shorter than a kept one's by more than a relative 1e-9 (ties keep
- * the earlier candidate); else it is freed. */
+/* Offer p (built and annotated by the cost model; owned from here on). The kept
+ * candidates are of distinct kinds (ppdl_plan_kind: "data parallel x 3", "pipeline, 3
+ * stages", "2 stages (stage 1 x 2 replicas)", ...), each the least simulated step of its
+ * kind so far: plans of one kind differ in their cuts, which the simulator ranks by
+ * the layers' times, while what it leaves out on shared cores (the ranks computing at
+ * once) goes with the kind, so the runners-up worth measuring are other kinds. p takes
+ * its place when it fits and its simulated step is shorter than a kept one's by more
+ * than a relative 1e-9 (ties keep the earlier candidate), replacing its kind's; else it
+ * is freed. With K = 1: the least simulated step, the earliest of equals. */
 static void offer(chooser *ch, ppdl_plan *p, const char *label)
 {
     if (p->S == 0) return;
     double ms = p->feasible ? simulated_ms(ch, p) : INFINITY;
     if (ms < INFINITY) ch->n++;
+    char kind[96], other[96];
+    ppdl_plan_kind(p, kind, sizeof kind);
+    int same = -1; /* the kept candidate of p's kind */
+    for (int i = 0; i < ch->kept && same < 0; i++)
+        if (!strcmp(ppdl_plan_kind(&ch->best[i], other, sizeof other), kind)) same = i;
     int at = ch->kept;
     while (at > 0 && ms < ch->best_ms[at - 1] * (1 - 1e-9)) at--;
-    int dup = 0;
-    for (int i = 0; i < ch->kept && !dup; i++) dup = same_plan(&ch->best[i], p);
-    if (!(ms < INFINITY) || at >= ch->K || dup) {
+    if (!(ms < INFINITY) || at >= ch->K || (same >= 0 && same < at)) {
         ppdl_plan_free(p);
         return;
     }
-    if (ch->kept == ch->K) ppdl_plan_free(&ch->best[--ch->kept]); /* the last falls off */
+    /* out goes p's kind's, or else the last when the list is full */
+    int drop = same >= 0 ? same : ch->kept == ch->K ? ch->kept - 1 : -1;
+    if (drop >= 0) {
+        ppdl_plan_free(&ch->best[drop]);
+        for (int i = drop; i + 1 < ch->kept; i++) {
+            ch->best[i] = ch->best[i + 1];
+            ch->best_ms[i] = ch->best_ms[i + 1];
+            memcpy(ch->label[i], ch->label[i + 1], sizeof ch->label[i]);
+        }
+        ch->kept--;
+    }
     for (int i = ch->kept; i > at; i--) {
         ch->best[i] = ch->best[i - 1];
         ch->best_ms[i] = ch->best_ms[i - 1];

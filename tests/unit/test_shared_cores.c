@@ -12,9 +12,10 @@
  *    ppdl-inorder keep one rank per stage (inorder: in order); the same input gives
  *    the same plan.
  *  - The runners-up (ppdl_plan_solve_k, for --plan-trials): with K = 3 the chosen
- *    plan is K = 1's, bit for bit; the others, at most 2, fit, are distinct from it
- *    and from each other, come in order of their simulated steps (each the one their
- *    plan simulates to), none shorter than the choice's.
+ *    plan is K = 1's, bit for bit; the others, at most 2, fit, are of kinds other
+ *    than its and each other's ("data parallel x 3", "pipeline, 3 stages", ...), come
+ *    in order of their simulated steps (each the one their plan simulates to), none
+ *    shorter than the choice's.
  *  - The case that made this: 4 equal layers on 4 ranks with small gradients, where T
  *    (a core per rank) prefers data parallelism. On one host of 1 core the replicas'
  *    optimizer steps all run on that core, and the planner takes another plan, whose
@@ -267,9 +268,12 @@ static void check_runners_up(const ppdl_costs *c, const ppdl_cluster_model *cl, 
             fail("instance %d: runner-up %d says %.6f ms, simulates to %.6f", k, i, others_ms[i], ms);
         if (ms < prev * (1 - 1e-9)) fail("instance %d: runner-up %d (%.6f ms) before a slower one (%.6f)", k, i, ms, prev);
         prev = ms;
-        if (same_json(&others[i], p)) fail("instance %d: runner-up %d is the choice itself", k, i);
+        char ka[96], kb[96];
+        ppdl_plan_kind(&others[i], ka, sizeof ka);
+        if (!strcmp(ka, ppdl_plan_kind(p, kb, sizeof kb))) fail("instance %d: runner-up %d is of the choice's kind, %s", k, i, ka);
         for (int j = 0; j < i; j++)
-            if (same_json(&others[i], &others[j])) fail("instance %d: runners-up %d and %d are one plan", k, j, i);
+            if (!strcmp(ka, ppdl_plan_kind(&others[j], kb, sizeof kb)))
+                fail("instance %d: runners-up %d and %d are of one kind, %s", k, j, i, ka);
         (*n_runners)++;
     }
     for (int i = 0; i < sc.n_others && i <= 2; i++) ppdl_plan_free(&others[i]);
@@ -328,9 +332,9 @@ static void test_oversubscribed(void)
     report("shared cores: the plan fits, and neither the optimum of T nor any baseline that fits simulates faster");
     ok(n_det >= 40 && n_det == n_tried, "shared cores: the same input gives the same plan (%d of %d instances)", n_det,
        n_tried);
-    if (n_runners < 40) fail("only %d runners-up returned over the instances", n_runners);
+    if (n_runners < 20) fail("only %d runners-up returned over the instances", n_runners);
     diag("%d runners-up returned for K = 3", n_runners);
-    report("shared cores, K = 3: the same choice as K = 1, and up to 2 distinct runners-up in simulated order");
+    report("shared cores, K = 3: the same choice as K = 1, and up to 2 runners-up of other kinds in simulated order");
 }
 
 static void test_dp_case(void)
