@@ -89,6 +89,15 @@ static void offer(chooser *ch, ppdl_plan *p, const char *label)
     ch->kept++;
 }
 
+/* a plan's family: 0 data parallel (one stage, replicated), 1 pipeline (no stage
+ * replicated), 2 both (some stages replicated) */
+static int plan_family(const ppdl_plan *p)
+{
+    int replicated = 0;
+    for (int s = 0; s < p->S; s++) replicated += p->stages[s].n_replicas > 1;
+    return p->S == 1 && replicated ? 0 : replicated ? 2 : 1;
+}
+
 /* Layout kinds as stage-of-rank arrays: replicas per stage k_0..k_S-1 (each 1..M,
  * S <= L), ranks taken in `order`. All compositions of N up to ALL_KINDS_MAX_RANKS
  * ranks, else equal replica counts. Returns how many were written to grps (caller
@@ -175,7 +184,8 @@ int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model 
     ppdl_plan_kind(plan, sc->optimum_kind, sizeof sc->optimum_kind);
     chooser ch;
     memset(&ch, 0, sizeof ch);
-    ch.c = c, ch.cl = cl, ch.M = M, ch.schedule = schedule, ch.K = K;
+    /* every kind is kept (up to the most), the K returned chosen from them below */
+    ch.c = c, ch.cl = cl, ch.M = M, ch.schedule = schedule, ch.K = K > 1 ? PPDL_SHARED_MAX_CANDIDATES : 1;
     sc->optimum_sim_ms = simulated_ms(&ch, plan);
     if (!(sc->optimum_sim_ms < INFINITY)) { /* cannot be played: keep it as it is */
         snprintf(sc->chosen, sizeof sc->chosen, "the optimum of T (not simulated)");
@@ -236,14 +246,32 @@ int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model 
     snprintf(sc->chosen, sizeof sc->chosen, "%s", ch.label[0]);
     sc->chosen_sim_ms = ch.best_ms[0];
     sc->candidates = ch.n;
+    /* the runners-up: first the best of each other family (data parallel, pipeline,
+     * some stages replicated) in simulated order, then the other kinds in simulated
+     * order, K-1 in all; the rest freed */
+    int order[PPDL_SHARED_MAX_CANDIDATES], n_order = 0, taken[PPDL_SHARED_MAX_CANDIDATES] = {0};
+    int seen[3] = {0};
+    seen[plan_family(&ch.best[0])] = 1;
     for (int i = 1; i < ch.kept; i++) {
-        ppdl_plan *o = &others[i - 1];
+        int f = plan_family(&ch.best[i]);
+        if (!seen[f]) seen[f] = 1, order[n_order++] = i, taken[i] = 1;
+    }
+    for (int i = 1; i < ch.kept; i++)
+        if (!taken[i]) order[n_order++] = i;
+    sc->n_others = 0;
+    for (int j = 0; j < n_order; j++) {
+        int i = order[j];
+        if (j >= K - 1) {
+            ppdl_plan_free(&ch.best[i]);
+            continue;
+        }
+        ppdl_plan *o = &others[j];
         *o = ch.best[i];
         snprintf(o->method, sizeof o->method, "%s", method_name);
-        if (others_ms) others_ms[i - 1] = ch.best_ms[i];
-        if (others_label) snprintf(others_label[i - 1], 48, "%s", ch.label[i]);
+        if (others_ms) others_ms[j] = ch.best_ms[i];
+        if (others_label) snprintf(others_label[j], 48, "%s", ch.label[i]);
+        sc->n_others++;
     }
-    sc->n_others = ch.kept - 1;
     return 0;
 }
 

@@ -13,9 +13,11 @@
  *    the same plan.
  *  - The runners-up (ppdl_plan_solve_k, for --plan-trials): with K = 3 the chosen
  *    plan is K = 1's, bit for bit; the others, at most 2, fit, are of kinds other
- *    than its and each other's ("data parallel x 3", "pipeline, 3 stages", ...), come
- *    in order of their simulated steps (each the one their plan simulates to), none
- *    shorter than the choice's.
+ *    than its and each other's ("data parallel x 3", "pipeline, 3 stages", ...), none
+ *    simulated shorter than the choice (each the step its plan simulates to): first
+ *    one of each family the choice is not (data parallel, pipeline, replicated
+ *    stages), then other kinds, each part in simulated order. In the case below (a
+ *    pipeline chosen on 1 core), data parallelism is among them.
  *  - The case that made this: 4 equal layers on 4 ranks with small gradients, where T
  *    (a core per rank) prefers data parallelism. On one host of 1 core the replicas'
  *    optimizer steps all run on that core, and the planner takes another plan, whose
@@ -245,6 +247,14 @@ static void check_no_candidate_faster(const ppdl_costs *c, const ppdl_cluster_mo
     (void)chosen;
 }
 
+/* 0 data parallel, 1 pipeline, 2 some stages replicated */
+static int family(const ppdl_plan *p)
+{
+    int rep = 0;
+    for (int s = 0; s < p->S; s++) rep += p->stages[s].n_replicas > 1;
+    return p->S == 1 && rep ? 0 : rep ? 2 : 1;
+}
+
 /* ppdl_plan_solve_k with K = 3 against the K = 1 choice p (simulated best_ms) */
 static void check_runners_up(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sched, const char *method,
                              const ppdl_plan *p, double best_ms, int k, int *n_runners)
@@ -260,13 +270,22 @@ static void check_runners_up(const ppdl_costs *c, const ppdl_cluster_model *cl, 
     }
     if (!same_json(&q, p)) fail("instance %d (%s): K = 3 chose another plan than K = 1", k, method);
     if (sc.n_others < 0 || sc.n_others > 2) fail("instance %d: %d runners-up for K = 3", k, sc.n_others);
+    /* families first (one each that the choice is not), then the other kinds; each
+     * part in simulated order */
     double prev = best_ms;
+    int seen[3] = {0}, in_families = 1;
+    seen[family(p)] = 1;
     for (int i = 0; i < sc.n_others && i <= 2; i++) {
         double ms = sim_ms(c, cl, &others[i], M, sched);
         if (!others[i].feasible) fail("instance %d: runner-up %d (%s) does not fit", k, i, labels[i]);
         if (fabs(ms - others_ms[i]) > 1e-9 * ms)
             fail("instance %d: runner-up %d says %.6f ms, simulates to %.6f", k, i, others_ms[i], ms);
-        if (ms < prev * (1 - 1e-9)) fail("instance %d: runner-up %d (%.6f ms) before a slower one (%.6f)", k, i, ms, prev);
+        if (ms < best_ms * (1 - 1e-9)) fail("instance %d: runner-up %d (%.6f ms) before the choice (%.6f)", k, i, ms, best_ms);
+        int f = family(&others[i]);
+        if (seen[f] && in_families) in_families = 0, prev = best_ms; /* the other kinds begin */
+        else if (!seen[f] && !in_families) fail("instance %d: runner-up %d of a new family after the families", k, i);
+        seen[f] = 1;
+        if (ms < prev * (1 - 1e-9)) fail("instance %d: runner-up %d (%.6f ms) after a slower one (%.6f)", k, i, ms, prev);
         prev = ms;
         char ka[96], kb[96];
         ppdl_plan_kind(&others[i], ka, sizeof ka);
@@ -384,13 +403,25 @@ static void test_dp_case(void)
     ok(sc.active && strcmp(ppdl_plan_kind(&p, kind, sizeof kind), "data parallel x 4") && ms < dp_ms - 1,
        "one host of 1 core: %s, simulated %.3f ms, data parallelism %.3f ms", kind, ms, dp_ms);
     ppdl_plan_free(&p);
+    /* the runners-up of that choice: the other families first, data parallelism one */
+    ppdl_plan others[PPDL_SHARED_MAX_CANDIDATES];
+    ppdl_plan_solve_k(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 3, others, NULL, NULL, err, sizeof err);
+    int has_dp = 0;
+    char kinds[256] = "";
+    for (int i = 0; i < sc.n_others; i++) {
+        has_dp |= !strcmp(ppdl_plan_kind(&others[i], kind, sizeof kind), "data parallel x 4");
+        snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", i ? ", " : "", kind);
+        ppdl_plan_free(&others[i]);
+    }
+    ok(sc.n_others == 2 && has_dp, "K = 3 on 1 core: the runners-up are %s", kinds);
+    ppdl_plan_free(&p);
     ppdl_costs_free(&c);
     ppdl_cluster_model_free(&cl);
 }
 
 int main(void)
 {
-    plan(8);
+    plan(9);
     test_kind();
     test_core_per_rank();
     test_oversubscribed();
