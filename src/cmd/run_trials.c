@@ -1,5 +1,7 @@
 /* run_trials.c — --plan-trials: where a host's ranks outnumber its cores, the plan
- * that runs is the fastest of the simulator's best few, each measured for a few steps.
+ * that runs is the fastest of the simulator's choice and a few others (other families
+ * first: data parallel, pipeline, replicated stages; plan/shared_cores.h), each
+ * measured for a few steps.
  *
  * Why: on shared cores the simulator is the planner's objective (plan/shared_cores.h),
  * and it leaves out what the operating system does there (time slices, a woken rank
@@ -15,7 +17,7 @@
  * The training then starts from the files again, so the trials change no bit of it:
  * the same weights, data, learning rates and optimizer state as without them.
  *
- * When: the default (-1) measures 3 candidates when the trials fit a time budget, the
+ * When: the default (-1) measures 4 candidates when the trials fit a time budget, the
  * larger of 1 s and 5% of the run's predicted time, guessed as twice the simulated
  * steps (the simulator is short by up to 2x on shared cores); --plan-trials K measures
  * K whatever they cost; 0 none. Never with a chunked or an automatic schedule (their
@@ -34,7 +36,7 @@
 #include "pipe/p2p_choice.h"
 
 #define TRIAL_STEPS 7          /* the first warms up, the median of the other 6 counts */
-#define DEFAULT_CANDIDATES 3
+#define DEFAULT_CANDIDATES 4
 
 int run_trial_count(const run *r)
 {
@@ -145,8 +147,8 @@ void run_plan_trials(run *r, trial_candidates *tc)
     free(cand);
     free(sim);
     if (r->rank == 0) {
-        printf("plan trials (ranks share cores: the simulator's best %d, %d steps each, in %.2f s):", n,
-               TRIAL_STEPS, r->trials_s);
+        printf("plan trials (ranks share cores: %d candidates, %d steps each, in %.2f s):", n, TRIAL_STEPS,
+               r->trials_s);
         for (int i = 0; i < n; i++) {
             const trial_result *t = &r->trials[i];
             if (isfinite(t->measured_ms))

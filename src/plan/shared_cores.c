@@ -17,17 +17,20 @@
 /* every layout kind up to this many ranks (2^(N-1) of them: 128 at 8) */
 #define ALL_KINDS_MAX_RANKS 8
 
+/* the candidates kept for the runners-up: all of them at 4 ranks (20), the best 24
+ * above */
+#define KEEP 24
+
 typedef struct chooser {
     const ppdl_costs *c;
     const ppdl_cluster_model *cl;
     int M, schedule;
-    /* the K candidates of distinct kinds of least simulated step so far, ascending:
-     * best[0] is the choice, the others its runners-up (ppdl --plan-trials measures
-     * them) */
+    /* the K distinct candidates of least simulated step so far, ascending: best[0] is
+     * the choice, the others its runners-up (ppdl --plan-trials measures some) */
     int K, kept;
-    ppdl_plan best[PPDL_SHARED_MAX_CANDIDATES];
-    double best_ms[PPDL_SHARED_MAX_CANDIDATES];
-    char label[PPDL_SHARED_MAX_CANDIDATES][48];
+    ppdl_plan best[KEEP];
+    double best_ms[KEEP];
+    char label[KEEP][48];
     int n;                     /* candidates simulated */
 } chooser;
 
@@ -42,42 +45,41 @@ static double simulated_ms(const chooser *ch, const ppdl_plan *p)
     return ms;
 }
 
-/* Offer p (built and annotated by the cost model; owned from here on). The kept
- * candidates are of distinct kinds (ppdl_plan_kind: "data parallel x 3", "pipeline, 3
- * stages", "2 stages (stage 1 x 2 replicas)", ...), each the least simulated step of its
- * kind so far: plans of one kind differ in their cuts, which the simulator ranks by
- * the layers' times, while what it leaves out on shared cores (the ranks computing at
- * once) goes with the kind, so the runners-up worth measuring are other kinds. p takes
- * its place when it fits and its simulated step is shorter than a kept one's by more
- * than a relative 1e-9 (ties keep the earlier candidate), replacing its kind's; else it
- * is freed. With K = 1: the least simulated step, the earliest of equals. */
+/* 1 when a and b run the same layers on the same ranks with the same recompute (one
+ * plan found twice: uniform and ppdl-inorder often are) */
+static int same_plan(const ppdl_plan *a, const ppdl_plan *b)
+{
+    if (a->S != b->S) return 0;
+    for (int s = 0; s < a->S; s++) {
+        const ppdl_plan_stage *x = &a->stages[s], *y = &b->stages[s];
+        int kx = x->n_replicas > 0 ? x->n_replicas : 1, ky = y->n_replicas > 0 ? y->n_replicas : 1;
+        if (x->first != y->first || x->last != y->last || x->rank != y->rank || kx != ky) return 0;
+        for (int q = 0; q < kx && x->n_replicas > 0 && y->n_replicas > 0; q++)
+            if (x->ranks[q] != y->ranks[q]) return 0;
+        for (int l = 0; l <= x->last - x->first; l++)
+            if (x->recompute[l] != y->recompute[l]) return 0;
+    }
+    return 1;
+}
+
+/* Offer p (built and annotated by the cost model; owned from here on): it takes its
+ * place among the K kept candidates, in simulated order, when it fits, is not one of
+ * them already, and its simulated step is shorter than a kept one's by more than a
+ * relative 1e-9 (ties keep the earlier candidate); else it is freed. With K = 1: the
+ * least simulated step, the earliest of equals. */
 static void offer(chooser *ch, ppdl_plan *p, const char *label)
 {
     if (p->S == 0) return;
     double ms = p->feasible ? simulated_ms(ch, p) : INFINITY;
     if (ms < INFINITY) ch->n++;
-    char kind[96], other[96];
-    ppdl_plan_kind(p, kind, sizeof kind);
-    int same = -1; /* the kept candidate of p's kind */
-    for (int i = 0; i < ch->kept && same < 0; i++)
-        if (!strcmp(ppdl_plan_kind(&ch->best[i], other, sizeof other), kind)) same = i;
-    int at = ch->kept;
+    int at = ch->kept, dup = 0;
     while (at > 0 && ms < ch->best_ms[at - 1] * (1 - 1e-9)) at--;
-    if (!(ms < INFINITY) || at >= ch->K || (same >= 0 && same < at)) {
+    for (int i = 0; i < ch->kept && !dup; i++) dup = same_plan(&ch->best[i], p);
+    if (!(ms < INFINITY) || at >= ch->K || dup) {
         ppdl_plan_free(p);
         return;
     }
-    /* out goes p's kind's, or else the last when the list is full */
-    int drop = same >= 0 ? same : ch->kept == ch->K ? ch->kept - 1 : -1;
-    if (drop >= 0) {
-        ppdl_plan_free(&ch->best[drop]);
-        for (int i = drop; i + 1 < ch->kept; i++) {
-            ch->best[i] = ch->best[i + 1];
-            ch->best_ms[i] = ch->best_ms[i + 1];
-            memcpy(ch->label[i], ch->label[i + 1], sizeof ch->label[i]);
-        }
-        ch->kept--;
-    }
+    if (ch->kept == ch->K) ppdl_plan_free(&ch->best[--ch->kept]); /* the last falls off */
     for (int i = ch->kept; i > at; i--) {
         ch->best[i] = ch->best[i - 1];
         ch->best_ms[i] = ch->best_ms[i - 1];
@@ -185,7 +187,7 @@ int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model 
     chooser ch;
     memset(&ch, 0, sizeof ch);
     /* every kind is kept (up to the most), the K returned chosen from them below */
-    ch.c = c, ch.cl = cl, ch.M = M, ch.schedule = schedule, ch.K = K > 1 ? PPDL_SHARED_MAX_CANDIDATES : 1;
+    ch.c = c, ch.cl = cl, ch.M = M, ch.schedule = schedule, ch.K = K > 1 ? KEEP : 1;
     sc->optimum_sim_ms = simulated_ms(&ch, plan);
     if (!(sc->optimum_sim_ms < INFINITY)) { /* cannot be played: keep it as it is */
         snprintf(sc->chosen, sizeof sc->chosen, "the optimum of T (not simulated)");
@@ -247,9 +249,9 @@ int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model 
     sc->chosen_sim_ms = ch.best_ms[0];
     sc->candidates = ch.n;
     /* the runners-up: first the best of each other family (data parallel, pipeline,
-     * some stages replicated) in simulated order, then the other kinds in simulated
-     * order, K-1 in all; the rest freed */
-    int order[PPDL_SHARED_MAX_CANDIDATES], n_order = 0, taken[PPDL_SHARED_MAX_CANDIDATES] = {0};
+     * some stages replicated) in simulated order, then the other candidates in
+     * simulated order, K-1 in all; the rest freed */
+    int order[KEEP], n_order = 0, taken[KEEP] = {0};
     int seen[3] = {0};
     seen[plan_family(&ch.best[0])] = 1;
     for (int i = 1; i < ch.kept; i++) {

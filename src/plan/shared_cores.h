@@ -55,16 +55,15 @@ int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *c
                                 ppdl_shared_choice *sc);
 
 /* The same, with K-1 runners-up (K <= PPDL_SHARED_MAX_CANDIDATES): the best in *plan
- * as above; in others[0 .. sc->n_others-1] (the caller frees them) the least simulated
- * step of other kinds of plan (as ppdl_plan_kind words them): first of each other
- * family (data parallel; pipeline, no stage replicated; some stages replicated) in
- * simulated order, then of the other kinds in simulated order; their simulated steps
- * in others_ms and their labels in others_label (either may be NULL). Kinds, not
- * plans: plans of one kind differ in their cuts, which the simulator ranks by the
- * layers' times, while what it leaves out on shared cores goes with how many ranks
- * compute at once, the family's mark (perf/RESULTS.md, "The default plan").
- * On hosts that are not oversubscribed nothing is chosen and sc->n_others is 0. What
- * ppdl's --plan-trials measures where the simulator is least sure (shared cores). */
+ * as above; in others[0 .. sc->n_others-1] (the caller frees them) other candidates:
+ * first the least simulated step of each family the choice is not (data parallel;
+ * pipeline, no stage replicated; some stages replicated), in simulated order, then
+ * the next distinct plans in simulated order; their simulated steps in others_ms and
+ * their labels in others_label (either may be NULL). Families first: what the
+ * simulator leaves out on shared cores goes with how many ranks compute at once, the
+ * family's mark (perf/RESULTS.md, "The default plan"); then other cuts, which the
+ * profile's times may rank wrongly. From the best 24 candidates (all of them up to 4
+ * ranks). */
 int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                                   const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
                                   ppdl_shared_choice *sc, int K, ppdl_plan *others, double *others_ms,
