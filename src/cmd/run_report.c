@@ -157,11 +157,11 @@ void run_print_header(const run *r)
     }
     if (r->shared.active) printf("%s\n", ppdl_shared_choice_line(&r->shared, line, sizeof line));
     if (r->trial_chosen > 0)
-        printf("plan trials: %s measured fastest (%.2f ms a step) and runs; the simulator's choice, %s, measured "
+        printf("plan trials: %s measured fastest (%.2f ms a step) and runs; the planner's choice, %s, measured "
                "%.2f ms\n", r->trials[r->trial_chosen].kind, r->trials[r->trial_chosen].measured_ms, r->trials[0].kind,
                r->trials[0].measured_ms);
     else if (r->trial_chosen == 0)
-        printf("plan trials: the simulator's choice measured fastest of %d (%.2f ms a step)\n", r->n_trials,
+        printf("plan trials: the planner's choice measured fastest of %d (%.2f ms a step)\n", r->n_trials,
                r->trials[0].measured_ms);
     else if (r->trials_note[0])
         printf("%s\n", r->trials_note);
@@ -411,7 +411,7 @@ void run_write_report(run *r)
     json_object_set_new(pl, "profile_s", r->profile_s >= 0 ? json_real(r->profile_s) : json_null());
     json_object_set_new(pl, "solve_s", r->solve_s >= 0 ? json_real(r->solve_s) : json_null());
     json_object_set_new(pl, "trials_s", r->trials_s >= 0 ? json_real(r->trials_s) : json_null());
-    if (r->n_trials) { /* --plan-trials: each candidate, the simulator's choice first */
+    if (r->n_trials) { /* --plan-trials: each candidate, the planner's choice first */
         json_t *tr = json_array();
         for (int i = 0; i < r->n_trials; i++) {
             const trial_result *t = &r->trials[i];

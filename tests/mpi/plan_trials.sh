@@ -1,7 +1,7 @@
 #!/bin/sh
 # plan_trials.sh — --plan-trials: where ranks share cores, --plan auto measures the
-# simulator's choice and a few other plans for a few steps each and trains the fastest:
-#   - the report lists every candidate measured (the simulator's choice first), exactly
+# planner's choice and a few other plans for a few steps each and trains the fastest:
+#   - the report lists every candidate measured (the planner's choice first), exactly
 #     one taken, and it is the least measured step; the plan that runs is the taken
 #     one; the header says so and the timing line counts the trials;
 #   - the trials change no bit: the same losses and saved weights as the taken plan
@@ -45,9 +45,9 @@ ok = (2 <= len(tr) <= 3 and len(taken) == 1 and all(m is not None and m > 0 for 
 sys.exit(0 if ok else 1)
 PYEOF
 ok $? "the report: 2-3 candidates measured, exactly one taken, the least measured step, and it is the plan that ran"
-grep -qE "^plan trials: (.* measured fastest \([0-9.]+ ms a step\) and runs; the simulator's choice, .*, measured [0-9.]+ ms|the simulator's choice measured fastest of [0-9] \([0-9.]+ ms a step\))$" "$tmp/t.log" &&
+grep -qE "^plan trials: (.* measured fastest \([0-9.]+ ms a step\) and runs; the planner's choice, .*, measured [0-9.]+ ms|the planner's choice measured fastest of [0-9] \([0-9.]+ ms a step\))$" "$tmp/t.log" &&
   grep -qE "^planned in [0-9.]+ s: probe skipped \(--cluster .*\), profile [0-9.]+ s, solve [0-9.]+ s, trials [0-9.]+ s$" "$tmp/t.log" &&
-  grep -qE "^plan trials \(ranks share cores: [23] candidates, 7 steps each, in [0-9.]+ s\):" "$tmp/t.log"
+  grep -qE "^plan trials \(ranks share cores: [23] candidates, 2 x 6 steps each, in [0-9.]+ s\):" "$tmp/t.log"
 ok $? "the lines: each candidate's steps, the one taken, and the trials' time in the timing line"
 grep "^plan trials" "$tmp/t.log" | sed 's/^/# /'
 
@@ -70,7 +70,7 @@ ok $? "resumed from a checkpoint with trials: the same losses as the taken plan 
 mpirun_n 3 $common --steps 2 --cluster "$tmp/c1.json" --plan-trials 0 --report "$tmp/n.json" >"$tmp/n.log" 2>&1 &&
   ! grep -q "^plan trials" "$tmp/n.log" && grep -q "^ranks share cores" "$tmp/n.log" &&
   "$PY" -c 'import json, sys; p = json.load(open(sys.argv[1]))["planning"]; sys.exit(0 if p["trials_s"] is None and "trials" not in p else 1)' "$tmp/n.json"
-ok $? "--plan-trials 0: none (the simulator's choice runs)"
+ok $? "--plan-trials 0: none (the planner's choice runs)"
 
 # ---- the default's budget: trials that would take too long are skipped, and said ----
 mpirun_n 1 $common --steps 0 --costs-out "$tmp/costs.json" >"$tmp/co.log" 2>&1
@@ -84,7 +84,7 @@ for l in c["layers"]:
 json.dump(c, open(sys.argv[2], "w"))
 PYEOF
 mpirun_n 3 $common --steps 2 --cluster "$tmp/c1.json" --costs "$tmp/slow.json" --report "$tmp/s.json" >"$tmp/s.log" 2>&1 &&
-  grep -qE "^plan trials skipped: [2-4] candidates x 7 steps would take ~[0-9.]+ s, over the budget of [0-9.]+ s \(--plan-trials [2-4] runs them anyway\)$" "$tmp/s.log" &&
+  grep -qE "^plan trials skipped: [2-4] candidates x 2 x 6 steps would take ~[0-9.]+ s, over the budget of [0-9.]+ s \(--plan-trials [2-4] runs them anyway\)$" "$tmp/s.log" &&
   "$PY" -c 'import json, sys; p = json.load(open(sys.argv[1]))["planning"]; sys.exit(0 if p["trials_s"] is None and p["trials_skipped"].startswith("plan trials skipped") else 1)' "$tmp/s.json"
 ok $? "the default skips trials over its budget, and says so: $(grep '^plan trials skipped' "$tmp/s.log")"
 mpirun_n 3 $common --steps 2 --cluster "$tmp/c1.json" >"$tmp/d.log" 2>&1 && grep -q "^plan trials (" "$tmp/d.log"

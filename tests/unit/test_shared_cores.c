@@ -5,7 +5,9 @@
  *    equal replicas, some stages replicated).
  *  - A core per rank (no hosts, or every host with at least as many cores as ranks):
  *    ppdl_plan_solve_ex returns ppdl_solve's plan, bit for bit (the same JSON), and
- *    makes no choice, on random instances of 2-6 ranks.
+ *    makes no choice, on random instances of 2-6 ranks; ppdl_plan_solve_k with K = 3
+ *    the same, with runners-up only of other families (one each) simulated within
+ *    10% of the plan (a close call, which --plan-trials measures).
  *  - Oversubscribed hosts: the plan fits, covers the model on every rank, and its
  *    simulated step is no longer than that of the method's optimum of T or of any
  *    baseline that fits (the candidates a user could pick by hand); ppdl-pipeline and
@@ -188,11 +190,19 @@ static int optimum_of_T(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
     return ppdl_solve(c, cl, M, sched, &o, out, NULL, err, sizeof err);
 }
 
+/* 0 data parallel, 1 pipeline, 2 some stages replicated */
+static int family(const ppdl_plan *p)
+{
+    int rep = 0;
+    for (int s = 0; s < p->S; s++) rep += p->stages[s].n_replicas > 1;
+    return p->S == 1 && rep ? 0 : rep ? 2 : 1;
+}
+
 static void test_core_per_rank(void)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 2024);
-    int n = 0;
+    int n = 0, n_close = 0;
     for (int k = 0; k < 90; k++) {
         ppdl_costs c;
         ppdl_cluster_model cl;
@@ -210,13 +220,35 @@ static void test_core_per_rank(void)
             fail("instance %d (N=%d, %s, hosts %s): rc %d/%d, %s, choice %s", k, N, method, k % 2 ? "given" : "none", ra,
                  rb, ra == 0 && !same_json(&a, &b) ? "another plan" : "the same plan", sc.active ? "made" : "not made");
         n += ra == 0;
+        /* K = 3: the same plan, no choice made; the runners-up (a close call) of other
+         * families than the plan's and each other's, each within 10% of its simulated
+         * step */
+        if (ra == 0) {
+            ppdl_plan q, others[PPDL_SHARED_MAX_CANDIDATES];
+            double oms[PPDL_SHARED_MAX_CANDIDATES];
+            ppdl_plan_solve_k(&c, &cl, M, sched, method, NULL, &q, NULL, &sc, 3, others, oms, NULL, e2, sizeof e2);
+            double ms = sim_ms(&c, &cl, &a, M, sched);
+            int fams = 1 << family(&a);
+            if (!same_json(&a, &q) || sc.active) fail("instance %d: K = 3 changed the plan or made a choice", k);
+            for (int i = 0; i < sc.n_others; i++) {
+                double m = sim_ms(&c, &cl, &others[i], M, sched);
+                if (fams >> family(&others[i]) & 1) fail("instance %d: runner-up %d of a family already in", k, i);
+                if (!(m <= ms * 1.10 * (1 + 1e-9)) || fabs(m - oms[i]) > 1e-9 * m)
+                    fail("instance %d: runner-up %d simulates to %.6f (says %.6f), the plan %.6f", k, i, m, oms[i], ms);
+                fams |= 1 << family(&others[i]);
+                ppdl_plan_free(&others[i]);
+            }
+            n_close += sc.n_others > 0;
+            ppdl_plan_free(&q);
+        }
         ppdl_plan_free(&a);
         ppdl_plan_free(&b);
         ppdl_costs_free(&c);
         ppdl_cluster_model_free(&cl);
     }
-    diag("%d of 90 instances have a plan", n);
-    report("a core per rank (no hosts, or cores to spare): ppdl_solve's plan bit for bit, no choice made");
+    diag("%d of 90 instances have a plan; %d of them are close calls (another family within 10%%)", n, n_close);
+    report("a core per rank (no hosts, or cores to spare): ppdl_solve's plan bit for bit, no choice made; with K = 3 "
+           "the same, and runners-up only of other families within 10%");
 }
 
 /* the candidates a user could pick by hand: the method's optimum of T and the baselines */
@@ -244,14 +276,6 @@ static void check_no_candidate_faster(const ppdl_costs *c, const ppdl_cluster_mo
     }
     if (!chosen->feasible) fail("instance %d (%s): the chosen plan does not fit", k, method);
     (void)chosen;
-}
-
-/* 0 data parallel, 1 pipeline, 2 some stages replicated */
-static int family(const ppdl_plan *p)
-{
-    int rep = 0;
-    for (int s = 0; s < p->S; s++) rep += p->stages[s].n_replicas > 1;
-    return p->S == 1 && rep ? 0 : rep ? 2 : 1;
 }
 
 /* ppdl_plan_solve_k with K = 3 against the K = 1 choice p (simulated best_ms) */
