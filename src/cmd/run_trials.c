@@ -37,6 +37,7 @@
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "net/comm.h"
 #include "pipe/p2p_choice.h"
 
 #define TRIAL_STEPS 6          /* a trial: the first warms up, the median of the other 5 */
@@ -51,6 +52,14 @@ int run_trial_count(const run *r)
         ppdl_schedule_chunked(o->schedule) || r->p2p == PPDL_P2P_NCCL)
         return 1;
     return o->plan_trials < 0 ? DEFAULT_CANDIDATES : o->plan_trials;
+}
+
+/* MPI_Allreduce in place over the job, napping while it waits (run_agree.c says why) */
+static void allreduce_idle(void *buf, MPI_Datatype type, MPI_Op op)
+{
+    MPI_Request req;
+    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, 1, type, op, MPI_COMM_WORLD, &req));
+    ppdl_comm_waitall_idle(1, &req);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -70,7 +79,7 @@ static double measure(run *r)
     char err[PPDL_ERR_LEN];
     int fits = run_options_mem_limit(r->o.mem_limit, r->rank, &limit, err, sizeof err) == 0 &&
                (limit == 0 || r->pred_own.total <= (double)limit);
-    PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    allreduce_idle(&fits, MPI_INT, MPI_MIN);
     double med = INFINITY;
     if (fits) {
         run_build_stage(r);
@@ -85,7 +94,7 @@ static double measure(run *r)
         }
         qsort(ms + 1, TRIAL_STEPS - 1, sizeof(double), cmp_double);
         med = TRIAL_STEPS % 2 ? 0.5 * (ms[TRIAL_STEPS / 2] + ms[TRIAL_STEPS / 2 + 1]) : ms[TRIAL_STEPS / 2];
-        PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &med, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        allreduce_idle(&med, MPI_DOUBLE, MPI_MAX);
     }
     run_free_stage(r);
     return med;
