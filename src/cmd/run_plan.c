@@ -25,8 +25,9 @@
 /* Rank 0 (which holds the probed cluster and the profiled costs) solves for the plan
  * with --method and simulates its step; the plan travels to every rank as JSON text
  * and is read back there like a plan file, so every rank runs exactly what rank 0
- * printed. Where ranks share cores and K > 1, the chosen plan's K-1 runners-up by the
- * simulated step travel the same way into tc (--plan-trials measures them all).
+ * printed. With K > 1, where ranks share cores (or in a close call), the chosen plan's
+ * runners-up (ppdl_plan_solve_k, up to K-1) travel the same way into tc, with their
+ * simulated steps and labels on rank 0 (--plan-trials measures them all).
  * Returns 0 on every rank, or -1 with the same message on every rank. */
 static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster *cl,
                      const int *n_options, int can_chunk, int K, ppdl_plan *plan, double *simulated_ms,
@@ -305,7 +306,8 @@ void run_choose_plan(run *r)
         PPDL_CHECK(r->o.schedule >= 0 && r->o.schedule < PPDL_SCHED_N_KINDS, "--schedule auto: no schedule chosen "
                    "(the plan says \"%s\")", r->plan.schedule);
     }
-    /* where ranks share cores: the simulator's best few, measured (run_trials.c) */
+    /* where ranks share cores, or a close call: the plan and its runners-up measured
+     * (run_trials.c) */
     if (tc.n) run_plan_trials(r, &tc);
     ppdl_plan *plan = &r->plan;
     run_apply_recompute(r);

@@ -1,9 +1,8 @@
-/* run_trials.c — --plan-trials: where a host's ranks outnumber its cores (or, a core
- * per rank, where the best plan of another family simulates within 10% of the plan:
- * a close call, up to 8 ranks), the plan
- * that runs is the fastest of the simulator's choice and a few others (other families
- * first: data parallel, pipeline, replicated stages; plan/shared_cores.h), each
- * measured for a few steps.
+/* run_trials.c — --plan-trials: where a host's ranks outnumber its cores (or, with a
+ * core per rank, where the best plan of another family simulates within 10% of the
+ * plan: a close call, up to 8 ranks), the plan that runs is the fastest of the
+ * planner's choice and a few others (other families first: data parallel, pipeline,
+ * replicated stages; plan/shared_cores.h), each measured for a few steps.
  *
  * Why: on shared cores the simulator is the planner's objective (plan/shared_cores.h),
  * and it leaves out what the operating system does there (time slices, a woken rank
