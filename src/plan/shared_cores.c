@@ -304,15 +304,6 @@ int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model 
     return 0;
 }
 
-int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                                const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
-                                ppdl_shared_choice *sc)
-{
-    return ppdl_choose_on_shared_cores_k(c, cl, M, schedule, method, opts, plan, sc, 1, NULL, NULL, NULL);
-}
-
-
-
 const char *ppdl_shared_choice_line(const ppdl_shared_choice *sc, char *buf, size_t len)
 {
     if (!sc->active) {

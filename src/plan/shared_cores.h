@@ -49,21 +49,18 @@ typedef struct ppdl_shared_choice {
 /* *plan holds `method`'s optimum of T (a plan that fits), solved with opts (NULL:
  * the defaults). Where cl's hosts are oversubscribed, replace it by the candidate above
  * with the least simulated step; sc (may be NULL) says what was done. Returns 0 (a
- * plan is always left in *plan). */
-int ppdl_choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                                const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
-                                ppdl_shared_choice *sc);
-
-/* The same, with K-1 runners-up (K <= PPDL_SHARED_MAX_CANDIDATES): the best in *plan
- * as above; in others[0 .. sc->n_others-1] (the caller frees them) other candidates:
- * first the least simulated step of each family the choice is not (data parallel;
+ * plan is always left in *plan). With K > 1 also up to K-1 runners-up (K <=
+ * PPDL_SHARED_MAX_CANDIDATES; K = 1: none, and others may be NULL) in others[0 ..
+ * sc->n_others-1] (the caller frees them). Oversubscribed: first the least simulated step of each family the choice is not (data parallel;
  * pipeline, no stage replicated; some stages replicated), in simulated order, then
  * the next distinct plans in simulated order; their simulated steps in others_ms and
  * their labels in others_label (either may be NULL). Families first: what the
  * simulator leaves out on shared cores goes with how many ranks compute at once, the
  * family's mark (perf/RESULTS.md, "The default plan"); then other cuts, which the
  * profile's times may rank wrongly. From the best 24 candidates (all of them up to 4
- * ranks). */
+ * ranks). A core per rank (up to 8 ranks): the plan stays the optimum of T, and the
+ * runners-up are only the best of each other family simulated within 10% of it (a
+ * close call). */
 int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                                   const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
                                   ppdl_shared_choice *sc, int K, ppdl_plan *others, double *others_ms,
