@@ -51,8 +51,10 @@ typedef struct options {
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
     int replicas;              /* --replicas k: copies of the uniform pipeline (1: one) */
-    int plan_trials;           /* --plan-trials K: -1 (default) 3 within the time budget,
+    int plan_trials;           /* --plan-trials K: -1 (default) 4 within the time budget,
                                   0 none, K >= 2: K whatever they cost */
+    int trial_passes;          /* --trial-passes P: runs of each candidate (default 2) */
+    int plan_files;            /* --plan F1,F2,...: how many files (0: one, or no file) */
     int virtual_stages;        /* --virtual-stages v: stages per rank of --schedule interleaved
                                   (default 2; zb-v: 2) with --plan uniform */
     int p2p;                   /* --p2p: PPDL_P2P_* (pipe/p2p_choice.h) */
@@ -177,8 +179,11 @@ typedef struct train_totals {
 /* --plan-trials (run_trials.c): the chosen plan's runners-up by the simulated step where
  * ranks share cores (every rank; labels and simulated steps on rank 0), and what the
  * trials measured (rank 0 prints them; every rank has the measured steps) */
+#define PPDL_MAX_TRIAL_PASSES 50
 typedef struct trial_candidates {
     int n;
+    char label0[48];           /* the label of the run's plan, the first candidate ("": the
+                                  planner's own words) */
     ppdl_plan plan[PPDL_SHARED_MAX_CANDIDATES];
     double sim_ms[PPDL_SHARED_MAX_CANDIDATES];
     char label[PPDL_SHARED_MAX_CANDIDATES][48];

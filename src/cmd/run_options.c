@@ -125,7 +125,9 @@ void run_options_usage(FILE *f)
 "                          uniform: equal layer counts on ranks 0..N-1 (1 rank: the\n"
 "                          default, nothing to plan); dp: data parallelism, the whole\n"
 "                          model on every rank; FILE: a plan JSON (stages, ranks or\n"
-"                          replicas, recompute; see README), nothing probed or solved\n"
+"                          replicas, recompute; see README), nothing probed or solved;\n"
+"                          FILE,FILE,...: 2 to 8 plan files, each run in trials (as\n"
+"                          --plan-trials) and the fastest trains\n"
 "  --method NAME           how --plan auto solves: ppdl (default: partition, placement,\n"
 "                          recompute and replicas, exact where ppdl-plan says so),\n"
 "                          ppdl-pipeline (one stage per rank), ppdl-inorder (ranks in\n"
@@ -137,8 +139,11 @@ void run_options_usage(FILE *f)
 "                          plan chosen and K-1 others (other families first: data\n"
 "                          parallel, pipeline, replicated stages) each run 2 x 6 steps\n"
 "                          and the fastest trains (the trials change no result);\n"
-"                          default: 4 when that costs under max(1 s, 5%% of the run),\n"
-"                          else none; 0: none\n"
+"                          default: 4, or the first 2 or 3 of them, as many as cost\n"
+"                          under max(1 s, 5%% of the run), else none; 0: none\n"
+"  --trial-passes P        runs of each candidate in the trials, interleaved (A B A B),\n"
+"                          its least median counting (default 2, up to 50): more for a\n"
+"                          surer choice where the candidates are close\n"
 "  --plan-out FILE.json    write the plan that runs (any --plan), in the format\n"
 "                          --plan FILE reads: plan once, reuse it\n"
 "  --recompute none|full|selective\n"
@@ -248,6 +253,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
     o->plan = NULL; /* not given: auto on 2 or more ranks, uniform (nothing to plan) on 1 */
     o->method = "ppdl";
     o->plan_trials = -1;
+    o->trial_passes = 0; /* not given: 2 */
     o->backend = "auto";
     o->p2p = PPDL_P2P_AUTO;
     o->wait = -1;
@@ -268,7 +274,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_REPLICAS, O_PLAN_TRIALS, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_REPLICAS, O_PLAN_TRIALS, O_TRIAL_PASSES, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -278,6 +284,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
         {"plan-out", required_argument, 0, O_PLAN_OUT}, {"virtual-stages", required_argument, 0, O_VSTAGES},
         {"replicas", required_argument, 0, O_REPLICAS}, {"plan-trials", required_argument, 0, O_PLAN_TRIALS},
+        {"trial-passes", required_argument, 0, O_TRIAL_PASSES},
         {"mem-limit", required_argument, 0, O_MEM}, {"lr", required_argument, 0, O_LR},
         {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
         {"beta2", required_argument, 0, O_B2}, {"eps", required_argument, 0, O_EPS},
@@ -345,6 +352,14 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                 return ppdl_errf(err, errlen, "--plan-trials %s: expected 0 (none) or the candidate plans to measure, "
                                  "2 to %d", a, PPDL_SHARED_MAX_CANDIDATES);
             o->plan_trials = (int)k;
+            break;
+        }
+        case O_TRIAL_PASSES: {
+            long k;
+            if (ppdl_parse_int(a, 1, PPDL_MAX_TRIAL_PASSES, &k))
+                return ppdl_errf(err, errlen, "--trial-passes %s: expected the runs of each candidate, 1 to %d", a,
+                                 PPDL_MAX_TRIAL_PASSES);
+            o->trial_passes = (int)k;
             break;
         }
         case O_PLAN: o->plan = a; break;
@@ -553,6 +568,24 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
     if (o->plan_trials > 0 && o->plan_mode != PLAN_AUTO && !o->plan_defaulted)
         return ppdl_errf(err, errlen, "--plan-trials %d: only --plan auto takes it (it measures the planner's "
                          "candidates)", o->plan_trials);
+    /* --plan F1,F2,...: the files are the trials' candidates (run_trials.c), with the
+     * trials' limits */
+    o->plan_files = 0;
+    if (o->plan_mode == PLAN_FILE && strchr(o->plan, ',')) {
+        o->plan_files = 1;
+        for (const char *ch = o->plan; *ch; ch++) o->plan_files += *ch == ',';
+        if (o->plan_files > PPDL_SHARED_MAX_CANDIDATES)
+            return ppdl_errf(err, errlen, "--plan %s: %d plan files, expected at most %d to measure against each "
+                             "other", o->plan, o->plan_files, PPDL_SHARED_MAX_CANDIDATES);
+        if (o->schedule == PPDL_SCHED_AUTO || chunked)
+            return ppdl_errf(err, errlen, "--plan %s: several plan files are measured against each other under one "
+                             "schedule of one stage per rank (gpipe, 1f1b, zb-h1, zb-h2, zb-1p), not --schedule %s",
+                             o->plan, o->schedule == PPDL_SCHED_AUTO ? "auto" : ppdl_schedule_name(o->schedule));
+    }
+    if (o->trial_passes && o->plan_mode != PLAN_AUTO && !o->plan_files)
+        return ppdl_errf(err, errlen, "--trial-passes %d: only the trials take it (--plan auto, or several plan "
+                         "files)", o->trial_passes);
+    if (!o->trial_passes) o->trial_passes = 2;
     o->micro_batch_size = (int)(o->batch_size / o->micro_batches);
     o->resume_auto = o->resume && !strcmp(o->resume, "auto");
     o->record_events = o->trace || o->timeline;

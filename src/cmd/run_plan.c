@@ -12,6 +12,7 @@
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "pipe/p2p_choice.h"
 #include "plan/costmodel.h"
 #include "plan/pass_times.h"
 #include "plan/planner.h"
@@ -158,6 +159,34 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     return rc;
 }
 
+/* --plan F1,F2,...: the first file is the run's plan, the others the trials' other
+ * candidates, each labelled by its file's name; no simulated step (-1). Every rank
+ * reads every file, as one plan file is read. Returns 0, or -1 with the message of the
+ * first file that does not read. */
+static int read_plan_files(const options *o, const ppdl_model *m, int n_ranks, const int *n_options, ppdl_plan *plan,
+                           trial_candidates *tc, char *err, size_t errlen)
+{
+    size_t len = strlen(o->plan) + 1;
+    char *list = ppdl_xmalloc(len), *save = NULL;
+    memcpy(list, o->plan, len);
+    int rc = 0, k = 0;
+    for (char *f = strtok_r(list, ",", &save); f && rc == 0; f = strtok_r(NULL, ",", &save), k++) {
+        ppdl_plan *p = k == 0 ? plan : &tc->plan[tc->n];
+        rc = ppdl_plan_read(f, m->L, n_ranks, n_options, p, err, errlen);
+        if (rc) break;
+        const char *base = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
+        snprintf(k == 0 ? tc->label0 : tc->label[tc->n], sizeof tc->label0, "%s", base);
+        if (k > 0) tc->sim_ms[tc->n++] = -1;
+    }
+    if (rc == 0 && k != o->plan_files) /* an empty name: "a.json,,b.json" */
+        rc = ppdl_errf(err, errlen, "--plan %s: expected %d plan files separated by commas", o->plan, o->plan_files);
+    if (rc)
+        for (int i = 0; i < tc->n; i++) ppdl_plan_free(&tc->plan[i]);
+    if (rc) tc->n = 0;
+    free(list);
+    return rc;
+}
+
 /* A plan the planner did not make here (--plan FILE, uniform or dp): rank 0 predicts it
  * for this run where it knows this run's costs and network (--costs or a profile,
  * --cluster or a probe): the cost model's T and the simulator's step, chunked plans
@@ -295,11 +324,16 @@ void run_choose_plan(run *r)
                                           o->schedule == PPDL_SCHED_ZB_V, o->replicas, &r->plan, err, sizeof err);
         break;
     case PLAN_DP: rc = ppdl_plan_data_parallel(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
-    default: rc = ppdl_plan_read(o->plan, m->L, r->n_ranks, r->n_options, &r->plan, err, sizeof err); break;
+    default:
+        rc = o->plan_files ? read_plan_files(o, m, r->n_ranks, r->n_options, &r->plan, &tc, err, sizeof err)
+                           : ppdl_plan_read(o->plan, m->L, r->n_ranks, r->n_options, &r->plan, err, sizeof err);
+        break;
     }
     /* a plan that cannot fit the memory limits is the memory-limit status (3), as a stage
      * over its limit is; any other failure is a file's or the planner's (1) */
     agree_or_end_job(rc != 0, err, strstr(err, "no plan fits") ? 3 : 1);
+    agree_or_end_job(o->plan_files && r->p2p == PPDL_P2P_NCCL,
+                     "--plan F1,F2,...: the trials measure plan files with MPI's messages, not --p2p nccl", 2);
     if (o->schedule == PPDL_SCHED_AUTO) {
         if (o->plan_mode == PLAN_AUTO) r->o.schedule = ppdl_schedule_parse(r->plan.schedule); /* rank 0's choice */
         else schedule_for_given_plan(r);

@@ -80,9 +80,9 @@ static void print_plan_timing(const run *r)
     if (o->plan_mode == PLAN_AUTO)
         printf("planned in %.2f s: %s, %s, solve %.2f s%s\n", total, probe, prof, r->solve_s, trials);
     else if (o->plan_mode == PLAN_FILE)
-        printf("plan read from %s: nothing solved; %s%s, %s%s\n", o->plan, probe,
+        printf("plan read from %s: nothing solved; %s%s, %s%s%s\n", o->plan, probe,
                r->probe_s >= 0 ? " (for --report or --cluster-out)" : "", prof,
-               r->profile_s >= 0 ? " (for --costs-out)" : "");
+               r->profile_s >= 0 ? " (for --costs-out)" : "", trials);
 }
 
 /* a zero-bubble schedule: what its passes were ordered by (run_plan.c share_pass_times) */
@@ -135,7 +135,10 @@ void run_print_header(const run *r)
     char kind[96], line[512];
     printf("plan (%s%s%s): %s\n  stage  rank  layers     memory (predicted)      kinds (rc: full recompute, sel: "
            "selective)\n", r->plan.method, o->plan_mode == PLAN_FILE ? ", from " : "",
-           o->plan_mode == PLAN_FILE ? o->plan : "", ppdl_plan_kind(&r->plan, kind, sizeof kind));
+           o->plan_mode != PLAN_FILE               ? ""
+           : o->plan_files && r->trial_chosen >= 0 ? r->trials[r->trial_chosen].label
+                                                   : o->plan,
+           ppdl_plan_kind(&r->plan, kind, sizeof kind));
     for (int s = 0; s < r->plan.S; s++) plan_row(r, s);
     if (r->plan.predicted_iter_ms > 0 && r->simulated_ms > 0)
         printf("predicted step: %.2f ms by the cost model, %.2f ms by the simulator (bottleneck %.2f ms)\n",
@@ -156,14 +159,18 @@ void run_print_header(const run *r)
                "this run\n");
     }
     if (r->shared.active) printf("%s\n", ppdl_shared_choice_line(&r->shared, line, sizeof line));
-    if (r->trial_chosen > 0)
+    if (r->trial_chosen >= 0 && o->plan_files)
+        printf("plan trials: %s (%s) measured fastest of %d plan files (%.2f ms a step) and runs\n",
+               r->trials[r->trial_chosen].label, r->trials[r->trial_chosen].kind, r->n_trials,
+               r->trials[r->trial_chosen].measured_ms);
+    else if (r->trial_chosen > 0)
         printf("plan trials: %s measured fastest (%.2f ms a step) and runs; the planner's choice, %s, measured "
                "%.2f ms\n", r->trials[r->trial_chosen].kind, r->trials[r->trial_chosen].measured_ms, r->trials[0].kind,
                r->trials[0].measured_ms);
     else if (r->trial_chosen == 0)
         printf("plan trials: the planner's choice measured fastest of %d (%.2f ms a step)\n", r->n_trials,
                r->trials[0].measured_ms);
-    else if (r->trials_note[0])
+    if (r->trials_note[0]) /* none (skipped), or fewer than all: why */
         printf("%s\n", r->trials_note);
     print_plan_timing(r);
     if (r->resume) {
@@ -415,13 +422,14 @@ void run_write_report(run *r)
         json_t *tr = json_array();
         for (int i = 0; i < r->n_trials; i++) {
             const trial_result *t = &r->trials[i];
-            json_array_append_new(tr, json_pack("{s:s, s:s, s:f, s:o, s:b}", "kind", t->kind, "candidate", t->label,
-                                                "simulated_ms", t->sim_ms,
+            json_array_append_new(tr, json_pack("{s:s, s:s, s:o, s:o, s:b}", "kind", t->kind, "candidate", t->label,
+                                                "simulated_ms", t->sim_ms >= 0 ? json_real(t->sim_ms) : json_null(),
                                                 "measured_ms", isfinite(t->measured_ms) ? json_real(t->measured_ms)
                                                                                         : json_null(),
                                                 "taken", i == r->trial_chosen));
         }
         json_object_set_new(pl, "trials", tr);
+        if (r->trials_note[0]) json_object_set_new(pl, "trials_note", json_string(r->trials_note));
     } else if (r->trials_note[0]) {
         json_object_set_new(pl, "trials_skipped", json_string(r->trials_note));
     }

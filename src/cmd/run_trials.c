@@ -13,10 +13,12 @@
  * How: --plan auto asks the planner for the chosen plan's runners-up (run_plan.c); every
  * rank builds its stage of each candidate in turn exactly as for training (weights from
  * the model file or the checkpoint, the runtime, the data of the run's first steps),
- * runs TRIAL_STEPS steps, and frees it all, twice over (A B C A B C). A trial's step is
- * the slowest rank's median over the steps after the first, a candidate's the lesser
- * of its two trials' (the noise of shared cores, a rank waiting for a core, only adds
- * time); the least wins (ties: the simulator's order).
+ * runs TRIAL_STEPS steps, and frees it all, --trial-passes times over (default 2:
+ * A B C A B C). A trial's step is the slowest rank's median over the steps after the
+ * first, a candidate's the least of its trials' (the noise of shared cores, a rank
+ * waiting for a core, only adds time); the least wins (ties: the simulator's order).
+ * --plan F1,F2,...: the candidates are the files, the first the run's plan (labels:
+ * the files' names; no simulated step), measured whatever they cost.
  * The training then starts from the files again, so the trials change no bit of it:
  * the same weights, data, learning rates and optimizer state as without them.
  *
@@ -40,8 +42,6 @@
 #include "pipe/p2p_choice.h"
 
 #define TRIAL_STEPS 6          /* a trial: the first warms up, the median of the other 5 */
-#define TRIAL_PASSES 2         /* trials of each candidate, interleaved; its least median
-                                  counts (the noise of shared cores only adds time) */
 #define DEFAULT_CANDIDATES 4
 
 int run_trial_count(const run *r)
@@ -99,17 +99,27 @@ static double measure(run *r)
     return med;
 }
 
-/* rank 0: whether the default's trials fit its budget; why not in r->trials_note */
+/* rank 0: how many of the n candidates the default's trials measure within its budget:
+ * the first k (the planner's order: its choice, the other families, other cuts) for
+ * the largest k whose trials fit, n where all do, or 0 where not even 2 do (why in
+ * r->trials_note; a shortened list is said there too) */
 static int within_budget(run *r, int n, const double *sim_ms)
 {
-    double worst = 0;
-    for (int i = 0; i < n; i++) worst = fmax(worst, sim_ms[i]);
-    double est_s = 2 * n * TRIAL_PASSES * TRIAL_STEPS * worst / 1e3;
     double budget_s = fmax(1.0, 0.05 * 2 * sim_ms[0] / 1e3 * (double)(r->o.steps - r->start_step));
-    if (est_s <= budget_s) return 1;
+    double worst = 0, est_s[PPDL_SHARED_MAX_CANDIDATES + 1] = {0};
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        worst = fmax(worst, sim_ms[i]);
+        est_s[i + 1] = 2 * (i + 1) * r->o.trial_passes * TRIAL_STEPS * worst / 1e3;
+        if (est_s[i + 1] <= budget_s) k = i + 1;
+    }
+    if (k >= 2 && k < n)
+        snprintf(r->trials_note, sizeof r->trials_note, "plan trials: the first %d of %d candidates within the budget "
+                 "of %.1f s (all %d: ~%.1f s; --plan-trials %d runs them anyway)", k, n, budget_s, n, est_s[n], n);
+    if (k >= 2) return k;
     snprintf(r->trials_note, sizeof r->trials_note, "plan trials skipped: %d candidates x %d x %d steps would take "
-             "~%.1f s, over the budget of %.1f s (--plan-trials %d runs them anyway)", n, TRIAL_PASSES, TRIAL_STEPS,
-             est_s, budget_s, n);
+             "~%.1f s, over the budget of %.1f s (--plan-trials %d runs them anyway)", n, r->o.trial_passes,
+             TRIAL_STEPS, est_s[n], budget_s, n);
     return 0;
 }
 
@@ -119,16 +129,18 @@ void run_plan_trials(run *r, trial_candidates *tc)
     ppdl_plan *cand = ppdl_xcalloc((size_t)n, sizeof *cand);
     double *sim = ppdl_xcalloc((size_t)n, sizeof *sim);
     cand[0] = r->plan;
-    sim[0] = r->simulated_ms; /* rank 0's: the plan's simulated step */
+    sim[0] = r->o.plan_files ? -1 : r->simulated_ms; /* rank 0's: the plan's simulated step (files: none) */
     for (int i = 1; i < n; i++) cand[i] = tc->plan[i - 1], sim[i] = tc->sim_ms[i - 1];
-    int go = r->o.plan_trials > 0 || (r->rank == 0 && within_budget(r, n, sim));
+    /* how many are measured: all where asked for, else those within the budget */
+    int go = r->o.plan_trials > 0 || r->o.plan_files ? n : r->rank == 0 ? within_budget(r, n, sim) : 0;
     PPDL_CHECK_MPI(MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    for (int i = go > 0 ? go : 1; i < n; i++) ppdl_plan_free(&cand[i]);
     if (!go) {
-        for (int i = 1; i < n; i++) ppdl_plan_free(&cand[i]);
         free(cand);
         free(sim);
         return;
     }
+    n = go;
     /* the trials write nothing and record nothing: no checkpoint, PAPI or events */
     options saved = r->o;
     r->o.checkpoint = NULL;
@@ -140,12 +152,15 @@ void run_plan_trials(run *r, trial_candidates *tc)
         trial_result *t = &r->trials[i];
         ppdl_plan_kind(&cand[i], t->kind, sizeof t->kind);
         snprintf(t->label, sizeof t->label, "%s",
-                 i > 0 ? tc->label[i - 1] : r->shared.active ? r->shared.chosen : "the optimum of T");
+                 i > 0             ? tc->label[i - 1]
+                 : tc->label0[0]   ? tc->label0
+                 : r->shared.active ? r->shared.chosen
+                                    : "the optimum of T");
         t->sim_ms = sim[i];
         t->measured_ms = INFINITY;
     }
     /* A B C A B C: a drift of the machine's speed hits every candidate alike */
-    for (int pass = 0; pass < TRIAL_PASSES; pass++)
+    for (int pass = 0; pass < r->o.trial_passes; pass++)
         for (int i = 0; i < n; i++) {
             r->plan = cand[i];
             r->trials[i].measured_ms = fmin(r->trials[i].measured_ms, measure(r));
@@ -163,20 +178,25 @@ void run_plan_trials(run *r, trial_candidates *tc)
     for (int i = 0; i < n; i++)
         if (i != best) ppdl_plan_free(&cand[i]);
     /* the simulated step of the plan that runs (rank 0 knows them all) */
-    if (r->rank == 0) r->simulated_ms = sim[best];
+    if (r->rank == 0 && sim[best] >= 0) r->simulated_ms = sim[best];
     free(cand);
     free(sim);
     if (r->rank == 0) {
         printf("plan trials (%s: %d candidates, %d x %d steps each, in %.2f s):",
-               r->shared.active ? "ranks share cores" : "a close call, another family simulated within 10%", n,
-               TRIAL_PASSES, TRIAL_STEPS, r->trials_s);
+               r->o.plan_files      ? "plan files"
+               : r->shared.active   ? "ranks share cores"
+                                    : "a close call, another family simulated within 10%",
+               n, r->o.trial_passes, TRIAL_STEPS, r->trials_s);
         for (int i = 0; i < n; i++) {
             const trial_result *t = &r->trials[i];
+            char sim_txt[48] = "";
+            if (t->sim_ms >= 0) snprintf(sim_txt, sizeof sim_txt, " simulated %.2f%s", t->sim_ms,
+                                         isfinite(t->measured_ms) ? "," : "");
             if (isfinite(t->measured_ms))
-                printf("%s %s [%s]%s simulated %.2f, measured %.2f ms", i ? ";" : "", t->kind, t->label,
-                       i == best ? " (taken)" : "", t->sim_ms, t->measured_ms);
+                printf("%s %s [%s]%s%s measured %.2f ms", i ? ";" : "", t->kind, t->label,
+                       i == best ? " (taken)" : "", sim_txt, t->measured_ms);
             else
-                printf("%s %s [%s] simulated %.2f, over its --mem-limit", i ? ";" : "", t->kind, t->label, t->sim_ms);
+                printf("%s %s [%s]%s over its --mem-limit", i ? ";" : "", t->kind, t->label, sim_txt);
         }
         printf("\n");
         fflush(stdout);
