@@ -180,9 +180,10 @@ static int read_plan_files(const options *o, const ppdl_model *m, int n_ranks, c
     }
     if (rc == 0 && k != o->plan_files) /* an empty name: "a.json,,b.json" */
         rc = ppdl_errf(err, errlen, "--plan %s: expected %d plan files separated by commas", o->plan, o->plan_files);
-    if (rc)
+    if (rc) {
         for (int i = 0; i < tc->n; i++) ppdl_plan_free(&tc->plan[i]);
-    if (rc) tc->n = 0;
+        tc->n = 0;
+    }
     free(list);
     return rc;
 }

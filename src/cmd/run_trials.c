@@ -106,20 +106,20 @@ static double measure(run *r)
 static int within_budget(run *r, int n, const double *sim_ms)
 {
     double budget_s = fmax(1.0, 0.05 * 2 * sim_ms[0] / 1e3 * (double)(r->o.steps - r->start_step));
-    double worst = 0, est_s[PPDL_SHARED_MAX_CANDIDATES + 1] = {0};
+    double worst = 0, est_s = 0; /* the estimate for the first i + 1, at the end all n */
     int k = 0;
     for (int i = 0; i < n; i++) {
         worst = fmax(worst, sim_ms[i]);
-        est_s[i + 1] = 2 * (i + 1) * r->o.trial_passes * TRIAL_STEPS * worst / 1e3;
-        if (est_s[i + 1] <= budget_s) k = i + 1;
+        est_s = 2 * (i + 1) * r->o.trial_passes * TRIAL_STEPS * worst / 1e3;
+        if (est_s <= budget_s) k = i + 1;
     }
     if (k >= 2 && k < n)
         snprintf(r->trials_note, sizeof r->trials_note, "plan trials: the first %d of %d candidates within the budget "
-                 "of %.1f s (all %d: ~%.1f s; --plan-trials %d runs them anyway)", k, n, budget_s, n, est_s[n], n);
+                 "of %.1f s (all %d: ~%.1f s; --plan-trials %d runs them anyway)", k, n, budget_s, n, est_s, n);
     if (k >= 2) return k;
     snprintf(r->trials_note, sizeof r->trials_note, "plan trials skipped: %d candidates x %d x %d steps would take "
              "~%.1f s, over the budget of %.1f s (--plan-trials %d runs them anyway)", n, r->o.trial_passes,
-             TRIAL_STEPS, est_s[n], budget_s, n);
+             TRIAL_STEPS, est_s, budget_s, n);
     return 0;
 }
 
@@ -190,8 +190,7 @@ void run_plan_trials(run *r, trial_candidates *tc)
         for (int i = 0; i < n; i++) {
             const trial_result *t = &r->trials[i];
             char sim_txt[48] = "";
-            if (t->sim_ms >= 0) snprintf(sim_txt, sizeof sim_txt, " simulated %.2f%s", t->sim_ms,
-                                         isfinite(t->measured_ms) ? "," : "");
+            if (t->sim_ms >= 0) snprintf(sim_txt, sizeof sim_txt, " simulated %.2f,", t->sim_ms);
             if (isfinite(t->measured_ms))
                 printf("%s %s [%s]%s%s measured %.2f ms", i ? ";" : "", t->kind, t->label,
                        i == best ? " (taken)" : "", sim_txt, t->measured_ms);
