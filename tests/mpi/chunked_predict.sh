@@ -47,8 +47,10 @@ rc=$?
   grep -q "predicted again for this run" "$tmp/file.log"
 ok $? "zb-v, --plan FILE with --costs and --cluster: predicted again ($(grep '^predicted step' "$tmp/file.log"))"
 # the planner plans them (--method ppdl, now the default; the tests above name uniform):
-# its plan is predicted no slower than the uniform cut, by T and by the simulator; a
-# baseline (one stage per rank) is refused
+# its plan simulates no slower than the uniform cut (T proposes, the simulator picks
+# among the search's, the speed-proportional and the equal cut: plan/solve_chunked.h
+# step 4, so its T may exceed the equal cut's where it simulates faster); a baseline
+# (one stage per rank) is refused
 "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/two.json" --micro-batches 4 --schedule interleaved \
   --method uniform >"$tmp/uni.out" 2>&1 &&
   "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/two.json" --micro-batches 4 --schedule interleaved \
@@ -58,7 +60,7 @@ t_of() { sed -n 's/^predicted T  *\([0-9.]*\) ms.*/\1/p' "$1"; }
 s_of() { sed -n 's/^simulated T  *\([0-9.]*\) ms.*/\1/p' "$1"; }
 [ $rc = 0 ] && grep -q "^method ppdl: placement round-robin order" "$tmp/planned.out" &&
   awk -v a="$(t_of "$tmp/planned.out")" -v b="$(t_of "$tmp/uni.out")" -v c="$(s_of "$tmp/planned.out")" \
-    -v d="$(s_of "$tmp/uni.out")" 'BEGIN { exit !(a > 0 && c > 0 && a <= b * (1 + 1e-9) && c <= d * (1 + 1e-9)) }'
+    -v d="$(s_of "$tmp/uni.out")" 'BEGIN { exit !(a > 0 && b > 0 && c > 0 && c <= d * (1 + 1e-9)) }'
 ok $? "ppdl-plan --schedule interleaved plans: T $(t_of "$tmp/planned.out"), simulated $(s_of "$tmp/planned.out") ms; uniform: $(t_of "$tmp/uni.out"), $(s_of "$tmp/uni.out")"
 "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/two.json" --micro-batches 4 --schedule interleaved \
   --method dp >"$tmp/refused.out" 2>&1
