@@ -281,6 +281,7 @@ int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model 
         int f = plan_family(&ch.best[i]);
         if (seen[f] || same_plan(&ch.best[i], plan)) continue;
         if (close_call && ch.best_ms[i] > opt_ms * (1 + CLOSE_CALL)) continue;
+        if (shared && ch.best_ms[i] > ch.best_ms[0] * PPDL_SHARED_FAMILY_FIRST) continue;
         seen[f] = 1, pick[n_pick++] = i, taken[i] = 1;
     }
     for (int i = first; i < ch.kept && !close_call; i++)

@@ -46,13 +46,26 @@ typedef struct ppdl_shared_choice {
  * runners-up) */
 #define PPDL_SHARED_MAX_CANDIDATES 8
 
+/* Shared cores: another family's best is measured ahead of the choice's other cuts
+ * only where it simulates within this factor of the choice. The simulator's misranking
+ * of families on shared cores was measured at up to 1.24x (cnn and gpt-tiny on 3
+ * ranks: data parallelism simulated 1.24x the choice's step and measured fastest);
+ * the families that simulated further behind (data parallelism on the mlp preset, 3
+ * and 4 ranks: 1.63-2.03x in 11 runs) measured 2-3x slower in every run: a slot is better
+ * spent on a cut of the choice's own family, which the simulator ranks within 1-2% of
+ * each other and whose measured steps differ by up to 20% (perf/RESULTS.md, "The
+ * default's trials and the families far behind"). Such a family still comes in the
+ * simulated order after the other cuts. */
+#define PPDL_SHARED_FAMILY_FIRST 1.4
+
 /* *plan holds `method`'s optimum of T (a plan that fits), solved with opts (NULL:
  * the defaults). Where cl's hosts are oversubscribed, replace it by the candidate above
  * with the least simulated step; sc (may be NULL) says what was done. Returns 0 (a
  * plan is always left in *plan). With K > 1 also up to K-1 runners-up (K <=
  * PPDL_SHARED_MAX_CANDIDATES; K = 1: none, and others may be NULL) in others[0 ..
  * sc->n_others-1] (the caller frees them). Oversubscribed: first the least simulated step of each family the choice is not (data parallel;
- * pipeline, no stage replicated; some stages replicated), in simulated order, then
+ * pipeline, no stage replicated; some stages replicated) that simulates within
+ * PPDL_SHARED_FAMILY_FIRST of the choice, in simulated order, then
  * the next distinct plans in simulated order; their simulated steps in others_ms and
  * their labels in others_label (either may be NULL). Families first: what the
  * simulator leaves out on shared cores goes with how many ranks compute at once, the
