@@ -161,8 +161,10 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
 
 /* --plan F1,F2,...: the first file is the run's plan, the others the trials' other
  * candidates, each labelled by its file's name; no simulated step (-1). Every rank
- * reads every file, as one plan file is read. Returns 0, or -1 with the message of the
- * first file that does not read. */
+ * reads every file, as one plan file is read. Returns 0, -1 with the message of the
+ * first file that does not read, or -2 (a usage error, status 2) where a file has a
+ * stage with more replicas than --micro-batches: said here with the file's name, not
+ * halfway through the trials. Nothing is left allocated on failure. */
 static int read_plan_files(const options *o, const ppdl_model *m, int n_ranks, const int *n_options, ppdl_plan *plan,
                            trial_candidates *tc, char *err, size_t errlen)
 {
@@ -177,12 +179,21 @@ static int read_plan_files(const options *o, const ppdl_model *m, int n_ranks, c
         const char *base = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
         snprintf(k == 0 ? tc->label0 : tc->label[tc->n], sizeof tc->label0, "%s", base);
         if (k > 0) tc->sim_ms[tc->n++] = -1;
+        for (int s = 0; s < p->S; s++)
+            if (p->stages[s].n_replicas > o->micro_batches) {
+                ppdl_errf(err, errlen, "--plan: %s: stage %d has %d replicas, and --micro-batches %ld gives each "
+                          "fewer than one micro-batch (give at least %d)", f, s, p->stages[s].n_replicas,
+                          o->micro_batches, p->stages[s].n_replicas);
+                rc = -2;
+                break;
+            }
     }
     if (rc == 0 && k != o->plan_files) /* an empty name: "a.json,,b.json" */
         rc = ppdl_errf(err, errlen, "--plan %s: expected %d plan files separated by commas", o->plan, o->plan_files);
     if (rc) {
         for (int i = 0; i < tc->n; i++) ppdl_plan_free(&tc->plan[i]);
         tc->n = 0;
+        ppdl_plan_free(plan);
     }
     free(list);
     return rc;
@@ -332,7 +343,7 @@ void run_choose_plan(run *r)
     }
     /* a plan that cannot fit the memory limits is the memory-limit status (3), as a stage
      * over its limit is; any other failure is a file's or the planner's (1) */
-    agree_or_end_job(rc != 0, err, strstr(err, "no plan fits") ? 3 : 1);
+    agree_or_end_job(rc != 0, err, rc == -2 ? 2 : strstr(err, "no plan fits") ? 3 : 1);
     agree_or_end_job(o->plan_files && r->p2p == PPDL_P2P_NCCL,
                      "--plan F1,F2,...: the trials measure plan files with MPI's messages, not --p2p nccl", 2);
     if (o->schedule == PPDL_SCHED_AUTO) {

@@ -22,8 +22,9 @@
  * The training then starts from the files again, so the trials change no bit of it:
  * the same weights, data, learning rates and optimizer state as without them.
  *
- * When: the default (-1) measures 4 candidates when the trials fit a time budget, the
- * larger of 1 s and 5% of the run's predicted time, guessed as twice the simulated
+ * When: the default (-1) measures 4 candidates, or the first k >= 2 of them whose
+ * trials fit a time budget (none where 2 do not), the budget the larger of 1 s and 5%
+ * of the run's predicted time, the trials' time guessed from twice the simulated
  * steps (the simulator is short by up to 2x on shared cores); --plan-trials K measures
  * K whatever they cost; 0 none. Never with a chunked or an automatic schedule (their
  * choice is made among schedules, not these candidates) nor with NCCL messages. */

@@ -18,8 +18,9 @@
  *     those with one rank per stage, ranks in order).
  * Ties (simulated steps within a relative 1e-9) keep the earlier candidate in that
  * list, so the method's optimum wins every tie. Where no host is oversubscribed (no
- * hosts given, or cores >= ranks on each) nothing here runs and the plan is the
- * optimum of T, bit for bit as before. Pure C. */
+ * hosts given, or cores >= ranks on each) the plan is the optimum of T, bit for bit as
+ * before; the candidates are then made only for runners-up in a close call (K > 1, up
+ * to 8 ranks: ppdl_choose_on_shared_cores_k below). Pure C. */
 #ifndef PPDL_SHARED_CORES_H
 #define PPDL_SHARED_CORES_H
 

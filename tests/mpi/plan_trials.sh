@@ -12,8 +12,9 @@
 #   - --plan F1,F2,...: the files measured against each other (--trial-passes times),
 #     the fastest trains, bitwise as that file alone; --trial-passes with auto;
 #   - --plan-trials 1 and --plan-trials with --plan uniform are refused (status 2), as
-#     are plan files under a chunked schedule, 9 of them, and --trial-passes without
-#     trials or out of range.
+#     are plan files under a chunked schedule, 9 of them, one with more replicas than
+#     micro-batches (named, before any trial), and --trial-passes without trials or out
+#     of range.
 # Shared cores on any machine: a CLUSTER.json of this job with 1 core on its host.
 . "$top_srcdir/tests/lib.sh"
 PY=/usr/bin/python3
@@ -165,6 +166,10 @@ mpirun_n 3 $common --steps 2 --plan "$tmp/u.json,,$tmp/dp.json" >"$tmp/e5.log" 2
 rc=$?
 [ $rc != 0 ] && grep -q "expected 3 plan files separated by commas" "$tmp/e5.log"
 ok $? "an empty name in the list: refused (status $rc)"
+mpirun_n 3 $common --steps 2 --plan "$tmp/u.json,$tmp/dp.json" --micro-batches 2 >"$tmp/e8.log" 2>&1
+[ $? = 2 ] && grep -q "ppdl: --plan: .*dp.json: stage 0 has 3 replicas, and --micro-batches 2 gives each fewer than one micro-batch (give at least 3)" "$tmp/e8.log" &&
+  ! grep -q "^plan trials (" "$tmp/e8.log"
+ok $? "a file with more replicas than micro-batches: refused before the trials, named, status 2"
 mpirun_n 3 $common --steps 2 --plan uniform --trial-passes 3 >"$tmp/e6.log" 2>&1
 [ $? = 2 ] && grep -q "ppdl: --trial-passes 3: only the trials take it" "$tmp/e6.log" &&
   mpirun_n 3 $common --steps 2 --trial-passes 0 >"$tmp/e7.log" 2>&1
