@@ -29,16 +29,27 @@
 #include <vector>
 
 #include "backend/bf16.h"
-#include "cuda_emu_names.h"
+#ifndef PPDL_CUDA_DOUBLE
+#include "cuda_emu_names.h" // the double keeps the ppdl_cu_* names cuda.c calls
+#endif
 
 #define __global__
 #define __device__
 #define __host__
 #define __shared__ static
 
+#ifdef PPDL_CUDA_DOUBLE
+// the GPU double (tests/gpudouble): streams, errors and device memory of its runtime
+#include <new>
+#include <type_traits>
+
+#include "cuda_runtime.h"
+#include "gpud.h"
+#else
 typedef void *cudaStream_t;
 typedef enum { cudaSuccess = 0 } cudaError_t;
 static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+#endif
 
 struct dim3 {
     unsigned x, y, z;
@@ -223,10 +234,42 @@ static inline float __fsqrt_rn(float a) { return sqrtf(a); }
 static inline unsigned __float_as_uint(float f) { return ppdl_f32_bits(f); }
 static inline float __uint_as_float(unsigned u) { return ppdl_f32_of_bits(u); }
 
+#ifdef PPDL_CUDA_DOUBLE
+// Under the GPU double a launch is queued on its stream (run when the stream gets
+// there) after every pointer argument is checked to lie in live device memory.
+namespace emu {
+struct queued {
+    std::function<void()> body;
+};
+inline void run_queued(void *q)
+{
+    static_cast<queued *>(q)->body();
+    static_cast<queued *>(q)->~queued(); // the double frees the memory
+}
+template <typename T> void check_arg(const char *kernel, T v)
+{
+    if constexpr (std::is_pointer_v<T>)
+        if (v) gpud_require_device((const void *)v, 0, kernel, "a pointer argument");
+}
+template <typename... A> void check_args(const char *kernel, A... a) { (check_arg(kernel, a), ...); }
+inline void enqueue(cudaStream_t s, const char *kernel, dim3 g, dim3 b, std::function<void()> f)
+{
+    void *mem = malloc(sizeof(queued));
+    new (mem) queued{[=]() { launch(g, b, f); }};
+    gpud_kernel_launch(s, kernel, run_queued, mem);
+}
+} // namespace emu
+#define PPDL_LAUNCH(kernel, grid, block, stream, ...)                                     \
+    do {                                                                                  \
+        emu::check_args(#kernel, __VA_ARGS__);                                            \
+        emu::enqueue((stream), #kernel, dim3(grid), dim3(block), [=]() { kernel(__VA_ARGS__); }); \
+    } while (0)
+#else
 #define PPDL_LAUNCH(kernel, grid, block, stream, ...)                                     \
     do {                                                                                  \
         (void)(stream);                                                                   \
         emu::launch(dim3(grid), dim3(block), [=]() { kernel(__VA_ARGS__); });             \
     } while (0)
+#endif
 
 #endif

@@ -66,7 +66,7 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
 #if HAVE_CUDA
         /* --p2p nccl: the links are timed on the path the messages will take */
         if (p2p == PPDL_P2P_NCCL) {
-            po.nccl = ppdl_nccl_create(comm->comm, be, err, sizeof err);
+            po.nccl = ppdl_nccl_create(comm->comm, be, NULL, err, sizeof err);
             agree_or_end_job(po.nccl == NULL, err, 2);
         }
 #else

@@ -20,19 +20,21 @@
 #include "pipe/p2p_choice.h"
 
 #if HAVE_CUDA
-/* --p2p nccl (asked, or taken by auto): the runtime's two communicators, one per
- * direction of the messages (pipe/runtime.h says why two), collective over the job,
- * and a replicated stage's, collective over its replicas. Where NCCL cannot be used
- * after all (ppdl_nccl_create refuses ranks that share a GPU, which the choice has
- * ruled out already), everything goes through MPI, on every rank alike (create says
- * NULL on all of them), and the header says why. */
-static void open_nccl(run *r, int n_replicas)
+/* --p2p nccl (asked, or taken by auto): the runtime's two objects, one per direction
+ * of the messages, each a communicator per link it carries (backend/cuda/nccl_p2p.h
+ * says why), collective over the job, and a replicated stage's all-reduce over its
+ * replicas. Where NCCL cannot be used after all (ppdl_nccl_create refuses ranks that
+ * share a GPU, which the choice has ruled out already), everything goes through MPI,
+ * on every rank alike (create says NULL on all of them), and the header says why. */
+static void open_nccl(run *r, const ppdl_runtime_cfg *cfg, int n_replicas)
 {
     char err[PPDL_ERR_LEN] = "";
-    r->nccl_act = ppdl_nccl_create(MPI_COMM_WORLD, r->be, err, sizeof err);
-    if (r->nccl_act) r->nccl_grad = ppdl_nccl_create(MPI_COMM_WORLD, r->be, err, sizeof err);
+    ppdl_nccl_links act = {.to = cfg->next_ranks, .n_to = cfg->n_next, .from = cfg->prev_ranks, .n_from = cfg->n_prev};
+    ppdl_nccl_links grad = {.to = cfg->prev_ranks, .n_to = cfg->n_prev, .from = cfg->next_ranks, .n_from = cfg->n_next};
+    r->nccl_act = ppdl_nccl_create(MPI_COMM_WORLD, r->be, &act, err, sizeof err);
+    if (r->nccl_act) r->nccl_grad = ppdl_nccl_create(MPI_COMM_WORLD, r->be, &grad, err, sizeof err);
     if (r->nccl_act && r->nccl_grad) {
-        if (n_replicas > 1) r->nccl_replicas = ppdl_nccl_create(r->replica_comm, r->be, err, sizeof err);
+        if (n_replicas > 1) r->nccl_replicas = ppdl_nccl_create(r->replica_comm, r->be, NULL, err, sizeof err);
         return; /* a stage's replicas share no GPU if no two ranks of the job do */
     }
     ppdl_nccl_destroy(r->nccl_act);
@@ -171,7 +173,7 @@ void run_build_stage(run *r)
         .pass_times = r->pass_ticks ? &r->pass_times : NULL,
     };
 #if HAVE_CUDA
-    if (r->p2p == PPDL_P2P_NCCL) open_nccl(r, ps->n_replicas);
+    if (r->p2p == PPDL_P2P_NCCL) open_nccl(r, &cfg, ps->n_replicas);
 #endif
     cfg.nccl_act = r->nccl_act;
     cfg.nccl_grad = r->nccl_grad;

@@ -194,7 +194,10 @@ static double median(double *v, int n)
  * driver sends the two sizes ahead over MPI and waits until the other side says that
  * its receive and its reply are queued; only then does the timed round trip start. The
  * reply is queued behind the receive (ppdl_nccl_stream_wait, then the send, which
- * follows the compute stream), so it leaves when the request has arrived. */
+ * follows the compute stream), so it leaves when the request has arrived. Both sides
+ * issue their operations in one order, the driver's send first: NCCL runs a
+ * communicator's operations in issue order, and a receive issued before the send on
+ * both sides would wait for a send that waits behind it. */
 static double exchange_nccl(ctx *x, int peer, int driver, size_t fwd, size_t back)
 {
     ppdl_nccl *nc = x->o->nccl;
@@ -209,8 +212,14 @@ static double exchange_nccl(ctx *x, int peer, int driver, size_t fwd, size_t bac
         ppdl_comm_irecv(x->c, &ready, sizeof ready, peer, TAG_SIZES, &m);
         ppdl_comm_wait(x->c, &m);
         double t0 = ppdl_now_s();
-        ppdl_nccl_irecv(nc, x->drbuf, back, peer, &r);
+#ifdef PPDL_TEST_HOOKS
+        const int recv_first = getenv("PPDL_TEST_PROBE_RECV_FIRST") != NULL; /* a negative control's */
+#else
+        const int recv_first = 0;
+#endif
+        if (recv_first) ppdl_nccl_irecv(nc, x->drbuf, back, peer, &r);
         ppdl_nccl_isend(nc, x->dsbuf, fwd, peer, &s);
+        if (!recv_first) ppdl_nccl_irecv(nc, x->drbuf, back, peer, &r);
         ppdl_nccl_wait(nc, &s);
         ppdl_nccl_wait(nc, &r);
         t = ppdl_now_s() - t0;

@@ -63,6 +63,30 @@ void gpud_lib_free(void *p);
 void gpud_handle_open(const char *kind);
 void gpud_handle_close(const char *kind);
 
+/* ---- shared by runtime.c, nccl.c and the kernels (tests/cuda_emu.h) ---- */
+
+/* an item that completes when poll(ctx) says 1 (called at the head of its stream,
+ * again and again); describe(ctx) says what it waits for, for the watchdog's list */
+typedef int (*gpud_poll_fn)(void *ctx);
+typedef void (*gpud_describe_fn)(void *ctx, char *buf, size_t len);
+cudaError_t gpud_enqueue_poll(cudaStream_t s, const char *what, gpud_poll_fn poll, gpud_describe_fn describe,
+                              void *ctx);
+/* a kernel launch (counted for GPUD_FAULT_KERNEL); as gpud_enqueue */
+int gpud_kernel_launch(cudaStream_t s, const char *name, gpud_work_fn fn, void *ctx);
+/* the host blocks until cond(arg): progress, naps, and the watchdog, which names `what` */
+void gpud_wait(int (*cond)(void *), void *arg, const char *what);
+/* something moved (an NCCL operation started or finished): resets the watchdog */
+void gpud_progressed(void);
+/* device memory readable and writable by the host between open and close (nested) */
+void gpud_mem_open(void);
+void gpud_mem_close(void);
+/* the pending NCCL operations of every communicator, for the watchdog (nccl.c) */
+void gpud_nccl_dump(void);
+/* the sticky error (cudaSuccess until a kernel faults) */
+cudaError_t gpud_sticky(void);
+/* the physical GPU of visible device d */
+int gpud_physical(int visible);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,7 +67,15 @@
 #include "tap.h"
 #if HAVE_CUDA
 #include "backend/cuda/cuda_api.h"
-/* the launchers of kernels.cu compiled for the CPU emulation (cuda_emu.h), renamed */
+#endif
+/* the launchers of kernels.cu compiled for the CPU emulation (cuda_emu.h), renamed; in
+ * the GPU double's build (tests/gpudouble) the kernels serve cuda.c under their names */
+#if HAVE_CUDA && !defined(PPDL_GPU_DOUBLE)
+#define EMULATED_KERNELS 1
+#else
+#define EMULATED_KERNELS 0
+#endif
+#if EMULATED_KERNELS
 #include "cuda_emu_names.h"
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -934,7 +942,7 @@ static void test_sabotage(ppdl_backend *ref)
 
 /* ------------------------------------------------------------------ 2b. emulation */
 
-#if HAVE_CUDA
+#if EMULATED_KERNELS
 /* A backend made of the CPU backend's memory, copies and GEMMs and of the CUDA
  * kernels of kernels.cu run by the CPU emulation of tests/cuda_emu.h: the same
  * wrappers as cuda.c, with host pointers as "device" pointers. */
@@ -1256,8 +1264,10 @@ int main(int argc, char **argv)
     test_xfer();
     test_tail_is_square_rows(ref);
     test_gemm_single_row(ref);
-#if HAVE_CUDA
+#if EMULATED_KERNELS
     test_emulated(ref);
+#elif defined(PPDL_GPU_DOUBLE)
+    diag("part 2b: the emulated kernels against the CPU run in tests/unit/test_backend_ops.t");
 #else
     skip(1, "the CUDA kernels' CPU emulation needs nvcc (this build has no CUDA)");
 #endif

@@ -1,12 +1,15 @@
-/* nccl_p2p.h — stage-to-stage transfers between GPUs with NCCL send/recv, on streams of
- * their own so that they overlap the compute stream, ordered against it with events
- * (no host waits). Only in builds with HAVE_CUDA; the backend must be the CUDA one.
+/* nccl_p2p.h — stage-to-stage transfers between GPUs with NCCL send/recv, and the
+ * replicas' gradient sums with ncclAllReduce, on streams of their own so that they
+ * overlap the compute stream, ordered against it with events (no host waits). Only in
+ * builds with HAVE_CUDA; the backend must be the CUDA one.
  *
  * How the pipeline runtime uses it (--p2p nccl; pipe/runtime.c, "the stages'
  * messages"), instead of the host staging of backend/xfer.h:
  *
- *   act = ppdl_nccl_create(MPI_COMM_WORLD, be, ...); grad = the same   every rank, once
- *          (collective; cmd/run_stage.c): one object per direction of the messages
+ *   act  = ppdl_nccl_create(MPI_COMM_WORLD, be, &{to: next stage's ranks,
+ *                                                from: previous stage's ranks}, ...)
+ *   grad = the same with the directions swapped; replicas = ppdl_nccl_create(replica
+ *          communicator, be, NULL, ...)          every rank, once (cmd/run_stage.c)
  *   SEND_ACT(mb):  ppdl_nccl_isend(act, sl->out, n, next_rank, &req)
  *                  (queued after the forward already on the compute stream)
  *   receives:      ppdl_nccl_irecv(act or grad, buf, n, peer, &req) when the buffer is
@@ -16,13 +19,20 @@
  *   before overwriting a buffer that was sent: ppdl_nccl_stream_wait on its send
  *   before a request is reused, and on every send before the optimizer: ppdl_nccl_wait
  *
- * Order: NCCL matches sends and receives between two ranks in the order they are
- * issued (there are no tags). The runtime's op lists issue, for each pair of ranks and
- * each direction, sends and receives in micro-batch order, so they match. Each object
- * has its own communicator and its own send and receive streams, both FIFO, so a
- * receive posted early never holds back a send queued after it, and (one object per
- * direction) an activation's receive never holds back a gradient's or the other way
- * round (pipe/runtime.h, cfg.nccl_act). Not yet run on a GPU: see README.
+ * What NCCL does that this design must live with (tests/gpudouble/nccl.c models it):
+ *  - a communicator runs its operations one after another, in the order they were
+ *    issued, whatever their streams: a receive posted early on a communicator holds
+ *    back every send issued after it there. So the stages' messages never share one:
+ *    each directed link (rank i sends to rank j) is a communicator of its own, with
+ *    only i's sends and j's receives on it, in micro-batch order on both sides, which
+ *    is how they match (NCCL has no tags);
+ *  - the first operation between two ranks connects them and holds the host until the
+ *    peer makes the same connection: ppdl_nccl_create makes every link's first contact
+ *    (one byte) and the first all-reduce (one float) before it returns;
+ *  - a stuck peer stops a transfer for ever: ppdl_nccl_wait ends the job after
+ *    PPDL_NCCL_TIMEOUT seconds (default PPDL_NCCL_TIMEOUT_S) naming the transfer.
+ * The probe (net/probe.c) uses one communicator over all ranks (links NULL): its two
+ * ranks at a time issue their sends and receives in the same order.
  *
  * NCCL needs one GPU per rank: two ranks on one GPU (PPDL_CUDA_SHARE=1) cannot form a
  * communicator. ppdl_nccl_create checks that before NCCL does and returns NULL with
@@ -37,17 +47,32 @@
 
 typedef struct ppdl_nccl ppdl_nccl;
 
+/* seconds a host wait for one transfer may take (PPDL_NCCL_TIMEOUT overrides, 0: none) */
+#define PPDL_NCCL_TIMEOUT_S 600.0
+
+/* the directed links of a pipeline from this rank's side: it sends to to[0..n_to) and
+ * receives from from[0..n_from) (ranks of the communicator) */
+typedef struct ppdl_nccl_links {
+    const int *to, *from;
+    int n_to, n_from;
+} ppdl_nccl_links;
+
 /* one transfer in flight; zero-initialise, reuse freely once it completed */
 typedef struct ppdl_nccl_req {
     void *done;      /* cudaEvent_t recorded after the transfer on its stream */
     int pending;     /* 1 from isend/irecv until test/wait saw it complete */
+    const char *what; /* "send", "receive", "all-reduce": for the timeout's message */
+    size_t bytes;
+    int peer;        /* -1: an all-reduce */
 } ppdl_nccl_req;
 
 /* Collective over comm (the cuda backend on every rank): 1 when every rank has a GPU of
  * its own (told apart by PCI bus id), else 0 and why (the same answer on every rank) */
 int ppdl_nccl_gpus_own(MPI_Comm comm, ppdl_backend *be, char *why, size_t len);
-/* Collective over comm. NULL (on every rank) when ranks share a GPU, with the reason. */
-ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, char *err, size_t errlen);
+/* Collective over comm. links NULL: one communicator over comm's ranks (all-reduces,
+ * the probe); else a communicator per directed link, each rank naming its own (see
+ * above). NULL (on every rank) when ranks share a GPU, with the reason. */
+ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, const ppdl_nccl_links *links, char *err, size_t errlen);
 void ppdl_nccl_isend(ppdl_nccl *nc, const void *dev, size_t n_bytes, int peer, ppdl_nccl_req *req);
 void ppdl_nccl_irecv(ppdl_nccl *nc, void *dev, size_t n_bytes, int peer, ppdl_nccl_req *req);
 /* the sum of n floats at dev over the communicator's ranks, in place (ncclAllReduce;
@@ -58,6 +83,7 @@ void ppdl_nccl_iallreduce_sum(ppdl_nccl *nc, float *dev, size_t n, ppdl_nccl_req
 void ppdl_nccl_stream_wait(ppdl_nccl *nc, ppdl_nccl_req *req);
 /* host side: 1 when the transfer is complete (no-op 1 for an idle request) */
 int ppdl_nccl_test(ppdl_nccl *nc, ppdl_nccl_req *req);
+/* until complete; ends the job after the timeout (PPDL_NCCL_TIMEOUT) */
 void ppdl_nccl_wait(ppdl_nccl *nc, ppdl_nccl_req *req);
 void ppdl_nccl_req_free(ppdl_nccl_req *req);
 void ppdl_nccl_destroy(ppdl_nccl *nc);
