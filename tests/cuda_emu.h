@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <functional>
@@ -60,16 +61,19 @@ namespace emu {
 
 constexpr size_t kStack = 64 * 1024;
 
+// A fiber is made once and serves every block after it: its entry runs the body in a
+// loop. Switches are _setjmp/_longjmp (no signal-mask system call, which swapcontext
+// makes each time); only a fiber's first start goes through swapcontext.
 struct fiber {
-    ucontext_t ctx;
+    jmp_buf jb;
     char *stack = nullptr;
-    bool done = false;
+    bool started = false, done = false;
     dim3 tid;
 };
 
 struct state {
     std::vector<fiber> f;
-    ucontext_t sched;
+    jmp_buf sched;
     int cur = 0, n = 0;
     unsigned bar_count = 0, bar_gen = 0;
     std::vector<unsigned> warp_count, warp_gen;
@@ -91,13 +95,16 @@ inline void yield()
         abort();
     }
     S.synced = true;
-    swapcontext(&S.f[S.cur].ctx, &S.sched);
+    if (!_setjmp(S.f[S.cur].jb)) _longjmp(S.sched, 1);
 }
 
 inline void entry()
 {
-    (*S.body)();
-    S.f[S.cur].done = true; // uc_link returns to the scheduler
+    for (;;) {
+        (*S.body)();
+        S.f[S.cur].done = true;
+        if (!_setjmp(S.f[S.cur].jb)) _longjmp(S.sched, 1); // resumed: the next block
+    }
 }
 
 inline int linear_tid() { return (int)(threadIdx_.x + blockDim_.x * (threadIdx_.y + blockDim_.y * threadIdx_.z)); }
@@ -142,21 +149,26 @@ inline void make_fiber(int i)
 {
     dim3 b = blockDim_;
     fiber &f = S.f[i];
-    if (!f.stack) f.stack = (char *)malloc(kStack);
     f.done = false;
     f.tid = dim3(i % b.x, (i / b.x) % b.y, i / (b.x * b.y));
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack;
-    f.ctx.uc_stack.ss_size = kStack;
-    f.ctx.uc_link = &S.sched;
-    makecontext(&f.ctx, entry, 0);
 }
 
 inline void resume(int i)
 {
     S.cur = i;
     threadIdx_ = S.f[i].tid;
-    swapcontext(&S.sched, &S.f[i].ctx);
+    fiber &f = S.f[i];
+    if (_setjmp(S.sched)) return; // the fiber yielded or finished its body
+    if (f.started) _longjmp(f.jb, 1);
+    f.started = true;
+    f.stack = (char *)malloc(kStack);
+    static ucontext_t from, to;
+    getcontext(&to);
+    to.uc_stack.ss_sp = f.stack;
+    to.uc_stack.ss_size = kStack;
+    to.uc_link = nullptr; // entry never returns
+    makecontext(&to, entry, 0);
+    swapcontext(&from, &to);
 }
 
 inline void run_block()
