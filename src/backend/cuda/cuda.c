@@ -618,17 +618,21 @@ static const ppdl_backend_ops cuda_ops = {
     .bf16_gemm_name = cu_bf16_gemm_name,
 };
 
+/* The handles, the stream and the page-locked partials: what the live table does not
+ * hold (backend_impl.h). The device buffers, the scratch, workspace and bf16 slots
+ * among them, belong to the table: ppdl_backend_destroy has freed them before this
+ * runs, so they are only forgotten here. Called on its own (a test, a benchmark) it
+ * empties the table itself while the stream exists; a second call does nothing. */
 static void cu_destroy(ppdl_backend *be)
 {
     cuda_impl *ci = impl(be);
-    if (!ci) return;
+    if (!ci || !ci->stream) return; /* released before */
+    /* the queued work ends first: an earlier kernel's fault is reported here */
     CUDA_CHECK(cudaStreamSynchronize(ci->stream));
-    ppdl_be_free(be, ci->scratch);
-    ppdl_be_free(be, ci->workspace);
+    ppdl_be_free_all(be); /* nothing left when ppdl_backend_destroy called us */
     ci->scratch = ci->workspace = NULL;
     ci->scratch_bytes = ci->workspace_bytes = 0;
     for (int i = 0; i < 3; i++) {
-        ppdl_be_free(be, ci->bf16[i]);
         ci->bf16[i] = NULL;
         ci->bf16_bytes[i] = 0;
     }
@@ -636,9 +640,14 @@ static void cu_destroy(ppdl_backend *be)
     ci->n_plans = 0;
     if (ci->cudnn) CUDNN_CHECK(cudnnDestroy(ci->cudnn));
     ci->cudnn = NULL;
-    CUBLAS_CHECK(cublasDestroy(ci->cublas));
-    CUDA_CHECK(cudaFreeHost(ci->host_partials));
+    if (ci->cublas) CUBLAS_CHECK(cublasDestroy(ci->cublas));
+    ci->cublas = NULL;
+    if (ci->host_partials) CUDA_CHECK(cudaFreeHost(ci->host_partials));
+    ci->host_partials = NULL;
+    /* the frees queued on the stream are done before it goes */
+    CUDA_CHECK(cudaStreamSynchronize(ci->stream));
     CUDA_CHECK(cudaStreamDestroy(ci->stream));
+    ci->stream = NULL;
 }
 
 /* ------------------------------------------------------------------ which GPU */
