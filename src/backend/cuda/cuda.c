@@ -7,10 +7,11 @@
  * (sumsq) wait for it. Every CUDA, cuBLAS and cuDNN call is checked and a failure aborts
  * the job with the library's own error string.
  *
- * Memory: device buffers come from cudaMalloc through ppdl_be_alloc, so the backend's
- * own scratch (per-row losses, sumsq partials, the cuDNN workspace, the bf16 copies of
- * GEMM and convolution operands) is counted against --mem-limit like everything else.
- * cuBLAS's and cuDNN's internal workspaces are not (a few MiB).
+ * Memory: device buffers come from cudaMallocAsync on the compute stream (cu_alloc)
+ * through ppdl_be_alloc, so the backend's own scratch (per-row losses, sumsq partials,
+ * the cuDNN workspace, the bf16 copies of GEMM and convolution operands) is counted
+ * against --mem-limit like everything else. cuBLAS's and cuDNN's internal workspaces
+ * are not (a few MiB).
  *
  * --precision bf16 (README "Precision"): a GEMM converts A and B to bf16 (kernels.cu,
  * backend/bf16.h's rounding) and calls cublasGemmEx / cublasGemmStridedBatchedEx with
@@ -102,17 +103,36 @@ static cudaStream_t stream(ppdl_backend *be) { return impl(be)->stream; }
 
 /* ------------------------------------------------------------------ memory, events */
 
-static void *cu_alloc(ppdl_backend *be, size_t n)
+/* A failed allocation: NULL (the caller reports "out of memory") only when the memory
+ * ran out; any other error, e.g. a sticky cudaErrorIllegalAddress left by an earlier
+ * kernel's fault, ends the job as what it is */
+static void *alloc_failed(const char *call, size_t n, cudaError_t e)
 {
-    (void)be;
-    void *p = NULL;
-    if (cudaMalloc(&p, n) != cudaSuccess) {
-        cudaGetLastError(); /* clear the error so the caller can report and later calls work */
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError(); /* not sticky: cleared so that the caller can report and later calls work */
         return NULL;
     }
-    return p;
+    ppdl_die("%s of %zu bytes: CUDA error %d (%s): %s", call, n, (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
 }
-static void cu_free(ppdl_backend *be, void *p) { (void)be; CUDA_CHECK(cudaFree(p)); }
+
+/* Device memory is stream-ordered: allocated and freed on the compute stream from the
+ * device's default memory pool (cudaMallocAsync / cudaFreeAsync), so that nothing in a
+ * step synchronises the device, as cudaFree does (it would wait for NCCL's pending
+ * transfers too). A buffer is usable by the work queued on the compute stream after
+ * its allocation, and by other streams ordered after that work (NCCL's: nccl_p2p.c
+ * records an event on the compute stream before each transfer, which its streams
+ * wait for). Its free is ordered after the work queued on the compute stream before
+ * it, and the pool hands the memory out again only to later work on that stream; a
+ * buffer that other streams use (NCCL's) must be freed only after they are done with
+ * it, which the runtime guarantees by waiting on its NCCL requests before it frees its
+ * buffers and destroys the backend. */
+static void *cu_alloc(ppdl_backend *be, size_t n)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMallocAsync(&p, n, stream(be));
+    return e == cudaSuccess ? p : alloc_failed("cudaMallocAsync", n, e);
+}
+static void cu_free(ppdl_backend *be, void *p) { CUDA_CHECK(cudaFreeAsync(p, stream(be))); }
 
 /* the GPU's free memory, shared evenly by the node's ranks on it: local rank r runs on
  * device r % n_devices, so ceil((local_size - device) / n_devices) ranks share this one */
@@ -168,11 +188,8 @@ static void *cu_host_alloc(ppdl_backend *be, size_t n)
 {
     (void)be;
     void *p = NULL;
-    if (cudaMallocHost(&p, n ? n : 1) != cudaSuccess) {
-        cudaGetLastError();
-        return NULL;
-    }
-    return p;
+    cudaError_t e = cudaMallocHost(&p, n ? n : 1);
+    return e == cudaSuccess ? p : alloc_failed("cudaMallocHost", n ? n : 1, e); /* NULL: ppdl_be_host_alloc mallocs */
 }
 static void cu_host_free(ppdl_backend *be, void *p)
 {
@@ -181,11 +198,13 @@ static void cu_host_free(ppdl_backend *be, void *p)
 }
 
 /* a device buffer of the backend's own, grown on demand (at least doubling) and
- * counted like any buffer */
+ * counted like any buffer; used on the compute stream only */
 static void *grown(ppdl_backend *be, void **buf, size_t *cap, size_t bytes, const char *what)
 {
     if (bytes > *cap) {
-        ppdl_be_free(be, *buf); /* cudaFree waits for the work that used it */
+        /* stream-ordered (cu_alloc): the old buffer goes after the work queued on it, and
+         * neither the host nor the device waits */
+        ppdl_be_free(be, *buf);
         size_t want = bytes > 2 * *cap ? bytes : 2 * *cap;
         *buf = ppdl_be_alloc(be, want, what);
         *cap = want;
@@ -546,7 +565,7 @@ static void *workspace(ppdl_backend *be, size_t bytes)
 {
     cuda_impl *ci = impl(be);
     if (bytes > ci->workspace_bytes) {
-        ppdl_be_free(be, ci->workspace);
+        ppdl_be_free(be, ci->workspace); /* stream-ordered, as in grown() */
         ci->workspace = ppdl_be_alloc(be, bytes, "cuDNN convolution workspace");
         ci->workspace_bytes = bytes;
     }
