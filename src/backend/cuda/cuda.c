@@ -60,6 +60,8 @@ typedef struct conv_plan {
 
 typedef struct cuda_impl {
     int device, n_devices, local_rank, local_size, tf32;
+    int sharing;               /* the node's ranks on this GPU, this one included */
+    char bus_id[PPDL_CUDA_BUS_ID_LEN];
     cudaStream_t stream;
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;       /* created at the first convolution */
@@ -134,15 +136,14 @@ static void *cu_alloc(ppdl_backend *be, size_t n)
 }
 static void cu_free(ppdl_backend *be, void *p) { CUDA_CHECK(cudaFreeAsync(p, stream(be))); }
 
-/* the GPU's free memory, shared evenly by the node's ranks on it: local rank r runs on
- * device r % n_devices, so ceil((local_size - device) / n_devices) ranks share this one */
+/* the GPU's free memory, shared evenly by the node's ranks whose chosen device is
+ * this GPU (by PCI bus id: ppdl_cuda_choose_gpu) */
 static size_t cu_free_memory(ppdl_backend *be)
 {
     const cuda_impl *ci = be->impl;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    int sharing = (ci->local_size - ci->device + ci->n_devices - 1) / ci->n_devices;
-    return free_bytes / (size_t)(sharing > 1 ? sharing : 1);
+    return free_bytes / (size_t)(ci->sharing > 1 ? ci->sharing : 1);
 }
 static void cu_h2d(ppdl_backend *be, void *d, const void *s, size_t n)
 {
@@ -687,30 +688,155 @@ int ppdl_cuda_available(char *why, size_t len)
     return 1;
 }
 
-int ppdl_cuda_device_count(void)
-{
-    int count = 0; /* left unwritten on failure */
-    if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
-    return count;
-}
-
-/* This rank's place among the ranks of its node. Collective over MPI_COMM_WORLD when
- * MPI runs; a process without MPI is rank 0 of 1. */
-static void node_local_rank(int *local_rank, int *local_size)
+/* The ranks of this node (MPI_Comm_split_type SHARED over MPI_COMM_WORLD; collective):
+ * MPI_COMM_NULL, and rank 0 of 1, in a process without MPI */
+static MPI_Comm node_comm(int *local_rank, int *local_size, int *world_rank)
 {
     int up = 0, down = 0;
-    *local_rank = 0;
+    *local_rank = *world_rank = 0;
     *local_size = 1;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (!up || down) return;
-    int world_rank = 0;
+    if (!up || down) return MPI_COMM_NULL;
     MPI_Comm node;
-    PPDL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-    PPDL_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+    PPDL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, world_rank));
+    PPDL_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, *world_rank, MPI_INFO_NULL, &node));
     PPDL_CHECK_MPI(MPI_Comm_rank(node, local_rank));
     PPDL_CHECK_MPI(MPI_Comm_size(node, local_size));
-    PPDL_CHECK_MPI(MPI_Comm_free(&node));
+    return node;
+}
+
+/* the visible devices' PCI bus ids, PPDL_CUDA_BUS_ID_LEN bytes each; the count, 0
+ * (and why) when CUDA or a device cannot be asked */
+static int visible_bus_ids(char **ids, char *why, size_t len)
+{
+    int count = 0;
+    *ids = NULL;
+    if (!ppdl_cuda_available(why, len)) return 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    *ids = ppdl_xcalloc((size_t)(count > 0 ? count : 1), PPDL_CUDA_BUS_ID_LEN);
+    for (int d = 0; d < count && e == cudaSuccess; d++)
+        e = cudaDeviceGetPCIBusId(*ids + (size_t)d * PPDL_CUDA_BUS_ID_LEN, PPDL_CUDA_BUS_ID_LEN, d);
+    if (e != cudaSuccess) {
+        ppdl_errf(why, len, "CUDA error %d (%s) naming the visible devices: %s", (int)e, cudaGetErrorName(e),
+                  cudaGetErrorString(e));
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+/* "rank 3", "ranks 0 and 2", "ranks 0, 1, 2 and 3" (the first 16, then "..."), from
+ * world ranks */
+static void rank_list(char *buf, size_t len, const int *ranks, int n)
+{
+    size_t at = (size_t)snprintf(buf, len, "rank%s", n == 1 ? "" : "s");
+    for (int i = 0; i < n && at < len; i++) {
+        const char *sep = i == 0 ? " " : i + 1 == n ? " and " : ", ";
+        if (i == 16) {
+            snprintf(buf + at, len - at, ", ... (%d in all)", n);
+            return;
+        }
+        at += (size_t)snprintf(buf + at, len - at, "%s%d", sep, ranks[i]);
+    }
+}
+
+/* The assignment (see ppdl_cuda_choose_gpu): local rank r sees counts[r] devices,
+ * whose bus ids are ids + at[r] + d * PPDL_CUDA_BUS_ID_LEN, d = 0 .. counts[r]-1. Sets
+ * chosen[r], the bus id rank r takes (NULL: none), and returns the visible device
+ * number `me` takes (-1: none). */
+static int assign_gpus(int n, const int *counts, const char *ids, const int *at, const char **chosen, int me)
+{
+    int device = -1;
+    int *order = ppdl_xcalloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = 1; i < n; i++) /* insertion sort by (count, local rank): n is a node's ranks */
+        for (int j = i; j > 0 && counts[order[j - 1]] > counts[order[j]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int k = 0; k < n; k++) {
+        const int r = order[k];
+        int best_load = -1;
+        for (int d = 0; d < counts[r]; d++) {
+            const char *id = ids + at[r] + (size_t)d * PPDL_CUDA_BUS_ID_LEN;
+            int load = 0;
+            for (int j = 0; j < n; j++) load += chosen[j] && !strncmp(chosen[j], id, PPDL_CUDA_BUS_ID_LEN);
+            if (best_load < 0 || load < best_load) {
+                best_load = load;
+                chosen[r] = id;
+                if (r == me) device = d;
+            }
+        }
+    }
+    free(order);
+    return device;
+}
+
+/* cuda_api.h. Every local rank gathers every local rank's list of visible bus ids;
+ * all then run the same assignment on the same data, so they agree without a second
+ * exchange: ranks are taken in order of fewest visible devices first (the most bound),
+ * then local rank; each takes, among the devices it sees, the one fewest ranks have
+ * taken so far, the first in its own visible order on a tie. Ranks that see the same
+ * devices in the same order thus take visible device i % count (i-th among them), as
+ * local rank modulo the count did before; ranks bound to one GPU each take their own;
+ * differently ordered lists of the same GPUs still spread. The PCI bus id names the
+ * physical GPU whatever CUDA_VISIBLE_DEVICES says (MIG instances of one GPU share it:
+ * they count as one GPU here). */
+int ppdl_cuda_choose_gpu(ppdl_cuda_gpu *g, char *why, size_t len)
+{
+    memset(g, 0, sizeof *g);
+    g->device = -1;
+    int world_rank = 0;
+    MPI_Comm node = node_comm(&g->local_rank, &g->local_size, &world_rank);
+    char *mine = NULL;
+    const int count = visible_bus_ids(&mine, why, len), n = g->local_size;
+    /* every local rank's count, world rank and bus ids */
+    int *counts = ppdl_xcalloc((size_t)n, sizeof(int)), *world = ppdl_xcalloc((size_t)n, sizeof(int));
+    int *bytes = ppdl_xcalloc((size_t)n, sizeof(int)), *at = ppdl_xcalloc((size_t)n, sizeof(int));
+    counts[0] = count;
+    world[0] = world_rank;
+    if (node != MPI_COMM_NULL) {
+        PPDL_CHECK_MPI(MPI_Allgather(&count, 1, MPI_INT, counts, 1, MPI_INT, node));
+        PPDL_CHECK_MPI(MPI_Allgather(&world_rank, 1, MPI_INT, world, 1, MPI_INT, node));
+    }
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        at[i] = total;
+        bytes[i] = counts[i] * PPDL_CUDA_BUS_ID_LEN;
+        total += counts[i];
+    }
+    char *ids = ppdl_xcalloc((size_t)(total > 0 ? total : 1), PPDL_CUDA_BUS_ID_LEN);
+    for (int i = 0; i < n; i++) at[i] *= PPDL_CUDA_BUS_ID_LEN;
+    if (node != MPI_COMM_NULL) {
+        PPDL_CHECK_MPI(MPI_Allgatherv(mine ? mine : ids, count * PPDL_CUDA_BUS_ID_LEN, MPI_CHAR, ids, bytes, at,
+                                      MPI_CHAR, node));
+        PPDL_CHECK_MPI(MPI_Comm_free(&node));
+    } else if (count) {
+        memcpy(ids, mine, (size_t)count * PPDL_CUDA_BUS_ID_LEN);
+    }
+    const char **chosen = ppdl_xcalloc((size_t)n, sizeof *chosen);
+    g->device = assign_gpus(n, counts, ids, at, chosen, g->local_rank);
+    g->usable = count > 0;
+    g->n_devices = count;
+    if (g->usable) {
+        const char *me = chosen[g->local_rank];
+        int *sharers = ppdl_xcalloc((size_t)n, sizeof(int));
+        for (int j = 0; j < n; j++)
+            if (chosen[j] && !strncmp(chosen[j], me, PPDL_CUDA_BUS_ID_LEN)) sharers[g->sharing++] = world[j];
+        snprintf(g->bus_id, sizeof g->bus_id, "%.*s", PPDL_CUDA_BUS_ID_LEN - 1, me);
+        rank_list(g->sharers, sizeof g->sharers, sharers, g->sharing);
+        free(sharers);
+    }
+    free(chosen);
+    free(ids);
+    free(at);
+    free(bytes);
+    free(world);
+    free(counts);
+    free(mine);
+    return g->usable;
 }
 
 /* an environment switch: unset or "0" is 0, "1" is 1, anything else an error */
@@ -726,33 +852,57 @@ static int env_switch(const char *name, int *on, char *err, size_t errlen)
     return ppdl_errf(err, errlen, "%s=%s: expected 0 or 1", name, v);
 }
 
+/* the first calls that need the GPU itself (a context): where a GPU in
+ * EXCLUSIVE_PROCESS compute mode refuses a second process. 0, or an error in err */
+static int open_device(const cuda_impl *ci, int rank, char *err, size_t errlen, cudaStream_t *s)
+{
+    cudaError_t e = cudaSetDevice(ci->device);
+    const char *call = "cudaSetDevice";
+    if (e == cudaSuccess) {
+        call = "cudaStreamCreateWithFlags";
+        e = cudaStreamCreateWithFlags(s, cudaStreamNonBlocking);
+    }
+    if (e == cudaSuccess) return 0;
+    cudaGetLastError();
+    return ppdl_errf(err, errlen, "--backend cuda: rank %d cannot open CUDA device %d (PCI %s): %s: CUDA error %d (%s): "
+                                  "%s%s",
+                     rank, ci->device, ci->bus_id, call, (int)e, cudaGetErrorName(e), cudaGetErrorString(e),
+                     ci->sharing > 1 ? "; PPDL_CUDA_SHARE=1 puts several ranks on it, which a GPU in "
+                                       "EXCLUSIVE_PROCESS compute mode refuses (nvidia-smi -q -d COMPUTE shows "
+                                       "the mode): run one rank per GPU, or use the DEFAULT mode"
+                                     : "");
+}
+
 ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen)
 {
-    /* first, on every rank: the collective that finds the node-local rank */
-    int local_rank, local_size, share, tf32;
-    node_local_rank(&local_rank, &local_size);
+    /* first, on every rank: the collective that chooses the node's GPUs */
+    ppdl_cuda_gpu g;
+    int share, tf32;
     char why[256];
-    if (!ppdl_cuda_available(why, sizeof why)) {
+    if (!ppdl_cuda_choose_gpu(&g, why, sizeof why)) {
         ppdl_errf(err, errlen, "--backend cuda: no usable CUDA device on rank %d (%s)", rank, why);
         return NULL;
     }
     if (env_switch("PPDL_CUDA_SHARE", &share, err, errlen) || env_switch("PPDL_CUDA_TF32", &tf32, err, errlen))
         return NULL;
-    int count = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (local_size > count && !share) {
-        ppdl_errf(err, errlen, "--backend cuda: this node runs %d ranks but has %d GPU%s (rank %d is local rank %d): "
-                               "run at most one rank per GPU, or set PPDL_CUDA_SHARE=1 to let ranks share GPUs",
-                  local_size, count, count == 1 ? "" : "s", rank, local_rank);
+    if (g.sharing > 1 && !share) {
+        ppdl_errf(err, errlen, "--backend cuda: %s of one node would share the GPU at PCI bus %s (rank %d sees %d "
+                               "device%s): run at most one rank per GPU (CUDA_VISIBLE_DEVICES, Slurm "
+                               "--gpus-per-task=1), or set PPDL_CUDA_SHARE=1 to let ranks share GPUs",
+                  g.sharers, g.bus_id, rank, g.n_devices, g.n_devices == 1 ? "" : "s");
         return NULL;
     }
     cuda_impl *ci = ppdl_xcalloc(1, sizeof *ci);
-    ci->device = local_rank % count;
-    ci->n_devices = count;
-    ci->local_rank = local_rank;
-    ci->local_size = local_size;
-    CUDA_CHECK(cudaSetDevice(ci->device));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&ci->stream, cudaStreamNonBlocking));
+    ci->device = g.device;
+    ci->n_devices = g.n_devices;
+    ci->local_rank = g.local_rank;
+    ci->local_size = g.local_size;
+    ci->sharing = g.sharing;
+    memcpy(ci->bus_id, g.bus_id, sizeof ci->bus_id);
+    if (open_device(ci, rank, err, errlen, &ci->stream)) {
+        free(ci);
+        return NULL;
+    }
     CUBLAS_CHECK(cublasCreate(&ci->cublas));
     CUBLAS_CHECK(cublasSetStream(ci->cublas, ci->stream));
     CUDA_CHECK(cudaMallocHost((void **)&ci->host_partials, SUMSQ_PARTIALS * sizeof(double)));
@@ -783,8 +933,9 @@ const char *ppdl_cuda_describe(const ppdl_backend *be, char *buf, size_t len)
     const cuda_impl *ci = be->impl;
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, ci->device));
-    snprintf(buf, len, "device %d of %d (%s, sm_%d%d, %.1f GiB), node-local rank %d of %d, %s", ci->device,
-             ci->n_devices, prop.name, prop.major, prop.minor, prop.totalGlobalMem / (double)(1u << 30),
+    snprintf(buf, len, "device %d of %d (%s, sm_%d%d, %.1f GiB, PCI %s shared by %d rank%s), node-local rank %d of "
+             "%d, %s", ci->device, ci->n_devices, prop.name, prop.major, prop.minor,
+             prop.totalGlobalMem / (double)(1u << 30), ci->bus_id, ci->sharing, ci->sharing == 1 ? "" : "s",
              ci->local_rank, ci->local_size, ci->tf32 ? "TF32 GEMMs" : "fp32 GEMMs");
     return buf;
 }
