@@ -10,8 +10,9 @@
  * Memory: device buffers come from cudaMallocAsync on the compute stream (cu_alloc)
  * through ppdl_be_alloc, so the backend's own scratch (per-row losses, sumsq partials,
  * the cuDNN workspace, the bf16 copies of GEMM and convolution operands) is counted
- * against --mem-limit like everything else. cuBLAS's and cuDNN's internal workspaces
- * are not (a few MiB).
+ * against --mem-limit like everything else. The libraries' own memory (cuBLAS's work
+ * space, cuDNN's handle, NCCL's buffers) is not: cu_free_memory sets a reserve aside
+ * for it (library_reserve).
  *
  * --precision bf16 (README "Precision"): a GEMM converts A and B to bf16 (kernels.cu,
  * backend/bf16.h's rounding) and calls cublasGemmEx / cublasGemmStridedBatchedEx with
@@ -136,14 +137,62 @@ static void *cu_alloc(ppdl_backend *be, size_t n)
 }
 static void cu_free(ppdl_backend *be, void *p) { CUDA_CHECK(cudaFreeAsync(p, stream(be))); }
 
-/* the GPU's free memory, shared evenly by the node's ranks whose chosen device is
- * this GPU (by PCI bus id: ppdl_cuda_choose_gpu) */
+/* Device memory the libraries take for a rank outside ppdl's accounting, after the
+ * probe reads the free memory: set aside by cu_free_memory so that a full plan does not
+ * run out inside cuBLAS, cuDNN or NCCL (README "GPU clusters: NCCL", the memory).
+ * Estimates with the sources of their numbers: */
+/* cuBLAS's work space, per handle (one here, on one stream): NVIDIA's cuBLAS docs,
+ * cublasSetWorkspace: 32 MiB on Hopper (sm_90) and later, 4 MiB before */
+#define CUBLAS_WORKSPACE_SM90 ((size_t)32 << 20)
+#define CUBLAS_WORKSPACE_OLDER ((size_t)4 << 20)
+/* cuDNN's handle and the code of the engines it loads (lazily, CUDA_MODULE_LOADING=LAZY,
+ * the default since CUDA 12.2): NVIDIA publishes no figure; an allowance. Its
+ * workspace is ppdl's own buffer (workspace()), counted already */
+#define CUDNN_HANDLE_RESERVE ((size_t)64 << 20)
+/* NCCL's connection buffers: NCCL_BUFFSIZE (NCCL docs, "Environment Variables": 4 MiB
+ * by default; read from the environment when set) per channel and direction of each
+ * connection; up to 3 communicators a rank (activations, gradients, replicas:
+ * run_stage.c), each connecting it to 2 peers (the stages before and after, or a
+ * ring's neighbours), over 2 channels each. An all-reduce ring over NVLink may use
+ * more channels (NCCL_MAX_NCHANNELS bounds them) */
+#define NCCL_BUFFSIZE_DEFAULT ((size_t)4 << 20)
+#define NCCL_COMMS 3
+#define NCCL_PEERS_PER_COMM 2
+#define NCCL_CHANNELS_PER_PEER 2
+#define NCCL_DIRECTIONS 2
+/* allocation granularity: the memory pools of cudaMalloc and cudaMallocAsync map
+ * device memory in 2 MiB pages, while ppdl counts 256-byte units (ppdl_be_alloc_size);
+ * a buffer can leave up to a page unused, and the pool's pages fragment as scratch
+ * grows: 1/64 of the rank's memory */
+#define POOL_SLACK_DIVISOR 64
+
+static size_t library_reserve(const cuda_impl *ci)
+{
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, ci->device));
+    size_t cublas = prop.major >= 9 ? CUBLAS_WORKSPACE_SM90 : CUBLAS_WORKSPACE_OLDER;
+    size_t buffsize = NCCL_BUFFSIZE_DEFAULT;
+    const char *env = getenv("NCCL_BUFFSIZE");
+    if (env && *env) {
+        char *end = NULL;
+        unsigned long long v = strtoull(env, &end, 0);
+        if (end && !*end && v > 0) buffsize = (size_t)v;
+    }
+    size_t nccl = (size_t)NCCL_COMMS * NCCL_PEERS_PER_COMM * NCCL_CHANNELS_PER_PEER * NCCL_DIRECTIONS * buffsize;
+    return cublas + CUDNN_HANDLE_RESERVE + nccl;
+}
+
+/* the memory this rank may plan with: the GPU's free memory, shared evenly by the
+ * node's ranks whose chosen device is this GPU (by PCI bus id: ppdl_cuda_choose_gpu),
+ * less what the libraries will take for it and the pools' slack */
 static size_t cu_free_memory(ppdl_backend *be)
 {
     const cuda_impl *ci = be->impl;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    return free_bytes / (size_t)(ci->sharing > 1 ? ci->sharing : 1);
+    size_t share = free_bytes / (size_t)(ci->sharing > 1 ? ci->sharing : 1);
+    size_t reserve = library_reserve(ci) + share / POOL_SLACK_DIVISOR;
+    return share > reserve ? share - reserve : 0;
 }
 static void cu_h2d(ppdl_backend *be, void *d, const void *s, size_t n)
 {
