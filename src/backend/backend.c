@@ -63,13 +63,26 @@ void ppdl_be_free(ppdl_backend *be, void *p)
     ppdl_die("freeing a pointer this backend did not allocate");
 }
 
+void ppdl_be_free_all(ppdl_backend *be)
+{
+    /* emptied first: a buffer leaves the table once, whatever ops->free does */
+    size_t n = be->n_live;
+    be->n_live = 0;
+    for (size_t i = 0; i < n; i++) {
+        be->bytes_in_use -= be->live[i].bytes;
+        be->ops->free(be, be->live[i].p);
+    }
+}
+
 void ppdl_backend_destroy(ppdl_backend *be)
 {
     if (!be) return;
     /* what is still allocated belongs to this backend and goes with it (the table kept
-     * it reachable before; a test or an early exit need not free every buffer first) */
-    for (size_t i = 0; i < be->n_live; i++) be->ops->free(be, be->live[i].p);
-    be->n_live = 0;
+     * it reachable before; a test or an early exit need not free every buffer first).
+     * The table owns every buffer, the backend's own scratch included: it frees them
+     * here, once, while the backend's streams still exist; ops->destroy then releases
+     * the rest and must not free them again (backend_impl.h) */
+    ppdl_be_free_all(be);
     if (be->ops->destroy) be->ops->destroy(be);
     free(be->live);
     free(be->impl);

@@ -46,8 +46,9 @@ const char *ppdl_be_name(const ppdl_backend *be);
 int ppdl_be_device_memory(const ppdl_backend *be);
 /* the device memory this rank may use, for the probe's memory per rank: a GPU's free
  * memory now (cudaMemGetInfo) divided among the node's ranks that share that GPU
- * (PPDL_CUDA_SHARE); 0 where the backend has no memory of its own (the CPU: the probe
- * then takes the host's physical memory per rank) */
+ * (PPDL_CUDA_SHARE), less a reserve for the libraries' own memory (cuda.c); 0 where
+ * the backend has no memory of its own (the CPU: the probe then takes the host's
+ * physical memory per rank) */
 size_t ppdl_be_free_memory(ppdl_backend *be);
 
 /* ---- memory accounting ---- */

@@ -16,8 +16,15 @@
 struct ppdl_backend_ops {
     const char *name;
 
-    /* ---- memory (raw: the byte accounting and the limit live in the wrappers) ---- */
-    void *(*alloc)(ppdl_backend *be, size_t n_bytes); /* NULL on failure */
+    /* ---- memory (raw: the byte accounting and the limit live in the wrappers) ----
+     * Who frees what: every buffer from ppdl_be_alloc / ppdl_be_try_alloc, a backend's
+     * own scratch included, is owned by the live table of struct ppdl_backend (below),
+     * and leaves it exactly once, through ops->free: by ppdl_be_free, or by
+     * ppdl_be_free_all, which ppdl_backend_destroy runs before ops->destroy. A backend
+     * keeps pointers to its own scratch only as borrowed references. ops->free must
+     * accept a buffer that queued work still uses (it waits for that work, or frees in
+     * the order of the queue), and works until ops->destroy has run. */
+    void *(*alloc)(ppdl_backend *be, size_t n_bytes); /* NULL when out of memory only */
     void (*free)(ppdl_backend *be, void *p);
     void (*copy_h2d)(ppdl_backend *be, void *dst, const void *src, size_t n_bytes);
     void (*copy_d2h)(ppdl_backend *be, void *dst, const void *src, size_t n_bytes);
@@ -103,7 +110,13 @@ struct ppdl_backend_ops {
     /* NULL: ppdl_be_host_alloc falls back to malloc */
     void *(*host_alloc)(ppdl_backend *be, size_t n_bytes);
     void (*host_free)(ppdl_backend *be, void *p);
-    /* release the backend's handles and streams (before ppdl_backend_destroy frees it) */
+    /* Release what the live table does not hold: streams, library handles, page-locked
+     * buffers of its own. ppdl_backend_destroy calls it once, after ppdl_be_free_all
+     * has emptied the table, and frees be->impl after it. It must never free a buffer
+     * of the table itself (that would be the second free); it forgets its references.
+     * Called on its own (the table not emptied), it must first empty the table with
+     * ppdl_be_free_all while its streams still exist, and a second call must do
+     * nothing: the CUDA backend's is written so. */
     void (*destroy)(ppdl_backend *be);
     /* NULL: ppdl_be_has_conv2d is 0 and the callers lower a convolution to im2col + gemm */
     void (*conv2d_fwd)(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co, int kh, int kw,
@@ -118,7 +131,8 @@ typedef struct ppdl_live_alloc { void *p; size_t bytes; } ppdl_live_alloc;
 
 struct ppdl_backend {
     const ppdl_backend_ops *ops;
-    void *impl;               /* backend-private state, freed by ppdl_backend_destroy */
+    void *impl;               /* backend-private state, freed by ppdl_backend_destroy
+                               * after ops->destroy */
     int threads;              /* compute threads (CPU) */
     /* byte accounting, maintained by ppdl_be_alloc / ppdl_be_free; read and set from
      * outside through ppdl_be_in_use, ppdl_be_peak, ppdl_be_set_limit, ... */
@@ -140,6 +154,11 @@ struct ppdl_backend {
     /* PPDL_PREC_*: the arithmetic of the GEMMs (ppdl_be_set_precision) */
     int precision;
 };
+
+/* Free every buffer still in the live table through ops->free, once each, and empty
+ * it (the accounting drops to 0 in use). ppdl_backend_destroy runs it before
+ * ops->destroy; a backend's destroy runs it itself when called without it. */
+void ppdl_be_free_all(ppdl_backend *be);
 
 /* The elements a GEMM operand spans, for the backends' rounded copies of A and B
  * under bf16: `which` 0 is A (op(A) is m_or_n x k), 1 is B (op(B) is k x m_or_n);

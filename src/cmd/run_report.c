@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if HAVE_CUDA
+#include "backend/cuda/cuda_api.h"
+#endif
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/util.h"
@@ -118,6 +121,12 @@ void run_print_header(const run *r)
            o->micro_batch_size, ppdl_be_name(r->be), r->threads, r->threads > 1 ? "s" : "",
            r->comm.yield ? "yielding" : "blocking");
     if (r->backend_why[0]) printf("backend %s (--backend auto: %s)\n", ppdl_be_name(r->be), r->backend_why);
+#if HAVE_CUDA
+    if (!strcmp(ppdl_be_name(r->be), "cuda")) { /* rank 0's GPU: bus id, how many ranks share it */
+        char gpu[384];
+        printf("gpu of rank 0: %s\n", ppdl_cuda_describe(r->be, gpu, sizeof gpu));
+    }
+#endif
     printf("p2p %s (%s)\n", ppdl_p2p_name(r->p2p), r->p2p_why);
     if (o->precision == PPDL_PREC_BF16) printf("precision bf16 (%s)\n", ppdl_be_bf16_gemm_name(r->be));
     if (r->schedule_why[0]) printf("schedule %s (--schedule auto, %s)\n", ppdl_schedule_name(o->schedule), r->schedule_why);

@@ -208,31 +208,35 @@ static const char *resume_path(const options *o)
     return exists ? o->checkpoint : NULL;
 }
 
-/* --backend auto: CUDA where this build has it and every rank sees a usable GPU of its
- * own (or PPDL_CUDA_SHARE=1 lets ranks share), the CPU otherwise. Collective: every
- * rank calls it, and all take the same answer; `why` says why (the header prints it). */
-static const char *choose_backend(int node_ranks, char *why, size_t len)
+/* --backend auto: CUDA where this build has it and every rank has a usable GPU of its
+ * own (by PCI bus id: ppdl_cuda_choose_gpu), or PPDL_CUDA_SHARE=1 lets ranks share,
+ * the CPU otherwise. Collective: every rank calls it, and all take the same answer;
+ * `why` says why (the header prints it). */
+static const char *choose_backend(char *why, size_t len)
 {
-    int usable = 0;
+    int mine[2] = {0, 0}; /* a usable GPU; one it may use (its own, or shared by consent) */
 #if HAVE_CUDA
-    if (ppdl_cuda_available(why, len)) {
-        int count = ppdl_cuda_device_count();
+    ppdl_cuda_gpu g;
+    if (ppdl_cuda_choose_gpu(&g, why, len)) { /* collective */
         const char *share = getenv("PPDL_CUDA_SHARE");
-        usable = node_ranks <= count || (share && !strcmp(share, "1"));
-        if (!usable)
-            snprintf(why, len, "%d ranks on a node with %d GPU%s (PPDL_CUDA_SHARE=1 shares them)", node_ranks, count,
-                     count == 1 ? "" : "s");
+        mine[0] = 1;
+        mine[1] = g.sharing == 1 || (share && !strcmp(share, "1"));
+        if (!mine[1])
+            ppdl_errf(why, len, "%s share the GPU at PCI bus %s (PPDL_CUDA_SHARE=1 lets ranks share)", g.sharers,
+                      g.bus_id);
+        else if (g.sharing > 1)
+            ppdl_errf(why, len, "a usable GPU on every rank, %s sharing one (PPDL_CUDA_SHARE=1)", g.sharers);
         else
             snprintf(why, len, "a usable GPU on every rank");
     }
 #else
-    (void)node_ranks;
     snprintf(why, len, "this ppdl was built without CUDA (configure --with-cuda)");
 #endif
-    int all = 0;
-    PPDL_CHECK_MPI(MPI_Allreduce(&usable, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (usable && !all) snprintf(why, len, "another rank has no usable GPU");
-    return all ? "cuda" : "cpu";
+    int all[2] = {0, 0};
+    PPDL_CHECK_MPI(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (mine[1] && !all[0]) snprintf(why, len, "another rank has no usable GPU");
+    else if (mine[1] && !all[1]) snprintf(why, len, "other ranks share a GPU (PPDL_CUDA_SHARE=1 lets them)");
+    return all[1] ? "cuda" : "cpu";
 }
 
 /* --p2p: NCCL or MPI between the stages (pipe/p2p_choice.h). Collective: every rank
@@ -290,7 +294,7 @@ void run_setup_device_and_network(run *r)
         r->threads = cores > local ? cores / local : 1;
     }
     const char *backend = o->backend;
-    if (!strcmp(backend, "auto")) backend = choose_backend(local, r->backend_why, sizeof r->backend_why);
+    if (!strcmp(backend, "auto")) backend = choose_backend(r->backend_why, sizeof r->backend_why);
     r->be = ppdl_backend_create(backend, (int)r->threads, r->rank, err, sizeof err);
     agree_or_end_job(r->be == NULL, err, 1);
     choose_p2p(r);

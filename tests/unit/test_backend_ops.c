@@ -1330,8 +1330,7 @@ int main(int argc, char **argv)
     H->tf32 = 0;
     H->gemm_only = 0;
     run_bf16_suite(H, "cuda-bf16", 7);
-    if (cu->ops->destroy) cu->ops->destroy(cu);
-    ppdl_backend_destroy(cu);
+    ppdl_backend_destroy(cu); /* runs cu->ops->destroy, once */
 #endif
     free(H);
     ppdl_backend_destroy(ref);

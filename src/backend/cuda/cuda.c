@@ -7,10 +7,12 @@
  * (sumsq) wait for it. Every CUDA, cuBLAS and cuDNN call is checked and a failure aborts
  * the job with the library's own error string.
  *
- * Memory: device buffers come from cudaMalloc through ppdl_be_alloc, so the backend's
- * own scratch (per-row losses, sumsq partials, the cuDNN workspace, the bf16 copies of
- * GEMM and convolution operands) is counted against --mem-limit like everything else.
- * cuBLAS's and cuDNN's internal workspaces are not (a few MiB).
+ * Memory: device buffers come from cudaMallocAsync on the compute stream (cu_alloc)
+ * through ppdl_be_alloc, so the backend's own scratch (per-row losses, sumsq partials,
+ * the cuDNN workspace, the bf16 copies of GEMM and convolution operands) is counted
+ * against --mem-limit like everything else. The libraries' own memory (cuBLAS's work
+ * space, cuDNN's handle, NCCL's buffers) is not: cu_free_memory sets a reserve aside
+ * for it (library_reserve).
  *
  * --precision bf16 (README "Precision"): a GEMM converts A and B to bf16 (kernels.cu,
  * backend/bf16.h's rounding) and calls cublasGemmEx / cublasGemmStridedBatchedEx with
@@ -59,6 +61,8 @@ typedef struct conv_plan {
 
 typedef struct cuda_impl {
     int device, n_devices, local_rank, local_size, tf32;
+    int sharing;               /* the node's ranks on this GPU, this one included */
+    char bus_id[PPDL_CUDA_BUS_ID_LEN];
     cudaStream_t stream;
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;       /* created at the first convolution */
@@ -102,27 +106,93 @@ static cudaStream_t stream(ppdl_backend *be) { return impl(be)->stream; }
 
 /* ------------------------------------------------------------------ memory, events */
 
-static void *cu_alloc(ppdl_backend *be, size_t n)
+/* A failed allocation: NULL (the caller reports "out of memory") only when the memory
+ * ran out; any other error, e.g. a sticky cudaErrorIllegalAddress left by an earlier
+ * kernel's fault, ends the job as what it is */
+static void *alloc_failed(const char *call, size_t n, cudaError_t e)
 {
-    (void)be;
-    void *p = NULL;
-    if (cudaMalloc(&p, n) != cudaSuccess) {
-        cudaGetLastError(); /* clear the error so the caller can report and later calls work */
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError(); /* not sticky: cleared so that the caller can report and later calls work */
         return NULL;
     }
-    return p;
+    ppdl_die("%s of %zu bytes: CUDA error %d (%s): %s", call, n, (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
 }
-static void cu_free(ppdl_backend *be, void *p) { (void)be; CUDA_CHECK(cudaFree(p)); }
 
-/* the GPU's free memory, shared evenly by the node's ranks on it: local rank r runs on
- * device r % n_devices, so ceil((local_size - device) / n_devices) ranks share this one */
+/* Device memory is stream-ordered: allocated and freed on the compute stream from the
+ * device's default memory pool (cudaMallocAsync / cudaFreeAsync), so that nothing in a
+ * step synchronises the device, as cudaFree does (it would wait for NCCL's pending
+ * transfers too). A buffer is usable by the work queued on the compute stream after
+ * its allocation, and by other streams ordered after that work (NCCL's: nccl_p2p.c
+ * records an event on the compute stream before each transfer, which its streams
+ * wait for). Its free is ordered after the work queued on the compute stream before
+ * it, and the pool hands the memory out again only to later work on that stream; a
+ * buffer that other streams use (NCCL's) must be freed only after they are done with
+ * it, which the runtime guarantees by waiting on its NCCL requests before it frees its
+ * buffers and destroys the backend. */
+static void *cu_alloc(ppdl_backend *be, size_t n)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMallocAsync(&p, n, stream(be));
+    return e == cudaSuccess ? p : alloc_failed("cudaMallocAsync", n, e);
+}
+static void cu_free(ppdl_backend *be, void *p) { CUDA_CHECK(cudaFreeAsync(p, stream(be))); }
+
+/* Device memory the libraries take for a rank outside ppdl's accounting, after the
+ * probe reads the free memory: set aside by cu_free_memory so that a full plan does not
+ * run out inside cuBLAS, cuDNN or NCCL (README "GPU clusters: NCCL", the memory).
+ * Estimates with the sources of their numbers: */
+/* cuBLAS's work space, per handle (one here, on one stream): NVIDIA's cuBLAS docs,
+ * cublasSetWorkspace: 32 MiB on Hopper (sm_90) and later, 4 MiB before */
+#define CUBLAS_WORKSPACE_SM90 ((size_t)32 << 20)
+#define CUBLAS_WORKSPACE_OLDER ((size_t)4 << 20)
+/* cuDNN's handle and the code of the engines it loads (lazily, CUDA_MODULE_LOADING=LAZY,
+ * the default since CUDA 12.2): NVIDIA publishes no figure; an allowance. Its
+ * workspace is ppdl's own buffer (workspace()), counted already */
+#define CUDNN_HANDLE_RESERVE ((size_t)64 << 20)
+/* NCCL's connection buffers: NCCL_BUFFSIZE (NCCL docs, "Environment Variables": 4 MiB
+ * by default; read from the environment when set) per channel and direction of each
+ * connection; up to 3 communicators a rank (activations, gradients, replicas:
+ * run_stage.c), each connecting it to 2 peers (the stages before and after, or a
+ * ring's neighbours), over 2 channels each. An all-reduce ring over NVLink may use
+ * more channels (NCCL_MAX_NCHANNELS bounds them) */
+#define NCCL_BUFFSIZE_DEFAULT ((size_t)4 << 20)
+#define NCCL_COMMS 3
+#define NCCL_PEERS_PER_COMM 2
+#define NCCL_CHANNELS_PER_PEER 2
+#define NCCL_DIRECTIONS 2
+/* allocation granularity: the memory pools of cudaMalloc and cudaMallocAsync map
+ * device memory in 2 MiB pages, while ppdl counts 256-byte units (ppdl_be_alloc_size);
+ * a buffer can leave up to a page unused, and the pool's pages fragment as scratch
+ * grows: 1/64 of the rank's memory */
+#define POOL_SLACK_DIVISOR 64
+
+static size_t library_reserve(const cuda_impl *ci)
+{
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, ci->device));
+    size_t cublas = prop.major >= 9 ? CUBLAS_WORKSPACE_SM90 : CUBLAS_WORKSPACE_OLDER;
+    size_t buffsize = NCCL_BUFFSIZE_DEFAULT;
+    const char *env = getenv("NCCL_BUFFSIZE");
+    if (env && *env) {
+        char *end = NULL;
+        unsigned long long v = strtoull(env, &end, 0);
+        if (end && !*end && v > 0) buffsize = (size_t)v;
+    }
+    size_t nccl = (size_t)NCCL_COMMS * NCCL_PEERS_PER_COMM * NCCL_CHANNELS_PER_PEER * NCCL_DIRECTIONS * buffsize;
+    return cublas + CUDNN_HANDLE_RESERVE + nccl;
+}
+
+/* the memory this rank may plan with: the GPU's free memory, shared evenly by the
+ * node's ranks whose chosen device is this GPU (by PCI bus id: ppdl_cuda_choose_gpu),
+ * less what the libraries will take for it and the pools' slack */
 static size_t cu_free_memory(ppdl_backend *be)
 {
     const cuda_impl *ci = be->impl;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    int sharing = (ci->local_size - ci->device + ci->n_devices - 1) / ci->n_devices;
-    return free_bytes / (size_t)(sharing > 1 ? sharing : 1);
+    size_t share = free_bytes / (size_t)(ci->sharing > 1 ? ci->sharing : 1);
+    size_t reserve = library_reserve(ci) + share / POOL_SLACK_DIVISOR;
+    return share > reserve ? share - reserve : 0;
 }
 static void cu_h2d(ppdl_backend *be, void *d, const void *s, size_t n)
 {
@@ -168,11 +238,8 @@ static void *cu_host_alloc(ppdl_backend *be, size_t n)
 {
     (void)be;
     void *p = NULL;
-    if (cudaMallocHost(&p, n ? n : 1) != cudaSuccess) {
-        cudaGetLastError();
-        return NULL;
-    }
-    return p;
+    cudaError_t e = cudaMallocHost(&p, n ? n : 1);
+    return e == cudaSuccess ? p : alloc_failed("cudaMallocHost", n ? n : 1, e); /* NULL: ppdl_be_host_alloc mallocs */
 }
 static void cu_host_free(ppdl_backend *be, void *p)
 {
@@ -181,11 +248,13 @@ static void cu_host_free(ppdl_backend *be, void *p)
 }
 
 /* a device buffer of the backend's own, grown on demand (at least doubling) and
- * counted like any buffer */
+ * counted like any buffer; used on the compute stream only */
 static void *grown(ppdl_backend *be, void **buf, size_t *cap, size_t bytes, const char *what)
 {
     if (bytes > *cap) {
-        ppdl_be_free(be, *buf); /* cudaFree waits for the work that used it */
+        /* stream-ordered (cu_alloc): the old buffer goes after the work queued on it, and
+         * neither the host nor the device waits */
+        ppdl_be_free(be, *buf);
         size_t want = bytes > 2 * *cap ? bytes : 2 * *cap;
         *buf = ppdl_be_alloc(be, want, what);
         *cap = want;
@@ -546,7 +615,7 @@ static void *workspace(ppdl_backend *be, size_t bytes)
 {
     cuda_impl *ci = impl(be);
     if (bytes > ci->workspace_bytes) {
-        ppdl_be_free(be, ci->workspace);
+        ppdl_be_free(be, ci->workspace); /* stream-ordered, as in grown() */
         ci->workspace = ppdl_be_alloc(be, bytes, "cuDNN convolution workspace");
         ci->workspace_bytes = bytes;
     }
@@ -618,17 +687,21 @@ static const ppdl_backend_ops cuda_ops = {
     .bf16_gemm_name = cu_bf16_gemm_name,
 };
 
+/* The handles, the stream and the page-locked partials: what the live table does not
+ * hold (backend_impl.h). The device buffers, the scratch, workspace and bf16 slots
+ * among them, belong to the table: ppdl_backend_destroy has freed them before this
+ * runs, so they are only forgotten here. Called on its own (a test, a benchmark) it
+ * empties the table itself while the stream exists; a second call does nothing. */
 static void cu_destroy(ppdl_backend *be)
 {
     cuda_impl *ci = impl(be);
-    if (!ci) return;
+    if (!ci || !ci->stream) return; /* released before */
+    /* the queued work ends first: an earlier kernel's fault is reported here */
     CUDA_CHECK(cudaStreamSynchronize(ci->stream));
-    ppdl_be_free(be, ci->scratch);
-    ppdl_be_free(be, ci->workspace);
+    ppdl_be_free_all(be); /* nothing left when ppdl_backend_destroy called us */
     ci->scratch = ci->workspace = NULL;
     ci->scratch_bytes = ci->workspace_bytes = 0;
     for (int i = 0; i < 3; i++) {
-        ppdl_be_free(be, ci->bf16[i]);
         ci->bf16[i] = NULL;
         ci->bf16_bytes[i] = 0;
     }
@@ -636,9 +709,14 @@ static void cu_destroy(ppdl_backend *be)
     ci->n_plans = 0;
     if (ci->cudnn) CUDNN_CHECK(cudnnDestroy(ci->cudnn));
     ci->cudnn = NULL;
-    CUBLAS_CHECK(cublasDestroy(ci->cublas));
-    CUDA_CHECK(cudaFreeHost(ci->host_partials));
+    if (ci->cublas) CUBLAS_CHECK(cublasDestroy(ci->cublas));
+    ci->cublas = NULL;
+    if (ci->host_partials) CUDA_CHECK(cudaFreeHost(ci->host_partials));
+    ci->host_partials = NULL;
+    /* the frees queued on the stream are done before it goes */
+    CUDA_CHECK(cudaStreamSynchronize(ci->stream));
     CUDA_CHECK(cudaStreamDestroy(ci->stream));
+    ci->stream = NULL;
 }
 
 /* ------------------------------------------------------------------ which GPU */
@@ -659,30 +737,155 @@ int ppdl_cuda_available(char *why, size_t len)
     return 1;
 }
 
-int ppdl_cuda_device_count(void)
-{
-    int count = 0; /* left unwritten on failure */
-    if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
-    return count;
-}
-
-/* This rank's place among the ranks of its node. Collective over MPI_COMM_WORLD when
- * MPI runs; a process without MPI is rank 0 of 1. */
-static void node_local_rank(int *local_rank, int *local_size)
+/* The ranks of this node (MPI_Comm_split_type SHARED over MPI_COMM_WORLD; collective):
+ * MPI_COMM_NULL, and rank 0 of 1, in a process without MPI */
+static MPI_Comm node_comm(int *local_rank, int *local_size, int *world_rank)
 {
     int up = 0, down = 0;
-    *local_rank = 0;
+    *local_rank = *world_rank = 0;
     *local_size = 1;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (!up || down) return;
-    int world_rank = 0;
+    if (!up || down) return MPI_COMM_NULL;
     MPI_Comm node;
-    PPDL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-    PPDL_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+    PPDL_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, world_rank));
+    PPDL_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, *world_rank, MPI_INFO_NULL, &node));
     PPDL_CHECK_MPI(MPI_Comm_rank(node, local_rank));
     PPDL_CHECK_MPI(MPI_Comm_size(node, local_size));
-    PPDL_CHECK_MPI(MPI_Comm_free(&node));
+    return node;
+}
+
+/* the visible devices' PCI bus ids, PPDL_CUDA_BUS_ID_LEN bytes each; the count, 0
+ * (and why) when CUDA or a device cannot be asked */
+static int visible_bus_ids(char **ids, char *why, size_t len)
+{
+    int count = 0;
+    *ids = NULL;
+    if (!ppdl_cuda_available(why, len)) return 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    *ids = ppdl_xcalloc((size_t)(count > 0 ? count : 1), PPDL_CUDA_BUS_ID_LEN);
+    for (int d = 0; d < count && e == cudaSuccess; d++)
+        e = cudaDeviceGetPCIBusId(*ids + (size_t)d * PPDL_CUDA_BUS_ID_LEN, PPDL_CUDA_BUS_ID_LEN, d);
+    if (e != cudaSuccess) {
+        ppdl_errf(why, len, "CUDA error %d (%s) naming the visible devices: %s", (int)e, cudaGetErrorName(e),
+                  cudaGetErrorString(e));
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+/* "rank 3", "ranks 0 and 2", "ranks 0, 1, 2 and 3" (the first 16, then "..."), from
+ * world ranks */
+static void rank_list(char *buf, size_t len, const int *ranks, int n)
+{
+    size_t at = (size_t)snprintf(buf, len, "rank%s", n == 1 ? "" : "s");
+    for (int i = 0; i < n && at < len; i++) {
+        const char *sep = i == 0 ? " " : i + 1 == n ? " and " : ", ";
+        if (i == 16) {
+            snprintf(buf + at, len - at, ", ... (%d in all)", n);
+            return;
+        }
+        at += (size_t)snprintf(buf + at, len - at, "%s%d", sep, ranks[i]);
+    }
+}
+
+/* The assignment (see ppdl_cuda_choose_gpu): local rank r sees counts[r] devices,
+ * whose bus ids are ids + at[r] + d * PPDL_CUDA_BUS_ID_LEN, d = 0 .. counts[r]-1. Sets
+ * chosen[r], the bus id rank r takes (NULL: none), and returns the visible device
+ * number `me` takes (-1: none). */
+static int assign_gpus(int n, const int *counts, const char *ids, const int *at, const char **chosen, int me)
+{
+    int device = -1;
+    int *order = ppdl_xcalloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = 1; i < n; i++) /* insertion sort by (count, local rank): n is a node's ranks */
+        for (int j = i; j > 0 && counts[order[j - 1]] > counts[order[j]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int k = 0; k < n; k++) {
+        const int r = order[k];
+        int best_load = -1;
+        for (int d = 0; d < counts[r]; d++) {
+            const char *id = ids + at[r] + (size_t)d * PPDL_CUDA_BUS_ID_LEN;
+            int load = 0;
+            for (int j = 0; j < n; j++) load += chosen[j] && !strncmp(chosen[j], id, PPDL_CUDA_BUS_ID_LEN);
+            if (best_load < 0 || load < best_load) {
+                best_load = load;
+                chosen[r] = id;
+                if (r == me) device = d;
+            }
+        }
+    }
+    free(order);
+    return device;
+}
+
+/* cuda_api.h. Every local rank gathers every local rank's list of visible bus ids;
+ * all then run the same assignment on the same data, so they agree without a second
+ * exchange: ranks are taken in order of fewest visible devices first (the most bound),
+ * then local rank; each takes, among the devices it sees, the one fewest ranks have
+ * taken so far, the first in its own visible order on a tie. Ranks that see the same
+ * devices in the same order thus take visible device i % count (i-th among them), as
+ * local rank modulo the count did before; ranks bound to one GPU each take their own;
+ * differently ordered lists of the same GPUs still spread. The PCI bus id names the
+ * physical GPU whatever CUDA_VISIBLE_DEVICES says (MIG instances of one GPU share it:
+ * they count as one GPU here). */
+int ppdl_cuda_choose_gpu(ppdl_cuda_gpu *g, char *why, size_t len)
+{
+    memset(g, 0, sizeof *g);
+    g->device = -1;
+    int world_rank = 0;
+    MPI_Comm node = node_comm(&g->local_rank, &g->local_size, &world_rank);
+    char *mine = NULL;
+    const int count = visible_bus_ids(&mine, why, len), n = g->local_size;
+    /* every local rank's count, world rank and bus ids */
+    int *counts = ppdl_xcalloc((size_t)n, sizeof(int)), *world = ppdl_xcalloc((size_t)n, sizeof(int));
+    int *bytes = ppdl_xcalloc((size_t)n, sizeof(int)), *at = ppdl_xcalloc((size_t)n, sizeof(int));
+    counts[0] = count;
+    world[0] = world_rank;
+    if (node != MPI_COMM_NULL) {
+        PPDL_CHECK_MPI(MPI_Allgather(&count, 1, MPI_INT, counts, 1, MPI_INT, node));
+        PPDL_CHECK_MPI(MPI_Allgather(&world_rank, 1, MPI_INT, world, 1, MPI_INT, node));
+    }
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        at[i] = total;
+        bytes[i] = counts[i] * PPDL_CUDA_BUS_ID_LEN;
+        total += counts[i];
+    }
+    char *ids = ppdl_xcalloc((size_t)(total > 0 ? total : 1), PPDL_CUDA_BUS_ID_LEN);
+    for (int i = 0; i < n; i++) at[i] *= PPDL_CUDA_BUS_ID_LEN;
+    if (node != MPI_COMM_NULL) {
+        PPDL_CHECK_MPI(MPI_Allgatherv(mine ? mine : ids, count * PPDL_CUDA_BUS_ID_LEN, MPI_CHAR, ids, bytes, at,
+                                      MPI_CHAR, node));
+        PPDL_CHECK_MPI(MPI_Comm_free(&node));
+    } else if (count) {
+        memcpy(ids, mine, (size_t)count * PPDL_CUDA_BUS_ID_LEN);
+    }
+    const char **chosen = ppdl_xcalloc((size_t)n, sizeof *chosen);
+    g->device = assign_gpus(n, counts, ids, at, chosen, g->local_rank);
+    g->usable = count > 0;
+    g->n_devices = count;
+    if (g->usable) {
+        const char *me = chosen[g->local_rank];
+        int *sharers = ppdl_xcalloc((size_t)n, sizeof(int));
+        for (int j = 0; j < n; j++)
+            if (chosen[j] && !strncmp(chosen[j], me, PPDL_CUDA_BUS_ID_LEN)) sharers[g->sharing++] = world[j];
+        snprintf(g->bus_id, sizeof g->bus_id, "%.*s", PPDL_CUDA_BUS_ID_LEN - 1, me);
+        rank_list(g->sharers, sizeof g->sharers, sharers, g->sharing);
+        free(sharers);
+    }
+    free(chosen);
+    free(ids);
+    free(at);
+    free(bytes);
+    free(world);
+    free(counts);
+    free(mine);
+    return g->usable;
 }
 
 /* an environment switch: unset or "0" is 0, "1" is 1, anything else an error */
@@ -698,33 +901,57 @@ static int env_switch(const char *name, int *on, char *err, size_t errlen)
     return ppdl_errf(err, errlen, "%s=%s: expected 0 or 1", name, v);
 }
 
+/* the first calls that need the GPU itself (a context): where a GPU in
+ * EXCLUSIVE_PROCESS compute mode refuses a second process. 0, or an error in err */
+static int open_device(const cuda_impl *ci, int rank, char *err, size_t errlen, cudaStream_t *s)
+{
+    cudaError_t e = cudaSetDevice(ci->device);
+    const char *call = "cudaSetDevice";
+    if (e == cudaSuccess) {
+        call = "cudaStreamCreateWithFlags";
+        e = cudaStreamCreateWithFlags(s, cudaStreamNonBlocking);
+    }
+    if (e == cudaSuccess) return 0;
+    cudaGetLastError();
+    return ppdl_errf(err, errlen, "--backend cuda: rank %d cannot open CUDA device %d (PCI %s): %s: CUDA error %d (%s): "
+                                  "%s%s",
+                     rank, ci->device, ci->bus_id, call, (int)e, cudaGetErrorName(e), cudaGetErrorString(e),
+                     ci->sharing > 1 ? "; PPDL_CUDA_SHARE=1 puts several ranks on it, which a GPU in "
+                                       "EXCLUSIVE_PROCESS compute mode refuses (nvidia-smi -q -d COMPUTE shows "
+                                       "the mode): run one rank per GPU, or use the DEFAULT mode"
+                                     : "");
+}
+
 ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen)
 {
-    /* first, on every rank: the collective that finds the node-local rank */
-    int local_rank, local_size, share, tf32;
-    node_local_rank(&local_rank, &local_size);
+    /* first, on every rank: the collective that chooses the node's GPUs */
+    ppdl_cuda_gpu g;
+    int share, tf32;
     char why[256];
-    if (!ppdl_cuda_available(why, sizeof why)) {
+    if (!ppdl_cuda_choose_gpu(&g, why, sizeof why)) {
         ppdl_errf(err, errlen, "--backend cuda: no usable CUDA device on rank %d (%s)", rank, why);
         return NULL;
     }
     if (env_switch("PPDL_CUDA_SHARE", &share, err, errlen) || env_switch("PPDL_CUDA_TF32", &tf32, err, errlen))
         return NULL;
-    int count = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (local_size > count && !share) {
-        ppdl_errf(err, errlen, "--backend cuda: this node runs %d ranks but has %d GPU%s (rank %d is local rank %d): "
-                               "run at most one rank per GPU, or set PPDL_CUDA_SHARE=1 to let ranks share GPUs",
-                  local_size, count, count == 1 ? "" : "s", rank, local_rank);
+    if (g.sharing > 1 && !share) {
+        ppdl_errf(err, errlen, "--backend cuda: %s of one node would share the GPU at PCI bus %s (rank %d sees %d "
+                               "device%s): run at most one rank per GPU (CUDA_VISIBLE_DEVICES, Slurm "
+                               "--gpus-per-task=1), or set PPDL_CUDA_SHARE=1 to let ranks share GPUs",
+                  g.sharers, g.bus_id, rank, g.n_devices, g.n_devices == 1 ? "" : "s");
         return NULL;
     }
     cuda_impl *ci = ppdl_xcalloc(1, sizeof *ci);
-    ci->device = local_rank % count;
-    ci->n_devices = count;
-    ci->local_rank = local_rank;
-    ci->local_size = local_size;
-    CUDA_CHECK(cudaSetDevice(ci->device));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&ci->stream, cudaStreamNonBlocking));
+    ci->device = g.device;
+    ci->n_devices = g.n_devices;
+    ci->local_rank = g.local_rank;
+    ci->local_size = g.local_size;
+    ci->sharing = g.sharing;
+    memcpy(ci->bus_id, g.bus_id, sizeof ci->bus_id);
+    if (open_device(ci, rank, err, errlen, &ci->stream)) {
+        free(ci);
+        return NULL;
+    }
     CUBLAS_CHECK(cublasCreate(&ci->cublas));
     CUBLAS_CHECK(cublasSetStream(ci->cublas, ci->stream));
     CUDA_CHECK(cudaMallocHost((void **)&ci->host_partials, SUMSQ_PARTIALS * sizeof(double)));
@@ -755,8 +982,9 @@ const char *ppdl_cuda_describe(const ppdl_backend *be, char *buf, size_t len)
     const cuda_impl *ci = be->impl;
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, ci->device));
-    snprintf(buf, len, "device %d of %d (%s, sm_%d%d, %.1f GiB), node-local rank %d of %d, %s", ci->device,
-             ci->n_devices, prop.name, prop.major, prop.minor, prop.totalGlobalMem / (double)(1u << 30),
+    snprintf(buf, len, "device %d of %d (%s, sm_%d%d, %.1f GiB, PCI %s shared by %d rank%s), node-local rank %d of "
+             "%d, %s", ci->device, ci->n_devices, prop.name, prop.major, prop.minor,
+             prop.totalGlobalMem / (double)(1u << 30), ci->bus_id, ci->sharing, ci->sharing == 1 ? "" : "s",
              ci->local_rank, ci->local_size, ci->tf32 ? "TF32 GEMMs" : "fp32 GEMMs");
     return buf;
 }
