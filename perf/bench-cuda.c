@@ -477,8 +477,7 @@ static int bench_xfer(int argc, char **argv)
     ppdl_xfer_free(be, &x.x);
     ppdl_be_host_free(be, x.host, pinned);
     ppdl_be_free(be, x.dev);
-    if (be->ops->destroy) be->ops->destroy(be);
-    ppdl_backend_destroy(be);
+    ppdl_backend_destroy(be); /* calls ops->destroy itself: a second call would free twice */
     return 0;
 }
 
