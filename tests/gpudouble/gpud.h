@@ -19,6 +19,7 @@
  *   GPUD_FAIL_MALLOC=K   the K-th device allocation (1-based) fails: out of memory
  *   GPUD_FAULT_KERNEL=K  the K-th kernel faults: an illegal address, sticky, as a GPU's
  *   GPUD_NCCL_ERROR=K    the K-th NCCL operation fails asynchronously (ncclRemoteError)
+ *   GPUD_NCCL_HANG=K     the K-th NCCL operation never completes, and nothing says why
  *   GPUD_TRACE=1         one line per API call on stderr */
 #ifndef GPUD_H
 #define GPUD_H

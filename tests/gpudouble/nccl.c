@@ -11,7 +11,8 @@
  *    must name exactly the size sent;
  *  - ranks on one GPU cannot form a communicator ("Duplicate GPU detected");
  *  - GPUD_NCCL_ERROR=K: the K-th operation never completes and the communicator
- *    reports ncclRemoteError through ncclCommGetAsyncError;
+ *    reports ncclRemoteError through ncclCommGetAsyncError; GPUD_NCCL_HANG=K: the K-th
+ *    never completes and nothing says why (a peer stuck without an error);
  *  - each connection charges NCCL's buffers to the device (GPUD_NCCL_BUFFER bytes, 4 MiB
  *    by default, per peer and direction; twice that for a communicator's collectives).
  * An all-reduce is a reduce to rank 0 and a broadcast, so every rank gets the same bits,
@@ -65,7 +66,7 @@ struct gpud_nccl_comm {
 };
 
 static struct gpud_nccl_comm *all_comms;
-static long n_ops, fail_op = -1;
+static long n_ops, fail_op = -1, hang_op = -1;
 static char global_error[256];
 
 static int tag_ub(void)
@@ -156,6 +157,7 @@ static void wait_reqs(int n, MPI_Request *r, const char *what)
 ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank)
 {
     if (fail_op < 0) fail_op = env_long("GPUD_NCCL_ERROR", 0);
+    if (hang_op < 0) hang_op = env_long("GPUD_NCCL_HANG", 0);
     uint32_t w[4];
     memcpy(w, id.internal, sizeof w);
     if (!out || w[0] != ID_MAGIC) return fail(NULL, ncclInvalidArgument, "ncclCommInitRank: not an id of ncclGetUniqueId");
@@ -334,6 +336,10 @@ static int poll_op(void *o_)
             o->state = 3;
             c->async_error = ncclRemoteError;
             snprintf(c->last_error, sizeof c->last_error, "the double failed operation %ld (GPUD_NCCL_ERROR)", o->serial);
+            return 0;
+        }
+        if (o->serial == hang_op) {
+            o->state = 3;
             return 0;
         }
         o->bounce = malloc(o->bytes ? o->bytes : 1);

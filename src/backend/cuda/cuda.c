@@ -365,6 +365,9 @@ static void cu_sumsq(ppdl_backend *be, size_t n, const float *x, double *out)
     LAUNCH_CHECK(ppdl_cu_sumsq_partials(ci->stream, n, x, part, SUMSQ_PARTIALS, &np));
     CUDA_CHECK(cudaMemcpyAsync(ci->host_partials, part, (size_t)np * sizeof(double), cudaMemcpyDeviceToHost,
                                ci->stream));
+#ifdef PPDL_TEST_HOOKS /* a negative control of the GPU double's tests: the host reads before the copy */
+    if (!getenv("PPDL_TEST_SKIP_STREAM_WAIT"))
+#endif
     CUDA_CHECK(cudaStreamSynchronize(ci->stream));
     double s = 0;
     for (int i = 0; i < np; i++) s += ci->host_partials[i];
@@ -699,6 +702,9 @@ static void cu_destroy(ppdl_backend *be)
     /* the queued work ends first: an earlier kernel's fault is reported here */
     CUDA_CHECK(cudaStreamSynchronize(ci->stream));
     ppdl_be_free_all(be); /* nothing left when ppdl_backend_destroy called us */
+#ifdef PPDL_TEST_HOOKS /* a negative control of the GPU double's tests: the old second free */
+    if (getenv("PPDL_TEST_DOUBLE_FREE")) ppdl_be_free(be, ci->scratch);
+#endif
     ci->scratch = ci->workspace = NULL;
     ci->scratch_bytes = ci->workspace_bytes = 0;
     for (int i = 0; i < 3; i++) {

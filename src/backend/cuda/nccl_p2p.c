@@ -188,6 +188,30 @@ static void make_links(ppdl_nccl *nc, MPI_Comm comm, const ppdl_nccl_links *l)
     free(all);
 }
 
+/* The first contact of every pair of ranks on the one communicator, and of its
+ * collectives (one all-reduce of one float). The pairs (a < b) go in one order on every
+ * rank, a sending first: the first pair not yet connected has both ranks at it, and
+ * the communicator's issue order is the same on both sides. */
+static void connect_all(ppdl_nccl *nc)
+{
+#ifdef PPDL_TEST_HOOKS
+    if (getenv("PPDL_TEST_NCCL_NO_WARMUP")) return; /* the negative control of the first contact */
+#endif
+    for (int a = 0; a < nc->size; a++)
+        for (int b = a + 1; b < nc->size; b++) {
+            if (a != nc->rank && b != nc->rank) continue;
+            int peer = a == nc->rank ? b : a;
+            for (int k = 0; k < 2; k++) {
+                if ((k == 0) == (a == nc->rank)) NCCL_CHECK(nc->comm, ncclSend(nc->warm, 1, ncclChar, peer, nc->comm, nc->send));
+                else NCCL_CHECK(nc->comm, ncclRecv(nc->warm, 1, ncclChar, peer, nc->comm, nc->recv));
+                CUDA_CHECK(cudaStreamSynchronize(nc->send));
+                CUDA_CHECK(cudaStreamSynchronize(nc->recv));
+            }
+        }
+    NCCL_CHECK(nc->comm, ncclAllReduce(nc->warm, nc->warm, 1, ncclFloat, ncclSum, nc->comm, nc->send));
+    CUDA_CHECK(cudaStreamSynchronize(nc->send));
+}
+
 ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, const ppdl_nccl_links *links, char *err, size_t errlen)
 {
     if (!ppdl_nccl_gpus_own(comm, be, err, errlen)) return NULL;
@@ -213,10 +237,9 @@ ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, const ppdl_nccl_lin
     CUDA_CHECK(cudaStreamSynchronize(nc->compute));
     if (links) {
         make_links(nc, comm, links);
-    } else { /* and the collectives' first contact: one all-reduce of one float */
+    } else {
         nc->comm = init_comm(comm, 0, nc->size, nc->rank, NULL);
-        NCCL_CHECK(nc->comm, ncclAllReduce(nc->warm, nc->warm, 1, ncclFloat, ncclSum, nc->comm, nc->send));
-        CUDA_CHECK(cudaStreamSynchronize(nc->send));
+        connect_all(nc);
     }
     return nc;
 }

@@ -28,7 +28,8 @@
  *    is how they match (NCCL has no tags);
  *  - the first operation between two ranks connects them and holds the host until the
  *    peer makes the same connection: ppdl_nccl_create makes every link's first contact
- *    (one byte) and the first all-reduce (one float) before it returns;
+ *    (one byte) before it returns; on one communicator over all ranks, every pair's in
+ *    both directions and the first all-reduce (one float);
  *  - a stuck peer stops a transfer for ever: ppdl_nccl_wait ends the job after
  *    PPDL_NCCL_TIMEOUT seconds (default PPDL_NCCL_TIMEOUT_S) naming the transfer.
  * The probe (net/probe.c) uses one communicator over all ranks (links NULL): its two
