@@ -84,6 +84,8 @@ void gpud_mem_open(void);
 void gpud_mem_close(void);
 /* the pending NCCL operations of every communicator, for the watchdog (nccl.c) */
 void gpud_nccl_dump(void);
+/* how many NCCL operations are issued and not complete (nccl.c) */
+int gpud_nccl_pending(void);
 /* the sticky error (cudaSuccess until a kernel faults) */
 cudaError_t gpud_sticky(void);
 /* the lock over the double's state (recursive), shared with the progress thread */

@@ -309,6 +309,14 @@ static void describe(void *o_, char *buf, size_t len)
                                           o->comm->nranks, st[o->state]);
 }
 
+int gpud_nccl_pending(void)
+{
+    int n = 0;
+    for (ncclComm_t c = all_comms; c; c = c->next_all)
+        for (nop *o = c->destroyed ? NULL : c->head; o; o = o->next) n++;
+    return n;
+}
+
 void gpud_nccl_dump(void)
 {
     int world = -1;

@@ -476,7 +476,13 @@ cudaError_t cudaFree(void *p)
     cudaError_t e = check_free(p, "cudaFree", &a);
     gpud_unlock();
     if (e) return e;
-    /* cudaFree synchronises the device: everything queued finishes first */
+    /* cudaFree synchronises the device: everything queued finishes first. With NCCL
+     * operations in flight that can deadlock (NCCL's documentation says so): stricter
+     * than a GPU, the double refuses it. */
+    gpud_lock();
+    int nccl = gpud_nccl_pending();
+    gpud_unlock();
+    if (nccl) gpud_fatal("cudaFree(%p) synchronises the device while %d NCCL operations are in flight", p, nccl);
     cudaError_t s = cudaDeviceSynchronize();
     if (s) return s;
     gpud_trace("cudaFree(%p)", p);
