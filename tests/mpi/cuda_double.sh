@@ -12,8 +12,9 @@
 #  - the same with GPUD_LAZY=1: queued work runs only when the host waits for it, so
 #    a missing wait shows as a wrong number;
 #  - pipelines over NCCL (--p2p auto takes it: a GPU per rank) on 2 and 3 emulated GPUs
-#    under gpipe, 1f1b and zb-h1, with recompute and bf16, give 1 rank's weights
-#    bitwise (the same kernels in the same order; NCCL moves bytes); replicas summing
+#    under every schedule (interleaved and zb-v, several stages per rank, through MPI),
+#    with recompute and bf16, give 1 rank's weights bitwise (the same kernels in the
+#    same order; NCCL moves bytes); replicas summing
 #    gradients through ncclAllReduce (2 stages x 2) agree within 1e-5 (a sum of halves
 #    rounds differently, as tests/mpi/hybrid.sh says);
 #  - a checkpoint written over NCCL resumes to the uninterrupted run's weights bitwise;
@@ -83,17 +84,26 @@ done
 grep -q '^gpu of rank 0: device 0 of 1 (GPU double 0, .*shared by 1 rank' "$tmp/gpt-cuda-0.log"
 ok $? "the header names the GPU, its PCI bus id and that no other rank shares it"
 
+# ---- the backend's ops on the double with lazy streams (make check runs them at once) ----
+GPUD_LAZY=1 "$top_builddir/tests/gpudouble/test_backend_ops.t" >"$tmp/ops-lazy.log" 2>&1
+rc=$?
+[ $rc = 0 ] && ! grep -q '^not ok' "$tmp/ops-lazy.log" && grep -q 'part 3: CUDA against CPU on device 0' "$tmp/ops-lazy.log" &&
+  grep -q 'gpu double: clean exit' "$tmp/ops-lazy.log"
+ok $? "tests/gpudouble/test_backend_ops.t with lazy streams: every op against the CPU (status $rc, $(grep -c '^ok' "$tmp/ops-lazy.log") checks)"
+
 # ---- pipelines over NCCL against one GPU ----
 pipe="--steps 3 --batch-size 8 --micro-batches 4 --lr 0.5 --eps 1 --weight-decay 0 --threads 1 --plan uniform"
 g="$tmp/gpt.h5 --data $tmp/gpt-data.h5"
-for sched in gpipe 1f1b zb-h1; do
+for sched in gpipe 1f1b zb-h1 zb-h2 zb-1p interleaved zb-v; do
   drun one-$sched 1 GPUD_GPUS=3 -- $g $pipe --schedule $sched --backend cuda --save "$tmp/one-$sched.h5"
   for n in 2 3; do
-    [ $sched = zb-h1 ] && [ $n = 3 ] && continue
+    case $sched in gpipe|1f1b) ;; *) [ $n = 3 ] && continue ;; esac
     tag=pipe-$sched-$n
     drun $tag $n GPUD_GPUS=3 -- $g $pipe --schedule $sched --backend cuda --save "$tmp/$tag.h5"
-    clean $tag $n && grep -q '^p2p nccl' "$tmp/$tag.log"
-    ok $? "$sched on $n GPUs: NCCL messages (--p2p auto), exit 0, no leak on any rank"
+    path=nccl
+    case $sched in interleaved|zb-v) path="mpi (--p2p auto: several stages per rank" ;; esac
+    clean $tag $n && grep -q "^p2p $path" "$tmp/$tag.log"
+    ok $? "$sched on $n GPUs: p2p $path, exit 0, no leak on any rank"
     out=$(weights "$tmp/$tag.h5" "$tmp/one-$sched.h5" "$tmp/gpt.h5" 0)
     ok $? "$sched on $n GPUs: the weights of one GPU, bitwise ($out)"
   done
@@ -139,8 +149,9 @@ clean bound-cuda 4 && grep -q 'shared by 1 rank), node-local rank 0 of 4' "$tmp/
 ok $? "4 ranks, one visible GPU each (the Slurm binding): --backend cuda trains, no GPU shared"
 grep -m1 '^gpu of rank 0' "$tmp/bound-cuda.log" | sed 's/^/#   /'
 bound bound-auto auto
-clean bound-auto 4 && grep -q '^1 rank\|backend cuda' "$tmp/bound-auto.log" && ! grep -q 'backend cpu' "$tmp/bound-auto.log"
-ok $? "4 ranks, one visible GPU each: --backend auto takes cuda"
+clean bound-auto 4 && grep -q '^backend cuda (--backend auto: a usable GPU on every rank)' "$tmp/bound-auto.log" &&
+  grep -q '^p2p nccl' "$tmp/bound-auto.log"
+ok $? "4 ranks, one visible GPU each: --backend auto takes cuda, --p2p auto nccl"
 drun share-no 2 GPUD_GPUS=1 -- $g --steps 1 --plan uniform --backend cuda
 [ "$(cat "$tmp/share-no.rc")" != 0 ] && grep -q 'at most one rank per GPU' "$tmp/share-no.log"
 ok $? "2 ranks on one GPU without PPDL_CUDA_SHARE=1: refused with the reason"
