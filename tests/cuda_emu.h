@@ -82,6 +82,10 @@ struct state {
     long rounds = 0;
     bool plain = false;            // threads run as plain calls: no synchronisation allowed
     bool synced = false;           // some thread of the block synchronised
+    ~state()
+    {
+        for (fiber &x : f) free(x.stack); // the fibers' stacks live as long as the program
+    }
 };
 
 inline state S;

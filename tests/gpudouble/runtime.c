@@ -599,7 +599,9 @@ struct gpud_event {
     unsigned long pos;
     int recorded;
     double t; /* when the record ran */
+    struct gpud_event *next_dead;
 };
+static struct gpud_event *dead_events; /* destroyed ones, kept so that a later use is caught */
 
 static struct gpud_stream legacy = {.magic = MAGIC_STREAM};
 static struct gpud_stream *all_streams;
@@ -1008,8 +1010,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
     STICKY();
     if (!event_live(e)) return ret(cudaErrorInvalidResourceHandle);
+    gpud_lock();
     e->magic = MAGIC_DEAD; /* kept: a later use is told apart from a live event */
+    e->next_dead = dead_events;
+    dead_events = e;
     n_events--;
+    gpud_unlock();
     return cudaSuccess;
 }
 
