@@ -39,11 +39,17 @@ static const char *chunks_unsupported(const run *r)
 
 int run_can_hold_chunks(const run *r) { return chunks_unsupported(r) == NULL; }
 
-/* ... refused before anything runs, with the reason */
+/* ... refused before anything runs, with the reason; where --p2p auto took NCCL, the
+ * messages go through MPI instead (every rank alike: the plan is the same on all) */
 static void refuse_unsupported(run *r)
 {
     const options *o = &r->o;
     char err[PPDL_ERR_LEN] = "";
+    if (r->p2p == PPDL_P2P_NCCL && o->p2p == PPDL_P2P_AUTO) {
+        r->p2p = PPDL_P2P_MPI;
+        snprintf(r->p2p_why, sizeof r->p2p_why, "--p2p auto: several stages per rank (--schedule %s) send through MPI",
+                 ppdl_schedule_name(o->schedule));
+    }
     const char *what = chunks_unsupported(r);
     if (what)
         snprintf(err, sizeof err, "--schedule %s (several stages per rank) does not run with %s yet",

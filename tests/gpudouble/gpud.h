@@ -11,8 +11,9 @@
  *                        and orders them as CUDA does
  *   GPUD_MEM=BYTES       each GPU's memory (default 1 GiB; K, M, G suffixes)
  *   GPUD_SM=90           the compute capability the properties report
- *   GPUD_LAZY=1          adversarial streams: queued work runs only when the host
- *                        synchronises, queries or waits (default 0: at once, in order)
+ *   GPUD_LAZY=1          adversarial streams: queued work runs when the host
+ *                        synchronises, queries or waits, or GPUD_LAZY_MS (20) later
+ *                        (default 0: at once, in order; NCCL's as soon as it can)
  *   GPUD_WATCHDOG=S      seconds without progress before a wait is declared hung and
  *                        the pending operations are printed (default 60)
  *   GPUD_NO_DRIVER=1     cudaGetDeviceCount fails as on a machine without a driver
@@ -83,8 +84,13 @@ void gpud_mem_open(void);
 void gpud_mem_close(void);
 /* the pending NCCL operations of every communicator, for the watchdog (nccl.c) */
 void gpud_nccl_dump(void);
+/* how many NCCL operations are issued and not complete (nccl.c) */
+int gpud_nccl_pending(void);
 /* the sticky error (cudaSuccess until a kernel faults) */
 cudaError_t gpud_sticky(void);
+/* the lock over the double's state (recursive), shared with the progress thread */
+void gpud_lock(void);
+void gpud_unlock(void);
 /* the physical GPU of visible device d */
 int gpud_physical(int visible);
 

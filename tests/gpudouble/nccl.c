@@ -9,6 +9,10 @@
  *    collective blocks until every rank has issued one;
  *  - a send completes only when its receive has taken it (MPI_Issend), and a receive
  *    must name exactly the size sent;
+ *  - stricter than NCCL, where a GPU would only be slow: a send issued on a
+ *    communicator behind a receive from another peer that has not completed is fatal
+ *    (it cannot leave before that receive: a pipeline's middle stage serialised, or
+ *    deadlocked in other orders);
  *  - ranks on one GPU cannot form a communicator ("Duplicate GPU detected");
  *  - GPUD_NCCL_ERROR=K: the K-th operation never completes and the communicator
  *    reports ncclRemoteError through ncclCommGetAsyncError; GPUD_NCCL_HANG=K: the K-th
@@ -250,7 +254,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async_error)
     return ncclSuccess;
 }
 
-static int comm_idle(void *c) { return ((ncclComm_t)c)->head == NULL; }
+static int comm_idle(void *c) { return ((ncclComm_t)c)->head == NULL; } /* under the lock (gpud_wait) */
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
@@ -261,18 +265,23 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
 
 static ncclResult_t release(ncclComm_t comm)
 {
+    gpud_lock();
     for (int i = 0; i < comm->n_bufs; i++) gpud_lib_free(comm->bufs[i]);
     comm->n_bufs = 0;
     MPI_Comm_free(&comm->mc);
     comm->destroyed = 1; /* kept, so that a later use is caught */
     gpud_handle_close("NCCL communicator");
+    gpud_unlock();
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     if (!live(comm)) return fail(NULL, ncclInvalidArgument, "ncclCommDestroy: not a live communicator (destroyed twice?)");
-    if (comm->head && !comm->async_error)
+    gpud_lock();
+    int busy = comm->head != NULL;
+    gpud_unlock();
+    if (busy && !comm->async_error)
         gpud_fatal("ncclCommDestroy with %s still pending: finalize first, or wait for the operations",
                    op_name[comm->head->kind]);
     return release(comm);
@@ -298,6 +307,14 @@ static void describe(void *o_, char *buf, size_t len)
              behind ? " behind earlier operations of that communicator" : "");
     if (o->kind == OP_ALLREDUCE) snprintf(buf, len, "ncclAllReduce of %zu floats over %d ranks, %s", o->count,
                                           o->comm->nranks, st[o->state]);
+}
+
+int gpud_nccl_pending(void)
+{
+    int n = 0;
+    for (ncclComm_t c = all_comms; c; c = c->next_all)
+        for (nop *o = c->destroyed ? NULL : c->head; o; o = o->next) n++;
+    return n;
 }
 
 void gpud_nccl_dump(void)
@@ -445,13 +462,22 @@ static ncclResult_t issue(int kind, void *buf, size_t count, ncclDataType_t type
     }
     if (r) return r;
     nop *o = calloc(1, sizeof *o);
+    gpud_lock();
+    for (nop *p = comm->head; kind == OP_SEND && p; p = p->next)
+        if (p->kind == OP_RECV && p->peer != peer)
+            gpud_fatal("ncclSend to rank %d issued behind an ncclRecv from rank %d on one communicator of %d ranks: "
+                       "it cannot leave before that receive completes (NCCL runs a communicator's operations in "
+                       "issue order)",
+                       peer, p->peer, comm->nranks);
     *o = (nop){.comm = comm, .kind = kind, .peer = peer, .buf = buf, .bytes = count * elem, .count = count,
                .serial = ++n_ops};
     if (comm->tail) comm->tail->next = o;
     else comm->head = o;
     comm->tail = o;
-    if (gpud_enqueue_poll(stream, who, poll_op, describe, o) != cudaSuccess) {
-        unlink_op(o);
+    cudaError_t e = gpud_enqueue_poll(stream, who, poll_op, describe, o);
+    if (e != cudaSuccess) unlink_op(o);
+    gpud_unlock();
+    if (e != cudaSuccess) {
         free(o);
         return fail(comm, ncclUnhandledCudaError, "%s: the stream refused the work", who);
     }

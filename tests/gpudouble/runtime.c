@@ -11,6 +11,7 @@
  * after GPUD_WATCHDOG seconds without progress, printing every pending item. */
 #include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -38,6 +39,13 @@ static struct {
     size_t mem;
     int visible[MAX_GPUS], n_visible; /* visible index -> physical GPU */
 } cfg;
+
+/* One lock over the double's state: the host thread and the progress thread (the
+ * GPU's own progress: see gpud_progress_main) both run queued work. Recursive: the
+ * public calls nest. */
+static pthread_mutex_t mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+void gpud_lock(void) { pthread_mutex_lock(&mu); }
+void gpud_unlock(void) { pthread_mutex_unlock(&mu); }
 
 static size_t parse_bytes(const char *v, size_t dflt)
 {
@@ -342,16 +350,19 @@ static int in_arena(const void *p)
 int gpud_is_device(const void *p, size_t bytes)
 {
     if (!p) return 0;
+    gpud_lock();
     alloc *a = find(p, NULL);
     if (!a && bytes == 0) a = find((const char *)p - 1, NULL); /* one past the end */
-    if (!a || !a->live || a->pending_free) return 0;
-    return (const char *)p + bytes <= a->p + a->n;
+    int yes = a && a->live && !a->pending_free && (const char *)p + bytes <= a->p + a->n;
+    gpud_unlock();
+    return yes;
 }
 
 void gpud_require_device(const void *p, size_t bytes, const char *who, const char *arg)
 {
     if (bytes == 0 && !p) return;
     if (gpud_is_device(p, bytes)) return;
+    gpud_lock(); /* held into gpud_fatal */
     alloc *a = find(p, NULL);
     if (!in_arena(p))
         gpud_fatal("%s: %s = %p is not device memory (a host pointer where a device one is expected)", who, arg, p);
@@ -361,7 +372,15 @@ void gpud_require_device(const void *p, size_t bytes, const char *who, const cha
                a->n, (void *)a->p);
 }
 
+static void *arena_alloc_locked(int phys, size_t n, int lib, const char *what);
 static void *arena_alloc(int phys, size_t n, int lib, const char *what)
+{
+    gpud_lock();
+    void *p = arena_alloc_locked(phys, n, lib, what);
+    gpud_unlock();
+    return p;
+}
+static void *arena_alloc_locked(int phys, size_t n, int lib, const char *what)
 {
     arena *ar = arena_of(phys);
     size_t sz = (n + ALIGN - 1) / ALIGN * ALIGN;
@@ -401,6 +420,7 @@ static void *arena_alloc(int phys, size_t n, int lib, const char *what)
 
 static void arena_release(const void *p)
 {
+    gpud_lock();
     int phys = 0;
     alloc *a = find(p, &phys);
     arena *ar = &arenas[phys];
@@ -409,6 +429,7 @@ static void arena_release(const void *p)
     int i = (int)(a - ar->a);
     memmove(&ar->a[i], &ar->a[i + 1], (size_t)(ar->n - i - 1) * sizeof *ar->a);
     ar->n--;
+    gpud_unlock();
 }
 
 static cudaError_t device_alloc(void **p, size_t n, const char *who)
@@ -451,9 +472,17 @@ cudaError_t cudaFree(void *p)
     STICKY();
     if (!p) return cudaSuccess;
     alloc *a;
+    gpud_lock();
     cudaError_t e = check_free(p, "cudaFree", &a);
+    gpud_unlock();
     if (e) return e;
-    /* cudaFree synchronises the device: everything queued finishes first */
+    /* cudaFree synchronises the device: everything queued finishes first. With NCCL
+     * operations in flight that can deadlock (NCCL's documentation says so): stricter
+     * than a GPU, the double refuses it. */
+    gpud_lock();
+    int nccl = gpud_nccl_pending();
+    gpud_unlock();
+    if (nccl) gpud_fatal("cudaFree(%p) synchronises the device while %d NCCL operations are in flight", p, nccl);
     cudaError_t s = cudaDeviceSynchronize();
     if (s) return s;
     gpud_trace("cudaFree(%p)", p);
@@ -470,17 +499,21 @@ void *gpud_lib_alloc(size_t bytes, const char *what)
 void gpud_lib_free(void *p)
 {
     if (!p) return;
+    gpud_lock();
     alloc *a = find(p, NULL);
     if (!a || a->p != p || !a->lib) gpud_fatal("a library frees %p, which it did not allocate", p);
     arena_release(p);
+    gpud_unlock();
 }
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
     STICKY();
     if (!valid_device(current)) return ret(cudaErrorNoDevice);
+    gpud_lock();
     arena *ar = arena_of(cfg.visible[current]);
     if (free_bytes) *free_bytes = cfg.mem - ar->in_use;
+    gpud_unlock();
     if (total_bytes) *total_bytes = cfg.mem;
     return cudaSuccess;
 }
@@ -546,6 +579,7 @@ typedef struct item {
     struct gpud_stream *ws; /* WAIT: until ws->done >= wpos */
     unsigned long wpos;
     void *ptr;              /* FREE */
+    double t;               /* when it was queued */
 } item;
 
 struct gpud_stream {
@@ -599,8 +633,10 @@ static cudaError_t new_stream(cudaStream_t *out, unsigned flags)
     s->magic = MAGIC_STREAM;
     s->device = current;
     s->flags = flags;
+    gpud_lock();
     s->next_all = all_streams;
     all_streams = s;
+    gpud_unlock();
     *out = s;
     return cudaSuccess;
 }
@@ -641,14 +677,17 @@ static int step_item(item *it)
     return 1;
 }
 
-/* run what can run, in every stream; 1 when anything completed */
-static int progress_all(void)
+/* run what can run, in every stream; 1 when anything completed. min_age > 0 (the
+ * progress thread under GPUD_LAZY=1): only items queued at least that long ago. */
+static int progress_aged(double min_age)
 {
     int any = 0;
+    gpud_lock();
+    double now = min_age > 0 ? now_s() : 0;
     for (int changed = 1; changed;) {
         changed = 0;
         for (struct gpud_stream *s = &legacy; s; s = s == &legacy ? all_streams : s->next_all) {
-            while (s->head && step_item(s->head)) {
+            while (s->head && (min_age <= 0 || now - s->head->t >= min_age) && step_item(s->head)) {
                 item *it = s->head;
                 s->head = it->next;
                 if (!s->head) s->tail = NULL;
@@ -660,8 +699,10 @@ static int progress_all(void)
         }
     }
     if (any) gpud_progressed();
+    gpud_unlock();
     return any;
 }
+static int progress_all(void) { return progress_aged(0); }
 
 static int pending_work(void)
 {
@@ -687,11 +728,14 @@ static void dump_pending(void)
 
 static void enqueue_item(struct gpud_stream *s, item *it)
 {
+    gpud_lock();
+    it->t = now_s();
     if (s->tail) s->tail->next = it;
     else s->head = it;
     s->tail = it;
     s->queued++;
     if (!cfg.lazy) progress_all();
+    gpud_unlock();
 }
 
 cudaError_t gpud_enqueue(cudaStream_t st, const char *what, gpud_work_fn fn, void *ctx)
@@ -750,8 +794,11 @@ void gpud_wait(int (*cond)(void *), void *arg, const char *what)
     unsigned long ticks = progress_ticks;
     long naps = 0;
     for (;;) {
+        gpud_lock();
         progress_all();
-        if (cond(arg)) return;
+        int done = cond(arg);
+        gpud_unlock();
+        if (done) return;
         if (progress_ticks != ticks) {
             ticks = progress_ticks;
             t0 = now_s();
@@ -771,7 +818,10 @@ void gpud_wait(int (*cond)(void *), void *arg, const char *what)
  * moved for the watchdog's time is hung as surely as one that blocks */
 static void poll_watchdog(const char *what)
 {
-    if (!pending_work()) {
+    gpud_lock();
+    int pending = pending_work();
+    gpud_unlock();
+    if (!pending) {
         last_progress = now_s();
         return;
     }
@@ -801,7 +851,10 @@ cudaError_t cudaStreamQuery(cudaStream_t st)
     progress_all();
     poll_watchdog("cudaStreamQuery");
     if (sticky) return ret(sticky);
-    return S(st)->head ? cudaErrorNotReady : cudaSuccess;
+    gpud_lock();
+    int busy = S(st)->head != NULL;
+    gpud_unlock();
+    return busy ? cudaErrorNotReady : cudaSuccess;
 }
 
 static int all_empty(void *unused)
@@ -822,7 +875,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t st)
     if (!st || st->magic != MAGIC_STREAM || st->destroyed || !stream_registered(st))
         return ret(cudaErrorInvalidResourceHandle);
     /* CUDA lets queued work finish after the destroy; the double keeps the queue */
+    gpud_lock();
     st->destroyed = 1;
+    gpud_unlock();
     return cudaSuccess;
 }
 
@@ -838,13 +893,16 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t st)
     if (!gpud_stream_live(st)) return ret(cudaErrorInvalidResourceHandle);
     if (!p) return cudaSuccess;
     alloc *a;
+    gpud_lock();
     cudaError_t e = check_free(p, "cudaFreeAsync", &a);
-    if (e) return e;
-    a->pending_free = 1; /* no new work may name it; work queued before still runs */
-    item *it = calloc(1, sizeof *it);
-    *it = (item){.kind = IT_FREE, .what = "cudaFreeAsync", .ptr = p};
-    enqueue_item(S(st), it);
-    return cudaSuccess;
+    if (!e) {
+        a->pending_free = 1; /* no new work may name it; work queued before still runs */
+        item *it = calloc(1, sizeof *it);
+        *it = (item){.kind = IT_FREE, .what = "cudaFreeAsync", .ptr = p};
+        enqueue_item(S(st), it);
+    }
+    gpud_unlock();
+    return e;
 }
 
 /* ------------------------------------------------------------------ copies */
@@ -902,7 +960,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     if (e) return e;
     if (pageable_dst) { /* to pageable memory the call returns when the copy is done */
         struct gpud_stream *s = S(st);
+        gpud_lock();
         void *arg[2] = {s, (void *)(uintptr_t)s->queued};
+        gpud_unlock();
         gpud_wait(done_upto, arg, who);
     }
     return sticky ? ret(sticky) : cudaSuccess;
@@ -958,12 +1018,14 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
     STICKY();
     if (!event_live(e) || !gpud_stream_live(st)) return ret(cudaErrorInvalidResourceHandle);
     struct gpud_stream *s = S(st);
+    gpud_lock();
     e->s = s;
     e->recorded = 1;
     e->pos = s->queued + 1;
     item *it = calloc(1, sizeof *it);
     *it = (item){.kind = IT_RECORD, .what = "cudaEventRecord", .ev = e};
     enqueue_item(s, it);
+    gpud_unlock();
     return cudaSuccess;
 }
 
@@ -979,7 +1041,10 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     if (!event_live(e)) return ret(cudaErrorInvalidResourceHandle);
     progress_all();
     if (sticky) return ret(sticky);
-    if (event_done(e)) return cudaSuccess;
+    gpud_lock();
+    int done = event_done(e);
+    gpud_unlock();
+    if (done) return cudaSuccess;
     poll_watchdog("cudaEventQuery");
     return cudaErrorNotReady;
 }
@@ -997,7 +1062,10 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
     STICKY();
     if (!event_live(a) || !event_live(b) || !ms) return ret(cudaErrorInvalidResourceHandle);
     if ((a->flags | b->flags) & cudaEventDisableTiming) return ret(cudaErrorInvalidResourceHandle);
-    if (!a->recorded || !b->recorded || !event_done(a) || !event_done(b)) return ret(cudaErrorNotReady);
+    gpud_lock();
+    int done = a->recorded && b->recorded && event_done(a) && event_done(b);
+    gpud_unlock();
+    if (!done) return ret(cudaErrorNotReady);
     *ms = (float)(1e3 * (b->t - a->t));
     return cudaSuccess;
 }
@@ -1007,10 +1075,13 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned flags)
     STICKY();
     (void)flags;
     if (!event_live(e) || !gpud_stream_live(st)) return ret(cudaErrorInvalidResourceHandle);
-    if (!e->recorded) return cudaSuccess; /* CUDA: waiting on an unrecorded event is a no-op */
-    item *it = calloc(1, sizeof *it);
-    *it = (item){.kind = IT_WAIT, .what = "cudaStreamWaitEvent", .ws = e->s, .wpos = e->pos};
-    enqueue_item(S(st), it);
+    gpud_lock();
+    if (e->recorded) { /* CUDA: waiting on an unrecorded event is a no-op */
+        item *it = calloc(1, sizeof *it);
+        *it = (item){.kind = IT_WAIT, .what = "cudaStreamWaitEvent", .ws = e->s, .wpos = e->pos};
+        enqueue_item(S(st), it);
+    }
+    gpud_unlock();
     return cudaSuccess;
 }
 
@@ -1024,18 +1095,22 @@ static kind_count kinds[16];
 
 void gpud_handle_open(const char *kind)
 {
+    gpud_lock();
     for (int i = 0; i < 16; i++)
         if (!kinds[i].kind || !strcmp(kinds[i].kind, kind)) {
             kinds[i].kind = kind;
             kinds[i].open++;
-            return;
+            break;
         }
+    gpud_unlock();
 }
 void gpud_handle_close(const char *kind)
 {
+    gpud_lock();
     for (int i = 0; i < 16 && kinds[i].kind; i++)
         if (!strcmp(kinds[i].kind, kind)) {
             kinds[i].open--;
+            gpud_unlock();
             return;
         }
     gpud_fatal("a %s closed that was never opened", kind);
@@ -1047,6 +1122,7 @@ static void report_at_exit(int status, void *arg)
 {
     (void)arg;
     if (status != 0) return;
+    gpud_lock();
     int r = my_rank(), bad = 0;
     char who[32] = "";
     if (r >= 0) snprintf(who, sizeof who, " (rank %d)", r);
@@ -1086,5 +1162,58 @@ static void report_at_exit(int status, void *arg)
         fflush(stderr);
         _exit(97);
     }
+    gpud_unlock();
     fprintf(stderr, "gpu double%s: clean exit (%ld device allocations, %ld kernels)\n", who, n_device_allocs, n_kernels);
+}
+
+/* ------------------------------------------------------------------ the GPU's own progress */
+
+/* A GPU runs its queues while the host does something else: a rank blocked in MPI must
+ * still see its NCCL sends leave. The double runs a thread that progresses the queues
+ * (under GPUD_LAZY=1 only what was queued GPUD_LAZY_MS ago, default 20 ms: late, but
+ * never never). It exists where MPI does: MPI_Init_thread asks for MPI_THREAD_MULTIPLE,
+ * since NCCL's operations call MPI from it; MPI_Finalize stops it first. */
+static pthread_t progress_thread;
+static volatile int progress_stop, progress_running;
+
+static void *progress_main(void *arg)
+{
+    (void)arg;
+    double age = cfg.lazy ? 1e-3 * (double)env_long("GPUD_LAZY_MS", 20) : 0;
+    while (!progress_stop) {
+        gpud_lock();
+        int pending = pending_work();
+        if (pending) progress_aged(age);
+        gpud_unlock();
+        nanosleep(&(struct timespec){0, pending ? 100000 : 1000000}, NULL);
+    }
+    return NULL;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    (void)required;
+    setup();
+    int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, provided);
+    if (rc != MPI_SUCCESS) return rc;
+    if (*provided < MPI_THREAD_MULTIPLE) gpud_fatal("the GPU double needs MPI_THREAD_MULTIPLE (got %d)", *provided);
+    if (pthread_create(&progress_thread, NULL, progress_main, NULL)) gpud_fatal("cannot start the progress thread");
+    progress_running = 1;
+    return rc;
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int provided = 0;
+    return MPI_Init_thread(argc, argv, MPI_THREAD_SINGLE, &provided);
+}
+
+int MPI_Finalize(void)
+{
+    if (progress_running) {
+        progress_stop = 1;
+        pthread_join(progress_thread, NULL);
+        progress_running = 0;
+    }
+    return PMPI_Finalize();
 }

@@ -32,9 +32,11 @@
 #include <cudnn.h>
 #include <math.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend_impl.h"
 #include "backend/cuda/cuda_api.h"
@@ -75,6 +77,10 @@ typedef struct cuda_impl {
     conv_plan plans[MAX_CONV_PLANS];
     int n_plans, next_evict;
     double *host_partials;     /* page-locked, SUMSQ_PARTIALS */
+    struct {                   /* checks run while the host waits for the stream (host_wait) */
+        ppdl_cuda_watch_fn fn;
+        void *arg;
+    } watch[PPDL_CUDA_MAX_WATCH];
 } cuda_impl;
 
 #define CUDA_CHECK(call)                                                                          \
@@ -194,17 +200,52 @@ static size_t cu_free_memory(ppdl_backend *be)
     size_t reserve = library_reserve(ci) + share / POOL_SLACK_DIVISOR;
     return share > reserve ? share - reserve : 0;
 }
+/* The host waits for the compute stream (or an event on it). The stream may wait on
+ * NCCL transfers (ppdl_nccl_stream_wait), and a peer that failed or stopped would hold
+ * a blocking cudaStreamSynchronize for ever: so the host polls, and between polls runs
+ * the checks NCCL's objects registered (ppdl_cuda_watch: their asynchronous errors and
+ * PPDL_NCCL_TIMEOUT), which end the job with the reason. */
+static void host_wait(ppdl_backend *be, cudaEvent_t ev)
+{
+    cuda_impl *ci = impl(be);
+    double t0 = ppdl_now_s();
+    for (long i = 0;; i++) {
+        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(ci->stream);
+        if (e == cudaSuccess) return;
+        if (e != cudaErrorNotReady) ppdl_die("waiting for the GPU: CUDA error %d: %s", (int)e, cudaGetErrorString(e));
+        if (i < 1000) {
+            sched_yield();
+            continue;
+        }
+        for (int k = 0; k < PPDL_CUDA_MAX_WATCH; k++)
+            if (ci->watch[k].fn) ci->watch[k].fn(ci->watch[k].arg, ppdl_now_s() - t0);
+        nanosleep(&(struct timespec){0, 20000}, NULL);
+    }
+}
+
+void ppdl_cuda_watch(ppdl_backend *be, ppdl_cuda_watch_fn fn, void *arg, int on)
+{
+    cuda_impl *ci = impl(be);
+    for (int k = 0; k < PPDL_CUDA_MAX_WATCH; k++)
+        if (on ? !ci->watch[k].fn : ci->watch[k].fn == fn && ci->watch[k].arg == arg) {
+            ci->watch[k].fn = on ? fn : NULL;
+            ci->watch[k].arg = on ? arg : NULL;
+            return;
+        }
+    PPDL_CHECK(!on, "ppdl_cuda_watch: more than %d watchers", PPDL_CUDA_MAX_WATCH);
+}
+
 static void cu_h2d(ppdl_backend *be, void *d, const void *s, size_t n)
 {
     if (!n) return;
     CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, stream(be)));
-    CUDA_CHECK(cudaStreamSynchronize(stream(be))); /* the host buffer may be reused at once */
+    host_wait(be, NULL); /* the host buffer may be reused at once */
 }
 static void cu_d2h(ppdl_backend *be, void *d, const void *s, size_t n)
 {
     if (!n) return;
     CUDA_CHECK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream(be)));
-    CUDA_CHECK(cudaStreamSynchronize(stream(be)));
+    host_wait(be, NULL);
 }
 static void cu_d2d(ppdl_backend *be, void *d, const void *s, size_t n)
 {
@@ -214,7 +255,7 @@ static void cu_zero(ppdl_backend *be, void *p, size_t n)
 {
     if (n) CUDA_CHECK(cudaMemsetAsync(p, 0, n, stream(be)));
 }
-static void cu_sync(ppdl_backend *be) { CUDA_CHECK(cudaStreamSynchronize(stream(be))); }
+static void cu_sync(ppdl_backend *be) { host_wait(be, NULL); }
 
 static void *cu_event_create(ppdl_backend *be)
 {
@@ -224,7 +265,7 @@ static void *cu_event_create(ppdl_backend *be)
     return (void *)e;
 }
 static void cu_event_record(ppdl_backend *be, void *e) { CUDA_CHECK(cudaEventRecord((cudaEvent_t)e, stream(be))); }
-static void cu_event_sync(ppdl_backend *be, void *e) { (void)be; CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e)); }
+static void cu_event_sync(ppdl_backend *be, void *e) { host_wait(be, (cudaEvent_t)e); }
 static double cu_event_elapsed(ppdl_backend *be, void *a, void *b)
 {
     (void)be;
@@ -368,7 +409,7 @@ static void cu_sumsq(ppdl_backend *be, size_t n, const float *x, double *out)
 #ifdef PPDL_TEST_HOOKS /* a negative control of the GPU double's tests: the host reads before the copy */
     if (!getenv("PPDL_TEST_SKIP_STREAM_WAIT"))
 #endif
-    CUDA_CHECK(cudaStreamSynchronize(ci->stream));
+    host_wait(be, NULL);
     double s = 0;
     for (int i = 0; i < np; i++) s += ci->host_partials[i];
     *out = s;

@@ -51,6 +51,15 @@ int ppdl_cuda_choose_gpu(ppdl_cuda_gpu *g, char *why, size_t len);
  * On failure NULL and a reason naming --backend cuda and the rank in err. */
 ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen);
 
+/* A check run while the host waits for the GPU's compute stream (a copy to the host,
+ * a synchronisation): waited_s is how long this wait has lasted. NCCL's objects
+ * register theirs (nccl_p2p.c): a stream that waits on a transfer whose peer failed
+ * would otherwise hold the host for ever; the check ends the job instead. on = 1
+ * adds, 0 removes; at most PPDL_CUDA_MAX_WATCH. */
+#define PPDL_CUDA_MAX_WATCH 8
+typedef void (*ppdl_cuda_watch_fn)(void *arg, double waited_s);
+void ppdl_cuda_watch(ppdl_backend *be, ppdl_cuda_watch_fn fn, void *arg, int on);
+
 void ppdl_cuda_set_tf32(ppdl_backend *be, int on);
 int ppdl_cuda_tf32(const ppdl_backend *be);
 void *ppdl_cuda_stream(ppdl_backend *be);   /* the compute stream, a cudaStream_t */

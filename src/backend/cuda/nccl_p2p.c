@@ -22,6 +22,8 @@ typedef struct link {
     ncclComm_t comm;
 } link;
 
+#define PENDING_MAX 256
+
 struct ppdl_nccl {
     ncclComm_t comm;           /* over the whole MPI communicator (links == NULL), else NULL */
     link *links;               /* the pipeline's directed links (links != NULL) */
@@ -32,6 +34,8 @@ struct ppdl_nccl {
     void *warm;                /* one byte of device memory: the links' first contact */
     int rank, size;
     double timeout_s;
+    ppdl_nccl_req *pending[PENDING_MAX]; /* issued, not yet seen complete: for the timeout's message */
+    int n_pending;
 };
 
 #define CUDA_CHECK(call)                                                                          \
@@ -188,6 +192,8 @@ static void make_links(ppdl_nccl *nc, MPI_Comm comm, const ppdl_nccl_links *l)
     free(all);
 }
 
+static void watch(void *arg, double waited_s);
+
 /* The first contact of every pair of ranks on the one communicator, and of its
  * collectives (one all-reduce of one float). The pairs (a < b) go in one order on every
  * rank, a sending first: the first pair not yet connected has both ranks at it, and
@@ -241,6 +247,7 @@ ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, const ppdl_nccl_lin
         nc->comm = init_comm(comm, 0, nc->size, nc->rank, NULL);
         connect_all(nc);
     }
+    ppdl_cuda_watch(be, watch, nc, 1);
     return nc;
 }
 
@@ -271,6 +278,7 @@ static void begin(ppdl_nccl *nc, ppdl_nccl_req *req, cudaStream_t s, const char 
     req->what = what;
     req->bytes = n;
     req->peer = peer;
+    if (nc->n_pending < PENDING_MAX) nc->pending[nc->n_pending++] = req;
     /* the transfer starts after the work queued on the compute stream so far: the
      * producer of a send, the last reader of a receive's buffer */
     CUDA_CHECK(cudaEventRecord(nc->ready, nc->compute));
@@ -325,17 +333,43 @@ static void check_async(ppdl_nccl *nc)
     }
 }
 
+static void forget(ppdl_nccl *nc, ppdl_nccl_req *req)
+{
+    for (int i = 0; i < nc->n_pending; i++)
+        if (nc->pending[i] == req) {
+            nc->pending[i] = nc->pending[--nc->n_pending];
+            return;
+        }
+}
+
 int ppdl_nccl_test(ppdl_nccl *nc, ppdl_nccl_req *req)
 {
     if (!req->pending) return 1;
     cudaError_t e = cudaEventQuery((cudaEvent_t)req->done);
     if (e == cudaSuccess) {
         req->pending = 0;
+        forget(nc, req);
         return 1;
     }
     if (e != cudaErrorNotReady) CUDA_CHECK(e);
     check_async(nc);
     return 0;
+}
+
+/* the job ends: `req`'s transfer (or, req NULL, the first still pending) has not
+ * completed after the timeout */
+static void timed_out(ppdl_nccl *nc, ppdl_nccl_req *req, double waited_s, const char *who)
+{
+    for (int i = 0; !req && i < nc->n_pending; i++)
+        if (cudaEventQuery((cudaEvent_t)nc->pending[i]->done) == cudaErrorNotReady) req = nc->pending[i];
+    char what[96] = "a transfer";
+    if (req && req->peer >= 0)
+        snprintf(what, sizeof what, "an NCCL %s of %zu bytes %s rank %d", req->what, req->bytes,
+                 strcmp(req->what, "send") ? "from" : "to", req->peer);
+    else if (req)
+        snprintf(what, sizeof what, "an NCCL %s of %zu bytes", req->what, req->bytes);
+    ppdl_die("rank %d: %s has not completed after %.0f s (PPDL_NCCL_TIMEOUT)%s: a peer stopped or failed", nc->rank,
+             what, waited_s, who);
 }
 
 void ppdl_nccl_wait(ppdl_nccl *nc, ppdl_nccl_req *req)
@@ -348,18 +382,25 @@ void ppdl_nccl_wait(ppdl_nccl *nc, ppdl_nccl_req *req)
             continue;
         }
         nanosleep(&nap, NULL); /* a long wait leaves the core to others */
-        if (nc->timeout_s > 0 && ppdl_now_s() - t0 > nc->timeout_s) {
-            char peer[32] = "";
-            if (req->peer >= 0) snprintf(peer, sizeof peer, " %s rank %d", strcmp(req->what, "send") ? "from" : "to", req->peer);
-            ppdl_die("rank %d: an NCCL %s of %zu bytes%s has not completed after %.0f s (PPDL_NCCL_TIMEOUT): a peer "
-                     "stopped or failed",
-                     nc->rank, req->what, req->bytes, peer, nc->timeout_s);
-        }
+        double waited = ppdl_now_s() - t0;
+        if (nc->timeout_s > 0 && waited > nc->timeout_s) timed_out(nc, req, waited, "");
     }
+}
+
+/* registered with the CUDA backend (ppdl_cuda_watch): while the host waits for the
+ * compute stream, which may wait on this object's transfers */
+static void watch(void *arg, double waited_s)
+{
+    ppdl_nccl *nc = arg;
+    check_async(nc);
+    if (nc->timeout_s > 0 && waited_s > nc->timeout_s && nc->n_pending)
+        timed_out(nc, NULL, waited_s, ", and the GPU's compute stream waits on it");
 }
 
 void ppdl_nccl_req_free(ppdl_nccl_req *req)
 {
+    /* a request freed while pending stays on its object's list only until the object
+     * checks it: the runtime waits on every request before freeing it */
     if (req->done) CUDA_CHECK(cudaEventDestroy((cudaEvent_t)req->done));
     req->done = NULL;
     req->pending = 0;
@@ -368,6 +409,7 @@ void ppdl_nccl_req_free(ppdl_nccl_req *req)
 void ppdl_nccl_destroy(ppdl_nccl *nc)
 {
     if (!nc) return;
+    ppdl_cuda_watch(nc->be, watch, nc, 0);
     CUDA_CHECK(cudaStreamSynchronize(nc->send));
     CUDA_CHECK(cudaStreamSynchronize(nc->recv));
     if (nc->comm) {
