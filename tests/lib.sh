@@ -92,3 +92,24 @@ no_cuda_ok() {
     skip_ok "$1" "$2"
   fi
 }
+# The GPU double (tests/gpudouble): gpud_setup points PPDL at its ppdl and finds a
+# Python with h5py ($py), or ends the test; drun TAG N [VAR=VALUE ...] -- ARGS... runs
+# it on N ranks with those variables, the log in $tmp/TAG.log, the status in $tmp/TAG.rc
+gpud_setup() {
+  PPDL=$top_builddir/tests/gpudouble/ppdl
+  [ -x "$PPDL" ] || { ok 1 "the GPU double's ppdl is built ($PPDL)"; finish; exit; }
+  py=
+  for p in "$PYTHON_ORACLE" python3; do
+    if "$p" -c 'import h5py, numpy' >/dev/null 2>&1; then py=$p; break; fi
+  done
+  [ -n "$py" ] || skip_all "no Python with h5py and numpy to compare weights"
+}
+drun() {
+  local tag=$1 n=$2 envs=""
+  shift 2
+  while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+  shift
+  env $envs timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" >"$tmp/$tag.log" 2>&1 9>&-
+  echo $? >"$tmp/$tag.rc"
+  [ "$(cat "$tmp/$tag.rc")" = 0 ] || sed 's/^/#   /' "$tmp/$tag.log" | tail -6
+}

@@ -23,22 +23,8 @@
 #    in the NCCL probe, and PPDL_TEST_NCCL_ONE_COMM: a middle stage's messages on one
 #    communicator instead of a communicator per link).
 . "$top_srcdir/tests/lib.sh"
-PPDL=$top_builddir/tests/gpudouble/ppdl
-[ -x "$PPDL" ] || { ok 1 "the GPU double's ppdl is built ($PPDL)"; finish; exit; }
-py=
-for p in "$PYTHON_ORACLE" python3; do
-  if "$p" -c 'import h5py, numpy' >/dev/null 2>&1; then py=$p; break; fi
-done
-[ -n "$py" ] || skip_all "no Python with h5py and numpy to compare weights"
+gpud_setup
 
-drun() {  # as in tests/mpi/cuda_double.sh: drun TAG N [VAR=VALUE ...] -- ARGS...
-  local tag=$1 n=$2 envs=""
-  shift 2
-  while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
-  shift
-  env $envs timeout -k 5 120 "$MPIEXEC" -n "$n" "$PPDL" "$@" >"$tmp/$tag.log" 2>&1 9>&-
-  echo $? >"$tmp/$tag.rc"
-}
 rc() { cat "$tmp/$1.rc"; }
 show() { grep -m2 "$2" "$tmp/$1.log" | cut -c1-220 | sed 's/^/#   /'; }
 
