@@ -455,7 +455,7 @@ static int bench_xfer(int argc, char **argv)
     PPDL_CHECK(pinned, "no page-locked host memory for %d MiB", max_mib);
     ppdl_be_zero(be, x.dev, max);
     memset(x.host, 1, max);
-    x.nc = ppdl_nccl_create(MPI_COMM_WORLD, be, err, sizeof err);
+    x.nc = ppdl_nccl_create(MPI_COMM_WORLD, be, NULL, err, sizeof err); /* one communicator, as the probe */
     if (rank == 0) {
         char desc[256];
         printf("bench-cuda xfer: 2 ranks; rank 0 on %s\n", ppdl_cuda_describe(be, desc, sizeof desc));
