@@ -45,7 +45,6 @@ int gpud_is_device(const void *p, size_t bytes);
 void gpud_require_device(const void *p, size_t bytes, const char *who, const char *arg);
 /* 1 for the legacy stream (NULL) and live streams */
 int gpud_stream_live(cudaStream_t s);
-int gpud_current_device(void);
 
 /* Queue fn(ctx) on stream s, after the work queued on it before. ctx is malloc'd by the
  * caller and freed by the double after fn has run. In the default mode it runs before
@@ -86,8 +85,6 @@ void gpud_mem_close(void);
 void gpud_nccl_dump(void);
 /* how many NCCL operations are issued and not complete (nccl.c) */
 int gpud_nccl_pending(void);
-/* the sticky error (cudaSuccess until a kernel faults) */
-cudaError_t gpud_sticky(void);
 /* the lock over the double's state (recursive), shared with the progress thread */
 void gpud_lock(void);
 void gpud_unlock(void);

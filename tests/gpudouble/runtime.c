@@ -162,7 +162,6 @@ static cudaError_t ret(cudaError_t e)
         if (sticky) return ret(sticky);                                                            \
     } while (0)
 
-cudaError_t gpud_sticky(void) { return sticky; }
 
 const char *cudaGetErrorName(cudaError_t e)
 {
@@ -239,7 +238,6 @@ cudaError_t cudaGetDevice(int *device)
     *device = current;
     return cudaSuccess;
 }
-int gpud_current_device(void) { return current; }
 int gpud_physical(int visible) { return cfg.visible[visible]; }
 
 cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device)
