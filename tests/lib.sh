@@ -13,7 +13,7 @@ diag() { printf '# %s\n' "$@"; }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 finish() { echo "1..$n_tap"; [ "$n_fail" = 0 ]; }
 
-PPDL=$top_builddir/ppdl
+PPDL=$top_builddir/tests/ppdl # the test build: ppdl with the test hooks (core/test_hooks.h)
 PPDL_INIT=$top_builddir/ppdl-init
 PPDL_DATA=$top_builddir/ppdl-data
 # every MPI run ends within a bound: a hang is a failure, not a stuck CI

@@ -4,6 +4,7 @@
 #include "core/hydra.h"
 #include "core/stop.h"
 #include "core/util.h"
+#include "core/test_hooks.h"
 
 #include <errno.h>
 #include <math.h>
@@ -141,9 +142,9 @@ void ppdl_end_job(int status)
     if (ppdl_finalize_timeout(&wd.timeout_s, NULL, 0)) wd.timeout_s = PPDL_FINALIZE_TIMEOUT_S;
     pthread_t th;
     int watched = wd.timeout_s > 0 && pthread_create(&th, NULL, watchdog, NULL) == 0;
-    /* PPDL_TEST_FINALIZE_HANG=RANK (README "Tests"): that rank hangs where MPI_Finalize
+    /* the test hook FINALIZE_HANG=RANK (core/test_hooks.h): that rank hangs where MPI_Finalize
      * would, for ever; the other ranks then hang in theirs, waiting for it */
-    const char *hang = getenv("PPDL_TEST_FINALIZE_HANG");
+    const char *hang = ppdl_test_hook("FINALIZE_HANG");
     long hang_rank = -1;
     if (hang && !ppdl_parse_int(hang, 0, 1 << 20, &hang_rank) && hang_rank == wd.rank)
         for (;;) {

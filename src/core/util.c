@@ -1,5 +1,6 @@
 #include "core/util.h"
 #include "core/error.h"
+#include "core/test_hooks.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,7 +23,7 @@ static double clock_skew_s(void)
     if (known) return skew;
     int rank = ppdl_log_rank();
     if (rank < 0) return 0;
-    const char *s = getenv("PPDL_TEST_CLOCK_SKEW");
+    const char *s = ppdl_test_hook("CLOCK_SKEW");
     int r;
     double v;
     if (s && sscanf(s, "%d:%lf", &r, &v) == 2 && r == rank) skew = v;

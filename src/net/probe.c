@@ -12,6 +12,7 @@
 #include "backend/cuda/nccl_p2p.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "core/test_hooks.h"
 
 #include <math.h>
 #include <sched.h>
@@ -212,11 +213,7 @@ static double exchange_nccl(ctx *x, int peer, int driver, size_t fwd, size_t bac
         ppdl_comm_irecv(x->c, &ready, sizeof ready, peer, TAG_SIZES, &m);
         ppdl_comm_wait(x->c, &m);
         double t0 = ppdl_now_s();
-#ifdef PPDL_TEST_HOOKS
-        const int recv_first = getenv("PPDL_TEST_PROBE_RECV_FIRST") != NULL; /* a negative control's */
-#else
-        const int recv_first = 0;
-#endif
+        const int recv_first = ppdl_test_hook("PROBE_RECV_FIRST") != NULL; /* a negative control's */
         if (recv_first) ppdl_nccl_irecv(nc, x->drbuf, back, peer, &r);
         ppdl_nccl_isend(nc, x->dsbuf, fwd, peer, &s);
         if (!recv_first) ppdl_nccl_irecv(nc, x->drbuf, back, peer, &r);
@@ -518,8 +515,8 @@ int ppdl_probe_skew(const char *spec, int n, int a, int b, int k, double *factor
         double f;
         if (sscanf(p, "%d-%d:%d:%lf%n", &ia, &ib, &ik, &f, &used) != 4 || ia < 0 || ib < 0 || ia >= n ||
             ib >= n || ia == ib || ik < 0 || !(f > 0) || !isfinite(f) || (p[used] && p[used] != ','))
-            return ppdl_errf(err, errlen, "PPDL_TEST_PROBE_SKEW=%s: expected A-B:K:F[,...] (ranks A != B below %d, "
-                             "sample K >= 0, factor F > 0)", spec, n);
+            return ppdl_errf(err, errlen, "%s=%s: expected A-B:K:F[,...] (ranks A != B below %d, "
+                             "sample K >= 0, factor F > 0)", ppdl_test_hook_var("PROBE_SKEW"), spec, n);
         if (ia == a && ib == b && ik == k) *factor *= f;
         p += used + (p[used] == ',');
     }
@@ -576,11 +573,11 @@ void ppdl_probe_hosts(MPI_Comm comm, int device, ppdl_hosts *h)
     /* test hook: an emulated cluster (--netem) whose ranks share this machine's few
      * cores plans as a cluster of that many cores per host would (tests/mpi/plan_auto.sh
      * checks the network-aware plan, which the shared-core choice would override here) */
-    const char *hc_env = getenv("PPDL_TEST_HOST_CORES");
+    const char *hc_env = ppdl_test_hook("HOST_CORES");
     if (hc_env && *hc_env) {
         char *end;
         long v = strtol(hc_env, &end, 10);
-        if (*end || v < 1 || v > 1 << 20) ppdl_die("PPDL_TEST_HOST_CORES=%s: expected a whole number of cores >= 1", hc_env);
+        if (*end || v < 1 || v > 1 << 20) ppdl_test_hook_bad("HOST_CORES", hc_env, "a whole number of cores >= 1");
         cores = (int)v;
     }
     int *cs = ppdl_xmalloc((size_t)n * sizeof(int));
@@ -749,7 +746,7 @@ static int series(const samples *sm, int a, int b, int which, double *out)
 static int take_samples(const ctx *x, const schedule *s, const double *results, samples *sm, unsigned char *need)
 {
     int n = sm->n, left = 0;
-    const char *skew = getenv("PPDL_TEST_PROBE_SKEW");
+    const char *skew = ppdl_test_hook("PROBE_SKEW");
     for (int k = 0; k < s->n_t; k++) {
         const task *t = &s->t[k];
         if (t->b < 0) continue;

@@ -51,6 +51,7 @@
 #include "net/ring.h"
 #include "prof/papi.h"
 #include "prof/range.h"
+#include "core/test_hooks.h"
 
 #include <limits.h>
 #include <math.h>
@@ -270,26 +271,26 @@ static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb, int kind)
     if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
 }
 
-/* PPDL_TEST_GRAD_SCALE=RANK:FACTOR, a planted bug for the tests' negative controls:
+/* The test hook GRAD_SCALE=RANK:FACTOR (core/test_hooks.h), a planted bug for the tests' negative controls:
  * rank RANK multiplies every gradient of its stage by FACTOR after the step's last
  * backward, before the replicas sum them (tests/oracle, tests/mpi/hybrid.sh show that
  * their comparisons see a wrong gradient scale). Unset, or another rank: 1. */
 static float test_grad_scale_of(int rank)
 {
-    const char *s = getenv("PPDL_TEST_GRAD_SCALE");
+    const char *s = ppdl_test_hook("GRAD_SCALE");
     int r;
     float f;
     if (!s || sscanf(s, "%d:%f", &r, &f) != 2 || r != rank) return 1.0f;
     return f;
 }
 
-/* PPDL_TEST_FAIL_STEP=RANK:STEP, for the fault tests: rank RANK dies with an internal
+/* The test hook FAIL_STEP=RANK:STEP, for the fault tests: rank RANK dies with an internal
  * error in the middle of step STEP (counting from 1), as a failed check would, so that
  * the tests see one rank's error mid-step reach the user and end the job. Unset, or
  * another rank: -1 (never). */
 static long test_fail_step_of(int rank)
 {
-    const char *s = getenv("PPDL_TEST_FAIL_STEP");
+    const char *s = ppdl_test_hook("FAIL_STEP");
     int r;
     long k;
     if (!s || sscanf(s, "%d:%ld", &r, &k) != 2 || r != rank || k < 1) return -1;
@@ -443,7 +444,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->in_bytes = (size_t)b * layer(rt, 0)->in_bytes;
     rt->out_bytes = (size_t)b * layer(rt, rt->nl - 1)->out_bytes;
     rt->bf16 = ppdl_be_precision(rt->be) == PPDL_PREC_BF16;
-    const char *bug = getenv("PPDL_TEST_BF16");
+    const char *bug = ppdl_test_hook("BF16");
     rt->bf16_layers = rt->bf16 && !(bug && !strcmp(bug, "stage-only"));
     rt->stash_bf16 = rt->bf16 && rt->nl > 1;
     rt->logits_bf16 = rt->last_stage && layer(rt, rt->nl - 1)->bf16_saved;
@@ -1239,8 +1240,8 @@ static void step_op(ppdl_runtime *rt, long step, int k)
     /* PPDL_TEST_FAIL_STEP (test_fail_step_of): a planted internal error halfway
      * through this rank's op list, while the other ranks wait for its messages */
     if (step == rt->test_fail_step && k == rt->ops.n / 2)
-        ppdl_die("PPDL_TEST_FAIL_STEP: the planted error of stage %d at step %ld, op %d of %d", rt->cfg.stage,
-                 step + 1, k, rt->ops.n);
+        ppdl_die("%s: the planted error of stage %d at step %ld, op %d of %d", ppdl_test_hook_var("FAIL_STEP"),
+                 rt->cfg.stage, step + 1, k, rt->ops.n);
     slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
     switch (op->kind) {
     case PPDL_OP_RECV_ACT: {

@@ -1,20 +1,21 @@
 /* tie.c — a tied weight's gradient at the update (tie.h says what and why). */
 #include "pipe/tie.h"
 #include "core/error.h"
+#include "core/test_hooks.h"
 #include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* PPDL_TEST_TIE=no-exchange|one-buffer (tie.h); unset: 0 */
+/* the test hook TIE=no-exchange|one-buffer (tie.h); unset: 0 */
 static int test_tie_of(void)
 {
-    const char *s = getenv("PPDL_TEST_TIE");
+    const char *s = ppdl_test_hook("TIE");
     if (!s || !*s) return 0;
     if (!strcmp(s, "no-exchange")) return 1;
     if (!strcmp(s, "one-buffer")) return 2;
-    ppdl_die("PPDL_TEST_TIE=%s: expected no-exchange or one-buffer (a test hook)", s);
+    ppdl_test_hook_bad("TIE", s, "no-exchange or one-buffer");
 }
 
 /* the tied lm_head.weight of the head (the model's last layer) */

@@ -1,7 +1,7 @@
 #!/bin/sh
 # rank_error.sh — an error on one rank other than 0, in the middle of a step (a planted
-# internal error: PPDL_TEST_FAIL_STEP=RANK:STEP, src/pipe/runtime.c), while the other
-# ranks wait for its messages: the job ends by itself within the bound (no hang), with
+# internal error: the test hook PPDL_TEST_FAIL_STEP=RANK:STEP, src/pipe/runtime.c),
+# while the other ranks wait for its messages: the job ends by itself within the bound (no hang), with
 # a non-zero status; the user sees that rank's own message once (its rank, file:line,
 # what went wrong); the checkpoint written before the failing step is intact, and the
 # same command resumes from it and finishes with the uninterrupted run's weights.
@@ -37,4 +37,12 @@ ok $? "a failure in step 3 leaves the checkpoint of step 2 (step '$at', status $
 mpirun_n 2 $common --steps 6 --checkpoint "$tmp/c.h5" --checkpoint-every 1 --resume auto --save "$tmp/c.h5.out.h5" \
   >"$tmp/c2.log" 2>&1 && grep -q "resumed from" "$tmp/c2.log" && h5diff "$tmp/c.h5.out.h5" "$tmp/ref.h5" >/dev/null 2>&1
 ok $? "the same command resumes from it and ends with bitwise the uninterrupted run's weights"
+# the hooks live in the test build only (core/test_hooks.h): the ppdl users install
+# holds none of their names and trains through the planted failure as if unset
+n=$(strings "$top_builddir/ppdl" | grep -c PPDL_TEST_)
+[ "$n" = 0 ] && [ "$(strings "$PPDL" | grep -c PPDL_TEST_)" != 0 ]
+ok $? "the installed ppdl holds no PPDL_TEST_ name ($n), the test build does"
+PPDL_TEST_FAIL_STEP=1:3 timeout -k 5 180 "$MPIEXEC" -n 2 "$top_builddir/ppdl" $common --steps 6 --save "$tmp/inst.h5" \
+  >"$tmp/inst.log" 2>&1 9>&- && h5diff "$tmp/inst.h5" "$tmp/ref.h5" >/dev/null 2>&1
+ok $? "the installed ppdl ignores PPDL_TEST_FAIL_STEP: status 0 and the reference's weights"
 finish

@@ -43,6 +43,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "core/test_hooks.h"
 
 #define MAX_CONV_PLANS 16
 #define SUMSQ_PARTIALS 1024
@@ -406,9 +407,9 @@ static void cu_sumsq(ppdl_backend *be, size_t n, const float *x, double *out)
     LAUNCH_CHECK(ppdl_cu_sumsq_partials(ci->stream, n, x, part, SUMSQ_PARTIALS, &np));
     CUDA_CHECK(cudaMemcpyAsync(ci->host_partials, part, (size_t)np * sizeof(double), cudaMemcpyDeviceToHost,
                                ci->stream));
-#ifdef PPDL_TEST_HOOKS /* a negative control of the GPU double's tests: the host reads before the copy */
-    if (!getenv("PPDL_TEST_SKIP_STREAM_WAIT"))
-#endif
+    /* the test hook SKIP_STREAM_WAIT, a negative control of the GPU double's tests: the
+     * host reads before the copy */
+    if (!ppdl_test_hook("SKIP_STREAM_WAIT"))
     host_wait(be, NULL);
     double s = 0;
     for (int i = 0; i < np; i++) s += ci->host_partials[i];
@@ -743,9 +744,9 @@ static void cu_destroy(ppdl_backend *be)
     /* the queued work ends first: an earlier kernel's fault is reported here */
     CUDA_CHECK(cudaStreamSynchronize(ci->stream));
     ppdl_be_free_all(be); /* nothing left when ppdl_backend_destroy called us */
-#ifdef PPDL_TEST_HOOKS /* a negative control of the GPU double's tests: the old second free */
-    if (getenv("PPDL_TEST_DOUBLE_FREE")) ppdl_be_free(be, ci->scratch);
-#endif
+    /* the test hook DOUBLE_FREE, a negative control of the GPU double's tests: the old
+     * second free */
+    if (ppdl_test_hook("DOUBLE_FREE")) ppdl_be_free(be, ci->scratch);
     ci->scratch = ci->workspace = NULL;
     ci->scratch_bytes = ci->workspace_bytes = 0;
     for (int i = 0; i < 3; i++) {

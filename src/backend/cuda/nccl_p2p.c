@@ -14,6 +14,7 @@
 #include "backend/cuda/nccl_p2p.h"
 #include "core/error.h"
 #include "core/util.h"
+#include "core/test_hooks.h"
 
 /* a communicator of two ranks that carries one direction of one link: `peer` sends to
  * this rank (recv) or this rank sends to it (send); in it this rank is `me` */
@@ -178,9 +179,7 @@ static void make_links(ppdl_nccl *nc, MPI_Comm comm, const ppdl_nccl_links *l)
         k->me = k->sending ? 0 : 1;
         int members[2] = {from, to};
         k->comm = init_comm(ids, from, 2, k->me, members);
-#ifdef PPDL_TEST_HOOKS
-        if (getenv("PPDL_TEST_NCCL_NO_WARMUP")) continue; /* the negative control of the first contact */
-#endif
+        if (ppdl_test_hook("NCCL_NO_WARMUP")) continue; /* the negative control of the first contact */
         if (k->sending) NCCL_CHECK(k->comm, ncclSend(nc->warm, 1, ncclChar, 1, k->comm, nc->send));
         else NCCL_CHECK(k->comm, ncclRecv(nc->warm, 1, ncclChar, 0, k->comm, nc->recv));
         CUDA_CHECK(cudaStreamSynchronize(k->sending ? nc->send : nc->recv));
@@ -200,9 +199,7 @@ static void watch(void *arg, double waited_s);
  * the communicator's issue order is the same on both sides. */
 static void connect_all(ppdl_nccl *nc)
 {
-#ifdef PPDL_TEST_HOOKS
-    if (getenv("PPDL_TEST_NCCL_NO_WARMUP")) return; /* the negative control of the first contact */
-#endif
+    if (ppdl_test_hook("NCCL_NO_WARMUP")) return; /* the negative control of the first contact */
     for (int a = 0; a < nc->size; a++)
         for (int b = a + 1; b < nc->size; b++) {
             if (a != nc->rank && b != nc->rank) continue;
@@ -234,10 +231,9 @@ ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, const ppdl_nccl_lin
     CUDA_CHECK(cudaStreamCreateWithPriority(&nc->send, cudaStreamNonBlocking, greatest));
     CUDA_CHECK(cudaStreamCreateWithPriority(&nc->recv, cudaStreamNonBlocking, greatest));
     CUDA_CHECK(cudaEventCreateWithFlags(&nc->ready, cudaEventDisableTiming));
-#ifdef PPDL_TEST_HOOKS
-    /* the negative control of the links: one communicator for every message, as before */
-    if (links && getenv("PPDL_TEST_NCCL_ONE_COMM")) links = NULL;
-#endif
+    /* the test hook NCCL_ONE_COMM, the negative control of the links: one communicator for
+     * every message */
+    if (links && ppdl_test_hook("NCCL_ONE_COMM")) links = NULL;
     CUDA_CHECK(cudaMalloc(&nc->warm, sizeof(float)));
     CUDA_CHECK(cudaMemsetAsync(nc->warm, 0, sizeof(float), nc->compute));
     CUDA_CHECK(cudaStreamSynchronize(nc->compute));
