@@ -30,6 +30,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <mpi.h>
 #include <sched.h>
@@ -89,11 +90,59 @@ typedef struct cuda_impl {
         cudaError_t e_ = (call);                                                                  \
         if (e_ != cudaSuccess) ppdl_die("%s: CUDA error %d: %s", #call, (int)e_, cudaGetErrorString(e_)); \
     } while (0)
+/* cuBLAS is opened when the first CUDA backend is created, not linked: its start-up
+ * (libcublasLt's, about 0.15 s of CPU) would otherwise be paid by every start of every
+ * program of the build, runs on the CPU and ppdl-plan included. The soname is the one
+ * the headers were built for, found as a linked library would be (the program's
+ * RUNPATH); the GPU double's build defines PPDL_CUBLAS_LIB as NULL: its cuBLAS is part
+ * of the program (dlopen(NULL)). */
+#ifndef PPDL_CUBLAS_LIB
+#define PPDL_CUBLAS_STR(x) #x
+#define PPDL_CUBLAS_SONAME(major) "libcublas.so." PPDL_CUBLAS_STR(major)
+#define PPDL_CUBLAS_LIB PPDL_CUBLAS_SONAME(CUBLAS_VER_MAJOR)
+#endif
+static struct {
+    __typeof__(cublasCreate_v2) *create;
+    __typeof__(cublasDestroy_v2) *destroy;
+    __typeof__(cublasSetStream_v2) *set_stream;
+    __typeof__(cublasSetMathMode) *set_math_mode;
+    __typeof__(cublasGetStatusString) *status_string;
+    __typeof__(cublasSgemm_v2) *sgemm;
+    __typeof__(cublasSgemmStridedBatched) *sgemm_batched;
+    __typeof__(cublasGemmEx) *gemm_ex;
+    __typeof__(cublasGemmStridedBatchedEx) *gemm_batched_ex;
+} blas;
+
+/* blas's functions from the library; 0, or -1 with why in err */
+static int load_cublas(char *err, size_t errlen)
+{
+    if (blas.create) return 0;
+    const char *lib = PPDL_CUBLAS_LIB;
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return ppdl_errf(err, errlen, "cannot open cuBLAS (%s): %s", lib ? lib : "the program", dlerror());
+    struct {
+        void **fn;
+        const char *name;
+    } want[] = {{(void **)&blas.destroy, "cublasDestroy_v2"},
+                {(void **)&blas.set_stream, "cublasSetStream_v2"},
+                {(void **)&blas.set_math_mode, "cublasSetMathMode"},
+                {(void **)&blas.status_string, "cublasGetStatusString"},
+                {(void **)&blas.sgemm, "cublasSgemm_v2"},
+                {(void **)&blas.sgemm_batched, "cublasSgemmStridedBatched"},
+                {(void **)&blas.gemm_ex, "cublasGemmEx"},
+                {(void **)&blas.gemm_batched_ex, "cublasGemmStridedBatchedEx"},
+                {(void **)&blas.create, "cublasCreate_v2"}}; /* last: set means loaded */
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!(*want[i].fn = dlsym(h, want[i].name)))
+            return ppdl_errf(err, errlen, "cuBLAS (%s) has no %s", lib ? lib : "the program", want[i].name);
+    return 0;
+}
+
 #define CUBLAS_CHECK(call)                                                                        \
     do {                                                                                          \
         cublasStatus_t s_ = (call);                                                               \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
-            ppdl_die("%s: cuBLAS error %d: %s", #call, (int)s_, cublasGetStatusString(s_));       \
+            ppdl_die("%s: cuBLAS error %d: %s", #call, (int)s_, blas.status_string(s_));          \
     } while (0)
 #define CUDNN_CHECK(call)                                                                         \
     do {                                                                                          \
@@ -344,12 +393,12 @@ static void cu_gemm(ppdl_backend *be, int ta, int tb, int m, int n, int k, float
     if (bf16_on(be) && k > 0) {
         const uint16_t *a16 = bf16_operand(be, 0, ta, m, k, a, lda, 0, 1);
         const uint16_t *b16 = bf16_operand(be, 1, tb, n, k, b, ldb, 0, 1);
-        CUBLAS_CHECK(cublasGemmEx(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+        CUBLAS_CHECK(blas.gemm_ex(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                   n, m, k, &alpha, b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, c,
                                   CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return;
     }
-    CUBLAS_CHECK(cublasSgemm(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+    CUBLAS_CHECK(blas.sgemm(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                              n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }
 static void cu_gemm_batched(ppdl_backend *be, int ta, int tb, int m, int n, int k, float alpha,
@@ -360,13 +409,13 @@ static void cu_gemm_batched(ppdl_backend *be, int ta, int tb, int m, int n, int 
     if (bf16_on(be) && k > 0) {
         const uint16_t *a16 = bf16_operand(be, 0, ta, m, k, a, lda, sa, batch);
         const uint16_t *b16 = bf16_operand(be, 1, tb, n, k, b, ldb, sb, batch);
-        CUBLAS_CHECK(cublasGemmStridedBatchedEx(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+        CUBLAS_CHECK(blas.gemm_batched_ex(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b16, CUDA_R_16BF,
                                                 ldb, sb, a16, CUDA_R_16BF, lda, sa, &beta, c, CUDA_R_32F, ldc, sc,
                                                 batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return;
     }
-    CUBLAS_CHECK(cublasSgemmStridedBatched(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+    CUBLAS_CHECK(blas.sgemm_batched(impl(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                            ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, sb,
                                            a, lda, sa, &beta, c, ldc, sc, batch));
 }
@@ -757,7 +806,7 @@ static void cu_destroy(ppdl_backend *be)
     ci->n_plans = 0;
     if (ci->cudnn) CUDNN_CHECK(cudnnDestroy(ci->cudnn));
     ci->cudnn = NULL;
-    if (ci->cublas) CUBLAS_CHECK(cublasDestroy(ci->cublas));
+    if (ci->cublas) CUBLAS_CHECK(blas.destroy(ci->cublas));
     ci->cublas = NULL;
     if (ci->host_partials) CUDA_CHECK(cudaFreeHost(ci->host_partials));
     ci->host_partials = NULL;
@@ -989,6 +1038,7 @@ ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen)
                   g.sharers, g.bus_id, rank, g.n_devices, g.n_devices == 1 ? "" : "s");
         return NULL;
     }
+    if (load_cublas(err, errlen)) return NULL;
     cuda_impl *ci = ppdl_xcalloc(1, sizeof *ci);
     ci->device = g.device;
     ci->n_devices = g.n_devices;
@@ -1000,8 +1050,8 @@ ppdl_backend *ppdl_backend_cuda_create(int rank, char *err, size_t errlen)
         free(ci);
         return NULL;
     }
-    CUBLAS_CHECK(cublasCreate(&ci->cublas));
-    CUBLAS_CHECK(cublasSetStream(ci->cublas, ci->stream));
+    CUBLAS_CHECK(blas.create(&ci->cublas));
+    CUBLAS_CHECK(blas.set_stream(ci->cublas, ci->stream));
     CUDA_CHECK(cudaMallocHost((void **)&ci->host_partials, SUMSQ_PARTIALS * sizeof(double)));
     ppdl_backend *be = ppdl_xcalloc(1, sizeof *be);
     be->ops = &cuda_ops;
@@ -1018,7 +1068,7 @@ void ppdl_cuda_set_tf32(ppdl_backend *be, int on)
     cuda_impl *ci = impl(be);
     ci->tf32 = on != 0;
     /* CUBLAS_DEFAULT_MATH keeps fp32 products; cuDNN plans are keyed by the flag */
-    CUBLAS_CHECK(cublasSetMathMode(ci->cublas, ci->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(blas.set_math_mode(ci->cublas, ci->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 
 int ppdl_cuda_tf32(const ppdl_backend *be) { return ((const cuda_impl *)be->impl)->tf32; }
