@@ -8,16 +8,11 @@
  *   1. stdout and stderr are flushed; the ranks meet (a barrier that waits without
  *      spinning), so each rank's outputs are complete before any rank finalizes and
  *      the bound below starts from the same moment on every rank;
- *   2. MPI_Finalize runs under a watchdog: MPICH 4.0 over UCX 1.13's TCP transport
- *      can hang there for ever (README "Exit statuses and hangs": a rank that has
- *      flushed its endpoints waits in a PMI barrier without progressing UCX while a
- *      peer still waits for its acknowledgement). If finalize has not returned after
- *      the bound (PPDL_FINALIZE_TIMEOUT seconds, default 5, 0: no bound; a healthy
- *      finalize took 0.05-0.11 s here, 4 ranks at load 9), the rank prints one line,
- *      tells Hydra's process manager that it finalized (so that its end is not taken
- *      for a crash that kills the other ranks) and ends with the run's own status;
- *   3. the status reaches the launcher (keep_status in finish.c: Hydra forgets it
- *      after it has forwarded a signal, unless the rank helps).
+ *   2. MPI_Finalize runs under a watchdog, and the status reaches the launcher: the
+ *      workarounds for MPICH 4.0's Hydra and UCX's TCP transport, which can hang in
+ *      finalize and forget a status (core/mpich_end.h). The bound is
+ *      PPDL_FINALIZE_TIMEOUT seconds (default 5, 0: no bound; a healthy finalize took
+ *      0.05-0.11 s here, 4 ranks at load 9).
  * Nothing here runs before the outputs are written, so ending a hung finalize can
  * lose nothing. */
 #ifndef PPDL_FINISH_H
