@@ -135,10 +135,10 @@ static int pingpong(int argc, char **argv)
         ppdl_probe_opts o;
         ppdl_probe_defaults(&o);
         o.msg_bytes = bytes;
-        ppdl_cluster cl;
+        ppdl_cluster_model cl;
         ppdl_probe_run(&c, &o, &cl);
         probe[k] = cl.bw[1];
-        ppdl_cluster_free(&cl);
+        ppdl_cluster_model_free(&cl);
         ppdl_comm_free(&c);
         if (k == 0) {
             round_trips(rank, sbuf, rbuf, 8, 8, reps, t);

@@ -1,9 +1,9 @@
 /* fuzz_json.c — libFuzzer target: the readers of ppdl's JSON inputs.
  *
- * Each input is given, as it is, to all four readers:
+ * Each input is given, as it is, to all three readers:
  *   COSTS.json    ppdl_costs_parse          (ppdl --costs, ppdl-plan --costs)
- *   CLUSTER.json  ppdl_cluster_model_parse  (ppdl-plan --cluster)
- *                 ppdl_cluster_parse        (ppdl --cluster, --netem; any rank count)
+ *   CLUSTER.json  ppdl_cluster_model_parse  (ppdl --cluster, --netem, ppdl-plan --cluster;
+ *                                            any rank count)
  *   plan JSON     ppdl_plan_read            (ppdl --plan FILE; from a temporary file, for
  *                                            a model of 6 layers on 3 ranks)
  * Besides ASan/UBSan findings, the target traps when a reader breaks its promise:
@@ -13,7 +13,6 @@
  * Build and run: perf/fuzz/build, perf/fuzz/run json SECONDS (perf/fuzz/README.md).
  */
 #include "core/error.h"
-#include "net/cluster.h"
 #include "plan/cluster_model.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
@@ -85,41 +84,21 @@ static void costs(const char *text)
     free(js);
 }
 
-static void cluster_model(const char *text)
-{
-    char err[PPDL_ERR_LEN] = "";
-    ppdl_cluster_model c, back;
-    if (ppdl_cluster_model_parse(text, WHAT, &c, err, sizeof err)) {
-        check(named(err, WHAT), "cluster_model: the message does not name the input", err);
-        return;
-    }
-    char *js = ppdl_cluster_model_to_json(&c);
-    check(js != NULL, "cluster_model: cannot write an accepted cluster", "");
-    int rc = ppdl_cluster_model_parse(js, "written", &back, err, sizeof err);
-    check(rc == 0, "cluster_model: a written cluster is refused", err);
-    check(back.N == c.N, "cluster_model: the round trip changed the rank count", "");
-    ppdl_cluster_model_free(&back);
-    ppdl_cluster_model_free(&c);
-    free(js);
-}
-
 static void cluster(const char *text)
 {
     char err[PPDL_ERR_LEN] = "";
-    ppdl_cluster c, back;
-    memset(&c, 0, sizeof c);
-    if (ppdl_cluster_parse(text, WHAT, 0, &c, err, sizeof err)) {
+    ppdl_cluster_model c, back;
+    if (ppdl_cluster_model_parse(text, WHAT, 0, &c, err, sizeof err)) {
         check(named(err, WHAT), "cluster: the message does not name the input", err);
         return;
     }
-    char *js = ppdl_cluster_to_json(&c);
+    char *js = ppdl_cluster_model_to_json(&c);
     check(js != NULL, "cluster: cannot write an accepted cluster", "");
-    memset(&back, 0, sizeof back);
-    int rc = ppdl_cluster_parse(js, "written", c.n, &back, err, sizeof err);
+    int rc = ppdl_cluster_model_parse(js, "written", c.N, &back, err, sizeof err);
     check(rc == 0, "cluster: a written cluster is refused", err);
-    check(back.n == c.n && back.n_nodes == c.n_nodes, "cluster: the round trip changed ranks or nodes", "");
-    ppdl_cluster_free(&back);
-    ppdl_cluster_free(&c);
+    check(back.N == c.N && back.n_nodes == c.n_nodes, "cluster: the round trip changed ranks or nodes", "");
+    ppdl_cluster_model_free(&back);
+    ppdl_cluster_model_free(&c);
     free(js);
 }
 
@@ -154,7 +133,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = 0;
     costs(text);
-    cluster_model(text);
     cluster(text);
     free(text);
     plan(data, size);

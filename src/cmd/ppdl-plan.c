@@ -420,7 +420,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ppdl-plan: --costs %s\n", err);
         return 1;
     }
-    if (ppdl_cluster_model_read(o.cluster, &cl, err, sizeof err)) {
+    if (ppdl_cluster_model_read(o.cluster, 0, &cl, err, sizeof err)) {
         fprintf(stderr, "ppdl-plan: --cluster %s\n", err);
         ppdl_costs_free(&costs);
         return 1;

@@ -206,7 +206,7 @@ typedef struct run {
     int p2p;                       /* the stages' messages: PPDL_P2P_NCCL or PPDL_P2P_MPI */
     char p2p_why[256];             /* why (the header prints it) */
     ppdl_comm comm;
-    ppdl_cluster cluster;
+    ppdl_cluster_model cluster;
     int have_cluster;
     ppdl_data data;
     ppdl_data val_data;            /* --val-data (val_data.file > 0 when open) */

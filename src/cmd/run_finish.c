@@ -203,7 +203,7 @@ void run_free(run *r)
     ppdl_model_free(&r->model);
     if (r->be) ppdl_backend_destroy(r->be);
     ppdl_comm_free(&r->comm);
-    if (r->have_cluster) ppdl_cluster_free(&r->cluster);
+    if (r->have_cluster) ppdl_cluster_model_free(&r->cluster);
     ppdl_hosts_free(&r->own_hosts);
     free(r->all);
     free(r->clock_all);

@@ -30,7 +30,7 @@
  * runners-up (ppdl_plan_solve_k, up to K-1) travel the same way into tc, with their
  * simulated steps and labels on rank 0 (--plan-trials measures them all).
  * Returns 0 on every rank, or -1 with the same message on every rank. */
-static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster *cl,
+static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster_model *cl,
                      const int *n_options, int can_chunk, int K, ppdl_plan *plan, double *simulated_ms,
                      ppdl_shared_choice *sc, trial_candidates *tc, char *why, size_t whylen, char *err,
                      size_t errlen)
@@ -62,20 +62,18 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         ppdl_solve_opts_default(&so);
         so.chunks = v;
         so.auto_chunked = can_chunk;
-        double *mem = ppdl_memory_less_reserve(cl->mem, cl->n, reserve);
-        ppdl_cluster_model cm;
-        ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, mem, cl->speed);
-        /* the simulator shares a host's cores among its ranks, and where a host has
-         * more ranks than cores the plan is chosen by it (plan/shared_cores.h) */
-        cm.hosts = cl->hosts;
+        double *mem = ppdl_memory_less_reserve(cl->mem, cl->N, reserve);
+        /* the same cluster with that memory: its hosts too, since the simulator shares a
+         * host's cores among its ranks, and where a host has more ranks than cores the
+         * plan is chosen by it (plan/shared_cores.h) */
+        ppdl_cluster_model cm = *cl;
+        cm.mem = mem;
         ppdl_plan p;
         memset(&p, 0, sizeof p);
         int rc;
         if (autos) { /* one solve per schedule, each against its own reserve */
             ppdl_schedule_choice ch;
-            ppdl_cluster_model raw = cm;
-            raw.mem = cl->mem;
-            rc = ppdl_plan_solve_auto(costs, &raw, M, o->method, &so, 1, &ch, err, errlen);
+            rc = ppdl_plan_solve_auto(costs, cl, M, o->method, &so, 1, &ch, err, errlen);
             if (ch.chosen >= 0) {
                 schedule = ch.opt[ch.chosen].schedule;
                 p = ch.opt[ch.chosen].plan; /* taken: ch keeps the others */
@@ -103,7 +101,7 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             if (o->mem_limit) snprintf(lim, sizeof lim, "--mem-limit %s", o->mem_limit);
             /* a rank whose memory the reserve takes whole: that is the news, not the stages */
             int starved = -1;
-            for (int q = 0; q < cl->n && starved < 0; q++)
+            for (int q = 0; q < cl->N && starved < 0; q++)
                 if (cl->mem[q] <= reserve) starved = q;
             char mb[32];
             if (starved >= 0)
@@ -212,17 +210,13 @@ static void predict_plan(run *r)
     r->file_predicted_ms = p->predicted_iter_ms;
     p->predicted_iter_ms = p->bottleneck_ms = 0;
     if (r->rank != 0 || !r->have_costs || !r->have_cluster) return;
-    const ppdl_cluster *cl = &r->cluster;
-    ppdl_cluster_model cm;
-    ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, cl->mem, cl->speed);
-    cm.hosts = cl->hosts;
-    if (!isfinite(ppdl_cost_apply(&r->costs, &cm, (int)o->micro_batches, o->schedule, p))) {
+    if (!isfinite(ppdl_cost_apply(&r->costs, &r->cluster, (int)o->micro_batches, o->schedule, p))) {
         p->predicted_iter_ms = p->bottleneck_ms = 0;
         return;
     }
     ppdl_sim sim;
     char err[PPDL_ERR_LEN];
-    if (ppdl_simulate(&r->costs, &cm, p, (int)o->micro_batches, o->schedule, 0, &sim, err, sizeof err) == 0) {
+    if (ppdl_simulate(&r->costs, &r->cluster, p, (int)o->micro_batches, o->schedule, 0, &sim, err, sizeof err) == 0) {
         r->simulated_ms = sim.step_ms;
         ppdl_sim_free(&sim);
     }
@@ -245,12 +239,8 @@ static void schedule_for_given_plan(run *r)
         k = PPDL_SCHED_1F1B;
         snprintf(r->schedule_why, sizeof r->schedule_why, "one stage: every schedule runs alike");
     } else if (r->rank == 0 && r->have_costs && r->have_cluster) {
-        const ppdl_cluster *cl = &r->cluster;
-        ppdl_cluster_model cm;
-        ppdl_cluster_model_wrap(&cm, cl->n, cl->bw, cl->lat, cl->mem, cl->speed);
-        cm.hosts = cl->hosts;
         double T = 0;
-        k = ppdl_schedule_for_plan(&r->costs, &cm, (int)r->o.micro_batches, &r->plan, &T, err, sizeof err);
+        k = ppdl_schedule_for_plan(&r->costs, &r->cluster, (int)r->o.micro_batches, &r->plan, &T, err, sizeof err);
         if (k >= 0)
             snprintf(r->schedule_why, sizeof r->schedule_why, "the least T for this plan by the cost model, %.2f ms", T);
     } else if (r->rank == 0) {
@@ -277,12 +267,7 @@ static void share_pass_times(run *r)
     if (!timed) return;
     r->pass_ticks = ppdl_xcalloc(4 * (size_t)S, sizeof(long));
     if (r->rank == 0) {
-        ppdl_cluster_model cm;
-        if (r->have_cluster) {
-            ppdl_cluster_model_wrap(&cm, r->cluster.n, r->cluster.bw, r->cluster.lat, r->cluster.mem, r->cluster.speed);
-            cm.hosts = r->cluster.hosts;
-        }
-        ppdl_pass_times_of_plan(&r->costs, r->have_cluster ? &cm : NULL, p, r->pass_ticks);
+        ppdl_pass_times_of_plan(&r->costs, r->have_cluster ? &r->cluster : NULL, p, r->pass_ticks);
     }
     PPDL_CHECK_MPI(MPI_Bcast(r->pass_ticks, 4 * S, MPI_LONG, 0, MPI_COMM_WORLD));
     r->pass_times = ppdl_pass_times_view(r->pass_ticks, S);

@@ -397,7 +397,7 @@ void run_write_report(run *r)
     json_object_set_new(rep, "plan", json_loads(pj, 0, NULL));
     free(pj);
     if (r->have_cluster) {
-        char *cj = ppdl_cluster_to_json(&r->cluster);
+        char *cj = ppdl_cluster_model_to_json(&r->cluster);
         json_object_set_new(rep, "cluster", json_loads(cj, 0, NULL));
         free(cj);
     } else {

@@ -33,22 +33,22 @@
  * machines (a --cluster file's "hosts", else the job's own). Rank 0 prints the table
  * and writes --cluster-out. Returns 1 when `cl` holds a cluster. */
 static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be, int p2p, ppdl_comm *comm,
-                         ppdl_cluster *cl, double *probe_s)
+                         ppdl_cluster_model *cl, double *probe_s)
 {
     *probe_s = -1;
-    char err[PPDL_ERR_LEN] = "", msg[PPDL_ERR_LEN + 32];
+    char err[PPDL_ERR_LEN] = "", msg[PPDL_ERR_LEN + 32] = "";
     int rc;
     if (o->netem) {
-        ppdl_cluster em;
-        rc = ppdl_cluster_read(o->netem, comm->size, &em, err, sizeof err);
+        ppdl_cluster_model em;
+        rc = ppdl_cluster_model_read(o->netem, comm->size, &em, err, sizeof err);
         snprintf(msg, sizeof msg, "--netem %s", err);
         agree_or_end_job(rc != 0, msg, 1);
         rc = ppdl_comm_set_netem(comm, &em, err, sizeof err);
         agree_or_end_job(rc != 0, err, 1);
-        ppdl_cluster_free(&em);
+        ppdl_cluster_model_free(&em);
     }
     if (o->cluster) {
-        rc = ppdl_cluster_read(o->cluster, comm->size, cl, err, sizeof err);
+        rc = ppdl_cluster_model_read(o->cluster, comm->size, cl, err, sizeof err);
         snprintf(msg, sizeof msg, "--cluster %s", err);
         agree_or_end_job(rc != 0, msg, 1);
         /* a file without the machines ("hosts"): this job's, whose cores its ranks share */
@@ -87,9 +87,10 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
     if (comm->rank == 0) {
         if (!quiet) ppdl_cluster_print(cl, stdout);
         fflush(stdout);
-        if (o->cluster_out) failed = ppdl_cluster_write(cl, o->cluster_out, err, sizeof err) != 0;
+        if (o->cluster_out) failed = ppdl_cluster_model_write(o->cluster_out, cl, err, sizeof err) != 0;
+        snprintf(msg, sizeof msg, "--cluster-out %s", err);
     }
-    agree_or_end_job(failed, err, 1);
+    agree_or_end_job(failed, msg, 1);
     return 1;
 }
 

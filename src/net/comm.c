@@ -35,7 +35,7 @@ void ppdl_comm_init(ppdl_comm *c, MPI_Comm comm, int yield)
     c->netem = NULL;
 }
 
-int ppdl_comm_set_netem(ppdl_comm *c, const struct ppdl_cluster *cl, char *err, size_t errlen)
+int ppdl_comm_set_netem(ppdl_comm *c, const struct ppdl_cluster_model *cl, char *err, size_t errlen)
 {
     ppdl_netem_free(c->netem);
     c->netem = ppdl_netem_create(c->comm, cl, err, errlen);

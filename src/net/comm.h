@@ -23,7 +23,7 @@ typedef struct ppdl_comm {
     struct ppdl_netem *netem;  /* NULL: the real network only */
 } ppdl_comm;
 
-struct ppdl_cluster;
+struct ppdl_cluster_model;
 
 /* yield: 1 = yielding wait, 0 = blocking wait, -1 = auto (yield when the ranks on this
  * node outnumber its cores). */
@@ -44,7 +44,7 @@ int ppdl_comm_test(ppdl_comm *c, MPI_Request *req);
 void ppdl_comm_waitall_idle(int n, MPI_Request *reqs);
 /* Emulate the network of `cl` on this communicator from now on (netem.h). Collective.
  * -1 with a message, the same on every rank, when it cannot (wrong size, several hosts). */
-int ppdl_comm_set_netem(ppdl_comm *c, const struct ppdl_cluster *cl, char *err, size_t errlen);
+int ppdl_comm_set_netem(ppdl_comm *c, const struct ppdl_cluster_model *cl, char *err, size_t errlen);
 /* Release what init and set_netem made (every request must have been waited). */
 void ppdl_comm_free(ppdl_comm *c);
 /* cores and ranks on this node (MPI_Comm_split_type SHARED) */

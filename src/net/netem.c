@@ -67,13 +67,13 @@ void ppdl_sleep_until(double t)
     }
 }
 
-ppdl_netem *ppdl_netem_create(MPI_Comm comm, const ppdl_cluster *cl, char *err, size_t errlen)
+ppdl_netem *ppdl_netem_create(MPI_Comm comm, const ppdl_cluster_model *cl, char *err, size_t errlen)
 {
     int rank, size;
     PPDL_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     PPDL_CHECK_MPI(MPI_Comm_size(comm, &size));
-    if (cl->n != size) {
-        ppdl_errf(err, errlen, "--netem: the cluster describes %d ranks but the job has %d", cl->n, size);
+    if (cl->N != size) {
+        ppdl_errf(err, errlen, "--netem: the cluster describes %d ranks but the job has %d", cl->N, size);
         return NULL;
     }
     /* one machine, one CLOCK_MONOTONIC: compare the hosts' names */

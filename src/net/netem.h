@@ -31,13 +31,13 @@
 #include <mpi.h>
 #include <stddef.h>
 
-struct ppdl_cluster;
+struct ppdl_cluster_model;
 typedef struct ppdl_netem ppdl_netem;
 
 /* Collective over comm. Keeps this rank's row of the cluster's matrices. NULL with a
  * message (the same on every rank) when the cluster does not fit the communicator or
  * the ranks do not share one machine. */
-ppdl_netem *ppdl_netem_create(MPI_Comm comm, const struct ppdl_cluster *cl, char *err, size_t errlen);
+ppdl_netem *ppdl_netem_create(MPI_Comm comm, const struct ppdl_cluster_model *cl, char *err, size_t errlen);
 /* Completes what is still pending (headers of unwaited sends), frees the communicator. */
 void ppdl_netem_free(ppdl_netem *ne);
 

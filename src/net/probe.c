@@ -489,8 +489,8 @@ static double class_median(int n, const double *bw, const int *node, int inside)
 
 int ppdl_probe_class_outliers(int n, const double *bw, const int *count, int max, double tol, unsigned char *need)
 {
-    ppdl_cluster cl;
-    ppdl_cluster_alloc(&cl, n);
+    ppdl_cluster_model cl;
+    ppdl_cluster_model_alloc(&cl, n);
     memcpy(cl.bw, bw, (size_t)n * (size_t)n * sizeof(double));
     ppdl_cluster_group_nodes(&cl, PPDL_NODE_RATIO);
     int marked = 0;
@@ -501,7 +501,7 @@ int ppdl_probe_class_outliers(int n, const double *bw, const int *count, int max
             int off = med > 0 && (fabs(bw[a * n + b] - med) > tol * med || fabs(bw[b * n + a] - med) > tol * med);
             if (off && !need[a * n + b]) need[a * n + b] = 1, marked++;
         }
-    ppdl_cluster_free(&cl);
+    ppdl_cluster_model_free(&cl);
     return marked;
 }
 
@@ -796,7 +796,7 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
 /* Into the cluster: each direction's bandwidth from its pooled samples
  * (ppdl_probe_pooled_bw), the latency the median of the samples', with each link's
  * number of samples and the spread of its samples' own fits */
-static void summarize(const samples *sm, double agree, ppdl_cluster *cl)
+static void summarize(const samples *sm, double agree, ppdl_cluster_model *cl)
 {
     int n = sm->n;
     const char *raw_env = getenv("PPDL_PROBE_RAW"); /* README "Networks": for diagnosis */
@@ -849,7 +849,7 @@ void ppdl_probe_host_speeds(int n, const int *host, double *speed)
     free(out);
 }
 
-void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
+void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster_model *cl)
 {
     MPI_Comm comm = c->comm;
     int me = c->rank, n = c->size;
@@ -903,7 +903,7 @@ void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl)
         sm.raw = ppdl_xcalloc(nn * (size_t)sm.max * RES_LEN, sizeof(double));
         sm.count = ppdl_xcalloc(nn, sizeof(int));
     }
-    ppdl_cluster_alloc(cl, n);
+    ppdl_cluster_model_alloc(cl, n);
     cl->samples = ppdl_xcalloc(nn, sizeof(int));
     cl->spread = ppdl_xcalloc(nn, sizeof(double));
 

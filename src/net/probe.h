@@ -87,9 +87,9 @@ typedef struct ppdl_probe_opts {
 
 void ppdl_probe_defaults(ppdl_probe_opts *o);
 
-/* Collective over c->comm. Fills cl (allocated here; ppdl_cluster_free it) on every rank,
+/* Collective over c->comm. Fills cl (allocated here; ppdl_cluster_model_free it) on every rank,
  * its hosts too (ppdl_probe_hosts). */
-void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster *cl);
+void ppdl_probe_run(ppdl_comm *c, const ppdl_probe_opts *o, ppdl_cluster_model *cl);
 
 /* The real machines of the job (plan/cluster_model.h's ppdl_hosts), collective over
  * comm, the same on every rank. Ranks are on one machine when they see the same kernel

@@ -1,10 +1,12 @@
-/* cluster_model.c — CLUSTER.json for the planner: read, validate, write. */
+/* cluster_model.c — CLUSTER.json: read, validate, write, the hosts, and the ranks grouped
+ * into nodes. */
 #include "plan/cluster_model.h"
 #include "core/error.h"
 #include "core/util.h"
 
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +22,13 @@ void ppdl_cluster_model_alloc(ppdl_cluster_model *c, int N)
     c->lat = ppdl_xcalloc(n * n, sizeof(double));
     c->mem = ppdl_xcalloc(n, sizeof(double));
     c->speed = ppdl_xcalloc(n, sizeof(double));
+    c->node = ppdl_xcalloc(n, sizeof(int));
     for (size_t i = 0; i < n * n; i++) c->bw[i] = 1e9;
     for (size_t i = 0; i < n; i++) {
         c->mem[i] = 1e12;
         c->speed[i] = 1;
     }
+    c->n_nodes = N > 0 ? 1 : 0;
 }
 
 /* ---- hosts ---- */
@@ -203,161 +207,320 @@ char *ppdl_hosts_to_json(const ppdl_hosts *h, int N, const char *indent)
     return s;
 }
 
+
 void ppdl_cluster_model_free(ppdl_cluster_model *c)
 {
+    if (!c) return;
     ppdl_hosts_free(&c->hosts);
     free(c->bw);
     free(c->lat);
     free(c->mem);
     free(c->speed);
+    free(c->node);
+    free(c->samples);
+    free(c->spread);
     memset(c, 0, sizeof *c);
 }
+
+/* ---- validation ---- */
 
 int ppdl_cluster_model_validate(const ppdl_cluster_model *c, const char *what, char *err, size_t errlen)
 {
     int N = c->N;
     if (N < 1 || N > MAX_RANKS) return ppdl_errf(err, errlen, "%s: ranks is %d: expected 1..%d", what, N, MAX_RANKS);
-    for (int a = 0; a < N; a++) {
+    for (int a = 0; a < N; a++)
         for (int b = 0; b < N; b++) {
             double bw = c->bw[(size_t)a * N + b], lat = c->lat[(size_t)a * N + b];
-            if (a != b && (!isfinite(bw) || bw <= 0))
-                return ppdl_errf(err, errlen, "%s: bandwidth_Bps[%d][%d] is %g: expected bytes/s > 0", what, a, b, bw);
-            if (a != b && (!isfinite(lat) || lat < 0))
-                return ppdl_errf(err, errlen, "%s: latency_s[%d][%d] is %g: expected seconds >= 0", what, a, b, lat);
+            if (a == b) continue; /* a rank sends nothing to itself */
+            if (!(bw > 0) || !isfinite(bw))
+                return ppdl_errf(err, errlen, "%s: bandwidth_Bps[%d][%d] is %g: expected a positive finite "
+                                 "number of bytes/s", what, a, b, bw);
+            if (!(lat >= 0) || !isfinite(lat))
+                return ppdl_errf(err, errlen, "%s: latency_s[%d][%d] is %g: expected a finite number of "
+                                 "seconds >= 0", what, a, b, lat);
         }
-        if (!isfinite(c->mem[a]) || c->mem[a] <= 0)
-            return ppdl_errf(err, errlen, "%s: mem_bytes[%d] is %g: expected bytes > 0", what, a, c->mem[a]);
-        if (!isfinite(c->speed[a]) || c->speed[a] <= 0)
-            return ppdl_errf(err, errlen, "%s: speed[%d] is %g: expected a relative speed > 0 "
-                                          "(1.0 = the device the costs were profiled on)", what, a, c->speed[a]);
-    }
-    return 0;
-}
-
-static int get_vec(json_t *root, const char *key, int N, double *out, int required, const char *what,
-                   char *err, size_t errlen)
-{
-    json_t *v = json_object_get(root, key);
-    if (!v) return required ? ppdl_errf(err, errlen, "%s: \"%s\" is missing: expected an array of %d numbers", what, key, N) : 0;
-    if (!json_is_array(v) || (int)json_array_size(v) != N)
-        return ppdl_errf(err, errlen, "%s: %s: expected an array of %d numbers (one per rank)", what, key, N);
-    for (int i = 0; i < N; i++) {
-        json_t *x = json_array_get(v, (size_t)i);
-        if (!json_is_number(x)) return ppdl_errf(err, errlen, "%s: %s[%d]: expected a number", what, key, i);
-        out[i] = json_number_value(x);
-    }
-    return 0;
-}
-
-static int get_mat(json_t *root, const char *key, int N, double *out, int required, const char *what,
-                   char *err, size_t errlen)
-{
-    json_t *v = json_object_get(root, key);
-    if (!v) return required ? ppdl_errf(err, errlen, "%s: \"%s\" is missing: expected %d rows of %d numbers", what, key, N, N) : 0;
-    if (!json_is_array(v) || (int)json_array_size(v) != N)
-        return ppdl_errf(err, errlen, "%s: %s: expected %d rows of %d numbers", what, key, N, N);
     for (int a = 0; a < N; a++) {
-        json_t *row = json_array_get(v, (size_t)a);
+        if (!(c->mem[a] > 0) || !isfinite(c->mem[a]))
+            return ppdl_errf(err, errlen, "%s: mem_bytes[%d] is %g: expected a positive number of bytes", what, a,
+                             c->mem[a]);
+        if (!(c->speed[a] > 0) || !isfinite(c->speed[a]))
+            return ppdl_errf(err, errlen, "%s: speed[%d] is %g: expected a positive finite number (1.0 = the "
+                             "device the costs were profiled on)", what, a, c->speed[a]);
+    }
+    return 0;
+}
+
+/* ---- reading ---- */
+
+static int read_number(const json_t *v, double *out)
+{
+    if (!json_is_number(v)) return -1;
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int read_vector(const json_t *root, const char *key, int N, double *out, const char *what, char *err,
+                       size_t errlen)
+{
+    const json_t *a = json_object_get(root, key);
+    if (!a) return ppdl_errf(err, errlen, "%s: missing \"%s\" (an array of %d numbers)", what, key, N);
+    if (!json_is_array(a) || (int)json_array_size(a) != N)
+        return ppdl_errf(err, errlen, "%s: \"%s\" must be an array of %d numbers (one per rank)%s", what, key, N,
+                         json_is_array(a) ? ", it has a different length" : "");
+    for (int i = 0; i < N; i++)
+        if (read_number(json_array_get(a, (size_t)i), &out[i]))
+            return ppdl_errf(err, errlen, "%s: %s[%d] is not a number", what, key, i);
+    return 0;
+}
+
+static int read_matrix(const json_t *root, const char *key, int N, double *out, const char *what, char *err,
+                       size_t errlen)
+{
+    const json_t *a = json_object_get(root, key);
+    if (!a) return ppdl_errf(err, errlen, "%s: missing \"%s\" (a %d x %d matrix)", what, key, N, N);
+    if (!json_is_array(a) || (int)json_array_size(a) != N)
+        return ppdl_errf(err, errlen, "%s: \"%s\" must be an array of %d rows (one per sending rank), "
+                         "it has %d", what, key, N, json_is_array(a) ? (int)json_array_size(a) : 0);
+    for (int i = 0; i < N; i++) {
+        const json_t *row = json_array_get(a, (size_t)i);
         if (!json_is_array(row) || (int)json_array_size(row) != N)
-            return ppdl_errf(err, errlen, "%s: %s[%d]: expected a row of %d numbers", what, key, a, N);
-        for (int b = 0; b < N && out; b++) {   /* out NULL: the shape only */
-            json_t *x = json_array_get(row, (size_t)b);
-            /* the diagonal is never read (a rank sends nothing to itself): any value */
-            if (a == b && !json_is_number(x)) { out[(size_t)a * N + b] = 0; continue; }
-            if (!json_is_number(x)) return ppdl_errf(err, errlen, "%s: %s[%d][%d]: expected a number", what, key, a, b);
-            out[(size_t)a * N + b] = json_number_value(x);
+            return ppdl_errf(err, errlen, "%s: %s[%d] must be an array of %d numbers (a square matrix), "
+                             "it has %d", what, key, i, N, json_is_array(row) ? (int)json_array_size(row) : 0);
+        for (int j = 0; j < N && out; j++) {   /* out NULL: the shape only */
+            double *x = &out[(size_t)i * N + j];
+            /* the diagonal: any value, a number kept, anything else 0 */
+            if (i == j) {
+                if (read_number(json_array_get(row, (size_t)j), x)) *x = 0;
+                continue;
+            }
+            if (read_number(json_array_get(row, (size_t)j), x))
+                return ppdl_errf(err, errlen, "%s: %s[%d][%d] is not a number", what, key, i, j);
         }
     }
     return 0;
 }
 
-static int parse_root(json_t *root, const char *what, ppdl_cluster_model *c, char *err, size_t errlen)
+static int from_json(const json_t *root, const char *what, int n_expected, ppdl_cluster_model *c, char *err,
+                     size_t errlen)
 {
-    json_t *ranks = json_object_get(root, "ranks");
-    if (!json_is_object(root) || !json_is_integer(ranks) || json_integer_value(ranks) < 1 ||
-        json_integer_value(ranks) > MAX_RANKS)
-        return ppdl_errf(err, errlen, "%s: expected an object with \"ranks\": an integer 1..%d (CLUSTER.json, "
-                                      "see docs/formats.md)", what, MAX_RANKS);
-    int N = (int)json_integer_value(ranks);
+    if (!json_is_object(root))
+        return ppdl_errf(err, errlen, "%s: expected a JSON object (CLUSTER.json, docs/formats.md)", what);
+    const json_t *jn = json_object_get(root, "ranks");
+    if (!json_is_integer(jn) || json_integer_value(jn) < 1 || json_integer_value(jn) > MAX_RANKS)
+        return ppdl_errf(err, errlen, "%s: \"ranks\" must be an integer >= 1 and at most %d", what, MAX_RANKS);
+    int N = (int)json_integer_value(jn);
+    if (n_expected > 0 && N != n_expected)
+        return ppdl_errf(err, errlen, "%s: describes %d rank%s but the job has %d; probe this job "
+                         "(--cluster-out) or write a file for %d ranks", what, N, N == 1 ? "" : "s",
+                         n_expected, n_expected);
     /* the shapes before allocating: a few bytes claiming 65536 ranks must not allocate
      * and fill two 32 GiB matrices */
-    if (get_mat(root, "bandwidth_Bps", N, NULL, 1, what, err, errlen) ||
-        get_mat(root, "latency_s", N, NULL, 0, what, err, errlen))
+    if (read_matrix(root, "bandwidth_Bps", N, NULL, what, err, errlen) ||
+        read_matrix(root, "latency_s", N, NULL, what, err, errlen))
         return -1;
     ppdl_cluster_model_alloc(c, N);
-    if (get_mat(root, "bandwidth_Bps", N, c->bw, 1, what, err, errlen) ||
-        get_mat(root, "latency_s", N, c->lat, 0, what, err, errlen) ||
-        get_vec(root, "mem_bytes", N, c->mem, 1, what, err, errlen) ||
-        get_vec(root, "speed", N, c->speed, 0, what, err, errlen) ||
-        ppdl_hosts_from_json(root, N, what, &c->hosts, err, errlen))
+    if (read_matrix(root, "bandwidth_Bps", N, c->bw, what, err, errlen) ||
+        read_matrix(root, "latency_s", N, c->lat, what, err, errlen) ||
+        read_vector(root, "mem_bytes", N, c->mem, what, err, errlen) ||
+        read_vector(root, "speed", N, c->speed, what, err, errlen) ||
+        ppdl_cluster_model_validate(c, what, err, errlen) ||
+        ppdl_hosts_from_json(root, N, what, &c->hosts, err, errlen)) {
+        ppdl_cluster_model_free(c);
         return -1;
-    return ppdl_cluster_model_validate(c, what, err, errlen);
+    }
+    ppdl_cluster_group_nodes(c, PPDL_NODE_RATIO);
+    return 0;
 }
 
-int ppdl_cluster_model_parse(const char *text, const char *what, ppdl_cluster_model *c, char *err, size_t errlen)
+int ppdl_cluster_model_parse(const char *text, const char *what, int n_expected, ppdl_cluster_model *c, char *err,
+                             size_t errlen)
 {
     memset(c, 0, sizeof *c);
     json_error_t je;
-    json_t *root = json_loads(text, 0, &je);
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root) return ppdl_errf(err, errlen, "%s: line %d: %s", what, je.line, je.text);
-    int rc = parse_root(root, what, c, err, errlen);
+    int rc = from_json(root, what, n_expected, c, err, errlen);
     json_decref(root);
-    if (rc) ppdl_cluster_model_free(c);
     return rc;
 }
 
-int ppdl_cluster_model_read(const char *path, ppdl_cluster_model *c, char *err, size_t errlen)
+int ppdl_cluster_model_read(const char *path, int n_expected, ppdl_cluster_model *c, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root)   /* line -1: the file could not be opened or read */
         return je.line < 0 ? ppdl_errf(err, errlen, "%s: cannot read the cluster file: %s", path, je.text)
                            : ppdl_errf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
-    int rc = parse_root(root, path, c, err, errlen);
+    int rc = from_json(root, path, n_expected, c, err, errlen);
     json_decref(root);
-    if (rc) ppdl_cluster_model_free(c);
     return rc;
 }
 
-static json_t *jmat(const double *m, int N)
+/* ---- node grouping ---- */
+
+static int find_root(int *parent, int i)
 {
-    json_t *a = json_array();
-    for (int i = 0; i < N; i++) {
-        json_t *row = json_array();
-        for (int j = 0; j < N; j++) json_array_append_new(row, json_real(m[(size_t)i * N + j]));
-        json_array_append_new(a, row);
-    }
-    return a;
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
 }
 
-static json_t *jvec(const double *v, int N)
+static int cmp_desc(const void *a, const void *b)
 {
-    json_t *a = json_array();
-    for (int i = 0; i < N; i++) json_array_append_new(a, json_real(v[i]));
-    return a;
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+/* a link is as fast as its faster direction (cluster_model.h) */
+static double link_bw(const ppdl_cluster_model *c, int i, int j)
+{
+    double a = c->bw[(size_t)i * c->N + j], b = c->bw[(size_t)j * c->N + i];
+    return a > b ? a : b;
+}
+
+void ppdl_cluster_group_nodes(ppdl_cluster_model *c, double min_ratio)
+{
+    int N = c->N;
+    for (int i = 0; i < N; i++) c->node[i] = 0;
+    c->n_nodes = N > 0 ? 1 : 0;
+    if (N < 3) return; /* one link (or none): no contrast to group by */
+    int n_links = N * (N - 1) / 2, k = 0;
+    double *v = ppdl_xmalloc((size_t)n_links * sizeof(double));
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++) v[k++] = link_bw(c, i, j);
+    qsort(v, (size_t)n_links, sizeof *v, cmp_desc);
+    /* the largest ratio between neighbouring link speeds; fast = at or above it */
+    double best = 1, cut = 0;
+    for (k = 0; k + 1 < n_links; k++) {
+        double r = v[k] / v[k + 1];
+        if (r > best) { best = r; cut = v[k]; }
+    }
+    free(v);
+    if (best < min_ratio) return;
+    int *parent = ppdl_xmalloc((size_t)N * sizeof(int));
+    for (int i = 0; i < N; i++) parent[i] = i;
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++)
+            if (link_bw(c, i, j) >= cut) parent[find_root(parent, j)] = find_root(parent, i);
+    /* number the components in the order of their smallest rank */
+    int *id = ppdl_xmalloc((size_t)N * sizeof(int));
+    for (int i = 0; i < N; i++) id[i] = -1;
+    c->n_nodes = 0;
+    for (int i = 0; i < N; i++) {
+        int r = find_root(parent, i);
+        if (id[r] < 0) id[r] = c->n_nodes++;
+        c->node[i] = id[r];
+    }
+    free(id);
+    free(parent);
+}
+
+/* ---- writing ---- */
+
+/* a growing text buffer */
+typedef struct { char *s; size_t len, cap; } text;
+
+static void put(text *t, const char *fmt, ...) PPDL_PRINTF(2, 3);
+static void put(text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        PPDL_CHECK(k >= 0, "formatting the cluster JSON failed");
+        if (t->len + (size_t)k < t->cap) { t->len += (size_t)k; return; }
+        t->cap = 2 * (t->cap + (size_t)k);
+        t->s = realloc(t->s, t->cap);
+        PPDL_CHECK(t->s, "out of host memory writing the cluster JSON");
+    }
+}
+
+/* finite by construction (validated). %.17g: reading the file back gives the same
+ * doubles, so `--cluster saved.json` groups nodes and plans exactly as the run that
+ * wrote it (with %.7g, links 1e-7 apart swapped places in the node grouping's search
+ * for the largest gap: found by perf/fuzz) */
+static void put_matrix(text *t, const char *key, const double *m, int N)
+{
+    put(t, "  \"%s\": [\n", key);
+    for (int i = 0; i < N; i++) {
+        put(t, "    [");
+        for (int j = 0; j < N; j++) put(t, "%s%.17g", j ? ", " : "", m[(size_t)i * N + j]);
+        put(t, "]%s\n", i + 1 < N ? "," : "");
+    }
+    put(t, "  ],\n");
 }
 
 char *ppdl_cluster_model_to_json(const ppdl_cluster_model *c)
 {
-    json_t *root = json_object();
-    json_object_set_new(root, "ranks", json_integer(c->N));
-    json_object_set_new(root, "bandwidth_Bps", jmat(c->bw, c->N));
-    json_object_set_new(root, "latency_s", jmat(c->lat, c->N));
-    json_object_set_new(root, "mem_bytes", jvec(c->mem, c->N));
-    json_object_set_new(root, "speed", jvec(c->speed, c->N));
-    char *hs = ppdl_hosts_to_json(&c->hosts, c->N, "");
-    if (hs) json_object_set_new(root, "hosts", json_loads(hs, 0, NULL));
+    text t = {ppdl_xmalloc(4096), 0, 4096};
+    t.s[0] = 0;
+    int N = c->N;
+    put(&t, "{\n  \"ranks\": %d,\n", N);
+    put_matrix(&t, "bandwidth_Bps", c->bw, N);
+    put_matrix(&t, "latency_s", c->lat, N);
+    put(&t, "  \"mem_bytes\": [");
+    /* %.17g, not %.0f: 1e20 bytes as 21 digits is an integer too big to read back, and
+     * 0.4 would become 0, which the reader refuses (found by perf/fuzz) */
+    for (int i = 0; i < N; i++) put(&t, "%s%.17g", i ? ", " : "", c->mem[i]);
+    put(&t, "],\n  \"speed\": [");
+    for (int i = 0; i < N; i++) put(&t, "%s%.17g", i ? ", " : "", c->speed[i]);
+    put(&t, "],\n  \"nodes\": [");
+    /* a cluster built without a node array (not allocated here) is one node */
+    int n_nodes = c->node ? c->n_nodes : N > 0;
+    for (int g = 0; g < n_nodes; g++) {
+        put(&t, "%s[", g ? ", " : "");
+        int first = 1;
+        for (int i = 0; i < N; i++)
+            if ((c->node ? c->node[i] : 0) == g) { put(&t, "%s%d", first ? "" : ", ", i); first = 0; }
+        put(&t, "]");
+    }
+    put(&t, "]");
+    char *hs = ppdl_hosts_to_json(&c->hosts, N, "    ");
+    if (hs) put(&t, ",\n  \"hosts\": %s", hs);
     free(hs);
-    char *s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
-    json_decref(root);
-    return s;
+    if (c->probe_ms > 0) {
+        put(&t, ",\n  \"probe\": {\"ms\": %.1f, \"message_bytes\": %.0f, \"activation_bytes\": %.0f, "
+                "\"rounds\": %d, \"slots\": %d, \"passes\": %d, \"path\": \"%s\"",
+            c->probe_ms, c->probe_bytes, c->act_bytes, c->probe_rounds, c->probe_slots, c->probe_passes,
+            c->probe_nccl ? "nccl" : "mpi");
+        if (c->samples && c->spread) {
+            /* per link: how many samples its median is of, and how far apart they were */
+            put(&t, ",\n    \"samples\": [");
+            for (int i = 0; i < N; i++) {
+                put(&t, "%s[", i ? ", " : "");
+                for (int j = 0; j < N; j++) put(&t, "%s%d", j ? ", " : "", c->samples[(size_t)i * N + j]);
+                put(&t, "]");
+            }
+            put(&t, "],\n    \"spread\": [");
+            for (int i = 0; i < N; i++) {
+                put(&t, "%s[", i ? ", " : "");
+                for (int j = 0; j < N; j++) put(&t, "%s%.4f", j ? ", " : "", c->spread[(size_t)i * N + j]);
+                put(&t, "]");
+            }
+            put(&t, "]");
+        }
+        put(&t, "}");
+    }
+    put(&t, "\n}\n");
+    return t.s;
 }
 
 int ppdl_cluster_model_write(const char *path, const ppdl_cluster_model *c, char *err, size_t errlen)
 {
-    char *text = ppdl_cluster_model_to_json(c);
-    int rc = ppdl_write_text_file(path, text, "cluster", err, errlen);
-    free(text);
-    return rc;
+    char *s = ppdl_cluster_model_to_json(c);
+    size_t plen = strlen(path) + 8;
+    char *tmp = ppdl_xmalloc(plen);
+    snprintf(tmp, plen, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fputs(s, f) >= 0;
+    if (f && fclose(f)) ok = 0;
+    if (ok && rename(tmp, path)) ok = 0;
+    if (!ok) {
+        remove(tmp);
+        ppdl_errf(err, errlen, "%s: cannot write the cluster file", path);
+    }
+    free(tmp);
+    free(s);
+    return ok ? 0 : -1;
 }

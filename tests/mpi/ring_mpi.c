@@ -48,8 +48,8 @@ int main(int argc, char **argv)
     ppdl_comm_init(&c, MPI_COMM_WORLD, 1);
     if (netem) {
         /* two nodes: ranks {0,1} and {2,3}, 50 MB/s and 20 us inside, 5 MB/s and 100 us between */
-        ppdl_cluster cl;
-        ppdl_cluster_alloc(&cl, size);
+        ppdl_cluster_model cl;
+        ppdl_cluster_model_alloc(&cl, size);
         for (int i = 0; i < size; i++)
             for (int j = 0; j < size; j++) {
                 int same = i / 2 == j / 2;
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
             if (rank == 0) printf("# set_netem: %s\n", err);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        ppdl_cluster_free(&cl);
+        ppdl_cluster_model_free(&cl);
     }
     /* the ring in an order that is not rank order: members[q] = (q * 3 + 1) mod size when
      * that is a permutation, else rank order */

@@ -111,9 +111,7 @@ FORMATS = {
         },
     },
     "CLUSTER.json": {
-        "src/net/cluster.c": {"calls": {"read_matrix": 1, "read_vector": 1, "put_matrix": 1},
-                              "dynamic": {"key": FROM + " the wrappers' callers"}},
-        "src/plan/cluster_model.c": {"calls": {"get_mat": 1, "get_vec": 1},
+        "src/plan/cluster_model.c": {"calls": {"read_matrix": 1, "read_vector": 1, "put_matrix": 1},
                                      "dynamic": {"key": FROM + " the wrappers' callers"}},
     },
     "COSTS.json": {

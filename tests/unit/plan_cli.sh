@@ -62,6 +62,13 @@ expect_fail "a missing cluster file is named" 1 "x.json" --costs "$tmp/costs.jso
 echo '{"micro_batch_size": 4, "layers": [{"fwd_ms": 1, "bwd_ms": 2, "param_bytes": 4, "out_bytes": 8}]}' >"$tmp/bad.json"
 expect_fail "a costs file without stash_bytes names the field" 1 "layers\[0\].stash_bytes" --costs "$tmp/bad.json" \
   --cluster x.json --micro-batches 4
+# a key twice in CLUSTER.json: refused naming the file and the key, as ppdl refuses it
+cat >"$tmp/dup.json" <<'JSON'
+{"ranks": 2, "bandwidth_Bps": [[1e11, 1e10], [1e10, 1e11]], "latency_s": [[0, 1e-5], [1e-5, 0]],
+ "mem_bytes": [1e9, 1e9], "speed": [1.0, 1.0], "speed": [1.0, 0.5]}
+JSON
+expect_fail "a duplicated key in the cluster file is named" 1 "dup.json: line 2: duplicate object key near '\"speed\"'" \
+  --costs "$tmp/costs.json" --cluster "$tmp/dup.json" --micro-batches 4
 
 # ---- a 3-rank cluster: rank 1 at half speed, rank 2 with little memory ----
 cat >"$tmp/cluster.json" <<'JSON'

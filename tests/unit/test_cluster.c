@@ -33,12 +33,12 @@ static char *edit(const char *from, const char *to)
 /* parsing `text` fails with a message containing `want` */
 static void bad(const char *text, int n_expected, const char *want, const char *why)
 {
-    ppdl_cluster cl;
+    ppdl_cluster_model cl;
     char err[PPDL_ERR_LEN] = "";
-    int rc = ppdl_cluster_parse(text, "c.json", n_expected, &cl, err, sizeof err);
+    int rc = ppdl_cluster_model_parse(text, "c.json", n_expected, &cl, err, sizeof err);
     if (!ok(rc != 0 && strstr(err, want) != NULL, "rejected: %s", why))
         diag("  rc %d, message '%s', expected it to contain '%s'", rc, err, want);
-    if (rc == 0) ppdl_cluster_free(&cl);
+    if (rc == 0) ppdl_cluster_model_free(&cl);
 }
 
 static void bad_edit(const char *from, const char *to, const char *want, const char *why)
@@ -49,7 +49,7 @@ static void bad_edit(const char *from, const char *to, const char *want, const c
 }
 
 /* the cluster's table (ppdl_cluster_print) into buf */
-static void print_to(const ppdl_cluster *cl, char *buf, size_t len)
+static void print_to(const ppdl_cluster_model *cl, char *buf, size_t len)
 {
     buf[0] = 0;
     FILE *f = fmemopen(buf, len - 1, "w");
@@ -60,14 +60,14 @@ static void print_to(const ppdl_cluster *cl, char *buf, size_t len)
 }
 
 /* the nodes of a cluster as a string like "0,1|2,3" */
-static const char *groups(const ppdl_cluster *cl)
+static const char *groups(const ppdl_cluster_model *cl)
 {
     static char buf[256];
     size_t len = 0;
     buf[0] = 0;
     for (int g = 0; g < cl->n_nodes; g++) {
         int first = 1;
-        for (int i = 0; i < cl->n; i++)
+        for (int i = 0; i < cl->N; i++)
             if (cl->node[i] == g) {
                 len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%d", first ? (g ? "|" : "") : ",", i);
                 first = 0;
@@ -79,14 +79,14 @@ static const char *groups(const ppdl_cluster *cl)
 /* a cluster with bandwidth f(i, j) (symmetric), for the grouping tests */
 static void group_case(int n, double (*f)(int, int), const char *want, const char *what)
 {
-    ppdl_cluster cl;
-    ppdl_cluster_alloc(&cl, n);
+    ppdl_cluster_model cl;
+    ppdl_cluster_model_alloc(&cl, n);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
             if (i != j) cl.bw[i * n + j] = f(i < j ? i : j, i < j ? j : i);
     ppdl_cluster_group_nodes(&cl, PPDL_NODE_RATIO);
     if (!ok(!strcmp(groups(&cl), want), "nodes of %s: %s", what, want)) diag("  got %s", groups(&cl));
-    ppdl_cluster_free(&cl);
+    ppdl_cluster_model_free(&cl);
 }
 
 static double ring4(int i, int j) { return (j - i == 1 || (i == 0 && j == 3)) ? 1e9 : 2e8; }
@@ -130,13 +130,13 @@ int main(void)
 {
     plan(84);
     char err[PPDL_ERR_LEN] = "";
-    ppdl_cluster cl;
+    ppdl_cluster_model cl;
 
     /* ---- a good file ---- */
-    int rc = ppdl_cluster_parse(two_nodes, "c.json", 4, &cl, err, sizeof err);
+    int rc = ppdl_cluster_model_parse(two_nodes, "c.json", 4, &cl, err, sizeof err);
     if (!ok(rc == 0, "a valid 4-rank cluster parses")) diag("  %s", err);
     if (rc == 0) {
-        is_int(cl.n, 4, "4 ranks");
+        is_int(cl.N, 4, "4 ranks");
         close_f(cl.bw[0 * 4 + 2], 1e9, 0, 0, "bandwidth 0->2 read");
         close_f(cl.lat[2 * 4 + 3], 2e-6, 0, 0, "latency 2->3 read");
         close_f(cl.mem[2], 536870912.0, 0, 0, "memory of rank 2 read");
@@ -144,9 +144,9 @@ int main(void)
         ok(!strcmp(groups(&cl), "0,1|2,3"), "grouped into nodes {0,1} {2,3} (got %s)", groups(&cl));
 
         /* round trip through the writer: %.7g keeps 7 digits -> 1e-6 relative */
-        char *js = ppdl_cluster_to_json(&cl);
-        ppdl_cluster back;
-        rc = ppdl_cluster_parse(js, "written", 4, &back, err, sizeof err);
+        char *js = ppdl_cluster_model_to_json(&cl);
+        ppdl_cluster_model back;
+        rc = ppdl_cluster_model_parse(js, "written", 4, &back, err, sizeof err);
         if (!ok(rc == 0, "the written JSON reads back")) diag("  %s\n%s", err, js);
         if (rc == 0) {
             int same_v = 1;
@@ -157,7 +157,7 @@ int main(void)
                 if (back.mem[i] != cl.mem[i] || fabs(back.speed[i] - cl.speed[i]) > 1e-4) same_v = 0;
             ok(same_v, "written and read back: the same matrices, memory and speed");
             ok(strstr(js, "\"nodes\": [[0, 1], [2, 3]]") != NULL, "the file lists the nodes");
-            ppdl_cluster_free(&back);
+            ppdl_cluster_model_free(&back);
         } else {
             skip(2, "no read-back");
         }
@@ -167,16 +167,16 @@ int main(void)
         char path[] = "/tmp/ppdl-test-cluster-XXXXXX";
         int fd = mkstemp(path);
         if (fd >= 0) close(fd);
-        rc = fd >= 0 ? ppdl_cluster_write(&cl, path, err, sizeof err) : -1;
+        rc = fd >= 0 ? ppdl_cluster_model_write(path, &cl, err, sizeof err) : -1;
         ok(rc == 0, "written to a file");
-        ppdl_cluster f;
-        rc = ppdl_cluster_read(path, 4, &f, err, sizeof err);
-        ok(rc == 0 && f.n == 4 && f.bw[1] == cl.bw[1], "read back from the file");
-        if (rc == 0) ppdl_cluster_free(&f);
+        ppdl_cluster_model f;
+        rc = ppdl_cluster_model_read(path, 4, &f, err, sizeof err);
+        ok(rc == 0 && f.N == 4 && f.bw[1] == cl.bw[1], "read back from the file");
+        if (rc == 0) ppdl_cluster_model_free(&f);
         remove(path);
-        rc = ppdl_cluster_read(path, 4, &f, err, sizeof err);
+        rc = ppdl_cluster_model_read(path, 4, &f, err, sizeof err);
         ok(rc != 0 && strstr(err, path) && strstr(err, "cannot read"), "a missing file is named (%s)", err);
-        ppdl_cluster_free(&cl);
+        ppdl_cluster_model_free(&cl);
     } else {
         skip(13, "the sample did not parse");
     }
@@ -198,14 +198,14 @@ int main(void)
     {
         char *s = edit("[5e10, 1e10, 1e9, 1e9]", "[0, 1e10, 1e9, 1e9]");
         char *t = edit("[1e10, 5e10, 1e9, 1e9]", "[1e10, null, 1e9, 1e9]");
-        ppdl_cluster c0;
+        ppdl_cluster_model c0;
         char e0[PPDL_ERR_LEN] = "";
-        int r0 = ppdl_cluster_parse(s, "c.json", 0, &c0, e0, sizeof e0);
+        int r0 = ppdl_cluster_model_parse(s, "c.json", 0, &c0, e0, sizeof e0);
         ok(r0 == 0, "a 0 on the bandwidth's diagonal is accepted (never read) %s", e0);
-        if (r0 == 0) ppdl_cluster_free(&c0);
-        r0 = ppdl_cluster_parse(t, "c.json", 0, &c0, e0, sizeof e0);
+        if (r0 == 0) ppdl_cluster_model_free(&c0);
+        r0 = ppdl_cluster_model_parse(t, "c.json", 0, &c0, e0, sizeof e0);
         ok(r0 == 0 && c0.bw[1 * 4 + 1] == 0, "null on the diagonal is accepted, read as 0 %s", e0);
-        if (r0 == 0) ppdl_cluster_free(&c0);
+        if (r0 == 0) ppdl_cluster_model_free(&c0);
         free(s);
         free(t);
     }
@@ -224,35 +224,35 @@ int main(void)
     /* ---- the real machines ("hosts", optional): read, written, printed; bad ones ---- */
     char *hs = edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1],\n \"hosts\": [{\"name\": \"vm\", "
                     "\"cores\": 2, \"ranks\": [0, 2, 3]}, {\"name\": \"b\", \"cores\": 4, \"ranks\": [1]}]}");
-    rc = ppdl_cluster_parse(hs, "c.json", 4, &cl, err, sizeof err);
+    rc = ppdl_cluster_model_parse(hs, "c.json", 4, &cl, err, sizeof err);
     if (!ok(rc == 0 && cl.hosts.n == 2 && cl.hosts.of_rank[2] == 0 && cl.hosts.of_rank[1] == 1 &&
                 cl.hosts.cores[0] == 2 && cl.hosts.cores[1] == 4 && !strcmp(cl.hosts.name[0], "vm"),
             "hosts read: rank -> host, cores, name"))
         diag("  %s", err);
     if (rc == 0) {
-        char *js = ppdl_cluster_to_json(&cl);
-        ppdl_cluster back;
-        int rc2 = ppdl_cluster_parse(js, "written", 4, &back, err, sizeof err);
+        char *js = ppdl_cluster_model_to_json(&cl);
+        ppdl_cluster_model back;
+        int rc2 = ppdl_cluster_model_parse(js, "written", 4, &back, err, sizeof err);
         ok(rc2 == 0 && back.hosts.n == 2 && back.hosts.of_rank[3] == 0 && back.hosts.cores[1] == 4 &&
                !strcmp(back.hosts.name[1], "b") && ppdl_hosts_oversubscribed(&back.hosts, 4),
            "hosts written and read back (3 ranks on a 2-core host: oversubscribed)");
-        if (rc2 == 0) ppdl_cluster_free(&back);
+        if (rc2 == 0) ppdl_cluster_model_free(&back);
         free(js);
         char buf[4096];
         print_to(&cl, buf, sizeof buf);
         ok(strstr(buf, "vm (2)") && strstr(buf, "shares its cores"), "the table names each rank's host and cores");
-        ppdl_cluster_free(&cl);
+        ppdl_cluster_model_free(&cl);
     } else {
         skip(2, "the hosts did not parse");
     }
     free(hs);
-    rc = ppdl_cluster_parse(two_nodes, "c.json", 4, &cl, err, sizeof err);
+    rc = ppdl_cluster_model_parse(two_nodes, "c.json", 4, &cl, err, sizeof err);
     ok(rc == 0 && cl.hosts.n == 0 && !ppdl_hosts_oversubscribed(&cl.hosts, 4), "a file without hosts: none known");
     if (rc == 0) {
-        char *js = ppdl_cluster_to_json(&cl);
+        char *js = ppdl_cluster_model_to_json(&cl);
         ok(!strstr(js, "hosts"), "and none written");
         free(js);
-        ppdl_cluster_free(&cl);
+        ppdl_cluster_model_free(&cl);
     } else {
         skip(1, "no sample");
     }
@@ -265,25 +265,25 @@ int main(void)
     char *mc = edit("\"speed\": [1, 1, 0.5, 1]}", "\"speed\": [1, 1, 0.5, 1],\n \"hosts\": [{\"name\": \"vm\", "
                     "\"cores\": 2, \"ranks\": [0, 2, 3], \"memory_contention\": 1.5}, {\"name\": \"b\", \"cores\": 4, "
                     "\"ranks\": [1]}]}");
-    rc = ppdl_cluster_parse(mc, "c.json", 4, &cl, err, sizeof err);
+    rc = ppdl_cluster_model_parse(mc, "c.json", 4, &cl, err, sizeof err);
     if (!ok(rc == 0 && cl.hosts.contention && cl.hosts.contention[0] == 1.5 && cl.hosts.contention[1] == 1.0 &&
                 ppdl_hosts_contention(&cl.hosts, 3) == 1.5 && ppdl_hosts_contention(&cl.hosts, 1) == 1.0,
             "memory_contention read: 1.5 on host vm, 1 where absent"))
         diag("  %s", err);
     if (rc == 0) {
-        char *js = ppdl_cluster_to_json(&cl);
-        ppdl_cluster back;
-        int rc2 = ppdl_cluster_parse(js, "written", 4, &back, err, sizeof err);
+        char *js = ppdl_cluster_model_to_json(&cl);
+        ppdl_cluster_model back;
+        int rc2 = ppdl_cluster_model_parse(js, "written", 4, &back, err, sizeof err);
         ok(rc2 == 0 && back.hosts.contention && back.hosts.contention[0] == 1.5 && back.hosts.contention[1] == 1.0 &&
                strstr(js, "\"memory_contention\": 1.5") && !strstr(strstr(js, "memory_contention") + 1, "memory_contention"),
            "memory_contention written for the host that has one, and read back");
-        if (rc2 == 0) ppdl_cluster_free(&back);
+        if (rc2 == 0) ppdl_cluster_model_free(&back);
         free(js);
         char buf[4096];
         print_to(&cl, buf, sizeof buf);
         ok(strstr(buf, "host vm: memory contention 1.50") && !strstr(buf, "host b:"),
            "the table prints the host's contention");
-        ppdl_cluster_free(&cl);
+        ppdl_cluster_model_free(&cl);
     } else {
         skip(2, "the contention did not parse");
     }
@@ -302,20 +302,20 @@ int main(void)
     /* ---- one rank: a valid file with a diagonal only ---- */
     const char *one = "{\"ranks\": 1, \"bandwidth_Bps\": [[2e10]], \"latency_s\": [[0]], "
                       "\"mem_bytes\": [1e9], \"speed\": [1]}";
-    rc = ppdl_cluster_parse(one, "one.json", 1, &cl, err, sizeof err);
-    ok(rc == 0 && cl.n == 1 && cl.n_nodes == 1, "a 1-rank cluster is valid and one node");
+    rc = ppdl_cluster_model_parse(one, "one.json", 1, &cl, err, sizeof err);
+    ok(rc == 0 && cl.N == 1 && cl.n_nodes == 1, "a 1-rank cluster is valid and one node");
     if (rc == 0) {
-        char *js = ppdl_cluster_to_json(&cl);
+        char *js = ppdl_cluster_model_to_json(&cl);
         ok(!strstr(js, "nan") && !strstr(js, "inf"), "the 1-rank JSON has no NaN or inf");
         free(js);
-        ppdl_cluster_free(&cl);
+        ppdl_cluster_model_free(&cl);
     } else {
         skip(1, "no 1-rank cluster");
     }
-    ppdl_cluster_alloc(&cl, 3);
+    ppdl_cluster_model_alloc(&cl, 3);
     for (int i = 0; i < 3; i++) cl.mem[i] = 1e9;
-    ok(ppdl_cluster_validate(&cl, "default", err, sizeof err) == 0, "a freshly allocated cluster (with memory) is valid");
-    ppdl_cluster_free(&cl);
+    ok(ppdl_cluster_model_validate(&cl, "default", err, sizeof err) == 0, "a freshly allocated cluster (with memory) is valid");
+    ppdl_cluster_model_free(&cl);
 
     /* ---- grouping into nodes ---- */
     group_case(4, ring4, "0,1,2,3", "a ring (fast neighbours join everyone)");

@@ -990,7 +990,7 @@ static void test_files(void)
     if (!rc) ppdl_costs_free(&c2);
     js = ppdl_cluster_model_to_json(&x.cl);
     ppdl_cluster_model cl2;
-    rc = ppdl_cluster_model_parse(js, "cluster", &cl2, err, sizeof err);
+    rc = ppdl_cluster_model_parse(js, "cluster", 0, &cl2, err, sizeof err);
     same = rc == 0 && cl2.N == 3;
     for (int k = 0; same && k < 9; k++) same &= fabs(cl2.bw[k] - x.cl.bw[k]) <= 1e-9 * x.cl.bw[k] && fabs(cl2.lat[k] - x.cl.lat[k]) <= 1e-15;
     for (int r = 0; same && r < 3; r++) same &= cl2.mem[r] == x.cl.mem[r] && fabs(cl2.speed[r] - x.cl.speed[r]) < 1e-9;
@@ -1045,16 +1045,28 @@ static void test_files(void)
     ok(good, "bad COSTS.json files are rejected with the file and the field named");
     static const struct { const char *text, *want; } bad_cl[] = {
         {"{\"ranks\": 0}", "\"ranks\""},
-        {"{\"ranks\": 2, \"mem_bytes\": [1, 1]}", "\"bandwidth_Bps\" is missing"},
-        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1]], \"mem_bytes\": [1, 1]}", "bandwidth_Bps[1]: expected a row of 2"},
-        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 0], [1, 1]], \"mem_bytes\": [1, 1]}", "bandwidth_Bps[0][1] is 0"},
-        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"mem_bytes\": [1, -1]}", "mem_bytes[1] is -1"},
-        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"mem_bytes\": [1, 1], \"speed\": [1, 0]}", "speed[1] is 0"},
-        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"latency_s\": [[0, -1], [0, 0]], \"mem_bytes\": [1, 1]}", "latency_s[0][1]"},
+        {"{\"ranks\": 2, \"mem_bytes\": [1, 1]}", "missing \"bandwidth_Bps\""},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1]], \"mem_bytes\": [1, 1]}", "bandwidth_Bps[1] must be an array of 2"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 0], [1, 1]], \"latency_s\": [[0, 0], [0, 0]], \"mem_bytes\": [1, 1], "
+         "\"speed\": [1, 1]}", "bandwidth_Bps[0][1] is 0"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"latency_s\": [[0, 0], [0, 0]], \"mem_bytes\": [1, -1], "
+         "\"speed\": [1, 1]}", "mem_bytes[1] is -1"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"latency_s\": [[0, 0], [0, 0]], \"mem_bytes\": [1, 1], "
+         "\"speed\": [1, 0]}", "speed[1] is 0"},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"latency_s\": [[0, -1], [0, 0]], \"mem_bytes\": [1, 1], "
+         "\"speed\": [1, 1]}", "latency_s[0][1]"},
+        /* every field is required (ppdl reads the same files): a misspelt key is missed */
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"latency\": [[0, 0], [0, 0]], \"mem_bytes\": [1, 1], "
+         "\"speed\": [1, 1]}", "missing \"latency_s\""},
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"latency_s\": [[0, 0], [0, 0]], \"mem_bytes\": [1, 1]}",
+         "missing \"speed\""},
+        /* a key given twice: which one counts would be a guess */
+        {"{\"ranks\": 2, \"bandwidth_Bps\": [[1, 1], [1, 1]], \"latency_s\": [[0, 0], [0, 0]], \"mem_bytes\": [1, 1], "
+         "\"speed\": [1, 1], \"mem_bytes\": [2, 2]}", "duplicate object key near '\"mem_bytes\"'"},
     };
     for (size_t k = 0; k < sizeof bad_cl / sizeof bad_cl[0]; k++) {
         err[0] = '\0';
-        if (ppdl_cluster_model_parse(bad_cl[k].text, "cl.json", &cl2, err, sizeof err) == 0 || !strstr(err, bad_cl[k].want) ||
+        if (ppdl_cluster_model_parse(bad_cl[k].text, "cl.json", 0, &cl2, err, sizeof err) == 0 || !strstr(err, bad_cl[k].want) ||
             !strstr(err, "cl.json")) {
             good = 0;
             diag("bad cluster %zu: got '%s', want '%s'", k, err, bad_cl[k].want);
@@ -1731,7 +1743,7 @@ static void test_sharing(void)
         x.cl.hosts.name[2] = strdup("n\"7\\"); /* escaped on the way out */
         char *js = ppdl_cluster_model_to_json(&x.cl);
         ppdl_cluster_model cl2;
-        int rc = ppdl_cluster_model_parse(js, "cluster", &cl2, err, sizeof err);
+        int rc = ppdl_cluster_model_parse(js, "cluster", 0, &cl2, err, sizeof err);
         int same = rc == 0 && cl2.hosts.n == 3;
         for (int r = 0; same && r < 5; r++) {
             int a = x.cl.hosts.of_rank[r], b = cl2.hosts.of_rank[r];
@@ -1744,13 +1756,14 @@ static void test_sharing(void)
         free(js);
         ppdl_hosts_free(&x.cl.hosts);
         js = ppdl_cluster_model_to_json(&x.cl);
-        rc = ppdl_cluster_model_parse(js, "cluster", &cl2, err, sizeof err);
+        rc = ppdl_cluster_model_parse(js, "cluster", 0, &cl2, err, sizeof err);
         int none = rc == 0 && cl2.hosts.n == 0 && !strstr(js, "hosts") && !ppdl_hosts_oversubscribed(&cl2.hosts, 5);
         if (!rc) ppdl_cluster_model_free(&cl2);
         free(js);
         inst_free(&x);
         static const char *head = "{\"ranks\": 3, \"bandwidth_Bps\": [[1, 1, 1], [1, 1, 1], [1, 1, 1]], "
-                                  "\"mem_bytes\": [1, 1, 1], ";
+                                  "\"latency_s\": [[0, 0, 0], [0, 0, 0], [0, 0, 0]], "
+                                  "\"mem_bytes\": [1, 1, 1], \"speed\": [1, 1, 1], ";
         static const struct { const char *hosts, *want; } bad_h[] = {
             {"\"hosts\": 3}", "hosts: expected an array of 1..3 hosts"},
             {"\"hosts\": []}", "hosts: expected an array of 1..3 hosts"},
@@ -1771,7 +1784,7 @@ static void test_sharing(void)
             char text[512];
             snprintf(text, sizeof text, "%s%s", head, bad_h[k].hosts);
             err[0] = '\0';
-            if (ppdl_cluster_model_parse(text, "cl.json", &cl2, err, sizeof err) == 0 || !strstr(err, bad_h[k].want) ||
+            if (ppdl_cluster_model_parse(text, "cl.json", 0, &cl2, err, sizeof err) == 0 || !strstr(err, bad_h[k].want) ||
                 !strstr(err, "cl.json")) {
                 good = 0;
                 diag("bad hosts %zu: got '%s', want '%s'", k, err, bad_h[k].want);

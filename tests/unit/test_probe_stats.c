@@ -42,24 +42,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define N 4
-#define PROBES 500
-
-static double truth(int i, int j) { return i / 2 == j / 2 ? 4e9 : 0.12e9; }
-
-static const char *groups(const ppdl_cluster *cl)
+static const char *groups(const ppdl_cluster_model *cl)
 {
     static char buf[64];
     size_t len = 0;
     buf[0] = 0;
     for (int g = 0; g < cl->n_nodes; g++)
-        for (int i = 0, first = 1; i < cl->n; i++)
+        for (int i = 0, first = 1; i < cl->N; i++)
             if (cl->node[i] == g) {
                 len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%d", first ? (g ? "|" : "") : ",", i);
                 first = 0;
             }
     return buf;
 }
+
+#define N 4
+#define PROBES 500
+
+static double truth(int i, int j) { return i / 2 == j / 2 ? 4e9 : 0.12e9; }
 
 static double mean(const double *v, int n)
 {
@@ -158,8 +158,8 @@ static double own_fit(const double *res, int dir)
 /* the worst relative error of a probed matrix, and its grouping */
 static double judge(const double *bw, char *grouping, size_t len)
 {
-    ppdl_cluster cl;
-    ppdl_cluster_alloc(&cl, N);
+    ppdl_cluster_model cl;
+    ppdl_cluster_model_alloc(&cl, N);
     double worst = 0;
     for (int a = 0; a < N; a++)
         for (int b = 0; b < N; b++) {
@@ -168,7 +168,7 @@ static double judge(const double *bw, char *grouping, size_t len)
         }
     ppdl_cluster_group_nodes(&cl, PPDL_NODE_RATIO);
     snprintf(grouping, len, "%s", groups(&cl));
-    ppdl_cluster_free(&cl);
+    ppdl_cluster_model_free(&cl);
     return worst;
 }
 
@@ -230,8 +230,8 @@ int main(void)
        mean_bad, PROBES);
 
     /* ---- 4. the grouping of the run ---- */
-    ppdl_cluster cl;
-    ppdl_cluster_alloc(&cl, N);
+    ppdl_cluster_model cl;
+    ppdl_cluster_model_alloc(&cl, N);
     for (int i = 0; i < N; i++)
         for (int j = 0; j < N; j++)
             if (i != j) cl.bw[i * N + j] = truth(i, j);
@@ -243,7 +243,7 @@ int main(void)
     ppdl_cluster_group_nodes(&cl, PPDL_NODE_RATIO);
     ok(strcmp(groups(&cl), "0,1|2,3") != 0, "both directions slow: a different network, other nodes (%s)",
        groups(&cl));
-    ppdl_cluster_free(&cl);
+    ppdl_cluster_model_free(&cl);
 
     /* ---- 5. one speed per host (CPU ranks share their host's cores) ---- */
     {
