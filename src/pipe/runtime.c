@@ -32,23 +32,15 @@
  * that work instead of after it (with a rendezvous protocol, a large message does not
  * start moving before its receive is posted).
  *
- * The messages between stages go one of two ways (cfg.nccl; the section "the stages'
- * messages" below): MPI, staged through host memory where the backend's memory is not
- * MPI's (backend/xfer.h), each wait blocking the host; or, with the CUDA backend and
- * --p2p nccl, NCCL send/recv between the GPUs (backend/cuda/nccl_p2p.h), where a wait
- * before a buffer is read or overwritten is the compute stream's (the host queues on)
- * and the host waits for a transfer only before its request is reused and, for every
- * send, before the update. The MPI path is the same code whichever build runs it.
+ * The messages between stages go through MPI (host-staged where the backend's memory is
+ * not MPI's) or NCCL (cfg.nccl_act), behind one table of operations: transport.c.
+ * The runtime's other parts are listed in runtime_impl.h.
  */
 #include "config.h"
 
-#include "pipe/runtime.h"
-#include "pipe/tie.h"
+#include "pipe/runtime_impl.h"
 #include "core/error.h"
 #include "core/util.h"
-#include "backend/xfer.h"
-#include "backend/cuda/nccl_p2p.h" /* its types only, in every build; its calls under HAVE_CUDA */
-#include "net/ring.h"
 #include "prof/papi.h"
 #include "prof/range.h"
 
@@ -58,127 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct slot {
-    int mb;                    /* micro-batch held, -1 when free */
-    void **act;                /* [nl] */
-    float **saved;             /* [nl] (NULL entries when recomputed or empty) */
-    float *out, *dout, *din;
-    int32_t *targets;
-    MPI_Request act_send, grad_send, grad_recv;
-    /* host staging of each message when the backend's memory is not MPI's (xfer.h);
-     * on the CPU backend they pass the device pointer through */
-    ppdl_xfer x_act_send, x_grad_send, x_grad_recv;
-    ppdl_nccl_req nc_act_send, nc_grad_send, nc_grad_recv; /* the same messages through NCCL */
-    int grad_recv_mb;          /* micro-batch of a posted gradient receive, -1 when none */
-    int in;                    /* the inbox buffer lent as act[0], -1 when none */
-    /* the slot is free again once both are done: its parameter gradients added
-     * (BACKWARD or BACKWARD_WEIGHT) and its input gradient sent (not on stage 0) */
-    int weights_done, grad_sent;
-} slot;
-
-/* what a split backward keeps from a micro-batch's B to its W (the comment at the top) */
-typedef struct wbuf {
-    int mb;                    /* -1 when free */
-    float **keep;              /* [nl] the kind's keep, NULL where it keeps nothing */
-    float **dout;              /* [nl] the layer's output gradient, where W reads it and it is
-                                * not the slot's (NULL otherwise) */
-} wbuf;
-
-/* one buffer an activation is received into (see the inbox above) */
-typedef struct inbox_buf {
-    void *buf;
-    int mb;                    /* micro-batch of the receive posted into it, -1 when none */
-    int lent;                  /* 1 while a slot holds it as its act[0] */
-    MPI_Request req;
-    ppdl_xfer x;
-    ppdl_nccl_req nc_req;      /* the receive through NCCL */
-} inbox_buf;
-
-struct ppdl_runtime {
-    ppdl_stage *st;
-    ppdl_backend *be;
-    ppdl_runtime_cfg cfg;
-    ppdl_batch_source src;
-    ppdl_comm *comm;
-    /* cfg.nccl_act, cfg.nccl_grad: the stages' messages through NCCL, the activations
-     * on one communicator and its streams, the gradients on another; NULL: MPI */
-    ppdl_nccl *nc_act, *nc_grad;
-    ppdl_nccl *nc_replicas;    /* cfg.nccl_replicas: the replicas' gradient sums, NULL: MPI */
-    int nl;                    /* layers in the stage */
-    int b;                     /* micro-batch size */
-    int first_stage, last_stage, model_first; /* booleans */
-    int *recompute;            /* [nl] recompute option per layer */
-    ppdl_op_list ops;
-    int n_slots;
-    slot *slots;
-    int n_inbox;               /* 0 on the first stage */
-    inbox_buf *inbox;
-    int n_wbufs;               /* W buffers: the most B's whose W is pending at once */
-    wbuf *wbufs;
-    float *scratch_saved, *scratch_out, *grad[2], *work;
-    float *loss_dev;
-    void *host_in;             /* staging of data inputs (stage 0) */
-    int32_t *host_tg;          /* staging of targets (last stage) */
-    size_t in_bytes, out_bytes; /* per micro-batch, of the stage */
-    /* --precision bf16 (README "Precision"): every layer's output and input gradient is
-     * rounded to bf16 as it is made, so a message carries values that are already bf16:
-     * it travels packed as bf16, half its fp32 bytes (wire_bytes), and is
-     * widened exactly on arrival. The bits then do not depend on where the stages are cut. */
-    int bf16;
-    int bf16_layers;           /* 1: round at every layer boundary; 0 only under the planted
-                                * bug PPDL_TEST_BF16=stage-only (rounded only when sent) */
-    /* bf16: a slot keeps its layer-boundary inputs act[i], i >= 1, packed as bf16 (the
-     * values are already bf16, so packing is exact; under PPDL_TEST_BF16=stage-only it
-     * rounds them). The forward runs on fp32 copies in the ping-pong buffers grad[] (free
-     * outside a backward) and packs each input once its layer has read it; a backward or
-     * recompute widens it into `widened` first.
-     * The stage's input act[0] (data, or the inbox buffer widened on arrival) and the
-     * layers' saved tensors (not bf16 values) stay fp32. */
-    int stash_bf16;
-    float *widened;            /* [max_act] layer input widened from the stash (stash_bf16) */
-    /* bf16 and the stage ends in a gpt head (layer.h bf16_saved): a slot keeps the logits'
-     * gradient packed as bf16 in sl->out (the head reads it only as a GEMM operand, which
-     * rounds it anyway); forward computes the logits in scratch_out, backward widens the
-     * gradient into the layer-gradient buffer the head's backward does not use */
-    int logits_bf16;
-    double sent_bytes;         /* message bytes this rank posted this step */
-    int loss_rows, classes;
-    int adam_t;
-    double lr;                 /* this step's learning rate (ppdl_runtime_set_lr) */
-    double *layer_sumsq;       /* [2L] (clip_grad_norm): per layer its gradients' sum of
-                                * squares, 0 for other stages' layers; then a flag per stage
-                                * index (agree_nonfinite_and_norm) */
-    ppdl_mem_breakdown mem;
-    /* receive pre-posting: index of the next RECV_ACT / RECV_GRAD op not yet posted */
-    int next_act_recv, next_grad_recv;
-    /* events of the last step */
-    ppdl_event_rec *ev;
-    int n_ev, cap_ev;
-    double t_step0;
-    double busy_s;             /* compute time of the current step */
-    double comm_s;             /* time posting messages and staging them, this step */
-    int k;                     /* replicas of this stage */
-    int chunked;               /* cfg.ops given: this rank holds several stages */
-    int last_backward;         /* index in ops of this step's last op adding parameter gradients
-                                * (BACKWARD or BACKWARD_WEIGHT), -1 if none */
-    /* the gradient all-reduce of each layer across replicas: a ring through the comm
-     * layer under --netem (use_ring), MPI_Iallreduce on the stage's communicator else */
-    int use_ring;
-    ppdl_ring *rings;          /* [nl] */
-    MPI_Request *grad_reqs;    /* [nl] */
-    ppdl_xfer *grad_x;         /* [nl] their host staging */
-    ppdl_nccl_req *grad_nreq;  /* [nl] the same sums through NCCL (nc_replicas) */
-    int grads_posted;          /* this step's all-reduces have been started */
-    int bucket_lo, bucket_hi;  /* MPI's sums gathered in buckets: the layers with
-                                  parameters finalised and not yet started, -1: none */
-    size_t bucket_n;           /* their gradient floats */
-    ppdl_tie tie;              /* a tied weight's gradients (pipe/tie.h) */
-    float test_grad_scale;     /* PPDL_TEST_GRAD_SCALE, a planted bug (test_grad_scale_of); 1 */
-    long test_fail_step;       /* PPDL_TEST_FAIL_STEP, a planted error (test_fail_step_of); -1 */
-    double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
-    char nonfinite_what[256];
-};
-
 int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
 {
     int recvs = 0, slots = ppdl_schedule_max_in_flight(ops);
@@ -187,22 +58,12 @@ int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
     return recvs > slots ? slots + 1 : slots;
 }
 
-/* tags: direction in the low bit, micro-batch above; where a rank holds several stages
- * (cfg.ops given), two ranks can exchange the messages of several pairs of stages, so
- * the receiving stage goes above the micro-batch. Then the gradient all-reduce of each
- * layer (messages between replicas of one stage, which exchange no activations, kept
- * apart anyway). */
-static int tag_base(const ppdl_runtime *rt) { return 2 * rt->cfg.M * (rt->chunked ? rt->cfg.S : 1); }
-static int tag_msg(const ppdl_runtime *rt, int to_stage, int mb, int grad)
-{
-    return 2 * (mb + (rt->chunked ? to_stage * rt->cfg.M : 0)) + grad;
-}
 /* by the model's layer: a rank's stages (chunks) all-reduce different layers */
-static int tag_allreduce(const ppdl_runtime *rt, int i) { return tag_base(rt) + rt->st->first + i; }
+static int tag_allreduce(const ppdl_runtime *rt, int i) { return rt_tag_base(rt) + rt->st->first + i; }
 /* the tied weight's exchange between stage 0 and S-1: above every stage's all-reduce
  * tags (each layer of the model has its own), the same on both; it uses this tag and the next
  * (pipe/tie.h) */
-static int tag_tie(const ppdl_runtime *rt) { return tag_base(rt) + rt->st->model->L; }
+static int tag_tie(const ppdl_runtime *rt) { return rt_tag_base(rt) + rt->st->model->L; }
 
 static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, size_t *category)
 {
@@ -211,8 +72,6 @@ static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, siz
     rt->mem.allocations++;
     return p;
 }
-
-static const ppdl_layer *layer(const ppdl_runtime *rt, int i) { return &rt->st->model->layers[rt->st->first + i]; }
 
 /* bytes a slot keeps of the stage's layer i's input of fp32_bytes: half where it is
  * stashed as bf16 (stash_bf16; the stage's input act[0] stays fp32) */
@@ -226,7 +85,7 @@ static int is_backward_op(int kind)
     return kind == PPDL_OP_BACKWARD || kind == PPDL_OP_BACKWARD_INPUT || kind == PPDL_OP_BACKWARD_WEIGHT;
 }
 
-static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
+void ppdl_rt_record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 {
     if (kind == PPDL_OP_FORWARD || is_backward_op(kind) || kind == PPDL_OP_OPTIMIZER)
         rt->busy_s += t1 - t0;
@@ -256,44 +115,16 @@ static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 static void record_instant(ppdl_runtime *rt, int kind, int mb)
 {
     double t = ppdl_now_s();
-    record(rt, kind, mb, t, t);
+    ppdl_rt_record(rt, kind, mb, t, t);
 }
 
-/* wait for a request, recording the time blocked as an event of `kind` (PPDL_EV_WAIT
- * for a message, PPDL_EV_ALLREDUCE for the replicas' gradient sum) */
-static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb, int kind)
+void ppdl_rt_wait(ppdl_runtime *rt, MPI_Request *req, int mb, int kind)
 {
     if (*req == MPI_REQUEST_NULL) return;
     double t0 = ppdl_now_s();
     ppdl_comm_wait(rt->comm, req);
     double t1 = ppdl_now_s();
-    if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
-}
-
-/* PPDL_TEST_GRAD_SCALE=RANK:FACTOR, a planted bug for the tests' negative controls:
- * rank RANK multiplies every gradient of its stage by FACTOR after the step's last
- * backward, before the replicas sum them (tests/oracle, tests/mpi/hybrid.sh show that
- * their comparisons see a wrong gradient scale). Unset, or another rank: 1. */
-static float test_grad_scale_of(int rank)
-{
-    const char *s = getenv("PPDL_TEST_GRAD_SCALE");
-    int r;
-    float f;
-    if (!s || sscanf(s, "%d:%f", &r, &f) != 2 || r != rank) return 1.0f;
-    return f;
-}
-
-/* PPDL_TEST_FAIL_STEP=RANK:STEP, for the fault tests: rank RANK dies with an internal
- * error in the middle of step STEP (counting from 1), as a failed check would, so that
- * the tests see one rank's error mid-step reach the user and end the job. Unset, or
- * another rank: -1 (never). */
-static long test_fail_step_of(int rank)
-{
-    const char *s = getenv("PPDL_TEST_FAIL_STEP");
-    int r;
-    long k;
-    if (!s || sscanf(s, "%d:%ld", &r, &k) != 2 || r != rank || k < 1) return -1;
-    return k - 1;
+    if (t1 - t0 > 20e-6) ppdl_rt_record(rt, kind, mb, t0, t1);
 }
 
 /* The layout (replicas of every stage) and the ranks of this stage's replicas
@@ -377,6 +208,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
 #if !HAVE_CUDA
     PPDL_CHECK(!rt->nc_act && !rt->nc_replicas, "NCCL transfers asked of a build without CUDA");
 #endif
+    rt->p2p = ppdl_rt_p2p_of(rt);
     rt->nl = st->last - st->first + 1;
     PPDL_CHECK(cfg->M >= 1 && cfg->batch_size % cfg->M == 0, "batch size %d is not a multiple of %d micro-batches",
                cfg->batch_size, cfg->M);
@@ -388,8 +220,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->recompute = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
     rt->lr = cfg->lr;
     rt->layer_sumsq = ppdl_xcalloc(2 * (size_t)st->model->L, sizeof(double));
-    rt->test_grad_scale = test_grad_scale_of(comm->rank);
-    rt->test_fail_step = test_fail_step_of(comm->rank);
+    ppdl_test_hooks_read(&rt->test, comm->rank);
     for (int i = 0; i < rt->nl; i++) rt->recompute[i] = cfg->recompute ? cfg->recompute[i] : 0;
     rt->loss_rows = ppdl_model_loss_rows(st->model);
     rt->classes = ppdl_model_classes(st->model);
@@ -440,16 +271,15 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->n_slots = ppdl_schedule_max_in_flight(&rt->ops);
 
     int b = rt->b;
-    rt->in_bytes = (size_t)b * layer(rt, 0)->in_bytes;
-    rt->out_bytes = (size_t)b * layer(rt, rt->nl - 1)->out_bytes;
+    rt->in_bytes = (size_t)b * rt_layer(rt, 0)->in_bytes;
+    rt->out_bytes = (size_t)b * rt_layer(rt, rt->nl - 1)->out_bytes;
     rt->bf16 = ppdl_be_precision(rt->be) == PPDL_PREC_BF16;
-    const char *bug = getenv("PPDL_TEST_BF16");
-    rt->bf16_layers = rt->bf16 && !(bug && !strcmp(bug, "stage-only"));
+    rt->bf16_layers = rt->bf16 && !rt->test.bf16_stage_only;
     rt->stash_bf16 = rt->bf16 && rt->nl > 1;
-    rt->logits_bf16 = rt->last_stage && layer(rt, rt->nl - 1)->bf16_saved;
+    rt->logits_bf16 = rt->last_stage && rt_layer(rt, rt->nl - 1)->bf16_saved;
     size_t max_act = rt->out_bytes, max_saved = 0, max_work = 0;
     for (int i = 0; i < rt->nl; i++) {
-        const ppdl_layer *l = layer(rt, i);
+        const ppdl_layer *l = rt_layer(rt, i);
         size_t a = (size_t)b * l->out_bytes, in = (size_t)b * l->in_bytes;
         if (a > max_act) max_act = a;
         if (in > max_act) max_act = in;
@@ -462,11 +292,11 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     for (int k = 0; k < rt->n_slots; k++) {
         slot *sl = &rt->slots[k];
         sl->mb = sl->grad_recv_mb = sl->in = -1;
-        sl->act_send = sl->grad_send = sl->grad_recv = MPI_REQUEST_NULL;
+        sl->act_send.mpi = sl->grad_send.mpi = sl->grad_recv.mpi = MPI_REQUEST_NULL;
         sl->act = ppdl_xcalloc((size_t)rt->nl, sizeof *sl->act);
         sl->saved = ppdl_xcalloc((size_t)rt->nl, sizeof *sl->saved);
         for (int i = 0; i < rt->nl; i++) {
-            const ppdl_layer *l = layer(rt, i);
+            const ppdl_layer *l = rt_layer(rt, i);
             /* a received input is an inbox buffer, lent at RECV_ACT */
             if (i > 0 || rt->first_stage)
                 sl->act[i] = alloc_counted(rt, stashed_input_bytes(rt->stash_bf16, i, (size_t)b * l->in_bytes),
@@ -493,7 +323,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     for (int j = 0; j < rt->n_inbox; j++) {
         inbox_buf *ib = &rt->inbox[j];
         ib->mb = -1;
-        ib->req = MPI_REQUEST_NULL;
+        ib->req.mpi = MPI_REQUEST_NULL;
         ib->buf = j < rt->n_slots ? alloc_counted(rt, rt->in_bytes, "stashed layer inputs", &rt->mem.stash)
                                   : alloc_counted(rt, rt->in_bytes, "activation receive buffer", &rt->mem.buffers);
     }
@@ -506,7 +336,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
         wb->keep = ppdl_xcalloc((size_t)rt->nl, sizeof *wb->keep);
         wb->dout = ppdl_xcalloc((size_t)rt->nl, sizeof *wb->dout);
         for (int i = 0; i < rt->nl; i++) {
-            const ppdl_layer *l = layer(rt, i);
+            const ppdl_layer *l = rt_layer(rt, i);
             size_t n = l->kind->keep_floats(l, b, rt->recompute[i]);
             if (n) wb->keep[i] = alloc_counted(rt, n * sizeof(float), "kept for W", &rt->mem.weight_keep);
             if (i < rt->nl - 1 && l->n_params && (l->kind->weight_reads(l, rt->recompute[i]) & PPDL_W_DOUT))
@@ -573,40 +403,6 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
     return p;
 }
 
-/* replica r of k holds micro-batches r, r+k, r+2k...: the local index is mb / k */
-static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[(mb / rt->k) % rt->n_slots]; }
-
-#if HAVE_CUDA
-/* the host waits for an NCCL transfer: before its request is reused, or before the
- * weights change; timed as an event of `kind`, as MPI's waits are (wait_req) */
-static void nccl_host_wait(ppdl_runtime *rt, ppdl_nccl *nc, ppdl_nccl_req *req, int mb, int kind)
-{
-    if (ppdl_nccl_test(nc, req)) return;
-    double t0 = ppdl_now_s();
-    ppdl_nccl_wait(nc, req);
-    double t1 = ppdl_now_s();
-    rt->comm->wait_s += t1 - t0;
-    if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
-}
-
-/* the request's last transfer is complete, and its event is freed (at the end) */
-static void nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req)
-{
-    if (!nc) return;
-    ppdl_nccl_wait(nc, req);
-    ppdl_nccl_req_free(req);
-}
-#endif
-
-/* layer i's gradients: its parameters' gradients are one run of the stage's arena */
-static size_t layer_grad_floats(const ppdl_runtime *rt, int i)
-{
-    const ppdl_layer *l = layer(rt, i);
-    size_t n = 0;
-    for (int j = 0; j < l->n_params; j++) n += l->params[j].numel;
-    return n;
-}
-
 /* MPI's sums of host gradients go in buckets of consecutive layers (the gradient
  * arena holds the layers in order): one MPI_Iallreduce per bucket instead of one per
  * layer. Outstanding non-blocking all-reduces slow each other: 5.8 MB over 2 ranks of
@@ -624,14 +420,14 @@ static int bucketed(const ppdl_runtime *rt)
  * layer 0; every replica forms the same buckets (they depend on the layers alone) */
 static void bucket_layer(ppdl_runtime *rt, int i)
 {
-    size_t n = layer_grad_floats(rt, i);
+    size_t n = rt_layer_grad_floats(rt, i);
     if (n) {
         if (rt->bucket_hi < 0) rt->bucket_hi = i;
         rt->bucket_lo = i;
         rt->bucket_n += n;
     }
     if (rt->bucket_hi < 0 || (rt->bucket_n < GRAD_BUCKET_FLOATS && i > 0)) return;
-    const ppdl_layer *lo = layer(rt, rt->bucket_lo), *hi = layer(rt, rt->bucket_hi);
+    const ppdl_layer *lo = rt_layer(rt, rt->bucket_lo), *hi = rt_layer(rt, rt->bucket_hi);
     const ppdl_param *top = &hi->params[hi->n_params - 1];
     PPDL_CHECK(lo->params[0].grad + rt->bucket_n == top->grad + top->numel,
                "the gradients of layers %d..%d are not contiguous", lo->index, hi->index);
@@ -651,14 +447,14 @@ static void bucket_layer(ppdl_runtime *rt, int i)
  * replica. */
 static void allreduce_layer_grads(ppdl_runtime *rt, int i)
 {
-    const ppdl_layer *l = layer(rt, i);
+    const ppdl_layer *l = rt_layer(rt, i);
     if (rt->k <= 1) return;
     if (bucketed(rt)) {
         bucket_layer(rt, i);
         return;
     }
     if (l->n_params == 0) return;
-    size_t n = layer_grad_floats(rt, i);
+    size_t n = rt_layer_grad_floats(rt, i);
 #if HAVE_CUDA
     if (rt->nc_replicas) { /* in place on the GPU, after the backward queued so far */
         ppdl_nccl_iallreduce_sum(rt->nc_replicas, l->params[0].grad, n, &rt->grad_nreq[i]);
@@ -702,11 +498,11 @@ static void finish_allreduce(ppdl_runtime *rt)
     /* the host waits, as for MPI's: the update and all work queued after it follow the sums */
     if (rt->nc_replicas) {
         for (int i = rt->nl - 1; i >= 0; i--)
-            nccl_host_wait(rt, rt->nc_replicas, &rt->grad_nreq[i], -1, PPDL_EV_ALLREDUCE);
+            ppdl_rt_nccl_host_wait(rt, rt->nc_replicas, &rt->grad_nreq[i], -1, PPDL_EV_ALLREDUCE);
         return;
     }
 #endif
-    for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
+    for (int i = rt->nl - 1; i >= 0; i--) ppdl_rt_wait(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
     for (;;) {
         progress_allreduce(rt);
         int i = rt->nl - 1;
@@ -715,12 +511,12 @@ static void finish_allreduce(ppdl_runtime *rt)
         double t0 = ppdl_now_s();
         ppdl_ring_finish(&rt->rings[i]);
         double t1 = ppdl_now_s();
-        if (t1 - t0 > 20e-6) record(rt, PPDL_EV_ALLREDUCE, -1, t0, t1);
+        if (t1 - t0 > 20e-6) ppdl_rt_record(rt, PPDL_EV_ALLREDUCE, -1, t0, t1);
     }
     for (int i = rt->nl - 1; i >= 0; i--) {
-        if (rt->k <= 1 || layer(rt, i)->n_params == 0) continue;
-        ppdl_xfer_recv_done(rt->be, &rt->grad_x[i], layer(rt, i)->params[0].grad,
-                            layer_grad_floats(rt, i) * sizeof(float));
+        if (rt->k <= 1 || rt_layer(rt, i)->n_params == 0) continue;
+        ppdl_xfer_recv_done(rt->be, &rt->grad_x[i], rt_layer(rt, i)->params[0].grad,
+                            rt_layer_grad_floats(rt, i) * sizeof(float));
     }
 }
 
@@ -733,137 +529,14 @@ static void combine_tie(ppdl_runtime **rts, int n)
     for (int c = 0; c < n; c++) {
         double t0 = ppdl_now_s(), waited = 0;
         ppdl_tie_finish(&rts[c]->tie, rts[c]->be, rts[c]->comm, &waited);
-        if (waited > 20e-6) record(rts[c], PPDL_EV_WAIT, -1, t0, t0 + waited);
+        if (waited > 20e-6) ppdl_rt_record(rts[c], PPDL_EV_WAIT, -1, t0, t0 + waited);
     }
-}
-
-/* ---- the stages' messages: MPI or NCCL (the comment at the top) ----
- * Each message has a post, a completion before its buffer is read (receives) or
- * written again (sends), and, for sends, a completion the host knows of before the
- * update. With MPI every completion is the host's (MPI_Wait, then the staged copy in);
- * with NCCL the first kind is the compute stream's wait on the transfer's event. */
-
-/* one message and its state on either path */
-typedef struct msg {
-    void *dev;                 /* its buffer (device memory) */
-    size_t n;                  /* bytes */
-    int peer, tag;
-    MPI_Request *req;          /* MPI */
-    ppdl_xfer *x;              /* MPI: host staging */
-    ppdl_nccl *nc;             /* NCCL: the direction's communicator, NULL on MPI */
-    ppdl_nccl_req *nreq;
-} msg;
-
-/* the rank of micro-batch mb's peer among `ranks` (the replicas of the stage before or
- * after); -1 where there is none (the end stages, a free slot's mb -1), for the waits,
- * which then find no request */
-static int peer_of(const int *ranks, int n, int mb) { return ranks && mb >= 0 ? ranks[mb % n] : -1; }
-
-static msg act_in(ppdl_runtime *rt, inbox_buf *ib, int mb)
-{
-    return (msg){ib->buf, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_msg(rt, rt->cfg.stage, mb, 0),
-                 &ib->req,
-                 &ib->x, rt->nc_act, &ib->nc_req};
-}
-static msg grad_in(ppdl_runtime *rt, slot *sl, int mb)
-{
-    return (msg){sl->dout, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb),
-                 tag_msg(rt, rt->cfg.stage, mb, 1), &sl->grad_recv, &sl->x_grad_recv, rt->nc_grad, &sl->nc_grad_recv};
-}
-/* what a slot sends: its activation (act 1, sl->out) or its input gradient (act 0, sl->din) */
-static msg out_of(ppdl_runtime *rt, slot *sl, int mb, int act)
-{
-    if (act)
-        return (msg){sl->out, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb),
-                     tag_msg(rt, rt->cfg.stage + 1, mb, 0), &sl->act_send, &sl->x_act_send, rt->nc_act, &sl->nc_act_send};
-    return (msg){sl->din, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb),
-                 tag_msg(rt, rt->cfg.stage - 1, mb, 1), &sl->grad_send, &sl->x_grad_send, rt->nc_grad, &sl->nc_grad_send};
-}
-
-/* the bytes a message of m.n fp32 bytes takes on the wire: half under bf16, where it
- * travels packed (the values are already bf16: see the bf16 field) */
-static size_t wire_bytes(const ppdl_runtime *rt, msg m) { return rt->bf16 ? m.n / 2 : m.n; }
-
-static void recv_post(ppdl_runtime *rt, msg m, int mb)
-{
-    size_t n = wire_bytes(rt, m);
-#if HAVE_CUDA
-    if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the buffer's last receive, read long ago */
-        ppdl_nccl_irecv(m.nc, m.dev, n, m.peer, m.nreq);
-        return;
-    }
-#endif
-    (void)mb;
-    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, m.x, m.dev, n), n, m.peer, m.tag, m.req);
-}
-
-/* the message is in its buffer for the work queued from here on (under bf16 widened
- * back to fp32 in place, exactly) */
-static void recv_complete(ppdl_runtime *rt, msg m, int mb)
-{
-#if HAVE_CUDA
-    if (m.nc) {
-        ppdl_nccl_stream_wait(m.nc, m.nreq);
-    } else
-#endif
-    {
-        wait_req(rt, m.req, mb, PPDL_EV_WAIT);
-        ppdl_xfer_recv_done(rt->be, m.x, m.dev, wire_bytes(rt, m));
-    }
-    if (rt->bf16) ppdl_be_unpack_bf16(rt->be, m.n / sizeof(float), m.dev);
-}
-
-/* returns the clock read just before the post (record_instant says why) */
-static double send_post(ppdl_runtime *rt, msg m, int mb)
-{
-    size_t n = wire_bytes(rt, m);
-    rt->sent_bytes += (double)n;
-    /* packed to bf16 in place: the buffer is not read again before it is rewritten */
-    if (rt->bf16) ppdl_be_pack_bf16(rt->be, m.n / sizeof(float), m.dev);
-#if HAVE_CUDA
-    if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the slot's last send of this kind */
-        double t = ppdl_now_s();
-        ppdl_nccl_isend(m.nc, m.dev, n, m.peer, m.nreq);
-        return t;
-    }
-#endif
-    (void)mb;
-    const void *buf = ppdl_xfer_send_buf(rt->be, m.x, m.dev, n);
-    double t = ppdl_now_s();
-    ppdl_comm_isend(rt->comm, buf, n, m.peer, m.tag, m.req);
-    return t;
-}
-
-/* the buffer's last send is done before the work queued from here on writes it again */
-static void send_wait_before_write(ppdl_runtime *rt, msg m, int mb)
-{
-#if HAVE_CUDA
-    if (m.nc) {
-        ppdl_nccl_stream_wait(m.nc, m.nreq);
-        return;
-    }
-#endif
-    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
-}
-
-/* the host knows the buffer's last send is complete */
-static void send_complete(ppdl_runtime *rt, msg m, int mb)
-{
-#if HAVE_CUDA
-    if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT);
-        return;
-    }
-#endif
-    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
 }
 
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
  * while this rank computes. A RECV_ACT(mb) needs a free inbox buffer; a RECV_GRAD(mb)
  * needs the slot to hold mb (forwarded, not yet backwarded). */
-static void post_receives(ppdl_runtime *rt)
+void ppdl_rt_post_receives(ppdl_runtime *rt)
 {
     while (rt->next_act_recv < rt->ops.n) {
         const ppdl_op *op = &rt->ops.ops[rt->next_act_recv];
@@ -872,16 +545,16 @@ static void post_receives(ppdl_runtime *rt)
         for (int j = 0; j < rt->n_inbox && !ib; j++)
             if (rt->inbox[j].mb == -1 && !rt->inbox[j].lent) ib = &rt->inbox[j];
         if (!ib) break;
-        recv_post(rt, act_in(rt, ib, op->mb), op->mb);
+        ppdl_rt_recv_post(rt, ppdl_rt_act_in(rt, ib, op->mb), op->mb);
         ib->mb = op->mb;
         rt->next_act_recv++;
     }
     while (rt->next_grad_recv < rt->ops.n) {
         const ppdl_op *op = &rt->ops.ops[rt->next_grad_recv];
         if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
-        slot *sl = slot_of(rt, op->mb);
+        slot *sl = rt_slot_of(rt, op->mb);
         if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
-        recv_post(rt, grad_in(rt, sl, op->mb), op->mb);
+        ppdl_rt_recv_post(rt, ppdl_rt_grad_in(rt, sl, op->mb), op->mb);
         sl->grad_recv_mb = op->mb;
         rt->next_grad_recv++;
     }
@@ -890,7 +563,7 @@ static void post_receives(ppdl_runtime *rt)
 /* layer i's fp32 input `x` (the forward's, no longer read) into the slot's stash, packed */
 static void stash_pack(ppdl_runtime *rt, slot *sl, int i, void *x)
 {
-    size_t n = (size_t)rt->b * layer(rt, i)->in_bytes / sizeof(float);
+    size_t n = (size_t)rt->b * rt_layer(rt, i)->in_bytes / sizeof(float);
     ppdl_be_pack_bf16(rt->be, n, x);
     ppdl_be_copy_d2d(rt->be, sl->act[i], x, n * 2);
 }
@@ -898,7 +571,7 @@ static void stash_pack(ppdl_runtime *rt, slot *sl, int i, void *x)
 /* layer i's input from the slot's stash, widened exactly to fp32 in rt->widened */
 static const float *stash_widen(ppdl_runtime *rt, slot *sl, int i)
 {
-    size_t n = (size_t)rt->b * layer(rt, i)->in_bytes / sizeof(float);
+    size_t n = (size_t)rt->b * rt_layer(rt, i)->in_bytes / sizeof(float);
     ppdl_be_copy_d2d(rt->be, rt->widened, sl->act[i], n * 2);
     ppdl_be_unpack_bf16(rt->be, n, rt->widened);
     return rt->widened;
@@ -918,10 +591,10 @@ static void load_batch(ppdl_runtime *rt, long step, int mb, slot *sl)
 static void forward(ppdl_runtime *rt, long step, int mb)
 {
     ppdl_backend *be = rt->be;
-    slot *sl = slot_of(rt, mb);
+    slot *sl = rt_slot_of(rt, mb);
     PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
     sl->mb = mb;
-    send_wait_before_write(rt, out_of(rt, sl, mb, 1), mb); /* the send buffer's previous message is gone */
+    ppdl_rt_send_wait_before_write(rt, ppdl_rt_out_of(rt, sl, mb, 1), mb); /* the send buffer's previous message is gone */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     ppdl_range_push("forward", mb);
     /* reading the micro-batch is the end stages' own work, not idle time: it counts
@@ -930,7 +603,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
     if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
     void *in = sl->act[0];
     for (int i = 0; i < rt->nl; i++) {
-        const ppdl_layer *l = layer(rt, i);
+        const ppdl_layer *l = rt_layer(rt, i);
         float *out = i + 1 < rt->nl ? (rt->stash_bf16 ? rt->grad[i % 2] : (float *)sl->act[i + 1])
                    : rt->logits_bf16 ? rt->scratch_out : sl->out;
         float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
@@ -954,7 +627,7 @@ static void forward(ppdl_runtime *rt, long step, int mb)
             ppdl_be_copy_d2d(be, sl->out, logits, n * 2);
         }
     }
-    record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
+    ppdl_rt_record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
     ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_FORWARD);
 }
@@ -992,7 +665,7 @@ static wbuf *wbuf_of(ppdl_runtime *rt, int mb) { return &rt->wbufs[(mb / rt->k) 
 static void backward(ppdl_runtime *rt, int mb, int kind, int last)
 {
     ppdl_backend *be = rt->be;
-    slot *sl = slot_of(rt, mb);
+    slot *sl = rt_slot_of(rt, mb);
     int part = kind == PPDL_OP_BACKWARD_INPUT ? PPDL_BWD_INPUT
              : kind == PPDL_OP_BACKWARD_WEIGHT ? PPDL_BWD_WEIGHT : PPDL_BWD_FUSED;
     PPDL_CHECK(sl->mb == mb, "backward of micro-batch %d before its forward", mb);
@@ -1003,7 +676,7 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
                    "%s of micro-batch %d: its W buffer holds micro-batch %d", ppdl_op_name(kind), mb, wb->mb);
         wb->mb = mb;
     }
-    if (part & PPDL_BWD_INPUT) send_wait_before_write(rt, out_of(rt, sl, mb, 0), mb); /* din's previous message */
+    if (part & PPDL_BWD_INPUT) ppdl_rt_send_wait_before_write(rt, ppdl_rt_out_of(rt, sl, mb, 0), mb); /* din's previous message */
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
     ppdl_range_push(ppdl_op_name(kind), mb);
     double t0 = ppdl_now_s();
@@ -1020,7 +693,7 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
             ppdl_range_push("recompute", mb);
             l->kind->forward(l, be, rt->b, in, rt->scratch_out, rt->scratch_saved, rt->work, 0);
             ppdl_range_pop();
-            record(rt, PPDL_EV_RECOMPUTE, mb, r0, ppdl_now_s());
+            ppdl_rt_record(rt, PPDL_EV_RECOMPUTE, mb, r0, ppdl_now_s());
             saved = rt->scratch_saved;
         }
         /* the fused pass runs a recomputed layer as option 0; a part needs to know that
@@ -1031,8 +704,8 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
         if (rt->bf16_layers && din) ppdl_be_round_bf16(be, (size_t)rt->b * l->in_bytes / sizeof(float), din);
         /* the last backward of the step finalises this layer's gradients: sum them
          * across replicas while the layers below are still computing */
-        if (last && rt->test_grad_scale != 1.0f && l->n_params)
-            ppdl_be_axpy(be, layer_grad_floats(rt, i), rt->test_grad_scale - 1.0f, l->params[0].grad,
+        if (last && rt->test.grad_scale != 1.0f && l->n_params)
+            ppdl_be_axpy(be, rt_layer_grad_floats(rt, i), rt->test.grad_scale - 1.0f, l->params[0].grad,
                          l->params[0].grad);
         if (last) {
             allreduce_layer_grads(rt, i);
@@ -1042,7 +715,7 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
     }
     if (last) rt->grads_posted = 1;
     if (part == PPDL_BWD_WEIGHT) wb->mb = -1;
-    record(rt, kind, mb, t0, ppdl_now_s());
+    ppdl_rt_record(rt, kind, mb, t0, ppdl_now_s());
     ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_BACKWARD);
 }
@@ -1109,10 +782,10 @@ static int agree_nonfinite(ppdl_runtime **rts, int n)
     for (int c = 0; c < n; c++)
         if (mine == INT_MAX && local_nonfinite(rts[c])) mine = rts[c]->cfg.stage;
     /* the pass over the gradients is work of the update; the agreement below is a wait */
-    record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+    ppdl_rt_record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
     PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rts[0]->comm->comm, &req));
-    wait_req(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
+    ppdl_rt_wait(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
     return first == INT_MAX ? -1 : first;
 }
 
@@ -1152,10 +825,10 @@ static int agree_nonfinite_and_norm(ppdl_runtime **rts, int n, double *norm)
         }
         if (bad) sums[L + rt->cfg.stage] = 1;
     }
-    record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+    ppdl_rt_record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
     PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2 * L, MPI_DOUBLE, MPI_SUM, rts[0]->comm->comm, &req));
-    wait_req(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
+    ppdl_rt_wait(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
     double total = 0;
     for (int l = 0; l < L; l++) total += sums[l];
     *norm = sqrt(total);
@@ -1198,7 +871,7 @@ static void optimizer(ppdl_runtime *rt)
         }
     }
     ppdl_be_zero(rt->be, st->grads, st->n_grads * sizeof(float));
-    record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
+    ppdl_rt_record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
 }
@@ -1218,7 +891,7 @@ static void step_begin(ppdl_runtime *rt, double t0)
     rt->grads_posted = 0;
     rt->bucket_lo = rt->bucket_hi = -1;
     rt->bucket_n = 0;
-    post_receives(rt);
+    ppdl_rt_post_receives(rt);
 }
 
 /* a SEND_ACT (act 1) or SEND_GRAD (act 0) op: posted, and recorded at the clock read
@@ -1226,9 +899,9 @@ static void step_begin(ppdl_runtime *rt, double t0)
 static void send_op(ppdl_runtime *rt, slot *sl, const ppdl_op *op, int act)
 {
     ppdl_range_push("send", op->mb);
-    double t_post = send_post(rt, out_of(rt, sl, op->mb, act), op->mb);
+    double t_post = ppdl_rt_send_post(rt, ppdl_rt_out_of(rt, sl, op->mb, act), op->mb);
     ppdl_range_pop();
-    record(rt, op->kind, op->mb, t_post, t_post);
+    ppdl_rt_record(rt, op->kind, op->mb, t_post, t_post);
 }
 
 /* op k of the rank's list, any kind but OPTIMIZER (step_update) */
@@ -1236,12 +909,12 @@ static void step_op(ppdl_runtime *rt, long step, int k)
 {
     const ppdl_op *op = &rt->ops.ops[k];
     double t_op = ppdl_now_s(), w_op = rt->comm->wait_s;
-    /* PPDL_TEST_FAIL_STEP (test_fail_step_of): a planted internal error halfway
+    /* PPDL_TEST_FAIL_STEP (test_hooks.h): a planted internal error halfway
      * through this rank's op list, while the other ranks wait for its messages */
-    if (step == rt->test_fail_step && k == rt->ops.n / 2)
+    if (step == rt->test.fail_step && k == rt->ops.n / 2)
         ppdl_die("PPDL_TEST_FAIL_STEP: the planted error of stage %d at step %ld, op %d of %d", rt->cfg.stage,
                  step + 1, k, rt->ops.n);
-    slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
+    slot *sl = op->mb >= 0 ? rt_slot_of(rt, op->mb) : NULL;
     switch (op->kind) {
     case PPDL_OP_RECV_ACT: {
         int j = 0;
@@ -1251,7 +924,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
                    sl->mb);
         inbox_buf *ib = &rt->inbox[j];
         ppdl_range_push("recv", op->mb);
-        recv_complete(rt, act_in(rt, ib, op->mb), op->mb);
+        ppdl_rt_recv_complete(rt, ppdl_rt_act_in(rt, ib, op->mb), op->mb);
         ppdl_range_pop();
         record_instant(rt, op->kind, op->mb);
         ib->mb = -1;
@@ -1270,7 +943,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
     case PPDL_OP_RECV_GRAD:
         PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
         ppdl_range_push("recv", op->mb);
-        recv_complete(rt, grad_in(rt, sl, op->mb), op->mb);
+        ppdl_rt_recv_complete(rt, ppdl_rt_grad_in(rt, sl, op->mb), op->mb);
         ppdl_range_pop();
         record_instant(rt, op->kind, op->mb);
         sl->grad_recv_mb = -1;
@@ -1294,7 +967,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
     if (op->kind == PPDL_OP_SEND_ACT || op->kind == PPDL_OP_SEND_GRAD || op->kind == PPDL_OP_RECV_ACT ||
         op->kind == PPDL_OP_RECV_GRAD)
         rt->comm_s += (ppdl_now_s() - t_op) - (rt->comm->wait_s - w_op);
-    post_receives(rt);
+    ppdl_rt_post_receives(rt);
 }
 
 /* The OPTIMIZER op of the stages rts[0..n-1] of this rank (one, or several where it
@@ -1315,8 +988,8 @@ static void step_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats)
         /* every send of the step is complete before the weights change */
         for (int j = 0; j < rt->n_slots; j++) {
             slot *sj = &rt->slots[j];
-            send_complete(rt, out_of(rt, sj, sj->mb, 1), sj->mb);
-            send_complete(rt, out_of(rt, sj, sj->mb, 0), sj->mb);
+            ppdl_rt_send_complete(rt, ppdl_rt_out_of(rt, sj, sj->mb, 1), sj->mb);
+            ppdl_rt_send_complete(rt, ppdl_rt_out_of(rt, sj, sj->mb, 0), sj->mb);
         }
     }
     stats->lr = rts[0]->lr;
@@ -1483,12 +1156,12 @@ static void eval_batch_ops(ppdl_runtime *rt, int e, int mb, int *k)
     const ppdl_op_list *ev = &rt->ops;
     for (; *k < ev->n && (mb < 0 || ev->ops[*k].mb == mb); (*k)++) {
         const ppdl_op *op = &ev->ops[*k];
-        slot *sl = slot_of(rt, op->mb);
+        slot *sl = rt_slot_of(rt, op->mb);
         if (op->kind == PPDL_OP_RECV_ACT) {
             int j = 0;
             while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
             PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
-            recv_complete(rt, act_in(rt, &rt->inbox[j], op->mb), op->mb);
+            ppdl_rt_recv_complete(rt, ppdl_rt_act_in(rt, &rt->inbox[j], op->mb), op->mb);
             rt->inbox[j].mb = -1;
             rt->inbox[j].lent = 1;
             sl->in = j;
@@ -1498,10 +1171,10 @@ static void eval_batch_ops(ppdl_runtime *rt, int e, int mb, int *k)
             forward(rt, e, op->mb);
             if (rt->last_stage) eval_free_slot(rt, sl);
         } else {
-            send_post(rt, out_of(rt, sl, op->mb, 1), op->mb);
+            ppdl_rt_send_post(rt, ppdl_rt_out_of(rt, sl, op->mb, 1), op->mb);
             eval_free_slot(rt, sl);
         }
-        post_receives(rt);
+        ppdl_rt_post_receives(rt);
     }
 }
 
@@ -1530,7 +1203,7 @@ double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src,
             ppdl_runtime *rt = rts[i];
             if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
             rt->next_act_recv = 0;
-            post_receives(rt);
+            ppdl_rt_post_receives(rt);
             k[i] = 0;
         }
         for (int mb = 0; mb < M; mb++)
@@ -1540,7 +1213,7 @@ double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src,
                        rts[i]->cfg.stage);
         for (int i = 0; i < n; i++) {
             ppdl_runtime *rt = rts[i];
-            for (int j = 0; j < rt->n_slots; j++) send_complete(rt, out_of(rt, &rt->slots[j], rt->slots[j].mb, 1), -1);
+            for (int j = 0; j < rt->n_slots; j++) ppdl_rt_send_complete(rt, ppdl_rt_out_of(rt, &rt->slots[j], rt->slots[j].mb, 1), -1);
             if (rt->last_stage) {
                 float loss = 0;
                 ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
@@ -1577,12 +1250,10 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     if (!rt) return;
     for (int k = 0; k < rt->n_slots; k++) {
         slot *sl = &rt->slots[k];
-#if HAVE_CUDA
         /* no transfer still reads or writes a buffer freed below */
-        nccl_req_release(rt->nc_act, &sl->nc_act_send);
-        nccl_req_release(rt->nc_grad, &sl->nc_grad_send);
-        nccl_req_release(rt->nc_grad, &sl->nc_grad_recv);
-#endif
+        rt->p2p->req_free(rt, rt->nc_act, &sl->act_send);
+        rt->p2p->req_free(rt, rt->nc_grad, &sl->grad_send);
+        rt->p2p->req_free(rt, rt->nc_grad, &sl->grad_recv);
         for (int i = 0; i < rt->nl; i++) {
             if (i > 0 || rt->first_stage) ppdl_be_free(rt->be, sl->act[i]); /* else the inbox's */
             ppdl_be_free(rt->be, sl->saved[i]);
@@ -1593,17 +1264,11 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
         ppdl_be_free(rt->be, sl->dout);
         ppdl_be_free(rt->be, sl->din);
         ppdl_be_free(rt->be, sl->targets);
-        ppdl_xfer_free(rt->be, &sl->x_act_send);
-        ppdl_xfer_free(rt->be, &sl->x_grad_send);
-        ppdl_xfer_free(rt->be, &sl->x_grad_recv);
     }
     free(rt->slots);
     for (int j = 0; j < rt->n_inbox; j++) {
-#if HAVE_CUDA
-        nccl_req_release(rt->nc_act, &rt->inbox[j].nc_req);
-#endif
+        rt->p2p->req_free(rt, rt->nc_act, &rt->inbox[j].req);
         ppdl_be_free(rt->be, rt->inbox[j].buf);
-        ppdl_xfer_free(rt->be, &rt->inbox[j].x);
     }
     free(rt->inbox);
     for (int j = 0; j < rt->n_wbufs; j++) {
@@ -1631,7 +1296,7 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
         ppdl_ring_free(&rt->rings[i]);
         ppdl_xfer_free(rt->be, &rt->grad_x[i]);
 #if HAVE_CUDA
-        nccl_req_release(rt->nc_replicas, &rt->grad_nreq[i]);
+        ppdl_rt_nccl_req_release(rt->nc_replicas, &rt->grad_nreq[i]);
 #endif
     }
     free(rt->rings);
