@@ -58,8 +58,6 @@ int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
     return recvs > slots ? slots + 1 : slots;
 }
 
-/* by the model's layer: a rank's stages (chunks) all-reduce different layers */
-static int tag_allreduce(const ppdl_runtime *rt, int i) { return rt_tag_base(rt) + rt->st->first + i; }
 /* the tied weight's exchange between stage 0 and S-1: above every stage's all-reduce
  * tags (each layer of the model has its own), the same on both; it uses this tag and the next
  * (pipe/tie.h) */
@@ -242,12 +240,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
         if (rt->ops.ops[i].kind == PPDL_OP_BACKWARD || rt->ops.ops[i].kind == PPDL_OP_BACKWARD_WEIGHT)
             rt->last_backward = i;
 
-    /* The gradient all-reduce. Under --netem a ring per layer through the comm layer,
-     * its own tag per layer, so that every message pays its emulated link (MPI's
-     * collectives would bypass the emulation). Otherwise MPI_Iallreduce: on one machine
-     * it is as fast as the ring, and across nodes MPICH's all-reduce beat the flat
-     * ring: data parallelism on 2 x 2 ranks of scripts/cluster-emu, 20 Mbit/s
-     * between the nodes, 1.82-1.84 s a step against 2.55-2.59 s (perf/RESULTS.md). */
+    /* the replicas' gradient sums: a ring under --netem (grad_sum.c says why) */
     rt->use_ring = comm->netem != NULL;
     PPDL_CHECK(rt->k == 1 || rt->use_ring || cfg->replica_comm != MPI_COMM_NULL,
                "stage %d has %d replicas but no communicator among them", cfg->stage, rt->k);
@@ -256,15 +249,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     PPDL_CHECK(!has_ub || tag_tie(rt) + 1 <= *tag_ub,
                "%d micro-batches and %d layers need message tags up to %d; this MPI allows %d", cfg->M,
                st->model->L, tag_tie(rt) + 1, has_ub ? *tag_ub : 0);
-    rt->rings = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rings);
-    for (int i = 0; i < rt->nl; i++)
-        ppdl_ring_init(&rt->rings[i], comm, members, rt->k, cfg->replica, tag_allreduce(rt, i));
+    ppdl_rt_grad_sum_init(rt, members);
     free(members);
-    rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
-    for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
-    rt->bucket_lo = rt->bucket_hi = -1;
-    rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
-    rt->grad_nreq = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_nreq);
     ppdl_tie_init(&rt->tie, st, cfg->tie_peers, cfg->n_tie_peers, cfg->replica, rt->k, tag_tie(rt));
     rt->mem.params += rt->tie.bytes ? ppdl_be_alloc_size(rt->tie.bytes) : 0; /* a gradient */
     rt->mem.allocations += rt->tie.bytes > 0;
@@ -401,136 +387,6 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
                 (double)max_work + sizeof(float);
     p.total = p.cost_model + p.buffers;
     return p;
-}
-
-/* MPI's sums of host gradients go in buckets of consecutive layers (the gradient
- * arena holds the layers in order): one MPI_Iallreduce per bucket instead of one per
- * layer. Outstanding non-blocking all-reduces slow each other: 5.8 MB over 2 ranks of
- * one host took 0.84-0.91 ms as one call, 1.5-2.1 ms as 2 to 6 calls at once
- * (perf/RESULTS.md "Gradient buckets"). A bucket starts once it holds this many floats,
- * or at the stage's first layer. */
-#define GRAD_BUCKET_FLOATS ((size_t)4 << 20) /* 16 MiB */
-
-static int bucketed(const ppdl_runtime *rt)
-{
-    return !rt->use_ring && !rt->nc_replicas && !ppdl_xfer_staged(rt->be);
-}
-
-/* layer i's gradients are final: add them to the bucket, and start it when full or at
- * layer 0; every replica forms the same buckets (they depend on the layers alone) */
-static void bucket_layer(ppdl_runtime *rt, int i)
-{
-    size_t n = rt_layer_grad_floats(rt, i);
-    if (n) {
-        if (rt->bucket_hi < 0) rt->bucket_hi = i;
-        rt->bucket_lo = i;
-        rt->bucket_n += n;
-    }
-    if (rt->bucket_hi < 0 || (rt->bucket_n < GRAD_BUCKET_FLOATS && i > 0)) return;
-    const ppdl_layer *lo = rt_layer(rt, rt->bucket_lo), *hi = rt_layer(rt, rt->bucket_hi);
-    const ppdl_param *top = &hi->params[hi->n_params - 1];
-    PPDL_CHECK(lo->params[0].grad + rt->bucket_n == top->grad + top->numel,
-               "the gradients of layers %d..%d are not contiguous", lo->index, hi->index);
-    PPDL_CHECK(rt->bucket_n <= INT_MAX, "layers %d..%d have too many parameters for one allreduce", lo->index,
-               hi->index);
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, lo->params[0].grad, (int)rt->bucket_n, MPI_FLOAT, MPI_SUM,
-                                  rt->cfg.replica_comm, &rt->grad_reqs[rt->bucket_lo]));
-    rt->bucket_lo = rt->bucket_hi = -1;
-    rt->bucket_n = 0;
-}
-
-/* Start summing layer i's gradients across the stage's replicas (in place). Every
- * replica starts them in the same order, last layer first, as collectives require.
- * Started layer by layer during the last backward (MPI's in buckets, above), completed
- * at the OPTIMIZER op. The ring (net/ring.h; under --netem) is advanced between the
- * layers below (progress_allreduce) and sums in a fixed order: the same bits on every
- * replica. */
-static void allreduce_layer_grads(ppdl_runtime *rt, int i)
-{
-    const ppdl_layer *l = rt_layer(rt, i);
-    if (rt->k <= 1) return;
-    if (bucketed(rt)) {
-        bucket_layer(rt, i);
-        return;
-    }
-    if (l->n_params == 0) return;
-    size_t n = rt_layer_grad_floats(rt, i);
-#if HAVE_CUDA
-    if (rt->nc_replicas) { /* in place on the GPU, after the backward queued so far */
-        ppdl_nccl_iallreduce_sum(rt->nc_replicas, l->params[0].grad, n, &rt->grad_nreq[i]);
-        return;
-    }
-#endif
-    /* in place on the gradients, or on their host copy when the backend stages */
-    float *buf = (float *)ppdl_xfer_send_buf(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
-    if (rt->use_ring) {
-        ppdl_ring_start(&rt->rings[i], buf, n);
-        return;
-    }
-    PPDL_CHECK(n <= INT_MAX, "layer %d has too many parameters for one allreduce", l->index);
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, rt->cfg.replica_comm,
-                                  &rt->grad_reqs[i]));
-}
-
-static void allreduce_all_pending(ppdl_runtime *rt)
-{
-    if (rt->grads_posted) return;
-    for (int i = rt->nl - 1; i >= 0; i--) allreduce_layer_grads(rt, i);
-    rt->grads_posted = 1;
-}
-
-/* Advance every started all-reduce as far as the messages in allow, without blocking:
- * called between the layers of the last backward, so the sums of the layers above
- * move while the layers below compute. */
-static void progress_allreduce(ppdl_runtime *rt)
-{
-    for (int i = rt->nl - 1; i >= 0; i--) ppdl_ring_poll(&rt->rings[i]);
-}
-
-/* Complete every all-reduce (at the OPTIMIZER op). Rings whose messages are in advance
- * without waiting; when none can, wait for the highest unfinished layer, the one every
- * replica started first. Deadlock-free: a replica blocks only at its OPTIMIZER, every
- * replica gets there (it waits on nothing from this stage before), and a ring's step
- * needs only the step before it on the neighbour. */
-static void finish_allreduce(ppdl_runtime *rt)
-{
-#if HAVE_CUDA
-    /* the host waits, as for MPI's: the update and all work queued after it follow the sums */
-    if (rt->nc_replicas) {
-        for (int i = rt->nl - 1; i >= 0; i--)
-            ppdl_rt_nccl_host_wait(rt, rt->nc_replicas, &rt->grad_nreq[i], -1, PPDL_EV_ALLREDUCE);
-        return;
-    }
-#endif
-    for (int i = rt->nl - 1; i >= 0; i--) ppdl_rt_wait(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
-    for (;;) {
-        progress_allreduce(rt);
-        int i = rt->nl - 1;
-        while (i >= 0 && !ppdl_ring_active(&rt->rings[i])) i--;
-        if (i < 0) break;
-        double t0 = ppdl_now_s();
-        ppdl_ring_finish(&rt->rings[i]);
-        double t1 = ppdl_now_s();
-        if (t1 - t0 > 20e-6) ppdl_rt_record(rt, PPDL_EV_ALLREDUCE, -1, t0, t1);
-    }
-    for (int i = rt->nl - 1; i >= 0; i--) {
-        if (rt->k <= 1 || rt_layer(rt, i)->n_params == 0) continue;
-        ppdl_xfer_recv_done(rt->be, &rt->grad_x[i], rt_layer(rt, i)->params[0].grad,
-                            rt_layer_grad_floats(rt, i) * sizeof(float));
-    }
-}
-
-/* the tied weight's gradient g = g_emb + g_head (pipe/tie.h), after the replicas'
- * sums, its messages posted for every stage of the rank before any is waited for (a
- * rank may hold both ends); the time waiting for the other stage's part shows as a wait */
-static void combine_tie(ppdl_runtime **rts, int n)
-{
-    for (int c = 0; c < n; c++) ppdl_tie_start(&rts[c]->tie, rts[c]->be, rts[c]->comm);
-    for (int c = 0; c < n; c++) {
-        double t0 = ppdl_now_s(), waited = 0;
-        ppdl_tie_finish(&rts[c]->tie, rts[c]->be, rts[c]->comm, &waited);
-        if (waited > 20e-6) ppdl_rt_record(rts[c], PPDL_EV_WAIT, -1, t0, t0 + waited);
-    }
 }
 
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
@@ -707,10 +563,7 @@ static void backward(ppdl_runtime *rt, int mb, int kind, int last)
         if (last && rt->test.grad_scale != 1.0f && l->n_params)
             ppdl_be_axpy(be, rt_layer_grad_floats(rt, i), rt->test.grad_scale - 1.0f, l->params[0].grad,
                          l->params[0].grad);
-        if (last) {
-            allreduce_layer_grads(rt, i);
-            progress_allreduce(rt);
-        }
+        if (last) ppdl_rt_grad_sum_layer(rt, i);
         ppdl_comm_progress(rt->comm);
     }
     if (last) rt->grads_posted = 1;
@@ -888,9 +741,7 @@ static void step_begin(ppdl_runtime *rt, double t0)
     rt->t_step0 = t0;
     if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
     rt->next_act_recv = rt->next_grad_recv = 0;
-    rt->grads_posted = 0;
-    rt->bucket_lo = rt->bucket_hi = -1;
-    rt->bucket_n = 0;
+    ppdl_rt_grad_sum_begin(rt);
     ppdl_rt_post_receives(rt);
 }
 
@@ -976,13 +827,9 @@ static void step_op(ppdl_runtime *rt, long step, int k)
  * it), then each stage's update, or none anywhere after a non-finite value. */
 static void step_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats)
 {
-    for (int c = 0; c < n; c++) {
-        /* a replica without micro-batches this step still joins the sums */
-        allreduce_all_pending(rts[c]);
-        finish_allreduce(rts[c]);
-    }
+    for (int c = 0; c < n; c++) ppdl_rt_grad_sum_finish(rts[c]);
     /* then the tied weight's two gradients, summed the same way on every plan */
-    combine_tie(rts, n);
+    ppdl_rt_grad_sum_tie(rts, n);
     for (int c = 0; c < n; c++) {
         ppdl_runtime *rt = rts[c];
         /* every send of the step is complete before the weights change */
@@ -1292,18 +1139,8 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     free(rt->recompute);
     free(rt->layer_sumsq);
     free(rt->ev);
-    for (int i = 0; i < rt->nl; i++) {
-        ppdl_ring_free(&rt->rings[i]);
-        ppdl_xfer_free(rt->be, &rt->grad_x[i]);
-#if HAVE_CUDA
-        ppdl_rt_nccl_req_release(rt->nc_replicas, &rt->grad_nreq[i]);
-#endif
-    }
-    free(rt->rings);
+    ppdl_rt_grad_sum_free(rt);
     ppdl_tie_free(&rt->tie, rt->be);
-    free(rt->grad_reqs);
-    free(rt->grad_x);
-    free(rt->grad_nreq);
     ppdl_op_list_free(&rt->ops);
     free(rt);
 }

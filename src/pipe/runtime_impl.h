@@ -3,6 +3,8 @@
  *   runtime.c    the runtime's life cycle and the op loop: a step runs the rank's op
  *                list, posting receives early
  *   test_hooks.c the bugs the tests plant (test_hooks.h)
+ *   grad_sum.c   the gradients summed across the stage's replicas, and a tied
+ *                weight's two gradients combined
  *   transport.c  the stages' messages: the wrappers the op loop calls and the table
  *                of each transport behind them (MPI, host-staged where the backend's
  *                memory is not MPI's; NCCL)
@@ -231,6 +233,25 @@ void ppdl_rt_recv_complete(ppdl_runtime *rt, ppdl_msg m, int mb);
 double ppdl_rt_send_post(ppdl_runtime *rt, ppdl_msg m, int mb);
 void ppdl_rt_send_wait_before_write(ppdl_runtime *rt, ppdl_msg m, int mb);
 void ppdl_rt_send_complete(ppdl_runtime *rt, ppdl_msg m, int mb);
+
+/* ---- grad_sum.c ---- */
+
+/* the sums' state, at creation (members: the ranks of the stage's replicas, in order) */
+void ppdl_rt_grad_sum_init(ppdl_runtime *rt, const int *members);
+/* a step begins: no sum started */
+void ppdl_rt_grad_sum_begin(ppdl_runtime *rt);
+/* during the step's last backward: layer i's gradients are final; start their sum and
+ * advance the sums started before, without blocking */
+void ppdl_rt_grad_sum_layer(ppdl_runtime *rt, int i);
+/* at the update: every sum started (a replica without micro-batches this step still
+ * joins them) and complete */
+void ppdl_rt_grad_sum_finish(ppdl_runtime *rt);
+/* the tied weight's gradient g = g_emb + g_head (pipe/tie.h), after the replicas'
+ * sums, its messages posted for every stage of the rank before any is waited for (a
+ * rank may hold both ends); the time waiting for the other stage's part shows as a wait */
+void ppdl_rt_grad_sum_tie(ppdl_runtime **rts, int n);
+void ppdl_rt_grad_sum_free(ppdl_runtime *rt);
+
 #if HAVE_CUDA
 /* the host waits for an NCCL transfer: before its request is reused, or before the
  * weights change; timed as an event of `kind`, as MPI's waits are (ppdl_rt_wait) */
