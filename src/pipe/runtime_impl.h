@@ -5,6 +5,7 @@
  *   test_hooks.c the bugs the tests plant (test_hooks.h)
  *   grad_sum.c   the gradients summed across the stage's replicas, and a tied
  *                weight's two gradients combined
+ *   update.c     the update: the non-finite check, clipping, AdamW
  *   transport.c  the stages' messages: the wrappers the op loop calls and the table
  *                of each transport behind them (MPI, host-staged where the backend's
  *                memory is not MPI's; NCCL)
@@ -251,6 +252,13 @@ void ppdl_rt_grad_sum_finish(ppdl_runtime *rt);
  * rank may hold both ends); the time waiting for the other stage's part shows as a wait */
 void ppdl_rt_grad_sum_tie(ppdl_runtime **rts, int n);
 void ppdl_rt_grad_sum_free(ppdl_runtime *rt);
+
+/* ---- update.c ---- */
+
+/* the update of the stages rts[0..n-1] of this rank, after the replicas' sums: one
+ * agreement of all ranks (with clipping the global norm in it), then each stage's
+ * AdamW, or none anywhere after a non-finite value; the outcome in stats */
+void ppdl_rt_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats);
 
 #if HAVE_CUDA
 /* the host waits for an NCCL transfer: before its request is reused, or before the
