@@ -6,6 +6,7 @@
  *   grad_sum.c   the gradients summed across the stage's replicas, and a tied
  *                weight's two gradients combined
  *   update.c     the update: the non-finite check, clipping, AdamW
+ *   eval.c       evaluation, forward only
  *   transport.c  the stages' messages: the wrappers the op loop calls and the table
  *                of each transport behind them (MPI, host-staged where the backend's
  *                memory is not MPI's; NCCL)
@@ -216,6 +217,10 @@ void ppdl_rt_record(ppdl_runtime *rt, int kind, int mb, double t0, double t1);
 void ppdl_rt_wait(ppdl_runtime *rt, MPI_Request *req, int mb, int kind);
 /* post the receives whose buffers are free, in op-list order */
 void ppdl_rt_post_receives(ppdl_runtime *rt);
+/* micro-batch mb's forward through the stage's layers (reading its inputs on the end
+ * stages: batch `step` of the runtime's batch source); on the last stage the loss
+ * is added into loss_dev and its gradient left in the slot */
+void ppdl_rt_forward(ppdl_runtime *rt, long step, int mb);
 
 /* ---- transport.c ---- */
 
