@@ -2,14 +2,15 @@
  * included by them only:
  *   runtime.c    the runtime's life cycle and the op loop: a step runs the rank's op
  *                list, posting receives early
- *   test_hooks.c the bugs the tests plant (test_hooks.h)
+ *   passes.c     a micro-batch's forward and backward through the stage's layers
+ *   transport.c  the stages' messages: the wrappers the op loop calls and the table
+ *                of each transport behind them (MPI, host-staged where the backend's
+ *                memory is not MPI's; NCCL)
  *   grad_sum.c   the gradients summed across the stage's replicas, and a tied
  *                weight's two gradients combined
  *   update.c     the update: the non-finite check, clipping, AdamW
  *   eval.c       evaluation, forward only
- *   transport.c  the stages' messages: the wrappers the op loop calls and the table
- *                of each transport behind them (MPI, host-staged where the backend's
- *                memory is not MPI's; NCCL)
+ *   test_hooks.c the bugs the tests plant (test_hooks.h)
  * The buffers of a slot, the inbox and the W buffers are described at the top of
  * runtime.c. */
 #ifndef PPDL_RUNTIME_IMPL_H
@@ -217,10 +218,17 @@ void ppdl_rt_record(ppdl_runtime *rt, int kind, int mb, double t0, double t1);
 void ppdl_rt_wait(ppdl_runtime *rt, MPI_Request *req, int mb, int kind);
 /* post the receives whose buffers are free, in op-list order */
 void ppdl_rt_post_receives(ppdl_runtime *rt);
+
+/* ---- passes.c ---- */
+
 /* micro-batch mb's forward through the stage's layers (reading its inputs on the end
  * stages: batch `step` of the runtime's batch source); on the last stage the loss
  * is added into loss_dev and its gradient left in the slot */
 void ppdl_rt_forward(ppdl_runtime *rt, long step, int mb);
+/* a backward op of micro-batch mb: BACKWARD (both parts), BACKWARD_INPUT (B) or
+ * BACKWARD_WEIGHT (W), `kind`; `last`: the step's last op adding parameter gradients,
+ * which finalises them (the replicas' sums start) */
+void ppdl_rt_backward(ppdl_runtime *rt, int mb, int kind, int last);
 
 /* ---- transport.c ---- */
 
@@ -239,6 +247,13 @@ void ppdl_rt_recv_complete(ppdl_runtime *rt, ppdl_msg m, int mb);
 double ppdl_rt_send_post(ppdl_runtime *rt, ppdl_msg m, int mb);
 void ppdl_rt_send_wait_before_write(ppdl_runtime *rt, ppdl_msg m, int mb);
 void ppdl_rt_send_complete(ppdl_runtime *rt, ppdl_msg m, int mb);
+#if HAVE_CUDA
+/* the host waits for an NCCL transfer: before its request is reused, or before the
+ * weights change; timed as an event of `kind`, as MPI's waits are (ppdl_rt_wait) */
+void ppdl_rt_nccl_host_wait(ppdl_runtime *rt, ppdl_nccl *nc, ppdl_nccl_req *req, int mb, int kind);
+/* the request's last transfer is complete, and its event is freed (at the end) */
+void ppdl_rt_nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req);
+#endif
 
 /* ---- grad_sum.c ---- */
 
@@ -264,13 +279,5 @@ void ppdl_rt_grad_sum_free(ppdl_runtime *rt);
  * agreement of all ranks (with clipping the global norm in it), then each stage's
  * AdamW, or none anywhere after a non-finite value; the outcome in stats */
 void ppdl_rt_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats);
-
-#if HAVE_CUDA
-/* the host waits for an NCCL transfer: before its request is reused, or before the
- * weights change; timed as an event of `kind`, as MPI's waits are (ppdl_rt_wait) */
-void ppdl_rt_nccl_host_wait(ppdl_runtime *rt, ppdl_nccl *nc, ppdl_nccl_req *req, int mb, int kind);
-/* the request's last transfer is complete, and its event is freed (at the end) */
-void ppdl_rt_nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req);
-#endif
 
 #endif
