@@ -1,6 +1,6 @@
 #!/bin/sh
 # rank_error.sh — an error on one rank other than 0, in the middle of a step (a planted
-# internal error: PPDL_TEST_FAIL_STEP=RANK:STEP, src/pipe/runtime.c), while the other
+# internal error: PPDL_TEST_FAIL_STEP=RANK:STEP, src/pipe/test_hooks.h), while the other
 # ranks wait for its messages: the job ends by itself within the bound (no hang), with
 # a non-zero status; the user sees that rank's own message once (its rank, file:line,
 # what went wrong); the checkpoint written before the failing step is intact, and the
