@@ -247,7 +247,7 @@ size_t ppdl_model_stash_bytes(const ppdl_model *m, int l, int b, int option)
 {
     const ppdl_layer *ly = &m->layers[l];
     size_t bytes = ppdl_layer_stash_bytes(ly, b, option);
-    /* the gradient of the logits; a head's is packed as bf16 (bf16_saved; runtime.c) */
+    /* the gradient of the logits; a head's is packed as bf16 (bf16_saved; pipe/runtime_impl.h: logits_bf16) */
     if (l == m->L - 1) bytes += (size_t)b * ly->out_bytes / (ly->bf16_saved ? 2 : 1);
     return bytes;
 }

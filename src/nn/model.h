@@ -58,7 +58,7 @@ size_t ppdl_model_param_count(const ppdl_model *m);
  * of the last layer, so of every arena that holds it. Where one stage holds both layers
  * (first == 0, last == L-1) the weight is there once: lm_head.weight's value is wte's
  * and it has no AdamW m and v of its own, only its own gradient buffer (the head's
- * contribution, kept apart until the update; pipe/runtime.c says why). A stage holding
+ * contribution, kept apart until the update; pipe/tie.h says why). A stage holding
  * only the head keeps a copy of the value, m and v, which its updates keep bitwise
  * equal to the embedding stage's.
  *

@@ -32,153 +32,20 @@
  * that work instead of after it (with a rendezvous protocol, a large message does not
  * start moving before its receive is posted).
  *
- * The messages between stages go one of two ways (cfg.nccl; the section "the stages'
- * messages" below): MPI, staged through host memory where the backend's memory is not
- * MPI's (backend/xfer.h), each wait blocking the host; or, with the CUDA backend and
- * --p2p nccl, NCCL send/recv between the GPUs (backend/cuda/nccl_p2p.h), where a wait
- * before a buffer is read or overwritten is the compute stream's (the host queues on)
- * and the host waits for a transfer only before its request is reused and, for every
- * send, before the update. The MPI path is the same code whichever build runs it.
+ * The messages between stages go through MPI (host-staged where the backend's memory is
+ * not MPI's) or NCCL (cfg.nccl_act), behind one table of operations: transport.c.
+ * The runtime's other parts are listed in runtime_impl.h.
  */
 #include "config.h"
 
-#include "pipe/runtime.h"
-#include "pipe/tie.h"
+#include "pipe/runtime_impl.h"
 #include "core/error.h"
 #include "core/util.h"
-#include "backend/xfer.h"
-#include "backend/cuda/nccl_p2p.h" /* its types only, in every build; its calls under HAVE_CUDA */
-#include "net/ring.h"
-#include "prof/papi.h"
-#include "prof/range.h"
 #include "core/test_hooks.h"
+#include "prof/range.h"
 
-#include <limits.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct slot {
-    int mb;                    /* micro-batch held, -1 when free */
-    void **act;                /* [nl] */
-    float **saved;             /* [nl] (NULL entries when recomputed or empty) */
-    float *out, *dout, *din;
-    int32_t *targets;
-    MPI_Request act_send, grad_send, grad_recv;
-    /* host staging of each message when the backend's memory is not MPI's (xfer.h);
-     * on the CPU backend they pass the device pointer through */
-    ppdl_xfer x_act_send, x_grad_send, x_grad_recv;
-    ppdl_nccl_req nc_act_send, nc_grad_send, nc_grad_recv; /* the same messages through NCCL */
-    int grad_recv_mb;          /* micro-batch of a posted gradient receive, -1 when none */
-    int in;                    /* the inbox buffer lent as act[0], -1 when none */
-    /* the slot is free again once both are done: its parameter gradients added
-     * (BACKWARD or BACKWARD_WEIGHT) and its input gradient sent (not on stage 0) */
-    int weights_done, grad_sent;
-} slot;
-
-/* what a split backward keeps from a micro-batch's B to its W (the comment at the top) */
-typedef struct wbuf {
-    int mb;                    /* -1 when free */
-    float **keep;              /* [nl] the kind's keep, NULL where it keeps nothing */
-    float **dout;              /* [nl] the layer's output gradient, where W reads it and it is
-                                * not the slot's (NULL otherwise) */
-} wbuf;
-
-/* one buffer an activation is received into (see the inbox above) */
-typedef struct inbox_buf {
-    void *buf;
-    int mb;                    /* micro-batch of the receive posted into it, -1 when none */
-    int lent;                  /* 1 while a slot holds it as its act[0] */
-    MPI_Request req;
-    ppdl_xfer x;
-    ppdl_nccl_req nc_req;      /* the receive through NCCL */
-} inbox_buf;
-
-struct ppdl_runtime {
-    ppdl_stage *st;
-    ppdl_backend *be;
-    ppdl_runtime_cfg cfg;
-    ppdl_batch_source src;
-    ppdl_comm *comm;
-    /* cfg.nccl_act, cfg.nccl_grad: the stages' messages through NCCL, the activations
-     * on one communicator and its streams, the gradients on another; NULL: MPI */
-    ppdl_nccl *nc_act, *nc_grad;
-    ppdl_nccl *nc_replicas;    /* cfg.nccl_replicas: the replicas' gradient sums, NULL: MPI */
-    int nl;                    /* layers in the stage */
-    int b;                     /* micro-batch size */
-    int first_stage, last_stage, model_first; /* booleans */
-    int *recompute;            /* [nl] recompute option per layer */
-    ppdl_op_list ops;
-    int n_slots;
-    slot *slots;
-    int n_inbox;               /* 0 on the first stage */
-    inbox_buf *inbox;
-    int n_wbufs;               /* W buffers: the most B's whose W is pending at once */
-    wbuf *wbufs;
-    float *scratch_saved, *scratch_out, *grad[2], *work;
-    float *loss_dev;
-    void *host_in;             /* staging of data inputs (stage 0) */
-    int32_t *host_tg;          /* staging of targets (last stage) */
-    size_t in_bytes, out_bytes; /* per micro-batch, of the stage */
-    /* --precision bf16 (README "Precision"): every layer's output and input gradient is
-     * rounded to bf16 as it is made, so a message carries values that are already bf16:
-     * it travels packed as bf16, half its fp32 bytes (wire_bytes), and is
-     * widened exactly on arrival. The bits then do not depend on where the stages are cut. */
-    int bf16;
-    int bf16_layers;           /* 1: round at every layer boundary; 0 only under the planted
-                                * bug PPDL_TEST_BF16=stage-only (rounded only when sent) */
-    /* bf16: a slot keeps its layer-boundary inputs act[i], i >= 1, packed as bf16 (the
-     * values are already bf16, so packing is exact; under PPDL_TEST_BF16=stage-only it
-     * rounds them). The forward runs on fp32 copies in the ping-pong buffers grad[] (free
-     * outside a backward) and packs each input once its layer has read it; a backward or
-     * recompute widens it into `widened` first.
-     * The stage's input act[0] (data, or the inbox buffer widened on arrival) and the
-     * layers' saved tensors (not bf16 values) stay fp32. */
-    int stash_bf16;
-    float *widened;            /* [max_act] layer input widened from the stash (stash_bf16) */
-    /* bf16 and the stage ends in a gpt head (layer.h bf16_saved): a slot keeps the logits'
-     * gradient packed as bf16 in sl->out (the head reads it only as a GEMM operand, which
-     * rounds it anyway); forward computes the logits in scratch_out, backward widens the
-     * gradient into the layer-gradient buffer the head's backward does not use */
-    int logits_bf16;
-    double sent_bytes;         /* message bytes this rank posted this step */
-    int loss_rows, classes;
-    int adam_t;
-    double lr;                 /* this step's learning rate (ppdl_runtime_set_lr) */
-    double *layer_sumsq;       /* [2L] (clip_grad_norm): per layer its gradients' sum of
-                                * squares, 0 for other stages' layers; then a flag per stage
-                                * index (agree_nonfinite_and_norm) */
-    ppdl_mem_breakdown mem;
-    /* receive pre-posting: index of the next RECV_ACT / RECV_GRAD op not yet posted */
-    int next_act_recv, next_grad_recv;
-    /* events of the last step */
-    ppdl_event_rec *ev;
-    int n_ev, cap_ev;
-    double t_step0;
-    double busy_s;             /* compute time of the current step */
-    double comm_s;             /* time posting messages and staging them, this step */
-    int k;                     /* replicas of this stage */
-    int chunked;               /* cfg.ops given: this rank holds several stages */
-    int last_backward;         /* index in ops of this step's last op adding parameter gradients
-                                * (BACKWARD or BACKWARD_WEIGHT), -1 if none */
-    /* the gradient all-reduce of each layer across replicas: a ring through the comm
-     * layer under --netem (use_ring), MPI_Iallreduce on the stage's communicator else */
-    int use_ring;
-    ppdl_ring *rings;          /* [nl] */
-    MPI_Request *grad_reqs;    /* [nl] */
-    ppdl_xfer *grad_x;         /* [nl] their host staging */
-    ppdl_nccl_req *grad_nreq;  /* [nl] the same sums through NCCL (nc_replicas) */
-    int grads_posted;          /* this step's all-reduces have been started */
-    int bucket_lo, bucket_hi;  /* MPI's sums gathered in buckets: the layers with
-                                  parameters finalised and not yet started, -1: none */
-    size_t bucket_n;           /* their gradient floats */
-    ppdl_tie tie;              /* a tied weight's gradients (pipe/tie.h) */
-    float test_grad_scale;     /* PPDL_TEST_GRAD_SCALE, a planted bug (test_grad_scale_of); 1 */
-    long test_fail_step;       /* PPDL_TEST_FAIL_STEP, a planted error (test_fail_step_of); -1 */
-    double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
-    char nonfinite_what[256];
-};
 
 int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
 {
@@ -188,22 +55,10 @@ int ppdl_runtime_inbox_size(const ppdl_op_list *ops)
     return recvs > slots ? slots + 1 : slots;
 }
 
-/* tags: direction in the low bit, micro-batch above; where a rank holds several stages
- * (cfg.ops given), two ranks can exchange the messages of several pairs of stages, so
- * the receiving stage goes above the micro-batch. Then the gradient all-reduce of each
- * layer (messages between replicas of one stage, which exchange no activations, kept
- * apart anyway). */
-static int tag_base(const ppdl_runtime *rt) { return 2 * rt->cfg.M * (rt->chunked ? rt->cfg.S : 1); }
-static int tag_msg(const ppdl_runtime *rt, int to_stage, int mb, int grad)
-{
-    return 2 * (mb + (rt->chunked ? to_stage * rt->cfg.M : 0)) + grad;
-}
-/* by the model's layer: a rank's stages (chunks) all-reduce different layers */
-static int tag_allreduce(const ppdl_runtime *rt, int i) { return tag_base(rt) + rt->st->first + i; }
 /* the tied weight's exchange between stage 0 and S-1: above every stage's all-reduce
  * tags (each layer of the model has its own), the same on both; it uses this tag and the next
  * (pipe/tie.h) */
-static int tag_tie(const ppdl_runtime *rt) { return tag_base(rt) + rt->st->model->L; }
+static int tag_tie(const ppdl_runtime *rt) { return rt_tag_base(rt) + rt->st->model->L; }
 
 static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, size_t *category)
 {
@@ -212,8 +67,6 @@ static void *alloc_counted(ppdl_runtime *rt, size_t bytes, const char *what, siz
     rt->mem.allocations++;
     return p;
 }
-
-static const ppdl_layer *layer(const ppdl_runtime *rt, int i) { return &rt->st->model->layers[rt->st->first + i]; }
 
 /* bytes a slot keeps of the stage's layer i's input of fp32_bytes: half where it is
  * stashed as bf16 (stash_bf16; the stage's input act[0] stays fp32) */
@@ -227,7 +80,7 @@ static int is_backward_op(int kind)
     return kind == PPDL_OP_BACKWARD || kind == PPDL_OP_BACKWARD_INPUT || kind == PPDL_OP_BACKWARD_WEIGHT;
 }
 
-static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
+void ppdl_rt_record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 {
     if (kind == PPDL_OP_FORWARD || is_backward_op(kind) || kind == PPDL_OP_OPTIMIZER)
         rt->busy_s += t1 - t0;
@@ -257,44 +110,16 @@ static void record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 static void record_instant(ppdl_runtime *rt, int kind, int mb)
 {
     double t = ppdl_now_s();
-    record(rt, kind, mb, t, t);
+    ppdl_rt_record(rt, kind, mb, t, t);
 }
 
-/* wait for a request, recording the time blocked as an event of `kind` (PPDL_EV_WAIT
- * for a message, PPDL_EV_ALLREDUCE for the replicas' gradient sum) */
-static void wait_req(ppdl_runtime *rt, MPI_Request *req, int mb, int kind)
+void ppdl_rt_wait(ppdl_runtime *rt, MPI_Request *req, int mb, int kind)
 {
     if (*req == MPI_REQUEST_NULL) return;
     double t0 = ppdl_now_s();
     ppdl_comm_wait(rt->comm, req);
     double t1 = ppdl_now_s();
-    if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
-}
-
-/* The test hook GRAD_SCALE=RANK:FACTOR (core/test_hooks.h), a planted bug for the tests' negative controls:
- * rank RANK multiplies every gradient of its stage by FACTOR after the step's last
- * backward, before the replicas sum them (tests/oracle, tests/mpi/hybrid.sh show that
- * their comparisons see a wrong gradient scale). Unset, or another rank: 1. */
-static float test_grad_scale_of(int rank)
-{
-    const char *s = ppdl_test_hook("GRAD_SCALE");
-    int r;
-    float f;
-    if (!s || sscanf(s, "%d:%f", &r, &f) != 2 || r != rank) return 1.0f;
-    return f;
-}
-
-/* The test hook FAIL_STEP=RANK:STEP, for the fault tests: rank RANK dies with an internal
- * error in the middle of step STEP (counting from 1), as a failed check would, so that
- * the tests see one rank's error mid-step reach the user and end the job. Unset, or
- * another rank: -1 (never). */
-static long test_fail_step_of(int rank)
-{
-    const char *s = ppdl_test_hook("FAIL_STEP");
-    int r;
-    long k;
-    if (!s || sscanf(s, "%d:%ld", &r, &k) != 2 || r != rank || k < 1) return -1;
-    return k - 1;
+    if (t1 - t0 > 20e-6) ppdl_rt_record(rt, kind, mb, t0, t1);
 }
 
 /* The layout (replicas of every stage) and the ranks of this stage's replicas
@@ -378,6 +203,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
 #if !HAVE_CUDA
     PPDL_CHECK(!rt->nc_act && !rt->nc_replicas, "NCCL transfers asked of a build without CUDA");
 #endif
+    rt->p2p = ppdl_rt_p2p_of(rt);
     rt->nl = st->last - st->first + 1;
     PPDL_CHECK(cfg->M >= 1 && cfg->batch_size % cfg->M == 0, "batch size %d is not a multiple of %d micro-batches",
                cfg->batch_size, cfg->M);
@@ -389,8 +215,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->recompute = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
     rt->lr = cfg->lr;
     rt->layer_sumsq = ppdl_xcalloc(2 * (size_t)st->model->L, sizeof(double));
-    rt->test_grad_scale = test_grad_scale_of(comm->rank);
-    rt->test_fail_step = test_fail_step_of(comm->rank);
+    ppdl_runtime_hooks_read(&rt->test, comm->rank);
     for (int i = 0; i < rt->nl; i++) rt->recompute[i] = cfg->recompute ? cfg->recompute[i] : 0;
     rt->loss_rows = ppdl_model_loss_rows(st->model);
     rt->classes = ppdl_model_classes(st->model);
@@ -412,12 +237,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
         if (rt->ops.ops[i].kind == PPDL_OP_BACKWARD || rt->ops.ops[i].kind == PPDL_OP_BACKWARD_WEIGHT)
             rt->last_backward = i;
 
-    /* The gradient all-reduce. Under --netem a ring per layer through the comm layer,
-     * its own tag per layer, so that every message pays its emulated link (MPI's
-     * collectives would bypass the emulation). Otherwise MPI_Iallreduce: on one machine
-     * it is as fast as the ring, and across nodes MPICH's all-reduce beat the flat
-     * ring: data parallelism on 2 x 2 ranks of scripts/cluster-emu, 20 Mbit/s
-     * between the nodes, 1.82-1.84 s a step against 2.55-2.59 s (perf/RESULTS.md). */
+    /* the replicas' gradient sums: a ring under --netem (grad_sum.c says why) */
     rt->use_ring = comm->netem != NULL;
     PPDL_CHECK(rt->k == 1 || rt->use_ring || cfg->replica_comm != MPI_COMM_NULL,
                "stage %d has %d replicas but no communicator among them", cfg->stage, rt->k);
@@ -426,31 +246,23 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     PPDL_CHECK(!has_ub || tag_tie(rt) + 1 <= *tag_ub,
                "%d micro-batches and %d layers need message tags up to %d; this MPI allows %d", cfg->M,
                st->model->L, tag_tie(rt) + 1, has_ub ? *tag_ub : 0);
-    rt->rings = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rings);
-    for (int i = 0; i < rt->nl; i++)
-        ppdl_ring_init(&rt->rings[i], comm, members, rt->k, cfg->replica, tag_allreduce(rt, i));
+    ppdl_rt_grad_sum_init(rt, members);
     free(members);
-    rt->grad_reqs = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_reqs);
-    for (int i = 0; i < rt->nl; i++) rt->grad_reqs[i] = MPI_REQUEST_NULL;
-    rt->bucket_lo = rt->bucket_hi = -1;
-    rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
-    rt->grad_nreq = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_nreq);
     ppdl_tie_init(&rt->tie, st, cfg->tie_peers, cfg->n_tie_peers, cfg->replica, rt->k, tag_tie(rt));
     rt->mem.params += rt->tie.bytes ? ppdl_be_alloc_size(rt->tie.bytes) : 0; /* a gradient */
     rt->mem.allocations += rt->tie.bytes > 0;
     rt->n_slots = ppdl_schedule_max_in_flight(&rt->ops);
 
     int b = rt->b;
-    rt->in_bytes = (size_t)b * layer(rt, 0)->in_bytes;
-    rt->out_bytes = (size_t)b * layer(rt, rt->nl - 1)->out_bytes;
+    rt->in_bytes = (size_t)b * rt_layer(rt, 0)->in_bytes;
+    rt->out_bytes = (size_t)b * rt_layer(rt, rt->nl - 1)->out_bytes;
     rt->bf16 = ppdl_be_precision(rt->be) == PPDL_PREC_BF16;
-    const char *bug = ppdl_test_hook("BF16");
-    rt->bf16_layers = rt->bf16 && !(bug && !strcmp(bug, "stage-only"));
+    rt->bf16_layers = rt->bf16 && !rt->test.bf16_stage_only;
     rt->stash_bf16 = rt->bf16 && rt->nl > 1;
-    rt->logits_bf16 = rt->last_stage && layer(rt, rt->nl - 1)->bf16_saved;
+    rt->logits_bf16 = rt->last_stage && rt_layer(rt, rt->nl - 1)->bf16_saved;
     size_t max_act = rt->out_bytes, max_saved = 0, max_work = 0;
     for (int i = 0; i < rt->nl; i++) {
-        const ppdl_layer *l = layer(rt, i);
+        const ppdl_layer *l = rt_layer(rt, i);
         size_t a = (size_t)b * l->out_bytes, in = (size_t)b * l->in_bytes;
         if (a > max_act) max_act = a;
         if (in > max_act) max_act = in;
@@ -463,11 +275,11 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     for (int k = 0; k < rt->n_slots; k++) {
         slot *sl = &rt->slots[k];
         sl->mb = sl->grad_recv_mb = sl->in = -1;
-        sl->act_send = sl->grad_send = sl->grad_recv = MPI_REQUEST_NULL;
+        sl->act_send.mpi = sl->grad_send.mpi = sl->grad_recv.mpi = MPI_REQUEST_NULL;
         sl->act = ppdl_xcalloc((size_t)rt->nl, sizeof *sl->act);
         sl->saved = ppdl_xcalloc((size_t)rt->nl, sizeof *sl->saved);
         for (int i = 0; i < rt->nl; i++) {
-            const ppdl_layer *l = layer(rt, i);
+            const ppdl_layer *l = rt_layer(rt, i);
             /* a received input is an inbox buffer, lent at RECV_ACT */
             if (i > 0 || rt->first_stage)
                 sl->act[i] = alloc_counted(rt, stashed_input_bytes(rt->stash_bf16, i, (size_t)b * l->in_bytes),
@@ -494,7 +306,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     for (int j = 0; j < rt->n_inbox; j++) {
         inbox_buf *ib = &rt->inbox[j];
         ib->mb = -1;
-        ib->req = MPI_REQUEST_NULL;
+        ib->req.mpi = MPI_REQUEST_NULL;
         ib->buf = j < rt->n_slots ? alloc_counted(rt, rt->in_bytes, "stashed layer inputs", &rt->mem.stash)
                                   : alloc_counted(rt, rt->in_bytes, "activation receive buffer", &rt->mem.buffers);
     }
@@ -507,7 +319,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
         wb->keep = ppdl_xcalloc((size_t)rt->nl, sizeof *wb->keep);
         wb->dout = ppdl_xcalloc((size_t)rt->nl, sizeof *wb->dout);
         for (int i = 0; i < rt->nl; i++) {
-            const ppdl_layer *l = layer(rt, i);
+            const ppdl_layer *l = rt_layer(rt, i);
             size_t n = l->kind->keep_floats(l, b, rt->recompute[i]);
             if (n) wb->keep[i] = alloc_counted(rt, n * sizeof(float), "kept for W", &rt->mem.weight_keep);
             if (i < rt->nl - 1 && l->n_params && (l->kind->weight_reads(l, rt->recompute[i]) & PPDL_W_DOUT))
@@ -574,297 +386,10 @@ ppdl_mem_prediction ppdl_runtime_predict_memory(const ppdl_model *m, int first, 
     return p;
 }
 
-/* replica r of k holds micro-batches r, r+k, r+2k...: the local index is mb / k */
-static slot *slot_of(ppdl_runtime *rt, int mb) { return &rt->slots[(mb / rt->k) % rt->n_slots]; }
-
-#if HAVE_CUDA
-/* the host waits for an NCCL transfer: before its request is reused, or before the
- * weights change; timed as an event of `kind`, as MPI's waits are (wait_req) */
-static void nccl_host_wait(ppdl_runtime *rt, ppdl_nccl *nc, ppdl_nccl_req *req, int mb, int kind)
-{
-    if (ppdl_nccl_test(nc, req)) return;
-    double t0 = ppdl_now_s();
-    ppdl_nccl_wait(nc, req);
-    double t1 = ppdl_now_s();
-    rt->comm->wait_s += t1 - t0;
-    if (t1 - t0 > 20e-6) record(rt, kind, mb, t0, t1);
-}
-
-/* the request's last transfer is complete, and its event is freed (at the end) */
-static void nccl_req_release(ppdl_nccl *nc, ppdl_nccl_req *req)
-{
-    if (!nc) return;
-    ppdl_nccl_wait(nc, req);
-    ppdl_nccl_req_free(req);
-}
-#endif
-
-/* layer i's gradients: its parameters' gradients are one run of the stage's arena */
-static size_t layer_grad_floats(const ppdl_runtime *rt, int i)
-{
-    const ppdl_layer *l = layer(rt, i);
-    size_t n = 0;
-    for (int j = 0; j < l->n_params; j++) n += l->params[j].numel;
-    return n;
-}
-
-/* MPI's sums of host gradients go in buckets of consecutive layers (the gradient
- * arena holds the layers in order): one MPI_Iallreduce per bucket instead of one per
- * layer. Outstanding non-blocking all-reduces slow each other: 5.8 MB over 2 ranks of
- * one host took 0.84-0.91 ms as one call, 1.5-2.1 ms as 2 to 6 calls at once
- * (perf/RESULTS.md "Gradient buckets"). A bucket starts once it holds this many floats,
- * or at the stage's first layer. */
-#define GRAD_BUCKET_FLOATS ((size_t)4 << 20) /* 16 MiB */
-
-static int bucketed(const ppdl_runtime *rt)
-{
-    return !rt->use_ring && !rt->nc_replicas && !ppdl_xfer_staged(rt->be);
-}
-
-/* layer i's gradients are final: add them to the bucket, and start it when full or at
- * layer 0; every replica forms the same buckets (they depend on the layers alone) */
-static void bucket_layer(ppdl_runtime *rt, int i)
-{
-    size_t n = layer_grad_floats(rt, i);
-    if (n) {
-        if (rt->bucket_hi < 0) rt->bucket_hi = i;
-        rt->bucket_lo = i;
-        rt->bucket_n += n;
-    }
-    if (rt->bucket_hi < 0 || (rt->bucket_n < GRAD_BUCKET_FLOATS && i > 0)) return;
-    const ppdl_layer *lo = layer(rt, rt->bucket_lo), *hi = layer(rt, rt->bucket_hi);
-    const ppdl_param *top = &hi->params[hi->n_params - 1];
-    PPDL_CHECK(lo->params[0].grad + rt->bucket_n == top->grad + top->numel,
-               "the gradients of layers %d..%d are not contiguous", lo->index, hi->index);
-    PPDL_CHECK(rt->bucket_n <= INT_MAX, "layers %d..%d have too many parameters for one allreduce", lo->index,
-               hi->index);
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, lo->params[0].grad, (int)rt->bucket_n, MPI_FLOAT, MPI_SUM,
-                                  rt->cfg.replica_comm, &rt->grad_reqs[rt->bucket_lo]));
-    rt->bucket_lo = rt->bucket_hi = -1;
-    rt->bucket_n = 0;
-}
-
-/* Start summing layer i's gradients across the stage's replicas (in place). Every
- * replica starts them in the same order, last layer first, as collectives require.
- * Started layer by layer during the last backward (MPI's in buckets, above), completed
- * at the OPTIMIZER op. The ring (net/ring.h; under --netem) is advanced between the
- * layers below (progress_allreduce) and sums in a fixed order: the same bits on every
- * replica. */
-static void allreduce_layer_grads(ppdl_runtime *rt, int i)
-{
-    const ppdl_layer *l = layer(rt, i);
-    if (rt->k <= 1) return;
-    if (bucketed(rt)) {
-        bucket_layer(rt, i);
-        return;
-    }
-    if (l->n_params == 0) return;
-    size_t n = layer_grad_floats(rt, i);
-#if HAVE_CUDA
-    if (rt->nc_replicas) { /* in place on the GPU, after the backward queued so far */
-        ppdl_nccl_iallreduce_sum(rt->nc_replicas, l->params[0].grad, n, &rt->grad_nreq[i]);
-        return;
-    }
-#endif
-    /* in place on the gradients, or on their host copy when the backend stages */
-    float *buf = (float *)ppdl_xfer_send_buf(rt->be, &rt->grad_x[i], l->params[0].grad, n * sizeof(float));
-    if (rt->use_ring) {
-        ppdl_ring_start(&rt->rings[i], buf, n);
-        return;
-    }
-    PPDL_CHECK(n <= INT_MAX, "layer %d has too many parameters for one allreduce", l->index);
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, rt->cfg.replica_comm,
-                                  &rt->grad_reqs[i]));
-}
-
-static void allreduce_all_pending(ppdl_runtime *rt)
-{
-    if (rt->grads_posted) return;
-    for (int i = rt->nl - 1; i >= 0; i--) allreduce_layer_grads(rt, i);
-    rt->grads_posted = 1;
-}
-
-/* Advance every started all-reduce as far as the messages in allow, without blocking:
- * called between the layers of the last backward, so the sums of the layers above
- * move while the layers below compute. */
-static void progress_allreduce(ppdl_runtime *rt)
-{
-    for (int i = rt->nl - 1; i >= 0; i--) ppdl_ring_poll(&rt->rings[i]);
-}
-
-/* Complete every all-reduce (at the OPTIMIZER op). Rings whose messages are in advance
- * without waiting; when none can, wait for the highest unfinished layer, the one every
- * replica started first. Deadlock-free: a replica blocks only at its OPTIMIZER, every
- * replica gets there (it waits on nothing from this stage before), and a ring's step
- * needs only the step before it on the neighbour. */
-static void finish_allreduce(ppdl_runtime *rt)
-{
-#if HAVE_CUDA
-    /* the host waits, as for MPI's: the update and all work queued after it follow the sums */
-    if (rt->nc_replicas) {
-        for (int i = rt->nl - 1; i >= 0; i--)
-            nccl_host_wait(rt, rt->nc_replicas, &rt->grad_nreq[i], -1, PPDL_EV_ALLREDUCE);
-        return;
-    }
-#endif
-    for (int i = rt->nl - 1; i >= 0; i--) wait_req(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
-    for (;;) {
-        progress_allreduce(rt);
-        int i = rt->nl - 1;
-        while (i >= 0 && !ppdl_ring_active(&rt->rings[i])) i--;
-        if (i < 0) break;
-        double t0 = ppdl_now_s();
-        ppdl_ring_finish(&rt->rings[i]);
-        double t1 = ppdl_now_s();
-        if (t1 - t0 > 20e-6) record(rt, PPDL_EV_ALLREDUCE, -1, t0, t1);
-    }
-    for (int i = rt->nl - 1; i >= 0; i--) {
-        if (rt->k <= 1 || layer(rt, i)->n_params == 0) continue;
-        ppdl_xfer_recv_done(rt->be, &rt->grad_x[i], layer(rt, i)->params[0].grad,
-                            layer_grad_floats(rt, i) * sizeof(float));
-    }
-}
-
-/* the tied weight's gradient g = g_emb + g_head (pipe/tie.h), after the replicas'
- * sums, its messages posted for every stage of the rank before any is waited for (a
- * rank may hold both ends); the time waiting for the other stage's part shows as a wait */
-static void combine_tie(ppdl_runtime **rts, int n)
-{
-    for (int c = 0; c < n; c++) ppdl_tie_start(&rts[c]->tie, rts[c]->be, rts[c]->comm);
-    for (int c = 0; c < n; c++) {
-        double t0 = ppdl_now_s(), waited = 0;
-        ppdl_tie_finish(&rts[c]->tie, rts[c]->be, rts[c]->comm, &waited);
-        if (waited > 20e-6) record(rts[c], PPDL_EV_WAIT, -1, t0, t0 + waited);
-    }
-}
-
-/* ---- the stages' messages: MPI or NCCL (the comment at the top) ----
- * Each message has a post, a completion before its buffer is read (receives) or
- * written again (sends), and, for sends, a completion the host knows of before the
- * update. With MPI every completion is the host's (MPI_Wait, then the staged copy in);
- * with NCCL the first kind is the compute stream's wait on the transfer's event. */
-
-/* one message and its state on either path */
-typedef struct msg {
-    void *dev;                 /* its buffer (device memory) */
-    size_t n;                  /* bytes */
-    int peer, tag;
-    MPI_Request *req;          /* MPI */
-    ppdl_xfer *x;              /* MPI: host staging */
-    ppdl_nccl *nc;             /* NCCL: the direction's communicator, NULL on MPI */
-    ppdl_nccl_req *nreq;
-} msg;
-
-/* the rank of micro-batch mb's peer among `ranks` (the replicas of the stage before or
- * after); -1 where there is none (the end stages, a free slot's mb -1), for the waits,
- * which then find no request */
-static int peer_of(const int *ranks, int n, int mb) { return ranks && mb >= 0 ? ranks[mb % n] : -1; }
-
-static msg act_in(ppdl_runtime *rt, inbox_buf *ib, int mb)
-{
-    return (msg){ib->buf, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb), tag_msg(rt, rt->cfg.stage, mb, 0),
-                 &ib->req,
-                 &ib->x, rt->nc_act, &ib->nc_req};
-}
-static msg grad_in(ppdl_runtime *rt, slot *sl, int mb)
-{
-    return (msg){sl->dout, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb),
-                 tag_msg(rt, rt->cfg.stage, mb, 1), &sl->grad_recv, &sl->x_grad_recv, rt->nc_grad, &sl->nc_grad_recv};
-}
-/* what a slot sends: its activation (act 1, sl->out) or its input gradient (act 0, sl->din) */
-static msg out_of(ppdl_runtime *rt, slot *sl, int mb, int act)
-{
-    if (act)
-        return (msg){sl->out, rt->out_bytes, peer_of(rt->cfg.next_ranks, rt->cfg.n_next, mb),
-                     tag_msg(rt, rt->cfg.stage + 1, mb, 0), &sl->act_send, &sl->x_act_send, rt->nc_act, &sl->nc_act_send};
-    return (msg){sl->din, rt->in_bytes, peer_of(rt->cfg.prev_ranks, rt->cfg.n_prev, mb),
-                 tag_msg(rt, rt->cfg.stage - 1, mb, 1), &sl->grad_send, &sl->x_grad_send, rt->nc_grad, &sl->nc_grad_send};
-}
-
-/* the bytes a message of m.n fp32 bytes takes on the wire: half under bf16, where it
- * travels packed (the values are already bf16: see the bf16 field) */
-static size_t wire_bytes(const ppdl_runtime *rt, msg m) { return rt->bf16 ? m.n / 2 : m.n; }
-
-static void recv_post(ppdl_runtime *rt, msg m, int mb)
-{
-    size_t n = wire_bytes(rt, m);
-#if HAVE_CUDA
-    if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the buffer's last receive, read long ago */
-        ppdl_nccl_irecv(m.nc, m.dev, n, m.peer, m.nreq);
-        return;
-    }
-#endif
-    (void)mb;
-    ppdl_comm_irecv(rt->comm, ppdl_xfer_recv_buf(rt->be, m.x, m.dev, n), n, m.peer, m.tag, m.req);
-}
-
-/* the message is in its buffer for the work queued from here on (under bf16 widened
- * back to fp32 in place, exactly) */
-static void recv_complete(ppdl_runtime *rt, msg m, int mb)
-{
-#if HAVE_CUDA
-    if (m.nc) {
-        ppdl_nccl_stream_wait(m.nc, m.nreq);
-    } else
-#endif
-    {
-        wait_req(rt, m.req, mb, PPDL_EV_WAIT);
-        ppdl_xfer_recv_done(rt->be, m.x, m.dev, wire_bytes(rt, m));
-    }
-    if (rt->bf16) ppdl_be_unpack_bf16(rt->be, m.n / sizeof(float), m.dev);
-}
-
-/* returns the clock read just before the post (record_instant says why) */
-static double send_post(ppdl_runtime *rt, msg m, int mb)
-{
-    size_t n = wire_bytes(rt, m);
-    rt->sent_bytes += (double)n;
-    /* packed to bf16 in place: the buffer is not read again before it is rewritten */
-    if (rt->bf16) ppdl_be_pack_bf16(rt->be, m.n / sizeof(float), m.dev);
-#if HAVE_CUDA
-    if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT); /* the slot's last send of this kind */
-        double t = ppdl_now_s();
-        ppdl_nccl_isend(m.nc, m.dev, n, m.peer, m.nreq);
-        return t;
-    }
-#endif
-    (void)mb;
-    const void *buf = ppdl_xfer_send_buf(rt->be, m.x, m.dev, n);
-    double t = ppdl_now_s();
-    ppdl_comm_isend(rt->comm, buf, n, m.peer, m.tag, m.req);
-    return t;
-}
-
-/* the buffer's last send is done before the work queued from here on writes it again */
-static void send_wait_before_write(ppdl_runtime *rt, msg m, int mb)
-{
-#if HAVE_CUDA
-    if (m.nc) {
-        ppdl_nccl_stream_wait(m.nc, m.nreq);
-        return;
-    }
-#endif
-    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
-}
-
-/* the host knows the buffer's last send is complete */
-static void send_complete(ppdl_runtime *rt, msg m, int mb)
-{
-#if HAVE_CUDA
-    if (m.nc) {
-        nccl_host_wait(rt, m.nc, m.nreq, mb, PPDL_EV_WAIT);
-        return;
-    }
-#endif
-    wait_req(rt, m.req, mb, PPDL_EV_WAIT);
-}
-
 /* Post the receives whose buffers are free, in op-list order, so data can arrive
  * while this rank computes. A RECV_ACT(mb) needs a free inbox buffer; a RECV_GRAD(mb)
  * needs the slot to hold mb (forwarded, not yet backwarded). */
-static void post_receives(ppdl_runtime *rt)
+void ppdl_rt_post_receives(ppdl_runtime *rt)
 {
     while (rt->next_act_recv < rt->ops.n) {
         const ppdl_op *op = &rt->ops.ops[rt->next_act_recv];
@@ -873,179 +398,19 @@ static void post_receives(ppdl_runtime *rt)
         for (int j = 0; j < rt->n_inbox && !ib; j++)
             if (rt->inbox[j].mb == -1 && !rt->inbox[j].lent) ib = &rt->inbox[j];
         if (!ib) break;
-        recv_post(rt, act_in(rt, ib, op->mb), op->mb);
+        ppdl_rt_recv_post(rt, ppdl_rt_act_in(rt, ib, op->mb), op->mb);
         ib->mb = op->mb;
         rt->next_act_recv++;
     }
     while (rt->next_grad_recv < rt->ops.n) {
         const ppdl_op *op = &rt->ops.ops[rt->next_grad_recv];
         if (op->kind != PPDL_OP_RECV_GRAD) { rt->next_grad_recv++; continue; }
-        slot *sl = slot_of(rt, op->mb);
+        slot *sl = rt_slot_of(rt, op->mb);
         if (sl->mb != op->mb || sl->grad_recv_mb != -1) break;
-        recv_post(rt, grad_in(rt, sl, op->mb), op->mb);
+        ppdl_rt_recv_post(rt, ppdl_rt_grad_in(rt, sl, op->mb), op->mb);
         sl->grad_recv_mb = op->mb;
         rt->next_grad_recv++;
     }
-}
-
-/* layer i's fp32 input `x` (the forward's, no longer read) into the slot's stash, packed */
-static void stash_pack(ppdl_runtime *rt, slot *sl, int i, void *x)
-{
-    size_t n = (size_t)rt->b * layer(rt, i)->in_bytes / sizeof(float);
-    ppdl_be_pack_bf16(rt->be, n, x);
-    ppdl_be_copy_d2d(rt->be, sl->act[i], x, n * 2);
-}
-
-/* layer i's input from the slot's stash, widened exactly to fp32 in rt->widened */
-static const float *stash_widen(ppdl_runtime *rt, slot *sl, int i)
-{
-    size_t n = (size_t)rt->b * layer(rt, i)->in_bytes / sizeof(float);
-    ppdl_be_copy_d2d(rt->be, rt->widened, sl->act[i], n * 2);
-    ppdl_be_unpack_bf16(rt->be, n, rt->widened);
-    return rt->widened;
-}
-
-static void load_batch(ppdl_runtime *rt, long step, int mb, slot *sl)
-{
-    char err[PPDL_ERR_LEN];
-    if (rt->src.read(rt->src.ctx, step, mb, rt->b, rt->first_stage ? rt->host_in : NULL,
-                     rt->last_stage ? rt->host_tg : NULL, err, sizeof err))
-        ppdl_fail(1, "%s", err);
-    if (rt->first_stage) ppdl_be_copy_h2d(rt->be, sl->act[0], rt->host_in, rt->in_bytes);
-    if (rt->last_stage)
-        ppdl_be_copy_h2d(rt->be, sl->targets, rt->host_tg, (size_t)rt->b * rt->loss_rows * sizeof(int32_t));
-}
-
-static void forward(ppdl_runtime *rt, long step, int mb)
-{
-    ppdl_backend *be = rt->be;
-    slot *sl = slot_of(rt, mb);
-    PPDL_CHECK(sl->mb == -1 || sl->mb == mb, "slot of micro-batch %d still holds %d", mb, sl->mb);
-    sl->mb = mb;
-    send_wait_before_write(rt, out_of(rt, sl, mb, 1), mb); /* the send buffer's previous message is gone */
-    ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
-    ppdl_range_push("forward", mb);
-    /* reading the micro-batch is the end stages' own work, not idle time: it counts
-     * in the forward (and so in the busy time the bubble is measured from) */
-    double t0 = ppdl_now_s();
-    if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
-    void *in = sl->act[0];
-    for (int i = 0; i < rt->nl; i++) {
-        const ppdl_layer *l = layer(rt, i);
-        float *out = i + 1 < rt->nl ? (rt->stash_bf16 ? rt->grad[i % 2] : (float *)sl->act[i + 1])
-                   : rt->logits_bf16 ? rt->scratch_out : sl->out;
-        float *saved = sl->saved[i] ? sl->saved[i] : rt->scratch_saved;
-        int option = rt->recompute[i] == PPDL_RC_FULL ? 0 : rt->recompute[i];
-        l->kind->forward(l, be, rt->b, in, out, saved, rt->work, option);
-        if (rt->bf16_layers) ppdl_be_round_bf16(be, (size_t)rt->b * l->out_bytes / sizeof(float), out);
-        if (rt->stash_bf16 && i > 0) stash_pack(rt, sl, i, in); /* read by its layer: keep it packed */
-        in = out;
-        ppdl_comm_progress(rt->comm); /* the messages in flight move while we compute */
-    }
-    if (rt->last_stage) {
-        /* loss = mean over every row of the mini-batch, so each micro-batch's
-         * gradient is scaled by 1/(B * rows) and the sum over micro-batches is exact */
-        int rows = rt->b * rt->loss_rows;
-        float scale = 1.0f / ((float)rt->cfg.batch_size * (float)rt->loss_rows);
-        float *logits = rt->logits_bf16 ? rt->scratch_out : sl->out;
-        ppdl_be_softmax_xent(be, rows, rt->classes, logits, sl->targets, scale, rt->loss_dev, logits);
-        if (rt->logits_bf16) { /* keep the gradient packed (exact for the head's GEMMs) */
-            size_t n = rt->out_bytes / sizeof(float);
-            ppdl_be_pack_bf16(be, n, logits);
-            ppdl_be_copy_d2d(be, sl->out, logits, n * 2);
-        }
-    }
-    record(rt, PPDL_OP_FORWARD, mb, t0, ppdl_now_s());
-    ppdl_range_pop();
-    ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_FORWARD);
-}
-
-/* Where layer i's output gradient is during a backward of the micro-batch in slot sl:
- * the slot's own buffer for the stage's last layer, a W buffer's where a later W reads
- * it (wb NULL: the fused pass), else one of the two buffers between layers */
-static float *dout_of(ppdl_runtime *rt, slot *sl, const wbuf *wb, int i)
-{
-    if (i == rt->nl - 1 && rt->logits_bf16) { /* widened where layer i-1's gradient is not */
-        size_t n = rt->out_bytes / sizeof(float);
-        float *dlogits = rt->grad[rt->nl % 2];
-        ppdl_be_copy_d2d(rt->be, dlogits, sl->out, n * 2);
-        ppdl_be_unpack_bf16(rt->be, n, dlogits);
-        return dlogits;
-    }
-    if (i == rt->nl - 1) return rt->last_stage ? sl->out : sl->dout;
-    if (wb && wb->dout[i]) return wb->dout[i];
-    return rt->grad[(i + 1) % 2];
-}
-
-/* layer i's input gradient: the output gradient of layer i-1, or the stage's */
-static float *din_of(ppdl_runtime *rt, slot *sl, const wbuf *wb, int i)
-{
-    if (i > 0) return dout_of(rt, sl, wb, i - 1);
-    return rt->model_first ? NULL : sl->din;
-}
-
-/* the W buffer of micro-batch mb (a replica's local index, as slots) */
-static wbuf *wbuf_of(ppdl_runtime *rt, int mb) { return &rt->wbufs[(mb / rt->k) % rt->n_wbufs]; }
-
-/* A backward op of micro-batch mb: BACKWARD (both parts), BACKWARD_INPUT (B) or
- * BACKWARD_WEIGHT (W) through the stage's layers, last first. `last`: the step's last
- * op adding parameter gradients, which finalises them (the replicas' sums start). */
-static void backward(ppdl_runtime *rt, int mb, int kind, int last)
-{
-    ppdl_backend *be = rt->be;
-    slot *sl = slot_of(rt, mb);
-    int part = kind == PPDL_OP_BACKWARD_INPUT ? PPDL_BWD_INPUT
-             : kind == PPDL_OP_BACKWARD_WEIGHT ? PPDL_BWD_WEIGHT : PPDL_BWD_FUSED;
-    PPDL_CHECK(sl->mb == mb, "backward of micro-batch %d before its forward", mb);
-    wbuf *wb = NULL;
-    if (part != PPDL_BWD_FUSED) {
-        wb = wbuf_of(rt, mb);
-        PPDL_CHECK(part == PPDL_BWD_INPUT ? wb->mb == -1 : wb->mb == mb,
-                   "%s of micro-batch %d: its W buffer holds micro-batch %d", ppdl_op_name(kind), mb, wb->mb);
-        wb->mb = mb;
-    }
-    if (part & PPDL_BWD_INPUT) send_wait_before_write(rt, out_of(rt, sl, mb, 0), mb); /* din's previous message */
-    ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_BACKWARD);
-    ppdl_range_push(ppdl_op_name(kind), mb);
-    double t0 = ppdl_now_s();
-    for (int i = rt->nl - 1; i >= 0; i--) {
-        ppdl_layer *l = &rt->st->model->layers[rt->st->first + i];
-        if (part == PPDL_BWD_WEIGHT && l->n_params == 0) continue; /* nothing to do in W */
-        float *saved = sl->saved[i];
-        int option = rt->recompute[i];
-        const void *in = rt->stash_bf16 && i > 0 ? stash_widen(rt, sl, i) : sl->act[i];
-        if (option == PPDL_RC_FULL &&
-            (part != PPDL_BWD_WEIGHT || (l->kind->weight_reads(l, option) & PPDL_W_SAVED))) {
-            /* the recompute hook: run forward again from the kept input */
-            double r0 = ppdl_now_s();
-            ppdl_range_push("recompute", mb);
-            l->kind->forward(l, be, rt->b, in, rt->scratch_out, rt->scratch_saved, rt->work, 0);
-            ppdl_range_pop();
-            record(rt, PPDL_EV_RECOMPUTE, mb, r0, ppdl_now_s());
-            saved = rt->scratch_saved;
-        }
-        /* the fused pass runs a recomputed layer as option 0; a part needs to know that
-         * `saved` is scratch (it keeps for W elsewhere) */
-        float *din = part == PPDL_BWD_WEIGHT ? NULL : din_of(rt, sl, wb, i);
-        l->kind->backward(l, be, part, rt->b, in, saved, dout_of(rt, sl, wb, i), din,
-                          wb ? wb->keep[i] : NULL, rt->work, part == PPDL_BWD_FUSED && option == PPDL_RC_FULL ? 0 : option);
-        if (rt->bf16_layers && din) ppdl_be_round_bf16(be, (size_t)rt->b * l->in_bytes / sizeof(float), din);
-        /* the last backward of the step finalises this layer's gradients: sum them
-         * across replicas while the layers below are still computing */
-        if (last && rt->test_grad_scale != 1.0f && l->n_params)
-            ppdl_be_axpy(be, layer_grad_floats(rt, i), rt->test_grad_scale - 1.0f, l->params[0].grad,
-                         l->params[0].grad);
-        if (last) {
-            allreduce_layer_grads(rt, i);
-            progress_allreduce(rt);
-        }
-        ppdl_comm_progress(rt->comm);
-    }
-    if (last) rt->grads_posted = 1;
-    if (part == PPDL_BWD_WEIGHT) wb->mb = -1;
-    record(rt, kind, mb, t0, ppdl_now_s());
-    ppdl_range_pop();
-    ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_BACKWARD);
 }
 
 /* The slot of a micro-batch is free once its parameter gradients are added and its
@@ -1061,149 +426,6 @@ static void release_if_done(ppdl_runtime *rt, slot *sl)
     sl->act[0] = NULL;
 }
 
-/* Is anything non-finite this step: the loss (last stage) or a layer's gradient? The
- * first offender is described in rt->nonfinite_what. One pass over the gradients, the
- * cost of reading them once. */
-static int loss_nonfinite(ppdl_runtime *rt)
-{
-    ppdl_stage *st = rt->st;
-    if (!rt->last_stage) return 0;
-    float loss = 0;
-    ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
-    if (isfinite(loss)) return 0;
-    snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what, "the loss is %g (layer %d, %s, produced the logits)",
-             (double)loss, st->last, st->model->layers[st->last].kind->name);
-    return 1;
-}
-
-static int local_nonfinite(ppdl_runtime *rt)
-{
-    ppdl_backend *be = rt->be;
-    ppdl_stage *st = rt->st;
-    if (loss_nonfinite(rt)) return 1;
-    double ss = 0;
-    ppdl_be_sumsq(be, st->n_grads, st->grads, &ss);
-    if (isfinite(ss)) return 0;
-    for (int l = st->first; l <= st->last; l++) {
-        const ppdl_layer *ly = &st->model->layers[l];
-        for (int i = 0; i < ly->n_params; i++) {
-            ppdl_be_sumsq(be, ly->params[i].numel, ly->params[i].grad, &ss);
-            if (!isfinite(ss)) {
-                snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what,
-                         "layer %d (%s): the gradient of %s is not finite", l, ly->kind->name, ly->params[i].name);
-                return 1;
-            }
-        }
-    }
-    /* the sum of squares overflowed although every gradient is finite */
-    return 0;
-}
-
-/* All ranks agree whether the step is sound before any weight changes: the lowest
- * stage with a non-finite value, or -1. A yielding wait on a non-blocking allreduce.
- * rts[0..n-1]: the stages this rank holds (one, or several: interleaved, zb-v), one
- * agreement for all of them. */
-static int agree_nonfinite(ppdl_runtime **rts, int n)
-{
-    double t0 = ppdl_now_s();
-    int mine = INT_MAX, first = INT_MAX;
-    for (int c = 0; c < n; c++)
-        if (mine == INT_MAX && local_nonfinite(rts[c])) mine = rts[c]->cfg.stage;
-    /* the pass over the gradients is work of the update; the agreement below is a wait */
-    record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
-    MPI_Request req;
-    PPDL_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, rts[0]->comm->comm, &req));
-    wait_req(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
-    return first == INT_MAX ? -1 : first;
-}
-
-const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt) { return rt->nonfinite_what; }
-
-/* With clipping, the agreement above and the model's gradient norm share one pass over
- * the gradients and one all-reduce, so clipping adds no reduction of its own
- * (runtime.h: clip_grad_norm). The norm is the same bits on every rank and for any
- * plan: per layer the sum of its tensors' sums of squares, in parameter order, from the
- * first replica of each stage (a tied copy counted once, as layer 0's wte); an
- * all-reduce of [2L] in which each layer has one non-zero contribution, and each rank
- * that saw a non-finite value puts a 1 at L + its stage (a stage index is below L);
- * then every rank sums the layers in order. Returns the lowest stage with a non-finite
- * value, or -1, as agree_nonfinite. */
-static int agree_nonfinite_and_norm(ppdl_runtime **rts, int n, double *norm)
-{
-    int L = rts[0]->st->model->L;
-    double t0 = ppdl_now_s();
-    double *sums = rts[0]->layer_sumsq;
-    memset(sums, 0, 2 * (size_t)L * sizeof(double));
-    for (int c = 0; c < n; c++) {
-        ppdl_runtime *rt = rts[c];
-        ppdl_stage *st = rt->st;
-        int bad = loss_nonfinite(rt);
-        for (int l = st->first; l <= st->last; l++) {
-            const ppdl_layer *ly = &st->model->layers[l];
-            double layer = 0;
-            for (int i = 0; i < ly->n_params; i++) {
-                double ss = 0;
-                if (ppdl_model_is_tied(st->model, l, i)) continue;
-                ppdl_be_sumsq(rt->be, ly->params[i].numel, ly->params[i].grad, &ss);
-                layer += ss;
-            }
-            if (rt->cfg.replica == 0) sums[l] = layer;
-            /* the rare case: local_nonfinite names the first offender */
-            if (!bad && !isfinite(layer)) bad = local_nonfinite(rt);
-        }
-        if (bad) sums[L + rt->cfg.stage] = 1;
-    }
-    record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
-    MPI_Request req;
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2 * L, MPI_DOUBLE, MPI_SUM, rts[0]->comm->comm, &req));
-    wait_req(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
-    double total = 0;
-    for (int l = 0; l < L; l++) total += sums[l];
-    *norm = sqrt(total);
-    for (int s = 0; s < L; s++)
-        if (sums[L + s] > 0) return s;
-    return -1;
-}
-
-static void optimizer(ppdl_runtime *rt)
-{
-    ppdl_stage *st = rt->st;
-    ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
-    ppdl_range_push("optimizer", -1);
-    double t0 = ppdl_now_s();
-    rt->adam_t++;
-    if (rt->cfg.decay_all || rt->cfg.weight_decay == 0) {
-        ppdl_be_adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v, rt->lr, rt->cfg.beta1,
-                      rt->cfg.beta2, rt->cfg.eps, rt->cfg.weight_decay, rt->adam_t);
-    } else {
-        /* runs of consecutive tensors that decay alike, one update each: AdamW is
-         * elementwise, so a run's bits are those of the whole arena's update */
-        size_t run0 = 0;
-        int run_decays = -1;
-        for (int l = st->first; l <= st->last + 1; l++) {
-            const ppdl_layer *ly = l <= st->last ? &st->model->layers[l] : NULL;
-            for (int i = 0; i < (ly ? ly->n_params : 1); i++) {
-                /* a tied weight held once is updated as wte (it is the arena's last) */
-                if (ly && ppdl_model_is_tied(st->model, l, i) && ppdl_model_tie_within(st->model, st->first, st->last))
-                    continue;
-                int decays = ly ? ly->params[i].ndim >= 2 : -2; /* -2: the end */
-                size_t at = ly ? ly->params[i].offset : st->n_params;
-                if (decays == run_decays) continue;
-                if (run_decays >= 0 && at > run0)
-                    ppdl_be_adamw(rt->be, at - run0, st->params + run0, st->grads + run0, st->adam_m + run0,
-                                  st->adam_v + run0, rt->lr, rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps,
-                                  run_decays ? rt->cfg.weight_decay : 0, rt->adam_t);
-                run0 = at;
-                run_decays = decays;
-            }
-        }
-    }
-    ppdl_be_zero(rt->be, st->grads, st->n_grads * sizeof(float));
-    record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
-    ppdl_range_pop();
-    ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
-}
-
 /* the step's counters back to zero and the first receives posted */
 static void step_begin(ppdl_runtime *rt, double t0)
 {
@@ -1216,10 +438,8 @@ static void step_begin(ppdl_runtime *rt, double t0)
     rt->t_step0 = t0;
     if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
     rt->next_act_recv = rt->next_grad_recv = 0;
-    rt->grads_posted = 0;
-    rt->bucket_lo = rt->bucket_hi = -1;
-    rt->bucket_n = 0;
-    post_receives(rt);
+    ppdl_rt_grad_sum_begin(rt);
+    ppdl_rt_post_receives(rt);
 }
 
 /* a SEND_ACT (act 1) or SEND_GRAD (act 0) op: posted, and recorded at the clock read
@@ -1227,9 +447,9 @@ static void step_begin(ppdl_runtime *rt, double t0)
 static void send_op(ppdl_runtime *rt, slot *sl, const ppdl_op *op, int act)
 {
     ppdl_range_push("send", op->mb);
-    double t_post = send_post(rt, out_of(rt, sl, op->mb, act), op->mb);
+    double t_post = ppdl_rt_send_post(rt, ppdl_rt_out_of(rt, sl, op->mb, act), op->mb);
     ppdl_range_pop();
-    record(rt, op->kind, op->mb, t_post, t_post);
+    ppdl_rt_record(rt, op->kind, op->mb, t_post, t_post);
 }
 
 /* op k of the rank's list, any kind but OPTIMIZER (step_update) */
@@ -1237,12 +457,12 @@ static void step_op(ppdl_runtime *rt, long step, int k)
 {
     const ppdl_op *op = &rt->ops.ops[k];
     double t_op = ppdl_now_s(), w_op = rt->comm->wait_s;
-    /* PPDL_TEST_FAIL_STEP (test_fail_step_of): a planted internal error halfway
+    /* the test hook FAIL_STEP (runtime_hooks.h): a planted internal error halfway
      * through this rank's op list, while the other ranks wait for its messages */
-    if (step == rt->test_fail_step && k == rt->ops.n / 2)
+    if (step == rt->test.fail_step && k == rt->ops.n / 2)
         ppdl_die("%s: the planted error of stage %d at step %ld, op %d of %d", ppdl_test_hook_var("FAIL_STEP"),
                  rt->cfg.stage, step + 1, k, rt->ops.n);
-    slot *sl = op->mb >= 0 ? slot_of(rt, op->mb) : NULL;
+    slot *sl = op->mb >= 0 ? rt_slot_of(rt, op->mb) : NULL;
     switch (op->kind) {
     case PPDL_OP_RECV_ACT: {
         int j = 0;
@@ -1252,7 +472,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
                    sl->mb);
         inbox_buf *ib = &rt->inbox[j];
         ppdl_range_push("recv", op->mb);
-        recv_complete(rt, act_in(rt, ib, op->mb), op->mb);
+        ppdl_rt_recv_complete(rt, ppdl_rt_act_in(rt, ib, op->mb), op->mb);
         ppdl_range_pop();
         record_instant(rt, op->kind, op->mb);
         ib->mb = -1;
@@ -1263,7 +483,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
         break;
     }
     case PPDL_OP_FORWARD:
-        forward(rt, step, op->mb);
+        ppdl_rt_forward(rt, step, op->mb);
         break;
     case PPDL_OP_SEND_ACT:
         send_op(rt, sl, op, 1);
@@ -1271,7 +491,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
     case PPDL_OP_RECV_GRAD:
         PPDL_CHECK(sl->grad_recv_mb == op->mb, "receive of gradient %d was not posted", op->mb);
         ppdl_range_push("recv", op->mb);
-        recv_complete(rt, grad_in(rt, sl, op->mb), op->mb);
+        ppdl_rt_recv_complete(rt, ppdl_rt_grad_in(rt, sl, op->mb), op->mb);
         ppdl_range_pop();
         record_instant(rt, op->kind, op->mb);
         sl->grad_recv_mb = -1;
@@ -1279,7 +499,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
     case PPDL_OP_BACKWARD:
     case PPDL_OP_BACKWARD_INPUT:
     case PPDL_OP_BACKWARD_WEIGHT:
-        backward(rt, op->mb, op->kind, k == rt->last_backward);
+        ppdl_rt_backward(rt, op->mb, op->kind, k == rt->last_backward);
         sl->weights_done |= op->kind != PPDL_OP_BACKWARD_INPUT;
         release_if_done(rt, sl);
         break;
@@ -1295,7 +515,7 @@ static void step_op(ppdl_runtime *rt, long step, int k)
     if (op->kind == PPDL_OP_SEND_ACT || op->kind == PPDL_OP_SEND_GRAD || op->kind == PPDL_OP_RECV_ACT ||
         op->kind == PPDL_OP_RECV_GRAD)
         rt->comm_s += (ppdl_now_s() - t_op) - (rt->comm->wait_s - w_op);
-    post_receives(rt);
+    ppdl_rt_post_receives(rt);
 }
 
 /* The OPTIMIZER op of the stages rts[0..n-1] of this rank (one, or several where it
@@ -1304,51 +524,19 @@ static void step_op(ppdl_runtime *rt, long step, int k)
  * it), then each stage's update, or none anywhere after a non-finite value. */
 static void step_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats)
 {
-    for (int c = 0; c < n; c++) {
-        /* a replica without micro-batches this step still joins the sums */
-        allreduce_all_pending(rts[c]);
-        finish_allreduce(rts[c]);
-    }
+    for (int c = 0; c < n; c++) ppdl_rt_grad_sum_finish(rts[c]);
     /* then the tied weight's two gradients, summed the same way on every plan */
-    combine_tie(rts, n);
+    ppdl_rt_grad_sum_tie(rts, n);
     for (int c = 0; c < n; c++) {
         ppdl_runtime *rt = rts[c];
         /* every send of the step is complete before the weights change */
         for (int j = 0; j < rt->n_slots; j++) {
             slot *sj = &rt->slots[j];
-            send_complete(rt, out_of(rt, sj, sj->mb, 1), sj->mb);
-            send_complete(rt, out_of(rt, sj, sj->mb, 0), sj->mb);
+            ppdl_rt_send_complete(rt, ppdl_rt_out_of(rt, sj, sj->mb, 1), sj->mb);
+            ppdl_rt_send_complete(rt, ppdl_rt_out_of(rt, sj, sj->mb, 0), sj->mb);
         }
     }
-    stats->lr = rts[0]->lr;
-    double t_agree = ppdl_now_s();
-    double clip = rts[0]->cfg.clip_grad_norm;
-    if (clip > 0) {
-        double norm = 0;
-        stats->nonfinite_stage = agree_nonfinite_and_norm(rts, n, &norm);
-        if (stats->nonfinite_stage < 0) {
-            stats->grad_norm = norm;
-            double c = clip / (norm + 1e-6);
-            if (c < 1)
-                for (int k = 0; k < n; k++)
-                    ppdl_be_axpy(rts[k]->be, rts[k]->st->n_params, (float)(c - 1.0), rts[k]->st->grads,
-                                 rts[k]->st->grads);
-        }
-    } else {
-        stats->nonfinite_stage = agree_nonfinite(rts, n);
-    }
-    ppdl_be_sync(rts[0]->be);
-    stats->agree_ms = 1e3 * (ppdl_now_s() - t_agree);
-    for (int c = 0; c < n; c++) {
-        ppdl_runtime *rt = rts[c];
-        if (stats->nonfinite_stage < 0) {
-            optimizer(rt);
-        } else {
-            /* no update from a broken step: gradients dropped, weights untouched */
-            ppdl_be_zero(rt->be, rt->st->grads, rt->st->n_grads * sizeof(float));
-            stats->skipped = rt->cfg.skip_nonfinite;
-        }
-    }
+    ppdl_rt_update(rts, n, stats);
 }
 
 /* the step's numbers of one stage, added into stats (its loss, times and bytes) */
@@ -1410,156 +598,6 @@ void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
     free(order);
 }
 
-/* ---- evaluation: forward only, through the same stages, slots and messages ----
- * Between steps every slot is free. An evaluation batch runs this rank's forward-only
- * list (RECV_ACT, FORWARD, SEND_ACT of each of its micro-batches, in order: a list
- * without backward cannot wait on a later stage), each slot freed as soon as its
- * activation is sent (or its loss taken on the last stage). Nothing of it is kept: no
- * gradient is computed (the loss's gradient is written into the logits' buffer and
- * dropped), no weight changes, and the step's events, times and counters stay those
- * of the training step. */
-static void eval_ops(const ppdl_runtime *rt, ppdl_op_list *l)
-{
-    l->stage = rt->cfg.stage;
-    l->n = 0;
-    l->ops = ppdl_xmalloc(3 * (size_t)rt->cfg.M * sizeof *l->ops);
-    for (int mb = rt->cfg.replica; mb < rt->cfg.M; mb += rt->k) {
-        if (!rt->first_stage) l->ops[l->n++] = (ppdl_op){PPDL_OP_RECV_ACT, mb, rt->cfg.stage - 1};
-        l->ops[l->n++] = (ppdl_op){PPDL_OP_FORWARD, mb, -1};
-        if (!rt->last_stage) l->ops[l->n++] = (ppdl_op){PPDL_OP_SEND_ACT, mb, rt->cfg.stage + 1};
-    }
-}
-
-/* the slot of mb is done with: its input buffer back to the inbox (not on stage 0,
- * whose input is the slot's own) */
-static void eval_free_slot(ppdl_runtime *rt, slot *sl)
-{
-    if (!rt->first_stage && sl->in >= 0) {
-        rt->inbox[sl->in].lent = 0;
-        sl->in = -1;
-        sl->act[0] = NULL;
-    }
-    sl->mb = -1;
-}
-
-/* what evaluation swaps out of a runtime and puts back */
-typedef struct eval_saved {
-    ppdl_op_list train;
-    ppdl_batch_source src;
-    ppdl_runtime_cfg cfg;
-    double t_kind[PPDL_OP_N_KINDS + 1], busy, comm;
-} eval_saved;
-
-static void eval_enter(ppdl_runtime *rt, ppdl_batch_source src, eval_saved *sv)
-{
-    sv->train = rt->ops;
-    sv->src = rt->src;
-    sv->cfg = rt->cfg;
-    sv->busy = rt->busy_s;
-    sv->comm = rt->comm_s;
-    memcpy(sv->t_kind, rt->t_kind, sizeof sv->t_kind);
-    ppdl_op_list ev;
-    eval_ops(rt, &ev);
-    rt->ops = ev;
-    rt->src = src;
-    rt->cfg.record_events = 0;
-    rt->cfg.papi = NULL;
-}
-
-static void eval_leave(ppdl_runtime *rt, const eval_saved *sv)
-{
-    ppdl_op_list_free(&rt->ops);
-    rt->ops = sv->train;
-    rt->src = sv->src;
-    rt->cfg = sv->cfg;
-    memcpy(rt->t_kind, sv->t_kind, sizeof sv->t_kind);
-    rt->busy_s = sv->busy;
-    rt->comm_s = sv->comm;
-}
-
-/* batch e's forward-only ops on this runtime from op *k on, while they are micro-batch
- * mb's (mb < 0: all of them); *k is left at the first op not run */
-static void eval_batch_ops(ppdl_runtime *rt, int e, int mb, int *k)
-{
-    const ppdl_op_list *ev = &rt->ops;
-    for (; *k < ev->n && (mb < 0 || ev->ops[*k].mb == mb); (*k)++) {
-        const ppdl_op *op = &ev->ops[*k];
-        slot *sl = slot_of(rt, op->mb);
-        if (op->kind == PPDL_OP_RECV_ACT) {
-            int j = 0;
-            while (j < rt->n_inbox && rt->inbox[j].mb != op->mb) j++;
-            PPDL_CHECK(j < rt->n_inbox, "evaluation: receive of activation %d was not posted", op->mb);
-            recv_complete(rt, act_in(rt, &rt->inbox[j], op->mb), op->mb);
-            rt->inbox[j].mb = -1;
-            rt->inbox[j].lent = 1;
-            sl->in = j;
-            sl->act[0] = rt->inbox[j].buf;
-            sl->mb = op->mb;
-        } else if (op->kind == PPDL_OP_FORWARD) {
-            forward(rt, e, op->mb);
-            if (rt->last_stage) eval_free_slot(rt, sl);
-        } else {
-            send_post(rt, out_of(rt, sl, op->mb, 1), op->mb);
-            eval_free_slot(rt, sl);
-        }
-        post_receives(rt);
-    }
-}
-
-/* Several stages of one rank (or one): batch by batch, every runtime's receives posted
- * first, then micro-batch by micro-batch each stage's ops for it in ascending stage
- * order, then every send complete before the slots take the next batch. Why no rank
- * waits forever: every wait is for an earlier (micro-batch, stage) pair, in that
- * lexicographic order. A receive waits for the same micro-batch's earlier stage; a
- * forward waits for its slot's last send (an earlier micro-batch of this stage) to be
- * received, and the next stage posts that receive once it has taken the micro-batch
- * before it (an earlier pair too), or at the batch's start. Every rank runs its pairs
- * in that order, so the earliest pair not done anywhere can always run. (Stage by
- * stage, all of a stage's micro-batches first, deadlocks: a stage's forward would wait
- * for a later stage of its own rank to post a receive.) */
-double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src, int n_batches)
-{
-    eval_saved *sv = ppdl_xmalloc((size_t)n * sizeof *sv);
-    int *k = ppdl_xmalloc((size_t)n * sizeof(int)), M = 0;
-    for (int i = 0; i < n; i++) {
-        eval_enter(rts[i], src, &sv[i]);
-        M = rts[i]->cfg.M > M ? rts[i]->cfg.M : M; /* eval_ops: micro-batches 0..M-1 */
-    }
-    double loss_sum = 0;
-    for (int e = 0; e < n_batches; e++) {
-        for (int i = 0; i < n; i++) {
-            ppdl_runtime *rt = rts[i];
-            if (rt->last_stage) ppdl_be_zero(rt->be, rt->loss_dev, sizeof(float));
-            rt->next_act_recv = 0;
-            post_receives(rt);
-            k[i] = 0;
-        }
-        for (int mb = 0; mb < M; mb++)
-            for (int i = 0; i < n; i++) eval_batch_ops(rts[i], e, mb, &k[i]);
-        for (int i = 0; i < n; i++) /* (nothing is left: every op has its micro-batch) */
-            PPDL_CHECK(k[i] == rts[i]->ops.n, "evaluation: stage %d has ops out of micro-batch order",
-                       rts[i]->cfg.stage);
-        for (int i = 0; i < n; i++) {
-            ppdl_runtime *rt = rts[i];
-            for (int j = 0; j < rt->n_slots; j++) send_complete(rt, out_of(rt, &rt->slots[j], rt->slots[j].mb, 1), -1);
-            if (rt->last_stage) {
-                float loss = 0;
-                ppdl_be_copy_d2h(rt->be, &loss, rt->loss_dev, sizeof loss);
-                loss_sum += loss; /* batch by batch, in order, in double */
-            }
-        }
-    }
-    for (int i = 0; i < n; i++) eval_leave(rts[i], &sv[i]);
-    free(sv);
-    free(k);
-    return loss_sum;
-}
-
-double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
-{
-    return ppdl_runtime_eval_group(&rt, 1, src, n_batches);
-}
-
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)
 {
     *n = rt->n_ev;
@@ -1578,12 +616,10 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     if (!rt) return;
     for (int k = 0; k < rt->n_slots; k++) {
         slot *sl = &rt->slots[k];
-#if HAVE_CUDA
         /* no transfer still reads or writes a buffer freed below */
-        nccl_req_release(rt->nc_act, &sl->nc_act_send);
-        nccl_req_release(rt->nc_grad, &sl->nc_grad_send);
-        nccl_req_release(rt->nc_grad, &sl->nc_grad_recv);
-#endif
+        rt->p2p->req_free(rt, rt->nc_act, &sl->act_send);
+        rt->p2p->req_free(rt, rt->nc_grad, &sl->grad_send);
+        rt->p2p->req_free(rt, rt->nc_grad, &sl->grad_recv);
         for (int i = 0; i < rt->nl; i++) {
             if (i > 0 || rt->first_stage) ppdl_be_free(rt->be, sl->act[i]); /* else the inbox's */
             ppdl_be_free(rt->be, sl->saved[i]);
@@ -1594,17 +630,11 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
         ppdl_be_free(rt->be, sl->dout);
         ppdl_be_free(rt->be, sl->din);
         ppdl_be_free(rt->be, sl->targets);
-        ppdl_xfer_free(rt->be, &sl->x_act_send);
-        ppdl_xfer_free(rt->be, &sl->x_grad_send);
-        ppdl_xfer_free(rt->be, &sl->x_grad_recv);
     }
     free(rt->slots);
     for (int j = 0; j < rt->n_inbox; j++) {
-#if HAVE_CUDA
-        nccl_req_release(rt->nc_act, &rt->inbox[j].nc_req);
-#endif
+        rt->p2p->req_free(rt, rt->nc_act, &rt->inbox[j].req);
         ppdl_be_free(rt->be, rt->inbox[j].buf);
-        ppdl_xfer_free(rt->be, &rt->inbox[j].x);
     }
     free(rt->inbox);
     for (int j = 0; j < rt->n_wbufs; j++) {
@@ -1628,18 +658,8 @@ void ppdl_runtime_destroy(ppdl_runtime *rt)
     free(rt->recompute);
     free(rt->layer_sumsq);
     free(rt->ev);
-    for (int i = 0; i < rt->nl; i++) {
-        ppdl_ring_free(&rt->rings[i]);
-        ppdl_xfer_free(rt->be, &rt->grad_x[i]);
-#if HAVE_CUDA
-        nccl_req_release(rt->nc_replicas, &rt->grad_nreq[i]);
-#endif
-    }
-    free(rt->rings);
+    ppdl_rt_grad_sum_free(rt);
     ppdl_tie_free(&rt->tie, rt->be);
-    free(rt->grad_reqs);
-    free(rt->grad_x);
-    free(rt->grad_nreq);
     ppdl_op_list_free(&rt->ops);
     free(rt);
 }

@@ -61,7 +61,7 @@ typedef struct ppdl_runtime_cfg {
      * all-reduce in which each layer has exactly one non-zero contribution (an exact
      * sum). Then g += (c - 1) g, elementwise, the same on every rank. The sums and
      * that all-reduce are those of the non-finite agreement every step makes anyway
-     * (runtime.c, agree_nonfinite_and_norm): clipping adds no reduction. */
+     * (update.c, agree_nonfinite_and_norm): clipping adds no reduction. */
     double clip_grad_norm;
     /* weight decay on every parameter (1), or, as nanoGPT and llm.c do, only on the
      * tensors of two or more dimensions: the matrices, convolution kernels and the

@@ -3,7 +3,7 @@
  * pairs of ranks carry them between stages, and what summing the gradients costs.
  * Pure C (no MPI): the planner, the cost model and the simulator share these.
  *
- * The runtime's rules (src/pipe/runtime.c), restated here without MPI:
+ * The runtime's rules (src/pipe/runtime.c, grad_sum.c), restated here without MPI:
  *  - micro-batch j runs on replica j mod k of a stage with k replicas;
  *  - replica q runs the op list ppdl_schedule_build_replica (sched/schedule.h) gives
  *    it for the layout, the runtime and the simulator alike: its own micro-batches,

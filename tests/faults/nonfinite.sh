@@ -14,7 +14,7 @@ with h5py.File(sys.argv[1]) as f, h5py.File(sys.argv[2], "w") as g:
     g["features"] = x; g["labels"] = np.array(f["labels"])
 PY
 # with --clip-grad-norm the check reads the clip norm's sums and shares its all-reduce
-# (runtime.c, agree_nonfinite_and_norm): the same stop and the same message
+# (pipe/update.c, agree_nonfinite_and_norm): the same stop and the same message
 for clip in "" "--clip-grad-norm 1"; do
   for S in 1 2; do
     mpirun_n $S "$tmp/m.h5" --data "$tmp/bad-data.h5" --steps 5 --batch-size 8 --micro-batches 2 --threads 1 --plan uniform \

@@ -1,7 +1,7 @@
 #!/bin/sh
 # rank_error.sh — an error on one rank other than 0, in the middle of a step (a planted
-# internal error: the test hook PPDL_TEST_FAIL_STEP=RANK:STEP, src/pipe/runtime.c),
-# while the other ranks wait for its messages: the job ends by itself within the bound (no hang), with
+# internal error: the test hook PPDL_TEST_FAIL_STEP=RANK:STEP, pipe/runtime_hooks.h), while
+# the other ranks wait for its messages: the job ends by itself within the bound (no hang), with
 # a non-zero status; the user sees that rank's own message once (its rank, file:line,
 # what went wrong); the checkpoint written before the failing step is intact, and the
 # same command resumes from it and finishes with the uninterrupted run's weights.

@@ -3,8 +3,8 @@
  * overlap the compute stream, ordered against it with events (no host waits). Only in
  * builds with HAVE_CUDA; the backend must be the CUDA one.
  *
- * How the pipeline runtime uses it (--p2p nccl; pipe/runtime.c, "the stages'
- * messages"), instead of the host staging of backend/xfer.h:
+ * How the pipeline runtime uses it (--p2p nccl; pipe/transport.c, the NCCL
+ * transport), instead of the host staging of backend/xfer.h:
  *
  *   act  = ppdl_nccl_create(MPI_COMM_WORLD, be, &{to: next stage's ranks,
  *                                                from: previous stage's ranks}, ...)
@@ -78,7 +78,7 @@ void ppdl_nccl_isend(ppdl_nccl *nc, const void *dev, size_t n_bytes, int peer, p
 void ppdl_nccl_irecv(ppdl_nccl *nc, void *dev, size_t n_bytes, int peer, ppdl_nccl_req *req);
 /* the sum of n floats at dev over the communicator's ranks, in place (ncclAllReduce;
  * every rank gets the same bits), on the send stream after the work queued on the
- * compute stream so far: the replicas' gradient sums (pipe/runtime.c) */
+ * compute stream so far: the replicas' gradient sums (pipe/grad_sum.c) */
 void ppdl_nccl_iallreduce_sum(ppdl_nccl *nc, float *dev, size_t n, ppdl_nccl_req *req);
 /* the compute stream waits for the transfer (GPU side; returns at once) */
 void ppdl_nccl_stream_wait(ppdl_nccl *nc, ppdl_nccl_req *req);
