@@ -4,7 +4,7 @@
  * replicas). The rank keeps, for each of its stages,
  * its own weights (ppdl_stage) and its own runtime (pipe/runtime.h, given the stage's
  * op list), and runs them in the rank's order (ppdl_runtime_step_group). Its first
- * stage is the run's usual r->stage / r->st / r->rt; the others are here. */
+ * stage, r->local[0], is built as a rank of one stage builds it; the others here. */
 #include "config.h"
 
 #include <mpi.h>
@@ -18,7 +18,7 @@
 #include "io/model_io.h"
 #include "pipe/p2p_choice.h"
 
-int run_chunked(const run *r) { return r->n_own > 1; }
+int run_chunked(const run *r) { return r->n_local > 1; }
 
 /* the ranks of a stage's replicas in replica order (a stage a planner built without
  * replicas names its one rank only) */
@@ -27,8 +27,6 @@ static const int *ranks_of(const ppdl_plan_stage *ps)
     PPDL_CHECK(ps->n_replicas <= 1 || ps->ranks, "a stage of %d replicas names no ranks", ps->n_replicas);
     return ps->n_replicas > 0 && ps->ranks ? ps->ranks : &ps->rank;
 }
-
-ppdl_stage *run_own_stage(run *r, int c) { return c == 0 ? &r->st : &r->own_st[c]; }
 
 /* What the first version leaves out (NULL: nothing here): each of these keeps a
  * per-stage rule the several stages of a rank would break. */
@@ -141,9 +139,11 @@ void run_chunks_plan(run *r)
     }
     free(other);
     agree_or_end_job(bad, err, 2);
-    r->n_own = ppdl_plan_stages_of_rank(plan, r->rank, r->own, PPDL_MAX_CHUNKS);
-    PPDL_CHECK(r->n_own == v && r->own[0] == r->stage, "rank %d holds %d stages of the plan, expected %d", r->rank,
-               r->n_own, v);
+    int stages[PPDL_MAX_CHUNKS];
+    r->n_local = ppdl_plan_stages_of_rank(plan, r->rank, stages, PPDL_MAX_CHUNKS);
+    PPDL_CHECK(r->n_local == v && stages[0] == r->local[0].stage, "rank %d holds %d stages of the plan, expected %d",
+               r->rank, r->n_local, v);
+    for (int c = 1; c < r->n_local; c++) r->local[c].stage = stages[c];
     for (int p = 0; p < N; p++)
         for (int j = 0; j < copy0[p].n_stages; j++) {
             int s = copy0[p].stages[j];
@@ -173,9 +173,9 @@ void run_chunks_plan(run *r)
     /* the replicas of each of this rank's stages sum on a communicator of their own
      * (the first stage's is run_plan.c's replica_comm); collective over the job, every
      * rank holding v stages */
-    for (int c = 1; c < r->n_own; c++) {
-        r->own_comm[c] = MPI_COMM_NULL;
-        if (k > 1) PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->own[c], q, &r->own_comm[c]));
+    for (int c = 1; c < r->n_local; c++) {
+        r->local[c].replica_comm = MPI_COMM_NULL;
+        if (k > 1) PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->local[c].stage, q, &r->local[c].replica_comm));
     }
 }
 
@@ -184,17 +184,18 @@ void run_chunks_plan(run *r)
 static void build_one(run *r, int c, const ppdl_runtime_cfg *first_cfg)
 {
     const options *o = &r->o;
-    int s = r->own[c];
+    int s = r->local[c].stage;
     const ppdl_plan_stage *ps = &r->plan.stages[s];
     char err[PPDL_ERR_LEN] = "";
-    ppdl_stage *st = &r->own_st[c];
+    run_local *l = &r->local[c];
+    ppdl_stage *st = &l->st;
     ppdl_stage_alloc_params(st, &r->model, r->be, ps->first, ps->last);
-    r->own_host[c] = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
+    l->host = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
     ppdl_stage_alloc_optimizer(st);
     if (!r->resume) {
-        int rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->own_host[c], err, sizeof err);
+        int rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, l->host, err, sizeof err);
         agree_or_end_job(rc != 0, err, 1);
-        ppdl_be_copy_h2d(r->be, st->params, r->own_host[c], st->n_params * sizeof(float));
+        ppdl_be_copy_h2d(r->be, st->params, l->host, st->n_params * sizeof(float));
     } else {
         /* weights and AdamW moments of this stage's layers (collective: every rank
          * reads its c-th stage at once) */
@@ -210,45 +211,13 @@ static void build_one(run *r, int c, const ppdl_runtime_cfg *first_cfg)
     }
     ppdl_runtime_cfg cfg = *first_cfg;
     run_chunk_cfg(r, c, &cfg);
-    r->own_rt[c] = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
-    if (r->resume) ppdl_runtime_set_adam_t(r->own_rt[c], (int)r->ck.adam_t);
-}
-
-/* The checkpoint writer of a rank holding several stages: its layer ranges */
-ppdl_ckpt *run_chunks_ckpt_create(run *r, char *err, size_t errlen)
-{
-    int first[PPDL_MAX_CHUNKS], last[PPDL_MAX_CHUNKS];
-    for (int c = 0; c < r->n_own; c++) {
-        /* the copies after the first hold the same weights: only copy 0 writes */
-        first[c] = r->plan.stages[r->own[c]].first;
-        last[c] = r->replica == 0 ? r->plan.stages[r->own[c]].last : first[c] - 1;
-    }
-    return ppdl_ckpt_create_ranges(r->o.model, &r->model, r->n_own, first, last, err, errlen);
-}
-
-/* The weights and AdamW moments of the rank's stages, back to back in layer order, on
- * the host (what ppdl_ckpt_write takes): h->a[0..2], h->copies 1 (freed by
- * host_state_free) */
-void run_chunks_host_state(run *r, host_state *h)
-{
-    size_t n = 0;
-    for (int c = 0; c < r->n_own; c++) n += run_own_stage(r, c)->n_params;
-    h->copies = 1;
-    for (int a = 0; a < 3; a++) h->a[a] = ppdl_xmalloc(n * sizeof(float) + 1);
-    size_t off = 0;
-    for (int c = 0; c < r->n_own; c++) {
-        ppdl_stage *st = run_own_stage(r, c);
-        host_state one;
-        host_state_get(&one, st, 1);
-        for (int a = 0; a < 3; a++) memcpy(h->a[a] + off, one.a[a], st->n_params * sizeof(float));
-        host_state_free(&one);
-        off += st->n_params;
-    }
+    l->rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
+    if (r->resume) ppdl_runtime_set_adam_t(l->rt, (int)r->ck.adam_t);
 }
 
 void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg)
 {
-    int s = r->own[c], k = ppdl_plan_chunk_replicas(&r->plan);
+    int s = r->local[c].stage, k = ppdl_plan_chunk_replicas(&r->plan);
     const ppdl_plan_stage *ps = &r->plan.stages[s];
     /* the ranks of stage t's replicas (k of them: copy q's is ranks[q]) */
     const ppdl_plan_stage *prev = s > 0 ? &r->plan.stages[s - 1] : NULL;
@@ -261,7 +230,7 @@ void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg)
     cfg->next_ranks = next ? ranks_of(next) : NULL;
     cfg->n_next = next ? k : 0;
     cfg->replica_ranks = ranks_of(ps);
-    cfg->replica_comm = k == 1 ? MPI_COMM_NULL : c == 0 ? r->replica_comm : r->own_comm[c];
+    cfg->replica_comm = k == 1 ? MPI_COMM_NULL : r->local[c].replica_comm;
     cfg->recompute = ps->recompute;
     /* tied embeddings: stage 0 and stage S-1 exchange their parts (pipe/tie.h), also
      * when one rank holds both (zb-v's rank 0): it sends to itself */
@@ -273,64 +242,17 @@ void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg)
 
 void run_chunks_build(run *r, const ppdl_runtime_cfg *first_cfg)
 {
-    r->own_rt[0] = r->rt;
-    for (int c = 1; c < r->n_own; c++) build_one(r, c, first_cfg);
-}
-
-void run_chunks_set_lr(run *r, double lr)
-{
-    for (int c = 0; c < r->n_own; c++) ppdl_runtime_set_lr(r->own_rt[c], lr);
-}
-
-void run_chunks_step(run *r, long step, ppdl_step_stats *stats)
-{
-    ppdl_runtime_step_group(r->own_rt, r->n_own, r->rs.order, r->rs.n, step, stats);
-}
-
-/* The model's weights on rank 0 in layer order: one gather per chunk c, each rank
- * sending its c-th stage, placed at that stage's first float. */
-float *run_chunks_gather_weights(run *r)
-{
-    const ppdl_plan *plan = &r->plan;
-    int N = r->n_ranks;
-    size_t total = ppdl_model_param_count(&r->model);
-    float *all_p = r->rank == 0 ? ppdl_xmalloc(total * sizeof(float) + 1) : NULL;
-    int *counts = r->rank == 0 ? ppdl_xcalloc((size_t)N, sizeof(int)) : NULL;
-    int *displs = r->rank == 0 ? ppdl_xcalloc((size_t)N, sizeof(int)) : NULL;
-    for (int c = 0; c < r->n_own; c++) {
-        ppdl_stage *st = run_own_stage(r, c);
-        float *host = c == 0 ? r->host : r->own_host[c];
-        ppdl_be_copy_d2h(r->be, host, st->params, st->n_params * sizeof(float));
-        /* the held layout has a tied weight once, as wte: the head's stage leaves its
-         * copy (its arena's last floats) out, as run_gather_weights does */
-        size_t copy = st->first > 0 && st->last == r->model.L - 1 ? ppdl_model_tied_floats(&r->model) : 0;
-        int n_mine = r->replica == 0 ? (int)(st->n_params - copy) : 0; /* copy 0 sends */
-        PPDL_CHECK_MPI(MPI_Gather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
-        if (r->rank == 0) {
-            /* stage s's floats start after those of every stage before it */
-            size_t off = 0;
-            for (int s = 0; s < plan->S; s++) {
-                int q = plan->stages[s].rank, cq = 0;
-                for (int t = 0; t < s; t++) cq += plan->stages[t].rank == q;
-                if (cq == c) displs[q] = (int)off;
-                for (int l = plan->stages[s].first; l <= plan->stages[s].last; l++)
-                    for (int i = 0; i < r->model.layers[l].n_params; i++) off += r->model.layers[l].params[i].numel;
-            }
-        }
-        PPDL_CHECK_MPI(MPI_Gatherv(host, n_mine, MPI_FLOAT, all_p, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
-    }
-    free(counts);
-    free(displs);
-    return all_p;
+    for (int c = 1; c < r->n_local; c++) build_one(r, c, first_cfg);
 }
 
 void run_chunks_free(run *r)
 {
-    for (int c = 1; c < r->n_own; c++) {
-        if (r->own_rt[c]) ppdl_runtime_destroy(r->own_rt[c]);
-        if (r->own_comm[c] != MPI_COMM_NULL) MPI_Comm_free(&r->own_comm[c]);
-        if (r->own_st[c].be) ppdl_stage_free(&r->own_st[c]);
-        free(r->own_host[c]);
+    for (int c = 1; c < r->n_local; c++) {
+        run_local *l = &r->local[c];
+        if (l->rt) ppdl_runtime_destroy(l->rt);
+        if (l->replica_comm != MPI_COMM_NULL) MPI_Comm_free(&l->replica_comm);
+        if (l->st.be) ppdl_stage_free(&l->st);
+        free(l->host);
+        *l = (run_local){.replica_comm = MPI_COMM_NULL};
     }
-    if (r->n_own > 1) ppdl_rank_schedule_free(&r->rs);
 }

@@ -380,9 +380,10 @@ void run_adopt_plan(run *r)
     const ppdl_model *m = &r->model;
     ppdl_plan *plan = &r->plan;
     char err[PPDL_ERR_LEN] = "";
-    r->stage = ppdl_plan_stage_of_rank(plan, r->rank, &r->replica);
-    PPDL_CHECK(r->stage >= 0, "rank %d has no stage in the plan", r->rank);
-    r->n_own = 1;
+    int stage = ppdl_plan_stage_of_rank(plan, r->rank, &r->replica);
+    PPDL_CHECK(stage >= 0, "rank %d has no stage in the plan", r->rank);
+    r->n_local = 1;
+    r->local[0].stage = stage;
     int chunked = ppdl_plan_chunks(plan) > 1;
     snprintf(err, sizeof err, "--schedule %s runs several stages per rank: its plan is --plan auto or uniform "
              "(--virtual-stages v) or a plan file with several stages per rank", ppdl_schedule_name(o->schedule));
@@ -399,7 +400,7 @@ void run_adopt_plan(run *r)
     /* after the checks above (the lists' builders stop on what they refuse) */
     share_pass_times(r);
     /* the replicas of this rank's stage sum their gradients among themselves */
-    PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->stage, r->replica, &r->replica_comm));
+    PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, stage, r->replica, &r->local[0].replica_comm));
     /* each stage's memory, predicted from the layers' sizes before anything is allocated */
     r->pred = ppdl_xcalloc((size_t)plan->S, sizeof *r->pred);
     if (chunked) {
@@ -418,7 +419,7 @@ void run_adopt_plan(run *r)
                                                  s == plan->S - 1, o->precision == PPDL_PREC_BF16);
         plan->stages[s].mem_bytes = r->pred[s].cost_model;
         ppdl_op_list_free(&ol);
-        if (s != r->stage) continue;
+        if (s != stage) continue;
         /* this rank's own replica (replica 0 holds the most micro-batches) */
         ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, tm, &ol);
         r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
@@ -433,7 +434,13 @@ void run_adopt_plan(run *r)
                                                        ppdl_schedule_max_pending_weight(&ol), full, s == 0,
                                                        s == plan->S - 1, o->precision == PPDL_PREC_BF16);
         free(full);
-        ppdl_op_list_free(&ol);
+        /* the rank's one list, run in its own order */
+        r->rs = (ppdl_rank_schedule){.rank = r->rank, .n_stages = 1, .n = ol.n};
+        r->rs.stages = ppdl_xmalloc(sizeof *r->rs.stages);
+        r->rs.stages[0] = s;
+        r->rs.lists = ppdl_xmalloc(sizeof *r->rs.lists);
+        r->rs.lists[0] = ol;
+        r->rs.order = ppdl_xcalloc((size_t)(ol.n > 0 ? ol.n : 1), sizeof *r->rs.order);
     }
     free(layout);
 }

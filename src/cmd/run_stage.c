@@ -34,7 +34,8 @@ static void open_nccl(run *r, const ppdl_runtime_cfg *cfg, int n_replicas)
     r->nccl_act = ppdl_nccl_create(MPI_COMM_WORLD, r->be, &act, err, sizeof err);
     if (r->nccl_act) r->nccl_grad = ppdl_nccl_create(MPI_COMM_WORLD, r->be, &grad, err, sizeof err);
     if (r->nccl_act && r->nccl_grad) {
-        if (n_replicas > 1) r->nccl_replicas = ppdl_nccl_create(r->replica_comm, r->be, NULL, err, sizeof err);
+        if (n_replicas > 1)
+            r->nccl_replicas = ppdl_nccl_create(r->local[0].replica_comm, r->be, NULL, err, sizeof err);
         return; /* a stage's replicas share no GPU if no two ranks of the job do */
     }
     ppdl_nccl_destroy(r->nccl_act);
@@ -92,13 +93,32 @@ static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t
 
 ppdl_batch_source run_batch_source(data_source *ds) { return (ppdl_batch_source){ds, read_batch}; }
 
+int run_runtimes(const run *r, ppdl_runtime **rts)
+{
+    for (int c = 0; c < r->n_local; c++) rts[c] = r->local[c].rt;
+    return r->n_local;
+}
+
+/* The checkpoint writer of this rank's stages: their layer ranges; a stage's replicas
+ * after the first hold the same weights, only the first writes (the others' ranges
+ * are empty) */
+static ppdl_ckpt *ckpt_create(run *r, char *err, size_t errlen)
+{
+    int first[PPDL_MAX_CHUNKS], last[PPDL_MAX_CHUNKS];
+    for (int c = 0; c < r->n_local; c++) {
+        first[c] = r->plan.stages[r->local[c].stage].first;
+        last[c] = r->replica == 0 ? r->plan.stages[r->local[c].stage].last : first[c] - 1;
+    }
+    return ppdl_ckpt_create_ranges(r->o.model, &r->model, r->n_local, first, last, err, errlen);
+}
+
 void run_build_stage(run *r)
 {
     const options *o = &r->o;
-    const ppdl_plan_stage *ps = &r->plan.stages[r->stage];
+    const ppdl_plan_stage *ps = &r->plan.stages[r->local[0].stage];
     ppdl_backend *be = r->be;
     char err[PPDL_ERR_LEN] = "";
-    ppdl_be_set_stage(be, r->stage);
+    ppdl_be_set_stage(be, r->local[0].stage);
     size_t mem_limit = 0;
     int rc = run_options_mem_limit(o->mem_limit, r->rank, &mem_limit, err, sizeof err);
     agree_or_end_job(rc != 0, err, 2);
@@ -124,21 +144,21 @@ void run_build_stage(run *r)
         snprintf(fit, sizeof fit, "give --mem-limit %zuK or more, more ranks to split the layers over, or a smaller "
                  "micro-batch", need_k);
     snprintf(err, sizeof err, "rank %d, stage %d (layers %d-%d): the stage needs %s (parameters and AdamW %s, "
-             "stashed activations %s, buffers %s), over the memory limit of %s (--mem-limit); %s", r->rank, r->stage,
+             "stashed activations %s, buffers %s), over the memory limit of %s (--mem-limit); %s", r->rank, r->local[0].stage,
              ps->first, ps->last, ppdl_fmt_bytes((size_t)r->pred_own.total, b1, sizeof b1),
              ppdl_fmt_bytes((size_t)r->pred_own.params_optimizer, b2, sizeof b2),
              ppdl_fmt_bytes((size_t)r->pred_own.stash, b3, sizeof b3),
              ppdl_fmt_bytes((size_t)r->pred_own.buffers, b4, sizeof b4), ppdl_fmt_bytes(mem_limit, b5, sizeof b5), fit);
     agree_or_end_job(mem_limit > 0 && r->pred_own.total > (double)mem_limit, err, 3);
 
-    ppdl_stage *st = &r->st;
+    ppdl_stage *st = &r->local[0].st;
     ppdl_stage_alloc_params(st, &r->model, be, ps->first, ps->last);
-    r->host = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
+    r->local[0].host = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
     ppdl_stage_alloc_optimizer(st);
     if (!r->resume) {
-        rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->host, err, sizeof err);
+        rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->local[0].host, err, sizeof err);
         agree_or_end_job(rc != 0, err, 1);
-        ppdl_be_copy_h2d(be, st->params, r->host, st->n_params * sizeof(float));
+        ppdl_be_copy_h2d(be, st->params, r->local[0].host, st->n_params * sizeof(float));
     } else {
         /* weights and AdamW moments of this stage's layers, wherever they were before */
         host_state h;
@@ -153,7 +173,7 @@ void run_build_stage(run *r)
 
     r->ds = (data_source){&r->data, o->batch_size, r->start_step, r->resume ? r->ck.data_position : 0, o->shuffle};
     const ppdl_plan *plan = &r->plan;
-    int stage = r->stage;
+    int stage = r->local[0].stage;
     /* tied embeddings on two stages: the first and the last exchange their gradients */
     int tie_other = !r->model.tie_embeddings || plan->S == 1 ? -1 : stage == 0 ? plan->S - 1 : stage == plan->S - 1 ? 0 : -1;
     ppdl_runtime_cfg cfg = {
@@ -163,7 +183,7 @@ void run_build_stage(run *r)
         .n_prev = stage > 0 ? plan->stages[stage - 1].n_replicas : 0,
         .next_ranks = stage + 1 < plan->S ? plan->stages[stage + 1].ranks : NULL,
         .n_next = stage + 1 < plan->S ? plan->stages[stage + 1].n_replicas : 0,
-        .replica_comm = ps->n_replicas > 1 ? r->replica_comm : MPI_COMM_NULL,
+        .replica_comm = ps->n_replicas > 1 ? r->local[0].replica_comm : MPI_COMM_NULL,
         .M = (int)o->micro_batches, .batch_size = (int)o->batch_size, .recompute = ps->recompute,
         .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay,
         .record_events = o->record_events, .clip_grad_norm = o->clip_grad_norm,
@@ -180,18 +200,16 @@ void run_build_stage(run *r)
     cfg.nccl_replicas = r->nccl_replicas;
     ppdl_runtime_cfg first_cfg = cfg; /* the model of a chunked rank's other stages' */
     if (run_chunked(r)) run_chunk_cfg(r, 0, &cfg);
-    r->rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
+    r->local[0].rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
     if (run_chunked(r)) run_chunks_build(r, &first_cfg);
     if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);
-    if (r->resume) ppdl_runtime_set_adam_t(r->rt, (int)r->ck.adam_t);
-    /* checkpoints: stage replicas after the first hold the same weights, only the first writes */
+    if (r->resume) ppdl_runtime_set_adam_t(r->local[0].rt, (int)r->ck.adam_t);
+    /* checkpoints */
     run_ctl *ctl = &r->ctl;
     ctl->ckpt_step = r->resume ? r->start_step : -1;
     ctl->log = json_array();
     if (o->checkpoint) {
-        ctl->ckpt = run_chunked(r) ? run_chunks_ckpt_create(r, err, sizeof err)
-                                   : ppdl_ckpt_create(o->model, &r->model, ps->first,
-                                                      r->replica == 0 ? ps->last : ps->first - 1, err, sizeof err);
+        ctl->ckpt = ckpt_create(r, err, sizeof err);
         agree_or_end_job(ctl->ckpt == NULL, err, 1);
         ctl->plan_json = ppdl_plan_to_json(plan);
         /* before the first checkpoint, guess its time pessimistically: 50 MB/s for the
@@ -203,25 +221,26 @@ void run_build_stage(run *r)
 void run_free_stage(run *r)
 {
     run_chunks_free(r);
-    r->n_own = 1;
-    if (r->rt) ppdl_runtime_destroy(r->rt);
-    r->rt = NULL;
+    if (r->local[0].rt) ppdl_runtime_destroy(r->local[0].rt);
+    r->local[0].rt = NULL;
+    ppdl_rank_schedule_free(&r->rs);
 #if HAVE_CUDA
     ppdl_nccl_destroy(r->nccl_act); /* after the runtime: its last transfers are done */
     ppdl_nccl_destroy(r->nccl_grad);
     ppdl_nccl_destroy(r->nccl_replicas);
     r->nccl_act = r->nccl_grad = r->nccl_replicas = NULL;
 #endif
-    if (r->st.be) ppdl_stage_free(&r->st);
-    memset(&r->st, 0, sizeof r->st);
-    free(r->host);
-    r->host = NULL;
+    if (r->local[0].st.be) ppdl_stage_free(&r->local[0].st);
+    memset(&r->local[0].st, 0, sizeof r->local[0].st);
+    free(r->local[0].host);
+    r->local[0].host = NULL;
     free(r->pred);
     r->pred = NULL;
     free(r->pass_ticks);
     r->pass_ticks = NULL;
-    if (r->replica_comm != MPI_COMM_NULL) PPDL_CHECK_MPI(MPI_Comm_free(&r->replica_comm));
-    r->replica_comm = MPI_COMM_NULL;
+    if (r->local[0].replica_comm != MPI_COMM_NULL) PPDL_CHECK_MPI(MPI_Comm_free(&r->local[0].replica_comm));
+    r->local[0].replica_comm = MPI_COMM_NULL;
+    r->n_local = 0;
     ppdl_ckpt_destroy(r->ctl.ckpt);
     free(r->ctl.plan_json);
     json_decref(r->ctl.log);
