@@ -4,8 +4,9 @@
  *   run_options.c   the command line: parse, check, derive (options)
  *   run_setup.c     the model, the device, the network, the data, the resume point,
  *                   the layers' costs
- *   run_plan.c      the plan (auto, uniform, dp, a file) and its memory prediction
- *   run_stage.c     this rank's stage: weights, optimizer state, runtime, checkpoints
+ *   run_plan.c      the plan (auto, uniform, dp, a file), this rank's stages in it
+ *                   (one, or several virtual stages) and their memory prediction
+ *   run_stage.c     this rank's stages: weights, optimizer state, runtimes, checkpoints
  *   run_train.c     the step loop: progress lines, checkpoints, early stops
  *   run_finish.c    what rank 0 gathers at the end: summaries, trace, timeline, --save
  *   run_report.c    what is printed (header, plan table, the closing tables) and
@@ -292,8 +293,8 @@ void run_setup_data(run *r);
 /* 3. the plan every rank runs, and each stage's memory predicted */
 void run_choose_plan(run *r);
 /*    (run_plan.c) everything the plan in r->plan decides before a stage is built: this
- *    rank's stage and replica, the replicas' communicator, the passes' times, each
- *    stage's memory predicted; and --recompute applied to r->plan */
+ *    rank's stages, their op lists and replica, each one's replicas' communicator, the
+ *    passes' times, each stage's memory predicted; and --recompute applied to r->plan */
 void run_adopt_plan(run *r);
 void run_apply_recompute(run *r);
 /*    (run_trials.c) --plan-trials: how many candidates --plan auto asks the planner
@@ -301,10 +302,10 @@ void run_apply_recompute(run *r);
  *    r->plan (tc's plans are taken over and freed) */
 int run_trial_count(const run *r);
 void run_plan_trials(run *r, trial_candidates *tc);
-/*    undo run_adopt_plan and run_build_stage: the stage, its runtime and buffers freed,
- *    ready for another plan (run_finish.c) */
+/*    undo run_adopt_plan and run_build_stage: the stages, their runtimes and buffers freed,
+ *    ready for another plan (run_stage.c) */
 void run_free_stage(run *r);
-/* 4. this rank's stage, its weights (from the model or the checkpoint), the runtime */
+/* 4. this rank's stages, their weights (from the model or the checkpoint), runtimes */
 void run_build_stage(run *r);
 /*    rank 0: what is about to run (header, plan table, the resume point) */
 void run_print_header(const run *r);
@@ -333,15 +334,9 @@ void run_write_loss_plot(run *r);
  * --save and --sample-every). Collective; rank 0 gets the malloc'd array, others NULL. */
 float *run_gather_weights(run *r);
 
-/* run_chunks.c: a rank holding several stages */
-int run_chunked(const run *r);
-/* 1 when this run can hold several stages per rank (not with --p2p nccl):
- * --schedule auto then has the chunked candidates */
-int run_can_hold_chunks(const run *r);
-void run_chunks_plan(run *r);
-void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg);
-void run_chunks_build(run *r, const ppdl_runtime_cfg *first_cfg);
-void run_chunks_free(run *r);
+/* the ranks of a plan stage's replicas in replica order (a stage a planner built
+ * without replicas names its one rank only) (run_plan.c) */
+const int *run_ranks_of(const ppdl_plan_stage *ps);
 /* the runtimes of this rank's stages, rts[0..n_local-1] (run_stage.c); n_local */
 int run_runtimes(const run *r, ppdl_runtime **rts);
 /* one training step of this rank's stages at the step's learning rate (run_train.c) */
