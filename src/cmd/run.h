@@ -4,8 +4,9 @@
  *   run_options.c   the command line: parse, check, derive (options)
  *   run_setup.c     the model, the device, the network, the data, the resume point,
  *                   the layers' costs
- *   run_plan.c      the plan (auto, uniform, dp, a file) and its memory prediction
- *   run_stage.c     this rank's stage: weights, optimizer state, runtime, checkpoints
+ *   run_plan.c      the plan (auto, uniform, dp, a file), this rank's stages in it
+ *                   (one, or several virtual stages) and their memory prediction
+ *   run_stage.c     this rank's stages: weights, optimizer state, runtimes, checkpoints
  *   run_train.c     the step loop: progress lines, checkpoints, early stops
  *   run_finish.c    what rank 0 gathers at the end: summaries, trace, timeline, --save
  *   run_report.c    what is printed (header, plan table, the closing tables) and
@@ -193,6 +194,17 @@ typedef struct trial_result {
     double sim_ms, measured_ms;    /* measured_ms: INFINITY where the plan did not fit */
 } trial_result;
 
+/* One of this rank's stages (a run of consecutive layers of the plan). A rank holds one
+ * stage, or on a chunked plan (--schedule interleaved or zb-v) its v virtual stages;
+ * either way they are a list, stepped together (pipe/runtime.h ppdl_runtime_step_group). */
+typedef struct run_local {
+    int stage;                 /* its index in the plan */
+    ppdl_stage st;             /* its weights and AdamW moments on the device */
+    float *host;               /* host buffer of its parameters */
+    ppdl_runtime *rt;          /* the runtime that runs its op list */
+    MPI_Comm replica_comm;     /* its replicas' (they sum their gradients on it) */
+} run_local;
+
 typedef struct run {
     options o;
     int rank, n_ranks;
@@ -240,31 +252,23 @@ typedef struct run {
      * costs and the cluster: plan/pass_times.h), 4 S ticks, or NULL: the unit play */
     long *pass_ticks;
     ppdl_zb_times pass_times;      /* the view of pass_ticks */
-    int stage, replica;            /* this rank's */
-    MPI_Comm replica_comm;         /* the replicas of this rank's stage */
+    int replica;                   /* this rank's replica of its stages */
+    /* this rank's stages in ascending order (run_plan.c names them, run_stage.c builds
+     * them): one, or the virtual stages of a chunked plan; local[0] is the first */
+    int n_local;
+    run_local local[PPDL_MAX_CHUNKS];
     ppdl_mem_prediction *pred;     /* per stage (its first replica) */
-    ppdl_mem_prediction pred_own;  /* this rank's stage and replica */
+    ppdl_mem_prediction pred_own;  /* this rank's stages and replica */
     ppdl_mem_prediction pred_own_full; /* the same with every layer fully recomputed */
-    /* this rank's stage (run_stage.c) */
-    ppdl_stage st;
-    float *host;                   /* host buffer of the stage's parameters */
     double resume_read_s;
     data_source ds;
-    ppdl_runtime *rt;
     struct ppdl_nccl *nccl_act, *nccl_grad; /* --p2p nccl: the runtime's communicators
                                                (pipe/runtime.h), NULL otherwise */
     struct ppdl_nccl *nccl_replicas;        /* --p2p nccl, a replicated stage: its sums */
     run_ctl ctl;
-    /* a rank holding several stages (run_chunks.c: --schedule interleaved or zb-v on a
-     * chunked plan): its stages ascending, own[0] == stage; own_st[0] / own_host[0] are
-     * unused (the first stage is st / host above), own_rt[0] == rt. n_own 1 otherwise. */
-    int n_own;
-    int own[PPDL_MAX_CHUNKS];
-    ppdl_stage own_st[PPDL_MAX_CHUNKS];
-    float *own_host[PPDL_MAX_CHUNKS];
-    ppdl_runtime *own_rt[PPDL_MAX_CHUNKS];
-    MPI_Comm own_comm[PPDL_MAX_CHUNKS]; /* k copies: own[c]'s replicas (c >= 1; c = 0: replica_comm) */
-    ppdl_rank_schedule rs;         /* this rank's lists and order */
+    /* this rank's op lists, one per local stage, and the order their ops run in (one
+     * stage: its list, which its runtime builds again for itself, in its own order) */
+    ppdl_rank_schedule rs;
     /* training (run_train.c) and its end (run_finish.c) */
     double flops_step;             /* forward + backward FLOPs of one mini-batch */
     rank_summary mine;
@@ -289,8 +293,8 @@ void run_setup_data(run *r);
 /* 3. the plan every rank runs, and each stage's memory predicted */
 void run_choose_plan(run *r);
 /*    (run_plan.c) everything the plan in r->plan decides before a stage is built: this
- *    rank's stage and replica, the replicas' communicator, the passes' times, each
- *    stage's memory predicted; and --recompute applied to r->plan */
+ *    rank's stages, their op lists and replica, each one's replicas' communicator, the
+ *    passes' times, each stage's memory predicted; and --recompute applied to r->plan */
 void run_adopt_plan(run *r);
 void run_apply_recompute(run *r);
 /*    (run_trials.c) --plan-trials: how many candidates --plan auto asks the planner
@@ -298,10 +302,10 @@ void run_apply_recompute(run *r);
  *    r->plan (tc's plans are taken over and freed) */
 int run_trial_count(const run *r);
 void run_plan_trials(run *r, trial_candidates *tc);
-/*    undo run_adopt_plan and run_build_stage: the stage, its runtime and buffers freed,
- *    ready for another plan (run_finish.c) */
+/*    undo run_adopt_plan and run_build_stage: the stages, their runtimes and buffers freed,
+ *    ready for another plan (run_stage.c) */
 void run_free_stage(run *r);
-/* 4. this rank's stage, its weights (from the model or the checkpoint), the runtime */
+/* 4. this rank's stages, their weights (from the model or the checkpoint), runtimes */
 void run_build_stage(run *r);
 /*    rank 0: what is about to run (header, plan table, the resume point) */
 void run_print_header(const run *r);
@@ -330,20 +334,13 @@ void run_write_loss_plot(run *r);
  * --save and --sample-every). Collective; rank 0 gets the malloc'd array, others NULL. */
 float *run_gather_weights(run *r);
 
-/* run_chunks.c: a rank holding several stages */
-int run_chunked(const run *r);
-/* 1 when this run can hold several stages per rank (not with --p2p nccl):
- * --schedule auto then has the chunked candidates */
-int run_can_hold_chunks(const run *r);
-ppdl_stage *run_own_stage(run *r, int c);
-void run_chunks_plan(run *r);
-void run_chunk_cfg(run *r, int c, ppdl_runtime_cfg *cfg);
-void run_chunks_build(run *r, const ppdl_runtime_cfg *first_cfg);
-void run_chunks_set_lr(run *r, double lr);
-void run_chunks_step(run *r, long step, ppdl_step_stats *stats);
-float *run_chunks_gather_weights(run *r);
-void run_chunks_free(run *r);
-ppdl_ckpt *run_chunks_ckpt_create(run *r, char *err, size_t errlen);
+/* the ranks of a plan stage's replicas in replica order (a stage a planner built
+ * without replicas names its one rank only) (run_plan.c) */
+const int *run_ranks_of(const ppdl_plan_stage *ps);
+/* the runtimes of this rank's stages, rts[0..n_local-1] (run_stage.c); n_local */
+int run_runtimes(const run *r, ppdl_runtime **rts);
+/* one training step of this rank's stages at the step's learning rate (run_train.c) */
+void run_step(run *r, long step, ppdl_step_stats *stats);
 /* --sample-every (run_sample.c): a sample of the model as it is after `after_step`
  * steps, printed by rank 0. Collective. */
 void run_sample(run *r, long after_step);
@@ -359,7 +356,6 @@ typedef struct host_state {
 void host_state_get(host_state *h, ppdl_stage *st, int from_device);
 void host_state_put(host_state *h, ppdl_stage *st);
 void host_state_free(host_state *h);
-void run_chunks_host_state(run *r, host_state *h);
 void run_write_checkpoint(run *r, long done, double at_s);
 void run_print_closing(const run *r);
 void run_write_report(run *r);

@@ -25,9 +25,9 @@
 static void gather_summaries(run *r)
 {
     rank_summary *s = &r->mine;
-    ppdl_mem_breakdown mb = ppdl_runtime_memory(r->rt);
-    for (int c = 1; c < r->n_own; c++) { /* a rank holding several stages: all of them */
-        ppdl_mem_breakdown x = ppdl_runtime_memory(r->own_rt[c]);
+    ppdl_mem_breakdown mb = {0};
+    for (int c = 0; c < r->n_local; c++) { /* all the stages the rank holds */
+        ppdl_mem_breakdown x = ppdl_runtime_memory(r->local[c].rt);
         mb.params += x.params;
         mb.optimizer += x.optimizer;
         mb.stash += x.stash;
@@ -43,7 +43,7 @@ static void gather_summaries(run *r)
     s->buffer_bytes = (double)mb.buffers;
     s->weight_keep_bytes = (double)mb.weight_keep;
     s->allocations = (double)mb.allocations;
-    s->stage = r->stage;
+    s->stage = r->local[0].stage;
     const int n = (int)(sizeof *s / sizeof(double));
     r->all = r->rank == 0 ? ppdl_xmalloc((size_t)r->n_ranks * sizeof *s) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(s, n, MPI_DOUBLE, r->all, n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -70,19 +70,19 @@ static void write_trace_and_timeline(run *r)
     int rank = r->rank, n_ranks = r->n_ranks;
     double clk[2];
     ppdl_clock_offset(MPI_COMM_WORLD, &clk[0], &clk[1]);
-    double start = ppdl_runtime_step_start(r->rt) - clk[0], first_start;
+    ppdl_runtime *rts[PPDL_MAX_CHUNKS];
+    int n_rts = run_runtimes(r, rts);
+    double start = ppdl_runtime_step_start(rts[0]) - clk[0], first_start;
     PPDL_CHECK_MPI(MPI_Allreduce(&start, &first_start, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
     r->clock_all = rank == 0 ? ppdl_xmalloc(2 * (size_t)n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(clk, 2, MPI_DOUBLE, r->clock_all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     /* the events of every stage this rank holds (one, or several: their runtimes'
      * steps start together) */
     int n_ev = 0, n_c;
-    ppdl_runtime *rts[PPDL_MAX_CHUNKS] = {r->rt};
-    for (int c = 1; c < r->n_own; c++) rts[c] = r->own_rt[c];
-    for (int c = 0; c < r->n_own; c++) n_ev += (ppdl_runtime_events(rts[c], &n_c), n_c);
+    for (int c = 0; c < n_rts; c++) n_ev += (ppdl_runtime_events(rts[c], &n_c), n_c);
     ppdl_event_rec *ev = ppdl_xmalloc((size_t)n_ev * sizeof *ev + 1);
     double shift_ms = 1e3 * (start - first_start);
-    for (int c = 0, i = 0; c < r->n_own; c++) {
+    for (int c = 0, i = 0; c < n_rts; c++) {
         const ppdl_event_rec *ev_own = ppdl_runtime_events(rts[c], &n_c);
         for (int j = 0; j < n_c; j++, i++) {
             ev[i] = ev_own[j];
@@ -121,32 +121,39 @@ static void write_trace_and_timeline(run *r)
     free(displs);
 }
 
-/* gather the stages' weights to rank 0 in layer order (from each stage's first
- * replica: the replicas hold the same weights), write one model file. The whole
- * model's held layout (nn/model.h) has a tied weight once, as wte: the head's stage
- * leaves its copy (its arena's last floats) out when it does not hold layer 0. */
+/* The model's weights on rank 0 in the held layout (nn/model.h), from each stage's
+ * first replica (the replicas hold the same weights): one gather per local stage c,
+ * each rank sending its c-th stage, placed at that stage's first float. The held layout
+ * has a tied weight once, as wte: the head's stage leaves its copy (its arena's last
+ * floats) out when it does not hold layer 0. */
 float *run_gather_weights(run *r)
 {
-    if (run_chunked(r)) return run_chunks_gather_weights(r);
-    ppdl_stage *st = &r->st;
-    ppdl_be_copy_d2h(r->be, r->host, st->params, st->n_params * sizeof(float));
-    size_t copy = st->first > 0 && st->last == r->model.L - 1 ? ppdl_model_tied_floats(&r->model) : 0;
-    int n_mine = r->replica == 0 ? (int)(st->n_params - copy) : 0, *counts = NULL, *displs = NULL;
-    float *all_p = NULL;
-    if (r->rank == 0) {
-        counts = ppdl_xcalloc((size_t)r->n_ranks, sizeof(int));
-        displs = ppdl_xcalloc((size_t)r->n_ranks, sizeof(int));
-    }
-    PPDL_CHECK_MPI(MPI_Gather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (r->rank == 0) {
-        int off = 0;
-        for (int s = 0; s < r->plan.S; s++) {
-            displs[r->plan.stages[s].rank] = off;
-            off += counts[r->plan.stages[s].rank];
+    const ppdl_plan *plan = &r->plan;
+    int N = r->n_ranks;
+    size_t total = ppdl_model_param_count(&r->model);
+    float *all_p = r->rank == 0 ? ppdl_xmalloc(total * sizeof(float) + 1) : NULL;
+    int *counts = r->rank == 0 ? ppdl_xcalloc((size_t)N, sizeof(int)) : NULL;
+    int *displs = r->rank == 0 ? ppdl_xcalloc((size_t)N, sizeof(int)) : NULL;
+    for (int c = 0; c < r->n_local; c++) {
+        run_local *l = &r->local[c];
+        ppdl_stage *st = &l->st;
+        ppdl_be_copy_d2h(r->be, l->host, st->params, st->n_params * sizeof(float));
+        size_t copy = st->first > 0 && st->last == r->model.L - 1 ? ppdl_model_tied_floats(&r->model) : 0;
+        int n_mine = r->replica == 0 ? (int)(st->n_params - copy) : 0;
+        PPDL_CHECK_MPI(MPI_Gather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        if (r->rank == 0) {
+            /* stage s's floats start after those of every stage before it */
+            size_t off = 0;
+            for (int s = 0; s < plan->S; s++) {
+                int q = plan->stages[s].rank, cq = 0;
+                for (int t = 0; t < s; t++) cq += plan->stages[t].rank == q;
+                if (cq == c) displs[q] = (int)off;
+                for (int i = plan->stages[s].first; i <= plan->stages[s].last; i++)
+                    for (int j = 0; j < r->model.layers[i].n_params; j++) off += r->model.layers[i].params[j].numel;
+            }
         }
-        all_p = ppdl_xmalloc((size_t)off * sizeof(float) + 1);
+        PPDL_CHECK_MPI(MPI_Gatherv(l->host, n_mine, MPI_FLOAT, all_p, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
     }
-    PPDL_CHECK_MPI(MPI_Gatherv(r->host, n_mine, MPI_FLOAT, all_p, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
     free(counts);
     free(displs);
     return all_p;

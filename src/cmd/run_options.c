@@ -658,7 +658,7 @@ int run_options_check_outputs(const options *o, char *err, size_t errlen)
 int run_start(run *r, int argc, char **argv)
 {
     memset(r, 0, sizeof *r);
-    r->replica_comm = MPI_COMM_NULL;
+    for (int c = 0; c < PPDL_MAX_CHUNKS; c++) r->local[c].replica_comm = MPI_COMM_NULL;
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &r->n_ranks);
     ppdl_set_log_rank(r->rank);

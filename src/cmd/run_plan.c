@@ -1,6 +1,7 @@
 /* run_plan.c — the plan every rank runs: solved on rank 0 (--plan auto), uniform,
- * data parallel, or read from a file; then the --recompute override, the replicas'
- * communicators and each stage's memory predicted before anything is allocated. */
+ * data parallel, or read from a file; then the --recompute override, this rank's
+ * stages and their op lists, the replicas' communicators and each stage's memory
+ * predicted before anything is allocated. */
 #include "config.h"
 
 #include <math.h>
@@ -294,6 +295,164 @@ static void share_pass_times(run *r)
     free(layout);
 }
 
+/* ---- a chunked plan: every rank holds v virtual stages (--schedule interleaved or
+ * zb-v; plan/plan.h: or k copies of such a pipeline, each stage with k replicas), each
+ * with its own op list from the rank's schedule (sched/schedule.h ppdl_rank_schedule) ---- */
+
+/* the ranks of a stage's replicas in replica order (a stage a planner built without
+ * replicas names its one rank only) */
+const int *run_ranks_of(const ppdl_plan_stage *ps)
+{
+    PPDL_CHECK(ps->n_replicas <= 1 || ps->ranks, "a stage of %d replicas names no ranks", ps->n_replicas);
+    return ps->n_replicas > 0 && ps->ranks ? ps->ranks : &ps->rank;
+}
+
+/* What the first version leaves out (NULL: nothing here): each of these keeps a
+ * per-stage rule the several stages of a rank would break. */
+static const char *chunks_unsupported(const run *r)
+{
+    return r->p2p == PPDL_P2P_NCCL ? "--p2p nccl (the stages' messages go through MPI)" : NULL;
+}
+
+static int can_hold_chunks(const run *r) { return chunks_unsupported(r) == NULL; }
+
+/* ... refused before anything runs, with the reason; where --p2p auto took NCCL, the
+ * messages go through MPI instead (every rank alike: the plan is the same on all) */
+static void refuse_unsupported(run *r)
+{
+    const options *o = &r->o;
+    char err[PPDL_ERR_LEN] = "";
+    if (r->p2p == PPDL_P2P_NCCL && o->p2p == PPDL_P2P_AUTO) {
+        r->p2p = PPDL_P2P_MPI;
+        snprintf(r->p2p_why, sizeof r->p2p_why, "--p2p auto: several stages per rank (--schedule %s) send through MPI",
+                 ppdl_schedule_name(o->schedule));
+    }
+    const char *what = chunks_unsupported(r);
+    if (what)
+        snprintf(err, sizeof err, "--schedule %s (several stages per rank) does not run with %s yet",
+                 ppdl_schedule_name(o->schedule), what);
+    agree_or_end_job(what != NULL, err, 2);
+}
+
+/* micro-batches of copy q of k: j < M with j mod k == q (copy 0 has the most) */
+static int copy_micro_batches(int M, int k, int q) { return q < M ? (M - q + k - 1) / k : 0; }
+
+/* every position's lists of copy q (M_q micro-batches), built and proven; 0, or -1
+ * with the reason in err */
+static int build_copy(run *r, int N, int v, int Mq, ppdl_rank_schedule *all, char *err, size_t errlen)
+{
+    const options *o = &r->o;
+    /* zb-v: ordered by the passes' times where rank 0 knew them (share_pass_times) */
+    if (ppdl_schedule_build_ranks_timed(o->schedule, N, v, Mq, r->pass_ticks ? &r->pass_times : NULL, all, err,
+                                        errlen))
+        return -1;
+    if (ppdl_schedule_check_ranks(N, v, Mq, all, err, errlen)) {
+        char why[PPDL_ERR_LEN];
+        snprintf(why, sizeof why, "schedule %s with %d ranks, %d stages each, %d micro-batches failed its check: %s",
+                 ppdl_schedule_name(o->schedule), N, v, Mq, err);
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* copy q runs micro-batches q, q+k, ..: its lists' micro-batch i is q + i*k */
+static void map_copy_micro_batches(ppdl_rank_schedule *rs, int k, int q)
+{
+    for (int c = 0; c < rs->n_stages; c++)
+        for (int i = 0; i < rs->lists[c].n; i++)
+            if (rs->lists[c].ops[i].mb >= 0) rs->lists[c].ops[i].mb = q + rs->lists[c].ops[i].mb * k;
+}
+
+/* stage s's memory, predicted from its op list */
+static ppdl_mem_prediction predict_stage(const run *r, int s, const ppdl_op_list *ol)
+{
+    const ppdl_plan_stage *ps = &r->plan.stages[s];
+    return ppdl_runtime_predict_memory(&r->model, ps->first, ps->last, r->o.micro_batch_size,
+                                       ppdl_schedule_max_in_flight(ol), ppdl_runtime_inbox_size(ol),
+                                       ppdl_schedule_max_pending_weight(ol), ps->recompute, s == 0,
+                                       s == r->plan.S - 1, r->o.precision == PPDL_PREC_BF16);
+}
+
+/* A chunked plan: this rank's stages (r->local) and its lists and order (r->rs), every
+ * rank's schedule built and proven (each rank checks all of them, as for the other
+ * schedules), and each stage's memory predicted from its own list. A plan of k copies
+ * (plan/plan.h) runs the chunked schedule on each copy's N ranks with its share of the
+ * micro-batches. */
+static void adopt_virtual_stages(run *r)
+{
+    const options *o = &r->o;
+    const ppdl_plan *plan = &r->plan;
+    int v = ppdl_plan_chunks(plan), k = ppdl_plan_chunk_replicas(plan), N = r->n_ranks / k, M = (int)o->micro_batches;
+    int q = r->replica;
+    char err[PPDL_ERR_LEN] = "";
+    const char *from = o->plan_mode == PLAN_FILE ? o->plan : "the plan";
+    snprintf(err, sizeof err, "%s holds %d stages per rank: it runs with --schedule interleaved or zb-v, not %s",
+             from, v, ppdl_schedule_name(o->schedule));
+    agree_or_end_job(!ppdl_schedule_chunked(o->schedule), err, 2);
+    snprintf(err, sizeof err, "the plan uses %d of the %d ranks: a plan with several stages per rank must use "
+             "every rank", ppdl_plan_ranks_used(plan), r->n_ranks);
+    agree_or_end_job(ppdl_plan_ranks_used(plan) != r->n_ranks, err, 2);
+    PPDL_CHECK(v <= PPDL_MAX_CHUNKS, "%d stages per rank: at most %d", v, PPDL_MAX_CHUNKS);
+    /* the schedule's order (whatever the ranks' numbers): round-robin, or the V */
+    int v_order = o->schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
+    snprintf(err, sizeof err, "%s: its stages do not follow --schedule %s's order (%s)", from,
+             ppdl_schedule_name(o->schedule), v_order == PPDL_CHUNKS_V ? "stage 2N-1-s on the rank of stage s"
+                                                                       : "stage s on the rank of stage s mod N");
+    agree_or_end_job(plan->S != v * N || !ppdl_plan_chunk_order_is(plan, v_order), err, 2);
+    /* this rank's position in the schedule: the stage among the first N it runs (in its copy) */
+    int pos = 0;
+    while (pos < N && run_ranks_of(&plan->stages[pos])[q] != r->rank) pos++;
+    PPDL_CHECK(pos < N, "rank %d runs none of the plan's first %d stages", r->rank, N);
+    refuse_unsupported(r);
+    /* every copy's lists are proven (they differ in their micro-batch counts only);
+     * the memory is predicted from copy 0's, which holds the most, and this rank's from
+     * its own copy's */
+    ppdl_rank_schedule *copy0 = ppdl_xcalloc((size_t)N, sizeof *copy0);
+    ppdl_rank_schedule *mine = q == 0 ? copy0 : ppdl_xcalloc((size_t)N, sizeof *mine);
+    ppdl_rank_schedule *other = ppdl_xcalloc((size_t)N, sizeof *other);
+    int bad = 0;
+    for (int c = 0; c < k && !bad; c++) {
+        ppdl_rank_schedule *to = c == 0 ? copy0 : c == q ? mine : other;
+        bad = build_copy(r, N, v, copy_micro_batches(M, k, c), to, err, sizeof err) != 0;
+        for (int p = 0; p < N && to == other; p++) ppdl_rank_schedule_free(&other[p]);
+    }
+    free(other);
+    agree_or_end_job(bad, err, 2);
+    int stages[PPDL_MAX_CHUNKS];
+    r->n_local = ppdl_plan_stages_of_rank(plan, r->rank, stages, PPDL_MAX_CHUNKS);
+    PPDL_CHECK(r->n_local == v && stages[0] == r->local[0].stage, "rank %d holds %d stages of the plan, expected %d",
+               r->rank, r->n_local, v);
+    for (int c = 1; c < r->n_local; c++) r->local[c].stage = stages[c];
+    for (int p = 0; p < N; p++)
+        for (int j = 0; j < copy0[p].n_stages; j++) {
+            int s = copy0[p].stages[j];
+            r->pred[s] = predict_stage(r, s, &copy0[p].lists[j]);
+            r->plan.stages[s].mem_bytes = r->pred[s].cost_model;
+        }
+    /* this rank's: the sum over its stages */
+    memset(&r->pred_own, 0, sizeof r->pred_own);
+    for (int j = 0; j < mine[pos].n_stages; j++) {
+        ppdl_mem_prediction pr = predict_stage(r, mine[pos].stages[j], &mine[pos].lists[j]);
+        r->pred_own.params_optimizer += pr.params_optimizer;
+        r->pred_own.stash += pr.stash;
+        r->pred_own.weight_keep += pr.weight_keep;
+        r->pred_own.buffers += pr.buffers;
+        r->pred_own.cost_model += pr.cost_model;
+        r->pred_own.total += pr.total;
+    }
+    r->pred_own_full = r->pred_own; /* no advice to recompute: the limit is the plan's */
+    r->rs = mine[pos];
+    map_copy_micro_batches(&r->rs, k, q);
+    for (int p = 0; p < N; p++) {
+        if (p != pos) ppdl_rank_schedule_free(&mine[p]);
+        if (q != 0) ppdl_rank_schedule_free(&copy0[p]);
+    }
+    if (q != 0) free(copy0);
+    free(mine);
+}
+
+
 void run_choose_plan(run *r)
 {
     const options *o = &r->o;
@@ -309,7 +468,7 @@ void run_choose_plan(run *r)
     memset(&tc, 0, sizeof tc);
     switch (o->plan_mode) {
     case PLAN_AUTO:
-        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, run_can_hold_chunks(r), run_trial_count(r),
+        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, can_hold_chunks(r), run_trial_count(r),
                        &r->plan, &r->simulated_ms, &r->shared, &tc, r->schedule_why, sizeof r->schedule_why, err,
                        sizeof err);
         r->solve_s = ppdl_now_s() - t0;
@@ -359,15 +518,61 @@ void run_apply_recompute(run *r)
     ppdl_plan_set_recompute(&r->plan, option, r->n_options);
 }
 
-void run_adopt_plan(run *r)
+/* A plan of one stage per rank (layout: each stage's replicas): every stage's memory
+ * predicted from its first replica's list, this rank's from its own replica's (and
+ * with full recompute, for the advice when it does not fit), and that list kept as the
+ * rank's one list */
+static void adopt_one_stage(run *r, const int *layout)
 {
     const options *o = &r->o;
     const ppdl_model *m = &r->model;
     ppdl_plan *plan = &r->plan;
+    int stage = r->local[0].stage;
+    for (int s = 0; s < plan->S; s++) {
+        ppdl_op_list ol;
+        const ppdl_plan_stage *p = &plan->stages[s];
+        const ppdl_zb_times *tm = r->pass_ticks ? &r->pass_times : NULL;
+        ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, 0, tm, &ol);
+        r->pred[s] = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
+                                                 ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
+                                                 ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
+                                                 s == plan->S - 1, o->precision == PPDL_PREC_BF16);
+        plan->stages[s].mem_bytes = r->pred[s].cost_model;
+        ppdl_op_list_free(&ol);
+        if (s != stage) continue;
+        /* this rank's own replica (replica 0 holds the most micro-batches) */
+        ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, tm, &ol);
+        r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
+                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
+                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
+                                                  s == plan->S - 1, o->precision == PPDL_PREC_BF16);
+        /* ... and with full recompute, for the advice when it does not fit */
+        int *full = ppdl_xcalloc((size_t)(p->last - p->first + 1), sizeof(int));
+        for (int l = p->first; l <= p->last; l++) full[l - p->first] = r->n_options[l] > 1 ? PPDL_RC_FULL : 0;
+        r->pred_own_full = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
+                                                       ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
+                                                       ppdl_schedule_max_pending_weight(&ol), full, s == 0,
+                                                       s == plan->S - 1, o->precision == PPDL_PREC_BF16);
+        free(full);
+        /* the rank's one list, run in its own order */
+        r->rs = (ppdl_rank_schedule){.rank = r->rank, .n_stages = 1, .n = ol.n};
+        r->rs.stages = ppdl_xmalloc(sizeof *r->rs.stages);
+        r->rs.stages[0] = s;
+        r->rs.lists = ppdl_xmalloc(sizeof *r->rs.lists);
+        r->rs.lists[0] = ol;
+        r->rs.order = ppdl_xcalloc((size_t)(ol.n > 0 ? ol.n : 1), sizeof *r->rs.order);
+    }
+}
+
+void run_adopt_plan(run *r)
+{
+    const options *o = &r->o;
+    ppdl_plan *plan = &r->plan;
     char err[PPDL_ERR_LEN] = "";
-    r->stage = ppdl_plan_stage_of_rank(plan, r->rank, &r->replica);
-    PPDL_CHECK(r->stage >= 0, "rank %d has no stage in the plan", r->rank);
-    r->n_own = 1;
+    int stage = ppdl_plan_stage_of_rank(plan, r->rank, &r->replica);
+    PPDL_CHECK(stage >= 0, "rank %d has no stage in the plan", r->rank);
+    r->n_local = 1;
+    r->local[0].stage = stage;
     int chunked = ppdl_plan_chunks(plan) > 1;
     snprintf(err, sizeof err, "--schedule %s runs several stages per rank: its plan is --plan auto or uniform "
              "(--virtual-stages v) or a plan file with several stages per rank", ppdl_schedule_name(o->schedule));
@@ -383,42 +588,15 @@ void run_adopt_plan(run *r)
     agree_or_end_job(unsupported, err, 2);
     /* after the checks above (the lists' builders stop on what they refuse) */
     share_pass_times(r);
-    /* the replicas of this rank's stage sum their gradients among themselves */
-    PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->stage, r->replica, &r->replica_comm));
     /* each stage's memory, predicted from the layers' sizes before anything is allocated */
     r->pred = ppdl_xcalloc((size_t)plan->S, sizeof *r->pred);
-    if (chunked) {
-        free(layout);
-        run_chunks_plan(r);
-        return;
-    }
-    for (int s = 0; s < plan->S; s++) {
-        ppdl_op_list ol;
-        const ppdl_plan_stage *p = &plan->stages[s];
-        const ppdl_zb_times *tm = r->pass_ticks ? &r->pass_times : NULL;
-        ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, 0, tm, &ol);
-        r->pred[s] = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
-                                                 ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
-                                                 ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
-                                                 s == plan->S - 1, o->precision == PPDL_PREC_BF16);
-        plan->stages[s].mem_bytes = r->pred[s].cost_model;
-        ppdl_op_list_free(&ol);
-        if (s != r->stage) continue;
-        /* this rank's own replica (replica 0 holds the most micro-batches) */
-        ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, tm, &ol);
-        r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
-                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
-                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
-                                                  s == plan->S - 1, o->precision == PPDL_PREC_BF16);
-        /* ... and with full recompute, for the advice when it does not fit */
-        int *full = ppdl_xcalloc((size_t)(p->last - p->first + 1), sizeof(int));
-        for (int l = p->first; l <= p->last; l++) full[l - p->first] = r->n_options[l] > 1 ? PPDL_RC_FULL : 0;
-        r->pred_own_full = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
-                                                       ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
-                                                       ppdl_schedule_max_pending_weight(&ol), full, s == 0,
-                                                       s == plan->S - 1, o->precision == PPDL_PREC_BF16);
-        free(full);
-        ppdl_op_list_free(&ol);
-    }
+    if (chunked)
+        adopt_virtual_stages(r);
+    else
+        adopt_one_stage(r, layout);
     free(layout);
+    /* the replicas of each of this rank's stages sum their gradients among themselves, on
+     * a communicator per stage (collective over the job: every rank holds as many) */
+    for (int c = 0; c < r->n_local; c++)
+        PPDL_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, r->local[c].stage, r->replica, &r->local[c].replica_comm));
 }

@@ -1,6 +1,7 @@
-/* run_stage.c — this rank's stage: its layers' weights on its device (from the model
- * file, or with the AdamW moments from the checkpoint it resumes), the runtime that
- * runs its op lists, and the checkpoint writer. */
+/* run_stage.c — this rank's stages (r->local: one, or the virtual stages of a chunked
+ * plan): each one's layers' weights on its device (from the model file, or with the
+ * AdamW moments from the checkpoint it resumes) and the runtime that runs its op list;
+ * the checkpoint writer of them all. */
 #include "config.h"
 
 #include <math.h>
@@ -34,7 +35,8 @@ static void open_nccl(run *r, const ppdl_runtime_cfg *cfg, int n_replicas)
     r->nccl_act = ppdl_nccl_create(MPI_COMM_WORLD, r->be, &act, err, sizeof err);
     if (r->nccl_act) r->nccl_grad = ppdl_nccl_create(MPI_COMM_WORLD, r->be, &grad, err, sizeof err);
     if (r->nccl_act && r->nccl_grad) {
-        if (n_replicas > 1) r->nccl_replicas = ppdl_nccl_create(r->replica_comm, r->be, NULL, err, sizeof err);
+        if (n_replicas > 1)
+            r->nccl_replicas = ppdl_nccl_create(r->local[0].replica_comm, r->be, NULL, err, sizeof err);
         return; /* a stage's replicas share no GPU if no two ranks of the job do */
     }
     ppdl_nccl_destroy(r->nccl_act);
@@ -92,13 +94,105 @@ static int read_batch(void *ctx, long step, int mb, int b, void *inputs, int32_t
 
 ppdl_batch_source run_batch_source(data_source *ds) { return (ppdl_batch_source){ds, read_batch}; }
 
+int run_runtimes(const run *r, ppdl_runtime **rts)
+{
+    for (int c = 0; c < r->n_local; c++) rts[c] = r->local[c].rt;
+    return r->n_local;
+}
+
+/* The checkpoint writer of this rank's stages: their layer ranges; a stage's replicas
+ * after the first hold the same weights, only the first writes (the others' ranges
+ * are empty) */
+static ppdl_ckpt *ckpt_create(run *r, char *err, size_t errlen)
+{
+    int first[PPDL_MAX_CHUNKS], last[PPDL_MAX_CHUNKS];
+    for (int c = 0; c < r->n_local; c++) {
+        first[c] = r->plan.stages[r->local[c].stage].first;
+        last[c] = r->replica == 0 ? r->plan.stages[r->local[c].stage].last : first[c] - 1;
+    }
+    return ppdl_ckpt_create_ranges(r->o.model, &r->model, r->n_local, first, last, err, errlen);
+}
+
+/* The weights of this rank's c-th stage on its device: from the model file, or with
+ * their AdamW moments from the checkpoint resumed, wherever they were before
+ * (collective: every rank reads its c-th stage at once; the seconds it took are added
+ * to r->resume_read_s) */
+static void load_local(run *r, int c)
+{
+    const options *o = &r->o;
+    run_local *l = &r->local[c];
+    const ppdl_plan_stage *ps = &r->plan.stages[l->stage];
+    ppdl_stage *st = &l->st;
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_stage_alloc_params(st, &r->model, r->be, ps->first, ps->last);
+    l->host = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
+    ppdl_stage_alloc_optimizer(st);
+    if (!r->resume) {
+        int rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, l->host, err, sizeof err);
+        agree_or_end_job(rc != 0, err, 1);
+        ppdl_be_copy_h2d(r->be, st->params, l->host, st->n_params * sizeof(float));
+        return;
+    }
+    host_state h;
+    host_state_get(&h, st, 0);
+    double read_s = 0;
+    int rc = ppdl_ckpt_read_layers(r->resume, MPI_COMM_WORLD, &r->model, ps->first, ps->last, h.a[0], h.a[1],
+                                   h.a[2], &read_s, err, sizeof err);
+    agree_or_end_job(rc != 0, err, 1);
+    host_state_put(&h, st);
+    host_state_free(&h);
+    r->resume_read_s += read_s;
+}
+
+/* Where this rank's c-th stage sits in the pipeline, into its runtime's config. A rank
+ * of one stage gives the plan's neighbours and lets its runtime build its op list; a
+ * rank of several gives each runtime its list and, for the k copies of a chunked
+ * pipeline, every neighbour's k ranks (pipe/runtime.h cfg.ops). */
+static void local_cfg(run *r, int c, ppdl_runtime_cfg *cfg)
+{
+    const ppdl_plan *plan = &r->plan;
+    int s = r->local[c].stage, S = plan->S;
+    const ppdl_plan_stage *ps = &plan->stages[s];
+    const ppdl_plan_stage *prev = s > 0 ? &plan->stages[s - 1] : NULL;
+    const ppdl_plan_stage *next = s + 1 < S ? &plan->stages[s + 1] : NULL;
+    /* tied embeddings: stage 0 and stage S-1 exchange their parts (pipe/tie.h), also
+     * when one rank holds both (zb-v's rank 0): it sends to itself */
+    int tie_other = !r->model.tie_embeddings || S == 1 ? -1 : s == 0 ? S - 1 : s == S - 1 ? 0 : -1;
+    const ppdl_plan_stage *tie = tie_other >= 0 ? &plan->stages[tie_other] : NULL;
+    cfg->stage = s;
+    cfg->replica = r->replica;
+    cfg->recompute = ps->recompute;
+    if (r->n_local == 1) {
+        cfg->n_replicas = ps->n_replicas;
+        cfg->prev_ranks = prev ? prev->ranks : NULL;
+        cfg->n_prev = prev ? prev->n_replicas : 0;
+        cfg->next_ranks = next ? next->ranks : NULL;
+        cfg->n_next = next ? next->n_replicas : 0;
+        cfg->replica_comm = ps->n_replicas > 1 ? r->local[c].replica_comm : MPI_COMM_NULL;
+        cfg->tie_peers = tie ? tie->ranks : NULL;
+        cfg->n_tie_peers = tie ? tie->n_replicas : 0;
+        return;
+    }
+    int k = ppdl_plan_chunk_replicas(plan); /* every stage's replicas: copy q's is ranks[q] */
+    cfg->n_replicas = k;
+    cfg->prev_ranks = prev ? run_ranks_of(prev) : NULL;
+    cfg->n_prev = prev ? k : 0;
+    cfg->next_ranks = next ? run_ranks_of(next) : NULL;
+    cfg->n_next = next ? k : 0;
+    cfg->replica_ranks = run_ranks_of(ps);
+    cfg->replica_comm = k == 1 ? MPI_COMM_NULL : r->local[c].replica_comm;
+    cfg->tie_peers = tie ? run_ranks_of(tie) : NULL;
+    cfg->n_tie_peers = tie ? k : 0;
+    cfg->ops = &r->rs.lists[c];
+}
+
 void run_build_stage(run *r)
 {
     const options *o = &r->o;
-    const ppdl_plan_stage *ps = &r->plan.stages[r->stage];
+    const ppdl_plan_stage *ps = &r->plan.stages[r->local[0].stage];
     ppdl_backend *be = r->be;
     char err[PPDL_ERR_LEN] = "";
-    ppdl_be_set_stage(be, r->stage);
+    ppdl_be_set_stage(be, r->local[0].stage);
     size_t mem_limit = 0;
     int rc = run_options_mem_limit(o->mem_limit, r->rank, &mem_limit, err, sizeof err);
     agree_or_end_job(rc != 0, err, 2);
@@ -124,76 +218,53 @@ void run_build_stage(run *r)
         snprintf(fit, sizeof fit, "give --mem-limit %zuK or more, more ranks to split the layers over, or a smaller "
                  "micro-batch", need_k);
     snprintf(err, sizeof err, "rank %d, stage %d (layers %d-%d): the stage needs %s (parameters and AdamW %s, "
-             "stashed activations %s, buffers %s), over the memory limit of %s (--mem-limit); %s", r->rank, r->stage,
-             ps->first, ps->last, ppdl_fmt_bytes((size_t)r->pred_own.total, b1, sizeof b1),
+             "stashed activations %s, buffers %s), over the memory limit of %s (--mem-limit); %s", r->rank,
+             r->local[0].stage, ps->first, ps->last, ppdl_fmt_bytes((size_t)r->pred_own.total, b1, sizeof b1),
              ppdl_fmt_bytes((size_t)r->pred_own.params_optimizer, b2, sizeof b2),
              ppdl_fmt_bytes((size_t)r->pred_own.stash, b3, sizeof b3),
              ppdl_fmt_bytes((size_t)r->pred_own.buffers, b4, sizeof b4), ppdl_fmt_bytes(mem_limit, b5, sizeof b5), fit);
     agree_or_end_job(mem_limit > 0 && r->pred_own.total > (double)mem_limit, err, 3);
 
-    ppdl_stage *st = &r->st;
-    ppdl_stage_alloc_params(st, &r->model, be, ps->first, ps->last);
-    r->host = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
-    ppdl_stage_alloc_optimizer(st);
-    if (!r->resume) {
-        rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, r->host, err, sizeof err);
-        agree_or_end_job(rc != 0, err, 1);
-        ppdl_be_copy_h2d(be, st->params, r->host, st->n_params * sizeof(float));
-    } else {
-        /* weights and AdamW moments of this stage's layers, wherever they were before */
-        host_state h;
-        host_state_get(&h, st, 0);
-        rc = ppdl_ckpt_read_layers(r->resume, MPI_COMM_WORLD, &r->model, ps->first, ps->last, h.a[0], h.a[1],
-                                   h.a[2], &r->resume_read_s, err, sizeof err);
-        agree_or_end_job(rc != 0, err, 1);
-        host_state_put(&h, st);
-        host_state_free(&h);
-        PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &r->resume_read_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    }
-
     r->ds = (data_source){&r->data, o->batch_size, r->start_step, r->resume ? r->ck.data_position : 0, o->shuffle};
-    const ppdl_plan *plan = &r->plan;
-    int stage = r->stage;
-    /* tied embeddings on two stages: the first and the last exchange their gradients */
-    int tie_other = !r->model.tie_embeddings || plan->S == 1 ? -1 : stage == 0 ? plan->S - 1 : stage == plan->S - 1 ? 0 : -1;
-    ppdl_runtime_cfg cfg = {
-        .schedule = o->schedule, .S = plan->S, .stage = stage,
-        .replica = r->replica, .n_replicas = ps->n_replicas,
-        .prev_ranks = stage > 0 ? plan->stages[stage - 1].ranks : NULL,
-        .n_prev = stage > 0 ? plan->stages[stage - 1].n_replicas : 0,
-        .next_ranks = stage + 1 < plan->S ? plan->stages[stage + 1].ranks : NULL,
-        .n_next = stage + 1 < plan->S ? plan->stages[stage + 1].n_replicas : 0,
-        .replica_comm = ps->n_replicas > 1 ? r->replica_comm : MPI_COMM_NULL,
-        .M = (int)o->micro_batches, .batch_size = (int)o->batch_size, .recompute = ps->recompute,
+    ppdl_runtime_cfg base = {
+        .schedule = o->schedule, .S = r->plan.S, .M = (int)o->micro_batches, .batch_size = (int)o->batch_size,
         .lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay,
         .record_events = o->record_events, .clip_grad_norm = o->clip_grad_norm,
         .decay_all = o->decay_all, .skip_nonfinite = o->skip_nonfinite, .papi = o->papi ? &r->papi : NULL,
-        .tie_peers = tie_other >= 0 ? plan->stages[tie_other].ranks : NULL,
-        .n_tie_peers = tie_other >= 0 ? plan->stages[tie_other].n_replicas : 0,
         .pass_times = r->pass_ticks ? &r->pass_times : NULL,
     };
 #if HAVE_CUDA
-    if (r->p2p == PPDL_P2P_NCCL) open_nccl(r, &cfg, ps->n_replicas);
+    if (r->p2p == PPDL_P2P_NCCL) { /* one stage per rank: its links */
+        ppdl_runtime_cfg cfg = base;
+        local_cfg(r, 0, &cfg);
+        open_nccl(r, &cfg, cfg.n_replicas);
+    }
 #endif
-    cfg.nccl_act = r->nccl_act;
-    cfg.nccl_grad = r->nccl_grad;
-    cfg.nccl_replicas = r->nccl_replicas;
-    ppdl_runtime_cfg first_cfg = cfg; /* the model of a chunked rank's other stages' */
-    if (run_chunked(r)) run_chunk_cfg(r, 0, &cfg);
-    r->rt = ppdl_runtime_create(st, &cfg, run_batch_source(&r->ds), &r->comm);
-    if (run_chunked(r)) run_chunks_build(r, &first_cfg);
+    base.nccl_act = r->nccl_act;
+    base.nccl_grad = r->nccl_grad;
+    base.nccl_replicas = r->nccl_replicas;
+    /* each stage's weights, then its runtime (collective: every rank builds its c-th
+     * stage at once) */
+    r->resume_read_s = 0;
+    for (int c = 0; c < r->n_local; c++) {
+        run_local *l = &r->local[c];
+        load_local(r, c);
+        ppdl_runtime_cfg cfg = base;
+        local_cfg(r, c, &cfg);
+        l->rt = ppdl_runtime_create(&l->st, &cfg, run_batch_source(&r->ds), &r->comm);
+        if (r->resume) ppdl_runtime_set_adam_t(l->rt, (int)r->ck.adam_t);
+    }
+    if (r->resume)
+        PPDL_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &r->resume_read_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     if (o->papi && r->rank == 0 && r->papi.note[0]) printf("--papi: %s\n", r->papi.note);
-    if (r->resume) ppdl_runtime_set_adam_t(r->rt, (int)r->ck.adam_t);
-    /* checkpoints: stage replicas after the first hold the same weights, only the first writes */
+    /* checkpoints */
     run_ctl *ctl = &r->ctl;
     ctl->ckpt_step = r->resume ? r->start_step : -1;
     ctl->log = json_array();
     if (o->checkpoint) {
-        ctl->ckpt = run_chunked(r) ? run_chunks_ckpt_create(r, err, sizeof err)
-                                   : ppdl_ckpt_create(o->model, &r->model, ps->first,
-                                                      r->replica == 0 ? ps->last : ps->first - 1, err, sizeof err);
+        ctl->ckpt = ckpt_create(r, err, sizeof err);
         agree_or_end_job(ctl->ckpt == NULL, err, 1);
-        ctl->plan_json = ppdl_plan_to_json(plan);
+        ctl->plan_json = ppdl_plan_to_json(&r->plan);
         /* before the first checkpoint, guess its time pessimistically: 50 MB/s for the
          * weights and moments, plus a second */
         ctl->ckpt_est_s = 1.0 + 3.0 * 4 * (double)ppdl_model_param_count(&r->model) / 50e6;
@@ -202,26 +273,27 @@ void run_build_stage(run *r)
 
 void run_free_stage(run *r)
 {
-    run_chunks_free(r);
-    r->n_own = 1;
-    if (r->rt) ppdl_runtime_destroy(r->rt);
-    r->rt = NULL;
+    for (int c = 0; c < r->n_local; c++)
+        if (r->local[c].rt) ppdl_runtime_destroy(r->local[c].rt);
 #if HAVE_CUDA
-    ppdl_nccl_destroy(r->nccl_act); /* after the runtime: its last transfers are done */
+    ppdl_nccl_destroy(r->nccl_act); /* after the runtimes: their last transfers are done */
     ppdl_nccl_destroy(r->nccl_grad);
     ppdl_nccl_destroy(r->nccl_replicas);
     r->nccl_act = r->nccl_grad = r->nccl_replicas = NULL;
 #endif
-    if (r->st.be) ppdl_stage_free(&r->st);
-    memset(&r->st, 0, sizeof r->st);
-    free(r->host);
-    r->host = NULL;
+    for (int c = 0; c < r->n_local; c++) {
+        run_local *l = &r->local[c];
+        if (l->st.be) ppdl_stage_free(&l->st);
+        free(l->host);
+        if (l->replica_comm != MPI_COMM_NULL) PPDL_CHECK_MPI(MPI_Comm_free(&l->replica_comm));
+        *l = (run_local){.replica_comm = MPI_COMM_NULL};
+    }
+    r->n_local = 0;
+    ppdl_rank_schedule_free(&r->rs);
     free(r->pred);
     r->pred = NULL;
     free(r->pass_ticks);
     r->pass_ticks = NULL;
-    if (r->replica_comm != MPI_COMM_NULL) PPDL_CHECK_MPI(MPI_Comm_free(&r->replica_comm));
-    r->replica_comm = MPI_COMM_NULL;
     ppdl_ckpt_destroy(r->ctl.ckpt);
     free(r->ctl.plan_json);
     json_decref(r->ctl.log);

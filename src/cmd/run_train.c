@@ -19,19 +19,40 @@
 
 /* ---- checkpoints and early stops (io/checkpoint.h, core/stop.h) ---- */
 
+/* The weights and AdamW moments of the rank's stages on the host, back to back in
+ * layer order (what ppdl_ckpt_write takes; freed by host_state_free): one stage's are
+ * its own host views, several stages' copied into one array each. */
+static void local_host_state(run *r, host_state *h)
+{
+    if (r->n_local == 1) {
+        host_state_get(h, &r->local[0].st, 1);
+        return;
+    }
+    size_t n = 0;
+    for (int c = 0; c < r->n_local; c++) n += r->local[c].st.n_params;
+    h->copies = 1;
+    for (int a = 0; a < 3; a++) h->a[a] = ppdl_xmalloc(n * sizeof(float) + 1);
+    size_t off = 0;
+    for (int c = 0; c < r->n_local; c++) {
+        ppdl_stage *st = &r->local[c].st;
+        host_state one;
+        host_state_get(&one, st, 1);
+        for (int a = 0; a < 3; a++) memcpy(h->a[a] + off, one.a[a], st->n_params * sizeof(float));
+        host_state_free(&one);
+        off += st->n_params;
+    }
+}
+
 void run_write_checkpoint(run *r, long done, double at_s)
 {
     const options *o = &r->o;
     run_ctl *c = &r->ctl;
     char err[PPDL_ERR_LEN] = "";
     host_state h;
-    if (run_chunked(r))
-        run_chunks_host_state(r, &h); /* its stages' arrays back to back */
-    else
-        host_state_get(&h, &r->st, 1);
+    local_host_state(r, &h);
     ppdl_ckpt_info info = {
         .step = done, .data_position = data_position_of(&r->ds, done), .shuffle = o->shuffle,
-        .adam_t = ppdl_runtime_adam_t(r->rt), .seed = o->seed, .batch_size = o->batch_size,
+        .adam_t = ppdl_runtime_adam_t(r->local[0].rt), .seed = o->seed, .batch_size = o->batch_size,
         .micro_batches = o->micro_batches, .ranks = r->n_ranks, .lr = o->lr, .beta1 = o->beta1,
         .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->weight_decay, .plan_json = c->plan_json,
         .warmup = o->lr_sched.warmup, .decay_steps = o->lr_sched.decay_steps, .min_lr = o->lr_sched.min_lr,
@@ -227,10 +248,10 @@ static double run_evaluate(run *r, long after_step)
     const options *o = &r->o;
     double t0 = ppdl_now_s();
     data_source vs = {&r->val_data, o->batch_size, 0, 0, -1};
-    /* a rank holding several stages: each stage's part, batch by batch, in stage order */
-    double mine = run_chunked(r) ? ppdl_runtime_eval_group(r->own_rt, r->n_own, run_batch_source(&vs),
-                                                           (int)r->eval_batches)
-                                 : ppdl_runtime_eval(r->rt, run_batch_source(&vs), (int)r->eval_batches);
+    /* each of the rank's stages' part, batch by batch, in stage order */
+    ppdl_runtime *rts[PPDL_MAX_CHUNKS];
+    int n = run_runtimes(r, rts);
+    double mine = ppdl_runtime_eval_group(rts, n, run_batch_source(&vs), (int)r->eval_batches);
     double val = NAN;
     double *all = r->rank == 0 ? ppdl_xmalloc((size_t)r->n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -268,6 +289,14 @@ static void add_step_times(rank_summary *s, const ppdl_step_stats *st)
     s->comm_ms += st->comm_ms;
     s->message_bytes += st->message_bytes;
     s->step_ms += st->step_ms;
+}
+
+void run_step(run *r, long step, ppdl_step_stats *stats)
+{
+    ppdl_runtime *rts[PPDL_MAX_CHUNKS];
+    int n = run_runtimes(r, rts);
+    for (int c = 0; c < n; c++) ppdl_runtime_set_lr(rts[c], ppdl_lr_at(&r->o.lr_sched, step));
+    ppdl_runtime_step_group(rts, n, r->rs.order, r->rs.n, step, stats);
 }
 
 void run_train(run *r)
@@ -310,23 +339,18 @@ void run_train(run *r)
             break;
         }
         ppdl_step_stats stats;
-        if (run_chunked(r)) {
-            run_chunks_set_lr(r, ppdl_lr_at(&o->lr_sched, step));
-            run_chunks_step(r, step, &stats);
-        } else {
-            ppdl_runtime_set_lr(r->rt, ppdl_lr_at(&o->lr_sched, step));
-            ppdl_runtime_step(r->rt, step, &stats);
-        }
+        run_step(r, step, &stats);
         add_step_times(&r->mine, &stats);
         if (stats.nonfinite_stage >= 0) {
             step_log_finish(&lg); /* the previous step's line first */
             /* every rank has the same verdict: the stage that found it explains */
-            if (stats.nonfinite_stage == r->stage)
-                fprintf(stderr, "ppdl: step %ld, stage %d (rank %d): %s; %s\n", step + 1, r->stage, r->rank,
-                        ppdl_runtime_nonfinite_what(r->rt),
-                        o->skip_nonfinite ? "step skipped, weights unchanged"
-                                          : "stopping without writing the broken state "
-                                            "(--skip-nonfinite skips such steps instead)");
+            for (int c = 0; c < r->n_local; c++)
+                if (stats.nonfinite_stage == r->local[c].stage)
+                    fprintf(stderr, "ppdl: step %ld, stage %d (rank %d): %s; %s\n", step + 1, r->local[c].stage,
+                            r->rank, ppdl_runtime_nonfinite_what(r->local[c].rt),
+                            o->skip_nonfinite ? "step skipped, weights unchanged"
+                                              : "stopping without writing the broken state "
+                                                "(--skip-nonfinite skips such steps instead)");
             if (!o->skip_nonfinite) {
                 t->nonfinite_exit = 4; /* no checkpoint, no saved model of the broken state */
                 break;

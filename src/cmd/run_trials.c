@@ -87,9 +87,8 @@ static double measure(run *r)
         for (int k = 0; k < TRIAL_STEPS; k++) {
             long step = r->start_step + k;
             ppdl_step_stats stats;
-            ppdl_runtime_set_lr(r->rt, ppdl_lr_at(&r->o.lr_sched, step));
             double t0 = ppdl_now_s();
-            ppdl_runtime_step(r->rt, step, &stats);
+            run_step(r, step, &stats);
             ms[k] = 1e3 * (ppdl_now_s() - t0);
         }
         qsort(ms + 1, TRIAL_STEPS - 1, sizeof(double), cmp_double);

@@ -107,7 +107,7 @@ typedef struct ppdl_runtime_cfg {
     const ppdl_op_list *ops;
     const int *replica_ranks;
     /* The zero-bubble schedules of one stage per rank (zb-v's lists come in cfg.ops,
-     * ordered by run_chunks.c): the passes' times their lists are ordered by (sched/zero_bubble.h's timed play, plan/pass_times.h), the same on
+     * ordered by cmd/run_plan.c): the passes' times their lists are ordered by (sched/zero_bubble.h's timed play, plan/pass_times.h), the same on
      * every rank; NULL: the unit play. Other schedules ignore it. */
     const ppdl_zb_times *pass_times;
 } ppdl_runtime_cfg;

@@ -7,7 +7,7 @@
  *     T = phi * sum_s time_s + 2 * sum_s link_s + (M-1) * max(rank work, pair work) + tail
  * with every rank's stages together inside its memory; and the placement: which rank
  * runs each position of the schedule's order (round-robin, or the V; position p is the
- * rank of stage p, and the runtime runs it so, cmd/run_chunks.c). Two orders are
+ * rank of stage p, and the runtime runs it so, cmd/run_plan.c). Two orders are
  * searched: the ranks in order, and where its links cost less than 0.9 of theirs the
  * order whose neighbours talk fastest (greedy from rank 0 by the links' time for the
  * mean activation, then segment reversals while they help; interleaved's positions form
