@@ -251,7 +251,7 @@ static double run_evaluate(run *r, long after_step)
     /* each of the rank's stages' part, batch by batch, in stage order */
     ppdl_runtime *rts[PPDL_MAX_CHUNKS];
     int n = run_runtimes(r, rts);
-    double mine = ppdl_runtime_eval_group(rts, n, run_batch_source(&vs), (int)r->eval_batches);
+    double mine = ppdl_runtime_eval(rts, n, run_batch_source(&vs), (int)r->eval_batches);
     double val = NAN;
     double *all = r->rank == 0 ? ppdl_xmalloc((size_t)r->n_ranks * sizeof(double)) : NULL;
     PPDL_CHECK_MPI(MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -296,7 +296,7 @@ void run_step(run *r, long step, ppdl_step_stats *stats)
     ppdl_runtime *rts[PPDL_MAX_CHUNKS];
     int n = run_runtimes(r, rts);
     for (int c = 0; c < n; c++) ppdl_runtime_set_lr(rts[c], ppdl_lr_at(&r->o.lr_sched, step));
-    ppdl_runtime_step_group(rts, n, r->rs.order, r->rs.n, step, stats);
+    ppdl_runtime_step(rts, n, r->rs.order, r->rs.n, step, stats);
 }
 
 void run_train(run *r)

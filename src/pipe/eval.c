@@ -114,7 +114,7 @@ static void eval_batch_ops(ppdl_runtime *rt, int e, int mb, int *k)
  * in that order, so the earliest pair not done anywhere can always run. (Stage by
  * stage, all of a stage's micro-batches first, deadlocks: a stage's forward would wait
  * for a later stage of its own rank to post a receive.) */
-double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src, int n_batches)
+double ppdl_runtime_eval(ppdl_runtime **rts, int n, ppdl_batch_source src, int n_batches)
 {
     eval_saved *sv = ppdl_xmalloc((size_t)n * sizeof *sv);
     int *k = ppdl_xmalloc((size_t)n * sizeof(int)), M = 0;
@@ -150,9 +150,4 @@ double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src,
     free(sv);
     free(k);
     return loss_sum;
-}
-
-double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches)
-{
-    return ppdl_runtime_eval_group(&rt, 1, src, n_batches);
 }

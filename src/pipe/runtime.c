@@ -103,7 +103,7 @@ void ppdl_rt_record(ppdl_runtime *rt, int kind, int mb, double t0, double t1)
 
 /* a zero-length event (a send posted, a receive completed): one clock reading, so
  * that its end is never before its start. A receive reads the clock after its wait;
- * a send reads it just before it posts (the SEND_ cases of ppdl_runtime_step, which
+ * a send reads it just before it posts (the SEND_ cases of step_op, which
  * call record): a rank preempted between posting and reading the clock (more ranks
  * than cores) would otherwise time its send after the peer had the message, and the
  * merged trace would show an effect before its cause. */
@@ -559,8 +559,8 @@ static void step_add_stats(ppdl_runtime *rt, ppdl_step_stats *stats)
     stats->optimizer_ms += 1e3 * rt->t_kind[PPDL_OP_OPTIMIZER];
 }
 
-void ppdl_runtime_step_group(ppdl_runtime **rts, int n, const int *order, int n_order, long step,
-                             ppdl_step_stats *stats)
+void ppdl_runtime_step(ppdl_runtime **rts, int n, const int *order, int n_order, long step,
+                       ppdl_step_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
     stats->nonfinite_stage = -1;
@@ -589,13 +589,6 @@ void ppdl_runtime_step_group(ppdl_runtime **rts, int n, const int *order, int n_
     for (int c = 0; c < n; c++) step_add_stats(rts[c], stats);
     stats->step_ms = 1e3 * (ppdl_now_s() - t0);
     stats->wait_ms = 1e3 * (rts[0]->comm->wait_s - wait0);
-}
-
-void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats)
-{
-    int *order = ppdl_xcalloc((size_t)rt->ops.n, sizeof(int)); /* all zero: the one list */
-    ppdl_runtime_step_group(&rt, 1, order, rt->ops.n, step, stats);
-    free(order);
 }
 
 const ppdl_event_rec *ppdl_runtime_events(const ppdl_runtime *rt, int *n)

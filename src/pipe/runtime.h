@@ -94,7 +94,7 @@ typedef struct ppdl_runtime_cfg {
     /* A rank holding several stages (the interleaved and zb-v schedules, sched/schedule.h
      * ppdl_rank_schedule): one runtime per stage, each given its stage's op list here
      * (copied; proven with the other ranks' lists by ppdl_schedule_check_ranks before),
-     * run together by ppdl_runtime_step_group. Then no NCCL, prev_ranks / next_ranks
+     * run together by ppdl_runtime_step. Then no NCCL, prev_ranks / next_ranks
      * the ranks of the stage before / after (this rank where it holds that stage too:
      * the message goes to itself), and the messages' tags carry the receiving stage, as
      * two ranks exchange those of several pairs of stages. The plan may be k copies of
@@ -181,28 +181,25 @@ typedef struct ppdl_runtime ppdl_runtime;
 /* Collective over comm's ranks (each tells the others its stage and replica). */
 ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
                                   ppdl_batch_source src, ppdl_comm *comm);
-/* one training step: all micro-batches forward and backward, then AdamW */
-void ppdl_runtime_step(ppdl_runtime *rt, long step, ppdl_step_stats *stats);
-/* One training step of a rank holding several stages: rts[0..n-1] the runtimes of its
- * stages (cfg.ops given), order[0..n_order-1] which of them runs its next op, in the
- * rank's order (ppdl_rank_schedule's order; every list ends with its OPTIMIZER, and the
- * order puts those last). At the updates, one agreement of all ranks covers the rank's
- * stages (one all-reduce: with clipping the norm over all of them), then every stage
- * updates, or none. stats: the rank's (losses, times and bytes summed over its stages).
- * ppdl_runtime_step is this with one stage. */
-void ppdl_runtime_step_group(ppdl_runtime **rts, int n, const int *order, int n_order, long step,
-                             ppdl_step_stats *stats);
+/* One training step of the rank's local stages (one, or several virtual stages): all
+ * micro-batches forward and backward, then the update. rts[0..n-1] the runtimes of its
+ * stages, order[0..n_order-1] which of them runs its next op, in the rank's order
+ * (ppdl_rank_schedule's order; with one stage all zeros; every list ends with its
+ * OPTIMIZER, and the order puts those last). At the updates, one agreement of all
+ * ranks covers the rank's stages (one all-reduce: with clipping the norm over all of
+ * them), then every stage updates, or none. stats: the rank's (losses, times and bytes
+ * summed over its stages). */
+void ppdl_runtime_step(ppdl_runtime **rts, int n, const int *order, int n_order, long step,
+                       ppdl_step_stats *stats);
 /* Evaluation between steps: n_batches batches of the mini-batch size, each through this
  * rank's part of the pipeline forward only (the same plan, slots and messages; no
  * gradient, no stash kept past its micro-batch, no weight touched); batch e's
- * micro-batch mb comes from src.read(ctx, e, mb, ...). Returns the sum over the batches
+ * micro-batch mb comes from src.read(ctx, e, mb, ...). rts[0..n-1] the rank's local
+ * stages' runtimes in ascending stage order; batch by batch, each stage's part in that
+ * order (a stage waits only for the ones before it). Returns the sum over the batches
  * (in order, in double) of each batch's summed per-row losses on the last stage (its
  * replica's micro-batches), 0 on other stages. Collective over the pipeline. */
-double ppdl_runtime_eval(ppdl_runtime *rt, ppdl_batch_source src, int n_batches);
-/* The same for a rank holding several stages: rts[0..n-1] its stages' runtimes in
- * ascending stage order; batch by batch, each stage's part in that order (a stage
- * waits only for the ones before it). Returns the sum as above (the last stage's). */
-double ppdl_runtime_eval_group(ppdl_runtime **rts, int n, ppdl_batch_source src, int n_batches);
+double ppdl_runtime_eval(ppdl_runtime **rts, int n, ppdl_batch_source src, int n_batches);
 /* After a step with nonfinite_stage == this rank's stage: what was found, e.g.
  * "layer 3 (block): gradient of attn.qkv.weight is not finite" */
 const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt);

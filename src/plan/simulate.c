@@ -2,7 +2,7 @@
  *
  * A "unit" is one op list: a replica of a stage, or, in a chunked plan (interleaved,
  * zb-v), one of the stages a rank holds. Every rank is one thread with one clock that
- * runs its units' ops in its order, as the runtime does (ppdl_runtime_step_group): a
+ * runs its units' ops in its order, as the runtime does (ppdl_runtime_step): a
  * rank of a chunked plan in its ppdl_rank_schedule's order, any other rank its one
  * list in list order.
  *
@@ -195,7 +195,7 @@ static double slot_free_at(const sim_ctx *g, const sim_unit *x, const ppdl_op *o
 
 /* from t, the time every send of the thread's units has arrived: an OPTIMIZER waits for
  * them before the weights change (a chunked rank updates its stages together, once all
- * its sends are in, as ppdl_runtime_step_group does) */
+ * its sends are in, as ppdl_runtime_step does) */
 static double sends_arrived(const sim_ctx *g, const sim_thread *th, double t)
 {
     for (int i = 0; i < th->n_units; i++) {
