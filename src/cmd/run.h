@@ -51,7 +51,8 @@ typedef struct options {
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
     int schedule, wait;        /* wait: -1 auto, 0 block, 1 yield */
-    int replicas;              /* --replicas k: copies of the uniform pipeline (1: one) */
+    int copies;                /* --copies k: copies of the uniform pipeline (1: one) */
+    int old_replicas;          /* given as --replicas, the old spelling: a note says so */
     int plan_trials;           /* --plan-trials K: -1 (default) 4 within the time budget,
                                   0 none, K >= 2: K whatever they cost */
     int trial_passes;          /* --trial-passes P: runs of each candidate (default 2) */
@@ -196,7 +197,7 @@ typedef struct trial_result {
 
 /* One of this rank's stages (a run of consecutive layers of the plan). A rank holds one
  * stage, or on a chunked plan (--schedule interleaved or zb-v) its v virtual stages;
- * either way they are a list, stepped together (pipe/runtime.h ppdl_runtime_step_group). */
+ * either way they are a list, stepped together (pipe/runtime.h ppdl_runtime_step). */
 typedef struct run_local {
     int stage;                 /* its index in the plan */
     ppdl_stage st;             /* its weights and AdamW moments on the device */

@@ -110,10 +110,11 @@ void run_options_usage(FILE *f)
 "                          2; zb-v: 2): --plan uniform cuts the layers into V x N\n"
 "                          equal stages placed round-robin (zb-v: in a V), --plan\n"
 "                          auto chooses the cut and the recompute options\n"
-"  --replicas K            with --plan uniform: K copies of the pipeline, each on N/K\n"
+"  --copies K              with --plan uniform: K copies of the pipeline, each on N/K\n"
 "                          ranks (copy q on ranks qN/K..), each running every K-th\n"
 "                          micro-batch, their gradients summed per stage (data\n"
-"                          parallelism across copies; with interleaved and zb-v too)\n"
+"                          parallelism across copies; with interleaved and zb-v too;\n"
+"                          --replicas K, the old spelling, still works)\n"
 "  --plan auto|uniform|dp|FILE\n"
 "                          auto (the default on 2 or more ranks): measure the network,\n"
 "                          profile the layers, and solve for the stages, their ranks\n"
@@ -274,7 +275,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_REPLICAS, O_PLAN_TRIALS, O_TRIAL_PASSES, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_COPIES, O_REPLICAS, O_PLAN_TRIALS, O_TRIAL_PASSES, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -283,7 +284,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"batch-size", required_argument, 0, O_BATCH}, {"micro-batches", required_argument, 0, O_MICRO},
         {"schedule", required_argument, 0, O_SCHED}, {"plan", required_argument, 0, O_PLAN},
         {"plan-out", required_argument, 0, O_PLAN_OUT}, {"virtual-stages", required_argument, 0, O_VSTAGES},
-        {"replicas", required_argument, 0, O_REPLICAS}, {"plan-trials", required_argument, 0, O_PLAN_TRIALS},
+        {"copies", required_argument, 0, O_COPIES}, {"replicas", required_argument, 0, O_REPLICAS}, {"plan-trials", required_argument, 0, O_PLAN_TRIALS},
         {"trial-passes", required_argument, 0, O_TRIAL_PASSES},
         {"mem-limit", required_argument, 0, O_MEM}, {"lr", required_argument, 0, O_LR},
         {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
@@ -339,11 +340,14 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
             o->virtual_stages = (int)v;
             break;
         }
-        case O_REPLICAS: {
+        case O_COPIES:
+        case O_REPLICAS: { /* --replicas: the old spelling of --copies */
             long k;
             if (ppdl_parse_int(a, 1, 1 << 20, &k))
-                return ppdl_errf(err, errlen, "--replicas %s: expected copies of the pipeline, an integer >= 1", a);
-            o->replicas = (int)k;
+                return ppdl_errf(err, errlen, "--%s %s: expected copies of the pipeline, an integer >= 1",
+                                 c == O_COPIES ? "copies" : "replicas", a);
+            o->copies = (int)k;
+            o->old_replicas = c == O_REPLICAS;
             break;
         }
         case O_PLAN_TRIALS: {
@@ -558,13 +562,13 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                    : !strcmp(o->plan, "uniform") ? PLAN_UNIFORM
                    : !strcmp(o->plan, "dp")      ? PLAN_DP
                                                  : PLAN_FILE;
-    if (o->replicas > 1 && o->plan_mode != PLAN_UNIFORM)
-        return ppdl_errf(err, errlen, "--replicas %d: only --plan uniform takes it (a plan file names its replicas, "
-                         "--plan auto chooses them)", o->replicas);
-    if (o->replicas > 1 && n_ranks % o->replicas != 0)
-        return ppdl_errf(err, errlen, "--replicas %d: expected a divisor of the %d ranks (each copy of the pipeline "
-                         "runs on as many ranks)", o->replicas, n_ranks);
-    if (!o->replicas) o->replicas = 1;
+    if (o->copies > 1 && o->plan_mode != PLAN_UNIFORM)
+        return ppdl_errf(err, errlen, "--%s %d: only --plan uniform takes it (a plan file names its replicas, "
+                         "--plan auto chooses them)", o->old_replicas ? "replicas" : "copies", o->copies);
+    if (o->copies > 1 && n_ranks % o->copies != 0)
+        return ppdl_errf(err, errlen, "--%s %d: expected a divisor of the %d ranks (each copy of the pipeline "
+                         "runs on as many ranks)", o->old_replicas ? "replicas" : "copies", o->copies, n_ranks);
+    if (!o->copies) o->copies = 1;
     if (o->plan_trials > 0 && o->plan_mode != PLAN_AUTO && !o->plan_defaulted)
         return ppdl_errf(err, errlen, "--plan-trials %d: only --plan auto takes it (it measures the planner's "
                          "candidates)", o->plan_trials);
@@ -672,6 +676,9 @@ int run_start(run *r, int argc, char **argv)
         return 1;
     }
     agree_or_end_job(prc != 0, err, 2);
+    if (r->o.old_replicas && r->rank == 0)
+        printf("note: --replicas is the old name of --copies (copies of the whole pipeline; a replica is a copy "
+               "of one stage)\n");
     agree_or_end_job(r->rank == 0 && run_options_check_outputs(&r->o, err, sizeof err), err, 2);
     if (r->o.papi) agree_or_end_job(ppdl_papi_init(&r->papi, r->o.papi, err, sizeof err) != 0, err, 2);
     double fin_s;

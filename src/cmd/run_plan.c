@@ -477,7 +477,7 @@ void run_choose_plan(run *r)
         /* interleaved, zb-v: v stages per rank, round-robin or in a V */
         /* --replicas k: k copies of it, on N/k ranks each */
         rc = ppdl_plan_uniform_replicated(m->L, r->n_ranks, ppdl_schedule_chunked(o->schedule) ? o->virtual_stages : 1,
-                                          o->schedule == PPDL_SCHED_ZB_V, o->replicas, &r->plan, err, sizeof err);
+                                          o->schedule == PPDL_SCHED_ZB_V, o->copies, &r->plan, err, sizeof err);
         break;
     case PLAN_DP: rc = ppdl_plan_data_parallel(m->L, r->n_ranks, &r->plan, err, sizeof err); break;
     default:

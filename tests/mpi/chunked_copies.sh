@@ -43,7 +43,7 @@ for fam in gpt mlp; do
            "1f1b 4 2 6"; do
     set -- $c
     name=$fam-$1-n$2-k$3-m$4
-    train $name $2 $4 --schedule $1 --plan uniform --replicas $3
+    train $name $2 $4 --schedule $1 --plan uniform --copies $3
     rc=$?
     [ $rc = 0 ] && same $name $fam-dp$3-m$4 && grep -q "x $3 replicas" "$tmp/$name.log"
     ok $? "$fam $1 on $2 ranks as $3 copies, M=$4: bitwise the losses and weights of dp on $3 ranks"
@@ -61,6 +61,10 @@ train gpt-netem 4 6 --schedule interleaved --plan uniform --replicas 2 --netem "
 rc=$?
 [ $rc = 0 ] && same gpt-netem gpt-dp2-m6
 ok $? "gpt interleaved as 2 copies under --netem: bitwise dp on 2 ranks"
+# --replicas K, the old spelling of --copies K (the runs above the sweep's): a note names both
+grep -q "^note: --replicas is the old name of --copies" "$tmp/gpt-netem.log" &&
+  ! grep -q "old name" "$tmp/$fam-interleaved-n4-k2-m6.log"
+ok $? "--replicas still works, with a note naming --copies (not printed for --copies)"
 [ $rc = 0 ] || show gpt-netem
 # a plan file: written by --plan-out, read back, the same bits
 train gpt-out 4 6 --schedule zb-v --plan uniform --replicas 2 --plan-out "$tmp/copies.json" &&
