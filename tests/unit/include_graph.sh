@@ -1,7 +1,7 @@
 #!/bin/sh
-# include_graph.sh — the folders of src/ depend on each other one way only (README,
-# Layout). For each folder, the folders its files may include; anything else fails,
-# naming the file and the line. Then, independently of the table, a walk over the
+# include_graph.sh — the folders of src/ depend on each other one way only
+# (docs/architecture.md, Folders). For each folder, the folders its files may include;
+# anything else fails, naming the file and the line. Then, independently of the table, a walk over the
 # folder graph the #include lines draw must find no loop.
 . "$top_srcdir/tests/lib.sh"
 cd "$top_srcdir/src" || exit 1
