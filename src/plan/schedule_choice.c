@@ -5,7 +5,7 @@
 #include "core/util.h"
 #include "plan/chunk_copies.h"
 #include "plan/costmodel.h"
-#include "plan/planner.h"
+#include "plan/chooser.h"
 #include "plan/reserve.h"
 #include "plan/simulate.h"
 #include "sched/schedule.h"
@@ -87,8 +87,8 @@ static void *run_job(void *arg)
     }
     j->opts.chunks = v > 1 ? v : j->opts.chunks;
     double t0 = ppdl_now_s();
-    o->rc = ppdl_plan_solve_ex(j->c, &mine, j->M, o->schedule, j->method, &j->opts, &o->plan, &o->info, &o->sc,
-                               o->why, sizeof o->why);
+    o->rc = ppdl_choose_plan(j->c, &mine, j->M, o->schedule, j->method, &j->opts, &o->plan, &o->info, &o->sc, 1,
+                             NULL, NULL, NULL, o->why, sizeof o->why);
     o->plan_s = ppdl_now_s() - t0;
     o->T = o->plan.S > 0 ? o->plan.predicted_iter_ms : INFINITY;
     free(mem);
@@ -179,7 +179,7 @@ static int usable_cores(void)
     return n > 0 ? n : 1;
 }
 
-int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
+int ppdl_choose_schedule(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
                          const ppdl_solve_opts *opts, int reserve, ppdl_schedule_choice *ch, char *err,
                          size_t errlen)
 {

@@ -5,7 +5,7 @@
 #include "core/util.h"
 #include "plan/baselines.h"
 #include "plan/hybrid.h"
-#include "plan/planner.h"
+#include "plan/chooser.h"
 #include "plan/simulate.h"
 #include "plan/solver.h"
 
