@@ -5,16 +5,72 @@
 #include "core/util.h"
 #include "plan/baselines.h"
 #include "plan/costmodel.h"
+#include "plan/hybrid.h"
 #include "plan/solve_chunked.h"
 #include "plan/solver.h"
 #include "sched/schedule.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const ppdl_plan_methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder", "dp", "dp-rc", "uniform",
                                          "uniform-rc", "params", "params-rc", "time", "time-rc", "pipedream",
                                          "pipedream-rc", NULL};
+
+/* Ranks sharing cores (or a close call, shared_cores.h): *plan, the method's optimum
+ * of T solved with o, and the candidates below, made here and ranked by their simulated
+ * step there, in this order (ties keep the earlier): the optimum; for method ppdl the
+ * one-rank-per-stage optimum of T and the optimum of T of every layout kind, its ranks
+ * in that pipeline's order (else the optimum's); every baseline (ppdl-pipeline and
+ * ppdl-inorder: those with one rank per stage). Where no choice is made
+ * (ppdl_shared_begin) the plan stays as it is and no candidate is made. */
+static void choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                   const char *method, const ppdl_solve_opts *o, ppdl_plan *plan,
+                                   ppdl_shared_choice *sc, int K, ppdl_plan *others, double *others_ms,
+                                   char (*others_label)[48])
+{
+    ppdl_shared_choice dummy;
+    if (!sc) sc = &dummy;
+    ppdl_shared_ranking *r = ppdl_shared_begin(c, cl, M, schedule, plan, sc, K);
+    if (!r) return;
+    int N = cl->N;
+    /* replicated candidates for every schedule (zero bubble plays replicas too) */
+    int pipeline_only = strcmp(method, "ppdl") != 0;
+    if (!pipeline_only) {
+        /* the one-rank-per-stage optimum of T: a candidate, and its order (its
+         * placement follows the links) the one the layout kinds take */
+        ppdl_solve_opts po = *o;
+        po.replicate = 0;
+        ppdl_plan p;
+        memset(&p, 0, sizeof p);
+        char err[PPDL_ERR_LEN];
+        int have_pipeline = c->L >= N && ppdl_solve(c, cl, M, schedule, &po, &p, NULL, err, sizeof err) == 0;
+        int *grps;
+        char *labels;
+        int nk = ppdl_shared_layout_kinds(r, have_pipeline ? &p : NULL, &grps, &labels);
+        if (have_pipeline) ppdl_shared_offer(r, &p, "the pipeline optimum of T");
+        else ppdl_plan_free(&p);
+        /* the optimum of T of every layout kind */
+        ppdl_plan *outs = ppdl_xcalloc((size_t)(nk ? nk : 1), sizeof *outs);
+        solve_layouts(c, cl, M, schedule, grps, nk, outs);
+        for (int k = 0; k < nk; k++) ppdl_shared_offer(r, &outs[k], &labels[(size_t)k * 48]);
+        free(outs);
+        free(grps);
+        free(labels);
+    }
+    /* the baselines */
+    for (int k = 0; ppdl_plan_methods[k]; k++) {
+        const char *b = ppdl_plan_methods[k];
+        if (!ppdl_is_baseline(b) || (pipeline_only && !strncmp(b, "dp", 2))) continue;
+        ppdl_plan p;
+        memset(&p, 0, sizeof p);
+        char err[PPDL_ERR_LEN];
+        if (ppdl_baseline(c, cl, M, schedule, b, &p, err, sizeof err) == 0) ppdl_shared_offer(r, &p, b);
+        else ppdl_plan_free(&p);
+    }
+    ppdl_shared_finish(r, plan, sc, others, others_ms, others_label);
+}
 
 int ppdl_choose_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const char *method,
                      const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
@@ -35,7 +91,7 @@ int ppdl_choose_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, i
         int rc = ppdl_solve(c, cl, M, schedule, &o, out, info, err, errlen);
         /* ranks sharing cores: the plan is the candidate of least simulated step */
         if (rc == 0)
-            ppdl_choose_on_shared_cores_k(c, cl, M, schedule, method, &o, out, sc, K, others, others_ms, others_label);
+            choose_on_shared_cores(c, cl, M, schedule, method, &o, out, sc, K, others, others_ms, others_label);
         return rc;
     }
     if (!ppdl_is_baseline(method)) {
