@@ -60,7 +60,7 @@
  * displaced; perf/RESULTS.md).
  *
  * A chunked candidate may also be k copies of a shorter chunked pipeline (plan.h; method
- * ppdl, which replicates; chunk_copies.h): after the four chunked solves, on their
+ * ppdl, which replicates; solve_chunked.h "k copies"): after the four chunked solves, on their
  * thread, the candidate and the k predicted best by the plans of equal layer counts is
  * solved as copies, and its copies replace its one pipeline where that does not fit or
  * where they are strictly better (T, or the simulated step where ranks share cores);

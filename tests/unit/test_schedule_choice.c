@@ -537,7 +537,7 @@ static void test_choice(void)
     ppdl_costs_free(&c);
 }
 
-/* Chunked plans in k copies (chunk_copies.h): 16 equal layers of 1e6 parameter bytes on
+/* Chunked plans in k copies (solve_chunked.h "k copies"): 16 equal layers of 1e6 parameter bytes on
  * 4 ranks whose memory holds half the model (no data parallelism), M = 4: a pipeline of
  * 4 ranks spends most of the step filling and draining, 2 copies of a V on 2 ranks (2
  * micro-batches each) less, and with 1e12 B/s the sums of the gradients cost 0.008 ms:
@@ -576,7 +576,7 @@ static void test_copies_choice(void)
     }
 }
 
-/* Copies grouped across the nodes (chunk_copies.h PPDL_COPIES_STRIDED): the case above
+/* Copies grouped across the nodes (solve_chunked.h "k copies" PPDL_COPIES_STRIDED): the case above
  * on 2 nodes of 2 ranks, 1e12 B/s inside a node and 1e8 between. In blocks a copy runs
  * inside a node and a rank's sums (4e6 bytes) cross the slow link, ~40 ms; strided, the
  * copies' 1000-byte activations cross it and the sums stay inside: auto takes zb-v in 2

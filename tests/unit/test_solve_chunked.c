@@ -27,7 +27,6 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/cluster_model.h"
-#include "plan/chunk_copies.h"
 #include "plan/costmodel.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
