@@ -138,7 +138,7 @@ static double plan_T(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, i
 {
     ppdl_plan p;
     char err[PPDL_ERR_LEN];
-    int rc = ppdl_plan_solve(c, cl, M, sched, method, &p, err, sizeof err);
+    int rc = ppdl_choose_plan(c, cl, M, sched, method, NULL, &p, NULL, NULL, 1, NULL, NULL, NULL, err, sizeof err);
     double T = p.S ? p.predicted_iter_ms : INFINITY;
     *fits = rc == 0;
     if (p.S) ppdl_plan_free(&p);
@@ -183,7 +183,7 @@ static int cmd_speed(int L, int N, int M)
             if (getenv("BENCH_HYBRID_EVALS")) o.hybrid_evals = atol(getenv("BENCH_HYBRID_EVALS"));
             rc = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, &o, &p, &info, err, sizeof err);
         } else {
-            rc = ppdl_plan_solve(&c, &cl, M, PPDL_SCHED_1F1B, methods[k], &p, err, sizeof err);
+            rc = ppdl_choose_plan(&c, &cl, M, PPDL_SCHED_1F1B, methods[k], NULL, &p, NULL, NULL, 1, NULL, NULL, NULL, err, sizeof err);
         }
         double dt = ppdl_now_s() - t0, dc = cpu_s() - c0;
         printf("  %-13s %7.3f %7.3f  %9.2f  %13ld  %9ld  %15ld  %7ld  %s%s%s%s\n", methods[k], dt, dc,
@@ -275,7 +275,7 @@ static int cmd_quality(int cases, int all)
             ppdl_costs c;
             ppdl_cluster_model cl;
             double slow = quality_case(&g, hetero, &c, &cl, &G, &R, &L, &M);
-            /* ppdl ("ppdl" of ppdl_plan_solve, with the solver's info: was the search exact?) */
+            /* ppdl ("ppdl" of ppdl_choose_plan, with the solver's info: was the search exact?) */
             ppdl_plan pp;
             ppdl_solve_info pinfo;
             char perr[PPDL_ERR_LEN];
@@ -505,7 +505,7 @@ static int cmd_schedule(int cases, int all, int mem_pct, int m_per_rank, int cyc
         ppdl_schedule_choice ch;
         char err[PPDL_ERR_LEN];
         double t0 = ppdl_now_s();
-        int rc = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
+        int rc = ppdl_choose_schedule(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
         plan_s += ppdl_now_s() - t0;
         const ppdl_schedule_option *one = &ch.opt[0]; /* 1f1b: the first candidate */
         char line[512];
@@ -580,7 +580,7 @@ static int cmd_speed_auto(int L, int N, int M)
     ppdl_schedule_choice ch;
     char err[PPDL_ERR_LEN];
     double t0 = ppdl_now_s(), c0 = cpu_s();
-    int rc = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
+    int rc = ppdl_choose_schedule(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
     double dt = ppdl_now_s() - t0, dc = cpu_s() - c0;
     char name[32];
     printf("planner speed, --schedule auto: L = %d, N = %d (%d nodes x %d), M = %d: %.3f s wall, %.3f s CPU; chosen %s\n",

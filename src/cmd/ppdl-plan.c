@@ -320,7 +320,7 @@ static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int
     for (int k = 0; ppdl_plan_methods[k]; k++) {
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
-        int rc = ppdl_plan_solve(c, cl, M, schedule, ppdl_plan_methods[k], &p, err, sizeof err);
+        int rc = ppdl_choose_plan(c, cl, M, schedule, ppdl_plan_methods[k], NULL, &p, NULL, NULL, 1, NULL, NULL, NULL, err, sizeof err);
         if (p.S == 0) {
             printf("  %-14s  %s\n", ppdl_plan_methods[k], err);
             continue;
@@ -376,35 +376,6 @@ static void print_schedules(const ppdl_costs *c, const ppdl_cluster_model *cl, i
         printf("picked none: no schedule's plan fits in memory (1f1b's plan and message below)\n");
 }
 
-/* --schedule interleaved|zb-v: the uniform cut into v x N stages (round-robin, or the
- * V), evaluated by the cost model; -1 with the reason when it cannot be cut or does
- * not fit (then p is the plan, as a solver's) */
-static int uniform_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
-                           ppdl_plan *p, char *err, size_t errlen)
-{
-    int order = schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
-    if (ppdl_plan_uniform_chunked(c->L, cl->N, v, order, p, err, errlen)) {
-        memset(p, 0, sizeof *p);
-        return -1;
-    }
-    snprintf(p->method, sizeof p->method, "uniform");
-    ppdl_cost_eval ev;
-    if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) {
-        ppdl_plan_free(p);
-        memset(p, 0, sizeof *p);
-        return -1;
-    }
-    ppdl_cost_annotate(p, &ev);
-    int rc = 0;
-    if (!ev.feasible) {
-        char a[32];
-        rc = ppdl_errf(err, errlen, "the uniform plan does not fit in memory: rank %d (stage %d's) is over by %s",
-                       p->stages[ev.worst_stage].rank, ev.worst_stage, ppdl_fmt_bytes((size_t)ev.worst_over, a, sizeof a));
-    }
-    ppdl_cost_eval_free(&ev);
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
     /* ---- 1. the command line and the inputs ---- */
@@ -431,59 +402,32 @@ int main(int argc, char **argv)
     so.exact_max_ranks = (int)o.exact_ranks;
     so.exact_hybrid_ranks = (int)o.exact_layouts;
 
+    if (o.virtual_stages) so.chunks = (int)o.virtual_stages;
+
     /* ---- 2. plan: once, or once per schedule (auto) ---- */
     /* against each rank's memory less the runtime's buffers, as ppdl --plan auto does
-     * (plan/reserve.h): the same costs and cluster give both the same plan. auto: each
-     * schedule against its own reserve. The table and the comparison below evaluate
+     * (plan/reserve.h; auto: each schedule against its own reserve): the same costs and
+     * cluster give both the same plan. The table and the comparison below evaluate
      * against the memory the plan was made for. */
-    int autos = o.schedule == PPDL_SCHED_AUTO, taken = -1, rc;
-    int v = (int)o.virtual_stages;
-    double reserve = autos ? 0
-                     : ppdl_schedule_chunked(o.schedule)
-                         ? ppdl_runtime_reserve_chunked(&costs, ppdl_reserve_slots_chunked(o.schedule, cl.N, v, M), v)
-                         : ppdl_runtime_reserve(&costs, ppdl_reserve_slots(o.schedule, cl.N, M));
-    double *less = NULL;
-    if (!autos) {
-        less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
-        memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
-        free(less);
-    }
+    int autos = o.schedule == PPDL_SCHED_AUTO, rc;
     double t0 = ppdl_now_s();
-    ppdl_plan plan;
-    ppdl_solve_info info;
-    ppdl_shared_choice sc;
-    ppdl_schedule_choice ch;
-    if (autos) {
-        rc = ppdl_plan_solve_auto(&costs, &cl, M, o.method, &so, 1, &ch, err, sizeof err);
-        int k = taken = ch.chosen >= 0 ? ch.chosen : 0; /* none fits: report 1F1B's */
-        o.schedule = ch.opt[k].schedule;
-        reserve = ch.opt[k].reserve;
-        plan = ch.opt[k].plan;
-        info = ch.opt[k].info;
-        sc = ch.opt[k].sc;
-        memset(&ch.opt[k].plan, 0, sizeof ch.opt[k].plan); /* owned by `plan` from here on */
-    } else if (ppdl_schedule_chunked(o.schedule)) {
-        memset(&info, 0, sizeof info);
-        memset(&sc, 0, sizeof sc);
-        if (!strcmp(o.method, "uniform")) {
-            rc = uniform_chunked(&costs, &cl, M, o.schedule, (int)o.virtual_stages, &plan, err, sizeof err);
-        } else {
-            so.chunks = (int)o.virtual_stages;
-            rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);
-        }
-    } else {
-        memset(&info, 0, sizeof info);
-        rc = ppdl_plan_solve_ex(&costs, &cl, M, o.schedule, o.method, &so, &plan, &info, &sc, err, sizeof err);
-    }
+    ppdl_plan_request rq = {&costs, &cl, M, o.schedule, o.method, &so, 1, 1};
+    ppdl_plan_result res;
+    rc = ppdl_plan_make(&rq, &res, err, sizeof err);
     double plan_s = ppdl_now_s() - t0;
-    if (autos) { /* from here on: the chosen schedule's memory */
-        less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
-        memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
-        free(less);
-    }
+    o.schedule = res.schedule;
+    double reserve = res.reserve;
+    ppdl_plan plan = res.plan;
+    memset(&res.plan, 0, sizeof res.plan); /* owned by `plan` from here on */
+    const ppdl_solve_info info = res.info;
+    const ppdl_shared_choice sc = res.sc;
+    /* from here on: the memory the plan was made for */
+    double *less = ppdl_memory_less_reserve(cl.mem, cl.N, reserve);
+    memcpy(cl.mem, less, (size_t)cl.N * sizeof(double));
+    free(less);
     if (plan.S == 0) {
         fprintf(stderr, "ppdl-plan: %s\n", err);
-        if (autos) ppdl_schedule_choice_free(&ch);
+        ppdl_plan_result_free(&res);
         ppdl_costs_free(&costs);
         ppdl_cluster_model_free(&cl);
         return 1;
@@ -512,7 +456,7 @@ int main(int argc, char **argv)
         if (ppdl_schedule_splits_backward(o.schedule))
             printf("%s: B and W %s\n", ppdl_schedule_name(o.schedule),
                    costs.split_given ? "as profiled" : "each half of bwd_ms (COSTS.json has no bwd_input_ms)");
-        if (autos) print_schedules(&costs, &cl, M, &ch, taken, &plan, plan_s);
+        if (autos) print_schedules(&costs, &cl, M, &res.choice, res.choice.chosen >= 0 ? res.choice.chosen : 0, &plan, plan_s);
         char line[512], kind[96];
         if (sc.active) printf("%s\n", ppdl_shared_choice_line(&sc, line, sizeof line));
         printf("plan: %s\n", ppdl_plan_kind(&plan, kind, sizeof kind));
@@ -545,7 +489,7 @@ int main(int argc, char **argv)
         }
     }
     if (sim_rc == 0) ppdl_sim_free(&sim);
-    if (autos) ppdl_schedule_choice_free(&ch);
+    ppdl_plan_result_free(&res);
     ppdl_plan_free(&plan);
     ppdl_costs_free(&costs);
     ppdl_cluster_model_free(&cl);

@@ -17,7 +17,6 @@
 #include "plan/costmodel.h"
 #include "plan/pass_times.h"
 #include "plan/planner.h"
-#include "plan/reserve.h"
 #include "plan/schedule_choice.h"
 #include "plan/simulate.h"
 #include "sched/schedule.h"
@@ -28,7 +27,7 @@
  * with --method and simulates its step; the plan travels to every rank as JSON text
  * and is read back there like a plan file, so every rank runs exactly what rank 0
  * printed. With K > 1, where ranks share cores (or in a close call), the chosen plan's
- * runners-up (ppdl_plan_solve_k, up to K-1) travel the same way into tc, with their
+ * runners-up (ppdl_plan_make's, up to K-1) travel the same way into tc, with their
  * simulated steps and labels on rank 0 (--plan-trials measures them all).
  * Returns 0 on every rank, or -1 with the same message on every rank. */
 static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster_model *cl,
@@ -42,62 +41,36 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     char *text = NULL;
     long len = 0;
     double sim_ms = 0;
-    ppdl_plan others[PPDL_SHARED_MAX_CANDIDATES];
-    double others_ms[PPDL_SHARED_MAX_CANDIDATES];
     int n_others = 0;
     memset(tc, 0, sizeof *tc);
+    ppdl_plan_result res;
+    memset(&res, 0, sizeof res);
     if (rank == 0) {
         /* The cost model counts parameters, optimizer state and stashes; the runtime
-         * also needs its buffers. Plan with each rank's memory less a bound on those
-         * (plan/reserve.h, the same as ppdl-plan's), so that a plan that fits the
-         * model fits the device. */
-        int autos = o->schedule == PPDL_SCHED_AUTO, M = (int)o->micro_batches;
-        /* --schedule auto: the reserve of the message is 1F1B's, the smallest */
-        int schedule = autos ? PPDL_SCHED_1F1B : o->schedule, v = o->virtual_stages;
-        double reserve = ppdl_schedule_chunked(schedule)
-                             ? ppdl_runtime_reserve_chunked(costs, ppdl_reserve_slots_chunked(schedule, n_ranks, v, M), v)
-                             : ppdl_runtime_reserve(costs, ppdl_reserve_slots(schedule, n_ranks, M));
-        /* the chunked schedules: --virtual-stages v; auto: candidates where this run can
-         * hold several stages per rank */
+         * also needs its buffers. The planner plans with each rank's memory less a
+         * bound on those (plan/reserve.h, the same as ppdl-plan's), so that a plan that
+         * fits the model fits the device. The simulator shares a host's cores among its
+         * ranks, and where a host has more ranks than cores the plan is chosen by it
+         * (plan/shared_cores.h). */
         ppdl_solve_opts so;
         ppdl_solve_opts_default(&so);
-        so.chunks = v;
+        /* the chunked schedules: --virtual-stages v; auto: candidates where this run can
+         * hold several stages per rank */
+        so.chunks = o->virtual_stages;
         so.auto_chunked = can_chunk;
-        double *mem = ppdl_memory_less_reserve(cl->mem, cl->N, reserve);
-        /* the same cluster with that memory: its hosts too, since the simulator shares a
-         * host's cores among its ranks, and where a host has more ranks than cores the
-         * plan is chosen by it (plan/shared_cores.h) */
-        ppdl_cluster_model cm = *cl;
-        cm.mem = mem;
-        ppdl_plan p;
-        memset(&p, 0, sizeof p);
-        int rc;
-        if (autos) { /* one solve per schedule, each against its own reserve */
-            ppdl_schedule_choice ch;
-            rc = ppdl_plan_solve_auto(costs, cl, M, o->method, &so, 1, &ch, err, errlen);
-            if (ch.chosen >= 0) {
-                schedule = ch.opt[ch.chosen].schedule;
-                p = ch.opt[ch.chosen].plan; /* taken: ch keeps the others */
-                *sc = ch.opt[ch.chosen].sc;
-                memset(&ch.opt[ch.chosen].plan, 0, sizeof p);
-                ppdl_schedule_choice_line(&ch, why, whylen);
-            }
-            ppdl_schedule_choice_free(&ch);
-        } else {
-            rc = ppdl_plan_solve_k(costs, &cm, M, schedule, o->method, &so, &p, NULL, sc, K, others, others_ms,
-                                   tc->label, err, errlen);
-            n_others = rc == 0 ? sc->n_others : 0;
-        }
+        ppdl_plan_request rq = {costs, cl, (int)o->micro_batches, o->schedule, o->method, &so, 1, K};
+        int rc = ppdl_plan_make(&rq, &res, err, errlen);
         if (rc == 0) {
-            ppdl_sim sim;
-            char serr[PPDL_ERR_LEN];
-            if (ppdl_simulate(costs, &cm, &p, M, schedule, 0, &sim, serr, sizeof serr) == 0) {
-                sim_ms = sim.step_ms;
-                ppdl_sim_free(&sim);
-            }
-            text = ppdl_plan_to_json(&p);
+            *sc = res.sc;
+            if (res.is_auto) ppdl_schedule_choice_line(&res.choice, why, whylen);
+            sim_ms = res.simulated_ms;
+            n_others = res.n_others;
+            memcpy(tc->label, res.others_label, sizeof res.others_label);
+            text = ppdl_plan_to_json(&res.plan);
             len = (long)strlen(text) + 1;
         } else {
+            /* --schedule auto: the reserve of the message is 1F1B's, the smallest */
+            double reserve = res.reserve;
             char msg[2 * PPDL_ERR_LEN], rb[32], lim[PPDL_ERR_LEN / 2] = "the probe's";
             if (o->mem_limit) snprintf(lim, sizeof lim, "--mem-limit %s", o->mem_limit);
             /* a rank whose memory the reserve takes whole: that is the news, not the stages */
@@ -119,8 +92,6 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
             PPDL_CHECK(text, "out of host memory");
             len = -(long)strlen(text) - 1; /* a failure: the message travels instead */
         }
-        ppdl_plan_free(&p);
-        free(mem);
     }
     PPDL_CHECK_MPI(MPI_Bcast(&len, 1, MPI_LONG, 0, MPI_COMM_WORLD));
     PPDL_CHECK_MPI(MPI_Bcast(&sim_ms, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -140,7 +111,7 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
     /* the runners-up, each as the plan above */
     PPDL_CHECK_MPI(MPI_Bcast(&n_others, 1, MPI_INT, 0, MPI_COMM_WORLD));
     for (int i = 0; i < n_others && rc == 0; i++) {
-        char *t = rank == 0 ? ppdl_plan_to_json(&others[i]) : NULL;
+        char *t = rank == 0 ? ppdl_plan_to_json(&res.others[i]) : NULL;
         long tl = rank == 0 ? (long)strlen(t) + 1 : 0;
         PPDL_CHECK_MPI(MPI_Bcast(&tl, 1, MPI_LONG, 0, MPI_COMM_WORLD));
         if (rank != 0) t = ppdl_xmalloc((size_t)tl);
@@ -150,11 +121,11 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
         PPDL_CHECK(ppdl_plan_parse(t, "--plan-trials", m->L, n_ranks, n_options, &tc->plan[tc->n], perr,
                                    sizeof perr) == 0, "a runner-up plan does not read back: %s", perr);
         snprintf(tc->plan[tc->n].method, sizeof tc->plan[tc->n].method, "auto (%s)", o->method);
-        tc->sim_ms[tc->n] = rank == 0 ? others_ms[i] : 0; /* label: rank 0's, as written */
+        tc->sim_ms[tc->n] = rank == 0 ? res.others_ms[i] : 0; /* label: rank 0's, as written */
         tc->n++;
         free(t);
     }
-    for (int i = 0; rank == 0 && i < n_others; i++) ppdl_plan_free(&others[i]);
+    ppdl_plan_result_free(&res);
     return rc;
 }
 

@@ -2,6 +2,7 @@
  * straight from the formulas (no prefix sums, no caching): the reference the solver
  * and the tests are checked against. */
 #include "plan/costmodel.h"
+#include "plan/solve_chunked.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "sched/schedule.h"
@@ -213,7 +214,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     int rc = ppdl_plan_validate(p, c->L, cl->N, nopt, "plan", err, errlen);
     free(nopt);
     if (rc) return -1;
-    /* several stages per rank (interleaved, zb-v): the chunked rule (costmodel_chunked.c) */
+    /* several stages per rank (interleaved, zb-v): the chunked rule (solve_chunked_cost.c) */
     if (ppdl_schedule_chunked(schedule) || ppdl_plan_chunks(p) > 1)
         return ppdl_cost_evaluate_chunked(c, cl, M, schedule, p, ev, err, errlen);
     for (int s = 0; s < p->S; s++)

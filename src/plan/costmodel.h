@@ -240,13 +240,6 @@ typedef struct ppdl_cost_eval {
 int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                        const ppdl_plan *p, ppdl_cost_eval *ev, char *err, size_t errlen);
 void ppdl_cost_eval_free(ppdl_cost_eval *ev);
-/* The chunked rule above (ppdl_cost_evaluate calls it for a chunked plan or schedule,
- * after validating p): -1 with the reason when the plan and the schedule do not go
- * together (a chunked plan under a schedule of one stage per rank or the reverse,
- * zb-v with v != 2, a stage where the schedule does not place it in some copy) or more
- * copies of the pipeline than micro-batches. */
-int ppdl_cost_evaluate_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                               const ppdl_plan *p, ppdl_cost_eval *ev, char *err, size_t errlen);
 /* ev's S, schedule and per-stage arrays (zeroed) for S stages */
 void ppdl_cost_eval_alloc(ppdl_cost_eval *ev, int S, int schedule);
 /* Copy the evaluation into the plan: its schedule's name, feasible, predicted_iter_ms,

@@ -1,74 +1,119 @@
-/* planner.c — ppdl_plan_solve: dispatch to the solver or a baseline. */
+/* planner.c — ppdl_plan_make: the reserve off each rank's memory, the schedule (one, or
+ * auto's candidates), then the plan's simulated step (planner.h). */
 #include "plan/planner.h"
 #include "core/error.h"
 #include "core/util.h"
-#include "plan/baselines.h"
 #include "plan/costmodel.h"
-#include "plan/solve_chunked.h"
-#include "plan/solver.h"
+#include "plan/reserve.h"
+#include "plan/simulate.h"
 #include "sched/schedule.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-const char *const ppdl_plan_methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder", "dp", "dp-rc", "uniform",
-                                         "uniform-rc", "params", "params-rc", "time", "time-rc", "pipedream",
-                                         "pipedream-rc", NULL};
-
-int ppdl_plan_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                    const char *method, ppdl_plan *out, char *err, size_t errlen)
+/* the reserve (reserve.h) taken off each rank's memory for a schedule that is not
+ * auto, with v stages per rank where it is chunked */
+static double schedule_reserve(const ppdl_costs *c, int n_ranks, int M, int schedule, int v)
 {
-    return ppdl_plan_solve_ex(c, cl, M, schedule, method, NULL, out, NULL, NULL, err, errlen);
+    return ppdl_schedule_chunked(schedule)
+               ? ppdl_runtime_reserve_chunked(c, ppdl_reserve_slots_chunked(schedule, n_ranks, v, M), v)
+               : ppdl_runtime_reserve(c, ppdl_reserve_slots(schedule, n_ranks, M));
 }
 
-int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                       const char *method, const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
-                       ppdl_shared_choice *sc, char *err, size_t errlen)
+/* --method uniform under a chunked schedule: v equal stages per rank (round-robin for
+ * interleaved, in a V for zb-v), evaluated by the cost model; -1 with the reason when it
+ * cannot be cut (p empty) or does not fit (p kept, feasible = 0) */
+static int uniform_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v,
+                           ppdl_plan *p, char *err, size_t errlen)
 {
-    return ppdl_plan_solve_k(c, cl, M, schedule, method, opts, out, info, sc, 1, NULL, NULL, NULL, err, errlen);
-}
-
-int ppdl_plan_solve_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const char *method,
-                      const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
-                      int K, ppdl_plan *others, double *others_ms, char (*others_label)[48], char *err,
-                      size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    if (sc) memset(sc, 0, sizeof *sc);
-    if (!strcmp(method, "ppdl") || !strcmp(method, "ppdl-pipeline") || !strcmp(method, "ppdl-inorder")) {
-        ppdl_solve_opts o;
-        if (opts) o = *opts;
-        else ppdl_solve_opts_default(&o);
-        o.placement = strcmp(method, "ppdl-inorder") != 0;
-        o.replicate = o.replicate && !strcmp(method, "ppdl"); /* opts may say no replicas (schedule_choice.c) */
-        /* several stages per rank: their own search (the placement is the schedule's) */
-        if (ppdl_schedule_chunked(schedule))
-            return ppdl_solve_chunked(c, cl, M, schedule, o.chunks, &o, out, info, sc, err, errlen);
-        int rc = ppdl_solve(c, cl, M, schedule, &o, out, info, err, errlen);
-        /* ranks sharing cores: the plan is the candidate of least simulated step */
-        if (rc == 0)
-            ppdl_choose_on_shared_cores_k(c, cl, M, schedule, method, &o, out, sc, K, others, others_ms, others_label);
-        return rc;
+    int order = schedule == PPDL_SCHED_ZB_V ? PPDL_CHUNKS_V : PPDL_CHUNKS_ROUND_ROBIN;
+    if (ppdl_plan_uniform_chunked(c->L, cl->N, v, order, p, err, errlen)) {
+        memset(p, 0, sizeof *p);
+        return -1;
     }
-    if (!ppdl_is_baseline(method)) {
-        char list[256] = "";
-        size_t n = 0;
-        for (int k = 0; ppdl_plan_methods[k] && n < sizeof list - 20; k++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", ppdl_plan_methods[k]);
-        return ppdl_errf(err, errlen, "--method %s: unknown; expected one of %s", method, list);
-    }
-    if (ppdl_baseline(c, cl, M, schedule, method, out, err, errlen)) return -1;
-    if (out->feasible) return 0;
+    snprintf(p->method, sizeof p->method, "uniform");
     ppdl_cost_eval ev;
-    if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, err, errlen)) return -1;
-    int s = ev.worst_stage;
-    char a[32], b[32], d[32];
-    ppdl_errf(err, errlen, "the %s plan does not fit in memory: stage %d (layers %d-%d on rank%s %d) needs %s, "
-                           "%s over the rank's %s",
-              method, s, out->stages[s].first, out->stages[s].last,
-              out->stages[s].n_replicas > 1 ? "s including" : "", out->stages[s].rank,
-              ppdl_fmt_bytes((size_t)ev.mem_bytes[s], a, sizeof a), ppdl_fmt_bytes((size_t)ev.worst_over, b, sizeof b),
-              ppdl_fmt_bytes((size_t)ev.mem_limit[s], d, sizeof d));
+    if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, errlen)) {
+        ppdl_plan_free(p);
+        memset(p, 0, sizeof *p);
+        return -1;
+    }
+    ppdl_cost_annotate(p, &ev);
+    int rc = 0;
+    if (!ev.feasible) {
+        char a[32];
+        rc = ppdl_errf(err, errlen, "the uniform plan does not fit in memory: rank %d (stage %d's) is over by %s",
+                       p->stages[ev.worst_stage].rank, ev.worst_stage, ppdl_fmt_bytes((size_t)ev.worst_over, a, sizeof a));
+    }
     ppdl_cost_eval_free(&ev);
-    return -1;
+    return rc;
+}
+
+/* auto: one solve per candidate schedule, each against its own reserve; the chosen
+ * one's plan taken (where none fits, 1F1B's, for its message) */
+static int make_auto(const ppdl_plan_request *rq, const ppdl_solve_opts *so, ppdl_plan_result *res, char *err,
+                     size_t errlen)
+{
+    ppdl_schedule_choice *ch = &res->choice;
+    res->is_auto = 1;
+    int rc = ppdl_choose_schedule(rq->costs, rq->cluster, rq->M, rq->method, so, rq->reserve, ch, err, errlen);
+    int k = ch->chosen >= 0 ? ch->chosen : 0;
+    ppdl_schedule_option *w = &ch->opt[k];
+    res->schedule = w->schedule;
+    res->reserve = w->reserve;
+    res->plan = w->plan;
+    res->info = w->info;
+    res->sc = w->sc;
+    memset(&w->plan, 0, sizeof w->plan); /* owned by res->plan from here on */
+    if (ch->chosen >= 0) ppdl_schedule_choice_line(ch, res->why, sizeof res->why);
+    return rc;
+}
+
+int ppdl_plan_make(const ppdl_plan_request *rq, ppdl_plan_result *res, char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    res->choice.chosen = -1;
+    const ppdl_costs *c = rq->costs;
+    const ppdl_cluster_model *cl = rq->cluster;
+    ppdl_solve_opts so;
+    if (rq->opts) so = *rq->opts;
+    else ppdl_solve_opts_default(&so);
+    int M = rq->M, rc;
+    ppdl_cluster_model mine = *cl; /* cl with the memory planned against */
+    double *mem = NULL;
+    if (rq->schedule == PPDL_SCHED_AUTO) {
+        rc = make_auto(rq, &so, res, err, errlen);
+        if (rq->reserve) mine.mem = mem = ppdl_memory_less_reserve(cl->mem, cl->N, res->reserve);
+    } else {
+        res->schedule = rq->schedule;
+        if (rq->reserve) {
+            res->reserve = schedule_reserve(c, cl->N, M, rq->schedule, so.chunks);
+            mine.mem = mem = ppdl_memory_less_reserve(cl->mem, cl->N, res->reserve);
+        }
+        if (ppdl_schedule_chunked(rq->schedule) && !strcmp(rq->method, "uniform"))
+            rc = uniform_chunked(c, &mine, M, rq->schedule, so.chunks, &res->plan, err, errlen);
+        else
+            rc = ppdl_choose_plan(c, &mine, M, rq->schedule, rq->method, &so, &res->plan, &res->info, &res->sc,
+                                  rq->candidates, res->others, res->others_ms, res->others_label, err, errlen);
+        res->n_others = rc == 0 ? res->sc.n_others : 0;
+    }
+    if (res->plan.S > 0) {
+        res->predicted_ms = res->plan.predicted_iter_ms;
+        double ms = ppdl_simulated_ms(c, &mine, &res->plan, M, res->schedule);
+        res->simulated_ms = isfinite(ms) ? ms : 0;
+    }
+    free(mem);
+    res->rc = rc;
+    return rc;
+}
+
+void ppdl_plan_result_free(ppdl_plan_result *res)
+{
+    ppdl_plan_free(&res->plan);
+    for (int i = 0; i < res->n_others; i++) ppdl_plan_free(&res->others[i]);
+    res->n_others = 0;
+    if (res->is_auto) ppdl_schedule_choice_free(&res->choice);
+    res->is_auto = 0;
 }

@@ -1,45 +1,67 @@
-/* planner.h — one entry point for every planning method: ppdl's solver or a baseline.
- * This is what `ppdl --plan auto` and `ppdl-plan --method NAME` call. Pure C. */
+/* planner.h — the planner's one entry: a request (the costs, the cluster, M, the
+ * schedule or auto, the method, the solver's options, the runtime reserve, how many
+ * candidates) in, a result (the plan, its predicted and simulated step, why it was
+ * chosen, its runners-up) out. `ppdl --plan auto` (cmd/run_plan.c) and `ppdl-plan`
+ * (cmd/ppdl-plan.c) plan through it, so the same costs and cluster give both the same
+ * plan.
+ *
+ * Below it, one way down: the schedule (schedule_choice.h for auto) → the chooser
+ * (chooser.h: the method's search, and where ranks share cores the choice among
+ * candidates by the simulated step, shared_cores.h) → the searches (solver.h: the
+ * stage DP engine and the replica layouts; solve_chunked.h: several stages per rank)
+ * and the baselines (baselines.h). Pure C. */
 #ifndef PPDL_PLANNER_H
 #define PPDL_PLANNER_H
 
 #include <stddef.h>
 
+#include "plan/chooser.h"
 #include "plan/cluster_model.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
+#include "plan/schedule_choice.h"
 #include "plan/shared_cores.h"
 #include "plan/solver.h"
 
-/* method names, NULL-terminated: "ppdl" (the default: stages, their replicas, placement
- * and recompute), "ppdl-pipeline" (one stage per rank: partition, placement and
- * recompute), "ppdl-inorder" (one stage per rank, ranks in order 0..N-1, partition and
- * recompute), then the baselines of baselines.h: dp, dp-rc, uniform, uniform-rc,
- * params, params-rc, time, time-rc, pipedream, pipedream-rc */
-extern const char *const ppdl_plan_methods[];
+typedef struct ppdl_plan_request {
+    const ppdl_costs *costs;
+    const ppdl_cluster_model *cluster; /* each rank's whole memory (the reserve comes off here) */
+    int M;                     /* micro-batches per step */
+    int schedule;              /* PPDL_SCHED_*, or PPDL_SCHED_AUTO: one solve per candidate
+                                  schedule and the best of them (schedule_choice.h) */
+    const char *method;        /* one of ppdl_plan_methods; "uniform" under a chunked
+                                  schedule: v equal stages per rank, round-robin or in a V */
+    const ppdl_solve_opts *opts; /* NULL: defaults; opts->chunks is a chunked schedule's v */
+    int reserve;               /* 1: plan against each rank's memory less the schedule's
+                                  runtime reserve (reserve.h); 0: the memory as it is */
+    int candidates;            /* K >= 1: the plan and up to K-1 runners-up (not with auto) */
+} ppdl_plan_request;
 
-/* Plan with `method` for M micro-batches under `schedule` (PPDL_SCHED_*). Returns 0
- * when *out holds a plan that fits in memory (annotated by the cost model). Returns -1
- * with a message in err otherwise; then *out holds the plan that was built (out->S > 0,
- * out->feasible = 0, err names the stage over its memory and by how much), or nothing
- * (out->S = 0) for an unknown method or a model with fewer layers than ranks. */
-int ppdl_plan_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                    const char *method, ppdl_plan *out, char *err, size_t errlen);
-/* The same with the solver's options (NULL: defaults; used by ppdl's methods), what
- * the solver did (info, may be NULL) and, where cl's hosts put more ranks on a host
- * than it has cores, the choice among candidate plans by the simulated step that
- * ppdl's methods then make (shared_cores.h; sc may be NULL). Baselines are built as
- * they are, shared cores or not. */
-int ppdl_plan_solve_ex(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                       const char *method, const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
-                       ppdl_shared_choice *sc, char *err, size_t errlen);
-/* The same, and where ranks share cores (ppdl's methods, one stage per rank or
- * replicated, not chunked) also the chosen plan's K-1 runners-up by simulated step
- * (ppdl_choose_on_shared_cores_k: others[0 .. sc->n_others-1], the caller frees them);
- * sc must not be NULL. With K = 1 it is ppdl_plan_solve_ex. */
-int ppdl_plan_solve_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const char *method,
-                      const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
-                      int K, ppdl_plan *others, double *others_ms, char (*others_label)[48], char *err,
-                      size_t errlen);
+typedef struct ppdl_plan_result {
+    int rc;                    /* 0: the plan fits; -1: see the error (plan.S > 0: the plan
+                                  that was built and does not fit) */
+    ppdl_plan plan;            /* the caller may take it (then zero it) */
+    int schedule;              /* the schedule it was made for (auto: the one chosen; where
+                                  none fits, 1F1B) */
+    double reserve;            /* bytes taken off each rank's memory for that schedule */
+    double predicted_ms;       /* the cost model's T of the plan (0: no plan) */
+    double simulated_ms;       /* its simulated step (0: no plan, or it cannot be played) */
+    ppdl_solve_info info;      /* what the search did */
+    ppdl_shared_choice sc;     /* ranks sharing cores: the choice by the simulated step */
+    int is_auto;               /* the schedule was chosen: `choice` holds every candidate */
+    ppdl_schedule_choice choice;
+    char why[512];             /* auto: why this schedule ("" otherwise) */
+    int n_others;              /* runners-up: others[0 .. n_others-1], their simulated
+                                  steps and labels (shared_cores.h) */
+    ppdl_plan others[PPDL_SHARED_MAX_CANDIDATES];
+    double others_ms[PPDL_SHARED_MAX_CANDIDATES];
+    char others_label[PPDL_SHARED_MAX_CANDIDATES][48];
+} ppdl_plan_result;
+
+/* Plan as rq asks. Returns res->rc (0: a plan that fits), with the message in err on
+ * failure (a method that is not known, a model with fewer layers than ranks, or no plan
+ * that fits: then "no plan fits" is in it). Free with ppdl_plan_result_free. */
+int ppdl_plan_make(const ppdl_plan_request *rq, ppdl_plan_result *res, char *err, size_t errlen);
+void ppdl_plan_result_free(ppdl_plan_result *res);
 
 #endif

@@ -3,9 +3,9 @@
 #include "plan/schedule_choice.h"
 #include "core/error.h"
 #include "core/util.h"
-#include "plan/chunk_copies.h"
+#include "plan/solve_chunked.h"
 #include "plan/costmodel.h"
-#include "plan/planner.h"
+#include "plan/chooser.h"
 #include "plan/reserve.h"
 #include "plan/simulate.h"
 #include "sched/schedule.h"
@@ -87,8 +87,8 @@ static void *run_job(void *arg)
     }
     j->opts.chunks = v > 1 ? v : j->opts.chunks;
     double t0 = ppdl_now_s();
-    o->rc = ppdl_plan_solve_ex(j->c, &mine, j->M, o->schedule, j->method, &j->opts, &o->plan, &o->info, &o->sc,
-                               o->why, sizeof o->why);
+    o->rc = ppdl_choose_plan(j->c, &mine, j->M, o->schedule, j->method, &j->opts, &o->plan, &o->info, &o->sc, 1,
+                             NULL, NULL, NULL, o->why, sizeof o->why);
     o->plan_s = ppdl_now_s() - t0;
     o->T = o->plan.S > 0 ? o->plan.predicted_iter_ms : INFINITY;
     free(mem);
@@ -101,7 +101,7 @@ typedef struct job_run {
     int n;
 } job_run;
 
-/* Chunked candidate o as k copies of a shorter pipeline (chunk_copies.h): taken
+/* Chunked candidate o as k copies of a shorter pipeline (solve_chunked.h "k copies"): taken
  * instead of its one pipeline where that does not fit, or where the copies are strictly
  * better (the simulated step where ranks share cores, else T), as the chunked candidates
  * are against the others */
@@ -113,7 +113,7 @@ static void try_copies(solve_job *j, int k, int grouping)
     double reserve = j->reserve ? ppdl_runtime_reserve_copies(j->c, o->schedule, N, v, k, j->M) : 0, *mem = NULL;
     if (j->reserve) mine.mem = mem = ppdl_memory_less_reserve(j->cl->mem, N, reserve);
     ppdl_solve_opts opts = j->opts;
-    opts.chunked_restarts = 0; /* chunk_copies.h: the screen's time */
+    opts.chunked_restarts = 0; /* solve_chunked.h "k copies": the screen's time */
     ppdl_plan p;
     ppdl_solve_info info;
     ppdl_shared_choice sc;
@@ -138,7 +138,7 @@ static void try_copies(solve_job *j, int k, int grouping)
     }
 }
 
-/* The chunked candidates' copies, screened (chunk_copies.h): of every candidate that
+/* The chunked candidates' copies, screened (solve_chunked.h "k copies"): of every candidate that
  * ran and every k, the one predicted best, solved; only method ppdl (which replicates) */
 static void copies_of_best(job_run *jr)
 {
@@ -179,7 +179,7 @@ static int usable_cores(void)
     return n > 0 ? n : 1;
 }
 
-int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
+int ppdl_choose_schedule(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
                          const ppdl_solve_opts *opts, int reserve, ppdl_schedule_choice *ch, char *err,
                          size_t errlen)
 {

@@ -60,7 +60,7 @@
  * displaced; perf/RESULTS.md).
  *
  * A chunked candidate may also be k copies of a shorter chunked pipeline (plan.h; method
- * ppdl, which replicates; chunk_copies.h): after the four chunked solves, on their
+ * ppdl, which replicates; solve_chunked.h "k copies"): after the four chunked solves, on their
  * thread, the candidate and the k predicted best by the plans of equal layer counts is
  * solved as copies, and its copies replace its one pipeline where that does not fit or
  * where they are strictly better (T, or the simulated step where ranks share cores);
@@ -106,7 +106,7 @@ const char *ppdl_auto_name(int k, char *buf, size_t len);
 typedef struct ppdl_schedule_option {
     int schedule;              /* PPDL_SCHED_* */
     int chunks;                /* its stages per rank (1: one stage per rank) */
-    int rc;                    /* 0: plan fits (ppdl_plan_solve_ex's return) */
+    int rc;                    /* 0: plan fits (ppdl_choose_plan's return) */
     ppdl_plan plan;            /* its plan (S = 0: none, see why); a caller may take it */
     double T;                  /* its plan's T (kept when the plan is taken) */
     ppdl_solve_info info;
@@ -134,7 +134,7 @@ typedef struct ppdl_schedule_choice {
  * 0, or -1 with ch->chosen = -1 and err holding 1F1B's message (a method that is not
  * known, or no plan that fits: then "no plan fits" is in it). Free with
  * ppdl_schedule_choice_free. */
-int ppdl_plan_solve_auto(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
+int ppdl_choose_schedule(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const char *method,
                          const ppdl_solve_opts *opts, int reserve, ppdl_schedule_choice *ch, char *err,
                          size_t errlen);
 void ppdl_schedule_choice_free(ppdl_schedule_choice *ch);

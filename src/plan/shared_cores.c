@@ -1,13 +1,10 @@
 /* shared_cores.c — the choice among candidate plans by the simulated step where a
- * host's ranks outnumber its cores (shared_cores.h says which candidates and why). */
+ * host's ranks outnumber its cores (shared_cores.h says which candidates and why; the
+ * chooser, chooser.c, makes them and offers them here). */
 #include "plan/shared_cores.h"
 #include "core/error.h"
 #include "core/util.h"
-#include "plan/baselines.h"
-#include "plan/hybrid.h"
-#include "plan/planner.h"
 #include "plan/simulate.h"
-#include "plan/solver.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,10 +25,15 @@
 #define CLOSE_CALL 0.10
 #define CLOSE_CALL_MAX_RANKS 8
 
-typedef struct chooser {
+struct ppdl_shared_ranking {
     const ppdl_costs *c;
     const ppdl_cluster_model *cl;
     int M, schedule;
+    int shared, close_call;    /* why the ranking was entered (shared_cores.h) */
+    int *order;                /* the ranks in the order the layout kinds take them */
+    int K_asked;               /* the choice and its runners-up returned */
+    double opt_ms;             /* the method's optimum's simulated step */
+    char method[32];           /* the method's name, on every plan returned */
     /* the K distinct candidates of least simulated step so far, ascending: best[0] is
      * the choice, the others its runners-up (ppdl --plan-trials measures some) */
     int K, kept;
@@ -39,7 +41,8 @@ typedef struct chooser {
     double best_ms[KEEP];
     char label[KEEP][48];
     int n;                     /* candidates simulated */
-} chooser;
+};
+typedef struct ppdl_shared_ranking chooser;
 
 /* The simulated step of p (cores shared), INFINITY when it cannot be played */
 static double simulated_ms(const chooser *ch, const ppdl_plan *p)
@@ -176,28 +179,24 @@ void ppdl_shared_choice_host(const ppdl_cluster_model *cl, ppdl_shared_choice *s
     free(cnt);
 }
 
-int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                                  const char *method, const ppdl_solve_opts *opts, ppdl_plan *plan,
-                                  ppdl_shared_choice *sc, int K, ppdl_plan *others, double *others_ms,
-                                  char (*others_label)[48])
+ppdl_shared_ranking *ppdl_shared_begin(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                       ppdl_plan *plan, ppdl_shared_choice *sc, int K)
 {
     if (K < 1) K = 1;
     if (K > PPDL_SHARED_MAX_CANDIDATES) K = PPDL_SHARED_MAX_CANDIDATES;
-    ppdl_shared_choice dummy;
-    if (!sc) sc = &dummy;
     memset(sc, 0, sizeof *sc);
     int N = cl->N;
-    if (N < 2 || plan->S == 0 || !plan->feasible) return 0;
+    if (N < 2 || plan->S == 0 || !plan->feasible) return NULL;
     /* a core per rank: the plan stays the optimum of T; runners-up only for a close
      * call (below), small jobs only (the candidates cost a solve per layout kind) */
     int shared = ppdl_hosts_oversubscribed(&cl->hosts, N);
     int close_call = !shared && K > 1 && N <= CLOSE_CALL_MAX_RANKS;
-    if (!shared && !close_call) return 0;
-    chooser ch;
-    memset(&ch, 0, sizeof ch);
+    if (!shared && !close_call) return NULL;
+    chooser *ch = ppdl_xcalloc(1, sizeof *ch);
     /* every candidate is kept (up to KEEP), the K returned chosen from them below */
-    ch.c = c, ch.cl = cl, ch.M = M, ch.schedule = schedule, ch.K = K > 1 ? KEEP : 1;
-    double opt_ms = simulated_ms(&ch, plan);
+    ch->c = c, ch->cl = cl, ch->M = M, ch->schedule = schedule, ch->K = K > 1 ? KEEP : 1;
+    ch->shared = shared, ch->close_call = close_call, ch->K_asked = K;
+    double opt_ms = ch->opt_ms = simulated_ms(ch, plan);
     if (shared) {
         ppdl_shared_choice_host(cl, sc);
         sc->active = 1;
@@ -206,68 +205,46 @@ int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model 
     }
     if (!(opt_ms < INFINITY)) { /* cannot be played: keep it as it is */
         if (shared) snprintf(sc->chosen, sizeof sc->chosen, "the optimum of T (not simulated)");
-        return 0;
+        free(ch);
+        return NULL;
     }
-    char method_name[32];
-    snprintf(method_name, sizeof method_name, "%s", plan->method);
+    snprintf(ch->method, sizeof ch->method, "%s", plan->method);
     /* the ranks in the order of the method's optimum (before it moves) */
-    int *order = ppdl_xmalloc((size_t)N * sizeof(int));
-    plan_rank_order(plan, order);
-    if (shared) { /* the optimum is a candidate, owned by the chooser from here on */
-        ch.best[0] = *plan;
-        ch.best_ms[0] = opt_ms;
-        snprintf(ch.label[0], sizeof ch.label[0], "the optimum of T");
-        ch.kept = ch.n = 1;
+    ch->order = ppdl_xmalloc((size_t)N * sizeof(int));
+    plan_rank_order(plan, ch->order);
+    if (shared) { /* the optimum is a candidate, owned by the ranking from here on */
+        ch->best[0] = *plan;
+        ch->best_ms[0] = opt_ms;
+        snprintf(ch->label[0], sizeof ch->label[0], "the optimum of T");
+        ch->kept = ch->n = 1;
         memset(plan, 0, sizeof *plan);
     }
+    return ch;
+}
 
-    /* replicated candidates for every schedule (zero bubble plays replicas too) */
-    int pipeline_only = strcmp(method, "ppdl") != 0;
-    if (!pipeline_only) {
-        /* the ranks in the order of the one-rank-per-stage optimum (its placement
-         * follows the links), else of the method's optimum: the layout kinds take them so */
-        ppdl_solve_opts o;
-        if (opts) o = *opts;
-        else ppdl_solve_opts_default(&o);
-        o.replicate = 0;
-        ppdl_plan p;
-        memset(&p, 0, sizeof p);
-        char err[PPDL_ERR_LEN];
-        if (c->L >= N && ppdl_solve(c, cl, M, schedule, &o, &p, NULL, err, sizeof err) == 0) {
-            plan_rank_order(&p, order);
-            offer(&ch, &p, "the pipeline optimum of T");
-        } else {
-            ppdl_plan_free(&p);
-        }
-        /* the optimum of T of every layout kind */
-        int *grps;
-        char *labels;
-        int nk = layout_kinds(N, M, c->L, order, &grps, &labels);
-        ppdl_plan *outs = ppdl_xcalloc((size_t)(nk ? nk : 1), sizeof *outs);
-        solve_layouts(c, cl, M, schedule, grps, nk, outs);
-        for (int k = 0; k < nk; k++) offer(&ch, &outs[k], &labels[(size_t)k * 48]);
-        free(outs);
-        free(grps);
-        free(labels);
-    }
-    free(order);
-    /* the baselines */
-    for (int k = 0; ppdl_plan_methods[k]; k++) {
-        const char *b = ppdl_plan_methods[k];
-        if (!ppdl_is_baseline(b) || (pipeline_only && !strncmp(b, "dp", 2))) continue;
-        ppdl_plan p;
-        memset(&p, 0, sizeof p);
-        char err[PPDL_ERR_LEN];
-        if (ppdl_baseline(c, cl, M, schedule, b, &p, err, sizeof err) == 0) offer(&ch, &p, b);
-        else ppdl_plan_free(&p);
-    }
-    int first = 0; /* the first runner-up in ch.best */
+void ppdl_shared_offer(ppdl_shared_ranking *ch, ppdl_plan *p, const char *label)
+{
+    offer(ch, p, label);
+}
+
+int ppdl_shared_layout_kinds(ppdl_shared_ranking *ch, const ppdl_plan *pipeline, int **grps, char **labels)
+{
+    if (pipeline) plan_rank_order(pipeline, ch->order);
+    return layout_kinds(ch->cl->N, ch->M, ch->c->L, ch->order, grps, labels);
+}
+
+void ppdl_shared_finish(ppdl_shared_ranking *ch, ppdl_plan *plan, ppdl_shared_choice *sc, ppdl_plan *others,
+                        double *others_ms, char (*others_label)[48])
+{
+    int shared = ch->shared, close_call = ch->close_call, K = ch->K_asked;
+    double opt_ms = ch->opt_ms;
+    int first = 0; /* the first runner-up in ch->best */
     if (shared) {
-        *plan = ch.best[0];
-        snprintf(plan->method, sizeof plan->method, "%s", method_name);
-        snprintf(sc->chosen, sizeof sc->chosen, "%s", ch.label[0]);
-        sc->chosen_sim_ms = ch.best_ms[0];
-        sc->candidates = ch.n;
+        *plan = ch->best[0];
+        snprintf(plan->method, sizeof plan->method, "%s", ch->method);
+        snprintf(sc->chosen, sizeof sc->chosen, "%s", ch->label[0]);
+        sc->chosen_sim_ms = ch->best_ms[0];
+        sc->candidates = ch->n;
         first = 1;
     }
     /* the runners-up: first the best of each other family (data parallel, pipeline,
@@ -277,32 +254,33 @@ int ppdl_choose_on_shared_cores_k(const ppdl_costs *c, const ppdl_cluster_model 
     int pick[KEEP], n_pick = 0, taken[KEEP] = {0};
     int seen[3] = {0};
     seen[plan_family(plan)] = 1;
-    for (int i = first; i < ch.kept; i++) {
-        int f = plan_family(&ch.best[i]);
-        if (seen[f] || same_plan(&ch.best[i], plan)) continue;
-        if (close_call && ch.best_ms[i] > opt_ms * (1 + CLOSE_CALL)) continue;
-        if (shared && ch.best_ms[i] > ch.best_ms[0] * PPDL_SHARED_FAMILY_FIRST) continue;
+    for (int i = first; i < ch->kept; i++) {
+        int f = plan_family(&ch->best[i]);
+        if (seen[f] || same_plan(&ch->best[i], plan)) continue;
+        if (close_call && ch->best_ms[i] > opt_ms * (1 + CLOSE_CALL)) continue;
+        if (shared && ch->best_ms[i] > ch->best_ms[0] * PPDL_SHARED_FAMILY_FIRST) continue;
         seen[f] = 1, pick[n_pick++] = i, taken[i] = 1;
     }
-    for (int i = first; i < ch.kept && !close_call; i++)
+    for (int i = first; i < ch->kept && !close_call; i++)
         if (!taken[i]) pick[n_pick++] = i;
-    for (int i = first; i < ch.kept; i++) /* the ones not picked at all */
-        if (close_call && !taken[i]) ppdl_plan_free(&ch.best[i]);
+    for (int i = first; i < ch->kept; i++) /* the ones not picked at all */
+        if (close_call && !taken[i]) ppdl_plan_free(&ch->best[i]);
     sc->n_others = 0;
     for (int j = 0; j < n_pick; j++) {
         int i = pick[j];
         if (j >= K - 1) {
-            ppdl_plan_free(&ch.best[i]);
+            ppdl_plan_free(&ch->best[i]);
             continue;
         }
         ppdl_plan *o = &others[j];
-        *o = ch.best[i];
-        snprintf(o->method, sizeof o->method, "%s", method_name);
-        if (others_ms) others_ms[j] = ch.best_ms[i];
-        if (others_label) snprintf(others_label[j], 48, "%s", ch.label[i]);
+        *o = ch->best[i];
+        snprintf(o->method, sizeof o->method, "%s", ch->method);
+        if (others_ms) others_ms[j] = ch->best_ms[i];
+        if (others_label) snprintf(others_label[j], 48, "%s", ch->label[i]);
         sc->n_others++;
     }
-    return 0;
+    free(ch->order);
+    free(ch);
 }
 
 const char *ppdl_shared_choice_line(const ppdl_shared_choice *sc, char *buf, size_t len)

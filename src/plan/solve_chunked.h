@@ -40,6 +40,8 @@
  *     (ties: the search's). opts->chunked_sim_pick = 0 leaves the search's cut.
  * The result is annotated by ppdl_cost_evaluate (the same T as for any plan); where the
  * ranks share a host's cores (shared_cores.h), sc says so and holds its simulated step.
+ * The same plans in k copies are below ("k copies"); the cost model's T of a chunked
+ * plan is solve_chunked_cost.c's (costmodel.h "Chunked plans").
  * Pure C, deterministic. */
 #ifndef PPDL_SOLVE_CHUNKED_H
 #define PPDL_SOLVE_CHUNKED_H
@@ -47,6 +49,7 @@
 #include <stddef.h>
 
 #include "plan/cluster_model.h"
+#include "plan/costmodel.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
 #include "plan/shared_cores.h"
@@ -67,15 +70,55 @@ int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
                        const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info, ppdl_shared_choice *sc,
                        char *err, size_t errlen);
 
-/* Evaluate chunked plan p (in copies or not) and annotate it (cost model T, the stages'
- * times and memories): 0 when it fits; -1 with the rank over its memory and by how much
- * (info->infeasible set, p kept), or -1 with the reason when p cannot be evaluated (p
- * freed, S = 0). info may be NULL. */
-int ppdl_chunked_annotate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, ppdl_plan *p,
-                          ppdl_solve_info *info, char *err, size_t errlen);
-/* Where cl's ranks share a host's cores (shared_cores.h): sc says so and holds chunked
- * plan p's simulated step (the step that compares); else sc is zeroed. */
-void ppdl_chunked_shared_choice(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                                const ppdl_plan *p, ppdl_shared_choice *sc);
+/* k copies: the planner's chunked plans in k copies (plan.h: every stage k
+ * replicas, copy q on ranks q N/k .. (q+1) N/k - 1, or strided on q, q+k, .. (below),
+ * running micro-batches q, q+k, ..;
+ * issue 22: the schedule, the partition, the placement, the recompute options and the
+ * replication chosen together).
+ *
+ * A copy is one chunked pipeline, so its plan is ppdl_solve_chunked's on a cluster of N/k
+ * ranks for ceil(M/k) micro-batches (copy 0's, the most): the copies' worst case, rank
+ * position by position (the least memory and speed, the slowest link, of the k ranks
+ * at a position: the plan fits and is paced for every copy; ranks numbered node by node
+ * keep a copy inside a node where N/k divides the node). The plan is then repeated on
+ * every copy and evaluated whole (costmodel.h "Chunked plans in k copies": the copies'
+ * sums of gradients included). Which k: k >= 2 dividing N with N/k >= 2 (a copy is a
+ * pipeline), k <= M (a copy runs at least one micro-batch) and v N/k <= L. A solve per
+ * k and chunked candidate would triple --schedule auto's time, so they are screened by
+ * their plans of equal layer counts: schedule_choice.c solves only the candidate and
+ * the k whose such plan's T, relative to the candidate's one pipeline's, predicts the
+ * least T (the one pipeline's solved T times that ratio), and with no restarts of the
+ * local search (solver.h chunked_restarts = 0).
+ */
+
+/* How the N ranks form k copies of n = N / k: position r of copy q on rank q n + r
+ * (blocks: a copy on consecutive ranks, inside a node where ranks are numbered node by
+ * node and n divides the node: the pipeline's messages stay inside, the sums cross), or
+ * on rank r k + q (strided: a copy across the nodes, the sums of a stage's replicas
+ * inside one; better where a stage's gradients weigh more than its activations). */
+enum { PPDL_COPIES_BLOCKS = 0, PPDL_COPIES_STRIDED = 1 };
+
+/* The screen (above) for schedule/v on cl with M micro-batches: the k and grouping
+ * (*grouping, may be NULL) of least T of the plan of equal layer counts in k copies,
+ * or 0 when no k fits the rules; *T_one and *T_k (may be NULL) get that plan's T with
+ * one copy and with k (INFINITY: no plan). */
+int ppdl_copies_screen(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v, double *T_one,
+                       double *T_k, int *grouping);
+
+/* Solve schedule/v as k copies grouped so on cl (above) and annotate the whole plan. Returns 0 with
+ * a plan that fits; -1 with the reason (then *out may hold a plan that does not fit,
+ * feasible = 0, or none, S = 0). info and sc may be NULL; sc is set where cl's ranks
+ * share cores (the whole plan's simulated step). */
+int ppdl_solve_chunked_copies(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int v, int k,
+                              int grouping, const ppdl_solve_opts *opts, ppdl_plan *out, ppdl_solve_info *info,
+                              ppdl_shared_choice *sc, char *err, size_t errlen);
+
+/* The cost model's chunked rule (costmodel.h "Chunked plans"; ppdl_cost_evaluate
+ * calls it for a chunked plan or schedule, after validating p): -1 with the reason when the plan and the schedule do not go
+ * together (a chunked plan under a schedule of one stage per rank or the reverse,
+ * zb-v with v != 2, a stage where the schedule does not place it in some copy) or more
+ * copies of the pipeline than micro-batches. */
+int ppdl_cost_evaluate_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                               const ppdl_plan *p, ppdl_cost_eval *ev, char *err, size_t errlen);
 
 #endif

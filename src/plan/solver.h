@@ -62,7 +62,7 @@ typedef struct ppdl_solve_opts {
                                   0: the search's cut as it is */
     int chunked_restarts;      /* the chunked local search's restarts from kicks of its best
                                   cut (default 6; solve_chunked.h); --schedule auto's
-                                  copies of a chunked pipeline take none (chunk_copies.h) */
+                                  copies of a chunked pipeline take none (solve_chunked.h "k copies") */
 } ppdl_solve_opts;
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o);

@@ -709,7 +709,7 @@ static void test_brute_force_pipeline(void)
         double bT = brute_force(&x, joint, NULL, 0);
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", why[128] = "";
-        int rc = ppdl_plan_solve(&x.c, &x.cl, x.M, x.sched, "ppdl-pipeline", &p, err, sizeof err);
+        int rc = ppdl_choose_plan(&x.c, &x.cl, x.M, x.sched, "ppdl-pipeline", NULL, &p, NULL, NULL, 1, NULL, NULL, NULL, err, sizeof err);
         /* the shape: N stages, one rank each, every rank once (plan_T checks the rest) */
         int shape = p.S == N;
         for (int s = 0; shape && s < p.S; s++) shape &= p.stages[s].n_replicas <= 1;

@@ -432,7 +432,7 @@ static int choose(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, char
 {
     ppdl_schedule_choice ch;
     char err[PPDL_ERR_LEN];
-    int rc = ppdl_plan_solve_auto(c, cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
+    int rc = ppdl_choose_schedule(c, cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
     int s = rc == 0 ? ch.opt[ch.chosen].schedule : -1;
     if (rc == 0) ppdl_schedule_choice_line(&ch, line, len);
     else snprintf(line, len, "%s", err);
@@ -460,7 +460,7 @@ static void test_choice(void)
         ppdl_solve_opts_default(&o);
         o.auto_chunked = 0; /* a run that cannot hold several stages per rank */
         char err[PPDL_ERR_LEN];
-        int rc = ppdl_plan_solve_auto(&c, &cl, 8, "ppdl", &o, 0, &ch, err, sizeof err);
+        int rc = ppdl_choose_schedule(&c, &cl, 8, "ppdl", &o, 0, &ch, err, sizeof err);
         s = rc == 0 ? ch.opt[ch.chosen].schedule : -1;
         ok(s == PPDL_SCHED_ZB_H2, "... without the chunked candidates: %s", s >= 0 ? ppdl_schedule_name(s) : err);
         ppdl_schedule_choice_free(&ch);
@@ -537,7 +537,7 @@ static void test_choice(void)
     ppdl_costs_free(&c);
 }
 
-/* Chunked plans in k copies (chunk_copies.h): 16 equal layers of 1e6 parameter bytes on
+/* Chunked plans in k copies (solve_chunked.h "k copies"): 16 equal layers of 1e6 parameter bytes on
  * 4 ranks whose memory holds half the model (no data parallelism), M = 4: a pipeline of
  * 4 ranks spends most of the step filling and draining, 2 copies of a V on 2 ranks (2
  * micro-batches each) less, and with 1e12 B/s the sums of the gradients cost 0.008 ms:
@@ -554,7 +554,7 @@ static void test_copies_choice(void)
         flat_cluster(&cl, 4, 3.5e7, 1e-6, bws[i]);
         ppdl_schedule_choice ch;
         char err[PPDL_ERR_LEN], line[PPDL_ERR_LEN] = "", kind[128] = "";
-        int rc = ppdl_plan_solve_auto(&c, &cl, 4, "ppdl", NULL, 0, &ch, err, sizeof err);
+        int rc = ppdl_choose_schedule(&c, &cl, 4, "ppdl", NULL, 0, &ch, err, sizeof err);
         const ppdl_schedule_option *w = rc == 0 ? &ch.opt[ch.chosen] : NULL;
         int strictly = w != NULL;
         for (int k = 0; w && k < PPDL_AUTO_N; k++)
@@ -576,7 +576,7 @@ static void test_copies_choice(void)
     }
 }
 
-/* Copies grouped across the nodes (chunk_copies.h PPDL_COPIES_STRIDED): the case above
+/* Copies grouped across the nodes (solve_chunked.h "k copies" PPDL_COPIES_STRIDED): the case above
  * on 2 nodes of 2 ranks, 1e12 B/s inside a node and 1e8 between. In blocks a copy runs
  * inside a node and a rank's sums (4e6 bytes) cross the slow link, ~40 ms; strided, the
  * copies' 1000-byte activations cross it and the sums stay inside: auto takes zb-v in 2
@@ -592,7 +592,7 @@ static void test_copies_strided(void)
             if (a / 2 != b / 2) cl.bw[a * 4 + b] = 1e8;
     ppdl_schedule_choice ch;
     char err[PPDL_ERR_LEN], line[PPDL_ERR_LEN] = "", kind[128] = "";
-    int rc = ppdl_plan_solve_auto(&c, &cl, 4, "ppdl", NULL, 0, &ch, err, sizeof err);
+    int rc = ppdl_choose_schedule(&c, &cl, 4, "ppdl", NULL, 0, &ch, err, sizeof err);
     const ppdl_schedule_option *w = rc == 0 ? &ch.opt[ch.chosen] : NULL;
     if (w) {
         ppdl_schedule_choice_line(&ch, line, sizeof line);
@@ -635,8 +635,8 @@ static void test_shared_search(void)
         ok(shared == (N >= 25), "%d ranks, %d layers: the candidates %s the search", N, L, shared ? "share" : "do not share");
         ppdl_schedule_choice a, b;
         char err[PPDL_ERR_LEN];
-        int ra = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &a, err, sizeof err);
-        int rb = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &b, err, sizeof err);
+        int ra = ppdl_choose_schedule(&c, &cl, M, "ppdl", NULL, 0, &a, err, sizeof err);
+        int rb = ppdl_choose_schedule(&c, &cl, M, "ppdl", NULL, 0, &b, err, sizeof err);
         int same = ra == 0 && rb == 0 && a.chosen == b.chosen;
         for (int k = 0; k < PPDL_AUTO_N && same; k++) same = a.opt[k].rc == b.opt[k].rc && same_plan(&a.opt[k].plan, &b.opt[k].plan);
         ok(same, "... two runs: the same plans, bit for bit");
@@ -649,7 +649,7 @@ static void test_shared_search(void)
             ppdl_solve_info info;
             ppdl_shared_choice sc;
             char e[PPDL_ERR_LEN];
-            if (ppdl_plan_solve_ex(&c, &cl, M, ppdl_auto_schedules[k], "ppdl", &o, &p, &info, &sc, e, sizeof e) == 0) {
+            if (ppdl_choose_plan(&c, &cl, M, ppdl_auto_schedules[k], "ppdl", &o, &p, &info, &sc, 1, NULL, NULL, NULL, e, sizeof e) == 0) {
                 worst = fmax(worst, a.opt[k].T / p.predicted_iter_ms);
                 /* (a chunked plan of least T is taken only where the simulator agrees:
                  * the chosen one is compared below among the candidates auto took) */

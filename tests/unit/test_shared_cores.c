@@ -4,8 +4,8 @@
  *  - ppdl_plan_kind names every shape of plan (one stage, data parallel, pipeline,
  *    equal replicas, some stages replicated).
  *  - A core per rank (no hosts, or every host with at least as many cores as ranks):
- *    ppdl_plan_solve_ex returns ppdl_solve's plan, bit for bit (the same JSON), and
- *    makes no choice, on random instances of 2-6 ranks; ppdl_plan_solve_k with K = 3
+ *    ppdl_choose_plan returns ppdl_solve's plan, bit for bit (the same JSON), and
+ *    makes no choice, on random instances of 2-6 ranks; ppdl_choose_plan with K = 3
  *    the same, with runners-up only of other families (one each) simulated within
  *    10% of the plan (a close call, which --plan-trials measures).
  *  - Oversubscribed hosts: the plan fits, covers the model on every rank, and its
@@ -13,7 +13,7 @@
  *    baseline that fits (the candidates a user could pick by hand); ppdl-pipeline and
  *    ppdl-inorder keep one rank per stage (inorder: in order); the same input gives
  *    the same plan.
- *  - The runners-up (ppdl_plan_solve_k, for --plan-trials): with K = 3 the chosen
+ *  - The runners-up (ppdl_choose_plan, for --plan-trials): with K = 3 the chosen
  *    plan is K = 1's, bit for bit; the others, at most 2, fit, are distinct from it
  *    and from each other, none simulated shorter than the choice (each the step its
  *    plan simulates to): first one of each family the choice is not (data parallel,
@@ -215,7 +215,7 @@ static void test_core_per_rank(void)
         ppdl_shared_choice sc;
         char e2[PPDL_ERR_LEN];
         int ra = optimum_of_T(&c, &cl, M, sched, method, &a);
-        int rb = ppdl_plan_solve_ex(&c, &cl, M, sched, method, NULL, &b, NULL, &sc, e2, sizeof e2);
+        int rb = ppdl_choose_plan(&c, &cl, M, sched, method, NULL, &b, NULL, &sc, 1, NULL, NULL, NULL, e2, sizeof e2);
         if (ra != rb || (ra == 0 && !same_json(&a, &b)) || sc.active)
             fail("instance %d (N=%d, %s, hosts %s): rc %d/%d, %s, choice %s", k, N, method, k % 2 ? "given" : "none", ra,
                  rb, ra == 0 && !same_json(&a, &b) ? "another plan" : "the same plan", sc.active ? "made" : "not made");
@@ -226,7 +226,7 @@ static void test_core_per_rank(void)
         if (ra == 0) {
             ppdl_plan q, others[PPDL_SHARED_MAX_CANDIDATES];
             double oms[PPDL_SHARED_MAX_CANDIDATES];
-            ppdl_plan_solve_k(&c, &cl, M, sched, method, NULL, &q, NULL, &sc, 3, others, oms, NULL, e2, sizeof e2);
+            ppdl_choose_plan(&c, &cl, M, sched, method, NULL, &q, NULL, &sc, 3, others, oms, NULL, e2, sizeof e2);
             double ms = sim_ms(&c, &cl, &a, M, sched);
             int fams = 1 << family(&a);
             if (!same_json(&a, &q) || sc.active) fail("instance %d: K = 3 changed the plan or made a choice", k);
@@ -278,7 +278,7 @@ static void check_no_candidate_faster(const ppdl_costs *c, const ppdl_cluster_mo
     (void)chosen;
 }
 
-/* ppdl_plan_solve_k with K = 3 against the K = 1 choice p (simulated best_ms) */
+/* ppdl_choose_plan with K = 3 against the K = 1 choice p (simulated best_ms) */
 static void check_runners_up(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sched, const char *method,
                              const ppdl_plan *p, double best_ms, int k, int *n_runners)
 {
@@ -286,7 +286,7 @@ static void check_runners_up(const ppdl_costs *c, const ppdl_cluster_model *cl, 
     double others_ms[PPDL_SHARED_MAX_CANDIDATES];
     char labels[PPDL_SHARED_MAX_CANDIDATES][48], err[PPDL_ERR_LEN];
     ppdl_shared_choice sc;
-    if (ppdl_plan_solve_k(c, cl, M, sched, method, NULL, &q, NULL, &sc, 3, others, others_ms, labels, err,
+    if (ppdl_choose_plan(c, cl, M, sched, method, NULL, &q, NULL, &sc, 3, others, others_ms, labels, err,
                           sizeof err)) {
         fail("instance %d (%s): K = 3 found no plan where K = 1 did: %s", k, method, err);
         return;
@@ -343,7 +343,7 @@ static void test_oversubscribed(void)
         ppdl_plan p, q;
         ppdl_shared_choice sc, sc2;
         char err[PPDL_ERR_LEN];
-        int rc = ppdl_plan_solve_ex(&c, &cl, M, sched, method, NULL, &p, NULL, &sc, err, sizeof err);
+        int rc = ppdl_choose_plan(&c, &cl, M, sched, method, NULL, &p, NULL, &sc, 1, NULL, NULL, NULL, err, sizeof err);
         if (rc == 0) {
             n++;
             if (!sc.active) fail("instance %d (%s): oversubscribed, but no choice made", k, method);
@@ -357,7 +357,7 @@ static void test_oversubscribed(void)
             for (int s = 0; !strcmp(method, "ppdl-inorder") && s < p.S; s++)
                 if (p.stages[s].rank != s) fail("instance %d (ppdl-inorder): stage %d on rank %d", k, s, p.stages[s].rank);
             n_other += strcmp(sc.chosen, "the optimum of T") != 0;
-            ppdl_plan_solve_ex(&c, &cl, M, sched, method, NULL, &q, NULL, &sc2, err, sizeof err);
+            ppdl_choose_plan(&c, &cl, M, sched, method, NULL, &q, NULL, &sc2, 1, NULL, NULL, NULL, err, sizeof err);
             n_det += same_json(&p, &q) && !strcmp(sc.chosen, sc2.chosen);
             ppdl_plan_free(&q);
             check_runners_up(&c, &cl, M, sched, method, &p, ms, k, &n_runners);
@@ -400,14 +400,14 @@ static void test_dp_case(void)
     ppdl_plan p;
     ppdl_shared_choice sc;
     char err[PPDL_ERR_LEN], kind[96];
-    ppdl_plan_solve_ex(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, err, sizeof err);
+    ppdl_choose_plan(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 1, NULL, NULL, NULL, err, sizeof err);
     ok(!strcmp(ppdl_plan_kind(&p, kind, sizeof kind), "data parallel x 4") && !sc.active,
        "a core per rank: data parallelism (T %.3f ms): %s", p.predicted_iter_ms, kind);
     double dp_ms = 0;
     ppdl_plan_free(&p);
     int of[4] = {0, 0, 0, 0}, one[1] = {1}, four[1] = {4};
     set_hosts(&cl, of, four);
-    ppdl_plan_solve_ex(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, err, sizeof err);
+    ppdl_choose_plan(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 1, NULL, NULL, NULL, err, sizeof err);
     ok(!strcmp(ppdl_plan_kind(&p, kind, sizeof kind), "data parallel x 4") && !sc.active,
        "one host of 4 cores (the control): data parallelism still: %s", kind);
     ppdl_plan_free(&p);
@@ -415,7 +415,7 @@ static void test_dp_case(void)
     ppdl_plan_data_parallel(4, 4, &p, err, sizeof err);
     dp_ms = sim_ms(&c, &cl, &p, M, PPDL_SCHED_1F1B);
     ppdl_plan_free(&p);
-    ppdl_plan_solve_ex(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, err, sizeof err);
+    ppdl_choose_plan(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 1, NULL, NULL, NULL, err, sizeof err);
     double ms = sim_ms(&c, &cl, &p, M, PPDL_SCHED_1F1B);
     char line[512];
     diag("%s", ppdl_shared_choice_line(&sc, line, sizeof line));
@@ -427,7 +427,7 @@ static void test_dp_case(void)
     ppdl_plan_free(&p);
     /* the runners-up of that choice: the other families first, data parallelism one */
     ppdl_plan others[PPDL_SHARED_MAX_CANDIDATES];
-    ppdl_plan_solve_k(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 3, others, NULL, NULL, err, sizeof err);
+    ppdl_choose_plan(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 3, others, NULL, NULL, err, sizeof err);
     int has_dp = 0;
     char kinds[256] = "";
     for (int i = 0; i < sc.n_others; i++) {
@@ -445,7 +445,7 @@ static void test_dp_case(void)
     ppdl_plan_data_parallel(4, 4, &p, err, sizeof err);
     dp_ms = sim_ms(&c, &cl, &p, M, PPDL_SCHED_1F1B);
     ppdl_plan_free(&p);
-    ppdl_plan_solve_k(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 3, others, NULL, NULL, err, sizeof err);
+    ppdl_choose_plan(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 3, others, NULL, NULL, err, sizeof err);
     has_dp = 0;
     kinds[0] = 0;
     for (int i = 0; i < sc.n_others; i++) {

@@ -27,7 +27,6 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/cluster_model.h"
-#include "plan/chunk_copies.h"
 #include "plan/costmodel.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
@@ -452,7 +451,7 @@ static void test_auto(void)
     /* built for interleaving: 4 ranks, 24 equal layers, M = 4 */
     interleaved_case(4, 24, &c, &cl);
     ppdl_schedule_choice ch;
-    int rc = ppdl_plan_solve_auto(&c, &cl, 4, "ppdl", NULL, 0, &ch, err, sizeof err);
+    int rc = ppdl_choose_schedule(&c, &cl, 4, "ppdl", NULL, 0, &ch, err, sizeof err);
     int solved = 0;
     for (int k = PPDL_AUTO_ONE; k < PPDL_AUTO_N; k++) solved += ch.opt[k].rc == 0 && ppdl_plan_chunks(&ch.opt[k].plan) == ch.opt[k].chunks;
     ok(solved == PPDL_AUTO_N - PPDL_AUTO_ONE, "every chunked candidate solved, each with its own stages per rank (%d)",
@@ -467,7 +466,7 @@ static void test_auto(void)
     ok(strstr(line, "the simulator agrees") && strstr(line, "interleaved v=2"), "the choice line: %s", line);
     /* the same input, the same plans */
     ppdl_schedule_choice ch2;
-    ppdl_plan_solve_auto(&c, &cl, 4, "ppdl", NULL, 0, &ch2, err, sizeof err);
+    ppdl_choose_schedule(&c, &cl, 4, "ppdl", NULL, 0, &ch2, err, sizeof err);
     int same = ch2.chosen == ch.chosen;
     for (int k = 0; k < PPDL_AUTO_N && same; k++) {
         char *a = ch.opt[k].plan.S ? ppdl_plan_to_json(&ch.opt[k].plan) : NULL;
@@ -492,7 +491,7 @@ static void test_auto(void)
     ppdl_solve_opts o;
     ppdl_solve_opts_default(&o);
     o.auto_chunked = 0;
-    rc = ppdl_plan_solve_auto(&c, &cl, 4, "ppdl", &o, 0, &ch, err, sizeof err);
+    rc = ppdl_choose_schedule(&c, &cl, 4, "ppdl", &o, 0, &ch, err, sizeof err);
     int out = rc == 0 && ch.chosen < PPDL_AUTO_ONE;
     for (int k = PPDL_AUTO_ONE; k < PPDL_AUTO_N; k++)
         out &= ch.opt[k].rc != 0 && ch.opt[k].plan.S == 0 && strstr(ch.opt[k].why, "not a candidate");
@@ -511,7 +510,7 @@ static void test_auto(void)
         int M = N + (int)(ppdl_rng_u64(&g) % (uint64_t)(2 * N));
         random_costs(&g, L, 1, &c);
         random_cluster(&g, N, &cl);
-        if (ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err) == 0) {
+        if (ppdl_choose_schedule(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err) == 0) {
             cases++;
             int cw = ch.chosen, fine = 1;
             if (cw >= PPDL_AUTO_ONE) { /* least T of all, and the simulator agrees */
@@ -555,7 +554,7 @@ static void test_auto_thread(void)
     char err[PPDL_ERR_LEN], name[32];
     ppdl_solve_opts o;
     ppdl_solve_opts_default(&o);
-    int rc = ppdl_plan_solve_auto(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
+    int rc = ppdl_choose_schedule(&c, &cl, M, "ppdl", NULL, 0, &ch, err, sizeof err);
     int shared = ppdl_auto_shares_search(N, L, "ppdl", &o), solved = 0, same = 0;
     for (int k = PPDL_AUTO_ONE; k < PPDL_AUTO_N; k++) {
         if (ch.opt[k].plan.S == 0) continue; /* interleaved v = 3, 4: more stages than layers */
@@ -571,8 +570,7 @@ static void test_auto_thread(void)
         int grouping = copies > 1 && s0->ranks[1] == s0->ranks[0] + 1 ? PPDL_COPIES_STRIDED : PPDL_COPIES_BLOCKS;
         int rs = copies > 1 ? ppdl_solve_chunked_copies(&c, &cl, M, ppdl_auto_schedules[k], alone.chunks, copies,
                                                         grouping, &alone, &p, NULL, NULL, err, sizeof err)
-                            : ppdl_plan_solve_ex(&c, &cl, M, ppdl_auto_schedules[k], "ppdl", &alone, &p, NULL, NULL, err,
-                                                 sizeof err);
+                            : ppdl_choose_plan(&c, &cl, M, ppdl_auto_schedules[k], "ppdl", &alone, &p, NULL, NULL, 1, NULL, NULL, NULL, err, sizeof err);
         if (copies > 1) diag("%s: %d copies", ppdl_auto_name(k, name, sizeof name), copies);
         if (rs == 0) {
             char *a = ppdl_plan_to_json(&p), *b = ppdl_plan_to_json(&ch.opt[k].plan);

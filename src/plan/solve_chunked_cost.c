@@ -1,7 +1,8 @@
-/* costmodel_chunked.c — the cost model's T for a chunked plan (a rank holds v >= 2
+/* solve_chunked_cost.c — the cost model's T for a chunked plan (a rank holds v >= 2
  * stages: interleaved, zb-v; costmodel.h "Chunked plans"), term by term from the
  * formula, as costmodel.c does for one stage per rank. solve_chunked.c searches with the
  * same formula, term by term, and its plans are annotated here. */
+#include "plan/solve_chunked.h"
 #include "plan/costmodel.h"
 #include "core/error.h"
 #include "core/util.h"
