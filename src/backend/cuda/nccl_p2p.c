@@ -234,7 +234,12 @@ ppdl_nccl *ppdl_nccl_create(MPI_Comm comm, ppdl_backend *be, const ppdl_nccl_lin
     /* the test hook NCCL_ONE_COMM, the negative control of the links: one communicator for
      * every message */
     if (links && ppdl_test_hook("NCCL_ONE_COMM")) links = NULL;
-    CUDA_CHECK(cudaMalloc(&nc->warm, sizeof(float)));
+    /* the device may be full already (the weights, or other communicators): that is the
+     * run's out-of-memory status, as any allocation's */
+    cudaError_t e = cudaMalloc(&nc->warm, sizeof(float));
+    if (e == cudaErrorMemoryAllocation)
+        ppdl_fail(3, "the cuda device is out of memory creating NCCL's communicators");
+    CUDA_CHECK(e);
     CUDA_CHECK(cudaMemsetAsync(nc->warm, 0, sizeof(float), nc->compute));
     CUDA_CHECK(cudaStreamSynchronize(nc->compute));
     if (links) {
