@@ -97,7 +97,7 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
 /* ---- the layers' costs (prof/profile.h, plan/costs.h) ---- */
 
 /* The data reading per micro-batch of b samples (median of 5 after a warm-up): the
- * first stage reads the inputs, the last the targets (runtime.c's load_batch). In a
+ * first stage reads the inputs, the last the targets (pipe/passes.c's load_batch). In a
  * step the layers' work passes through the CPU's caches between two reads, so each
  * timed read here follows a sweep over a buffer the size of the last-level cache: read
  * back to back, HDF5's own structures stay in cache and a read takes a tenth of its
