@@ -16,11 +16,41 @@ finish() { echo "1..$n_tap"; [ "$n_fail" = 0 ]; }
 PPDL=$top_builddir/tests/ppdl # the test build: ppdl with the test hooks (core/test_hooks.h)
 PPDL_INIT=$top_builddir/ppdl-init
 PPDL_DATA=$top_builddir/ppdl-data
+# cluster_for N ARGS...: prints a --cluster file for a run of ppdl ARGS on N ranks that
+# would probe the network only to write it into its --report: a plan given (--plan
+# uniform, dp or a file), no --schedule auto, nothing that asks for the network itself
+# (--cluster, --cluster-out, --probe-only, --netem). The probe times the links for
+# about a second at 4 ranks here, hundreds of times a suite, and decides nothing in
+# such a run: the tests of the probe and of what it decides (probe_netem, cluster_emu,
+# plan_auto, default_plan, schedule_auto, ...) run it. The file: one node, every link
+# 4 GB/s and 1.3 us, as the probe measures this machine; the job's own hosts. A test
+# of that probe itself sets probe_for_report=1.
+cluster_for() {
+  local n=$1 a prev= report=0 given=0
+  shift
+  [ "$n" -gt 1 ] && [ "${probe_for_report:-0}" != 1 ] || return 0
+  for a in "$@"; do
+    case $a in
+      --cluster|--cluster-out|--probe-only|--netem|--plan-trials) return 0 ;;
+      --report) report=1 ;;
+    esac
+    [ "$prev" = --plan ] && { [ "$a" = auto ] && return 0; given=1; }
+    [ "$prev" = --schedule ] && [ "$a" = auto ] && return 0
+    prev=$a
+  done
+  [ $report = 1 ] && [ $given = 1 ] || return 0
+  local f=$tmp/.cluster-$n.json
+  [ -s "$f" ] || awk -v n="$n" 'function row(v, d,  i, s) { s = "["; for (i = 0; i < n; i++) s = s (i ? ", " : "") (i == d ? 0 : v); return s "]" }
+    function mat(v,  i, s) { s = "["; for (i = 0; i < n; i++) s = s (i ? ", " : "") row(v, i); return s "]" }
+    BEGIN { printf "{\"ranks\": %d, \"bandwidth_Bps\": %s, \"latency_s\": %s, \"mem_bytes\": %s, \"speed\": %s}\n",
+            n, mat(4e9), mat(1.3e-6), row(4e9, -1), row(1, -1) }' >"$f"
+  echo "--cluster $f"
+}
 # every MPI run ends within a bound: a hang is a failure, not a stuck CI
 mpirun_n() {  # mpirun_n N ARGS... (runs ppdl)
   local n=$1; shift
   # 9>&-: the ranks do not hold the test's run-alone lock (env.sh), even if one outlived it
-  timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" 9>&-
+  timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" $(cluster_for "$n" "$@") 9>&-
 }
 # wait_for FILE REGEX SECONDS: until FILE has a line matching REGEX (1: not in time)
 wait_for() {
@@ -109,7 +139,7 @@ drun() {
   shift 2
   while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
   shift
-  env $envs timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" >"$tmp/$tag.log" 2>&1 9>&-
+  env $envs timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" $(cluster_for "$n" "$@") >"$tmp/$tag.log" 2>&1 9>&-
   echo $? >"$tmp/$tag.rc"
   [ "$(cat "$tmp/$tag.rc")" = 0 ] || sed 's/^/#   /' "$tmp/$tag.log" | tail -6
 }
