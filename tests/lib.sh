@@ -49,8 +49,8 @@ cluster_for() {
 # every MPI run ends within a bound: a hang is a failure, not a stuck CI
 mpirun_n() {  # mpirun_n N ARGS... (runs ppdl)
   local n=$1; shift
-  # 9>&-: the ranks do not hold the test's run-alone lock (env.sh), even if one outlived it
-  timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" $(cluster_for "$n" "$@") 9>&-
+  # 8>&- 9>&-: the ranks do not hold the test's run-alone locks (env.sh), even if one outlived it
+  timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" $(cluster_for "$n" "$@") 8>&- 9>&-
 }
 # wait_for FILE REGEX SECONDS: until FILE has a line matching REGEX (1: not in time)
 wait_for() {
@@ -91,6 +91,12 @@ run_alone() {
   command -v flock >/dev/null 2>&1 || { diag "no flock(1): timing beside other tests"; return 0; }
   [ -e /proc/$$/fd/9 ] || exec 9>>"$top_builddir/tests/.run-alone"
   local t0=$(date +%s)
+  # the turnstile first (env.sh), held to the end: tests that start from now on wait
+  # for this one; the shared lock let go meanwhile, so another timing test that holds
+  # the turnstile can have the lock
+  flock -u 9
+  exec 8>>"$top_builddir/tests/.run-alone-turn"
+  flock -x -w 300 8 || diag "waited 300 s for the turnstile"
   flock -x -w 300 9 || { diag "waited 300 s for the other tests to end: timing beside them"; return 0; }
   diag "running alone (waited $(( $(date +%s) - t0 )) s for the test beside this one)"
 }
@@ -139,7 +145,7 @@ drun() {
   shift 2
   while [ "$1" != "--" ]; do envs="$envs $1"; shift; done
   shift
-  env $envs timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" $(cluster_for "$n" "$@") >"$tmp/$tag.log" 2>&1 9>&-
+  env $envs timeout -k 5 180 "$MPIEXEC" -n "$n" "$PPDL" "$@" $(cluster_for "$n" "$@") >"$tmp/$tag.log" 2>&1 8>&- 9>&-
   echo $? >"$tmp/$tag.rc"
   [ "$(cat "$tmp/$tag.rc")" = 0 ] || sed 's/^/#   /' "$tmp/$tag.log" | tail -6
 }

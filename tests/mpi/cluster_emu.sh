@@ -45,7 +45,7 @@ EOF
 for attempt in 1 2 3; do
   rm -f "$tmp/emu.json"
   timeout -k 5 90 "$EMU" --timeout 60 --nodes 2 --ranks-per-node 2 --rate 1gbit -- \
-    "$PPDL" --probe-only --cluster-out "$tmp/emu.json" >"$tmp/emu.log" 2>&1 9>&- # 9: lib.sh run_alone
+    "$PPDL" --probe-only --cluster-out "$tmp/emu.json" >"$tmp/emu.log" 2>&1 8>&- 9>&- # 8, 9: lib.sh run_alone
   rc=$?
   [ $rc = 0 ] || break
   out=$(judge "$tmp/emu.json" 2>&1) && break
@@ -69,7 +69,7 @@ ok $? "the ranks ran in two hosts (7 slots in the probe's schedule)"
 make_case g gpt || ok 1 "model and data"
 timeout -k 5 150 "$EMU" --timeout 120 --nodes 2 --ranks-per-node 2 --rate 1gbit -- \
   "$PPDL" "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 6 --batch-size 8 --micro-batches 4 --plan auto \
-  --checkpoint "$tmp/emu-ck.h5" >"$tmp/train.out" 2>&1 9>&- &
+  --checkpoint "$tmp/emu-ck.h5" >"$tmp/train.out" 2>&1 8>&- 9>&- &
 tpid=$!
 last=  # when the last step's line appeared (polled every 0.1 s)
 while kill -0 $tpid 2>/dev/null; do
@@ -90,7 +90,7 @@ mpirun_n 2 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 8 --batch-size 8 --micro-
 ok $? "its checkpoint resumes (on 2 ranks, 6 steps done)"
 
 # everything goes away: after the run above, and when the program fails
-timeout -k 5 60 "$EMU" --nodes 3 --ranks-per-node 1 --link 0-2=100mbit -- /bin/false >"$tmp/false.log" 2>&1 9>&-
+timeout -k 5 60 "$EMU" --nodes 3 --ranks-per-node 1 --link 0-2=100mbit -- /bin/false >"$tmp/false.log" 2>&1 8>&- 9>&-
 rc=$?
 [ $rc = 1 ]
 ok $? "a failing program: its exit status (1) comes back (got $rc)"
@@ -108,7 +108,7 @@ ok $? "no namespace left behind${left:+:$left}"
 ok $? "a bad option is named (exit status 2)"
 # --node-rate: the traffic between ranks of one node (its loopback) is shaped too
 timeout -k 5 60 "$EMU" --timeout 30 --nodes 1 --ranks-per-node 1 --node-rate 2gbit -- tc qdisc show dev lo \
-  >"$tmp/lo.log" 2>&1 9>&-
+  >"$tmp/lo.log" 2>&1 8>&- 9>&-
 grep -q "qdisc tbf .* rate 2Gbit" "$tmp/lo.log" && "$EMU" --node-rate fast -- /bin/true 2>&1 | grep -q -- '--node-rate fast'
 ok $? "--node-rate 2gbit: a token bucket of 2 Gbit/s on each node's loopback; a bad rate is named"
 finish
