@@ -251,12 +251,11 @@ static void share_pass_times(run *r)
     char why[PPDL_ERR_LEN];
     /* k copies of a chunked pipeline: each runs its share of the micro-batches */
     int k = ppdl_plan_chunk_replicas(p), M_last = M / k; /* copy 0's is the ceiling */
-    int ok = ppdl_schedule_chunked(r->o.schedule)
-                 ? ppdl_schedule_ranks_timed_ok(r->o.schedule, S / v, v, (M + k - 1) / k, &r->pass_times, why,
-                                                sizeof why) &&
-                       (M_last < 1 || ppdl_schedule_ranks_timed_ok(r->o.schedule, S / v, v, M_last, &r->pass_times,
-                                                                   why, sizeof why))
-                 : ppdl_schedule_timed_ok(r->o.schedule, S, M, layout, &r->pass_times, why, sizeof why);
+    int chunked = ppdl_schedule_chunked(r->o.schedule);
+    ppdl_schedule_spec sp = {r->o.schedule, S, chunked ? (M + k - 1) / k : M, v, chunked ? NULL : layout, &r->pass_times};
+    int ok = ppdl_schedule_timed_ok(&sp, why, sizeof why);
+    sp.M = M_last;
+    if (ok && chunked && M_last >= 1) ok = ppdl_schedule_timed_ok(&sp, why, sizeof why);
     if (!ok) {
         if (r->rank == 0) printf("note: the timed orders of %s were refused (%s); the unit play's run\n",
                                  ppdl_schedule_name(r->o.schedule), why);
@@ -314,9 +313,8 @@ static int build_copy(run *r, int N, int v, int Mq, ppdl_rank_schedule *all, cha
 {
     const options *o = &r->o;
     /* zb-v: ordered by the passes' times where rank 0 knew them (share_pass_times) */
-    if (ppdl_schedule_build_ranks_timed(o->schedule, N, v, Mq, r->pass_ticks ? &r->pass_times : NULL, all, err,
-                                        errlen))
-        return -1;
+    ppdl_schedule_spec sp = {o->schedule, v * N, Mq, v, NULL, r->pass_ticks ? &r->pass_times : NULL};
+    if (ppdl_schedule_make_all(&sp, all, err, errlen)) return -1;
     if (ppdl_schedule_check_ranks(N, v, Mq, all, err, errlen)) {
         char why[PPDL_ERR_LEN];
         snprintf(why, sizeof why, "schedule %s with %d ranks, %d stages each, %d micro-batches failed its check: %s",
@@ -499,11 +497,15 @@ static void adopt_one_stage(run *r, const int *layout)
     const ppdl_model *m = &r->model;
     ppdl_plan *plan = &r->plan;
     int stage = r->local[0].stage;
+    ppdl_schedule_spec sp = {o->schedule, plan->S, (int)o->micro_batches, 1, layout,
+                             r->pass_ticks ? &r->pass_times : NULL};
+    char err[PPDL_ERR_LEN];
     for (int s = 0; s < plan->S; s++) {
         ppdl_op_list ol;
+        ppdl_rank_schedule rs;
         const ppdl_plan_stage *p = &plan->stages[s];
-        const ppdl_zb_times *tm = r->pass_ticks ? &r->pass_times : NULL;
-        ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, 0, tm, &ol);
+        PPDL_CHECK(ppdl_schedule_make(&sp, ppdl_schedule_device(&sp, s, 0), &rs, err, sizeof err) == 0, "%s", err);
+        ol = ppdl_rank_schedule_take(&rs, 0);
         r->pred[s] = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
@@ -512,7 +514,9 @@ static void adopt_one_stage(run *r, const int *layout)
         ppdl_op_list_free(&ol);
         if (s != stage) continue;
         /* this rank's own replica (replica 0 holds the most micro-batches) */
-        ppdl_schedule_build_timed(o->schedule, plan->S, (int)o->micro_batches, layout, s, r->replica, tm, &ol);
+        PPDL_CHECK(ppdl_schedule_make(&sp, ppdl_schedule_device(&sp, s, r->replica), &rs, err, sizeof err) == 0, "%s",
+                   err);
+        ol = ppdl_rank_schedule_take(&rs, 0);
         r->pred_own = ppdl_runtime_predict_memory(m, p->first, p->last, o->micro_batch_size,
                                                   ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                   ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,

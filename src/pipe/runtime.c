@@ -150,19 +150,22 @@ static void create_ops(ppdl_runtime *rt, int *members)
     free(all_ranks);
 
     /* the schedule, proven before it runs: every rank builds and checks the lists of
-     * every replica of every stage */
-    int n_lists = 0;
-    for (int s = 0; s < S; s++) n_lists += layout[s];
+     * every replica of every stage, and keeps its own */
+    ppdl_schedule_spec sp = {cfg->schedule, S, cfg->M, 1, layout, cfg->pass_times};
+    int n_lists = ppdl_schedule_devices(&sp), own = ppdl_schedule_device(&sp, cfg->stage, cfg->replica);
+    ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)n_lists, sizeof *rs);
     ppdl_op_list *all = ppdl_xcalloc((size_t)n_lists, sizeof *all);
-    for (int s = 0, i = 0; s < S; s++)
-        for (int q = 0; q < layout[s]; q++) ppdl_schedule_build_timed(cfg->schedule, S, cfg->M, layout, s, q, cfg->pass_times, &all[i++]);
     char err[PPDL_ERR_LEN];
+    if (ppdl_schedule_make_all(&sp, rs, err, sizeof err)) ppdl_die("schedule %s: %s", ppdl_schedule_name(cfg->schedule), err);
+    for (int i = 0; i < n_lists; i++) all[i] = ppdl_rank_schedule_take(&rs[i], 0);
     if (ppdl_schedule_check_layout(S, cfg->M, layout, all, err, sizeof err))
         ppdl_die("schedule %s with %d stages and %d micro-batches failed its check: %s",
                  ppdl_schedule_name(cfg->schedule), S, cfg->M, err);
+    rt->ops = all[own];
+    all[own] = (ppdl_op_list){0};
     for (int i = 0; i < n_lists; i++) ppdl_op_list_free(&all[i]);
     free(all);
-    ppdl_schedule_build_timed(cfg->schedule, S, cfg->M, layout, cfg->stage, cfg->replica, cfg->pass_times, &rt->ops);
+    free(rs);
     free(layout);
 }
 

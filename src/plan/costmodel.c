@@ -49,10 +49,12 @@ double ppdl_layer_sched_ms(const ppdl_costs *c, int l, int o, int split)
 /* the op list of stage s, one rank per stage: what it holds (weight: between B and W) */
 static int list_count(int schedule, int S, int M, int s, int weight)
 {
-    ppdl_op_list l;
-    ppdl_schedule_build(schedule, S, M, s, &l);
-    int n = weight ? ppdl_schedule_max_pending_weight(&l) : ppdl_schedule_max_in_flight(&l);
-    ppdl_op_list_free(&l);
+    ppdl_schedule_spec sp = {schedule, S, M, 1, NULL, NULL};
+    ppdl_rank_schedule rs;
+    char err[PPDL_ERR_LEN];
+    PPDL_CHECK(ppdl_schedule_make(&sp, s, &rs, err, sizeof err) == 0, "%s", err);
+    int n = weight ? ppdl_schedule_max_pending_weight(&rs.lists[0]) : ppdl_schedule_max_in_flight(&rs.lists[0]);
+    ppdl_rank_schedule_free(&rs);
     return n;
 }
 

@@ -120,7 +120,7 @@
  *
  *   time_s = as above (split for zb-v), on r_s's speed; OPT_s as above
  *   mem_s  = state_multiplier * params + n_s * stash + w_s * keep, n_s and w_s the
- *            peaks of stage s's own list in its rank's schedule (ppdl_schedule_build_rank)
+ *            peaks of stage s's own list in its rank's schedule (ppdl_schedule_make)
  *   R_r    = sum_{s on r} time_s                  (rank r's work per micro-batch)
  *   link_s = lam_s(r_s, r_s+1), 0 when both stages are on one rank
  *   L_ab   = sum of lam_s(a, b) over the boundaries whose activations go a -> b and

@@ -1,5 +1,7 @@
 /* replica.c — micro-batches per replica, in-flight counts, ring all-reduce cost. */
 #include "plan/replica.h"
+#include "core/error.h"
+#include "sched/schedule.h"
 
 #include <math.h>
 
@@ -18,10 +20,12 @@ int ppdl_pair_mbs(int M, int ka, int a, int kb, int b)
 
 int ppdl_replica_in_flight(int schedule, int S, int M, const int *k, int s, int q)
 {
-    ppdl_op_list l;
-    ppdl_schedule_build_replica(schedule, S, M, k, s, q, &l);
-    int n = ppdl_schedule_max_in_flight(&l);
-    ppdl_op_list_free(&l);
+    ppdl_schedule_spec sp = {schedule, S, M, 1, k, NULL};
+    ppdl_rank_schedule rs;
+    char err[PPDL_ERR_LEN];
+    PPDL_CHECK(ppdl_schedule_make(&sp, ppdl_schedule_device(&sp, s, q), &rs, err, sizeof err) == 0, "%s", err);
+    int n = ppdl_schedule_max_in_flight(&rs.lists[0]);
+    ppdl_rank_schedule_free(&rs);
     return n;
 }
 

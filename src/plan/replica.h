@@ -5,7 +5,7 @@
  *
  * The runtime's rules (src/pipe/runtime.c, grad_sum.c), restated here without MPI:
  *  - micro-batch j runs on replica j mod k of a stage with k replicas;
- *  - replica q runs the op list ppdl_schedule_build_replica (sched/schedule.h) gives
+ *  - replica q runs the op list ppdl_schedule_make (sched/schedule.h) gives
  *    it for the layout, the runtime and the simulator alike: its own micro-batches,
  *    and with 1F1B a warm-up that counts the later stages' replicas;
  *  - micro-batch j goes from replica j mod k_s of stage s to replica j mod k_{s+1};
@@ -27,7 +27,7 @@ int ppdl_replica_mbs(int M, int k, int q);
 int ppdl_pair_mbs(int M, int ka, int a, int kb, int b);
 
 /* Micro-batches replica q of stage s holds at once in the layout k: the peak of its op
- * list (ppdl_schedule_build_replica), what the runtime allocates stash slots for. It comes to
+ * list (ppdl_schedule_make), what the runtime allocates stash slots for. It comes to
  *    GPipe: n_sq = ceil((M - q) / k_s)
  *    1F1B:  min(n_sq, floor(W_s / k_s) + 1),  W_s = min(M, k_s+1 + ... + k_S-1)
  * (the stage's list holds the window of micro-batches W_s+1 wide after each forward;

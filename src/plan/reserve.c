@@ -36,7 +36,8 @@ int ppdl_reserve_slots_chunked(int schedule, int n_ranks, int v, int M)
     int N = n_ranks > 0 ? n_ranks : 1, most = 0;
     ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
     char err[PPDL_ERR_LEN];
-    if (ppdl_schedule_build_ranks(schedule, N, v, M, rs, err, sizeof err) == 0)
+    ppdl_schedule_spec sp = {schedule, v * N, M, v, NULL, NULL};
+    if (ppdl_schedule_make_all(&sp, rs, err, sizeof err) == 0)
         for (int r = 0; r < N; r++) {
             int held = 0;
             for (int c = 0; c < rs[r].n_stages; c++) held += ppdl_schedule_max_in_flight(&rs[r].lists[c]);

@@ -31,7 +31,7 @@ double ppdl_runtime_reserve(const ppdl_costs *c, int slots);
  * with its own buffers: R is linear in the slots (R(k) = a k + b), so the v stages
  * together hold at most a * slots + v * b = R(slots) + (v - 1) R(0), slots the micro-
  * batches the rank's stages hold in flight together: counted on the lists themselves
- * (ppdl_schedule_build_ranks), the most of any rank. (A closed form, min(v M', (v+2) N)
+ * (ppdl_schedule_make_all), the most of any rank. (A closed form, min(v M', (v+2) N)
  * for interleaved, held for v <= 4 only: v = 6, N = 4, M = 8 holds 36, not 32.) */
 int ppdl_reserve_slots_chunked(int schedule, int n_ranks, int v, int M);
 double ppdl_runtime_reserve_chunked(const ppdl_costs *c, int slots, int v);

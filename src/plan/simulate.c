@@ -534,7 +534,7 @@ static void unit_threads(const sim_unit *U, int nu, sim_thread *T)
 }
 
 /* Copy q of a chunked plan (of k; one copy: q = 0, k = 1): every rank's schedule, the
- * runtime's (ppdl_schedule_build_ranks) for the copy's n ranks and its Mq micro-batches,
+ * runtime's (ppdl_schedule_make_all) for the copy's n ranks and its Mq micro-batches,
  * proven as the runtime proves it (ppdl_schedule_check_ranks); stage s's list goes to
  * unit u0[s] + q with its micro-batches numbered as in the step (i-th: q + i k), thread r
  * runs the order of the schedule's position r, on copy q's rank of stage r (the cost
@@ -543,7 +543,8 @@ static int copy_threads(const ppdl_plan *p, int schedule, int n, int v, int q, i
                         const int *u0, sim_unit *U, sim_thread *T, char *err, size_t errlen)
 {
     ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)n, sizeof *rs);
-    int rc = ppdl_schedule_build_ranks_timed(schedule, n, v, Mq, tm, rs, err, errlen);
+    ppdl_schedule_spec sp = {schedule, v * n, Mq, v, NULL, tm};
+    int rc = ppdl_schedule_make_all(&sp, rs, err, errlen);
     if (!rc) rc = ppdl_schedule_check_ranks(n, v, Mq, rs, err, errlen);
     for (int r = 0; r < n; r++) {
         sim_thread *th = &T[r];
@@ -578,8 +579,9 @@ static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int k, 
     /* timed orders for every copy or for none, as the runtime decides (cmd/run_plan.c:
      * the copies' micro-batch counts, ceil(M/k) and floor(M/k), both accepted) */
     char why[PPDL_ERR_LEN];
-    if (tm && (!ppdl_schedule_ranks_timed_ok(schedule, n, v, (M + k - 1) / k, tm, why, sizeof why) ||
-               (M / k >= 1 && !ppdl_schedule_ranks_timed_ok(schedule, n, v, M / k, tm, why, sizeof why))))
+    ppdl_schedule_spec first = {schedule, v * n, (M + k - 1) / k, v, NULL, tm}, last = first;
+    last.M = M / k;
+    if (tm && (!ppdl_schedule_timed_ok(&first, why, sizeof why) || (M / k >= 1 && !ppdl_schedule_timed_ok(&last, why, sizeof why))))
         tm = NULL;
     for (int q = 0; q < k && !rc; q++)
         rc = copy_threads(p, schedule, n, v, q, k, ppdl_replica_mbs(M, k, q), tm, u0, U, T + (size_t)q * n, err, errlen);
@@ -616,7 +618,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     ppdl_pass_times_of_plan(c, cl, p, ticks);
     ppdl_zb_times tm = ppdl_pass_times_view(ticks, S);
     char why[PPDL_ERR_LEN];
-    const ppdl_zb_times *tmp = ppdl_schedule_timed_ok(schedule, S, M, ev.replicas, &tm, why, sizeof why) ? &tm : NULL;
+    ppdl_schedule_spec sp = {schedule, S, M, 1, ev.replicas, &tm};
+    if (!chunked && !ppdl_schedule_timed_ok(&sp, why, sizeof why)) sp.tm = NULL;
     for (int s = 0; s < S; s++) {
         const ppdl_plan_stage *ps = &p->stages[s];
         for (int q = 0; q < n_rep(ps); q++) {
@@ -626,7 +629,11 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
             x->k = n_rep(ps);
             x->rank = rep_rank(ps, q);
             unit_costs(c, cl, ps, x);
-            if (!chunked) ppdl_schedule_build_timed(schedule, S, M, ev.replicas, s, q, tmp, &x->ops); /* the runtime's list */
+            if (!chunked) { /* the runtime's list */
+                ppdl_rank_schedule rs;
+                PPDL_CHECK(ppdl_schedule_make(&sp, ppdl_schedule_device(&sp, s, q), &rs, why, sizeof why) == 0, "%s", why);
+                x->ops = ppdl_rank_schedule_take(&rs, 0);
+            }
         }
     }
     /* threads: a rank each; the lists are proven before they are played, as the
@@ -634,7 +641,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     int nt = chunked ? N : nu;
     sim_thread *T = ppdl_xcalloc((size_t)nt, sizeof *T);
     if (chunked) {
-        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), ppdl_plan_chunk_replicas(p), M, tmp, u0, U, T, err,
+        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), ppdl_plan_chunk_replicas(p), M, &tm, u0, U, T, err,
                            errlen);
     } else {
         unit_threads(U, nu, T);

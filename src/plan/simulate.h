@@ -1,5 +1,5 @@
 /* simulate.h — play a plan's real schedule (the op lists of src/sched/schedule.h, the
- * same lists the runtime executes, one per replica: ppdl_schedule_build_replica for
+ * same lists the runtime executes, one per replica: ppdl_schedule_make for
  * the plan's layout, proven by ppdl_schedule_check_layout before the play)
  * with the costs, and predict the step time.
  *

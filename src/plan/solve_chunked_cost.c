@@ -65,7 +65,8 @@ static void chunk_resource(ppdl_cost_eval *ev, int M, double work, double pace, 
 static int chunk_lists(int schedule, int N, int v, int M, int S, ppdl_cost_eval *ev, char *err, size_t errlen)
 {
     ppdl_rank_schedule *rs = ppdl_xcalloc((size_t)N, sizeof *rs);
-    int rc = ppdl_schedule_build_ranks(schedule, N, v, M, rs, err, errlen);
+    ppdl_schedule_spec sp = {schedule, v * N, M, v, NULL, NULL};
+    int rc = ppdl_schedule_make_all(&sp, rs, err, errlen);
     if (!rc) {
         ppdl_cost_eval_alloc(ev, S, schedule);
         for (int r = 0; r < N; r++)

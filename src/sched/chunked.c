@@ -27,6 +27,7 @@
  *   fused BACKWARD, as in the zb-* lists.
  */
 #include "sched/schedule.h"
+#include "sched/build_impl.h"
 #include "sched/zero_bubble.h"
 
 #include "core/error.h"
@@ -163,13 +164,11 @@ static void build_zbv(writer *w, const ppdl_zb_pass *p, int n3)
 // ----------------------------------------------------------------------------
 // the entry points
 
-/* 0, or -1 with the reason: (kind, N, v, M) cannot run */
-static int check_args(int kind, int N, int v, int M, char *err, size_t errlen)
+int ppdl_sched_chunked_args(int kind, int N, int v, int M, char *err, size_t errlen)
 {
     const char *name = ppdl_schedule_name(kind);
     if (!ppdl_schedule_chunked(kind))
-        return ppdl_errf(err, errlen, "schedule %s holds one stage per rank: its lists come from ppdl_schedule_build",
-                         name);
+        return ppdl_errf(err, errlen, "schedule %s holds one stage per rank, not %d", name, v);
     if (N < 1 || M < 1) return ppdl_errf(err, errlen, "schedule %s: need N >= 1 ranks and M >= 1 micro-batches "
                                          "(got N=%d M=%d)", name, N, M);
     if (kind == PPDL_SCHED_INTERLEAVED && v < 2)
@@ -207,32 +206,19 @@ static void build_one(int kind, int N, int v, int M, int rank, const ppdl_zb_pas
     for (int c = 0; c < v; c++) put(&w, c, PPDL_OP_OPTIMIZER, -1, -1);
 }
 
-int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_schedule *out, char *err,
-                             size_t errlen)
+void ppdl_sched_build_rank(int kind, int N, int v, int M, const ppdl_zb_times *tm, int rank, ppdl_rank_schedule *out)
 {
-    if (check_args(kind, N, v, M, err, errlen)) return -1;
-    if (rank < 0 || rank >= N)
-        return ppdl_errf(err, errlen, "schedule %s: rank %d is not in 0..%d", ppdl_schedule_name(kind), rank, N - 1);
     ppdl_zb_pass *zb = NULL;
     if (kind == PPDL_SCHED_ZB_V) { /* this rank's passes of the play */
         zb = ppdl_xmalloc(6 * (size_t)M * sizeof *zb);
-        zbv_play(N, M, NULL, rank, zb);
+        zbv_play(N, M, tm, rank, zb);
     }
     build_one(kind, N, v, M, rank, zb, out);
     free(zb);
-    return 0;
 }
 
-int ppdl_schedule_build_ranks(int kind, int N, int v, int M, ppdl_rank_schedule *out, char *err, size_t errlen)
+void ppdl_sched_build_ranks(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out)
 {
-    return ppdl_schedule_build_ranks_timed(kind, N, v, M, NULL, out, err, errlen);
-}
-
-/* every rank's lists, zb-v's from the play under tm (NULL: unit), unproven */
-static int build_ranks_raw(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out, char *err,
-                           size_t errlen)
-{
-    if (check_args(kind, N, v, M, err, errlen)) return -1;
     ppdl_zb_pass *zb = NULL;
     if (kind == PPDL_SCHED_ZB_V) { /* one play for every rank: rank r's 6M passes from 6Mr on */
         zb = ppdl_xmalloc(6 * (size_t)M * N * sizeof *zb);
@@ -240,55 +226,6 @@ static int build_ranks_raw(int kind, int N, int v, int M, const ppdl_zb_times *t
     }
     for (int r = 0; r < N; r++) build_one(kind, N, v, M, r, zb ? zb + 6 * (size_t)M * r : NULL, &out[r]);
     free(zb);
-    return 0;
-}
-
-/* the most micro-batches held and W's pending on any list of out */
-static void ranks_counts(int N, const ppdl_rank_schedule *out, int *held, int *pending)
-{
-    *held = *pending = 0;
-    for (int r = 0; r < N; r++)
-        for (int c = 0; c < out[r].n_stages; c++) {
-            int h = ppdl_schedule_max_in_flight(&out[r].lists[c]), p = ppdl_schedule_max_pending_weight(&out[r].lists[c]);
-            if (h > *held) *held = h;
-            if (p > *pending) *pending = p;
-        }
-}
-
-int ppdl_schedule_ranks_timed_ok(int kind, int N, int v, int M, const ppdl_zb_times *tm, char *err, size_t errlen)
-{
-    if (!tm || kind != PPDL_SCHED_ZB_V) return 1;
-    ppdl_rank_schedule *t = ppdl_xcalloc((size_t)N, sizeof *t), *u = ppdl_xcalloc((size_t)N, sizeof *u);
-    int ok = build_ranks_raw(kind, N, v, M, tm, t, err, errlen) == 0 && build_ranks_raw(kind, N, v, M, NULL, u, err, errlen) == 0;
-    /* The timed play does not see the send buffers a rank reuses: where one rank holds
-     * both ends of a message (the V's turn, or N = 1), a timed order can make a B wait
-     * for its own rank's receive that comes later (found by tests/unit/
-     * test_schedule_chunked.c). And the planner counts the unit play's lists' memory:
-     * a timed order may hold no more. */
-    if (ok && ppdl_schedule_check_ranks(N, v, M, t, err, errlen)) ok = 0;
-    if (ok) {
-        int ht, pt, hu, pu;
-        ranks_counts(N, t, &ht, &pt);
-        ranks_counts(N, u, &hu, &pu);
-        if (ht > hu || pt > pu) {
-            ppdl_errf(err, errlen, "the timed orders hold %d micro-batches and %d W's at most, the unit play's %d and %d",
-                      ht, pt, hu, pu);
-            ok = 0;
-        }
-    }
-    for (int r = 0; r < N; r++) ppdl_rank_schedule_free(&t[r]), ppdl_rank_schedule_free(&u[r]);
-    free(t);
-    free(u);
-    return ok;
-}
-
-int ppdl_schedule_build_ranks_timed(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out,
-                                    char *err, size_t errlen)
-{
-    char why[PPDL_ERR_LEN];
-    /* orders that fail ppdl_schedule_ranks_timed_ok are never run: the unit play's instead */
-    if (tm && !ppdl_schedule_ranks_timed_ok(kind, N, v, M, tm, why, sizeof why)) tm = NULL;
-    return build_ranks_raw(kind, N, v, M, tm, out, err, errlen);
 }
 
 void ppdl_rank_schedule_free(ppdl_rank_schedule *r)
@@ -299,4 +236,13 @@ void ppdl_rank_schedule_free(ppdl_rank_schedule *r)
     free(r->stages);
     free(r->order);
     *r = (ppdl_rank_schedule){0};
+}
+
+ppdl_op_list ppdl_rank_schedule_take(ppdl_rank_schedule *r, int c)
+{
+    PPDL_CHECK(c >= 0 && c < r->n_stages, "ppdl_rank_schedule_take: list %d of %d", c, r->n_stages);
+    ppdl_op_list l = r->lists[c];
+    r->lists[c] = (ppdl_op_list){0};
+    ppdl_rank_schedule_free(r);
+    return l;
 }

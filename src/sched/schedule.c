@@ -14,7 +14,7 @@
  *       OPTIMIZER
  *   so the last stage runs F0 B0 F1 B1 .., and stage s never holds more than
  *   min(M, S-s) forwarded-but-not-backwarded micro-batches (GPipe holds M).
- *   Replicated stages (ppdl_schedule_build_replica): stage s on k_s replicas has the
+ *   Replicated stages (ppdl_schedule_make with k): stage s on k_s replicas has the
  *   warm-up w = min(M, k_{s+1} + .. + k_{S-1}), and replica q keeps the ops of its
  *   micro-batches mb mod k_s == q.
  *   ZB-H1, ZB-H2, ZB-1P: the order of sched/zero_bubble.h's play, "F(mb)" as above, "B(mb)"
@@ -36,6 +36,7 @@
  * in the worst case (a few sweeps in practice).
  */
 #include "sched/schedule.h"
+#include "sched/build_impl.h"
 #include "sched/zero_bubble.h"
 
 #include "core/error.h"
@@ -91,7 +92,7 @@ int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errl
 static void one_stage_per_rank(const char *fn, int kind)
 {
     PPDL_CHECK(!ppdl_schedule_chunked(kind), "%s: %s is a chunked schedule (a rank holds several stages): see "
-               "ppdl_schedule_build_rank", fn, ppdl_schedule_name(kind));
+               "ppdl_schedule_make", fn, ppdl_schedule_name(kind));
 }
 
 const char *ppdl_schedule_name(int kind)
@@ -222,7 +223,7 @@ void ppdl_schedule_zb_caps_layout(int kind, int S, int M, const int *k, int *cap
     for (int s = 0, d = 0; s < S; s++)
         for (int q = 0; q < k[s]; q++, d++) {
             ppdl_op_list l;
-            ppdl_schedule_build_replica(PPDL_SCHED_1F1B, S, M, k, s, q, &l);
+            ppdl_sched_build_list(PPDL_SCHED_1F1B, S, M, k, s, q, NULL, &l);
             cap[d] = ppdl_schedule_max_in_flight(&l);
             ppdl_op_list_free(&l);
             if (cap[d] > most) most = cap[d];
@@ -290,7 +291,7 @@ long ppdl_schedule_counts_timed(int kind, int S, int M, const int *k, const ppdl
         for (int s = 0, d = 0; s < S; s++)
             for (int q = 0; q < (k ? k[s] : 1); q++, d++) {
                 ppdl_op_list l;
-                ppdl_schedule_build_timed(kind, S, M, k, s, q, tm, &l);
+                ppdl_sched_build_list(kind, S, M, k, s, q, tm, &l);
                 held[d] = ppdl_schedule_max_in_flight(&l);
                 pending[d] = 0;
                 ppdl_op_list_free(&l);
@@ -347,24 +348,24 @@ static void build_zb(ppdl_op_list *l, int kind, int S, int M, const int *k, cons
     free(order);
 }
 
-void ppdl_schedule_build_timed(int kind, int S, int M, const int *k, int s, int q, const ppdl_zb_times *tm,
-                               ppdl_op_list *out)
+void ppdl_sched_build_list(int kind, int S, int M, const int *k, int s, int q, const ppdl_zb_times *tm,
+                           ppdl_op_list *out)
 {
-    PPDL_CHECK(out != NULL, "ppdl_schedule_build: out is NULL");
-    PPDL_CHECK(kind >= 0 && kind < PPDL_SCHED_N_KINDS, "ppdl_schedule_build: unknown schedule kind %d", kind);
-    one_stage_per_rank("ppdl_schedule_build", kind);
+    PPDL_CHECK(out != NULL, "ppdl_sched_build_list: out is NULL");
+    PPDL_CHECK(kind >= 0 && kind < PPDL_SCHED_N_KINDS, "ppdl_sched_build_list: unknown schedule kind %d", kind);
+    one_stage_per_rank("ppdl_sched_build_list", kind);
     char why[PPDL_ERR_LEN];
     if (ppdl_schedule_supports(kind, S, k, why, sizeof why)) ppdl_die("%s", why);
     PPDL_CHECK(S >= 1 && M >= 1 && s >= 0 && s < S,
-               "ppdl_schedule_build: need S >= 1, M >= 1, 0 <= s < S (got S=%d M=%d s=%d)",
+               "ppdl_sched_build_list: need S >= 1, M >= 1, 0 <= s < S (got S=%d M=%d s=%d)",
                S, M, s);
     sel r = {q, k ? k[s] : 1};
-    PPDL_CHECK(r.k >= 1 && q >= 0 && q < r.k, "ppdl_schedule_build: need 0 <= replica %d < replicas %d of stage %d",
+    PPDL_CHECK(r.k >= 1 && q >= 0 && q < r.k, "ppdl_sched_build_list: need 0 <= replica %d < replicas %d of stage %d",
                q, r.k, s);
     /* the warm-up: what the later stages hold at once, one micro-batch per replica */
     int warmup = 0;
     for (int t = s + 1; t < S; t++) {
-        PPDL_CHECK(!k || k[t] >= 1, "ppdl_schedule_build: stage %d has %d replicas", t, k ? k[t] : 1);
+        PPDL_CHECK(!k || k[t] >= 1, "ppdl_sched_build_list: stage %d has %d replicas", t, k ? k[t] : 1);
         warmup += k ? k[t] : 1;
     }
     if (warmup > M) warmup = M;
@@ -382,42 +383,8 @@ void ppdl_schedule_build_timed(int kind, int S, int M, const int *k, int s, int 
     else
         build_zb(out, kind, S, M, k, tm, s, q);
     push(out, PPDL_OP_OPTIMIZER, -1, -1);
-    PPDL_CHECK(split ? out->n <= cap : out->n == cap, "ppdl_schedule_build: built %d ops, expected %s%d", out->n,
+    PPDL_CHECK(split ? out->n <= cap : out->n == cap, "ppdl_sched_build_list: built %d ops, expected %s%d", out->n,
                split ? "at most " : "", cap);
-}
-
-void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out)
-{
-    ppdl_schedule_build_timed(kind, S, M, k, s, q, NULL, out);
-}
-
-int ppdl_schedule_timed_ok(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, char *err, size_t errlen)
-{
-    if (!tm || !ppdl_schedule_splits_backward(kind) || ppdl_schedule_chunked(kind)) return 1;
-    int D = n_devices(S, k), rc;
-    ppdl_op_list *all = ppdl_xcalloc((size_t)D, sizeof *all);
-    for (int s = 0, d = 0; s < S; s++)
-        for (int q = 0; q < (k ? k[s] : 1); q++, d++) ppdl_schedule_build_timed(kind, S, M, k, s, q, tm, &all[d]);
-    rc = ppdl_schedule_check_layout(S, M, k, all, err, errlen);
-    for (int s = 0, d = 0; s < S && rc == 0; s++)
-        for (int q = 0; q < (k ? k[s] : 1) && rc == 0; q++, d++) {
-            ppdl_op_list u;
-            ppdl_schedule_build_replica(kind, S, M, k, s, q, &u);
-            int ht = ppdl_schedule_max_in_flight(&all[d]), pt = ppdl_schedule_max_pending_weight(&all[d]);
-            int hu = ppdl_schedule_max_in_flight(&u), pu = ppdl_schedule_max_pending_weight(&u);
-            if (ht > hu || pt > pu)
-                rc = ppdl_errf(err, errlen, "stage %d replica %d: the timed list holds %d micro-batches and %d W's, the "
-                               "unit play's %d and %d", s, q, ht, pt, hu, pu);
-            ppdl_op_list_free(&u);
-        }
-    for (int d = 0; d < D; d++) ppdl_op_list_free(&all[d]);
-    free(all);
-    return rc == 0;
-}
-
-void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out)
-{
-    ppdl_schedule_build_replica(kind, S, M, NULL, s, 0, out);
 }
 
 void ppdl_op_list_free(ppdl_op_list *l)
@@ -1089,7 +1056,8 @@ long ppdl_schedule_unit_step_chunked(int kind, int N, int v, int M)
     if (!ppdl_schedule_chunked(kind)) return (long)v * (3L * M + 3L * (N - 1));
     char err[PPDL_ERR_LEN];
     ppdl_rank_schedule *ranks = ppdl_xcalloc((size_t)N, sizeof *ranks);
-    if (ppdl_schedule_build_ranks(kind, N, v, M, ranks, err, sizeof err)) ppdl_die("%s", err);
+    if (ppdl_sched_chunked_args(kind, N, v, M, err, sizeof err)) ppdl_die("%s", err);
+    ppdl_sched_build_ranks(kind, N, v, M, NULL, ranks);
     long step;
     if (check_ranks(N, v, M, ranks, &step, err, sizeof err))
         ppdl_die("ppdl_schedule_unit_step_chunked: %s N=%d v=%d M=%d fails its check: %s", ppdl_schedule_name(kind),

@@ -79,18 +79,30 @@ int ppdl_schedule_splits_backward(int kind);
  * sched/zero_bubble.h), so only a stage without replicas is refused. */
 int ppdl_schedule_supports(int kind, int S, const int *k, char *err, size_t errlen);
 
-/* The op list of stage s for S stages and M micro-batches.
+/* What a device runs (ppdl_schedule_make): the op list of each stage it holds (one,
+ * or a chunked schedule's several; peers are STAGE indices s-1 / s+1, each list ends
+ * with its OPTIMIZER), and the order in which it runs them: order[i] is the index into
+ * stages[] whose next op runs i-th. The OPTIMIZERs come last, in stages[] order. */
+typedef struct ppdl_rank_schedule {
+    int rank, n_stages;
+    int *stages;               /* [n_stages] ascending */
+    ppdl_op_list *lists;       /* [n_stages] */
+    int n;                     /* sum of the lists' lengths */
+    int *order;                /* [n] */
+} ppdl_rank_schedule;
+
+/* ---- building a schedule: one description, one builder ----
+ *
+ * The lists of stage s for S stages and M micro-batches, one rank per stage:
  * GPipe: all forwards (recv, fwd, send) then all backwards in reverse... see schedule.c.
  * 1F1B (PipeDream-Flush): warm-up of min(S-s-1, M) forwards, then alternate one
  * forward and one backward, then the cool-down backwards; ends with OPTIMIZER.
  * ZB-H1, ZB-H2, ZB-1P: the passes of sched/zero_bubble.h, at most S (ZB-H1), 2S-1
  * (ZB-H2) or S-s (ZB-1P, as 1F1B) micro-batches held on stage s
  * (ppdl_schedule_zb_caps); a B directly followed by its W on a stage that sends no
- * gradient (the first) is one fused BACKWARD. The chunked kinds (interleaved, zb-v)
- * have no list per rank: ppdl_schedule_build_rank; this and the other functions of
- * one stage per rank (caps, counts, unit steps) stop with a message on them. */
-void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
-/* Data parallelism inside a stage (a layout): stage s runs on k[s] replicas, and
+ * gradient (the first) is one fused BACKWARD.
+ *
+ * Data parallelism inside a stage (a layout): stage s runs on k[s] replicas, and
  * replica q of it takes the micro-batches j with j mod k[s] == q. Its list is the
  * stage's list restricted to those micro-batches, where the stage's list is built as
  * above except that 1F1B's warm-up counts the micro-batches the later stages hold at
@@ -108,23 +120,47 @@ void ppdl_schedule_build(int kind, int S, int M, int s, ppdl_op_list *out);
  * replica's passes in sched/zero_bubble.h's play of the whole layout, every replica a
  * device with its own cap (ppdl_schedule_zb_caps_layout); W's run in micro-batch
  * order, so a replica accumulates its weight gradients as its 1F1B list does.
- * k == NULL: one replica per stage (ppdl_schedule_build). */
-void ppdl_schedule_build_replica(int kind, int S, int M, const int *k, int s, int q, ppdl_op_list *out);
-/* The same with the zero-bubble passes ordered by their times (sched/zero_bubble.h's
- * timed play; tm NULL: the unit play, ppdl_schedule_build_replica). Only the order of
- * a stage's F, B and W passes changes; F's, B's and W's each still run in
- * micro-batch order (the same bits), and no stage holds more than its cap. Other
- * schedules ignore tm. */
-void ppdl_schedule_build_timed(int kind, int S, int M, const int *k, int s, int q, const ppdl_zb_times *tm,
-                               ppdl_op_list *out);
-/* 1 when the timed lists of every replica of the layout k pass
- * ppdl_schedule_check_layout and none holds more micro-batches, nor W's pending, than
- * its unit play's list (the planner counts those: plan/costmodel.h), or tm is NULL, or
- * the kind has no timed lists; else 0 with the reason. The timed play does not see the
- * send buffers a stage reuses, so its orders are proven before they are used: a run,
- * the simulator and the memory prediction fall back to the unit play's lists together
- * where this says 0. */
-int ppdl_schedule_timed_ok(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, char *err, size_t errlen);
+ *
+ * Timed zero-bubble lists (tm): the passes ordered by their times (sched/zero_bubble.h's
+ * timed play). Only the order of a stage's F, B and W passes changes; F's, B's and W's
+ * each still run in micro-batch order (the same bits), and no stage holds more than
+ * its cap. Other schedules ignore tm. The timed play does not see the send buffers a
+ * stage reuses, so its orders are proven before they are used (ppdl_schedule_timed_ok):
+ * a run, the simulator and the memory prediction use the unit play's lists together
+ * where it says 0.
+ *
+ * The chunked kinds (interleaved, zb-v, "Chunked schedules" below) give a rank several
+ * stages: its lists and the order it runs them in. */
+typedef struct ppdl_schedule_spec {
+    int kind;                  /* ppdl_schedule_kind (not PPDL_SCHED_AUTO) */
+    int S;                     /* stages; the chunked kinds: v per rank, S = v N */
+    int M;                     /* micro-batches of a step */
+    int v;                     /* stages per rank: 1, or the chunked kinds' v */
+    const int *k;              /* replicas of each stage (v = 1 only); NULL: one each */
+    const ppdl_zb_times *tm;   /* the zero-bubble passes' times over the S stages, used as
+                                  given (prove them with ppdl_schedule_timed_ok); NULL:
+                                  the unit play */
+} ppdl_schedule_spec;
+/* The devices of a spec, each running one ppdl_rank_schedule: with v = 1 every replica
+ * of every stage, stage by stage (k[0] + ... + k[S-1], as ppdl_schedule_check_layout
+ * numbers them); for the chunked kinds the N = S / v ranks */
+int ppdl_schedule_devices(const ppdl_schedule_spec *sp);
+/* the device of replica q of stage s (v = 1): k[0] + ... + k[s-1] + q */
+int ppdl_schedule_device(const ppdl_schedule_spec *sp, int s, int q);
+/* The one builder: device d's lists into out (free with ppdl_rank_schedule_free). With
+ * v = 1 one list, stage s's replica q, its order all zeros; for the chunked kinds rank
+ * d's stages ascending, their lists and its order. 0, or -1 with the reason where the
+ * spec cannot run (an unknown kind, S, M or v out of range, a stage without replicas,
+ * d not a device). */
+int ppdl_schedule_make(const ppdl_schedule_spec *sp, int d, ppdl_rank_schedule *out, char *err, size_t errlen);
+/* Every device's into out[0 .. ppdl_schedule_devices(sp) - 1] (zb-v plays its V once) */
+int ppdl_schedule_make_all(const ppdl_schedule_spec *sp, ppdl_rank_schedule *out, char *err, size_t errlen);
+/* 1 when sp's timed lists (sp->tm) pass the check of every device's lists
+ * (ppdl_schedule_check_layout, ppdl_schedule_check_ranks) and none holds more
+ * micro-batches, nor W's pending, than the unit play's (the planner counts those:
+ * plan/costmodel.h), or tm is NULL, or the kind has no timed lists; else 0 with the
+ * reason. */
+int ppdl_schedule_timed_ok(const ppdl_schedule_spec *sp, char *err, size_t errlen);
 void ppdl_op_list_free(ppdl_op_list *l);
 
 /* The caps of a zero-bubble schedule's play (sched/zero_bubble.h): cap[s] for
@@ -148,7 +184,7 @@ long ppdl_schedule_unit_step(int kind, int S, int M);
 long ppdl_schedule_unit_step_layout(int kind, int S, int M, const int *k);
 
 /* held[s] = ppdl_schedule_max_in_flight and pending[s] = ppdl_schedule_max_pending_weight
- * of every stage's list (ppdl_schedule_build, one replica per stage), from one play for
+ * of every stage's list (ppdl_schedule_make, one replica per stage), from one play for
  * the zero-bubble schedules instead of S (the planner's cost on many ranks) */
 void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending);
 /* The same for every replica d of the layout k (numbered as in
@@ -156,7 +192,7 @@ void ppdl_schedule_counts(int kind, int S, int M, int *held, int *pending);
  * Returns the play's step for the zero-bubble schedules (that one play is
  * ppdl_schedule_unit_step_layout's), 0 for the others. */
 long ppdl_schedule_counts_layout(int kind, int S, int M, const int *k, int *held, int *pending);
-/* The same for the lists of ppdl_schedule_build_timed (tm NULL: the above); the
+/* The same for the timed lists (ppdl_schedule_spec.tm; NULL: the above); the
  * step returned is then in tm's ticks */
 long ppdl_schedule_counts_timed(int kind, int S, int M, const int *k, const ppdl_zb_times *tm, int *held,
                                 int *pending);
@@ -214,36 +250,9 @@ int ppdl_schedule_chunked(int kind);
 /* the rank holding stage s of S = v*N stages (interleaved: s mod N; zb-v (v must be 2):
  * s < N ? s : 2N-1-s); for other kinds with v == 1: s */
 int ppdl_schedule_stage_rank(int kind, int N, int v, int s);
-/* A rank's share of a chunked schedule: the ordinary op list of each stage it holds
- * (exactly as a stage's list is today: peers are STAGE indices s-1 / s+1, each list ends
- * with its OPTIMIZER), and the order in which the rank runs them: order[i] is the index
- * into stages[] whose next op runs i-th. The OPTIMIZERs come last, in stages[] order. */
-typedef struct ppdl_rank_schedule {
-    int rank, n_stages;
-    int *stages;               /* [n_stages] ascending */
-    ppdl_op_list *lists;       /* [n_stages] */
-    int n;                     /* sum of the lists' lengths */
-    int *order;                /* [n] */
-} ppdl_rank_schedule;
-/* 0, or -1 with the reason in err when (kind, N, v, M) cannot run: a kind that is not
- * chunked, N < 1, M < 1, rank outside 0..N-1, interleaved with v < 2 (v = 1 is 1f1b),
- * zb-v with v != 2 (the V is two chunks) */
-int ppdl_schedule_build_rank(int kind, int N, int v, int M, int rank, ppdl_rank_schedule *out,
-                             char *err, size_t errlen);
-/* Every rank's at once, into out[0..N-1] (the same lists as N calls above; zb-v plays
- * its V once instead of once per rank). 0, or -1 with the reason. */
-int ppdl_schedule_build_ranks(int kind, int N, int v, int M, ppdl_rank_schedule *out, char *err, size_t errlen);
-/* The same with zb-v's passes ordered by their times (tm over its S = 2N stages in
- * pipeline order, sched/zero_bubble.h's timed play; NULL: the unit play, as above;
- * interleaved ignores it). ppdl_schedule_build_rank has only the unit play. */
-int ppdl_schedule_build_ranks_timed(int kind, int N, int v, int M, const ppdl_zb_times *tm, ppdl_rank_schedule *out,
-                                    char *err, size_t errlen);
-/* 1 when zb-v's timed lists (tm over its 2N stages) pass ppdl_schedule_check_ranks and
- * hold no more micro-batches, nor W's pending, than the unit play's (what the planner
- * counts); else 0 with the reason. 1 for tm NULL and other kinds.
- * ppdl_schedule_build_ranks_timed uses the unit play where this says 0. */
-int ppdl_schedule_ranks_timed_ok(int kind, int N, int v, int M, const ppdl_zb_times *tm, char *err, size_t errlen);
 void ppdl_rank_schedule_free(ppdl_rank_schedule *r);
+/* list c of r, moved out; the rest of r freed */
+ppdl_op_list ppdl_rank_schedule_take(ppdl_rank_schedule *r, int c);
 /* Play the N ranks' schedules ranks[0..N-1] (S = v*N stages) against each other, each
  * rank running its order as ONE sequential thread, under the communication model above
  * (each stage's slots: ppdl_schedule_max_in_flight of its list), and check: every stage

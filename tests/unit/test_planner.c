@@ -35,6 +35,7 @@
 #include "plan/solver.h"
 
 #include "tap.h"
+#include "unit/schedule_lists.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -181,7 +182,7 @@ static int mbs_of(int M, int k, int q)
 }
 
 /* micro-batches replica q of stage s holds at once: the peak of the runtime's op list
- * for the layout (ppdl_schedule_build_replica), counted here */
+ * for the layout (ppdl_schedule_make), counted here */
 static int in_flight_of(const inst *x, const lay *y, int s, int q)
 {
     /* remembered: the brute force asks for the same few lists millions of times; the
@@ -193,7 +194,7 @@ static int in_flight_of(const inst *x, const lay *y, int s, int q)
     int small = x->M <= 16 && k <= 12;
     if (small && memo[x->sched][x->M][W][k][q]) return memo[x->sched][x->M][W][k][q] - 1;
     ppdl_op_list l;
-    ppdl_schedule_build_replica(x->sched, y->S, x->M, y->k, s, q, &l);
+    list_of(x->sched, y->S, x->M, y->k, NULL, s, q, &l);
     int held = 0, most = 0;
     for (int i = 0; i < l.n; i++) {
         if (l.ops[i].mb >= 0 && l.ops[i].mb % k != q) fail("replica %d of %d holds micro-batch %d", q, k, l.ops[i].mb);
@@ -1798,7 +1799,7 @@ static void test_sharing(void)
 /* 6. the memory a replica needs: the micro-batches it holds at once, as the planner
  * counts them (ppdl_replica_in_flight, which the layout search and the cost model use;
  * the cost model's per-stage in_flight), against the peak of the runtime's op list
- * (ppdl_schedule_build_replica), the closed form of replica.h and the simulator's play,
+ * (ppdl_schedule_make), the closed form of replica.h and the simulator's play,
  * on random layouts of 1-5 stages of 1-4 replicas */
 static void test_replica_in_flight(void)
 {
@@ -1842,7 +1843,7 @@ static void test_replica_in_flight(void)
             if (W > M) W = M;
             for (int q = 0; q < k[s]; q++) {
                 ppdl_op_list l, old;
-                ppdl_schedule_build_replica(sch, S, M, k, s, q, &l);
+                list_of(sch, S, M, k, NULL, s, q, &l);
                 int peak = ppdl_schedule_max_in_flight(&l);
                 int planner = ppdl_replica_in_flight(sch, S, M, k, s, q);
                 int n = ppdl_replica_mbs(M, k[s], q);
@@ -1860,7 +1861,7 @@ static void test_replica_in_flight(void)
                 if (q > 0 && peak > most) fail("S=%d M=%d stage %d: replica %d holds more than replica 0", S, M, s, q);
                 if (peak > most) most = peak;
                 /* the stage's list filtered to the replica (the lists before): never more */
-                ppdl_schedule_build(sch, S, M, s, &old);
+                list_of(sch, S, M, NULL, NULL, s, 0, &old);
                 int h2 = 0, m2 = 0;
                 for (int i = 0; i < old.n; i++) {
                     if (old.ops[i].mb < 0 || old.ops[i].mb % k[s] != q) continue;

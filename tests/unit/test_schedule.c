@@ -29,6 +29,7 @@
 #include "sched/zero_bubble.h"
 
 #include "tap.h"
+#include "unit/schedule_lists.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@
 
 static void build_all(int kind, int S, int M, ppdl_op_list *lists)
 {
-    for (int s = 0; s < S; s++) ppdl_schedule_build(kind, S, M, s, &lists[s]);
+    for (int s = 0; s < S; s++) list_of(kind, S, M, NULL, NULL, s, 0, &lists[s]);
 }
 
 static void free_all(int S, ppdl_op_list *lists)
@@ -425,7 +426,7 @@ static void test_negative(void)
 static void build_gpipe_backwards_in_order(ppdl_op_list *l, int S, int M)
 {
     for (int s = 0; s < S; s++) {
-        ppdl_schedule_build(PPDL_SCHED_GPIPE, S, M, s, &l[s]);
+        list_of(PPDL_SCHED_GPIPE, S, M, NULL, NULL, s, 0, &l[s]);
         int per_b = 1 + (s > 0) + (s < S - 1);
         int first_b = M * per_b;
         for (int mb = 0; mb < M; mb++) {
@@ -547,7 +548,7 @@ static void test_replicated(void)
                     int n = 0;
                     n_layouts++;
                     for (int s = 0; s < S; s++)
-                        for (int q = 0; q < k[s]; q++) ppdl_schedule_build_replica(kind, S, M, k, s, q, &lists[n++]);
+                        for (int q = 0; q < k[s]; q++) list_of(kind, S, M, k, NULL, s, q, &lists[n++]);
                     if (ppdl_schedule_check_layout(S, M, k, lists, err, sizeof err) != 0)
                         fail("%s S=%d M=%d k=%d,%d,%d,%d rejected: %s", name, S, M, k[0], S > 1 ? k[1] : 0,
                              S > 2 ? k[2] : 0, S > 3 ? k[3] : 0, err);
@@ -593,7 +594,7 @@ static void test_replicated(void)
         ppdl_op_list l[4];
         int k[2] = {2, 2};
         for (int s = 0, n = 0; s < 2; s++)
-            for (int q = 0; q < 2; q++) ppdl_schedule_build_replica(PPDL_SCHED_1F1B, 2, 4, k, s, q, &l[n++]);
+            for (int q = 0; q < 2; q++) list_of(PPDL_SCHED_1F1B, 2, 4, k, NULL, s, q, &l[n++]);
         static const ppdl_op want_s0q1[] = {
             {PPDL_OP_FORWARD, 1, -1},  {PPDL_OP_SEND_ACT, 1, 1},  {PPDL_OP_FORWARD, 3, -1},
             {PPDL_OP_SEND_ACT, 3, 1},  {PPDL_OP_RECV_GRAD, 1, 1}, {PPDL_OP_BACKWARD, 1, -1},
@@ -617,7 +618,7 @@ static void test_replicated(void)
         /* stage 0 replica 1 waits for gradient 1 before sending activation 3, which
          * stage 1 replica 1 needs first: a deadlock across replicas */
         ppdl_op_list_free(&l[3]);
-        ppdl_schedule_build_replica(PPDL_SCHED_GPIPE, 2, 4, k, 1, 1, &l[3]);
+        list_of(PPDL_SCHED_GPIPE, 2, 4, k, NULL, 1, 1, &l[3]);
         move_op(&l[1], find_op(&l[1], PPDL_OP_RECV_GRAD, 1), find_op(&l[1], PPDL_OP_SEND_ACT, 3));
         ok(ppdl_schedule_check_layout(2, 4, k, l, err, sizeof err) == -1 && strstr(err, "deadlock") &&
                strstr(err, "stage 0 replica 1 op 3 (recv_grad mb 1 from stage 1) waits") &&
@@ -828,7 +829,7 @@ static long unit_play(int S, int M, const int *k, int n_lists, const ppdl_op_lis
  * the simplest sound replica list, which the play with replicas as devices beats */
 static void restricted_list(int kind, int S, int M, int s, int q, int k, ppdl_op_list *out)
 {
-    ppdl_schedule_build(kind, S, M, s, out);
+    list_of(kind, S, M, NULL, NULL, s, 0, out);
     int n = 0;
     for (int i = 0; i < out->n; i++)
         if (out->ops[i].mb < 0 || out->ops[i].mb % k == q) out->ops[n++] = out->ops[i];
@@ -866,8 +867,8 @@ static void test_zb_replicated(int kind)
                 int most = 0;
                 for (int s = 0, d = 0; s < S; s++)
                     for (int q = 0; q < k[s]; q++, d++) {
-                        ppdl_schedule_build_replica(kind, S, M, k, s, q, &zb[d]);
-                        ppdl_schedule_build_replica(PPDL_SCHED_1F1B, S, M, k, s, q, &f1b[d]);
+                        list_of(kind, S, M, k, NULL, s, q, &zb[d]);
+                        list_of(PPDL_SCHED_1F1B, S, M, k, NULL, s, q, &f1b[d]);
                         restricted_list(kind, S, M, s, q, k[s], &cut[d]);
                         int h = ppdl_schedule_max_in_flight(&f1b[d]);
                         if (h > most) most = h;
@@ -878,7 +879,7 @@ static void test_zb_replicated(int kind)
                 if (D == S) { /* one replica each: the plain lists */
                     for (int s = 0; s < S; s++, n_plain++) {
                         ppdl_op_list plain;
-                        ppdl_schedule_build(kind, S, M, s, &plain);
+                        list_of(kind, S, M, NULL, NULL, s, 0, &plain);
                         same_as_plain += plain.n == zb[s].n &&
                                          memcmp(plain.ops, zb[s].ops, (size_t)plain.n * sizeof(ppdl_op)) == 0;
                         ppdl_op_list_free(&plain);
@@ -1078,7 +1079,7 @@ static void test_names(void)
        "check with S = 0 is rejected: %s", err);
 }
 
-/* Timed zero-bubble lists (ppdl_schedule_build_timed, zero_bubble.h's timed play).
+/* Timed zero-bubble lists (ppdl_schedule_make with tm, zero_bubble.h's timed play).
  *  - Every time 1, messages free: exactly the unit play's lists (S 1..6, M 1..10).
  *  - Random times (f, b, w 1..40 ticks, messages 0..8), random layouts (1..3 replicas
  *    a stage up to S = 3, then one each up to S = 5), M up to 10: the lists pass the
@@ -1101,8 +1102,8 @@ static void test_zb_timed(void)
                 ppdl_zb_times tm = {ones, ones + S, ones + 2 * S, ones + 3 * S};
                 for (int st = 0; st < S; st++, n++) {
                     ppdl_op_list a, b;
-                    ppdl_schedule_build_replica(kinds[z], S, M, NULL, st, 0, &a);
-                    ppdl_schedule_build_timed(kinds[z], S, M, NULL, st, 0, &tm, &b);
+                    list_of(kinds[z], S, M, NULL, NULL, st, 0, &a);
+                    list_of(kinds[z], S, M, NULL, &tm, st, 0, &b);
                     if (a.n != b.n || memcmp(a.ops, b.ops, (size_t)a.n * sizeof *a.ops)) {
                         if (!bad) diag("%s S=%d M=%d stage %d: the timed lists with unit times differ",
                                        ppdl_schedule_name(kinds[z]), S, M, st);
@@ -1133,7 +1134,7 @@ static void test_zb_timed(void)
         int *cap = malloc((size_t)D * sizeof *cap), *held = malloc(2 * (size_t)D * sizeof *held), *pending = held + D;
         ppdl_schedule_zb_caps_layout(kind, S, M, k, cap);
         for (int st = 0, d = 0; st < S; st++)
-            for (int q = 0; q < k[st]; q++, d++) ppdl_schedule_build_timed(kind, S, M, k, st, q, &tm, &lists[d]);
+            for (int q = 0; q < k[st]; q++, d++) list_of(kind, S, M, k, &tm, st, q, &lists[d]);
         char err[256];
         if (ppdl_schedule_check_layout(S, M, k, lists, err, sizeof err))
             fail("%s S=%d M=%d: %s", ppdl_schedule_name(kind), S, M, err);
@@ -1152,12 +1153,12 @@ static void test_zb_timed(void)
         long unit_step = ppdl_zb_replay_layout(S, M, k, unit, &tm);
         /* what a run uses: the timed lists only where they pass and hold no more than
          * the unit play's (the planner's count) */
-        if (ppdl_schedule_timed_ok(kind, S, M, k, &tm, err, sizeof err)) {
+        if (ppdl_schedule_timed_ok(&(ppdl_schedule_spec){kind, S, M, 1, k, &tm}, err, sizeof err)) {
             accepted++;
             for (int st = 0, d = 0; st < S; st++)
                 for (int q = 0; q < k[st]; q++, d++) {
                     ppdl_op_list u;
-                    ppdl_schedule_build_replica(kind, S, M, k, st, q, &u);
+                    list_of(kind, S, M, k, NULL, st, q, &u);
                     if (ppdl_schedule_max_in_flight(&lists[d]) > ppdl_schedule_max_in_flight(&u) ||
                         ppdl_schedule_max_pending_weight(&lists[d]) > ppdl_schedule_max_pending_weight(&u))
                         fail("%s S=%d M=%d replica %d: accepted, but holds more than the unit list",

@@ -46,6 +46,7 @@
 #include "plan/solver.h"
 
 #include "tap.h"
+#include "unit/schedule_lists.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -113,7 +114,7 @@ static void test_counts(void)
                 ppdl_schedule_counts(kind, S, M, held, pending);
                 for (int s = 0; s < S; s++) {
                     ppdl_op_list l;
-                    ppdl_schedule_build(kind, S, M, s, &l);
+                    list_of(kind, S, M, NULL, NULL, s, 0, &l);
                     n++;
                     if (held[s] != ppdl_schedule_max_in_flight(&l) || pending[s] != ppdl_schedule_max_pending_weight(&l)) {
                         bad++;
@@ -141,7 +142,7 @@ static void test_counts(void)
                     for (int s = 0, d = 0; s < S; s++)
                         for (int q = 0; q < k[s]; q++, d++) {
                             ppdl_op_list l;
-                            ppdl_schedule_build_replica(kind, S, M, k, s, q, &l);
+                            list_of(kind, S, M, k, NULL, s, q, &l);
                             n++;
                             if (held[d] != ppdl_schedule_max_in_flight(&l) ||
                                 pending[d] != ppdl_schedule_max_pending_weight(&l)) {

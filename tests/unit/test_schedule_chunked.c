@@ -22,6 +22,7 @@
 #include "sched/zero_bubble.h"
 
 #include "tap.h"
+#include "unit/schedule_lists.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ static int build_ranks(int kind, int N, int v, int M, ppdl_rank_schedule *R)
 {
     char err[512];
     for (int r = 0; r < N; r++)
-        if (ppdl_schedule_build_rank(kind, N, v, M, r, &R[r], err, sizeof err)) {
+        if (rank_of(kind, N, v, M, r, &R[r], err, sizeof err)) {
             fail("%s N=%d v=%d M=%d rank %d: %s", ppdl_schedule_name(kind), N, v, M, r, err);
             for (int q = 0; q < r; q++) ppdl_rank_schedule_free(&R[q]);
             return -1;
@@ -125,15 +126,15 @@ static void test_refusals(void)
 {
     ppdl_rank_schedule r;
     char err[256] = "";
-    ok(ppdl_schedule_build_rank(PPDL_SCHED_INTERLEAVED, 4, 1, 8, 0, &r, err, sizeof err) == -1 &&
+    ok(rank_of(PPDL_SCHED_INTERLEAVED, 4, 1, 8, 0, &r, err, sizeof err) == -1 &&
            strstr(err, "at least 2"), "interleaved with v = 1 is refused: %s", err);
-    ok(ppdl_schedule_build_rank(PPDL_SCHED_ZB_V, 4, 3, 8, 0, &r, err, sizeof err) == -1 && strstr(err, "exactly 2"),
+    ok(rank_of(PPDL_SCHED_ZB_V, 4, 3, 8, 0, &r, err, sizeof err) == -1 && strstr(err, "exactly 2"),
        "zb-v with v = 3 is refused: %s", err);
-    ok(ppdl_schedule_build_rank(PPDL_SCHED_1F1B, 4, 2, 8, 0, &r, err, sizeof err) == -1 &&
+    ok(rank_of(PPDL_SCHED_1F1B, 4, 2, 8, 0, &r, err, sizeof err) == -1 &&
            strstr(err, "one stage per rank"), "a schedule that is not chunked is refused: %s", err);
-    ok(ppdl_schedule_build_rank(PPDL_SCHED_ZB_V, 4, 2, 8, 4, &r, err, sizeof err) == -1 && strstr(err, "rank 4"),
+    ok(rank_of(PPDL_SCHED_ZB_V, 4, 2, 8, 4, &r, err, sizeof err) == -1 && strstr(err, "rank 4"),
        "a rank outside 0..N-1 is refused: %s", err);
-    ok(ppdl_schedule_build_rank(PPDL_SCHED_INTERLEAVED, 4, 2, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "M=0"),
+    ok(rank_of(PPDL_SCHED_INTERLEAVED, 4, 2, 0, 0, &r, err, sizeof err) == -1 && strstr(err, "M=0"),
        "M = 0 is refused: %s", err);
     int k[2] = {1, 2};
     ok(ppdl_schedule_supports(PPDL_SCHED_ZB_V, 2, k, err, sizeof err) == -1 && strstr(err, "without replicas") &&
@@ -427,7 +428,7 @@ static void test_zbv_steps(void)
        mem_ok, n_all, worst_peak);
 }
 
-/* zb-v ordered by times (ppdl_schedule_build_ranks_timed): every time 1 gives the unit
+/* zb-v ordered by times (ppdl_schedule_make_all with tm): every time 1 gives the unit
  * play's lists; 300 random cases (N 1..5, M 1..12, times 1..40 ticks, messages 0..8)
  * pass ppdl_schedule_check_ranks (which also proves the weight sums in micro-batch
  * order), hold at most the V's caps (2N - s on stage s), and their orders, replayed
@@ -443,8 +444,8 @@ static void test_zbv_timed(void)
             ppdl_zb_times tm = {ones, ones + S, ones + 2 * S, ones + 3 * S};
             ppdl_rank_schedule A[5], B[5];
             char err[256];
-            if (ppdl_schedule_build_ranks(PPDL_SCHED_ZB_V, N, 2, M, A, err, sizeof err) ||
-                ppdl_schedule_build_ranks_timed(PPDL_SCHED_ZB_V, N, 2, M, &tm, B, err, sizeof err)) {
+            if (ranks_of(PPDL_SCHED_ZB_V, N, 2, M, NULL, A, err, sizeof err) ||
+                ranks_of(PPDL_SCHED_ZB_V, N, 2, M, &tm, B, err, sizeof err)) {
                 bad++;
                 continue;
             }
@@ -472,7 +473,7 @@ static void test_zbv_timed(void)
         ppdl_zb_times tm = {t, t + S, t + 2 * S, t + 3 * S};
         ppdl_rank_schedule R[5];
         char err[256];
-        if (ppdl_schedule_build_ranks_timed(PPDL_SCHED_ZB_V, N, 2, M, &tm, R, err, sizeof err)) {
+        if (ranks_of(PPDL_SCHED_ZB_V, N, 2, M, &tm, R, err, sizeof err)) {
             fail("zb-v N=%d M=%d: %s", N, M, err);
             continue;
         }

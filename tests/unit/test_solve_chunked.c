@@ -38,6 +38,7 @@
 #include "sched/schedule.h"
 
 #include "tap.h"
+#include "unit/schedule_lists.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -405,7 +406,7 @@ static void test_reserve_slots(void)
                     for (int r = 0; r < N; r++) {
                         ppdl_rank_schedule rs;
                         char err[PPDL_ERR_LEN];
-                        if (ppdl_schedule_build_rank(kinds[ki], N, v, M, r, &rs, err, sizeof err)) continue;
+                        if (rank_of(kinds[ki], N, v, M, r, &rs, err, sizeof err)) continue;
                         int sum = 0;
                         for (int k = 0; k < rs.n_stages; k++) sum += ppdl_schedule_max_in_flight(&rs.lists[k]);
                         if (sum > worst) worst = sum;

@@ -13,6 +13,7 @@
 #include "prof/timeline.h"
 
 #include "tap.h"
+#include "unit/schedule_lists.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@
 static int play_timed(int kind, int S, int M, ppdl_event_rec *ev, int cap)
 {
     ppdl_op_list l[16];
-    for (int s = 0; s < S; s++) ppdl_schedule_build(kind, S, M, s, &l[s]);
+    for (int s = 0; s < S; s++) list_of(kind, S, M, NULL, NULL, s, 0, &l[s]);
     double *clock = calloc((size_t)S, sizeof(double));
     double *act_at = malloc((size_t)S * M * sizeof(double));  /* (S, M) arrival at s+1 */
     double *grad_at = malloc((size_t)S * M * sizeof(double)); /* (S, M) arrival at s-1 */
