@@ -33,7 +33,7 @@
 #include "pipe/runtime.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
-#include "plan/shared_cores.h"
+#include "plan/planner.h"
 #include "prof/papi.h"
 #include "sched/schedule.h"
 
@@ -186,9 +186,9 @@ typedef struct trial_candidates {
     int n;
     char label0[48];           /* the label of the run's plan, the first candidate ("": the
                                   planner's own words) */
-    ppdl_plan plan[PPDL_SHARED_MAX_CANDIDATES];
-    double sim_ms[PPDL_SHARED_MAX_CANDIDATES];
-    char label[PPDL_SHARED_MAX_CANDIDATES][48];
+    ppdl_plan plan[PPDL_PLAN_MAX_CANDIDATES];
+    double sim_ms[PPDL_PLAN_MAX_CANDIDATES];
+    char label[PPDL_PLAN_MAX_CANDIDATES][48];
 } trial_candidates;
 typedef struct trial_result {
     char kind[96], label[48];
@@ -244,7 +244,7 @@ typedef struct run {
     /* --plan-trials: the plans measured (the simulator's choice first), the one taken
      * (-1: none measured), the seconds they took (< 0: none), or why none ran */
     int n_trials, trial_chosen;
-    trial_result trials[PPDL_SHARED_MAX_CANDIDATES];
+    trial_result trials[PPDL_PLAN_MAX_CANDIDATES];
     double trials_s;
     char trials_note[256];
     char schedule_why[256];        /* --schedule auto, rank 0: why the schedule that runs was

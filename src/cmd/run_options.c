@@ -352,9 +352,9 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         }
         case O_PLAN_TRIALS: {
             long k;
-            if (ppdl_parse_int(a, 0, PPDL_SHARED_MAX_CANDIDATES, &k) || k == 1)
+            if (ppdl_parse_int(a, 0, PPDL_PLAN_MAX_CANDIDATES, &k) || k == 1)
                 return ppdl_errf(err, errlen, "--plan-trials %s: expected 0 (none) or the candidate plans to measure, "
-                                 "2 to %d", a, PPDL_SHARED_MAX_CANDIDATES);
+                                 "2 to %d", a, PPDL_PLAN_MAX_CANDIDATES);
             o->plan_trials = (int)k;
             break;
         }
@@ -578,9 +578,9 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
     if (o->plan_mode == PLAN_FILE && strchr(o->plan, ',')) {
         o->plan_files = 1;
         for (const char *ch = o->plan; *ch; ch++) o->plan_files += *ch == ',';
-        if (o->plan_files > PPDL_SHARED_MAX_CANDIDATES)
+        if (o->plan_files > PPDL_PLAN_MAX_CANDIDATES)
             return ppdl_errf(err, errlen, "--plan %s: %d plan files, expected at most %d to measure against each "
-                             "other", o->plan, o->plan_files, PPDL_SHARED_MAX_CANDIDATES);
+                             "other", o->plan, o->plan_files, PPDL_PLAN_MAX_CANDIDATES);
         if (o->schedule == PPDL_SCHED_AUTO || chunked)
             return ppdl_errf(err, errlen, "--plan %s: several plan files are measured against each other under one "
                              "schedule of one stage per rank (gpipe, 1f1b, zb-h1, zb-h2, zb-1p), not --schedule %s",

@@ -1,15 +1,18 @@
-/* chooser.c — one schedule's plan: the method's search, then (ranks sharing cores)
- * the choice among candidates by the simulated step (chooser.h). */
+/* chooser.c — one schedule's plan: the method's search, then (ranks sharing cores, or
+ * a close call) candidates ranked by the simulated step (chooser.h). */
 #include "plan/chooser.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/baselines.h"
 #include "plan/costmodel.h"
 #include "plan/hybrid.h"
+#include "plan/ranking.h"
+#include "plan/simulate.h"
 #include "plan/solve_chunked.h"
 #include "plan/solver.h"
 #include "sched/schedule.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,22 +21,22 @@ const char *const ppdl_plan_methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder"
                                          "uniform-rc", "params", "params-rc", "time", "time-rc", "pipedream",
                                          "pipedream-rc", NULL};
 
-/* Ranks sharing cores (or a close call, shared_cores.h): *plan, the method's optimum
- * of T solved with o, and the candidates below, made here and ranked by their simulated
- * step there, in this order (ties keep the earlier): the optimum; for method ppdl the
- * one-rank-per-stage optimum of T and the optimum of T of every layout kind, its ranks
- * in that pipeline's order (else the optimum's); every baseline (ppdl-pipeline and
- * ppdl-inorder: those with one rank per stage). Where no choice is made
- * (ppdl_shared_begin) the plan stays as it is and no candidate is made. */
-static void choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                                   const char *method, const ppdl_solve_opts *o, ppdl_plan *plan,
-                                   ppdl_shared_choice *sc, int K, ppdl_plan *others, double *others_ms,
-                                   char (*others_label)[48])
+/* A core per rank: the plan is the optimum of T, and where another family's best
+ * candidate simulates within this fraction of it, the call is close enough to measure
+ * (2 ranks of mlp: data parallelism and the pipeline simulated within 1% and measured
+ * 7.1 against 5.8 ms: the all-reduce of 6 MB between the two ranks of one host). Up to
+ * CLOSE_CALL_MAX_RANKS ranks, whose candidates solve in milliseconds. */
+#define CLOSE_CALL 0.10
+#define CLOSE_CALL_MAX_RANKS 8
+
+/* The candidates besides the method's optimum of T (solved with o), offered to r in
+ * this order (ties keep the earlier): for method ppdl the one-rank-per-stage optimum of
+ * T and the optimum of T of every layout kind, its ranks in that pipeline's order (else
+ * the optimum's); every baseline (ppdl-pipeline and ppdl-inorder: those with one rank
+ * per stage). */
+static void offer_candidates(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                             const char *method, const ppdl_solve_opts *o, ppdl_ranking *r)
 {
-    ppdl_shared_choice dummy;
-    if (!sc) sc = &dummy;
-    ppdl_shared_ranking *r = ppdl_shared_begin(c, cl, M, schedule, plan, sc, K);
-    if (!r) return;
     int N = cl->N;
     /* replicated candidates for every schedule (zero bubble plays replicas too) */
     int pipeline_only = strcmp(method, "ppdl") != 0;
@@ -48,13 +51,13 @@ static void choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model
         int have_pipeline = c->L >= N && ppdl_solve(c, cl, M, schedule, &po, &p, NULL, err, sizeof err) == 0;
         int *grps;
         char *labels;
-        int nk = ppdl_shared_layout_kinds(r, have_pipeline ? &p : NULL, &grps, &labels);
-        if (have_pipeline) ppdl_shared_offer(r, &p, "the pipeline optimum of T");
+        int nk = ppdl_ranking_layout_kinds(r, have_pipeline ? &p : NULL, &grps, &labels);
+        if (have_pipeline) ppdl_ranking_offer(r, &p, "the pipeline optimum of T");
         else ppdl_plan_free(&p);
         /* the optimum of T of every layout kind */
         ppdl_plan *outs = ppdl_xcalloc((size_t)(nk ? nk : 1), sizeof *outs);
         solve_layouts(c, cl, M, schedule, grps, nk, outs);
-        for (int k = 0; k < nk; k++) ppdl_shared_offer(r, &outs[k], &labels[(size_t)k * 48]);
+        for (int k = 0; k < nk; k++) ppdl_ranking_offer(r, &outs[k], &labels[(size_t)k * 48]);
         free(outs);
         free(grps);
         free(labels);
@@ -66,10 +69,35 @@ static void choose_on_shared_cores(const ppdl_costs *c, const ppdl_cluster_model
         ppdl_plan p;
         memset(&p, 0, sizeof p);
         char err[PPDL_ERR_LEN];
-        if (ppdl_baseline(c, cl, M, schedule, b, &p, err, sizeof err) == 0) ppdl_shared_offer(r, &p, b);
+        if (ppdl_baseline(c, cl, M, schedule, b, &p, err, sizeof err) == 0) ppdl_ranking_offer(r, &p, b);
         else ppdl_plan_free(&p);
     }
-    ppdl_shared_finish(r, plan, sc, others, others_ms, others_label);
+}
+
+/* *plan, the method's optimum of T solved with o, which fits, on 2 or more ranks. Ranks
+ * sharing a host's cores: *plan becomes the candidate of least simulated step
+ * (shared_cores.h). A core per rank, K > 1 and up to CLOSE_CALL_MAX_RANKS ranks: the
+ * plan stays, and the runners-up are the best candidate of each other family that
+ * simulates within CLOSE_CALL of it (a close call, which --plan-trials measures). */
+static void choose(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const char *method,
+                   const ppdl_solve_opts *o, ppdl_plan *plan, ppdl_shared_choice *sc, int K, ppdl_plan *others,
+                   double *others_ms, char (*others_label)[48])
+{
+    if (ppdl_hosts_oversubscribed(&cl->hosts, cl->N)) {
+        ppdl_ranking *r = ppdl_shared_begin(c, cl, M, schedule, plan, sc, K);
+        if (!r) return;
+        offer_candidates(c, cl, M, schedule, method, o, r);
+        ppdl_shared_finish(r, plan, sc, K, others, others_ms, others_label);
+        return;
+    }
+    if (K < 2 || cl->N > CLOSE_CALL_MAX_RANKS) return;
+    double opt_ms = ppdl_simulated_ms(c, cl, plan, M, schedule);
+    if (!(opt_ms < INFINITY)) return;
+    ppdl_ranking *r = ppdl_ranking_new(c, cl, M, schedule, PPDL_RANKING_KEEP, plan);
+    offer_candidates(c, cl, M, schedule, method, o, r);
+    sc->n_others = ppdl_ranking_runners_up(r, plan, opt_ms * (1 + CLOSE_CALL), 0, K - 1, others, others_ms,
+                                           others_label);
+    ppdl_ranking_free(r);
 }
 
 int ppdl_choose_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const char *method,
@@ -78,6 +106,8 @@ int ppdl_choose_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, i
                      size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    ppdl_shared_choice dummy;
+    memset(&dummy, 0, sizeof dummy);
     if (sc) memset(sc, 0, sizeof *sc);
     if (!strcmp(method, "ppdl") || !strcmp(method, "ppdl-pipeline") || !strcmp(method, "ppdl-inorder")) {
         ppdl_solve_opts o;
@@ -89,9 +119,10 @@ int ppdl_choose_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, i
         if (ppdl_schedule_chunked(schedule))
             return ppdl_solve_chunked(c, cl, M, schedule, o.chunks, &o, out, info, sc, err, errlen);
         int rc = ppdl_solve(c, cl, M, schedule, &o, out, info, err, errlen);
-        /* ranks sharing cores: the plan is the candidate of least simulated step */
-        if (rc == 0)
-            choose_on_shared_cores(c, cl, M, schedule, method, &o, out, sc, K, others, others_ms, others_label);
+        /* ranks sharing cores, or a close call: candidates ranked by the simulated step */
+        if (rc == 0 && cl->N >= 2 && out->S > 0 && out->feasible)
+            choose(c, cl, M, schedule, method, &o, out, sc ? sc : &dummy, K < 1 ? 1 : K > PPDL_PLAN_MAX_CANDIDATES
+                   ? PPDL_PLAN_MAX_CANDIDATES : K, others, others_ms, others_label);
         return rc;
     }
     if (!ppdl_is_baseline(method)) {

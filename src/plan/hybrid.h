@@ -20,8 +20,8 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
  * rank (stages 0..S-1 in pipeline order, all used), into outs[k] (annotated by the
  * cost model); outs[k].S = 0 where the layout is no plan of the problem (more replicas
  * than micro-batches, more stages than layers) or none of its plans fits. Returns the
- * number of layouts solved. (The choice on shared cores, shared_cores.c, compares the
- * best plan of every layout kind.) */
+ * number of layouts solved. (The chooser, chooser.c, offers the best plan of every
+ * layout kind to its ranking by the simulated step, ranking.h.) */
 int solve_layouts(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const int *grps, int n,
                   ppdl_plan *outs);
 

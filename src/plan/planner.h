@@ -53,9 +53,9 @@ typedef struct ppdl_plan_result {
     char why[512];             /* auto: why this schedule ("" otherwise) */
     int n_others;              /* runners-up: others[0 .. n_others-1], their simulated
                                   steps and labels (shared_cores.h) */
-    ppdl_plan others[PPDL_SHARED_MAX_CANDIDATES];
-    double others_ms[PPDL_SHARED_MAX_CANDIDATES];
-    char others_label[PPDL_SHARED_MAX_CANDIDATES][48];
+    ppdl_plan others[PPDL_PLAN_MAX_CANDIDATES];
+    double others_ms[PPDL_PLAN_MAX_CANDIDATES];
+    char others_label[PPDL_PLAN_MAX_CANDIDATES][48];
 } ppdl_plan_result;
 
 /* Plan as rq asks. Returns res->rc (0: a plan that fits), with the message in err on

@@ -1,6 +1,7 @@
 /* shared_cores.h — the planner's choice where ranks share a host's cores (the chooser,
- * chooser.c, makes the candidates and ranks them here; ppdl --plan auto and ppdl-plan
- * both plan through planner.h).
+ * chooser.c, enters it only there: makes the candidates and offers them to the
+ * ranking, ranking.h, begun and finished here; ppdl --plan auto and ppdl-plan both plan
+ * through planner.h).
  *
  * The cost model T (costmodel.h) gives every rank a core of its own. Where a host of
  * the cluster (cluster_model.h's hosts) runs more of the job's ranks than it has cores,
@@ -19,15 +20,15 @@
  *     those with one rank per stage, ranks in order).
  * Ties (simulated steps within a relative 1e-9) keep the earlier candidate in that
  * list, so the method's optimum wins every tie. Where no host is oversubscribed (no
- * hosts given, or cores >= ranks on each) the plan is the optimum of T, bit for bit as
- * before; the candidates are then made only for runners-up in a close call (K > 1, up
- * to 8 ranks: ppdl_shared_finish below). Pure C. */
+ * hosts given, or cores >= ranks on each) nothing here runs and the plan is the optimum
+ * of T. Pure C. */
 #ifndef PPDL_SHARED_CORES_H
 #define PPDL_SHARED_CORES_H
 
 #include "plan/cluster_model.h"
 #include "plan/costs.h"
 #include "plan/plan.h"
+#include "plan/ranking.h"
 
 /* What the choice did, for the plan table's line and ppdl-plan */
 typedef struct ppdl_shared_choice {
@@ -40,11 +41,9 @@ typedef struct ppdl_shared_choice {
     double optimum_sim_ms;     /* the method's optimum of T, simulated the same way */
     char optimum_kind[64];     /* that optimum's kind (ppdl_plan_kind) */
     int max_ranks, cores;      /* the most oversubscribed host: its ranks and cores */
-    int n_others;              /* runners-up returned (ppdl_shared_finish) */
+    int n_others;              /* runners-up returned (ppdl_shared_finish; in a close call
+                                  with a core per rank, chooser.h) */
 } ppdl_shared_choice;
-
-/* the most candidates ppdl_shared_finish returns (the choice and its runners-up) */
-#define PPDL_SHARED_MAX_CANDIDATES 8
 
 /* Shared cores: another family's best is measured ahead of the choice's other cuts
  * only where it simulates within this factor of the choice. The simulator's misranking
@@ -58,44 +57,28 @@ typedef struct ppdl_shared_choice {
  * simulated order after the other cuts. */
 #define PPDL_SHARED_FAMILY_FIRST 1.4
 
-/* The choice is a ranking of candidates by the simulated step. The chooser (chooser.c)
- * makes the candidates above and offers them here in that order; the ranking
- * simulates them and keeps the best.
- *   ppdl_shared_begin: *plan is the method's optimum of T (solved with K, the plan and
- *     its runners-up asked for). NULL, sc zeroed and *plan as it is, where no choice is
- *     made: fewer than 2 ranks, a plan that does not fit, a core per rank (but for a
- *     close call: K > 1 and at most 8 ranks, the runners-up only), or an optimum the
- *     simulator cannot play. Oversubscribed hosts: sc says so, and the optimum is the
- *     first candidate, owned by the ranking (*plan is empty until ppdl_shared_finish).
- *   ppdl_shared_layout_kinds: the layout kinds to solve as stage-of-rank arrays,
- *     replicas per stage k_0..k_S-1 (each 1..M, S <= L): all compositions of N up to 8
- *     ranks, else equal replica counts; the ranks taken in the order of `pipeline`
- *     (the one-rank-per-stage optimum of T; NULL: of the method's optimum). Returns how
- *     many are in *grps (N ints each), each labelled "layout k_0+k_1+..." in *labels
- *     (48 bytes each); the caller frees both.
- *   ppdl_shared_offer: one candidate p (built and annotated by the cost model), owned
- *     by the ranking from here on. Ties (simulated steps within a relative 1e-9) keep
- *     the earlier candidate.
- *   ppdl_shared_finish: oversubscribed, *plan becomes the candidate of least simulated
- *     step; with K > 1 also up to K-1 runners-up (K <= PPDL_SHARED_MAX_CANDIDATES; K =
- *     1: none, and others may be NULL) in others[0 .. sc->n_others-1] (the caller frees
- *     them). Oversubscribed: first the least simulated step of each family the choice
- *     is not (data parallel; pipeline, no stage replicated; some stages replicated)
- *     that simulates within PPDL_SHARED_FAMILY_FIRST of the choice, in simulated order,
- *     then the next distinct plans in simulated order; their simulated steps in
- *     others_ms and their labels in others_label (either may be NULL). Families first:
- *     what the simulator leaves out on shared cores goes with how many ranks compute at
- *     once, the family's mark (perf/RESULTS.md, "The default plan"); then other cuts,
- *     which the profile's times may rank wrongly. From the best 24 candidates (all of
- *     them up to 4 ranks). A close call: the plan stays the optimum of T, and the
- *     runners-up are only the best of each other family simulated within 10% of it.
- *     Frees the ranking. */
-typedef struct ppdl_shared_ranking ppdl_shared_ranking;
-ppdl_shared_ranking *ppdl_shared_begin(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                                       ppdl_plan *plan, ppdl_shared_choice *sc, int K);
-int ppdl_shared_layout_kinds(ppdl_shared_ranking *r, const ppdl_plan *pipeline, int **grps, char **labels);
-void ppdl_shared_offer(ppdl_shared_ranking *r, ppdl_plan *p, const char *label);
-void ppdl_shared_finish(ppdl_shared_ranking *r, ppdl_plan *plan, ppdl_shared_choice *sc, ppdl_plan *others,
+/* The choice is a ranking of candidates by the simulated step (ranking.h):
+ *   ppdl_shared_begin: *plan is the method's optimum of T, which fits. Returns the
+ *     ranking, keeping enough candidates for K (the choice and its runners-up asked
+ *     for), with the optimum its first candidate (owned by the ranking: *plan is empty
+ *     until ppdl_shared_finish); sc says a choice is made. NULL, *plan as it is, where
+ *     the simulator cannot play the optimum (sc says so).
+ *   The chooser then offers the other candidates above, in that order.
+ *   ppdl_shared_finish: *plan becomes the candidate of least simulated step; with K > 1
+ *     (K <= PPDL_PLAN_MAX_CANDIDATES) also up to K-1 runners-up in others[0 ..
+ *     sc->n_others-1] (the caller frees them; K = 1: none, and others may be NULL):
+ *     first the least simulated step of each family the choice is not (data parallel;
+ *     pipeline, no stage replicated; some stages replicated) that simulates within
+ *     PPDL_SHARED_FAMILY_FIRST of the choice, in simulated order, then the next distinct
+ *     plans in simulated order; their simulated steps in others_ms and their labels in
+ *     others_label (either may be NULL). Families first: what the simulator leaves out
+ *     on shared cores goes with how many ranks compute at once, the family's mark
+ *     (perf/RESULTS.md, "The default plan"); then other cuts, which the profile's times
+ *     may rank wrongly. From the best PPDL_RANKING_KEEP candidates (all of them up to 4
+ *     ranks). Frees the ranking. */
+ppdl_ranking *ppdl_shared_begin(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                                ppdl_plan *plan, ppdl_shared_choice *sc, int K);
+void ppdl_shared_finish(ppdl_ranking *r, ppdl_plan *plan, ppdl_shared_choice *sc, int K, ppdl_plan *others,
                         double *others_ms, char (*others_label)[48]);
 
 /* sc's max_ranks and cores: the most oversubscribed host of cl, for messages */

@@ -224,8 +224,8 @@ static void test_core_per_rank(void)
          * families than the plan's and each other's, each within 10% of its simulated
          * step */
         if (ra == 0) {
-            ppdl_plan q, others[PPDL_SHARED_MAX_CANDIDATES];
-            double oms[PPDL_SHARED_MAX_CANDIDATES];
+            ppdl_plan q, others[PPDL_PLAN_MAX_CANDIDATES];
+            double oms[PPDL_PLAN_MAX_CANDIDATES];
             ppdl_choose_plan(&c, &cl, M, sched, method, NULL, &q, NULL, &sc, 3, others, oms, NULL, e2, sizeof e2);
             double ms = sim_ms(&c, &cl, &a, M, sched);
             int fams = 1 << family(&a);
@@ -282,9 +282,9 @@ static void check_no_candidate_faster(const ppdl_costs *c, const ppdl_cluster_mo
 static void check_runners_up(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sched, const char *method,
                              const ppdl_plan *p, double best_ms, int k, int *n_runners)
 {
-    ppdl_plan q, others[PPDL_SHARED_MAX_CANDIDATES];
-    double others_ms[PPDL_SHARED_MAX_CANDIDATES];
-    char labels[PPDL_SHARED_MAX_CANDIDATES][48], err[PPDL_ERR_LEN];
+    ppdl_plan q, others[PPDL_PLAN_MAX_CANDIDATES];
+    double others_ms[PPDL_PLAN_MAX_CANDIDATES];
+    char labels[PPDL_PLAN_MAX_CANDIDATES][48], err[PPDL_ERR_LEN];
     ppdl_shared_choice sc;
     if (ppdl_choose_plan(c, cl, M, sched, method, NULL, &q, NULL, &sc, 3, others, others_ms, labels, err,
                           sizeof err)) {
@@ -426,7 +426,7 @@ static void test_dp_case(void)
        "one host of 1 core: %s, simulated %.3f ms, data parallelism %.3f ms", kind, ms, dp_ms);
     ppdl_plan_free(&p);
     /* the runners-up of that choice: the other families first, data parallelism one */
-    ppdl_plan others[PPDL_SHARED_MAX_CANDIDATES];
+    ppdl_plan others[PPDL_PLAN_MAX_CANDIDATES];
     ppdl_choose_plan(&c, &cl, M, PPDL_SCHED_1F1B, "ppdl", NULL, &p, NULL, &sc, 3, others, NULL, NULL, err, sizeof err);
     int has_dp = 0;
     char kinds[256] = "";
