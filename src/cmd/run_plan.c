@@ -246,23 +246,14 @@ static void share_pass_times(run *r)
     /* every rank decides alike (the same numbers): orders the checker refuses, or that
      * hold more than the unit play's (the planner's count), are not run, the unit
      * play's are */
-    int *layout = ppdl_xmalloc((size_t)S * sizeof(int)), M = (int)r->o.micro_batches, v = ppdl_plan_chunks(p);
-    for (int s = 0; s < S; s++) layout[s] = p->stages[s].n_replicas;
     char why[PPDL_ERR_LEN];
-    /* k copies of a chunked pipeline: each runs its share of the micro-batches */
-    int k = ppdl_plan_chunk_replicas(p), M_last = M / k; /* copy 0's is the ceiling */
-    int chunked = ppdl_schedule_chunked(r->o.schedule);
-    ppdl_schedule_spec sp = {r->o.schedule, S, chunked ? (M + k - 1) / k : M, v, chunked ? NULL : layout, &r->pass_times};
-    int ok = ppdl_schedule_timed_ok(&sp, why, sizeof why);
-    sp.M = M_last;
-    if (ok && chunked && M_last >= 1) ok = ppdl_schedule_timed_ok(&sp, why, sizeof why);
+    int ok = ppdl_pass_times_accepted(p, r->o.schedule, (int)r->o.micro_batches, &r->pass_times, why, sizeof why);
     if (!ok) {
         if (r->rank == 0) printf("note: the timed orders of %s were refused (%s); the unit play's run\n",
                                  ppdl_schedule_name(r->o.schedule), why);
         free(r->pass_ticks);
         r->pass_ticks = NULL;
     }
-    free(layout);
 }
 
 /* ---- a chunked plan: every rank holds v virtual stages (--schedule interleaved or

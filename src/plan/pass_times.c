@@ -3,8 +3,11 @@
 #include "plan/pass_times.h"
 
 #include <math.h>
+#include <stdlib.h>
 
+#include "core/util.h"
 #include "plan/costmodel.h"
+#include "sched/schedule.h"
 
 long ppdl_pass_ticks(double ms)
 {
@@ -44,4 +47,19 @@ void ppdl_pass_times_of_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, 
             t[3 * S + s] = a == z || !(us > 0) ? 0 : us > 1e15 ? (long)1e15 : lround(us);
         }
     }
+}
+
+int ppdl_pass_times_accepted(const ppdl_plan *p, int schedule, int M, const ppdl_zb_times *tm, char *why,
+                             size_t len)
+{
+    int S = p->S, chunked = ppdl_schedule_chunked(schedule), k = chunked ? ppdl_plan_chunk_replicas(p) : 1;
+    int *layout = ppdl_xmalloc((size_t)(S > 0 ? S : 1) * sizeof(int));
+    for (int s = 0; s < S; s++) layout[s] = p->stages[s].n_replicas > 0 ? p->stages[s].n_replicas : 1;
+    ppdl_schedule_spec sp = {schedule, S, (M + k - 1) / k, chunked ? ppdl_plan_chunks(p) : 1, chunked ? NULL : layout,
+                             tm};
+    int ok = ppdl_schedule_timed_ok(&sp, why, len);
+    sp.M = M / k; /* the last copy's share */
+    if (ok && k > 1 && sp.M >= 1) ok = ppdl_schedule_timed_ok(&sp, why, len);
+    free(layout);
+    return ok;
 }

@@ -31,6 +31,15 @@ long ppdl_pass_ticks(double ms);
  * messages free. The plan must be valid for c (the simulator's check). */
 void ppdl_pass_times_of_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, long *t);
 
+/* 1 when the timed orders of plan p under `schedule` for M micro-batches, by the times
+ * tm, are accepted (sched/schedule.h ppdl_schedule_timed_ok) for every pipeline that
+ * runs: the plan's stages with their replicas, or a chunked plan's k copies
+ * (ppdl_plan_chunk_replicas), whose micro-batch counts are ceil(M/k) and floor(M/k);
+ * else 0 with the reason in why. The runtime (cmd/run_plan.c) and the simulator decide
+ * by this alike: the timed orders for every copy, or the unit play's for all. */
+int ppdl_pass_times_accepted(const ppdl_plan *p, int schedule, int M, const ppdl_zb_times *tm, char *why,
+                             size_t len);
+
 /* The play's view of t (4S numbers as above) */
 static inline ppdl_zb_times ppdl_pass_times_view(const long *t, int S)
 {

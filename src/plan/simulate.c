@@ -571,18 +571,12 @@ static int copy_threads(const ppdl_plan *p, int schedule, int n, int v, int q, i
 }
 
 /* A chunked plan's k copies (k = 1: the one pipeline) on the N ranks: copy q's threads
- * are T[q n .. q n + n - 1], n = N / k, running micro-batches q, q + k, .. */
+ * are T[q n .. q n + n - 1], n = N / k, running micro-batches q, q + k, .. (tm: the
+ * timed orders, accepted for every copy, or NULL) */
 static int chunk_threads(const ppdl_plan *p, int schedule, int N, int v, int k, int M, const ppdl_zb_times *tm,
                          const int *u0, sim_unit *U, sim_thread *T, char *err, size_t errlen)
 {
     int n = N / k, rc = 0;
-    /* timed orders for every copy or for none, as the runtime decides (cmd/run_plan.c:
-     * the copies' micro-batch counts, ceil(M/k) and floor(M/k), both accepted) */
-    char why[PPDL_ERR_LEN];
-    ppdl_schedule_spec first = {schedule, v * n, (M + k - 1) / k, v, NULL, tm}, last = first;
-    last.M = M / k;
-    if (tm && (!ppdl_schedule_timed_ok(&first, why, sizeof why) || (M / k >= 1 && !ppdl_schedule_timed_ok(&last, why, sizeof why))))
-        tm = NULL;
     for (int q = 0; q < k && !rc; q++)
         rc = copy_threads(p, schedule, n, v, q, k, ppdl_replica_mbs(M, k, q), tm, u0, U, T + (size_t)q * n, err, errlen);
     return rc;
@@ -619,7 +613,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     ppdl_zb_times tm = ppdl_pass_times_view(ticks, S);
     char why[PPDL_ERR_LEN];
     ppdl_schedule_spec sp = {schedule, S, M, 1, ev.replicas, &tm};
-    if (!chunked && !ppdl_schedule_timed_ok(&sp, why, sizeof why)) sp.tm = NULL;
+    if (!ppdl_pass_times_accepted(p, schedule, M, &tm, why, sizeof why)) sp.tm = NULL; /* the unit play's */
     for (int s = 0; s < S; s++) {
         const ppdl_plan_stage *ps = &p->stages[s];
         for (int q = 0; q < n_rep(ps); q++) {
@@ -641,7 +635,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
     int nt = chunked ? N : nu;
     sim_thread *T = ppdl_xcalloc((size_t)nt, sizeof *T);
     if (chunked) {
-        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), ppdl_plan_chunk_replicas(p), M, &tm, u0, U, T, err,
+        rc = chunk_threads(p, schedule, N, ppdl_plan_chunks(p), ppdl_plan_chunk_replicas(p), M, sp.tm, u0, U, T, err,
                            errlen);
     } else {
         unit_threads(U, nu, T);
