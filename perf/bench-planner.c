@@ -28,6 +28,12 @@
  *                                       chosen, and the simulated steps' ratio
  *   bench-planner-bin speed-auto [L N M] --schedule auto's planner time (one solve per
  *                                       schedule; default 200 64 128)
+ *   bench-planner-bin scale L N M       the default method on a cluster-scale case: L
+ *                                       layers of forward 1-5 ms, backward 2-10 ms, 1-8
+ *                                       MiB of parameters and of output, 8-64 MiB of
+ *                                       stash and one recompute option; N ranks in
+ *                                       nodes of 8 (40 GB/s inside, 2.5 GB/s between),
+ *                                       8 GiB each, equal speeds (default 200 64 32)
  *   bench-planner-bin write L G R M DIR write costs.json and cluster.json of one case
  * Each prints a table and "result KEY VALUE" lines.
  */
@@ -47,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 /* this process's CPU seconds: the machine is shared, so wall time alone overstates */
@@ -596,6 +603,73 @@ static int cmd_speed_auto(int L, int N, int M)
     return 0;
 }
 
+/* the scale case (the usage above), seed 4 */
+static void scale_case(int L, int N, ppdl_costs *c, ppdl_cluster_model *cl)
+{
+    ppdl_rng g;
+    ppdl_rng_seed(&g, 4);
+    ppdl_costs_alloc(c, L);
+    c->micro_batch_size = 1;
+    const double MiB = 1024.0 * 1024;
+    double in = floor(uni(&g, 1, 8) * MiB); /* the first layer's input */
+    for (int l = 0; l < L; l++) {
+        ppdl_layer_cost *lc = &c->layers[l];
+        snprintf(lc->name, sizeof lc->name, "layer%d", l);
+        lc->fwd_ms = uni(&g, 1, 5);
+        lc->bwd_ms = 2 * lc->fwd_ms * uni(&g, 0.9, 1.1);
+        lc->param_bytes = floor(uni(&g, 1, 8) * MiB);
+        lc->out_bytes = floor(uni(&g, 1, 8) * MiB);
+        lc->n_opts = 2;
+        lc->stash_bytes[0] = floor(uni(&g, 8, 64) * MiB);
+        lc->stash_bytes[1] = in; /* full recompute: keep the input, run the forward again */
+        lc->extra_ms[1] = lc->fwd_ms;
+        in = lc->out_bytes;
+    }
+    ppdl_cluster_model_alloc(cl, N);
+    for (int a = 0; a < N; a++) {
+        cl->speed[a] = 1;
+        cl->mem[a] = 8.0 * 1024 * MiB;
+        for (int b = 0; b < N; b++) {
+            int same = a / 8 == b / 8;
+            cl->bw[(size_t)a * N + b] = same ? 40e9 : 2.5e9;
+            cl->lat[(size_t)a * N + b] = a == b ? 0 : same ? 3e-6 : 2e-5;
+        }
+    }
+}
+
+/* this process's peak resident memory in MB */
+static double peak_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+static int cmd_scale(int L, int N, int M)
+{
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    scale_case(L, N, &c, &cl);
+    double m0 = peak_mb(), t0 = ppdl_now_s(), c0 = cpu_s();
+    ppdl_plan p;
+    ppdl_solve_info info;
+    memset(&info, 0, sizeof info);
+    char err[PPDL_ERR_LEN], kind[96] = "";
+    int rc = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, NULL, &p, &info, err, sizeof err);
+    double dt = ppdl_now_s() - t0, dc = cpu_s() - c0, dm = peak_mb() - m0;
+    if (p.S) ppdl_plan_kind(&p, kind, sizeof kind);
+    printf("planner at scale: L = %d layers, N = %d ranks (nodes of 8), M = %d, 1f1b, the default method: %.3f s wall, "
+           "%.3f s CPU, peak memory +%.0f MB; T = %.2f ms, %s%s%s\n  placement: %s; layouts: %s (%ld solved)\n", L, N,
+           M, dt, dc, dm, p.S ? p.predicted_iter_ms : NAN, kind, rc ? ": " : "", rc ? err : "", info.placement,
+           info.hybrid, info.layouts_solved);
+    printf("result scale_seconds_L%d_N%d_M%d %.4f\nresult scale_peak_mb_L%d_N%d_M%d %.1f\nresult scale_T_ms_L%d_N%d_M%d %.4f\n",
+           L, N, M, dt, L, N, M, dm, L, N, M, rc ? NAN : p.predicted_iter_ms);
+    if (p.S) ppdl_plan_free(&p);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+    return 0;
+}
+
 static int cmd_write(int L, int G, int R, int M, const char *dir)
 {
     ppdl_rng g;
@@ -626,8 +700,9 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "schedule"))
         return cmd_schedule(a ? a : 60, b, c ? c : 100, argc > 5 ? atoi(argv[5]) : 0, argc > 6 && atoi(argv[6]));
     if (!strcmp(cmd, "speed-auto")) return cmd_speed_auto(a ? a : 200, b ? b : 64, c ? c : 128);
+    if (!strcmp(cmd, "scale")) return cmd_scale(a ? a : 200, b ? b : 64, c ? c : 32);
     if (!strcmp(cmd, "write") && argc == 7) return cmd_write(a, b, c, atoi(argv[5]), argv[6]);
     fprintf(stderr, "usage: bench-planner-bin speed [L N M] | exact [N L M] | quality [CASES [1]] | heuristic [CASES] | "
-                    "schedule [CASES [ALL [MEM%% [M/N [CYCLIC]]]]] | speed-auto [L N M] | write L G R M DIR\n");
+                    "schedule [CASES [ALL [MEM%% [M/N [CYCLIC]]]]] | speed-auto [L N M] | scale [L N M] | write L G R M DIR\n");
     return 2;
 }

@@ -15,11 +15,17 @@
  *    a longer segment either and are dropped. A query is a binary search for the
  *    largest stash that fits (stage_fit). Cost: sum over segments of k |frontier|; for a
  *    run of identical layers with k options the frontier has at most O(len^(k-1))
- *    points, in practice a few dozen. The pool of points is bounded: past the bound the
- *    segments of the remaining starts have no frontier, and stage_fit says they do not
- *    fit (the plan is then not proven optimal: x->inexact) -- so a shorter stage does
- *    not always fit where a longer one does, and the tables record, for every start,
- *    where its stages end (tend) instead of assuming it.
+ *    points, in practice a few dozen; layers that all differ (each its own stash and
+ *    extra) give thousands per segment. The pool of points is bounded (FRONTIER_BUDGET):
+ *    where the segments a stage may use times their frontiers would exceed it, each
+ *    frontier is thinned to an equal share of points, spread evenly in stash from its
+ *    least stash to its least extra (the plan is then not proven optimal: x->inexact).
+ *    A thinned frontier still holds every segment's smallest-stash assignment, so a
+ *    stage fits wherever it could fit at all: the bound costs optimality, never a plan.
+ *    Segments too slow for the cap or too large for any memory have no frontier and
+ *    do not fit, so a shorter stage does not always fit where a longer one does, and
+ *    the tables record, for every start, where its stages end (tend) instead of
+ *    assuming it.
  *
  * 2. The stage DP. For bounds B (every pace term) and A (every tail term) a DP over
  *    (stage s, last layer j) finds the least sum of fills + 2 links over the plans
@@ -57,7 +63,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MAX 20000000L        /* frontier points kept at most (~0.4 GB) */
+/* frontier points kept at most (25 bytes each: ~50 MB); a segment keeps at least 2 */
+#define FRONTIER_BUDGET 2000000L
 #define TT_MAX 16000000L          /* tabulated stage times at most, else computed on demand */
 
 // ----------------------------------------------------------------------------
@@ -222,6 +229,43 @@ static void pool_push(plan_ctx *x, double stash, double extra, int nrc, int pare
     x->n_pts++;
 }
 
+/* the segments i..i+len-1 a frontier is built for: fill at most tcap on the fastest
+ * rank, and parameters within the largest memory (the loop below stops at the same
+ * place or earlier) */
+static long frontier_segments(const plan_ctx *x, double tcap)
+{
+    long n = 0;
+    for (int i = 0; i < x->L; i++)
+        for (int len = 1; len <= x->MLmax && i + len - 1 < x->L; len++) {
+            int j = i + len - 1;
+            double w = x->W[j + 1] - x->W[i];
+            if (w / x->vmax > tcap || x->maxmem < x->c->state_multiplier * (x->P[j + 1] - x->P[i])) break;
+            n++;
+        }
+    return n;
+}
+
+/* Thin the frontier of n points at `start` (ascending stash, descending extra) to at
+ * most cap (>= 2): for q = 0 .. cap-1 the first point whose stash reaches the q-th of
+ * cap-1 equal steps from the least stash to the largest; the first and last points
+ * stay. Returns the points kept, moved to the front of the range. */
+static int thin_frontier(plan_ctx *x, long start, int n, int cap)
+{
+    double s0 = x->pt_stash[start], step = (x->pt_stash[start + n - 1] - s0) / (cap - 1);
+    int kept = 0;
+    for (int p = 0, q = 0; p < n && q < cap; p++) {
+        if (p < n - 1 && x->pt_stash[start + p] < s0 + q * step) continue;
+        long a = start + kept++, b = start + p;
+        x->pt_stash[a] = x->pt_stash[b];
+        x->pt_extra[a] = x->pt_extra[b];
+        x->pt_nrc[a] = x->pt_nrc[b];
+        x->pt_parent[a] = x->pt_parent[b];
+        x->pt_opt[a] = x->pt_opt[b];
+        while (q < cap && x->pt_stash[b] >= s0 + q * step) q++;
+    }
+    return kept;
+}
+
 void build_frontiers(plan_ctx *x, double tcap)
 {
     int L = x->L, MLmax = x->MLmax;
@@ -232,6 +276,8 @@ void build_frontiers(plan_ctx *x, double tcap)
     x->fr_off = ppdl_xcalloc((size_t)L * MLmax, sizeof(long));
     x->fr_n = ppdl_xcalloc((size_t)L * MLmax, sizeof(int));
     x->ML = 0;
+    long segs = frontier_segments(x, tcap), share = segs > 0 ? FRONTIER_BUDGET / segs : FRONTIER_BUDGET;
+    int cap = share < 2 ? 2 : share > INT_MAX ? INT_MAX : (int)share;
     for (int i = 0; i < L; i++) {
         x->jmax[i] = i - 1;
         long prev_off = -1; /* -1: the empty assignment (0, 0) before layer i */
@@ -243,7 +289,6 @@ void build_frontiers(plan_ctx *x, double tcap)
             double hi = x->maxmem - c->state_multiplier * (x->P[j + 1] - x->P[i]);
             double ecap = tcap * x->vmax - w;
             if (hi < 0 || ecap < 0) break;
-            if (x->n_pts > POOL_MAX) { x->inexact = 1; break; }
             const ppdl_layer_cost *lc = &c->layers[j];
             int k = lc->n_opts, pos[PPDL_MAX_RC_OPTS] = {0};
             long start = x->n_pts;
@@ -279,6 +324,11 @@ void build_frontiers(plan_ctx *x, double tcap)
             }
             int n = (int)(x->n_pts - start);
             if (n == 0) break; /* longer segments only get bigger and slower */
+            if (n > cap) {
+                n = thin_frontier(x, start, n, cap);
+                x->n_pts = start + n;
+                x->inexact = 1;
+            }
             x->fr_off[(size_t)i * MLmax + len - 1] = start;
             x->fr_n[(size_t)i * MLmax + len - 1] = n;
             x->jmax[i] = j;
