@@ -469,40 +469,80 @@ done:
     return rc;
 }
 
-/* No plan fits and the model has fewer layers than ranks (so no one-rank-per-stage
- * plan exists): report data parallelism with the smallest-stash options, the plan that
- * needs the fewest micro-batches in flight. */
+/* The search found no plan and the model has fewer layers than ranks (so every plan
+ * replicates stages). *out: data parallelism with the smallest-stash options (the plan
+ * that holds the fewest micro-batches), annotated where the cost model can play it.
+ * The message says which bound shows that no plan fits, where one does:
+ *   - a layer whose parameters, optimizer state and smallest stash for one micro-batch
+ *     exceed the largest rank's memory (every plan holds it somewhere);
+ *   - a rank whose memory is under what any layer needs (every rank holds a replica);
+ *   - the ranks' memory together under every layer's parameters, optimizer state and
+ *     smallest stash (every plan holds each layer at least once);
+ *   - more ranks than replicas can exist (a replica needs a micro-batch and a stage a
+ *     layer: at most L x M);
+ * and otherwise that the search found none though no bound rules a plan out. */
 static void report_infeasible_replicated(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
                                          ppdl_plan *out, char *err, size_t errlen)
 {
     char e2[PPDL_ERR_LEN];
-    if (ppdl_plan_data_parallel(c->L, cl->N, out, e2, sizeof e2)) {
-        ppdl_errf(err, errlen, "no plan fits in memory (%s)", e2);
-        return;
+    if (ppdl_plan_data_parallel(c->L, cl->N, out, e2, sizeof e2) == 0) {
+        snprintf(out->method, sizeof out->method, "ppdl");
+        for (int l = 0; l < c->L; l++) {
+            const ppdl_layer_cost *lc = &c->layers[l];
+            int o = 0;
+            for (int k = 1; k < lc->n_opts; k++)
+                if (lc->stash_bytes[k] < lc->stash_bytes[o]) o = k;
+            out->stages[0].recompute[l] = o;
+        }
+        ppdl_cost_eval ev;
+        if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, e2, sizeof e2) == 0) {
+            ppdl_cost_annotate(out, &ev);
+            ppdl_cost_eval_free(&ev);
+        }
     }
-    snprintf(out->method, sizeof out->method, "ppdl");
+    double most = 0, total = 0, need_all = 0, need_l = 0, least = INFINITY, need_min = INFINITY;
+    int worst = 0, small = 0;
+    for (int r = 0; r < cl->N; r++) {
+        most = fmax(most, cl->mem[r]);
+        total += cl->mem[r];
+        if (cl->mem[r] < least) least = cl->mem[r], small = r;
+    }
     for (int l = 0; l < c->L; l++) {
         const ppdl_layer_cost *lc = &c->layers[l];
-        int o = 0;
-        for (int k = 1; k < lc->n_opts; k++)
-            if (lc->stash_bytes[k] < lc->stash_bytes[o]) o = k;
-        out->stages[0].recompute[l] = o;
+        double smin = lc->stash_bytes[0];
+        for (int k = 1; k < lc->n_opts; k++) smin = fmin(smin, lc->stash_bytes[k]);
+        double need = c->state_multiplier * lc->param_bytes + smin;
+        need_all += need;
+        need_min = fmin(need_min, need);
+        if (need > need_l) need_l = need, worst = l;
     }
-    ppdl_cost_eval ev;
-    if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, e2, sizeof e2)) {
-        ppdl_errf(err, errlen, "no plan fits in memory: the model has %d layers for %d ranks, so every plan "
-                  "replicates stages, and none fits (%s)", c->L, cl->N, e2);
-        return;
-    }
-    ppdl_cost_annotate(out, &ev);
-    char a[32], b[32], d[32];
-    ppdl_errf(err, errlen, "no plan fits in memory: the model has %d layers for %d ranks, so every plan "
-              "replicates stages, and none fits even with full recompute; data parallelism, which holds the "
-              "fewest micro-batches, is %s over its limit on a rank (it needs %s, the rank has %s). Give the "
-              "ranks more memory or use a smaller micro-batch", c->L, cl->N,
-              ppdl_fmt_bytes((size_t)fmax(ev.worst_over, 0), a, sizeof a), ppdl_fmt_bytes((size_t)ev.mem_bytes[0], b, sizeof b),
-              ppdl_fmt_bytes((size_t)ev.mem_limit[0], d, sizeof d));
-    ppdl_cost_eval_free(&ev);
+    char a[32], b[32], d[32], f[32];
+    const char *head = "no plan fits in memory: the model has fewer layers than ranks, so every plan replicates stages";
+    if (need_l > most)
+        ppdl_errf(err, errlen, "%s, and layer %d (%s) alone needs %s (%g x its parameter bytes and its smallest stash "
+                  "for one micro-batch), more than the largest rank's %s. Give the ranks more memory or use a smaller "
+                  "micro-batch", head, worst, c->layers[worst].name, ppdl_fmt_bytes((size_t)need_l, a, sizeof a),
+                  c->state_multiplier, ppdl_fmt_bytes((size_t)most, b, sizeof b));
+    else if (need_min > least)
+        ppdl_errf(err, errlen, "%s, and every rank holds a replica of some stage, but rank %d's %s is less than any "
+                  "layer needs (at least %s: %g x its parameter bytes and its smallest stash for one micro-batch). "
+                  "Give that rank more memory or leave it out", head, small, ppdl_fmt_bytes((size_t)least, a, sizeof a),
+                  ppdl_fmt_bytes((size_t)need_min, b, sizeof b), c->state_multiplier);
+    else if (need_all > total)
+        ppdl_errf(err, errlen, "%s, and every layer held once needs %s (%g x parameter bytes and the smallest stash "
+                  "of one micro-batch), more than the %d ranks' %s together. Give the ranks more memory", head,
+                  ppdl_fmt_bytes((size_t)need_all, a, sizeof a), c->state_multiplier, cl->N,
+                  ppdl_fmt_bytes((size_t)total, b, sizeof b));
+    else if ((double)cl->N > (double)c->L * M)
+        ppdl_errf(err, errlen, "%s, and %d ranks are more replicas than %d layers x %d micro-batches allow (each "
+                  "replica needs a micro-batch of its stage). Use more micro-batches (--micro-batches) or fewer ranks",
+                  head, cl->N, c->L, M);
+    else
+        ppdl_errf(err, errlen, "%s, and the search found none that fits; no bound rules one out (the largest layer "
+                  "needs %s of a rank's %s, all layers %s of the ranks' %s together): the search is not exhaustive at "
+                  "%d ranks. Give the ranks more memory or use fewer micro-batches in flight", head,
+                  ppdl_fmt_bytes((size_t)need_l, a, sizeof a), ppdl_fmt_bytes((size_t)most, b, sizeof b),
+                  ppdl_fmt_bytes((size_t)need_all, d, sizeof d), ppdl_fmt_bytes((size_t)total, f, sizeof f), cl->N);
 }
 
 int ppdl_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
