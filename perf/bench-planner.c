@@ -658,12 +658,16 @@ static int cmd_scale(int L, int N, int M)
     int rc = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, NULL, &p, &info, err, sizeof err);
     double dt = ppdl_now_s() - t0, dc = cpu_s() - c0, dm = peak_mb() - m0;
     if (p.S) ppdl_plan_kind(&p, kind, sizeof kind);
+    char why[96];
+    double lb = ppdl_lower_bound_ms(&c, &cl, M, PPDL_SCHED_1F1B, why, sizeof why);
     printf("planner at scale: L = %d layers, N = %d ranks (nodes of 8), M = %d, 1f1b, the default method: %.3f s wall, "
-           "%.3f s CPU, peak memory +%.0f MB; T = %.2f ms, %s%s%s\n  placement: %s; layouts: %s (%ld solved)\n", L, N,
-           M, dt, dc, dm, p.S ? p.predicted_iter_ms : NAN, kind, rc ? ": " : "", rc ? err : "", info.placement,
-           info.hybrid, info.layouts_solved);
-    printf("result scale_seconds_L%d_N%d_M%d %.4f\nresult scale_peak_mb_L%d_N%d_M%d %.1f\nresult scale_T_ms_L%d_N%d_M%d %.4f\n",
-           L, N, M, dt, L, N, M, dm, L, N, M, rc ? NAN : p.predicted_iter_ms);
+           "%.3f s CPU, peak memory +%.0f MB; T = %.2f ms, %s%s%s\n  lower bound %.2f ms (%s): T is %.1f%% above it\n"
+           "  placement: %s; layouts: %s (%ld solved)\n", L, N, M, dt, dc, dm, p.S ? p.predicted_iter_ms : NAN, kind,
+           rc ? ": " : "", rc ? err : "", lb, why, 100 * (p.predicted_iter_ms / lb - 1), info.placement, info.hybrid,
+           info.layouts_solved);
+    printf("result scale_seconds_L%d_N%d_M%d %.4f\nresult scale_peak_mb_L%d_N%d_M%d %.1f\nresult scale_T_ms_L%d_N%d_M%d %.4f\n"
+           "result scale_lower_bound_ms_L%d_N%d_M%d %.4f\n", L, N, M, dt, L, N, M, dm, L, N, M,
+           rc ? NAN : p.predicted_iter_ms, L, N, M, lb);
     if (p.S) ppdl_plan_free(&p);
     ppdl_costs_free(&c);
     ppdl_cluster_model_free(&cl);

@@ -465,6 +465,11 @@ int main(int argc, char **argv)
                "recompute scratch, work space), as ppdl --plan auto plans\n",
                ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
         print_table(&costs, &cl, M, o.schedule, &plan);
+        if (res.lower_bound_ms > 0 && plan.predicted_iter_ms > 0)
+            printf("lower bound  %10.3f ms per step (no plan's T is shorter: %s); this plan is %.1f%% above it\n",
+                   res.lower_bound_ms, res.bound_why, 100 * (plan.predicted_iter_ms / res.lower_bound_ms - 1));
+        else if (plan.predicted_iter_ms > 0)
+            printf("lower bound  (%s)\n", res.bound_why);
         if (sim_rc == 0)
             printf("simulated T  %10.3f ms per step (the %s op lists played with these costs, links as queues; "
                    "%.0f%% busy)\n", sim.step_ms, ppdl_schedule_name(o.schedule), 100 * sim.busy_frac);

@@ -329,3 +329,27 @@ double ppdl_cost_apply(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     ppdl_cost_eval_free(&ev);
     return T;
 }
+
+double ppdl_lower_bound_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, char *why,
+                           size_t len)
+{
+    if (schedule != PPDL_SCHED_GPIPE && schedule != PPDL_SCHED_1F1B) {
+        if (why) snprintf(why, len, "no bound for %s (its fill factor)", ppdl_schedule_name(schedule));
+        return 0;
+    }
+    double W = c->input_ms + c->target_ms, opt = 0, vmax = 0, sumv = 0, omax = 0;
+    for (int l = 0; l < c->L; l++) {
+        W += c->layers[l].fwd_ms + c->layers[l].bwd_ms;
+        opt = fmax(opt, c->layers[l].opt_ms);
+    }
+    for (int r = 0; r < cl->N; r++) {
+        vmax = fmax(vmax, cl->speed[r]);
+        sumv += cl->speed[r];
+        omax = fmax(omax, ppdl_opt_speed(cl, r));
+    }
+    double tail = opt > 0 ? opt / omax : 0, path = W / vmax + tail, work = M * W / sumv + tail;
+    if (why)
+        snprintf(why, len, "%s", path >= work ? "one micro-batch through every layer on the fastest rank"
+                                              : "the micro-batches' work shared by every rank's speed");
+    return fmax(path, work);
+}

@@ -245,6 +245,22 @@ void ppdl_cost_eval_alloc(ppdl_cost_eval *ev, int S, int schedule);
 /* Copy the evaluation into the plan: its schedule's name, feasible, predicted_iter_ms,
  * bottleneck_ms and each stage's time_ms, mem_bytes and allreduce_ms. */
 void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev);
+/* A lower bound on T over every plan of the problem (any stages, replicas, placement
+ * and recompute; memory aside), for GPipe and 1F1B, with the term that sets it in why
+ * (may be NULL). With W = the layers' fwd_ms + bwd_ms plus input_ms and target_ms, and
+ * OPT = the largest layer's optimizer_ms on the fastest rank for it (the tail of the
+ * stage that holds it):
+ *   path  T >= sum_s time_s + tail >= W / the fastest speed + OPT
+ *   work  every replica q of stage s: T >= n_sq tau_sq + tail (its micro-batches one
+ *         after another); sum_(s,q) n_sq tau_sq speed_q >= M W, so the busiest replica
+ *         has n tau >= M W / (the ranks' speeds summed): T >= M W / sum speed + OPT
+ * It leaves out the links, the all-reduce and the pace's rounding, so a plan on slow
+ * links or with few micro-batches per replica sits well above it. 0 (and why says so)
+ * for the zero-bubble and chunked schedules: their fill factor below 1 has no bound
+ * here. */
+double ppdl_lower_bound_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, char *why,
+                           size_t len);
+
 /* Evaluate and annotate in one call; returns T (INFINITY when p is not valid). */
 double ppdl_cost_apply(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, ppdl_plan *p);
 

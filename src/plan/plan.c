@@ -432,6 +432,8 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
     json_t *pt = json_object_get(root, "predicted_iter_ms"), *bn = json_object_get(root, "bottleneck_ms");
     p->predicted_iter_ms = json_is_number(pt) ? json_number_value(pt) : 0;
     p->bottleneck_ms = json_is_number(bn) ? json_number_value(bn) : 0;
+    json_t *lb = json_object_get(root, "lower_bound_ms");
+    p->lower_bound_ms = json_is_number(lb) ? json_number_value(lb) : 0;
     p->S = (int)json_array_size(stages);
     p->stages = ppdl_xcalloc((size_t)p->S, sizeof *p->stages);
     for (int s = 0; s < p->S; s++) {
@@ -526,6 +528,7 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
     json_object_set_new(root, "feasible", json_boolean(p->feasible));
     json_object_set_new(root, "predicted_iter_ms", json_real(p->predicted_iter_ms));
     json_object_set_new(root, "bottleneck_ms", json_real(p->bottleneck_ms));
+    if (p->lower_bound_ms > 0) json_object_set_new(root, "lower_bound_ms", json_real(p->lower_bound_ms));
     if (ppdl_plan_chunks(p) > 1) json_object_set_new(root, "chunks", json_integer(ppdl_plan_chunks(p)));
     json_t *arr = json_array();
     for (int s = 0; s < p->S; s++) {

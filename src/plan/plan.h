@@ -28,6 +28,9 @@ typedef struct ppdl_plan {
     int feasible;
     double predicted_iter_ms;  /* 0 if unknown */
     double bottleneck_ms;
+    double lower_bound_ms;     /* no plan of the problem has a shorter T (costmodel.h
+                                  ppdl_lower_bound_ms; JSON "lower_bound_ms", only where
+                                  known); 0 if unknown */
     int S;
     ppdl_plan_stage *stages;   /* [S], in pipeline order */
 } ppdl_plan;

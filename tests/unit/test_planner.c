@@ -6,7 +6,9 @@
  *    partition x every option of every layer, with this file's own evaluation of the
  *    cost model, and compare with ppdl_solve: the same optimal T (to a relative 1e-9: both are
  *    exact and agree to rounding), the same verdict on feasibility, and every returned
- *    plan fits, with its reported T recomputed here from its stages.
+ *    plan fits, with its reported T recomputed here from its stages. The cost model's
+ *    lower bound (GPipe, 1F1B) is at most that optimum on every instance, and close
+ *    enough that 1.2x the bound would pass it on some.
  *    For speed the brute force enumerates options jointly over all layers on the
  *    smaller instances, and per stage on the others (T grows with every stage time,
  *    so a stage's best is its fastest fitting assignment — the joint runs check that).
@@ -561,7 +563,8 @@ static void test_brute_force(void)
     ppdl_rng_seed(&g, 20240601);
     int n_cases = 320, n_feasible = 0, n_infeasible = 0, n_joint = 0, n_recompute = 0, n_nonident = 0;
     int n_place_fail = 0, n_rep = 0, n_dp = 0, n_pipe = 0, n_tie = 0, n_tie_split = 0;
-    double worst = 0, sim_lo = INFINITY, sim_hi = 0;
+    int n_bound = 0, n_bound_over = 0, n_bound_caught = 0;
+    double worst = 0, sim_lo = INFINITY, sim_hi = 0, bound_tight = 0;
     for (int k = 0; k < n_cases; k++) {
         inst x;
         int joint = brute_instance(&g, k, &x), N = x.cl.N, L = x.c.L;
@@ -580,6 +583,15 @@ static void test_brute_force(void)
                          info.infeasible, p.S, err);
         } else {
             n_feasible++;
+            /* the lower bound: never above the optimum; a bound 20% higher would be
+             * caught on some instances (the check can fail) */
+            double lb = ppdl_lower_bound_ms(&x.c, &x.cl, x.M, x.sched, NULL, 0);
+            if (lb > 0) {
+                n_bound++;
+                n_bound_over += lb > bT * (1 + 1e-12);
+                n_bound_caught += 1.2 * lb > bT;
+                bound_tight = fmax(bound_tight, lb / bT);
+            }
             if (rc) {
                 fail("case %d (N=%d L=%d M=%d): brute T=%.6f but solver failed: %s", k, N, L, x.M, bT, err);
             } else {
@@ -691,6 +703,9 @@ static void test_brute_force(void)
      * still be optimal almost always (a regression would show here) */
     ok(n_place_fail <= n_feasible / 10, "heuristic placement and layouts optimal on >= 90%% of instances (%d misses)",
        n_place_fail);
+    ok(n_bound >= 100 && n_bound_over == 0 && n_bound_caught > 0,
+       "the lower bound (ppdl_lower_bound_ms) is at most the optimum on all %d instances with one (tightest: %.3f of "
+       "it); 1.2x the bound would pass the optimum on %d", n_bound, bound_tight, n_bound_caught);
 }
 
 /* "ppdl-pipeline" (one rank per stage, every rank order) against the brute force over
