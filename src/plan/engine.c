@@ -63,8 +63,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* frontier points kept at most (25 bytes each: ~50 MB); a segment keeps at least 2 */
-#define FRONTIER_BUDGET 2000000L
+/* frontier points kept at most (25 bytes each: ~25 MB); a segment keeps at least 2 */
+#define FRONTIER_BUDGET 1000000L
 #define TT_MAX 16000000L          /* tabulated stage times at most, else computed on demand */
 
 // ----------------------------------------------------------------------------
