@@ -2101,7 +2101,7 @@ static void test_large_random(void)
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(45);
+    plan(46);
     test_brute_force();
     test_brute_force_pipeline();
     test_order_solver();
