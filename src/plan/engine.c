@@ -531,7 +531,7 @@ static void tables_size(stage_tables *tb, size_t nt, size_t nd, int tabulate)
         tb->cap_t = nt;
     }
     if (nd > tb->cap_d) {
-        void *old[] = {tb->tend, tb->lf, tb->factored ? NULL : tb->lp, tb->f, tb->g, tb->av,
+        void *old[] = {tb->tend, tb->lf, tb->factored ? NULL : tb->lp, tb->f, tb->g, tb->av, tb->h,
                        tb->arg, tb->argg, tb->argh};
         for (size_t k = 0; k < sizeof old / sizeof old[0]; k++) free(old[k]);
         tb->tend = ppdl_xmalloc(nd * sizeof(int));
@@ -540,6 +540,7 @@ static void tables_size(stage_tables *tb, size_t nt, size_t nd, int tabulate)
         tb->f = ppdl_xmalloc(nd * sizeof(double));
         tb->g = ppdl_xmalloc(nd * sizeof(double));
         tb->av = ppdl_xmalloc(nd * sizeof(double));
+        tb->h = ppdl_xmalloc(nd * sizeof(double));
         tb->arg = ppdl_xmalloc(nd * sizeof(int));
         tb->argg = ppdl_xmalloc(nd * sizeof(int));
         tb->argh = ppdl_xmalloc(nd * sizeof(int));
@@ -581,8 +582,8 @@ void tables_init_order(stage_tables *tb, const plan_ctx *x, int mode)
 void tables_free(stage_tables *tb)
 {
     void *all[] = {tb->tf, tb->factored ? NULL : tb->tp, tb->ta, tb->tend, tb->lf, tb->factored ? NULL : tb->lp,
-                   tb->f, tb->g, tb->av, tb->arg, tb->argg, tb->argh, tb->jlo, tb->jhi, tb->row_rank, tb->lk_a,
-                   tb->lk_b};
+                   tb->f, tb->g, tb->av, tb->h, tb->arg, tb->argg, tb->argh, tb->jlo, tb->jhi, tb->row_rank,
+                   tb->lk_a, tb->lk_b};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(tb, 0, sizeof *tb);
 }
@@ -712,9 +713,9 @@ int stage_dp(plan_ctx *x, stage_tables *tb, double B, int sB, double A, int sA, 
 {
     x->n_dp++;
     int S = tb->S, L = tb->L, ML = tb->ML;
-    double *f = tb->f, *g = tb->g, *av = tb->av, ca = tb->ca, cb = tb->cb;
+    double *f = tb->f, *g = tb->g, *av = tb->av, *h = tb->h, ca = tb->ca, cb = tb->cb;
     int *arg = tb->arg, *argg = tb->argg, *argh = tb->argh;
-    for (size_t k = 0; k < (size_t)S * L; k++) f[k] = g[k] = av[k] = INFINITY;
+    for (size_t k = 0; k < (size_t)S * L; k++) f[k] = g[k] = av[k] = h[k] = INFINITY;
     /* One rank per stage, capacity: a stage on a rank of speed v with time <= B holds
      * layers of at most B v fwd+bwd ms, so stages 0..s end at a layer j with W[j+1] <=
      * B (v_0 + ... + v_s) and leave W[L] - W[j+1] <= B (v_s+1 + ... + v_S-1) for the
@@ -742,16 +743,18 @@ int stage_dp(plan_ctx *x, stage_tables *tb, double B, int sB, double A, int sA, 
         f[j] = tf;
         g[j] = tp;
         av[j] = ca * tf + cb * tp;
+        h[j] = ta;
         arg[j] = argg[j] = argh[j] = 0;
         fhi = j;
     }
     for (int s = 1; s < S && flo <= fhi; s++) {
         const double *fp = &f[(size_t)(s - 1) * L], *gp = &g[(size_t)(s - 1) * L], *ap = &av[(size_t)(s - 1) * L];
+        const double *hp = &h[(size_t)(s - 1) * L];
         const double *lf = &tb->lf[(size_t)(s - 1) * L], *lp = &tb->lp[(size_t)(s - 1) * L];
         int nlo = L, nhi = -1;
         int j0 = jlo && jlo[s] > flo + 1 ? jlo[s] : flo + 1, j1 = jhi ? jhi[s] : L - S + s;
         for (int j = j0; j <= j1; j++) {
-            double best = INFINITY, gbest = INFINITY, abest = INFINITY;
+            double best = INFINITY, gbest = INFINITY, abest = INFINITY, hbest = INFINITY;
             int bi = -1, gi = -1, hi = -1;
             /* stage s-1 ends at i-1 among its reachable ends (and inside its window) */
             int ilo = j - ML + 1 > flo + 1 ? j - ML + 1 : flo + 1, ihi = j < fhi + 1 ? j : fhi + 1;
@@ -769,6 +772,7 @@ int stage_dp(plan_ctx *x, stage_tables *tb, double B, int sB, double A, int sA, 
                     double a = ap[i - 1] + 2 * lf[i - 1] + ca * tf + cb * tp;
                     if (m < gbest) gbest = m, gi = i;
                     if (a < abest) abest = a, hi = i;
+                    hbest = fmin(hbest, fmax(hp[i - 1], ta));
                 }
             }
             if (best < INFINITY) {
@@ -778,6 +782,7 @@ int stage_dp(plan_ctx *x, stage_tables *tb, double B, int sB, double A, int sA, 
             f[(size_t)s * L + j] = best;
             g[(size_t)s * L + j] = gbest;
             av[(size_t)s * L + j] = abest;
+            h[(size_t)s * L + j] = hbest;
             arg[(size_t)s * L + j] = bi;
             argg[(size_t)s * L + j] = gi;
             argh[(size_t)s * L + j] = hi;

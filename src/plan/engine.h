@@ -130,6 +130,7 @@ typedef struct stage_tables {
                                   ending at j <= tend (-1 below i: none) */
     double *lf, *lp;           /* [S][L]; factored: lp == lf */
     double *f, *g, *av;        /* [S][L] DP: least sum, least largest pace, least averaged */
+    double *h;                 /* [S][L] DP (with extras, replica layouts): least largest tail */
     int *arg, *argg, *argh;    /* [S][L] first layer of stage s when it ends at j */
     int *jlo, *jhi;            /* [S] capacity window (factored), set by the DP */
     int *row_rank, *lk_a, *lk_b; /* factored: the ranks the rows hold (-1: none) */
@@ -148,8 +149,9 @@ void tables_free(stage_tables *tb);
 
 /* The stage DP: the least sum (fills + 2 links) over the plans whose every pace is
  * under B (strict sB: < B) and every tail under A (sA), into f/arg; with extras, over
- * the same plans, the least largest pace (g/argg) and the least sum + per stage ca fill
- * + cb pace (av/argh, a lower bound of T). Returns 1 when some plan is under the bounds. */
+ * the same plans, the least largest pace (g/argg), the least sum + per stage ca fill
+ * + cb pace (av/argh, a lower bound of T) and the least largest tail (h). Returns 1
+ * when some plan is under the bounds. */
 int stage_dp(plan_ctx *x, stage_tables *tb, double B, int sB, double A, int sA, int extras);
 /* the plan behind the choices arg: its cut, its sum, largest pace and largest tail */
 void stage_walk(const plan_ctx *x, const stage_tables *tb, const int *arg, int *first, double *sum, double *pm,

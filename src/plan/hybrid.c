@@ -24,7 +24,8 @@
  *    and every plan with its largest ar in [a, A] has T >= V(A) + a, that plan's T. So
  *    the next bound is "ar < a", until no plan is left under it or a lower bound of
  *    sum + pace under it (the least sum plus the least largest pace, or the least sum
- *    plus the mean of the stages' pace terms, from the same DP) cannot beat the best T.
+ *    plus the mean of the stages' pace terms, from the same DP) plus the least largest
+ *    tail (also from it) cannot beat the best T.
  *    Exact; one or two A steps in practice (an ar changes only with a replicated
  *    stage's parameters). In the heuristic search (many ranks) a layout's search stops
  *    within 0.1% of the best T: the staircase's last steps trade hundredths of a percent.
@@ -129,8 +130,9 @@ static double solve_layout_cut(hyb *h, double T_inc, int *first_out)
         if (!stage_dp(&h->x, &h->tb, INFINITY, 0, A, sA, 1)) break;
         double sum_min = h->tb.f[(size_t)(S - 1) * L + L - 1], pmin = h->tb.g[(size_t)(S - 1) * L + L - 1];
         double lb = fmax(sum_min + pmin, h->tb.av[(size_t)(S - 1) * L + L - 1]); /* <= sum + pace of any plan under A */
+        double amin = h->tb.h[(size_t)(S - 1) * L + L - 1]; /* <= the largest tail of any plan under A */
         double keep = 1 - h->tol;
-        if (lb >= tk.best * keep) break;
+        if (lb + amin >= tk.best * keep) break;
         tk.vbest = INFINITY;
         consider(h, &tk, h->tb.arg, cur, first_out);
         consider(h, &tk, h->tb.argg, cur, first_out);
@@ -138,19 +140,20 @@ static double solve_layout_cut(hyb *h, double T_inc, int *first_out)
          * "pace < what could still beat the best" */
         if (stage_dp(&h->x, &h->tb, pmin, 0, A, sA, 0)) consider(h, &tk, h->tb.arg, cur, first_out);
         double B = fmin(tk.vbest, tk.best) - sum_min;
+        int done = 0; /* no plan under A beats the best: nor under a smaller A */
         for (;;) {
-            if (lb >= fmin(tk.vbest, tk.best) * keep) break;
+            if ((done = lb + amin >= tk.best * keep) || lb >= tk.vbest * keep) break;
             if (!stage_dp(&h->x, &h->tb, B, 1, A, sA, 0)) break;
             double sum, pm, am;
             stage_walk(&h->x, &h->tb, h->tb.arg, cur, &sum, &pm, &am);
             consider(h, &tk, h->tb.arg, cur, first_out);
-            if (sum + pmin >= fmin(tk.vbest, tk.best) * keep) break;
+            if (sum + pmin >= tk.vbest * keep || sum + pmin + amin >= tk.best * keep) break;
             B = fmin(pm, fmin(tk.vbest, tk.best) - sum);
         }
         /* every plan with its largest ar in [var, A] is no better than the one found;
          * those under a smaller bound have sum + pace >= V(A) >= min(vbest, best), so
          * none of them beats the best once vbest does not */
-        if (!(tk.vbest < tk.best * keep) || tk.var <= 0) break;
+        if (done || !(tk.vbest < tk.best * keep) || tk.var <= 0) break;
         A = tk.var;
         sA = 1;
     }
