@@ -27,17 +27,6 @@ struct ppdl_ranking {
     int n;                     /* candidates simulated */
 };
 
-/* The simulated step of p (cores shared), INFINITY when it cannot be played */
-static double simulated_ms(const ppdl_ranking *r, const ppdl_plan *p)
-{
-    ppdl_sim sim;
-    char err[PPDL_ERR_LEN];
-    if (ppdl_simulate(r->c, r->cl, p, r->M, r->schedule, 0, &sim, err, sizeof err)) return INFINITY;
-    double ms = sim.step_ms;
-    ppdl_sim_free(&sim);
-    return ms;
-}
-
 /* 1 when a and b run the same layers on the same ranks with the same recompute */
 static int same_plan(const ppdl_plan *a, const ppdl_plan *b)
 {
@@ -89,7 +78,8 @@ ppdl_ranking *ppdl_ranking_new(const ppdl_costs *c, const ppdl_cluster_model *cl
 void ppdl_ranking_offer(ppdl_ranking *r, ppdl_plan *p, const char *label)
 {
     if (p->S == 0) return;
-    double ms = p->feasible ? simulated_ms(r, p) : INFINITY;
+    double ms = p->feasible ? ppdl_simulated_ms(r->c, r->cl, p, r->M, r->schedule) : INFINITY;
+    if (isnan(ms)) ms = INFINITY; /* the simulator cannot play it */
     if (ms < INFINITY) r->n++;
     int at = r->kept, dup = 0;
     while (at > 0 && ms < r->best_ms[at - 1] * (1 - 1e-9)) at--;
@@ -153,8 +143,6 @@ int ppdl_ranking_layout_kinds(ppdl_ranking *r, const ppdl_plan *pipeline, int **
 }
 
 int ppdl_ranking_simulated(const ppdl_ranking *r) { return r->n; }
-
-int ppdl_ranking_kept(const ppdl_ranking *r) { return r->kept; }
 
 /* move slot i out into *out (its label and step where asked) */
 static void take(ppdl_ranking *r, int i, ppdl_plan *out, char *label, double *ms)

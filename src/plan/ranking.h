@@ -37,9 +37,8 @@ void ppdl_ranking_offer(ppdl_ranking *r, ppdl_plan *p, const char *label);
  * k_0+k_1+..." in *labels (48 bytes each); the caller frees both. */
 int ppdl_ranking_layout_kinds(ppdl_ranking *r, const ppdl_plan *pipeline, int **grps, char **labels);
 
-/* candidates offered that fit and were simulated; candidates kept */
+/* candidates offered that fit and were simulated */
 int ppdl_ranking_simulated(const ppdl_ranking *r);
-int ppdl_ranking_kept(const ppdl_ranking *r);
 
 /* Move the kept candidate of least simulated step into *out (its label into label[48]
  * and its step into *ms, either may be NULL); -1 where none is kept. */
