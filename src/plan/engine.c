@@ -517,7 +517,24 @@ int layout_from_groups(layout *ly, const plan_ctx *x, const int *grp)
 // ----------------------------------------------------------------------------
 // tables
 
-#define TIX(tb, s, j, len) ((((size_t)(s) * (tb)->L + (size_t)(j)) * (tb)->ML) + (size_t)(len) - 1)
+/* Stage s ends at a layer j in s..L-S+s and starts at or after layer s, so its entries
+ * are the lengths 1..min(ML, j-s+1) of each end: row j-s of the stage begins at
+ * roff[j-s], and a stage holds per entries in all (about L^3/27 at worst, where
+ * [S][L][ML] would hold L^3/4). */
+#define TIX(tb, s, j, len) ((size_t)(s) * (tb)->per + (size_t)(tb)->roff[(j) - (s)] + (size_t)(len) - 1)
+
+/* roff and per for the tables' S, L and ML; the entries of all S stages */
+static size_t tables_rows(stage_tables *tb)
+{
+    if (!tb->roff) tb->roff = ppdl_xmalloc(((size_t)tb->L + 1) * sizeof(long));
+    long n = 0;
+    for (int d = 0; d <= tb->L - tb->S; d++) {
+        tb->roff[d] = n;
+        n += d + 1 < tb->ML ? d + 1 : tb->ML;
+    }
+    tb->per = n;
+    return (size_t)tb->S * (size_t)n;
+}
 
 static void tables_size(stage_tables *tb, size_t nt, size_t nd, int tabulate)
 {
@@ -569,8 +586,7 @@ void tables_init_order(stage_tables *tb, const plan_ctx *x, int mode)
     }
     int ML1 = tb->ML ? tb->ML : 1;
     /* fixed modes cost O(1) per stage from prefix sums: no table */
-    tables_size(tb, (size_t)S * L * ML1, (size_t)S * L,
-                mode == MODE_BEST && (double)S * L * ML1 <= TT_MAX);
+    tables_size(tb, tables_rows(tb), (size_t)S * L, mode == MODE_BEST && (double)S * L * ML1 <= TT_MAX);
     tb->row_rank = ppdl_xmalloc((size_t)S * sizeof(int));
     tb->lk_a = ppdl_xmalloc((size_t)S * sizeof(int));
     tb->lk_b = ppdl_xmalloc((size_t)S * sizeof(int));
@@ -583,7 +599,7 @@ void tables_free(stage_tables *tb)
 {
     void *all[] = {tb->tf, tb->factored ? NULL : tb->tp, tb->ta, tb->tend, tb->lf, tb->factored ? NULL : tb->lp,
                    tb->f, tb->g, tb->av, tb->h, tb->arg, tb->argg, tb->argh, tb->jlo, tb->jhi, tb->row_rank,
-                   tb->lk_a, tb->lk_b};
+                   tb->lk_a, tb->lk_b, tb->roff};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(tb, 0, sizeof *tb);
 }
@@ -639,7 +655,7 @@ void tables_fill_layout(const plan_ctx *x, stage_tables *tb, const layout *ly, i
     tb->ca = 1;
     tb->cb = 1.0 / S; /* the stages' mean pace: at most the largest */
     tb->ly = ly;
-    tables_size(tb, (size_t)S * L * ML, (size_t)S * L, 1);
+    tables_size(tb, tables_rows(tb), (size_t)S * L, 1);
     for (int s = 0; s < S; s++) {
         int k = ly->start[s + 1] - ly->start[s], *tend = &tb->tend[(size_t)s * L];
         for (int i = 0; i < L; i++) tend[i] = i - 1;

@@ -124,8 +124,10 @@ typedef struct stage_tables {
     double mult;
     double kf;                 /* factored: a stage's fill is kf x its time (plan_ctx phi) */
     double ca, cb;             /* the averaged lower bound adds ca fill + cb pace per stage */
-    double *tf, *tp, *ta;      /* [S][L][ML]; factored: tp == tf, ta NULL; tf NULL: computed
-                                  on demand (factored, too large to tabulate) */
+    double *tf, *tp, *ta;      /* per (s, j, len), S x per entries (engine.c, TIX); factored:
+                                  tp == tf, ta NULL; tf NULL: computed on demand (factored,
+                                  too large to tabulate) */
+    long *roff, per;           /* [L-S+1]: where row j-s of a stage begins; entries a stage */
     int *tend;                 /* [S][L]: the entries of stage s from layer i are those
                                   ending at j <= tend (-1 below i: none) */
     double *lf, *lp;           /* [S][L]; factored: lp == lf */
