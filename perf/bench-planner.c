@@ -658,7 +658,7 @@ static int cmd_scale(int L, int N, int M)
     int rc = ppdl_solve(&c, &cl, M, PPDL_SCHED_1F1B, NULL, &p, &info, err, sizeof err);
     double dt = ppdl_now_s() - t0, dc = cpu_s() - c0, dm = peak_mb() - m0;
     if (p.S) ppdl_plan_kind(&p, kind, sizeof kind);
-    char why[96];
+    char why[160];
     double lb = ppdl_lower_bound_ms(&c, &cl, M, PPDL_SCHED_1F1B, why, sizeof why);
     printf("planner at scale: L = %d layers, N = %d ranks (nodes of 8), M = %d, 1f1b, the default method: %.3f s wall, "
            "%.3f s CPU, peak memory +%.0f MB; T = %.2f ms, %s%s%s\n  lower bound %.2f ms (%s): T is %.1f%% above it\n"

@@ -330,6 +330,28 @@ double ppdl_cost_apply(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     return T;
 }
 
+/* a layer's work and parameters, for the bound's relaxations */
+typedef struct {
+    double w, p;
+} lb_item;
+
+static double bytes_per_ms(const lb_item *x)
+{
+    return x->w > 0 ? x->p / x->w : x->p > 0 ? INFINITY : 0;
+}
+
+static int by_bytes_per_ms(const void *a, const void *b)
+{
+    double u = bytes_per_ms(a), v = bytes_per_ms(b);
+    return (u > v) - (u < v);
+}
+
+static int by_work_desc(const void *a, const void *b)
+{
+    const lb_item *x = a, *y = b;
+    return (x->w < y->w) - (x->w > y->w);
+}
+
 double ppdl_lower_bound_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, char *why,
                            size_t len)
 {
@@ -337,19 +359,62 @@ double ppdl_lower_bound_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, in
         if (why) snprintf(why, len, "no bound for %s (its fill factor)", ppdl_schedule_name(schedule));
         return 0;
     }
-    double W = c->input_ms + c->target_ms, opt = 0, vmax = 0, sumv = 0, omax = 0;
-    for (int l = 0; l < c->L; l++) {
-        W += c->layers[l].fwd_ms + c->layers[l].bwd_ms;
-        opt = fmax(opt, c->layers[l].opt_ms);
+    int L = c->L, N = cl->N, kmax = M < N ? M : N;
+    lb_item *by_p = ppdl_xmalloc(2 * (size_t)L * sizeof *by_p), *by_w = by_p + L;
+    double W = 0, opt = 0, vmax = 0, sumv = 0, omax = 0, free_w = 0;
+    int nw = 0;
+    for (int l = 0; l < L; l++) {
+        const ppdl_layer_cost *lc = &c->layers[l];
+        double w = lc->fwd_ms + lc->bwd_ms + (l == 0 ? c->input_ms : 0) + (l == L - 1 ? c->target_ms : 0);
+        W += w;
+        opt = fmax(opt, lc->opt_ms);
+        by_p[l] = (lb_item){w, lc->param_bytes};
+        if (lc->param_bytes > 0) by_w[nw++] = by_p[l];
+        else free_w += w;
     }
-    for (int r = 0; r < cl->N; r++) {
+    for (int r = 0; r < N; r++) {
         vmax = fmax(vmax, cl->speed[r]);
         sumv += cl->speed[r];
         omax = fmax(omax, ppdl_opt_speed(cl, r));
     }
-    double tail = opt > 0 ? opt / omax : 0, path = W / vmax + tail, work = M * W / sumv + tail;
-    if (why)
-        snprintf(why, len, "%s", path >= work ? "one micro-batch through every layer on the fastest rank"
-                                              : "the micro-batches' work shared by every rank's speed");
-    return fmax(path, work);
+    double tail = opt > 0 ? opt / omax : 0, work = M * W / sumv + tail;
+    /* Some stage s has W_s / k_s >= W / N (the stages hold W on at most N ranks). Its
+     * busiest replica runs ceil(M / k_s) micro-batches: a pace of at least
+     * (ceil(M / k_s) - 1) W_s / vmax; its all-reduce is a ring among k_s ranks of the
+     * parameters of layers holding W_s of work, at least the fewest bytes (layers by
+     * bytes per ms, the last one in part) and the fewest layers with parameters (the
+     * parameter-free ones first, then by work) that hold it, over the fastest link and
+     * least latency any k_s ranks can have. The least over k of the pace and the tail
+     * is on top of one micro-batch through every layer. */
+    qsort(by_p, (size_t)L, sizeof *by_p, by_bytes_per_ms);
+    qsort(by_w, (size_t)nw, sizeof *by_w, by_work_desc);
+    double *gbw = ppdl_xmalloc(2 * ((size_t)kmax + 1) * sizeof(double)), *glat = gbw + kmax + 1;
+    ppdl_group_link_bounds(cl, kmax, gbw, glat);
+    double best = INFINITY, cw = 0, cp = 0, nwk = free_w;
+    int kbest = 1, ip = 0, iw = 0;
+    for (int k = 1; k <= kmax; k++) {
+        double w0 = k * W / N * (1 - 1e-12), ar = 0; /* the slack: rounding at k = N */
+        if (k >= 2 && W > 0) {
+            while (ip < L && cw + by_p[ip].w < w0) cw += by_p[ip].w, cp += by_p[ip++].p;
+            double bytes = cp + (ip < L && by_p[ip].w > 0 ? (w0 - cw) / by_p[ip].w * by_p[ip].p : 0);
+            while (iw < nw && nwk < w0) nwk += by_w[iw++].w;
+            ar = ppdl_allreduce_ms_bw(k, bytes, iw, gbw[k], glat[k]);
+        }
+        double v = ((M + k - 1) / k - 1) * w0 / vmax + fmax(ar, tail);
+        if (v < best) best = v, kbest = k;
+    }
+    free(gbw);
+    free(by_p);
+    double spread = W / vmax + best;
+    if (why) {
+        if (work > spread)
+            snprintf(why, len, "the micro-batches' work shared by every rank's speed");
+        else if (kbest == 1)
+            snprintf(why, len, "one micro-batch through every layer on the fastest rank, then %d more through "
+                     "the stage with the most work", M - 1);
+        else
+            snprintf(why, len, "one micro-batch through every layer on the fastest rank, then the pace and "
+                     "all-reduce of a stage of %d replicas holding %d/%d of the work", kbest, kbest, N);
+    }
+    return fmax(work, spread);
 }

@@ -247,17 +247,15 @@ void ppdl_cost_eval_alloc(ppdl_cost_eval *ev, int S, int schedule);
 void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev);
 /* A lower bound on T over every plan of the problem (any stages, replicas, placement
  * and recompute; memory aside), for GPipe and 1F1B, with the term that sets it in why
- * (may be NULL). With W = the layers' fwd_ms + bwd_ms plus input_ms and target_ms, and
- * OPT = the largest layer's optimizer_ms on the fastest rank for it (the tail of the
- * stage that holds it):
- *   path  T >= sum_s time_s + tail >= W / the fastest speed + OPT
- *   work  every replica q of stage s: T >= n_sq tau_sq + tail (its micro-batches one
- *         after another); sum_(s,q) n_sq tau_sq speed_q >= M W, so the busiest replica
- *         has n tau >= M W / (the ranks' speeds summed): T >= M W / sum speed + OPT
- * It leaves out the links, the all-reduce and the pace's rounding, so a plan on slow
- * links or with few micro-batches per replica sits well above it. 0 (and why says so)
- * for the zero-bubble and chunked schedules: their fill factor below 1 has no bound
- * here. */
+ * (may be NULL): the larger of
+ *   work    T >= M W / (the ranks' speeds summed) + OPT
+ *   spread  T >= W / vmax + min over k of (ceil(M/k) - 1) k W / (N vmax) + max(AR_k, OPT)
+ * with W = the layers' fwd_ms + bwd_ms plus input_ms and target_ms, OPT = the largest
+ * layer's optimizer_ms on the fastest rank for it, and AR_k the least all-reduce of a
+ * stage of k replicas holding k W / N of the work (some stage holds at least that per
+ * replica); docs/cost-model.md, "A lower bound", derives both. 0 (and why says so)
+ * for the zero-bubble and chunked schedules: their fill factor comes from a play of
+ * the layout, with no closed form to bound. */
 double ppdl_lower_bound_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, char *why,
                            size_t len);
 

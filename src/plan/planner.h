@@ -48,7 +48,7 @@ typedef struct ppdl_plan_result {
     double simulated_ms;       /* its simulated step (0: no plan, or it cannot be played) */
     double lower_bound_ms;     /* no plan has a shorter T (costmodel.h ppdl_lower_bound_ms;
                                   0: none for the schedule), also in plan.lower_bound_ms */
-    char bound_why[96];        /* the term that sets it */
+    char bound_why[160];       /* the term that sets it */
     ppdl_solve_info info;      /* what the search did */
     ppdl_shared_choice sc;     /* ranks sharing cores: the choice by the simulated step */
     int is_auto;               /* the schedule was chosen: `choice` holds every candidate */

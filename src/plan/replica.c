@@ -1,9 +1,11 @@
 /* replica.c — micro-batches per replica, in-flight counts, ring all-reduce cost. */
 #include "plan/replica.h"
 #include "core/error.h"
+#include "core/util.h"
 #include "sched/schedule.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 int ppdl_replica_mbs(int M, int k, int q)
 {
@@ -76,4 +78,36 @@ void ppdl_sort_replicas(const ppdl_cluster_model *cl, int *ranks, int k)
         for (; j > 0 && v < ranks[j - 1]; j--) ranks[j] = ranks[j - 1];
         ranks[j] = v;
     }
+}
+
+static int by_value_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+void ppdl_group_link_bounds(const ppdl_cluster_model *cl, int kmax, double *bw, double *lat)
+{
+    int N = cl->N;
+    for (int k = 0; k <= kmax; k++) {
+        bw[k] = 0;
+        lat[k] = INFINITY;
+    }
+    double *u = ppdl_xmalloc(2 * (size_t)N * sizeof(double)), *v = u + N;
+    for (int r = 0; r < N; r++) {
+        int n = 0;
+        for (int b = 0; b < N; b++) {
+            if (b == r) continue;
+            /* a group holding r and b has a link at most this fast, a latency at least this */
+            u[n] = fmin(link_bw_at_once(cl, r, b), link_bw_at_once(cl, b, r));
+            v[n++] = -fmax(cl->lat[r * N + b], cl->lat[b * N + r]);
+        }
+        qsort(u, (size_t)n, sizeof *u, by_value_desc);
+        qsort(v, (size_t)n, sizeof *v, by_value_desc); /* the latencies, least first */
+        for (int k = 2; k <= kmax && k - 2 < n; k++) {
+            bw[k] = fmax(bw[k], u[k - 2]);
+            lat[k] = fmin(lat[k], -v[k - 2]);
+        }
+    }
+    free(u);
 }

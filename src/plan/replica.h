@@ -43,6 +43,14 @@ int ppdl_replica_in_flight(int schedule, int S, int M, const int *k, int s, int 
 double ppdl_group_min_bw(const ppdl_cluster_model *cl, const int *ranks, int k);
 double ppdl_group_max_lat(const ppdl_cluster_model *cl, const int *ranks, int k);
 
+/* Over every group of k ranks, k = 2..kmax: bw[k] at least the slowest link of any
+ * (ppdl_group_min_bw) and lat[k] at most the largest latency of any
+ * (ppdl_group_max_lat). A group holding rank r holds k-1 others, so its slowest link
+ * is no faster than r's (k-1)-th fastest, and its largest latency no less than r's
+ * (k-1)-th least: the best of these over r bounds every group. bw[0..1] = 0, lat[0..1]
+ * = INFINITY (no group). O(N^2 log N). */
+void ppdl_group_link_bounds(const ppdl_cluster_model *cl, int kmax, double *bw, double *lat);
+
 /* The gradient all-reduce of a stage among ranks[0..k-1], in ms: `bytes` of gradients
  * in n_msgs all-reduces (the runtime sums each layer with parameters on its own), each
  * a ring (reduce-scatter then all-gather: every rank sends and receives 2 (k-1) chunks

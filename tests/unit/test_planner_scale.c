@@ -15,6 +15,9 @@
  *    the stage fits), a layout the search starts from (runs of k ranks, the i-th ranks
  *    of the nodes) and solves exactly up to its frontiers' budget. The control for that: the engine before its frontiers
  *    were thinned to a budget kept the 64-stage pipeline on case 0 (1.23x).
+ *  - The lower bound (ppdl_lower_bound_ms) is at most the known layout's T and the
+ *    plan's on every instance (its tightness: perf/bench-planner-bin scale; its
+ *    control, a bound 20% higher passing the optimum: test_planner.c).
  *  - The controls: 60 layers on 128 ranks where a bound shows that no plan fits are
  *    reported infeasible, the message naming the bound: memory one byte under what
  *    the largest layer's state alone needs; one rank of 1 KiB (every rank holds a
@@ -146,8 +149,8 @@ static void test_feasible_by_construction(void)
 {
     ppdl_rng g;
     ppdl_rng_seed(&g, 40);
-    int planned = 0, fit = 0, n_loose = 0, close = 0;
-    double worst = 0;
+    int planned = 0, fit = 0, n_loose = 0, close = 0, under = 0;
+    double worst = 0, lb_max = 0;
     for (int k = 0; k < N_CASES; k++) {
         const scase *sc = &cases[k];
         int L = sc->L, N = sc->N, M = sc->M, S = sc->S;
@@ -197,6 +200,9 @@ static void test_feasible_by_construction(void)
         diag("case %d: L %d, N %d, M %d, %s memory, known layout %d stages x %d%s (T %.1f ms); planned in %.2f s: "
              "%s%s, T %.1f ms (%.3fx)", k, L, N, M, sc->tight ? "tight" : "loose", S, N / S,
              sc->strided ? " strided" : "", T_known, dt, rc ? "nothing: " : "", rc ? err : kind, T, T / T_known);
+        double lb = ppdl_lower_bound_ms(&c, &cl, M, PPDL_SCHED_1F1B, NULL, 0);
+        under += lb <= fmin(T, T_known);
+        lb_max = fmax(lb_max, lb / fmin(T, T_known));
         if (!sc->tight) {
             n_loose++;
             close += T <= 1.02 * T_known;
@@ -212,6 +218,8 @@ static void test_feasible_by_construction(void)
        planned, N_CASES, fit);
     ok(close == n_loose, "loose memory: T no worse than 1.02x the known layout's (%d of %d; worst %.3fx)",
        close, n_loose, worst);
+    ok(under == N_CASES, "the lower bound is at most the plan's T and the known layout's (%d of %d; at most %.3f "
+       "of the least)", under, N_CASES, lb_max);
 }
 
 /* the controls: 60 layers on 128 ranks (every plan replicates stages) where a bound
