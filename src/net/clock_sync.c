@@ -8,7 +8,7 @@
 
 enum { ROUND_TRIPS = 12, TAG_CLOCK = 1 };
 
-/* the two ranks of a timed round trip spin (a sleep would be measured as latency) */
+/* the two ranks of a timed round trip spin (a sleep would count as latency) */
 static void spin_wait(MPI_Request *req)
 {
     int done = 0;

@@ -4,7 +4,7 @@
  * Ranks of one node share CLOCK_MONOTONIC, ranks of different nodes do not; and each
  * rank starts a step at its own moment (after its own optimizer), so "ms since my step
  * began" differs from rank to rank by up to an optimizer step. The events are
- * therefore shifted onto rank 0's clock by a measured offset.
+ * therefore shifted onto rank 0's clock by an offset estimated from round trips.
  *
  * The measurement (Cristian's method): rank 0 exchanges a few round trips with each
  * other rank in turn, t_a = rank 0's clock when it sends, t_p = the peer's clock when

@@ -3,7 +3,7 @@
  * Non-blocking MPI underneath. The wait is either MPI's own (blocking progress) or a
  * yielding loop (MPI_Test, then sched_yield; after 100 us, 50 us naps: netem.h's
  * ppdl_wait_pause) that lets 3-4 ranks share 2 cores without paying a scheduler time
- * slice per message (ENVIRONMENT.md: 2-3 ms -> ~12 us per hop).
+ * slice (milliseconds) per message: a hop then costs microseconds (perf/bench-p2p.c).
  * The emulated network (--netem, netem.h) hooks in here: with it set, every message
  * arrives no earlier than the cluster file's latency + bytes/bandwidth of its link. */
 #ifndef PPDL_COMM_H
@@ -17,7 +17,7 @@ typedef struct ppdl_comm {
     int rank, size;
     int yield;                 /* 1: yielding wait */
     int nap;                   /* yielding waits nap after 100 us (default 1; the probe's
-                                * round trips turn it off: a nap would be measured) */
+                                * round trips turn it off: a nap would count as latency) */
     double wait_s;             /* total time spent waiting, for the report */
     long n_msgs;
     struct ppdl_netem *netem;  /* NULL: the real network only */

@@ -1,30 +1,25 @@
 /* netem.h — an emulated network inside the communication layer (--netem CLUSTER.json).
  *
- * The kernel here has no netem qdisc (ENVIRONMENT.md), and a shaped veth only limits
- * the rate; so latency and per-link bandwidth are emulated by the application, at the
- * one place every message passes: ppdl_comm_isend / irecv / wait.
+ * The machines this was built on have no netem qdisc in their kernel, and a shaped veth
+ * only limits the rate; so latency and per-link bandwidth are emulated by the
+ * application, at the one place every message passes: ppdl_comm_isend / irecv / wait.
  *
- * The model of one directed link i -> j (latency L, bandwidth W from CLUSTER.json):
- *   a message of n bytes sent at time t starts leaving when the link is free,
- *     start = max(t, free_ij);  free_ij = start + n / W   (it occupies the link)
- *   and arrives one latency after its last byte left:
- *     arrival = free_ij + L
- * So a lone message arrives L + n/W after it was sent, and back-to-back messages on one
- * link queue behind each other's transmission while their latencies overlap, as on a
- * wire. The link's state lives with the sender, the only rank that sends on it.
+ * One directed link i -> j (latency L, bandwidth W from CLUSTER.json): a message of n
+ * bytes sent at time t leaves when the link is free, start = max(t, free_ij), occupies
+ * it until free_ij = start + n / W, and arrives at free_ij + L. A lone message takes
+ * L + n/W; back-to-back messages queue behind each other's transmission while their
+ * latencies overlap, as on a wire. The link's state lives with its only sender.
  *
- * How: the real data goes at once; next to it the sender sends a 16-byte header
- * (arrival time, bytes) with the same tag on a private duplicate communicator. The
- * receiver posts the header receive together with the data receive; MPI's
- * non-overtaking order pairs the k-th header with the k-th message of the same (source,
- * tag). A receive's wait completes when data and header are in and the clock has
- * passed the arrival time; a send's wait no earlier than its last byte left the link.
- * Only timing changes: the bytes delivered are exactly the bytes sent.
+ * How: the data goes at once; next to it the sender sends a 16-byte header (arrival
+ * time, bytes) with the same tag on a private duplicate communicator, and MPI's
+ * non-overtaking order pairs the k-th header with the k-th message of (source, tag). A
+ * receive's wait completes when data and header are in and the clock has passed the
+ * arrival; a send's wait no earlier than its last byte left the link. Only timing
+ * changes: the bytes delivered are exactly the bytes sent.
  *
- * Clocks: the arrival time is the sender's CLOCK_MONOTONIC, read by the receiver. That
- * holds on one machine (namespaces included), so creation refuses ranks on different
- * hosts rather than emulate with unrelated clocks. Wildcard receives
- * (MPI_ANY_SOURCE/TAG) are not supported (ppdl never uses them). */
+ * Clocks: the arrival time is the sender's CLOCK_MONOTONIC, read by the receiver, so
+ * creation refuses ranks on different hosts. Wildcard receives (MPI_ANY_SOURCE/TAG)
+ * are not supported (ppdl never uses them). */
 #ifndef PPDL_NETEM_H
 #define PPDL_NETEM_H
 

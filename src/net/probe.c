@@ -36,9 +36,9 @@ void ppdl_probe_defaults(ppdl_probe_opts *o)
     memset(o, 0, sizeof *o);
     /* Warm-up covers connection set-up (UCX makes endpoints on first use). A sample is
      * the fastest of 6 small and 2 large exchanges each way; 3 to 7 samples a pair, a
-     * pass apart. Agreement within 10% of the median: a link shaped to 1 Gbit/s gave
-     * samples within 2-6% of each other at load 2-9 (perf/RESULTS.md, "Network probe");
-     * directions more than 2x apart are measured again: 2x is the gap that makes a
+     * pass apart. Agreement within 10% of the median: a shaped link's samples agree well
+     * inside that even on a loaded machine (perf/bench-probe); directions more than 2x
+     * apart are probed again: 2x is the gap that makes a
      * hierarchy (PPDL_NODE_RATIO), so a smaller asymmetry cannot move a node boundary.
      * 4 warm-ups, not 2: they size the pair's large message (choose_large). */
     o->warmup = 4;
@@ -268,12 +268,13 @@ static void keep_min(double *best, double t)
 
 /* The large size S of a pair, chosen by its driver during its warm-up: a message long
  * enough (target_ms on the link) that the wake-ups around it, a few ms on a busy
- * machine, are a small part of its time (1 MiB at 1 Gbit/s is 8.7 ms, and at load 5-10
- * on 2 cores such a link read 40-60% slow); between `first` and `cap`, whole 4 KiB.
- * Each warm-up of `bytes` that took t makes the next one larger when the rate it shows
- * asks for more, never smaller: a stalled warm-up reads the link slow, so taking only
- * the first (1 MiB, where a 4 ms stall triples the time) left half the pairs of
- * scripts/cluster-emu --node-rate at 3 MiB instead of 8 (perf/RESULTS.md, issue 19). */
+ * machine, are a small part of its time (1 MiB at 1 Gbit/s is 8.7 ms, and on a loaded
+ * machine such a short message reads the link far too slow); between `first` and `cap`,
+ * whole 4 KiB. Each warm-up of `bytes` that took t makes the next one larger when the
+ * rate it shows asks for more, never smaller: a stalled warm-up reads the link slow, so
+ * sizing from the first alone (1 MiB, where one timer-tick stall triples the time)
+ * would leave many pairs of scripts/cluster-emu --node-rate well short of the size
+ * their link asks for (perf/bench-ethernet's probes). */
 static size_t choose_large(const ctx *x, size_t bytes, double t)
 {
     if (x->o->msg_bytes || !(t > 0)) return bytes;
@@ -325,7 +326,7 @@ static void run_pair(ctx *x, int a, int b, int warm, double *res)
 {
     int me = x->c->rank, driver = me == a, peer = driver ? b : a, nap = x->c->nap;
     for (int i = 0; i < RES_LEN; i++) res[i] = 0;
-    x->c->nap = 0; /* a round trip is timed: a nap in it would be measured as latency */
+    x->c->nap = 0; /* a round trip is timed: a nap in it would count as latency */
     one_direction(x, peer, driver, 1, warm, res);
     one_direction(x, peer, driver, 0, warm, res);
     x->c->nap = nap;
@@ -777,7 +778,7 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
         }
     free(ab);
     free(ba);
-    if (left == 0 && n >= 3) { /* all settled: a link far off its class's others is measured again */
+    if (left == 0 && n >= 3) { /* all settled: a link far off its class's others is probed again */
         double *bw = ppdl_xcalloc((size_t)n * (size_t)n, sizeof(double));
         double *v = ppdl_xmalloc((size_t)sm->max * sizeof(double));
         for (int a = 0; a < n; a++)

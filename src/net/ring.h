@@ -5,28 +5,22 @@
  * Ring algorithm over the k members, member m sending to m+1 and receiving from m-1
  * (mod k), the buffer cut into k chunks (chunk c = elements [n c / k, n (c+1) / k)):
  *   reduce-scatter, steps t = 0..k-2: send chunk (m - t) mod k, receive chunk
- *     (m - t - 1) mod k and add it to one's own; after it member m holds the full sum
- *     of chunk (m + 1) mod k;
+ *     (m - t - 1) mod k and add it to one's own; member m then holds chunk (m + 1) mod k;
  *   all-gather, steps t = 0..k-2: send chunk (m + 1 - t) mod k, receive chunk
  *     (m - t) mod k in place.
- * Every member sends and receives 2 (k-1) messages of n/k elements: 2 (k-1)/k of the
- * buffer each way, the least any all-reduce moves.
+ * Each member sends and receives 2 (k-1)/k of the buffer, the least any all-reduce moves.
  *
  * Determinism: chunk c is summed at one place, in one order,
  *   ((g_c + g_{c+1}) + g_{c+2}) + ... + g_{c+k-1}   (g_i: member i's values)
- * and then copied to everyone, so every member ends with the same bits, and the same
- * bits in every run with the same members in the same order. (The order differs from a
- * one-rank sum and from MPI_Allreduce's.)
+ * and copied to everyone: the same bits on every member and in every run with the same
+ * members in the same order (not a one-rank sum's, nor MPI_Allreduce's).
  *
- * Progress is the caller's: ppdl_ring_start posts step 0, ppdl_ring_poll advances as
- * far as the messages that have arrived allow without blocking (so a computation can
- * call it between pieces of work), ppdl_ring_finish blocks until done. Each step's
- * send and receive complete before the next step is posted: a chunk is never written
- * while a send may still read it.
- *
- * Matching: messages carry the ring's tag on the comm layer's communicator. Two rings
- * in progress at once between the same ranks need different tags; the caller also
- * keeps the tag apart from its other messages between the same ranks. */
+ * Progress is the caller's: ppdl_ring_start posts step 0, ppdl_ring_poll advances as far
+ * as the arrived messages allow without blocking, ppdl_ring_finish blocks until done. A
+ * step's send and receive complete before the next is posted: a chunk is never written
+ * while a send may read it. Messages carry the ring's tag on the comm layer's
+ * communicator: two rings at once between the same ranks need different tags, kept
+ * apart from the caller's other messages between them. */
 #ifndef PPDL_RING_H
 #define PPDL_RING_H
 
