@@ -22,9 +22,10 @@ const char *const ppdl_plan_methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder"
                                          "pipedream-rc", NULL};
 
 /* A core per rank: the plan is the optimum of T, and where another family's best
- * candidate simulates within this fraction of it, the call is close enough to measure
- * (2 ranks of mlp: data parallelism and the pipeline simulated within 1% and measured
- * 7.1 against 5.8 ms: the all-reduce of 6 MB between the two ranks of one host). Up to
+ * candidate simulates within this fraction of it, the call is close enough to try both
+ * (--plan-trials): two plans that simulate alike can run far apart, as data parallelism
+ * and the pipeline on 2 ranks of the mlp preset do (the all-reduce between the two ranks
+ * of one host slows data parallelism; perf/bench-default-plan). Up to
  * CLOSE_CALL_MAX_RANKS ranks, whose candidates solve in milliseconds. */
 #define CLOSE_CALL 0.10
 #define CLOSE_CALL_MAX_RANKS 8

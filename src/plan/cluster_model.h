@@ -82,8 +82,8 @@ typedef struct ppdl_cluster_model {
     ppdl_hosts hosts;          /* n = 0: none given (a core per rank) */
     /* what the probe did (net/probe.h), 0 when the cluster was read from a file */
     double probe_ms;           /* wall time of the whole probe */
-    double probe_bytes;        /* the largest message size measured */
-    double act_bytes;          /* the model's boundary activation size measured (0: none) */
+    double probe_bytes;        /* the largest message size probed */
+    double act_bytes;          /* the model's boundary activation size probed (0: none) */
     int probe_rounds, probe_slots;  /* of the first pass (the schedule) */
     int probe_passes;
     int probe_nccl;            /* 1: the pairs were timed through NCCL (--p2p nccl), 0: MPI */

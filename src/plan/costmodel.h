@@ -1,78 +1,25 @@
-/* costmodel.h — the cost model of docs/cost-model.md, evaluated for one plan, and its extension
- * to replicated stages.
+/* costmodel.h — the cost model of docs/cost-model.md, evaluated for one plan: the
+ * predicted step T and each rank's memory, term by term, straight from the formulas.
+ * The planner (solver.h, engine.h) minimises exactly this T; this file is the
+ * independent check the tests hold it to.
  *
- * One rank per stage (S = N, the original form): stage s holds layers first..last
- * on rank r_s with recompute option c_l for each layer l:
+ * One rank per stage (docs/cost-model.md "One rank per stage"):
+ *   T = sum_s time_s + 2 * sum_{s<S-1} link_s + (M - 1) * max(max_s time_s, max_s link_s)
+ * feasible when every stage's mem_s <= mem_bytes[r_s]: the first micro-batch goes through
+ * every stage and link forward and back, the other M-1 follow at the pace of the slowest.
  *
- *   n_s    = min(M, S - s) for 1F1B, M for GPipe             (micro-batches in flight)
- *   time_s = sum_{l in s} (fwd_ms_l + bwd_ms_l + extra_ms_l(c_l)) / speed[r_s]
- *   mem_s  = state_multiplier * sum_{l in s} param_bytes_l + n_s * sum_{l in s} stash_bytes_l(c_l)
- *   link_s = 1000 * (latency_s[r_s][r_s+1] + out_bytes_{last(s)} / bandwidth_Bps[r_s][r_s+1])
- *   T      = sum_s time_s + 2 * sum_{s<S-1} link_s + (M - 1) * max(max_s time_s, max_s link_s)
+ * Replicated stages ("Replicated stages"; micro-batch j on replica j mod k_s, replica.h):
+ *   T = sum_s time_s + 2 * sum_{s<S-1} link_s + P + max_s (AR_s + OPT_s)
+ * with time_s and link_s the slowest replica's and rank pair's, P the busiest replica's
+ * or pair's other micro-batches, AR_s the stage's ring all-reduce counted without
+ * overlap (an overestimate the simulator corrects) and OPT_s its optimizer step
+ * ("Step costs": input_ms, target_ms, optimizer_ms; 0 when COSTS.json has none). With
+ * k_s = 1 everywhere this is the form above exactly.
  *
- * feasible when mem_s <= mem_bytes[r_s] for every s. T reads: the first micro-batch
- * goes through every stage and link forward and back (the sum), then the other M-1
- * follow at the pace of the slowest stage or link (the bottleneck).
- *
- * Replicated stages (S <= N, every rank holds one replica of one stage): stage s has
- * k_s replicas on ranks R_s[0..k_s-1]; as the runtime runs them, micro-batch j runs on
- * replica j mod k_s and crosses from R_s[j mod k_s] to R_s+1[j mod k_s+1]
- * (replica.h). With
- *
- *   n_sq    = micro-batches of replica q = ceil((M - q) / k_s)
- *   tau_sq  = sum_{l in s} (fwd_ms_l + bwd_ms_l + extra_ms_l(c_l)) / speed[R_s[q]]
- *   f_sq    = micro-batches replica q holds at once: the peak of its op list, the
- *             runtime's (replica.h): n_sq for GPipe, min(n_sq, floor(W_s / k_s) + 1)
- *             for 1F1B with the warm-up W_s = min(M, k_s+1 + ... + k_S-1)
- *   mem_sq  = state_multiplier * sum param_bytes + f_sq * sum stash_bytes(c_l)
- *   lam_s(a, b) = 1000 * (latency[a][b] + out_bytes_{last(s)} / bandwidth[a][b])
- *   m_s(a, b)   = micro-batches from replica a of stage s to replica b of stage s+1
- *   AR_s    = ring all-reduce of the stage's gradients (sum param_bytes) among R_s,
- *             one per layer with parameters (replica.h: 2 (k-1)/k bytes / slowest
- *             pair + layers x 2 (k-1) latencies; 0 if k = 1)
- *
- *   time_s = max_q tau_sq,  link_s = max over pairs with m_s(a, b) >= 1 of lam_s(a, b)
- *   P      = max over the resources of (micro-batches through it - 1) * its time:
- *              replicas (n_sq - 1) tau_sq, and rank pairs (m_s(a, b) - 1) lam_s(a, b)
- *   T      = sum_s time_s + 2 * sum_{s<S-1} link_s + P + max_s AR_s
- *
- * feasible when mem_sq <= mem_bytes[R_s[q]] for every replica. With k_s = 1 for all s
- * this is the formula above exactly (P = (M-1) max(...), AR = 0). It reads: the first
- * micro-batches go through the pipeline side by side, the slowest of them on each
- * stage and link setting the pace (the sum: replicas start together, but a replica or
- * a pair of ranks that is slower than the others delays the micro-batches it carries);
- * the busiest rank or link then works through its other micro-batches (P: a replica
- * has only its own n_sq), and the step ends with the slowest stage's gradient
- * all-reduce. That last term is counted without any
- * overlap: the runtime starts a stage's all-reduce at its last backward, which for
- * stage 0 is the end of the pipeline, and on a CPU an MPI_Iallreduce progresses only
- * inside MPI calls, i.e. mostly once the replica waits for it. For a later stage the
- * remaining backward of the stages before it overlaps its all-reduce; the model does
- * not credit that (it overestimates those plans a little; the simulator plays it).
- * Plain data parallelism (S = 1, k = N): T = ceil(M/N) tau + AR.
- *
- * Step costs (README, "Planner"; optional COSTS.json fields, 0 when absent, and then
- * every formula above is unchanged): input_ms is added to the first stage's time
- * (it reads the inputs before each forward), target_ms to the last stage's, and
- * after the flush every stage runs its optimizer step OPT_s = sum optimizer_ms /
- * speed (its slowest replica) once its all-reduce is done:
- *   T = sum_s time_s + 2 sum link_s + P + max_s (AR_s + OPT_s)
- * The planner (solver.h) minimises exactly this T; this file is the independent check.
- *
- * A tied weight (costs.h tied_bytes = b > 0, optional; 0 and then every formula above
- * is unchanged): the first and the last layer use one weight, which both layers'
- * param_bytes count (pipe/tie.h: how the runtime holds it).
- *   memory  a stage holding both layers holds it once: mem -= (state_multiplier - 1) b
- *           (the head keeps its own gradient buffer, not the values, m and v); a stage
- *           holding one of the two receives the other's gradient: mem += b
- *   time    on two stages, after the flush the first and the last stage exchange the
- *           gradient, replica q of each receiving from replica q mod k' of the other:
- *           X = max over those messages of 1000 (latency[a][b] + b / bandwidth[a][b]),
- *           added at the end of the step like the all-reduce (0 on one stage):
- *   T = sum_s time_s + 2 sum link_s + P + max_s (AR_s + OPT_s) + X
- * X counted after every tail is an upper bound: the exchange waits for the first and the
- * last stage's all-reduces, not for every stage's update (the simulator plays it).
- */
+ * A tied weight (costs.h tied_bytes, "Tied weights") changes the memory of the stages
+ * holding its layers and adds the gradient exchange X after every tail (an upper bound).
+ * The zero-bubble and chunked schedules scale the fill by a factor phi; their formulas
+ * are below, next to the functions that evaluate them. */
 #ifndef PPDL_COSTMODEL_H
 #define PPDL_COSTMODEL_H
 

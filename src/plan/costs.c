@@ -92,10 +92,10 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
         if (check_ms(lc->bwd_input_ms, what, l, "bwd_input_ms", err, errlen) ||
             check_ms(lc->bwd_weight_ms, what, l, "bwd_weight_ms", err, errlen))
             return -1;
-        /* B and W split the backward: both free while it is not is no split at all. ppdl's
-         * profiler wrote exactly that for the twins of a profiled layer (a GPT's later
-         * blocks) until 2026-12-02, and the zero-bubble cost model then saw those
-         * layers' backwards as free */
+        /* B and W split the backward: both free while it is not is no split at all, and
+         * the zero-bubble cost model would see the layer's backward as free (older
+         * ppdl profilers wrote such files for the twins of a profiled layer, a GPT's
+         * later blocks: the message says how to profile again) */
         if (c->split_given && lc->bwd_ms > 0 && lc->bwd_input_ms == 0 && lc->bwd_weight_ms == 0)
             return ppdl_errf(err, errlen, "%s: layers[%d]: bwd_input_ms and bwd_weight_ms are both 0 but bwd_ms is "
                              "%g: B and W are the backward's two parts (a file written by a ppdl before 2026-12-02 "

@@ -1,54 +1,27 @@
 /* engine.c — the planner's engine (engine.h): context, frontiers, the feasibility
  * test, the stage DP over a layout's tables, the exact solve of one rank order and the
- * plans' reconstruction. It calls none of the drivers (placement.c, hybrid.c,
- * solver.c).
+ * plans' reconstruction. It calls none of the drivers (placement.c, hybrid.c, solver.c).
  *
- * 1. Options inside one stage. T never decreases when one stage's time grows, so every
+ * 1. Options inside one stage. T never decreases when a stage's time grows, so every
  *    stage takes its fastest option assignment that fits: the least extra time with
- *    f * sum stash_l(c_l) <= mem - state_multiplier * params for each of its replicas
- *    (f in flight). That is a multiple-choice knapsack, solved exactly by the Pareto
- *    frontier of (stash, extra) over the segment's assignments: frontier(i, j) comes
- *    from frontier(i, j-1) and the options of layer j by a k-way merge that keeps the
- *    points with strictly less extra than every point of smaller stash. Points with
- *    stash above the largest memory, or extra that would make the stage slower than the
- *    cap (no stage of a plan better than a known plan can be that slow), can never serve
- *    a longer segment either and are dropped. A query is a binary search for the
- *    largest stash that fits (stage_fit). Cost: sum over segments of k |frontier|; for a
- *    run of identical layers with k options the frontier has at most O(len^(k-1))
- *    points, in practice a few dozen; layers that all differ (each its own stash and
- *    extra) give thousands per segment. The pool of points is bounded (FRONTIER_BUDGET):
- *    where the segments a stage may use times their frontiers would exceed it, each
- *    frontier is thinned to an equal share of points, spread evenly in stash from its
- *    least stash to its least extra (the plan is then not proven optimal: x->inexact).
- *    A thinned frontier still holds every segment's smallest-stash assignment, so a
- *    stage fits wherever it could fit at all: the bound costs optimality, never a plan.
- *    Segments too slow for the cap or too large for any memory have no frontier and
- *    do not fit, so a shorter stage does not always fit where a longer one does, and
- *    the tables record, for every start, where its stages end (tend) instead of
- *    assuming it.
- *
- * 2. The stage DP. For bounds B (every pace term) and A (every tail term) a DP over
- *    (stage s, last layer j) finds the least sum of fills + 2 links over the plans
- *    under the bounds: O(S L len), len the longest stage, only over the last layers
- *    that stage s-1's reachable ends allow (and, one rank per stage, the window the
- *    ranks' capacity B x speed allows for stages 0..s). The drivers walk a staircase of
- *    bounds on top of it (below for one order, hybrid.c for replica layouts).
- *
- * 3. One rank order (factored tables: time and link terms, T = sum + (M-1) max). T is
- *    not a plain bottleneck, so: if the plan of inner(B) has largest term B' <= B,
- *    inner is constant on [B', B], and the best T over plans with their largest term
- *    there is inner(B) + (M-1) B'. The optimum is min over B of inner(B) + (M-1) B, a
- *    finite staircase:
- *     - a first pass under B0 = T_inc/M (no plan better than T_inc can have a term above
- *       it) gives the least sum, the least bottleneck bmin and the least
- *       sum (1 + (M-1)/S) time_s + 2 sum link_s (<= T, the largest stage time being at
- *       least the average), with the three plans behind them as candidates;
- *     - then inner(bmin), the cheapest plan of the least bottleneck;
- *     - then down the staircase from (best - sum_min)/(M-1): "every term < the last
- *       plan's largest", until sum + (M-1) bmin >= best (inner only grows as B shrinks)
- *       or the average bound reaches best.
- *    Exact; a few DPs per order in practice (one or two to reject an order that cannot
- *    beat the incumbent).
+ *    f * sum stash_l(c_l) <= mem - state_multiplier * params on each replica. That
+ *    multiple-choice knapsack is solved exactly by the Pareto frontier of (stash, extra)
+ *    over the segment's assignments, frontier(i, j) merged from frontier(i, j-1) and
+ *    layer j's options; a query is a binary search (stage_fit). Points too slow for the
+ *    cap or too large for any memory are dropped, so the tables record where a start's
+ *    stages may end (tend). FRONTIER_BUDGET bounds the pool of points: past it each
+ *    frontier is thinned evenly (x->inexact), keeping its smallest-stash point, so the
+ *    bound costs optimality, never a plan.
+ * 2. The stage DP. For bounds B (every pace term) and A (every tail term), a DP over
+ *    (stage s, last layer j) finds the least sum of fills + 2 links under the bounds,
+ *    O(S L len) with len the longest stage; the drivers walk a staircase of bounds on it.
+ * 3. One rank order (T = sum + (M-1) max). If the plan of inner(B) has largest term
+ *    B' <= B, the best T with the largest term in [B', B] is inner(B) + (M-1) B', so the
+ *    optimum is the least over a finite staircase: a first pass under T_inc/M (the least
+ *    sum, the least bottleneck bmin and a lower bound on T), then inner(bmin), then down
+ *    from (best - sum_min)/(M-1) with "every term < the last plan's largest" until
+ *    sum + (M-1) bmin >= best. Exact; a few DPs per order in practice (one or two to
+ *    reject an order that cannot beat the incumbent).
  */
 #include "plan/engine.h"
 #include "core/error.h"

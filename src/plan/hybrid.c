@@ -1,55 +1,26 @@
-/* hybrid.c — plans with replicated stages: for each replica layout (which
- * ranks form each stage, in pipeline order) the exact partition and recompute; over
- * layouts, every one for few ranks, candidates from the cluster's structure and local
- * moves for many.
+/* hybrid.c — plans with replicated stages: for each replica layout (which ranks form
+ * each stage, in pipeline order) the exact partition and recompute; over layouts, every
+ * one for few ranks, candidates from the cluster's structure and local moves for many.
  *
- * 1. One layout. Stage s has replicas R_s (in ppdl_sort_replicas order), replica q
- *    with n_sq micro-batches, f_sq of them in flight (replica.h). A stage over layers
- *    i..j takes the options of least extra time that fit every replica
- *    (sm P + f_sq stash <= mem[R_s[q]]: one query of solver.c's Pareto frontier of
- *    (stash, extra) with that predicate; T grows with every stage time, so that is
- *    the stage's best), and then, with W = fwd + bwd ms and P = parameter bytes,
- *       fill_s = (W + extra) / min_q speed[R_s[q]]    (the slowest replica)
- *       pace_s = (W + extra) max_q (n_sq - 1) / speed[R_s[q]]
- *       ar_s   = the gradient all-reduce of P among R_s (replica.h)
- *    and for the cut after layer j between stages s and s+1
- *       link_s = max over pairs lam(a, b, j),   lpace_s = max over pairs (m_ab - 1) lam(a, b, j)
- *    (pairs: the ranks a of stage s and b of s+1 that carry m_ab >= 1 micro-batches)
- *    so T = sum fill + 2 sum link + max(all pace, lpace) + max ar (costmodel.h).
- *    Two maxima: a DP over (stage, last layer) finds, for bounds B and A, the least
- *    sum over the plans whose every pace term is <= B and every ar <= A, O(S L len)
- *    with len the longest stage. For a fixed A, the least sum + pace V(A) comes down
- *    the staircase of B as in solver.c (each step: the least sum under "every pace <
- *    the last plan's largest"). The plan that reaches V(A) has some largest ar a <= A,
- *    and every plan with its largest ar in [a, A] has T >= V(A) + a, that plan's T. So
- *    the next bound is "ar < a", until no plan is left under it or a lower bound of
- *    sum + pace under it (the least sum plus the least largest pace, or the least sum
- *    plus the mean of the stages' pace terms, from the same DP) plus the least largest
- *    tail (also from it) cannot beat the best T.
- *    Exact; one or two A steps in practice (an ar changes only with a replicated
- *    stage's parameters). In the heuristic search (many ranks) a layout's search stops
- *    within 0.1% of the best T: the staircase's last steps trade hundredths of a percent.
- *    Tables of fill/pace/ar per (stage, last layer, length) are filled once per layout;
- *    a stage of fill time t is left out when floor(M/k_s) t reaches the incumbent T
- *    (T >= fill + pace >= the slowest replica's micro-batches x fill).
- * 2. Layouts. Up to opts.exact_hybrid_ranks ranks: every assignment of the ranks to
- *    S < N ordered stages of at most M replicas each (ordered set partitions: 3963 for
- *    6 ranks), each solved under the incumbent T (most end at the first DP).
- *    Above: candidates from the groups of fast-linked ranks (placement.c) in the
- *    groups' path order: data parallelism (one stage on every rank); each group split
- *    into parts of k ranks, one stage per part (pipeline between nodes, data
- *    parallelism inside); with equal groups, the i-th ranks of c consecutive groups
- *    as one stage (pipeline inside nodes, data parallelism across); runs of k ranks
- *    in that order. Then first-improvement local moves, from the best candidate and
- *    from the one-rank-per-stage plan of solver.c: merge two adjacent stages, split one
- *    in halves, exchange two adjacent stages, and up to 16 ranks also move a stage
- *    anywhere, take a rank out into a stage of its own, move a rank to another stage,
- *    exchange two ranks of different stages; then (up to 16 ranks) kicks of two random
- *    rank moves followed by descents (iterated local search, fixed seed), all within a
- *    budget of layout solves (opts.hybrid_evals: 400 up to 16 ranks, 40 above).
- *    Before the frontiers exist (no incumbent from the one-rank-per-stage search), the
- *    same layouts are solved with every layer on option 0 and then on its
- *    smallest-stash option, from prefix sums, for a first T.
+ * 1. One layout (replicas in ppdl_sort_replicas order, n_sq and f_sq from replica.h). A
+ *    stage takes the options of least extra time that fit every replica (one query of
+ *    engine.c's Pareto frontier), and then, with W = fwd + bwd ms:
+ *       fill_s = (W + extra) / min_q speed    pace_s = (W + extra) max_q (n_sq - 1) / speed
+ *       ar_s = the all-reduce among R_s       link_s, lpace_s = over the carrying pairs
+ *    so T = sum fill + 2 sum link + max(pace, lpace) + max ar (costmodel.h). Two maxima:
+ *    the stage DP finds, for bounds B on every pace and A on every ar, the least sum;
+ *    for each A a staircase of B gives the least sum + pace V(A) (as in solver.c), and
+ *    the next A is "ar < the largest ar of V(A)'s plan", until no plan is left or a
+ *    lower bound cannot beat the best T. Exact, one or two A steps in practice; the
+ *    heuristic search (many ranks) stops a layout within 0.1% of its best T.
+ * 2. Layouts. Up to opts.exact_hybrid_ranks ranks: every ordered set partition of the
+ *    ranks into S < N stages of at most M replicas, each solved under the incumbent T.
+ *    Above: candidates from the groups of fast-linked ranks (placement.c): data
+ *    parallelism, pipeline between groups with data parallelism inside, and the reverse;
+ *    then first-improvement local moves (merge, split, exchange and move stages and
+ *    ranks) and kicks with descents (iterated local search, fixed seed), within
+ *    opts.hybrid_evals layout solves. Without an incumbent, the layouts are first solved
+ *    from prefix sums with every layer on option 0, then on its smallest stash.
  * Deterministic: budgets count solves, never seconds.
  */
 #include "core/error.h"

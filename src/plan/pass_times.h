@@ -3,9 +3,9 @@
  * schedules order their passes by (sched/zero_bubble.h's timed play).
  *
  * Why: the play in unit time (F = B = W, messages free) is the paper's idealisation.
- * On a CPU a split backward's B takes about twice its W and as long as F (perf/
- * RESULTS.md), and lists ordered in unit time pair the micro-batches so that ZB-H1
- * measured a larger bubble than 1F1B; ordered by the profiled times it runs below it.
+ * On a CPU a split backward's B takes longer than its W, about as long as F, and lists
+ * ordered in unit time pair the micro-batches so that ZB-H1 runs with a larger bubble
+ * than 1F1B; ordered by the profiled times it runs below it (perf/bench-pipeline).
  * The same numbers go to the runtime (every rank builds its lists from rank 0's copy),
  * the simulator and the memory prediction, so all three play the same lists.
  *

@@ -5,7 +5,7 @@
  *    between nodes are 10-100x slower. Sort the pairwise bandwidths (the slower of the
  *    two directions), cut at the largest ratio between consecutive values (when it is
  *    at least 2x), and join the ranks linked above the cut (single linkage): the groups
- *    are the nodes, found from the measured matrix alone.
+ *    are the nodes, found from the probed matrix alone.
  * 2. Orders. A pipeline should cross each slow link once: keep each group's ranks
  *    together, order the groups along the path of least total 1/bandwidth (exact DP
  *    over subsets of groups up to 12 groups, else nearest neighbour), and order the
@@ -22,9 +22,7 @@
  *    pruned by the incumbent T (solve_order, engine.c), so most tries cost one bounded DP.
  * 4. When no candidate fits in memory at all, swaps that lower the largest overflow
  *    (of the smallest-stash plan) look for an order that fits first.
- * Deterministic: budgets count solves, never seconds, and the kicks' random numbers
- * come from a fixed seed.
- */
+ * Deterministic: budgets count solves, never seconds. */
 #include "core/util.h"
 #include "plan/placement.h"
 

@@ -40,7 +40,7 @@ typedef struct ppdl_plan {
 int ppdl_plan_uniform(int L, int S, ppdl_plan *p, char *err, size_t errlen);
 
 /* Chunked plans: a rank may run several stages (chunks), for interleaved 1F1B and
- * ZB-V (issue 22). A plan is chunked when every rank it uses runs the same number
+ * ZB-V. A plan is chunked when every rank it uses runs the same number
  * v >= 2 of stages and every stage has the same number k >= 1 of replicas, each rank
  * the same replica q of all the stages it runs: k copies of one chunked pipeline of
  * N = S / v ranks, copy q running micro-batches q, q+k, .. (data parallelism across

@@ -72,8 +72,8 @@ static inline double ppdl_allreduce_ms_bw(int k, double bytes, int n_msgs, doubl
  * distribution, scripts/cluster-emu) a ring in rank order stays inside each node and
  * crosses between nodes once per node. (Ordering by probed speed, so that replica 0,
  * which takes micro-batch 0 and one more micro-batch when M mod k != 0, is the fastest,
- * was tried: on equal devices the probed speeds differ from noise alone, and the
- * scrambled ring crossed the slow link up to k times; perf/RESULTS.md.)
+ * does not pay: on equal devices the probed speeds differ from noise alone, and the
+ * scrambled ring crosses the slow link up to k times.)
  * Sorts ranks[0..k-1] in place; the cluster is for future orders that need it. */
 void ppdl_sort_replicas(const ppdl_cluster_model *cl, int *ranks, int k);
 

@@ -45,15 +45,13 @@ typedef struct ppdl_shared_choice {
                                   with a core per rank, chooser.h) */
 } ppdl_shared_choice;
 
-/* Shared cores: another family's best is measured ahead of the choice's other cuts
- * only where it simulates within this factor of the choice. The simulator's misranking
- * of families on shared cores was measured at up to 1.24x (cnn and gpt-tiny on 3
- * ranks: data parallelism simulated 1.24x the choice's step and measured fastest);
- * the families that simulated further behind (data parallelism on the mlp preset, 3
- * and 4 ranks: 1.63-2.03x in 11 runs) measured 2-3x slower in every run: a slot is better
- * spent on a cut of the choice's own family, which the simulator ranks within 1-2% of
- * each other and whose measured steps differ by up to 20% (perf/RESULTS.md, "The
- * default's trials and the families far behind"). Such a family still comes in the
+/* Shared cores: another family's best is tried (--plan-trials) ahead of the choice's
+ * other cuts only where it simulates within this factor of the choice. On shared cores
+ * the simulator misranks families by a margin well inside this factor (data
+ * parallelism simulated slower than the choice and ran fastest), while the families
+ * that simulate further behind also run far slower: a trial is better spent on a cut of
+ * the choice's own family, which the simulator ranks close together though their real
+ * steps differ more (perf/bench-default-plan). Such a family still comes in the
  * simulated order after the other cuts. */
 #define PPDL_SHARED_FAMILY_FIRST 1.4
 
@@ -73,7 +71,7 @@ typedef struct ppdl_shared_choice {
  *     plans in simulated order; their simulated steps in others_ms and their labels in
  *     others_label (either may be NULL). Families first: what the simulator leaves out
  *     on shared cores goes with how many ranks compute at once, the family's mark
- *     (perf/RESULTS.md, "The default plan"); then other cuts, which the profile's times
+ *     (perf/bench-default-plan); then other cuts, which the profile's times
  *     may rank wrongly. From the best PPDL_RANKING_KEEP candidates (all of them up to 4
  *     ranks). Frees the ranking. */
 ppdl_ranking *ppdl_shared_begin(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,

@@ -1,48 +1,28 @@
 /* solve_chunked.h — the planner for chunked plans: interleaved 1F1B with v chunks per
- * rank and ZB-V (two chunks in a V), issue 22.
+ * rank and ZB-V (two chunks in a V).
  *
- * What is chosen: the cut of the L layers into S = v*N contiguous stages and the
- * recompute option of every layer, to minimise the cost model's T of a chunked plan
- * (costmodel.h "Chunked plans"):
- *     T = phi * sum_s time_s + 2 * sum_s link_s + (M-1) * max(rank work, pair work) + tail
- * with every rank's stages together inside its memory; and the placement: which rank
- * runs each position of the schedule's order (round-robin, or the V; position p is the
- * rank of stage p, and the runtime runs it so, cmd/run_plan.c). Two orders are
- * searched: the ranks in order, and where its links cost less than 0.9 of theirs the
- * order whose neighbours talk fastest (greedy from rank 0 by the links' time for the
- * mean activation, then segment reversals while they help; interleaved's positions form
- * a ring, the V's a path); the
- * plan of the two that simulates faster is kept (ties: the ranks in order;
- * opts->placement = 0: the ranks in order only).
+ * What is chosen: the cut of the L layers into S = v*N contiguous stages and every
+ * layer's recompute option, to minimise the cost model's T of a chunked plan
+ * (costmodel.h "Chunked plans"), every rank's stages together inside its memory; and
+ * the placement: the ranks in order, and where their links cost less than 0.9 of it the
+ * order whose neighbours talk fastest (greedy from rank 0, then segment reversals), the
+ * plan that simulates faster kept (ties, or opts->placement = 0: the ranks in order).
  *
- * How (a rank's work is the sum of v stages that are not adjacent, so the one-order DP
- * of engine.c does not apply). The key, lexicographic: the memory over the ranks'
- * limits (summed), then T, then the sum of squares of the ranks' work (so that a search
- * leaves plateaus of the max, where two ranks tie for the most work).
- *  1. Few cuts (C(L-1, S-1) <= PPDL_CHUNKED_EVERY_CUT): every cut is evaluated; the
- *     best is the optimum over cuts (with the options of step 3).
- *  2. Else a local search: from the layers' work cut in proportion to the speed of
- *     each stage's rank, from the cut into equal layer counts, and from RESTARTS (opts->chunked_restarts, default 6) kicks
- *     of the best so far (3 boundaries moved at random, a fixed seed), passes until one
- *     changes nothing, each pass: every boundary to the best of its positions between
- *     its neighbours, then chain moves (boundaries b..b+k-1, k <= 8, shifted together
- *     by one layer: work passed along k stages). Not exact: on cuts too many to try
- *     (tests/unit/test_solve_chunked.c measures it against every cut);
- *  3. the recompute options, inside every evaluation: per rank, every layer at option 0;
- *     while the rank is over its memory, the upgrade (a layer to an option that keeps
- *     less) of the most bytes saved per extra millisecond.
- *  4. T proposes, the simulator picks: the chunked rule's fill factor is exact on equal
- *     stages only, and T sees a rank's work as one sum, so a cut of chunks of 1, 1, 5
- *     and 5 equal layers on 2 ranks has the T of the cut 3, 3, 3, 3 (each rank holds 6)
- *     while its step is about 20% longer (simulated 97.3 against 81.0 ms, M = 4). The
- *     search's cut, the speed-proportional cut and the equal cut (each with its options)
- *     are played by the simulator (simulate.h), and the fastest that fits is the plan
- *     (ties: the search's). opts->chunked_sim_pick = 0 leaves the search's cut.
- * The result is annotated by ppdl_cost_evaluate (the same T as for any plan); where the
- * ranks share a host's cores (shared_cores.h), sc says so and holds its simulated step.
- * The same plans in k copies are below ("k copies"); the cost model's T of a chunked
- * plan is solve_chunked_cost.c's (costmodel.h "Chunked plans").
- * Pure C, deterministic. */
+ * How: a rank's work is the sum of v stages that are not adjacent, so engine.c's
+ * one-order DP does not apply. The key is lexicographic: the memory over the limits,
+ * then T, then the sum of squares of the ranks' work (to leave plateaus of the max).
+ *  1. Few cuts (at most PPDL_CHUNKED_EVERY_CUT): every cut, the optimum over cuts.
+ *  2. Else a local search from the speed-proportional cut, the equal cut and
+ *     opts->chunked_restarts kicks (fixed seed): boundary moves and chain moves until a
+ *     pass changes nothing. Not exact (tests/unit/test_solve_chunked.c compares it with
+ *     every cut).
+ *  3. Recompute options inside every evaluation: per rank, while over its memory, the
+ *     upgrade that saves the most bytes per extra millisecond.
+ *  4. T proposes, the simulator picks: T sees a rank's work as one sum (chunks of 1, 1,
+ *     5, 5 equal layers on 2 ranks have the T of 3, 3, 3, 3 but a longer step), so the
+ *     search's cut, the speed-proportional and the equal cut are played (simulate.h) and
+ *     the fastest that fits is the plan (opts->chunked_sim_pick = 0: the search's).
+ * Where ranks share a host's cores (shared_cores.h), sc holds the simulated step. */
 #ifndef PPDL_SOLVE_CHUNKED_H
 #define PPDL_SOLVE_CHUNKED_H
 
@@ -72,9 +52,8 @@ int ppdl_solve_chunked(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
 
 /* k copies: the planner's chunked plans in k copies (plan.h: every stage k
  * replicas, copy q on ranks q N/k .. (q+1) N/k - 1, or strided on q, q+k, .. (below),
- * running micro-batches q, q+k, ..;
- * issue 22: the schedule, the partition, the placement, the recompute options and the
- * replication chosen together).
+ * running micro-batches q, q+k, ..: the schedule, the partition, the placement, the
+ * recompute options and the replication chosen together).
  *
  * A copy is one chunked pipeline, so its plan is ppdl_solve_chunked's on a cluster of N/k
  * ranks for ceil(M/k) micro-batches (copy 0's, the most): the copies' worst case, rank
