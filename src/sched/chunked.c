@@ -9,23 +9,20 @@
  * s's list with its ops in the rank's order at once, so a SEND always precedes the
  * RECV it feeds when both are on one rank as long as F(s, mb) precedes F(s+1, mb) (and
  * B(s+1, mb) precedes B(s, mb)), which both constructions keep.
- *
  *   interleaved, rank r (Megatron-LM's order; chunk c is stage c*N + r):
  *     forwards   group g of micro-batches gN .. min(M, gN + N) - 1, through chunk 0,
  *                then the same group through chunk 1, .., chunk v-1; then group g+1
  *     backwards  the same groups, chunks v-1 down to 0
  *     warm-up    w = min((N - r - 1)*2 + (v - 1)*N, M*v) forwards, then one forward
  *                and one backward until the forwards run out, then the backwards left
- *   Megatron asks for M a multiple of N; with a short last group the same order is
- *   still deadlock-free (tests/unit/test_schedule_chunked.c proves every M in 1..16).
- *   Per stage the backwards run in micro-batch order (the groups and the micro-batches
- *   inside one are ascending), so the weight gradients add up as 1F1B's do.
+ *   Megatron asks for M a multiple of N; a short last group is still deadlock-free
+ *   (tests/unit/test_schedule_chunked.c, every M in 1..16). A stage's backwards run in
+ *   micro-batch order, so its weight gradients add up as 1F1B's do.
  *
  *   zb-v: the passes of sched/zero_bubble.h's play with the N ranks as devices, stage s
  *   on rank s (s < N) or 2N-1-s, under cap 2N - s on stage s (what 1F1B's stage s holds
  *   on 2N stages). On stage 0 a B directly followed (on its rank) by its W is one
- *   fused BACKWARD, as in the zb-* lists.
- */
+ *   fused BACKWARD, as in the zb-* lists. */
 #include "sched/schedule.h"
 #include "sched/build_impl.h"
 #include "sched/zero_bubble.h"

@@ -8,10 +8,8 @@
  *
  *   GPipe (torchgpipe's order):  F(0) F(1) .. F(M-1)  B(M-1) .. B(1) B(0)  OPTIMIZER
  *   1F1B (PipeDream-Flush, Megatron non-interleaved), w = min(S-s-1, M):
- *       warm-up   F(0) .. F(w-1)
- *       steady    F(w) B(0) F(w+1) B(1) .. F(M-1) B(M-w-1)
- *       cool-down B(M-w) .. B(M-1)
- *       OPTIMIZER
+ *       warm-up F(0) .. F(w-1); steady F(w) B(0) F(w+1) B(1) .. F(M-1) B(M-w-1);
+ *       cool-down B(M-w) .. B(M-1); OPTIMIZER
  *   so the last stage runs F0 B0 F1 B1 .., and stage s never holds more than
  *   min(M, S-s) forwarded-but-not-backwarded micro-batches (GPipe holds M).
  *   Replicated stages (ppdl_schedule_make with k): stage s on k_s replicas has the
@@ -22,19 +20,8 @@
  *   follows B(mb) on a stage that sends no gradient (stage 0) the two are one BACKWARD.
  *
  * A GPipe or 1F1B list has M*(2 + 2*[s > 0] + 2*[s < S-1]) + 1 ops; a zero-bubble list
- * one more per split backward.
- *
- * The checker (ppdl_schedule_check, ppdl_schedule_check_layout for replicated stages)
- * first checks each list on its own (the rules are listed above check_list), then plays
- * all lists (one per stage, or per replica) against each other under the
- * communication model of schedule.h: a SEND always runs; a RECV runs once the peer has
- * issued the matching SEND that no earlier RECV consumed. Every sweep advances each
- * stage as far as it can; the play stops when a sweep advances nothing. If some stage
- * has not reached its end then, no stage can ever advance again: a deadlock, reported
- * with the op each unfinished stage is stuck on. Cost: O(S*M) memory, and at most
- * (number of ops + 1) sweeps of O(S) each plus O(1) per op run, so O(S * N_ops) time
- * in the worst case (a few sweeps in practice).
- */
+ * one more per split backward. The checker (ppdl_schedule_check, ..._layout) is at the
+ * end. */
 #include "sched/schedule.h"
 #include "sched/build_impl.h"
 #include "sched/zero_bubble.h"
@@ -898,6 +885,16 @@ static int play(int S, int M, int n_lists, const ppdl_op_list *lists, const who 
     return rc;
 }
 
+/* The checker (ppdl_schedule_check, ppdl_schedule_check_layout for replicated stages)
+ * first checks each list on its own (the rules are listed above check_list), then plays
+ * all lists (one per stage, or per replica) against each other under the
+ * communication model of schedule.h: a SEND always runs; a RECV runs once the peer has
+ * issued the matching SEND that no earlier RECV consumed. Every sweep advances each
+ * stage as far as it can; the play stops when a sweep advances nothing. If some stage
+ * has not reached its end then, no stage can ever advance again: a deadlock, reported
+ * with the op each unfinished stage is stuck on. Cost: O(S*M) memory, and at most
+ * (number of ops + 1) sweeps of O(S) each plus O(1) per op run, so O(S * N_ops) time
+ * in the worst case (a few sweeps in practice). */
 int ppdl_schedule_check_layout(int S, int M, const int *k, const ppdl_op_list *lists, char *err,
                                size_t errlen)
 {

@@ -12,7 +12,7 @@
  * OPTIMIZER until every send of the step has; the checker plays the lists under these
  * waits too.
  *
- * The backward split (DESIGN.md "Backward split", nn/layer.h): a micro-batch's backward
+ * The backward split (nn/layer.h "The backward split"): a micro-batch's backward
  * is either one BACKWARD, or a BACKWARD_INPUT (B: the input gradient, which SEND_GRAD
  * sends) and a later BACKWARD_WEIGHT (W: the parameter gradients). A slot holds its
  * micro-batch from its RECV_ACT or FORWARD until its BACKWARD or BACKWARD_WEIGHT, and
@@ -239,7 +239,7 @@ int ppdl_schedule_max_pending_weight(const ppdl_op_list *l);
  *    order is sched/zero_bubble.h's greedy play with the ranks as devices
  *    (ppdl_zb_order_devices) under a cap per stage, 2N - s on stage s (1F1B's on
  *    2N stages: rank r holds at most 2N + 1 chunk-micro-batches, 1F1B's first rank
- *    2N; measured in tests/unit/test_schedule_chunked.c).
+ *    2N; counted in tests/unit/test_schedule_chunked.c).
  * A message between two stages of one rank (zb-v: stages N-1 and N; interleaved with
  * N = 1) is an ordinary SEND and RECV that the rank sends itself; the order puts
  * the SEND first. Within every stage the weight gradients accumulate in micro-batch

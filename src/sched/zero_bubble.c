@@ -15,7 +15,8 @@
  * micro-batches, M / k, times its pass), so k units is the shape of the plans that
  * run; with every pass one unit, the orders of a wide stage feeding a narrow one
  * were made for passes k times shorter than they are, and in the simulator lost to
- * 1F1B's lists on the same layout (perf/RESULTS.md). One replica per stage: 1 unit,
+ * 1F1B's lists on the same layout (perf/bench-planner's first cluster). One replica
+ * per stage: 1 unit,
  * the play above.
  *
  * Several stages per device (ZB-V): each stage is a stream of passes with its own
@@ -300,9 +301,9 @@ static void move_pass(ppdl_zb_pass *seq, long j, long delta)
     seq[j + delta] = x;
 }
 
-/* Greedy plays choose locally; the exact best order of S = 2, M = 8 under the bench's
- * times is the timed play's, but with unequal stages and messages a play can be 10%
- * or more off (perf/RESULTS.md, "ZB-H1's orders searched exhaustively"). So the best
+/* Greedy plays choose locally; on two equal stages the timed play's order is the best
+ * there is, but with unequal stages and messages a play can be well off the best order
+ * (perf/bench-zb-orders.c searches every order exhaustively). So the best
  * play's orders are improved by moving one pass of a device up to IMPROVE_REACH places
  * earlier or later wherever the replayed step gets strictly shorter, sweep after sweep
  * until one changes nothing, within each stream's peaks of the start's and the unit

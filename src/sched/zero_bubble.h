@@ -3,39 +3,24 @@
  *
  * Zero Bubble (Qi et al., ICLR 2024) splits each backward into B (the input gradient,
  * which the previous stage waits for) and W (the weight gradient, which nothing waits
- * for), and uses the W's to fill the pipeline's bubbles. The orders here come from one
- * greedy play of all stages at once with every pass taking one unit of time (the
- * paper's T_F = T_B = T_W) and messages taking none: whenever a stage is free it runs,
- * of the passes it can start earliest, a B (its micro-batch's gradient has arrived),
- * else an F (its activation has arrived and fewer than cap micro-batches are held:
- * forwarded, W not yet done), else a W. F's, B's and W's each run in micro-batch order,
- * so every stage accumulates its weight gradients in micro-batch order, as 1F1B does.
- * Each stage s has its own cap[s]. With cap = S on every stage (ZB-H1: the most 1F1B
- * holds on a stage, its first) and S = 2 the play's step is 3M + 1 units, the least
- * any schedule of these passes can take; with cap = 2S - 1 (ZB-H2) it is 3M + S - 1 for
- * the S and M tried (tests/unit/test_schedule.c), which is the least: the last stage
- * cannot start before S - 1 forwards. With cap[s] = S - s (ZB-1P: what 1F1B's stage s
- * holds, so the last stage runs F B W one micro-batch at a time) it is 3M + 2(S - 1)
- * when M >= S (tests/unit/test_schedule.c): a third of 1F1B's bubble gone, at 1F1B's
- * memory on every stage. 1F1B with the fused backward takes 3M + 3(S - 1).
+ * for), and fills the pipeline's bubbles with the W's. The orders come from one greedy
+ * play of all stages at once, every pass one unit of time (the paper's T_F = T_B = T_W),
+ * messages free: whenever a stage is free it runs, of the passes it can start earliest,
+ * a B, else an F (fewer than cap[s] micro-batches held: forwarded, W not yet done), else
+ * a W. F's, B's and W's each run in micro-batch order, so a stage accumulates its weight
+ * gradients in micro-batch order, as 1F1B does. The play's step, in units
+ * (tests/unit/test_schedule.c checks each):
+ *   ZB-H1, cap = S (1F1B's first stage):   3M + 1 at S = 2, the least possible
+ *   ZB-H2, cap = 2S - 1:                   3M + S - 1, the least (the last stage waits
+ *                                          for S - 1 forwards)
+ *   ZB-1P, cap[s] = S - s (1F1B's memory):  3M + 2(S - 1) when M >= S
+ *   1F1B, the backward fused:              3M + 3(S - 1)
  *
- * Replicated stages (a layout: stage s on k[s] replicas, micro-batch j on replica
- * j mod k[s], as 1F1B's replicas) play the same way with every replica a device of
- * its own: a replica runs its own micro-batches' F, B and W in micro-batch order, so
- * it accumulates its weight gradients as 1F1B's replica does (the same bits), and the
- * play finds each replica the W's that fill its own bubbles. A pass of a stage with k
- * replicas takes k units in this play (a replicated stage holds about k times the
- * layers: the plans balance each replica's share), so the step of the play is in
- * those units (ppdl_schedule_unit_step_layout).
- *
- * Timed (ppdl_zb_times, below): the same play with every pass its measured time and
- * messages their delay, a W only where it fits in the gap before the next B or F. A
- * greedy's choices are local, so three orders are made: the unit play's, the timed
- * play with a W wherever the stage is idle, and with a W only where it fits; each is
- * replayed under the times (ppdl_zb_replay_layout) and the shortest kept, the unit
- * play's on a tie. With every time 1 and no replicated stage the unit play's orders
- * come back unchanged (a replicated stage's pass takes k units in the unit play, 1
- * tick of its time here, so a timed order may win there).
+ * Replicated stages (stage s on k[s] replicas, micro-batch j on replica j mod k[s]) play
+ * the same way with every replica a device of its own, its own micro-batches in order
+ * (the same bits as 1F1B's replica); a pass of a stage with k replicas takes k units
+ * (such a stage holds about k times the layers), so the play's step is in those units
+ * (ppdl_schedule_unit_step_layout). The timed plays are below (ppdl_zb_times).
  */
 #ifndef PPDL_ZERO_BUBBLE_H
 #define PPDL_ZERO_BUBBLE_H
@@ -45,7 +30,14 @@
  * between stages s and s + 1 arrives msg[s] ticks (>= 0; msg NULL: 0) after the pass
  * that sends it ends. Integer ticks, so that every rank plays the same orders from the
  * same numbers. NULL where a play takes one: the unit play above (F = B = W, a
- * replicated stage's pass k units, messages free). */
+ * replicated stage's pass k units, messages free).
+ * A greedy's choices are local, so three orders are made from the profiled times: the
+ * unit play's, the timed play with a W wherever the stage is idle, and with a W only
+ * where it fits in the gap before the next B or F; each is replayed under the times
+ * (ppdl_zb_replay_layout) and the shortest kept, the unit play's on a tie. With every
+ * time 1 and no replicated stage the unit play's orders come back unchanged (a
+ * replicated stage's pass takes k units in the unit play, 1 tick here, so a timed
+ * order may win there). */
 typedef struct ppdl_zb_times {
     const long *f, *b, *w;
     const long *msg;
