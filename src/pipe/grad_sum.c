@@ -7,9 +7,9 @@
  * pays its emulated link (MPI's collectives would bypass the emulation); otherwise
  * MPI_Iallreduce on the stage's communicator, per layer on a backend whose messages
  * are staged through host memory, else in buckets of layers. On one machine
- * MPI_Iallreduce is as fast as the ring, and across nodes MPICH's all-reduce beat the
- * flat ring: data parallelism on 2 x 2 ranks of scripts/cluster-emu, 20 Mbit/s between
- * the nodes, 1.82-1.84 s a step against 2.55-2.59 s (perf/RESULTS.md). */
+ * MPI_Iallreduce is as fast as the ring, and across nodes MPICH's all-reduce, which
+ * knows the nodes, beats the flat ring (data parallelism on perf/bench-headline's
+ * emulated cluster of 2 nodes x 2 ranks). */
 #include "config.h"
 
 #include "pipe/runtime_impl.h"
@@ -43,10 +43,9 @@ void ppdl_rt_grad_sum_begin(ppdl_runtime *rt)
 
 /* MPI's sums of host gradients go in buckets of consecutive layers (the gradient
  * arena holds the layers in order): one MPI_Iallreduce per bucket instead of one per
- * layer. Outstanding non-blocking all-reduces slow each other: 5.8 MB over 2 ranks of
- * one host took 0.84-0.91 ms as one call, 1.5-2.1 ms as 2 to 6 calls at once
- * (perf/RESULTS.md "Gradient buckets"). A bucket starts once it holds this many floats,
- * or at the stage's first layer. */
+ * layer, because outstanding non-blocking all-reduces slow each other: the same bytes
+ * as several calls at once take about twice as long as one call. A bucket starts once it
+ * holds this many floats, or at the stage's first layer. */
 #define GRAD_BUCKET_FLOATS ((size_t)4 << 20) /* 16 MiB */
 
 static int bucketed(const ppdl_runtime *rt)

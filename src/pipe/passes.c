@@ -49,7 +49,7 @@ void ppdl_rt_forward(ppdl_runtime *rt, long step, int mb)
     ppdl_papi_begin(rt->cfg.papi, PPDL_PAPI_FORWARD);
     ppdl_range_push("forward", mb);
     /* reading the micro-batch is the end stages' own work, not idle time: it counts
-     * in the forward (and so in the busy time the bubble is measured from) */
+     * in the forward (and so in the busy time the bubble is computed from) */
     double t0 = ppdl_now_s();
     if (rt->first_stage || rt->last_stage) load_batch(rt, step, mb, sl);
     void *in = sl->act[0];

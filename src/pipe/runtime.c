@@ -1,41 +1,28 @@
 /* runtime.c — run one stage's op list, step after step.
  *
  * Buffers of one slot (b = batch_size / M samples, layers first..last, nl of them):
- *   act[0]          stage input: data (tokens/features) on stage 0; elsewhere the received
- *                   activation, a buffer of the inbox (below) lent to the slot
- *   act[i], i >= 1  input of layer first+i = output of layer first+i-1 (kept for backward);
- *                   under bf16 kept packed as bf16, half its bytes (stash_bf16 below)
+ *   act[0]          stage input: data on stage 0; elsewhere the received activation, a
+ *                   buffer of the inbox (below) lent to the slot
+ *   act[i], i >= 1  input of layer first+i = output of layer first+i-1 (kept for
+ *                   backward); under bf16 kept packed, half its bytes (stash_bf16)
  *   saved[i]        what layer first+i saved in forward (none when it is recomputed)
- *   out             stage output: the activation sent on, or on the last stage the logits,
- *                   overwritten in place by d(loss)/d(logits) right after forward
- *   dout            gradient received from the next stage (not on the last stage)
- *   din             gradient sent to the previous stage (not on stage 0)
+ *   out             stage output: the activation sent on, or on the last stage the
+ *                   logits, overwritten by d(loss)/d(logits) right after forward
+ *   dout, din       gradient received from the next stage, sent to the previous one
  *   targets         the last stage's targets of the micro-batch
- * Shared by all slots: the scratch `saved` and output of a recomputed forward, two
- * ping-pong gradient buffers between the stage's layers, and the layers' work space.
- *
- * A split backward (BACKWARD_INPUT, then later BACKWARD_WEIGHT; schedule.h) keeps the
- * micro-batch's slot until its W, and between its B and its W one of the W buffers
- * (as many as the list has W's pending at once, micro-batch mb in buffer mb mod n):
- * per layer what the kind keeps for W (nn/layer.h: keep) and, where W reads it, the
- * layer's output gradient, which the fused pass leaves in the ping-pong buffers (the
- * stage's last layer reads the slot's own gradient buffer, kept with the slot). A
- * layer under full recompute runs its forward again before its B and, where its W
- * reads `saved`, before its W.
- *
- * The inbox (every stage but the first): the buffers activations are received into.
- * A receive is posted into any free inbox buffer; at RECV_ACT the buffer becomes the
- * slot's act[0] (no copy), and it returns to the inbox when the slot is freed. Where
- * slots are reused within a step (1F1B: stage s holds min(M, S-s) micro-batches but
- * receives M), the inbox has one buffer more than the slots, so the next activation's
- * receive is posted while the stage still computes on all its slots: it arrives during
- * that work instead of after it (with a rendezvous protocol, a large message does not
- * start moving before its receive is posted).
- *
- * The messages between stages go through MPI (host-staged where the backend's memory is
- * not MPI's) or NCCL (cfg.nccl_act), behind one table of operations: transport.c.
- * The runtime's other parts are listed in runtime_impl.h.
- */
+ * Shared by all slots: a recomputed forward's scratch `saved` and output, two ping-pong
+ * gradient buffers between the stage's layers, and the layers' work space.
+ * A split backward (BACKWARD_INPUT, later BACKWARD_WEIGHT; schedule.h) keeps the slot
+ * until its W, and from B to W one of the W buffers (micro-batch mb in buffer mb mod n):
+ * per layer the kind's `keep` (nn/layer.h) and, where W reads it, the layer's output
+ * gradient. A layer under full recompute runs its forward again before B and, where W
+ * reads `saved`, before W.
+ * The inbox (every stage but the first) holds the buffers activations are received
+ * into; at RECV_ACT one becomes the slot's act[0] (no copy) until the slot is freed.
+ * Where slots are reused within a step (1F1B) it has one buffer more than the slots, so
+ * the next activation's receive is posted, and its data moves (a rendezvous protocol
+ * waits for the receive), while the stage still computes on all its slots.
+ * Messages go through transport.c (MPI or NCCL); other parts: runtime_impl.h. */
 #include "config.h"
 
 #include "pipe/runtime_impl.h"

@@ -2,31 +2,22 @@
  * tie_embeddings, whose head's lm_head.weight is the embedding's wte).
  *
  * Both layers add their gradients into buffers of their own during the step, each
- * summed over micro-batches in micro-batch order, and the two are combined once, after
- * the stages' replicas have summed them and before the non-finite check, the clip norm
- * and the update:
- *
+ * summed in micro-batch order, and the two are combined once, after the replicas' sums
+ * and before the non-finite check, the clip norm and the update:
  *   g = g_emb + g_head        (elementwise; float addition is commutative)
- *
- * That is the same expression for every plan, so the same bits on any number of ranks
- * (the single buffer both layers accumulate into, in the order the backwards run, would
- * give head mb0 + emb mb0 + head mb1 ... on one stage and (sum of the head's) + (sum of
- * the embedding's) on two: other bits).
+ * the same expression for every plan, so the same bits on any number of ranks (one
+ * buffer for both, in the order the backwards run, would differ between plans).
  *  - within: one stage holds both layers (the weight once, its own gradient buffer for
  *    the head): wte.grad += lm_head.grad.
- *  - exchange: the embedding (stage 0) and the head (stage S-1) are on different
- *    stages, each with the value, m and v: each sends its gradient to the other and
- *    adds the one it receives, so both hold g and their AdamW updates stay bitwise
- *    equal. Replica q of one stage receives from replica q mod k' of the other (k'
- *    replicas there) and sends to the other's replicas p with p mod k = q; every
- *    replica of a stage holds the same bits after the replicas' sum, so any source
- *    gives the same g. The messages go through the comm layer (comm.h), so --netem
- *    delays them as its links say. A rank holding both stages (zb-v's rank 0, any
- *    chunked plan on one rank) sends to itself the same way, so it needs no other
- *    rule: the messages to the embedding's stage and to the head's have tags of their
- *    own (tag, tag + 1), and a rank starts every stage's exchange (ppdl_tie_start)
- *    before it finishes any (ppdl_tie_finish).
- *
+ *  - exchange: the embedding (stage 0) and the head (stage S-1) hold a copy each, value,
+ *    m and v: each sends its gradient to the other and adds the one it receives, so
+ *    their AdamW updates stay bitwise equal. Replica q of one stage receives from
+ *    replica q mod k' of the other (k' replicas there) and sends to the other's replicas
+ *    p with p mod k = q (after the replicas' sum any source gives the same g). Messages
+ *    go through comm.h, so --netem delays them. A rank holding both stages (zb-v's rank
+ *    0) sends to itself the same way: the two directions have tags of their own (tag,
+ *    tag + 1), and a rank starts every stage's exchange (ppdl_tie_start) before it
+ *    finishes any (ppdl_tie_finish).
  * PPDL_TEST_TIE, a planted bug for the tests' negative controls (README "Tests"):
  *   no-exchange  each stage keeps its own part (within: the head's part is dropped)
  *   one-buffer   within: the head adds straight into wte's gradient buffer, in the
