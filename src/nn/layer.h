@@ -17,9 +17,24 @@
  *
  * Parameters live in one arena per stage (see stage.h); params[i].value/grad point
  * into it. Backward ADDS into the parameter gradients (micro-batch accumulation).
- *
- * The backward split (Zero Bubble's names, DESIGN.md "Backward split"): a backward pass
- * is two parts that a schedule may run at different times,
+ * A backward may run as two parts, B and W: "The backward split", at PPDL_BWD_INPUT.
+ */
+#ifndef PPDL_LAYER_H
+#define PPDL_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+#define PPDL_MAX_PARAMS 16
+#define PPDL_MAX_DIMS 4
+
+/* recompute options understood by the runtime for every layer */
+enum { PPDL_RC_NONE = 0, PPDL_RC_FULL = 1, PPDL_RC_SELECTIVE = 2 };
+
+/* The backward split (Zero Bubble's names): a backward pass is two parts that a
+ * schedule may run at different times,
  *   B  PPDL_BWD_INPUT   the input gradient din alone (on the pipeline's critical path).
  *                       It leaves what W needs in `keep` (keep_floats) and, under an
  *                       option that keeps `saved` (any but full recompute), over the
@@ -37,21 +52,6 @@
  * scratch, recomputed before B and again before W where W reads it); under the block's
  * selective option W recomputes the MLP's hidden layer itself, as B does.
  */
-#ifndef PPDL_LAYER_H
-#define PPDL_LAYER_H
-
-#include <stddef.h>
-#include <stdint.h>
-
-#include "backend/backend.h"
-
-#define PPDL_MAX_PARAMS 16
-#define PPDL_MAX_DIMS 4
-
-/* recompute options understood by the runtime for every layer */
-enum { PPDL_RC_NONE = 0, PPDL_RC_FULL = 1, PPDL_RC_SELECTIVE = 2 };
-
-/* the parts of a backward pass (above): B, W, or both at once */
 enum { PPDL_BWD_INPUT = 1, PPDL_BWD_WEIGHT = 2, PPDL_BWD_FUSED = 3 };
 /* what W reads besides in and keep (flags of weight_reads) */
 enum { PPDL_W_SAVED = 1, PPDL_W_DOUT = 2 };

@@ -22,8 +22,7 @@
  *   activation none    dz is dout (W reads dout; B leaves it alone);
  *   else, option 0     dz over the saved pre-activation z (B's alone): no bytes added;
  *   else, full         dz in keep (the runtime's `saved` is scratch then).
- * The fused pass computes dz in place over dout, as before.
- */
+ * The fused pass computes dz in place over dout. */
 #include "nn/layer.h"
 #include "core/error.h"
 #include "core/util.h"

@@ -23,7 +23,7 @@ int ppdl_model_preset(ppdl_model *m, const char *preset, char *err, size_t errle
             m->vocab_size = 256; m->seq_len = 64; m->d_model = 64; m->n_heads = 4; m->n_layers = 2;
         } else if (!strcmp(preset, "gpt-small")) {  /* GPT-2 124M dimensions */
             m->vocab_size = 50257; m->seq_len = 1024; m->d_model = 768; m->n_heads = 12; m->n_layers = 12;
-        } else if (!strcmp(preset, "gpt-bench")) {  /* the PyTorch comparison of ENVIRONMENT.md */
+        } else if (!strcmp(preset, "gpt-bench")) {  /* perf/bench-step's comparison with PyTorch */
             m->vocab_size = 4096; m->seq_len = 128; m->d_model = 256; m->n_heads = 4; m->n_layers = 4;
         } else {
             return ppdl_errf(err, errlen, "--preset: unknown preset '%s'", preset);
