@@ -2,32 +2,18 @@
  * position, written by all ranks together into one file with parallel HDF5, and read
  * back under any number of ranks and any plan (layers are keyed by index, not rank).
  *
- * Layout (contract: docs/formats.md "checkpoint.h5"; a checkpoint IS a model file, so `ppdl
- * ckpt.h5` trains from it and h5py reads it):
- *   /, /layers/NNNNN/...     the model file of model_io.h: the root and layer attributes
- *                            of the model the run started from, the current weights
- *   /optimizer               attributes algorithm = "adamw", lr, beta1, beta2, eps,
- *                            weight_decay (float64), step (int64: AdamW's t)
- *     m/NNNNN/<param>        first moments (PyTorch's exp_avg), float32, the shape of
- *                            /layers/NNNNN/<param>
- *     v/NNNNN/<param>        second moments (exp_avg_sq)
- *   /train                   attributes
- *                              ppdl_checkpoint_version (int32, PPDL_CKPT_VERSION)
- *                              step (int64): optimizer steps done = the next step's index
- *                              data_position (int64): samples consumed; the next step
- *                                starts at sample data_position mod N
- *                              seed, batch_size, micro_batches, ranks (int64)
- *                              schedule (string), plan (string: the plan JSON)
- *                              precision (string: fp32 or bf16)
- *                              complete (int32 = 1): written after all the data
+ * Layout (the contract, every field: docs/formats.md "checkpoint.h5"). A checkpoint IS a
+ * model file, so `ppdl ckpt.h5` trains from it and h5py reads it:
+ *   /, /layers/NNNNN/...     the model file of model_io.h, with the current weights
+ *   /optimizer               AdamW's hyperparameters and step; m/NNNNN/<param> and
+ *                            v/NNNNN/<param>, its moments, shaped as the parameters
+ *   /train                   the position (step, data_position), the run's settings,
+ *                            ppdl_checkpoint_version (PPDL_CKPT_VERSION) and
+ *                            complete = 1, written after all the data
  *     checksums              uint64 [L, 3]: Fletcher-64 of layer l's parameters, m and v
- *                            (each float's bit pattern as a uint32 word, the layer's
- *                            datasets back to back in table order)
- *   tied embeddings          (model_io.h) stored once: /layers/<L-1>/lm_head.weight,
- *                            /optimizer/m/<L-1>/lm_head.weight and .../v/... are hard
- *                            links to the same groups' 00000/wte, written by layer 0's
- *                            owner; the head's checksums read them through the links (so
- *                            they cover wte's bits a second time, and the rule above holds)
+ *   tied embeddings          stored once: the head's lm_head.weight, m and v are hard
+ *                            links to layer 0's wte, written by layer 0's owner (the
+ *                            head's checksums read them through the links)
  *
  * Writing (ppdl_ckpt_write, collective): every rank creates every group, dataset and
  * attribute with the same arguments (parallel HDF5 requires metadata changes from all

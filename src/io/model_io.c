@@ -779,8 +779,8 @@ int ppdl_model_save(const char *path, const ppdl_model *m, const float *host, ch
 
     /* HDF5's 1.8 file format or later: the superblock and object headers carry checksums,
      * so a damaged file is refused cleanly. In the default (1.6) format HDF5 1.10 itself
-     * crashed or hung on 3 of 150 copies with 4 random bytes changed in the first 8 KiB,
-     * on 0 of 150 in this one (perf/fuzz/README.md). h5py and HDF5 >= 1.8 read it. */
+     * can crash or hang on a file with a few random bytes changed in its first 8 KiB; in
+     * this one the fuzzer found no such file (perf/fuzz/). h5py and HDF5 >= 1.8 read it. */
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0) {
         if (fapl >= 0) H5Pclose(fapl);
