@@ -56,8 +56,8 @@ double *cpu_scratch(ppdl_backend *be, size_t n)
 /* Buffers of 2 MiB and more (weights, gradients, optimizer state, activations) are
  * aligned to 2 MiB and offered transparent huge pages: the GEMMs' packing and the
  * streaming kernels then take far fewer TLB misses, and first touch takes 1 fault per
- * 2 MiB instead of 512 (perf/RESULTS.md, "Measurements behind the code"). Where the
- * kernel does not do it (THP off), nothing changes. */
+ * 2 MiB instead of 512, which makes the gpt-bench preset's step a little faster. Where
+ * the kernel does not do it (THP off), nothing changes. */
 #define HUGE_BYTES ((size_t)2 << 20)
 
 static void *cpu_alloc(ppdl_backend *be, size_t n)
@@ -151,8 +151,9 @@ typedef struct {
 
 /* rows [m0,m1) and columns [n0,n1) of C, on the calling thread. A single row of C
  * (decoding one token: x[1,k] @ W^T) is a matrix-vector product: sgemm would pack all
- * of B for it on every call, which costs more than the product (measured on gpt-small:
- * 42% of a decoding step in sgemm_incopy), so it goes to sgemv. */
+ * of B for it on every call, which costs more than the product (in a profile
+ * of gpt-small's decoding, packing B was a large share of the step), so it goes to
+ * sgemv. */
 static void gemm_block(const gemm_args *g, int m0, int m1, int n0, int n1)
 {
     const float *a = g->ta ? g->a + m0 : g->a + (size_t)m0 * g->lda;

@@ -10,7 +10,7 @@
  * wake-up through the kernel costs tens of microseconds, as much as a small kernel)
  * and then sleeps on a condition variable. The poll is kept short: on a machine shared
  * with other processes a spinning thread takes its share of a core from the threads
- * doing the work (perf/RESULTS.md, "Measurements behind the code").
+ * doing the work, and a long poll makes a loaded machine's step far slower.
  */
 #include "backend/cpu_pool.h"
 #include "core/error.h"

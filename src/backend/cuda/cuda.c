@@ -16,15 +16,8 @@
  *
  * --precision bf16 (README "Precision"): a GEMM converts A and B to bf16 (kernels.cu,
  * backend/bf16.h's rounding) and calls cublasGemmEx / cublasGemmStridedBatchedEx with
- * bf16 operands, an fp32 C and fp32 compute. A convolution runs cuDNN in fp32 (FMA
- * math, TF32 off) on copies of x, w and dy rounded to bf16, not on cuDNN's bf16
- * descriptors: cuDNN's bf16 convolutions take x, w and y all in bf16 (fp32 only
- * inside), which would round the outputs (pre-activations, dx) and could not add into
- * the fp32 weight gradient; a product of two bf16 numbers is exact in fp32, so fp32
- * arithmetic on rounded operands computes what a bf16 convolution with fp32
- * accumulation computes, with fp32 outputs, as the CPU backend's im2col GEMMs do.
- * TF32 stays off there: its 10-bit mantissas would hold bf16 values exactly, but
- * cuDNN's Winograd and FFT algorithms multiply transformed operands, which are not. */
+ * bf16 operands, an fp32 C and fp32 compute. A convolution runs cuDNN in fp32 on
+ * operands rounded to bf16 (why: at bf16_rounded). */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -573,7 +566,15 @@ static const char *cu_bf16_gemm_name(ppdl_backend *be)
            "TF32 off";
 }
 
-/* x[n] rounded to bf16 into scratch slot `slot` (fp32 storage): a convolution operand */
+/* x[n] rounded to bf16 into scratch slot `slot` (fp32 storage): a convolution operand.
+ * Under bf16 a convolution runs cuDNN in fp32 (FMA math, TF32 off) on copies of x, w
+ * and dy rounded to bf16, not on cuDNN's bf16 descriptors: those take x, w and y all in
+ * bf16 (fp32 only inside), which would round the outputs (pre-activations, dx) and
+ * could not add into the fp32 weight gradient. A product of two bf16 numbers is exact
+ * in fp32, so fp32 arithmetic on rounded operands computes what a bf16 convolution with
+ * fp32 accumulation computes, with fp32 outputs, as the CPU backend's im2col GEMMs do.
+ * TF32 stays off: its 10-bit mantissas would hold bf16 values exactly, but cuDNN's
+ * Winograd and FFT algorithms multiply transformed operands, which are not. */
 static const float *bf16_rounded(ppdl_backend *be, int slot, size_t n, const float *x)
 {
     float *y = bf16_scratch(be, slot, (n ? n : 1) * sizeof(float));

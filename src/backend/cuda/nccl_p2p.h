@@ -3,41 +3,26 @@
  * overlap the compute stream, ordered against it with events (no host waits). Only in
  * builds with HAVE_CUDA; the backend must be the CUDA one.
  *
- * How the pipeline runtime uses it (--p2p nccl; pipe/transport.c, the NCCL
- * transport), instead of the host staging of backend/xfer.h:
+ * The pipeline runtime's use (--p2p nccl: pipe/transport.c, instead of backend/xfer.h's
+ * host staging): every rank creates, once (cmd/run_stage.c), an activation and a
+ * gradient communicator set (links to the next and from the previous stage's ranks, and
+ * the reverse) and one over its stage's replicas (links NULL). SEND_ACT queues
+ * ppdl_nccl_isend after the forward on the compute stream; receives are posted where the
+ * runtime posts MPI's, and the RECV op queues ppdl_nccl_stream_wait before the next
+ * compute (the GPU waits, the host does not); a sent buffer is overwritten only after a
+ * stream wait on its send, and the optimizer waits (ppdl_nccl_wait) for every send.
  *
- *   act  = ppdl_nccl_create(MPI_COMM_WORLD, be, &{to: next stage's ranks,
- *                                                from: previous stage's ranks}, ...)
- *   grad = the same with the directions swapped; replicas = ppdl_nccl_create(replica
- *          communicator, be, NULL, ...)          every rank, once (cmd/run_stage.c)
- *   SEND_ACT(mb):  ppdl_nccl_isend(act, sl->out, n, next_rank, &req)
- *                  (queued after the forward already on the compute stream)
- *   receives:      ppdl_nccl_irecv(act or grad, buf, n, peer, &req) when the buffer is
- *                  free (where the runtime posts MPI receives), then at the RECV op
- *                  ppdl_nccl_stream_wait before the next compute is queued: the GPU
- *                  waits, the host does not
- *   before overwriting a buffer that was sent: ppdl_nccl_stream_wait on its send
- *   before a request is reused, and on every send before the optimizer: ppdl_nccl_wait
- *
- * What NCCL does that this design must live with (tests/gpudouble/nccl.c models it):
- *  - a communicator runs its operations one after another, in the order they were
- *    issued, whatever their streams: a receive posted early on a communicator holds
- *    back every send issued after it there. So the stages' messages never share one:
- *    each directed link (rank i sends to rank j) is a communicator of its own, with
- *    only i's sends and j's receives on it, in micro-batch order on both sides, which
- *    is how they match (NCCL has no tags);
- *  - the first operation between two ranks connects them and holds the host until the
- *    peer makes the same connection: ppdl_nccl_create makes every link's first contact
- *    (one byte) before it returns; on one communicator over all ranks, every pair's in
- *    both directions and the first all-reduce (one float);
+ * What NCCL does that this design lives with (tests/gpudouble/nccl.c models it):
+ *  - a communicator runs its operations in the order they were issued, whatever their
+ *    streams, so an early receive would hold back later sends: each directed link
+ *    (i sends to j) is a communicator of its own, i's sends and j's receives on it in
+ *    micro-batch order on both sides, which is how they match (NCCL has no tags);
+ *  - the first operation between two ranks blocks the host until the peer makes it
+ *    too: ppdl_nccl_create makes every link's first contact before it returns;
  *  - a stuck peer stops a transfer for ever: ppdl_nccl_wait ends the job after
  *    PPDL_NCCL_TIMEOUT seconds (default PPDL_NCCL_TIMEOUT_S) naming the transfer.
- * The probe (net/probe.c) uses one communicator over all ranks (links NULL): its two
- * ranks at a time issue their sends and receives in the same order.
- *
- * NCCL needs one GPU per rank: two ranks on one GPU (PPDL_CUDA_SHARE=1) cannot form a
- * communicator. ppdl_nccl_create checks that before NCCL does and returns NULL with
- * the reason on every rank, so the caller can fall back to host-staged MPI. */
+ * Two ranks on one GPU (PPDL_CUDA_SHARE=1) cannot form a communicator: ppdl_nccl_create
+ * says so on every rank and returns NULL, so the caller falls back to host-staged MPI. */
 #ifndef PPDL_NCCL_P2P_H
 #define PPDL_NCCL_P2P_H
 
