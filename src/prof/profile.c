@@ -59,8 +59,8 @@ static double median(double *v, int n)
 /* Micro-batch slots the profile cycles through: in the pipeline a layer writes each
  * micro-batch's output and saved tensors to that micro-batch's own buffers, and its
  * backward reads them after the other micro-batches' forwards have passed through the
- * caches. Timing one buffer over and over keeps it all in cache and measured small
- * layers ~20% faster than they run in a step. */
+ * caches. Timing one buffer over and over keeps it all in cache, and a small layer
+ * then times faster than it runs in a step. */
 #define PROFILE_SLOTS 4
 
 typedef struct layer_bufs {
@@ -266,9 +266,8 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
      * training step; the runtime updates each layer's parameters in its own call).
      * In a step it runs after the whole backward has passed through the caches, so on
      * the CPU each run follows a sweep of the last-level cache: timed back to back,
-     * the parameters, gradients and moments stay in cache and the mlp preset's update
-     * measured 0.6x of what it takes in a step (1.2 against 1.9 ms, 1 thread;
-     * perf/RESULTS.md "The optimizer's cost, cold") */
+     * the parameters, gradients and moments stay in cache and the update times well
+     * short of what it takes in a step (perf/bench-default-plan's mlp preset) */
     lc->opt_ms = 0;
     if (st.n_params) {
         size_t sweep_n = ppdl_be_device_memory(be) ? 0 : ppdl_llc_bytes();
@@ -313,7 +312,7 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
         lc->extra_ms[PPDL_RC_SELECTIVE] = fmax(bwd[PPDL_RC_SELECTIVE] - bwd[0], floor_ms);
     /* what a W recomputes on its own: the whole forward again under full recompute
      * where it reads the saved tensors (the runtime's hook), the MLP's hidden layer
-     * under the block's selective option (measured) */
+     * under the block's selective option (timed) */
     if (lc->n_opts > PPDL_RC_FULL)
         lc->weight_extra_ms[PPDL_RC_FULL] =
             k->weight_reads(ly, PPDL_RC_FULL) & PPDL_W_SAVED ? lc->extra_ms[PPDL_RC_FULL] : 0;
@@ -503,7 +502,7 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, float *const *host
         double alone = lc->bwd_ms;
         lc->bwd_ms = 1e3 * median(tb + (size_t)l * cap, n);
         /* B and W as timed alone, scaled as the fused backward was (their ratio as
-         * measured alone) */
+         * timed alone) */
         if (alone > 0) {
             lc->bwd_input_ms *= lc->bwd_ms / alone;
             lc->bwd_weight_ms *= lc->bwd_ms / alone;
@@ -566,7 +565,7 @@ static void profile_values(const ppdl_model *m, const ppdl_layer *ly, unsigned l
         memcpy(host + i, host, (np - i < TILE_VALUES ? np - i : TILE_VALUES) * sizeof(float));
 }
 
-/* the measured times of a layer given to its twin (the bytes are its own already) */
+/* the profiled times of a layer given to its twin (the bytes are its own already) */
 static void copy_times(const ppdl_layer_cost *from, ppdl_layer_cost *to)
 {
     to->fwd_ms = from->fwd_ms;

@@ -16,14 +16,12 @@
  *               where memory is ample)
  *   bytes       param_bytes = 4 x parameters; out_bytes = b x the output per sample;
  *               stash bytes of each option as the runtime allocates them
- *               (ppdl_model_stash_bytes: the layer's input, its saved tensors unless
- *               recomputed, and on the last layer the logits kept until backward)
+ *               (ppdl_model_stash_bytes)
  * Then, where the device holds the whole model and 4 micro-batches' buffers, fwd_ms,
- * bwd_ms and the full-recompute extra are measured again with the layers in their
- * order (the forwards of 4 micro-batches through all layers, then their backwards),
- * as the runtime runs them: alone, a layer keeps its weights in cache between calls
- * and runs faster than in a step (perf/RESULTS.md). The selective extra stays the isolated
- * difference; a device without room keeps the isolated times.
+ * bwd_ms and the full-recompute extra are timed again with the layers in their order,
+ * as the runtime runs them: alone, a layer keeps its weights in cache between calls and
+ * runs faster than in a step. The selective extra stays the isolated difference; a
+ * device without room keeps the isolated times.
  */
 #ifndef PPDL_PROFILE_H
 #define PPDL_PROFILE_H

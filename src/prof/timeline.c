@@ -1,6 +1,6 @@
 /* timeline.c — a Chrome/Perfetto trace and an SVG picture of a pipeline step.
  *
- * Input: n timed records (rank, stage, kind, mb, t0_ms, t1_ms), measured by the
+ * Input: n timed records (rank, stage, kind, mb, t0_ms, t1_ms), timed by the
  * runtime or predicted by the simulator, for ranks 0..n_ranks-1.
  *
  * Trace (ppdl_trace_write_json): one process per rank ("rank R (stage S)"), thread 0
@@ -408,8 +408,8 @@ static int label_fits(const char *label, double w, double px)
 
 /* One label size per kind (forward, backward) for the whole picture, so labels look
  * alike: the largest of 11, 9.5 and 8 px at which at least 95% of that kind's labels
- * fit (measured boxes vary a little); 0 (no labels of that kind) when none does.
- * Only labels that fit are drawn. */
+ * fit (boxes of one kind vary a little in width); 0 (no labels of that kind) when none
+ * does. Only labels that fit are drawn. */
 static double pick_label_px(const svg_ctx *c, const ppdl_event_rec *ev, int n, int kind)
 {
     static const double sizes[] = {11.0, 9.5, 8.0};

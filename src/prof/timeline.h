@@ -1,5 +1,5 @@
 /* timeline.h — seeing a pipeline: a Chrome/Perfetto trace and an SVG timeline from
- * timed events (measured by the runtime, or predicted by the simulator). */
+ * timed events (timed by the runtime, or predicted by the simulator). */
 #ifndef PPDL_TIMELINE_H
 #define PPDL_TIMELINE_H
 
