@@ -9,7 +9,8 @@
  *   3. choose the plan: which layers each rank's stage runs, on which ranks, and what
  *      it recomputes; predict each stage's memory
  *   4. build this rank's stage: its layers on its backend, only its own weights
- *   5. run the schedule (GPipe or 1F1B) step after step; rank 0 prints progress;
+ *   5. run the schedule (--schedule gpipe, 1f1b, zb-h1, zb-h2, zb-1p, interleaved, zb-v,
+ *      or auto: the planner's choice) step after step; rank 0 prints progress;
  *      checkpoints between steps, an early stop on a signal or the time limit
  *   6. finish: gather every rank's numbers; report, trace, timeline; save the weights
  *
@@ -29,7 +30,7 @@ int main(int argc, char **argv)
 {
     /* Threads other than this one never call MPI (the CPU backend's workers, the
      * planner's second solve under --schedule auto): MPI_THREAD_FUNNELED says so.
-     * An MPI that grants only SINGLE runs them as before: they make no MPI call. */
+     * An MPI that grants only SINGLE runs them too: they make no MPI call. */
     int provided = MPI_THREAD_SINGLE;
     PPDL_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     run r;

@@ -76,7 +76,7 @@ typedef struct options {
     const char *checkpoint, *resume;
     long checkpoint_every, step_delay_ms;
     double checkpoint_every_s, time_limit_s;
-    /* the network: a saved cluster, where to write the measured one, an emulated one */
+    /* the network: a saved cluster, where to write the probed one, an emulated one */
     const char *cluster, *cluster_out, *netem;
     int probe_only;
     /* the layers' costs for the planner: where to write the profile, a saved one */
@@ -180,7 +180,7 @@ typedef struct train_totals {
 
 /* --plan-trials (run_trials.c): the chosen plan's runners-up by the simulated step where
  * ranks share cores (every rank; labels and simulated steps on rank 0), and what the
- * trials measured (rank 0 prints them; every rank has the measured steps) */
+ * trials timed (rank 0 prints them; every rank has the timed steps) */
 #define PPDL_MAX_TRIAL_PASSES 50
 typedef struct trial_candidates {
     int n;
@@ -241,8 +241,8 @@ typedef struct run {
     double file_predicted_ms;      /* --plan FILE: the prediction the file carried (its own
                                     * costs and cluster), 0: none; -1: predicted again */
     ppdl_shared_choice shared;     /* --plan auto, rank 0: the choice where ranks share cores */
-    /* --plan-trials: the plans measured (the simulator's choice first), the one taken
-     * (-1: none measured), the seconds they took (< 0: none), or why none ran */
+    /* --plan-trials: the plans tried (the simulator's choice first), the one taken
+     * (-1: none tried), the seconds they took (< 0: none), or why none ran */
     int n_trials, trial_chosen;
     trial_result trials[PPDL_PLAN_MAX_CANDIDATES];
     double trials_s;
@@ -299,7 +299,7 @@ void run_choose_plan(run *r);
 void run_adopt_plan(run *r);
 void run_apply_recompute(run *r);
 /*    (run_trials.c) --plan-trials: how many candidates --plan auto asks the planner
- *    for (1: no trials); then each measured for a few steps and the fastest kept in
+ *    for (1: no trials); then each run for a few steps and the fastest kept in
  *    r->plan (tc's plans are taken over and freed) */
 int run_trial_count(const run *r);
 void run_plan_trials(run *r, trial_candidates *tc);

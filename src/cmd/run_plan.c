@@ -456,8 +456,8 @@ void run_choose_plan(run *r)
         PPDL_CHECK(r->o.schedule >= 0 && r->o.schedule < PPDL_SCHED_N_KINDS, "--schedule auto: no schedule chosen "
                    "(the plan says \"%s\")", r->plan.schedule);
     }
-    /* where ranks share cores, or a close call: the plan and its runners-up measured
-     * (run_trials.c) */
+    /* where ranks share cores, or a close call: the plan and its runners-up tried for a
+     * few steps each (run_trials.c) */
     if (tc.n) run_plan_trials(r, &tc);
     ppdl_plan *plan = &r->plan;
     run_apply_recompute(r);

@@ -409,7 +409,7 @@ void run_write_report(run *r)
     json_object_set_new(rep, "bubble", json_real(x.bubble));
     json_object_set_new(rep, "memory", memory_report(r));
     json_object_set_new(rep, "breakdown", breakdown_report(r));
-    /* what the planner predicted next to what was measured (steps after the first) */
+    /* what the planner predicted next to the run's own step (steps after the first) */
     json_t *pv = json_object();
     json_object_set_new(pv, "cost_model_ms", r->plan.predicted_iter_ms > 0 ? json_real(r->plan.predicted_iter_ms) : json_null());
     json_object_set_new(pv, "simulated_ms", r->simulated_ms > 0 ? json_real(r->simulated_ms) : json_null());

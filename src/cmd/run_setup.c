@@ -1,5 +1,5 @@
 /* run_setup.c — what a run needs before it can plan: the model description, the
- * device, the network between the ranks (measured, read or emulated), the data, the
+ * device, the network between the ranks (probed, read or emulated), the data, the
  * checkpoint it resumes from, and what each layer costs. */
 #include "config.h"
 
@@ -100,8 +100,8 @@ static int know_network(const options *o, const ppdl_model *m, ppdl_backend *be,
  * first stage reads the inputs, the last the targets (pipe/passes.c's load_batch). In a
  * step the layers' work passes through the CPU's caches between two reads, so each
  * timed read here follows a sweep over a buffer the size of the last-level cache: read
- * back to back, HDF5's own structures stay in cache and a read takes a tenth of its
- * time inside a step (perf/RESULTS.md, "Measurements behind the code"). */
+ * back to back, HDF5's own structures stay in cache and a read takes a small fraction
+ * of its time inside a step. */
 static int profile_reading(const ppdl_model *m, ppdl_data *data, int b, ppdl_costs *c, char *err, size_t errlen)
 {
     size_t in_b = (size_t)b * m->layers[0].in_bytes, tg_b = (size_t)b * ppdl_model_loss_rows(m) * sizeof(int32_t);
@@ -305,7 +305,7 @@ void run_setup_device_and_network(run *r)
     /* bf16: the blocks keep their saved tensors packed (sizes the plan, the profile and
      * the runtime all read from the model) */
     ppdl_model_set_precision(&r->model, o->precision == PPDL_PREC_BF16);
-    /* the network between the ranks: measured, read or emulated */
+    /* the network between the ranks: probed, read or emulated */
     ppdl_comm_init(&r->comm, MPI_COMM_WORLD, o->wait);
     r->have_cluster = know_network(o, o->model ? &r->model : NULL, r->be, r->p2p, &r->comm, &r->cluster, &r->probe_s);
     /* the job's machines even without a cluster: whether ranks share cores (collective) */

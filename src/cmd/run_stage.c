@@ -200,8 +200,8 @@ void run_build_stage(run *r)
     /* A stage that cannot fit is refused before anything is allocated, by every rank
      * together (status 3): an allocation past the limit later ends the job from one rank
      * alone (MPI_Abort), and srun then reports 137 (killed) instead of 3. The
-     * prediction is the runtime's own (the report's predicted_bytes, within 0.1% of the
-     * measured peak); the allocations keep their own check. */
+     * prediction is the runtime's own (the report holds it, predicted_bytes, beside
+     * the run's peak_bytes); the allocations keep their own check. */
     char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], fit[256];
     /* what would fit: full recompute (when this plan does not already), or this limit */
     double full = r->pred_own_full.total;

@@ -140,7 +140,7 @@ static void print_stop(const run *r, long done)
  * Rank 0 needs every rank's step time and the last stage's loss. Gathered at the end of
  * the step and waited for there, rank 0 (the first stage, the one that starts the next
  * step) would start it only after the slowest rank's optimizer, and the pipeline would
- * lose that overlap every step (perf/RESULTS.md, "the progress line's gather"). So
+ * lose that overlap every step (most where ranks share cores). So
  * step k's gather is waited for after step k + 1, and its line printed then. */
 typedef struct step_log {
     int rank, n_ranks;

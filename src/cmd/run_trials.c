@@ -2,32 +2,27 @@
  * core per rank, where the best plan of another family simulates within 10% of the
  * plan: a close call, up to 8 ranks), the plan that runs is the fastest of the
  * planner's choice and a few others (other families first: data parallel, pipeline,
- * replicated stages; plan/shared_cores.h), each measured for a few steps.
+ * replicated stages; plan/shared_cores.h), each run for a few steps.
  *
- * Why: on shared cores the simulator is the planner's objective (plan/shared_cores.h),
- * and it leaves out what the operating system does there (time slices, a woken rank
- * waiting for a core, caches shared by the ranks computing at once). Its ranking of
- * the top candidates is then a guess within its error, and the wrong guess costs 10-25%
- * of every step (perf/RESULTS.md, "The default plan"). A few steps of each settle it.
+ * Why: on shared cores the simulator is the planner's objective, and it leaves out what
+ * the operating system does there (time slices, a woken rank waiting for a core, caches
+ * shared by the ranks computing at once): its ranking of the top candidates is a guess
+ * within its error, and a wrong guess costs every step (perf/bench-default-plan).
  *
  * How: --plan auto asks the planner for the chosen plan's runners-up (run_plan.c); every
- * rank builds its stage of each candidate in turn exactly as for training (weights from
- * the model file or the checkpoint, the runtime, the data of the run's first steps),
- * runs TRIAL_STEPS steps, and frees it all, --trial-passes times over (default 2:
- * A B C A B C). A trial's step is the slowest rank's median over the steps after the
- * first, a candidate's the least of its trials' (the noise of shared cores, a rank
- * waiting for a core, only adds time); the least wins (ties: the simulator's order).
- * --plan F1,F2,...: the candidates are the files, the first the run's plan (labels:
- * the files' names; no simulated step), measured whatever they cost.
- * The training then starts from the files again, so the trials change no bit of it:
- * the same weights, data, learning rates and optimizer state as without them.
+ * rank builds its stage of each candidate in turn exactly as for training, runs
+ * TRIAL_STEPS steps and frees it all, --trial-passes times over (default 2: A B C A B C).
+ * A trial's step is the slowest rank's median over the steps after the first, a
+ * candidate's the least of its trials' (shared cores' noise only adds time); the least
+ * wins (ties: the simulator's order). --plan F1,F2,...: the candidates are the files,
+ * the first the run's plan, all tried whatever they cost. The training then starts
+ * from the files again, so the trials change no bit of it.
  *
- * When: the default (-1) measures 4 candidates, or the first k >= 2 of them whose
- * trials fit a time budget (none where 2 do not), the budget the larger of 1 s and 5%
- * of the run's predicted time, the trials' time guessed from twice the simulated
- * steps (the simulator is short by up to 2x on shared cores); --plan-trials K measures
- * K whatever they cost; 0 none. Never with a chunked or an automatic schedule (their
- * choice is made among schedules, not these candidates) nor with NCCL messages. */
+ * When: the default (-1) tries 4 candidates, or the first k >= 2 whose trials fit a
+ * budget (the larger of 1 s and 5% of the run's predicted time; the trials' time guessed
+ * from twice the simulated steps, as the simulator falls short on shared cores);
+ * --plan-trials K tries K whatever they cost; 0 none. Never with a chunked or an
+ * automatic schedule, nor with NCCL messages. */
 #include "config.h"
 
 #include <math.h>
@@ -131,7 +126,7 @@ void run_plan_trials(run *r, trial_candidates *tc)
     cand[0] = r->plan;
     sim[0] = r->o.plan_files ? -1 : r->simulated_ms; /* rank 0's: the plan's simulated step (files: none) */
     for (int i = 1; i < n; i++) cand[i] = tc->plan[i - 1], sim[i] = tc->sim_ms[i - 1];
-    /* how many are measured: all where asked for, else those within the budget */
+    /* how many are tried: all where asked for, else those within the budget */
     int go = r->o.plan_trials > 0 || r->o.plan_files ? n : r->rank == 0 ? within_budget(r, n, sim) : 0;
     PPDL_CHECK_MPI(MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD));
     for (int i = go > 0 ? go : 1; i < n; i++) ppdl_plan_free(&cand[i]);
