@@ -22,8 +22,8 @@ PPDL_NORETURN static void abort_job(int code)
     MPI_Finalized(&down);
     if (up && !down) {
         /* hydra kills the job on MPI_Abort, sometimes before its proxy has forwarded this
-         * rank's last output: the message explaining the abort was lost in 3 of 30 runs
-         * of a 2-rank job on a loaded machine, in none of 45 with this pause */
+         * rank's last output: on a loaded machine the message explaining the abort is
+         * lost now and then, and this pause keeps it */
         struct timespec pause = {0, 200 * 1000 * 1000};
         nanosleep(&pause, NULL);
         MPI_Abort(MPI_COMM_WORLD, code);

@@ -11,8 +11,8 @@
  *   2. MPI_Finalize runs under a watchdog, and the status reaches the launcher: the
  *      workarounds for MPICH 4.0's Hydra and UCX's TCP transport, which can hang in
  *      finalize and forget a status (core/mpich_end.h). The bound is
- *      PPDL_FINALIZE_TIMEOUT seconds (default 5, 0: no bound; a healthy finalize took
- *      0.05-0.11 s here, 4 ranks at load 9).
+ *      PPDL_FINALIZE_TIMEOUT seconds (default 5, 0: no bound; a healthy finalize takes
+ *      a fraction of a second, even on a loaded machine).
  * Nothing here runs before the outputs are written, so ending a hung finalize can
  * lose nothing. */
 #ifndef PPDL_FINISH_H

@@ -115,7 +115,7 @@ static void wait_state(pid_t pid, int until_zombie, double limit_s)
  * reported with status 0, whatever it returned; only a rank reaped while some of them
  * are still open keeps its status (MPICH 4.0.2, src/pm/hydra/pm/pmiserv/pmip.c: each
  * event on those pipes is followed by one waitpid). mpiexec ORs the statuses, so a job
- * whose ranks all exited 75 was reported as 0 in 2 of 8 runs, and would be every time
+ * whose ranks all exited 75 is now and then reported as 0, and would be every time
  * with one rank per node.
  * So the rank hands its stdout and stderr to a helper process, which closes stdout once
  * the rank has ended (an event: the proxy reaps a rank that has ended, with its
@@ -210,7 +210,7 @@ static void *watchdog(void *arg)
     }
     /* Hydra's proxy keeps a finalized rank in a pending PMI barrier: if the barrier
      * completes after the rank ended, the proxy writes to its closed socket and takes
-     * mpiexec down (status 255, seen in 1 of 8 runs). The barrier completes only once
+     * mpiexec down (status 255, now and then). The barrier completes only once
      * every rank has entered it, and a rank that ends outside it never will: so the
      * ranks waiting in it (they entered it) end a second after the others, whose end
      * keeps the barrier from ever completing. */
