@@ -51,12 +51,12 @@ void ppdl_wait_pause(double t0, int nap)
 
 void ppdl_sleep_until(double t)
 {
-    /* Sleep, waking 300 us early, then spin. A nanosleep here overshoots by ~15 us on an
-     * idle machine and by 100-300 us on a busy one (a woken thread waits for the
-     * running one's slice); the spin ends on time. Spinning, not sched_yield: a rank
-     * that yields while other processes are runnable can lose its core for a whole time
-     * slice (ms). Measured on this 2-core machine at load 7-8 with 500 us links: waking
-     * 50 us early missed by ~100 us, 300 us early by 2-3 us (once 59). */
+    /* Sleep, waking 300 us early, then spin. A nanosleep overshoots by tens of us on an
+     * idle machine and by hundreds on a busy one (a woken thread waits for the running
+     * one's slice); the spin ends on time. Spinning, not sched_yield: a rank that yields
+     * while other processes are runnable can lose its core for a whole time slice (ms).
+     * On a loaded machine a wake-up 50 us early still misses the emulated time, 300 us
+     * early almost never does. */
     for (;;) {
         double d = t - ppdl_now_s();
         if (d <= 0) return;

@@ -52,12 +52,11 @@ int ppdl_netem_wait(ppdl_netem *ne, MPI_Request *req, int yield);
 int ppdl_netem_test(ppdl_netem *ne, MPI_Request *req, int *done);
 
 /* One pause of a yielding wait that began at t0 (ppdl_now_s): sched_yield, and with nap
- * set, after the first 100 us, 50 us naps instead. A rank that keeps yielding stays runnable, so with more ranks
- * than cores the scheduler counts it as load: two computing ranks were left sharing one
- * core while the other ran the waiters' yield loops (4 ranks on 2 cores, gpt under
- * --netem: 102-104 ms a step; with the naps 90-95, and 97-101 vs 108-110 with two
- * other busy processes on the machine). A short wait (a message in flight) still ends
- * within the yields. */
+ * set, after the first 100 us, 50 us naps instead. A rank that keeps yielding stays
+ * runnable, so with more ranks than cores the scheduler counts it as load and can leave
+ * two computing ranks sharing one core while the other runs the waiters' yield loops;
+ * napping waiters give the computing ranks the cores, and the step is faster. A short
+ * wait (a message in flight) still ends within the yields. */
 void ppdl_wait_pause(double t0, int nap);
 
 /* Sleep until CLOCK_MONOTONIC (ppdl_now_s) reaches t: nanosleep for the bulk, then

@@ -182,8 +182,8 @@ static double median(double *v, int n)
 /* Round trips keep the minimum, not the median: whatever disturbs a round trip
  * (another process on the core, a late wake-up) only ever adds time, and under --netem
  * no message can arrive before its emulated time, so the fastest repetition is the
- * least disturbed one. Measured on this 2-core machine with a busy loop beside the
- * probe: medians were 20-50% off the emulated values, minima within a few %. */
+ * least disturbed one. With a busy process beside the probe on a small machine the
+ * medians stray far from the emulated values, the minima hardly at all. */
 
 /* One exchange: the driver sends `fwd` bytes and receives `back` bytes; returns the
  * round trip on the driver (0 on the other side). The driver chooses the sizes: the
@@ -335,8 +335,8 @@ static void run_pair(ctx *x, int a, int b, int warm, double *res)
 /* GFLOP/s of a GEMM_N^3 SGEMM on the backend: the fastest of at least 10 runs and 20
  * ms after 3 warm-ups; 0 when there is no backend or its memory is short. The speeds
  * are ratios of two ranks' numbers, so each must not depend on a passing disturbance:
- * the median of 7 runs (2 ms) gave two ranks of one machine 1.06 and 1.25 (under
- * scripts/cluster-emu), and the planner put a 1.25x load on the "faster" one. The
+ * a median of a few short runs gave two equal ranks of one machine speeds far apart
+ * (under scripts/cluster-emu), and the planner loaded the "faster" one more. The
  * fastest run is what the rank can do; one that ran undisturbed is among 10+. */
 static double gemm_gflops(ppdl_backend *be)
 {

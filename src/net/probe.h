@@ -116,9 +116,9 @@ int ppdl_probe_class_outliers(int n, const double *bw, const int *count, int max
 int ppdl_probe_skew(const char *spec, int n, int a, int b, int k, double *factor, char *err, size_t errlen);
 /* One speed per host for CPU ranks (the probe applies it when its backend is the CPU):
  * ranks of one host run on the same cores, so their SGEMM speeds differ only by what
- * disturbed each benchmark, and a planner reading 0.85 against 1.08 would load one of
- * two identical ranks more (seen: 3 ranks on this 2-core VM, 0.86-1.08 from run to
- * run, three different plans in five runs). speed[i] becomes its host's: 1 on rank
+ * disturbed each benchmark, and a planner reading them apart would load one of two
+ * identical ranks more (on a small shared machine the speeds, and so the plans, change
+ * from run to run). speed[i] becomes its host's: 1 on rank
  * 0's host (the layers were profiled on those cores), elsewhere the median of the
  * host's ranks (the mean of the middle two for an even count). host[i]: the smallest
  * rank on rank i's host. */
