@@ -330,9 +330,9 @@ static int profile_one(const ppdl_model *m, ppdl_model *mc, int l, const float *
 /* ---- the layers in their order ------------------------------------------------------
  * Alone, a layer runs with its weights and buffers hot in the caches, which it does not
  * have in a step: there the other layers' weights and micro-batches pass through the
- * caches between two calls of it. Measured (cnn, 1 rank): the linear layer after the
- * convolutions ran 1.5x (forward) and 1.9x (backward) its isolated time in the step,
- * the stage as a whole 1.2x. So, where the device holds the whole model, its forward
+ * caches between two calls of it, and a layer whose weights the others evict (the cnn
+ * preset's linear layer after the convolutions) runs well above its isolated time in
+ * a step. So, where the device holds the whole model, its forward
  * and backward times are taken again the way the runtime runs them: the forwards of
  * n_slots micro-batches through every layer, each with its own output and saved
  * tensors, then their backwards in reverse order, each layer's call timed. */
@@ -545,8 +545,8 @@ static int same_layer_before(const ppdl_model *m, int l)
  * inputs) repeated. The kernels' times do not depend on the values (no data-dependent
  * branch in a GEMM, a gather or a norm; these stay far from overflow and from
  * denormals), and the model's initialisation of gpt-small's embedding, one block and
- * head (85 M normal draws) took 5.8 s here (68 ns a draw on the 2-core VM at load 4.5):
- * more than the whole start-up may take on a GPU. */
+ * head (85 M normal draws, tens of ns each on a CPU core) takes seconds: more than the
+ * whole start-up may take on a GPU. */
 #define EXACT_VALUES ((size_t)1 << 20)
 #define TILE_VALUES ((size_t)1 << 16)
 
