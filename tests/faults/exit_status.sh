@@ -136,8 +136,8 @@ endjob planted-unbounded 0 PPDL_TEST_FINALIZE_HANG=1
 rc=$?
 [ $rc = 124 ]
 ok $? "negative control: the same without the bound (PPDL_FINALIZE_TIMEOUT=0) hangs until killed (status $rc)"
-# the real hang: over TCP (UCX_TLS=tcp,self) MPICH 4.0 + UCX 1.13 hang in about one
-# run in four of this traffic (1 in 3 seen; perf/RESULTS.md "Exit and hangs")
+# the real hang: over TCP (UCX_TLS=tcp,self) MPICH 4.0 + UCX 1.13 hang in some runs
+# of this traffic, so four runs are likely to meet it
 ended=0 noted=0
 for k in 1 2 3 4; do
   endjob tcp-$k 2 UCX_TLS=tcp,self

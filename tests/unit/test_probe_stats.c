@@ -20,7 +20,7 @@
  *   5. one speed per host for CPU ranks: ranks of rank 0's host get 1, another host's
  *      ranks the median of their measured speeds, whatever each measured;
  *   6. the pooled bandwidth (ppdl_probe_pooled_bw) against the stalls seen under
- *      scripts/cluster-emu --node-rate (perf/RESULTS.md, issue 19): a transfer that
+ *      scripts/cluster-emu --node-rate (perf/bench-ethernet's probes): a transfer that
  *      stalls ends on the VM's 4 ms timer tick, and then a whole tick later with
  *      probability 1/2, again and again. Every reading stalls with probability 1/2;
  *      2000 pairs of 4 samples (2 repetitions per size each, the probe's defaults):

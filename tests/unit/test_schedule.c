@@ -1297,9 +1297,9 @@ static void test_zb_exhaustive(void)
         optimal += lib == best;
         if ((double)lib / best > worst) worst = (double)lib / best;
     }
-    /* the bounds: the local search is not exact (at M = 8 with equal times it stops
-     * 0.01% short of the best, perf/RESULTS.md), so the best in 3 of 4 cases and within
-     * 5% in all; the plays alone, before the search, fail both (27 of 40, 8.2% off) */
+    /* the bounds: the local search is not exact (at M = 8 with equal times it can stop
+     * just short of the best, as perf/bench-zb-orders.c shows), so the best in 3 of 4
+     * cases and within 5% in all; the plays alone, before the search, fail both */
     ok(bad == 0 && optimal >= cases * 3 / 4 && worst < 1.05,
        "zb-h1, S = 2, M = 5, %d random cases (passes 20..79 ticks, messages 0..29): the timed orders are the best of "
        "all %d x %d pairs of orders in %d, at most %.1f%% longer in the others (both replays agree: %s)",
