@@ -443,8 +443,8 @@ static int profile_chain(const ppdl_model *m, ppdl_model *mc, float *const *host
 
     /* rounds of n_slots micro-batches: the first warms up, then enough for `reps`
      * samples of every layer, and more (up to 64 rounds) until 0.1 s has passed: a
-     * small model's layers take 0.01-0.3 ms, and 8 samples of them taken within a
-     * few ms moved its predicted step by 30% between two runs */
+     * small model's layers take a fraction of a millisecond, and a few samples taken
+     * within a few ms move its predicted step a lot from run to run */
     int min_rounds = (o->reps + n_slots - 1) / n_slots, max_rounds = min_rounds > 64 ? min_rounds : 64;
     /* A round that the isolated times say takes 0.1 s or more: the layers are slow
      * enough to be warm after the isolated profile and steady in one round's n_slots
