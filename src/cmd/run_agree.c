@@ -32,10 +32,9 @@ static void agree(int failed, const char *msg, int code, int idle)
     ppdl_end_job(code);
 }
 
-/* Napping, not spinning, since --plan-trials: where ranks share cores, a rank spinning
- * in a blocking MPI_Allreduce holds a core the others need to reach it, and each of the
- * agreements of a trial's set-up took up to a time slice (gpt-tiny on 4 ranks of 2
- * cores: a trial's set-up 24-64 ms spinning, 15-40 napping). An answer comes up to a
- * nap late, 20 us at first. */
+/* Napping, not spinning: where ranks share cores, a rank spinning in a blocking
+ * MPI_Allreduce holds a core the others need to reach it, and each agreement (a plan
+ * trial's set-up has many) can take up to a time slice; napping makes the set-up
+ * shorter. An answer comes up to a nap late, 20 us at first. */
 void agree_or_end_job(int failed, const char *msg, int code) { agree(failed, msg, code, 1); }
 void agree_or_end_job_idle(int failed, const char *msg, int code) { agree(failed, msg, code, 1); }
