@@ -52,7 +52,13 @@ void ppdl_probe_defaults(ppdl_probe_opts *o)
     o->asym = 2.0;
 }
 
-/* ---- the schedule ---- */
+/* ---- the schedule ----
+ * Pairs come from a round-robin tournament (the circle method): N-1 rounds for even N,
+ * N for odd, each round a set of disjoint pairs, so every unordered pair meets once.
+ * Inside a round, pairs run at the same time when they share no host (an MPI
+ * shared-memory node), one after another otherwise: on one machine ranks compete for
+ * cores and memory, and two pairs crossing the same host's link would halve each
+ * other's bandwidth. With one rank per host every round runs all its pairs at once. */
 
 int ppdl_probe_rounds(int n) { return n < 2 ? 0 : (n % 2 ? n : n - 1); }
 
@@ -409,7 +415,11 @@ static double fit_bandwidth(const double *x, const double *y, int n)
 }
 
 /* one sample of a pair from its exchanges (run_pair's res): out[0] a->b bandwidth,
- * out[1] b->a, out[2] the one-way latency */
+ * out[1] b->a, out[2] the one-way latency. The latency is half the small round trip
+ * (the OSU osu_latency method: a one-way asymmetry would need synchronised clocks, so
+ * both directions get the same latency); a large size's one-way time is its round trip
+ * less the small reply's one-way time, and the bandwidth is the slope of those times
+ * fitted to latency + bytes / bandwidth over the sizes. */
 static void fit_sample(const double *res, double *out)
 {
     double half = 0.5 * res[0]; /* one-way small message */
@@ -687,7 +697,10 @@ static void run_task(ctx *x, const task *t, int warm, double *res)
     else run_pair(x, t->a, t->b, warm, res);
 }
 
-/* Run the slots of one pass; rank 0 receives every task's results (results[k]). */
+/* Run the slots of one pass; rank 0 receives every task's results (results[k]). The
+ * ranks outside a slot's tasks wait for rank 0's "go" sleeping (ppdl_comm_waitall_idle),
+ * not spinning: a spinning bystander on shared cores cuts the timed pair's rate
+ * several-fold; the pair itself waits as the job's ranks do (ppdl_comm_wait). */
 static void run_pass(ctx *x, const schedule *s, MPI_Comm ctl, int warm, double *results, MPI_Request *reqs)
 {
     int me = x->c->rank, go = 0;
