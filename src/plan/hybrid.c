@@ -6,8 +6,9 @@
  *    stage takes the options of least extra time that fit every replica (one query of
  *    engine.c's Pareto frontier), and then, with W = fwd + bwd ms:
  *       fill_s = (W + extra) / min_q speed    pace_s = (W + extra) max_q (n_sq - 1) / speed
- *       ar_s = the all-reduce among R_s       link_s, lpace_s = over the carrying pairs
- *    so T = sum fill + 2 sum link + max(pace, lpace) + max ar (costmodel.h). Two maxima:
+ *       ar_s = the all-reduce among R_s      link_s = max lam, lpace_s = max (m_ab - 1) lam
+ *    (over the pairs carrying m_ab >= 1 micro-batches across the cut after stage s), so
+ *    T = sum fill + 2 sum link + max(pace, lpace) + max ar (costmodel.h). Two maxima:
  *    the stage DP finds, for bounds B on every pace and A on every ar, the least sum;
  *    for each A a staircase of B gives the least sum + pace V(A) (as in solver.c), and
  *    the next A is "ar < the largest ar of V(A)'s plan", until no plan is left or a
@@ -21,8 +22,7 @@
  *    ranks) and kicks with descents (iterated local search, fixed seed), within
  *    opts.hybrid_evals layout solves. Without an incumbent, the layouts are first solved
  *    from prefix sums with every layer on option 0, then on its smallest stash.
- * Deterministic: budgets count solves, never seconds.
- */
+ * Deterministic: budgets count solves, never seconds. */
 #include "core/error.h"
 #include "core/util.h"
 #include "plan/costmodel.h"
