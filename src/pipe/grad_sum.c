@@ -7,9 +7,9 @@
  * pays its emulated link (MPI's collectives would bypass the emulation); otherwise
  * MPI_Iallreduce on the stage's communicator, per layer on a backend whose messages
  * are staged through host memory, else in buckets of layers. On one machine
- * MPI_Iallreduce is as fast as the ring, and across nodes MPICH's all-reduce, which
- * knows the nodes, beats the flat ring (data parallelism on perf/bench-headline's
- * emulated cluster of 2 nodes x 2 ranks). */
+ * MPI_Iallreduce is as fast as the ring, and across nodes MPICH's all-reduce sends
+ * less over the slow links than the flat ring and beats it (data parallelism on
+ * perf/bench-headline's emulated cluster of 2 nodes x 2 ranks). */
 #include "config.h"
 
 #include "pipe/runtime_impl.h"
