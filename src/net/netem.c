@@ -34,9 +34,9 @@ struct ppdl_netem {
 
 /* The nap: 50 us (about 100 with the kernel's default timer slack). On a host with
  * more ranks than cores each hand-off waits for the receiver's nap to end, so a longer
- * nap slows every run of 3 or 4 ranks on 2 cores and speeds up none (the default plans
- * of perf/bench-default-plan); a shorter one only adds wake-ups, as the timer slack
- * makes any nap about 50 us. */
+ * nap slows runs of 3 or 4 ranks on 2 cores and speeds up none (perf/bench-default-plan's
+ * presets, the naps compared by hand); a shorter one only adds wake-ups, as the timer
+ * slack makes any nap about 50 us. */
 #define WAIT_NAP_NS (50 * 1000)
 
 void ppdl_wait_pause(double t0, int nap)
