@@ -1,15 +1,18 @@
 #!/bin/sh
-# readme_examples.sh — the README can be followed: every ```sh block of README.md,
-# scripts/slurm/README.md and inputs/README.md runs as written, in order, one TAP test
-# per block: ok when every command of the block exits 0 (or with a status its marker
-# allows). The blocks of one file share one scratch folder, so a later block uses what
-# an earlier one made (gpt.h5, data.h5, cluster.json), as a reader following the file
-# from the top would.
+# readme_examples.sh — the documentation can be followed: every ```sh block of README.md,
+# of every page of docs/, of scripts/slurm/README.md and of inputs/README.md runs as
+# written, in order, one TAP test per block: ok when every command of the block exits 0
+# (or with a status its marker allows). The blocks of one file share one scratch folder,
+# so a later block uses what an earlier one made (gpt.h5, data.h5, cluster.json), as a
+# reader following the file from the top would. The pages of docs/ share one scratch
+# folder between them, in a fixed order: docs/training.md first (its first block makes
+# gpt.h5, data.h5 and trained.h5, which the other pages' examples use, as they say),
+# then the others in alphabetical order.
 #
 # The scratch folder stands for the top of a build tree: symlinks to the built ppdl,
 # ppdl-init, ppdl-data, ppdl-plan, ppdl-sample and to the source tree's README.md, docs/, inputs/
 # and scripts/; it is also on PATH (inputs/README.md writes `ppdl-init`, not
-# `./ppdl-init`). Fixtures: corpus.txt (the user's own text in README's "Using ppdl")
+# `./ppdl-init`). Fixtures: corpus.txt (the user's own text in docs/training.md's first example)
 # is a copy of README.md; as root, a `sudo` that runs its command (root needs none).
 #
 # Rewrites (tests/mpi/readme_blocks.py; each block's diagnostics list those applied):
@@ -55,18 +58,23 @@ run_block() {
   done <"$st"
 }
 
-# run_md ROOT MD: one TAP line per ```sh block of ROOT/MD, run in order in a scratch
-# folder of its own that stands for the top of the build tree
+# run_md ROOT MD [SHARED]: one TAP line per ```sh block of ROOT/MD, run in order in a
+# scratch folder that stands for the top of the build tree: a new one of its own, or with
+# SHARED the folder of that name, made by the first file that names it and kept for the
+# next ones
 run_md() {
-  local root=$1 md=$2 name w b k where directives rewrites what skip allowed d bad oldifs t0 lock
+  local root=$1 md=$2 shared=${3:-} name w b k where directives rewrites what skip allowed d bad oldifs t0 lock
   [ -f "$root/$md" ] || { ok 1 "$md exists"; return; }
   name=$(echo "$md" | tr / -)
-  w=$tmp/$name.work b=$tmp/$name.blocks
-  rm -rf "$w" "$b" && mkdir -p "$w/.bin" "$b" || return
-  for f in README.md docs inputs scripts; do ln -s "$root/$f" "$w/$f"; done
-  for f in ppdl ppdl-init ppdl-data ppdl-plan ppdl-sample; do ln -s "$top_builddir/$f" "$w/$f"; done
-  cp "$top_srcdir/README.md" "$w/corpus.txt"
-  if [ "$(id -u)" = 0 ]; then printf '#!/bin/sh\nexec "$@"\n' >"$w/.bin/sudo" && chmod +x "$w/.bin/sudo"; fi
+  w=$tmp/${shared:-$name}.work b=$tmp/$name.blocks
+  rm -rf "$b" && mkdir -p "$b" || return
+  if [ -z "$shared" ] || [ ! -d "$w" ]; then
+    rm -rf "$w" && mkdir -p "$w/.bin" || return
+    for f in README.md docs inputs scripts; do ln -s "$root/$f" "$w/$f"; done
+    for f in ppdl ppdl-init ppdl-data ppdl-plan ppdl-sample; do ln -s "$top_builddir/$f" "$w/$f"; done
+    cp "$top_srcdir/README.md" "$w/corpus.txt"
+    if [ "$(id -u)" = 0 ]; then printf '#!/bin/sh\nexec "$@"\n' >"$w/.bin/sudo" && chmod +x "$w/.bin/sudo"; fi
+  fi
   (cd "$root" && "$PY" "$top_srcdir/tests/mpi/readme_blocks.py" "$md" "$b") >"$b/list" ||
     { ok 1 "the blocks of $md can be extracted"; return; }
   while IFS="$(printf '\037')" read -r k where directives rewrites; do
@@ -113,6 +121,10 @@ run_md() {
 
 for md in README.md scripts/slurm/README.md inputs/README.md; do
   run_md "$top_srcdir" "$md"
+done
+# docs/: one scratch folder for every page, training.md first (see the header)
+for md in docs/training.md $(cd "$top_srcdir" && ls docs/*.md | grep -vx docs/training.md); do
+  run_md "$top_srcdir" "$md" docs
 done
 
 # ---- negative controls: a README with wrong examples fails --------------------------------
