@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """docs_fields.py — docs/ against the code: the keys each documented format names are
 exactly the keys the code reads or writes, the options each program's docs/cli.md table
-lists are exactly the options it parses, and the exit statuses docs/cli.md tabulates are
-exactly the statuses the code can end with.
+lists are exactly the options it parses, the exit statuses docs/cli.md tabulates are
+exactly the statuses the code can end with, the variables docs/environment.md's
+"environment" table lists are exactly the PPDL_* names src/ reads with getenv, and the
+test hooks docs/testing.md's "test hooks" table lists are exactly those src/ reads.
 
 usage: docs_fields.py [--root DIR] [--where]
        docs_fields.py --root COPY --plant doc|code SECTION
@@ -63,6 +65,10 @@ path found by the patterns in EXIT_PATTERNS (agree_or_end_job's last argument,
 ppdl_fail's first, exit/_exit/abort_job arguments, `status = N` and `return N;` in a
 main(), the PPDL_EXIT_* constants of #defines or enums, nonfinite_exit), across src/;
 a PPDL_EXIT_* name is resolved to its number.
+
+Environment variables and test hooks: in those two sections every PPDL_* name inside a
+backticked token of a row's first cell is documented (`PPDL_TEST_TIE=one-buffer`
+documents PPDL_TEST_TIE). The code side: ENV_WRAPPERS, ENV_DYNAMIC and HOOK_CALLS below.
 """
 import os
 import re
@@ -173,6 +179,22 @@ EXIT_PATTERNS = [
     r'\bnonfinite_exit\s*=\s*(\w+)',
     r'\bstatus\s*=\s*(\d+|PPDL_EXIT_\w+)\s*;',
 ]
+
+# environment variables (docs/environment.md, section "environment"): the PPDL_* names
+# src/ reads with getenv("PPDL_...") or through a wrapper named here (function: index of
+# the argument holding the name). A getenv whose argument is not a literal must be
+# explained in ENV_DYNAMIC, so that a name made at run time is never silently skipped.
+# Names of other software (NCCL_BUFFSIZE, CUDA_VISIBLE_DEVICES, PMI_FD) are not ppdl's.
+ENV_WRAPPERS = {"env_switch": 0}
+ENV_DYNAMIC = {
+    ("src/backend/cuda/cuda.c", "name"): FROM + " env_switch's callers",
+    ("src/core/test_hooks.c", "ppdl_test_hook_var(name)"): FROM + " the test hooks (section 'test hooks')",
+}
+# test hooks (docs/testing.md, section "test hooks"): PPDL_TEST_<NAME> for every literal
+# NAME passed to these functions (core/test_hooks.h) anywhere in src/ but test_hooks.c,
+# which builds the variable's name from its argument
+HOOK_CALLS = ("ppdl_test_hook", "ppdl_test_hook_var", "ppdl_test_hook_bad")
+ENV_SECTIONS = ("environment", "test hooks")
 
 # ---- C source reading -------------------------------------------------------------------
 
@@ -487,6 +509,50 @@ def exit_keys(root):
                                   "can resolve" % (rel, line_of(src, pos), v))
     return f
 
+def src_files(root):
+    for d, _, files in os.walk(os.path.join(root, 'src')):
+        for name in sorted(files):
+            if name.endswith(('.c', '.h')):
+                yield os.path.relpath(os.path.join(d, name), root)
+
+
+def env_keys(root):
+    f = Finding()
+    for rel in src_files(root):
+        src = source(root, rel)
+        for fn, idx in [("getenv", 0)] + sorted(ENV_WRAPPERS.items()):
+            for m in re.finditer(r'\b' + fn + r'\s*\(', src):
+                args = call_args(src, m.end() - 1)
+                if len(args) <= idx:
+                    continue
+                arg = args[idx].strip()
+                lit = re.fullmatch(r'"([^"\\]*)"', arg)
+                if lit:
+                    if lit.group(1).startswith('PPDL_'):
+                        f.add(lit.group(1), "%s:%d" % (rel, line_of(src, m.start())))
+                elif fn == "getenv" and (rel, arg) not in ENV_DYNAMIC:
+                    f.problems.append("%s:%d: getenv(%s) reads a variable named at run time: add it to "
+                                      "ENV_DYNAMIC in docs_fields.py with where its names are documented"
+                                      % (rel, line_of(src, m.start()), arg))
+    return f
+
+
+def hook_keys(root):
+    f = Finding()
+    for rel in src_files(root):
+        if rel == os.path.join('src', 'core', 'test_hooks.c'):
+            continue
+        src = source(root, rel)
+        for m in re.finditer(r'\b(' + '|'.join(HOOK_CALLS) + r')\s*\(', src):
+            args = call_args(src, m.end() - 1)
+            lit = re.fullmatch(r'"(\w+)"', args[0].strip()) if args else None
+            if lit:
+                f.add('PPDL_TEST_' + lit.group(1), "%s:%d" % (rel, line_of(src, m.start())))
+            elif not rel.endswith('test_hooks.h'):
+                f.problems.append("%s:%d: %s(%s): a test hook named at run time; name it with a literal"
+                                  % (rel, line_of(src, m.start()), m.group(1), args[0].strip() if args else ''))
+    return f
+
 # ---- the documented side -------------------------------------------------------------------
 
 def doc_sections(root):
@@ -520,6 +586,10 @@ def doc_sections(root):
             if re.fullmatch(r'[\s:-]*', cells[0]):
                 continue   # the separator row
             for tok in re.findall(r'`([^`]+)`', cells[0]):
+                if cur in ENV_SECTIONS:   # `PPDL_TEST_TIE=one-buffer` documents PPDL_TEST_TIE
+                    for name in re.findall(r'PPDL_[A-Z0-9_]+', tok):
+                        out[cur][0].add(name, "%s:%d" % (rel, no))
+                    continue
                 word = tok.split()[0]
                 for comp in split_key(word) if not word.startswith('-') else [word]:
                     out[cur][0].add(comp, "%s:%d" % (rel, no))
@@ -541,6 +611,8 @@ def all_code_keys(root):
     for prog in PROGRAMS:
         wanted['cli ' + prog] = option_keys(root, prog)
     wanted['exit status'] = exit_keys(root)
+    wanted['environment'] = env_keys(root)
+    wanted['test hooks'] = hook_keys(root)
     return wanted
 
 
@@ -572,7 +644,8 @@ def plant(root, kind, sec):
             for w in where:   # every place that reads or writes it: a consistent rename
                 rel, no = w.rsplit(':', 1)
                 line = open(os.path.join(root, rel), encoding='utf-8').readlines()[int(no) - 1]
-                for old, repl in ((k, new), (k.lstrip('-'), new.lstrip('-'))):
+                for old, repl in ((k, new), (k.lstrip('-'), new.lstrip('-')),
+                                  (k.replace('PPDL_TEST_', '', 1), new.replace('PPDL_TEST_', '', 1))):
                     rx = r'(?<![\w.-])' + re.escape(old) + r'(?![\w.-])'
                     if re.search(rx, line):
                         edits.append((rel, int(no), re.sub(rx, repl, line)))

@@ -2,12 +2,14 @@
 # docs_fields.sh — docs/ says what the code does: every key, attribute and dataset the
 # code reads or writes is named in docs/formats.md's tables and every name there is
 # read or written by the code; docs/cli.md lists exactly each program's options and the
-# exit statuses the code can end with (tests/unit/docs_fields.py: how the names are
-# found on each side). Negative controls, on a scratch copy of docs/ and src/: for every
-# format, program and the status list, a documented name removed from its table and a
-# name renamed in the code must each fail the check with the name and the file; so must
-# a new source file that writes JSON keys no format claims, and a key made at run time
-# that the checker cannot explain.
+# exit statuses the code can end with; docs/environment.md lists exactly the PPDL_*
+# variables src/ reads with getenv, and docs/testing.md exactly the test hooks
+# (tests/unit/docs_fields.py: how the names are found on each side). Negative controls,
+# on a scratch copy of docs/ and src/: for every format, program, the status list, the
+# environment and the hooks, a documented name removed from its table and a name
+# renamed in the code must each fail the check with the name and the file; so must a
+# new source file that writes JSON keys no format claims, a key made at run time that
+# the checker cannot explain, and a getenv of a name made at run time.
 . "$top_srcdir/tests/lib.sh"
 PY=/usr/bin/python3
 CHECK=$top_srcdir/tests/unit/docs_fields.py
@@ -41,7 +43,8 @@ expect_fail() {
 }
 
 for sec in model.h5 data.h5 checkpoint.h5 CLUSTER.json COSTS.json "plan JSON" report trace "run log" \
-           "cli ppdl" "cli ppdl-init" "cli ppdl-data" "cli ppdl-plan" "exit status"; do
+           "cli ppdl" "cli ppdl-init" "cli ppdl-data" "cli ppdl-plan" "exit status" \
+           environment "test hooks"; do
   copy
   planted=$("$PY" "$CHECK" --root "$tmp/tree" --plant doc "$sec")
   key=$(echo "$planted" | cut -f1) file=$(echo "$planted" | cut -f2)
@@ -66,4 +69,8 @@ printf 'void more(json_t *o, const char *k) { json_object_set_new(o, k + 1, json
   >>"$tmp/tree/src/plan/plan.c"
 expect_fail "a key made at run time that the checker cannot explain fails the check" \
   "src/plan/plan.c:" "json_object_set_new(... k + 1 ...) names a key made at run time"
+copy
+printf 'const char *env_of(const char *k) { return getenv(k); }\n' >>"$tmp/tree/src/net/probe.c"
+expect_fail "a getenv of a variable named at run time fails the check" \
+  "src/net/probe.c:" "getenv(k) reads a variable named at run time"
 finish
