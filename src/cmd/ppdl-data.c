@@ -119,7 +119,8 @@ static void print_help(void)
            "  ppdl-data synth --model mlp.h5 -n 4096 --seed 3 -o synth.h5\n"
            "\n"
            "The data.h5 layout, field by field: docs/formats.md (\"data.h5\") in the source tree, and\n"
-           "inputs/README.md; every option and exit status: docs/cli.md.\n");
+           "inputs/README.md; token corpora and sampling: docs/data.md.\n"
+           "Every option with its default, and the exit statuses: docs/cli.md.\n");
 }
 
 /* ---------------------------------------------------------------------------------- */

@@ -99,8 +99,8 @@ static void print_help(void)
            "  ppdl-init --preset mlp --set in_features=4 --set n_classes=3 -o iris-mlp.h5\n"
            "\n"
            "Then make data with ppdl-data and train with: mpiexec -n 2 ppdl MODEL.h5 --data DATA.h5\n"
-           "The file layout, field by field: docs/formats.md (\"model.h5\") in the source tree; every\n"
-           "option and exit status: docs/cli.md.\n");
+           "The file layout, field by field: docs/formats.md (\"model.h5\") in the source tree.\n"
+           "Every option with its default, and the exit statuses: docs/cli.md.\n");
 }
 
 /* 0: run, 1: done (help/version printed), -1: usage error (message in err) */

@@ -120,7 +120,8 @@ static void usage(FILE *f)
 "\n"
 "Exit status: 0 a plan that fits; 1 no plan fits in memory (the message names the\n"
 "stage and by how much it is over) or a bad input file; 2 a bad command line.\n"
-"The file formats, field by field: docs/formats.md; the options: docs/cli.md.\n");
+"The file formats, field by field: docs/formats.md; the planner: docs/planner.md.\n"
+"Every option with its default, and the exit statuses: docs/cli.md.\n");
 }
 
 /* several stages per rank (interleaved, zb-v): the chunked search (method ppdl, and

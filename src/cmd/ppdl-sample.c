@@ -64,11 +64,13 @@ static void print_help(void)
            "\n"
            "The model sees at most seq_len tokens: a longer prompt keeps its last seq_len;\n"
            "when the text outgrows seq_len, the oldest tokens are dropped so that the newest\n"
-           "seq_len/2 remain (README \"Sampling\").\n"
+           "seq_len/2 remain (docs/data.md, \"Sampling\").\n"
            "\n"
            "Examples:\n"
            "  ppdl-sample trained.h5 --prompt \"The \" --tokens 300 --temperature 0.8 --top-k 40\n"
-           "  ppdl-sample ckpt.h5 --prompt-ids 464,3290 --tokens 50 --temperature 0\n");
+           "  ppdl-sample ckpt.h5 --prompt-ids 464,3290 --tokens 50 --temperature 0\n"
+           "\n"
+           "Every option with its default, and the exit statuses: docs/cli.md.\n");
 }
 
 static int parse_long(const char *opt, const char *v, long lo, long hi, long *out, char *err, size_t errlen)

@@ -17,7 +17,7 @@
  * Errors that every rank sees alike (a bad option, a bad file) are reported once by
  * rank 0 and every rank exits non-zero (agree_or_end_job); an error on one rank alone
  * aborts the job (core/error.h). Every rank ends through ppdl_end_job (core/finish.h):
- * the same exit status on every rank, README's table, and no hang in MPI_Finalize.
+ * the same exit status on every rank (docs/cli.md's table), and no hang in MPI_Finalize.
  */
 #include <mpi.h>
 #include <string.h>

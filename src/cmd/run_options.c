@@ -126,7 +126,7 @@ void run_options_usage(FILE *f)
 "                          uniform: equal layer counts on ranks 0..N-1 (1 rank: the\n"
 "                          default, nothing to plan); dp: data parallelism, the whole\n"
 "                          model on every rank; FILE: a plan JSON (stages, ranks or\n"
-"                          replicas, recompute; see README), nothing probed or solved;\n"
+"                          replicas, recompute; docs/planner.md), nothing probed or solved;\n"
 "                          FILE,FILE,...: 2 to 8 plan files, each run in trials (as\n"
 "                          --plan-trials) and the fastest trains\n"
 "  --method NAME           how --plan auto solves: ppdl (default: partition, placement,\n"
@@ -235,9 +235,9 @@ void run_options_usage(FILE *f)
 "  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --steps 5 --plan-out plan.json   # plan once\n"
 "  mpiexec -n 4 ./ppdl gpt.h5 --data text.h5 --steps 5000 --plan plan.json    # reuse it\n"
 "\n"
-"Every file's fields (model, data, checkpoint, plan, cluster, costs, report, trace),\n"
-"every option's default and the exit statuses: docs/formats.md, docs/cli.md and\n"
-"docs/cost-model.md in the source tree.\n");
+"Every file's fields (model, data, checkpoint, plan, cluster, costs, report, trace):\n"
+"docs/formats.md; the manual: docs/README.md in the source tree.\n"
+"Every option with its default, and the exit statuses: docs/cli.md.\n");
 }
 
 
