@@ -190,7 +190,7 @@ void ppdl_be_conv2d_bwd(ppdl_backend *be, int N, int Ci, int Hh, int Ww, int Co,
                         int stride, int pad, const float *x, const float *w, const float *dy,
                         float *dx, float *dw);
 
-/* ---- precision (--precision, README "Precision") ---- */
+/* ---- precision (--precision, docs/precision.md) ---- */
 enum { PPDL_PREC_FP32 = 0, PPDL_PREC_BF16 = 1 };
 /* PPDL_PREC_BF16: every GEMM from now on multiplies its A and B rounded to bf16 (round
  * to nearest even, backend/bf16.h) and sums in fp32; its C and everything else stay

@@ -1,6 +1,6 @@
 /* cpu_bf16.c — the CPU backend's bf16 kernels (backend/bf16.h for the rounding):
  * rounding in place, packing to and from 16-bit messages, and the rounded copies of
- * GEMM operands that --precision bf16 multiplies (README "Precision").
+ * GEMM operands that --precision bf16 multiplies (docs/precision.md).
  *
  * Why fp32 sgemm on rounded copies: OpenBLAS's bf16 GEMM (sbgemm) is only fast on CPUs
  * with AVX512-BF16 or AMX; elsewhere multiplying the bf16 values in fp32 gives the

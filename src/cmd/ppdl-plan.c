@@ -309,7 +309,7 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
         char tb[32];
         printf("tied weight  %s of layers 0 and %d: %s\n", ppdl_fmt_bytes((size_t)c->tied_bytes, tb, sizeof tb),
                c->L - 1, p->S > 1 ? "the first and the last stage exchange its gradient" : "held once, on one stage");
-        if (p->S > 1) printf("             + %.3f ms in T for that exchange (README \"Planner\": tied weights)\n", ev.tie);
+        if (p->S > 1) printf("             + %.3f ms in T for that exchange (docs/cost-model.md, \"Tied weights\")\n", ev.tie);
     }
     ppdl_cost_eval_free(&ev);
 }

@@ -1,6 +1,6 @@
 /* run_report.c — what rank 0 tells the user: the header and the plan table before the
  * first step, the resume point, and at the end the closing line, the memory table and
- * the --report JSON (README: "The report"). */
+ * the --report JSON (docs/formats.md, "The --report JSON"). */
 #include "config.h"
 
 #include <jansson.h>

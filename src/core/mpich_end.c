@@ -202,7 +202,7 @@ static void *watchdog(void *arg)
     int len = wd.rank > 0 ? 0 : snprintf(line, sizeof line,
                        "ppdl: rank %d: MPI_Finalize had not returned after %g s (its work and files were "
                        "complete): ending with the run's exit status %d (a hang of MPICH 4.0 with UCX's TCP "
-                       "transport; README \"Exit statuses and hangs\", PPDL_FINALIZE_TIMEOUT)\n",
+                       "transport; docs/clusters.md, PPDL_FINALIZE_TIMEOUT)\n",
                        wd.rank, wd.timeout_s, wd.status);
     if (len > 0) {
         ssize_t w = write(STDERR_FILENO, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);

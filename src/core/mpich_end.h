@@ -5,7 +5,7 @@
  *
  * 1. MPI_Finalize can hang for ever over UCX's TCP transport: a rank that has flushed
  *    its endpoints waits in a PMI barrier without progressing UCX while a peer still
- *    waits for its acknowledgement (README "Exit statuses and hangs"). So finalize runs
+ *    waits for its acknowledgement (docs/clusters.md). So finalize runs
  *    under a watchdog: past the bound, the rank says so once (rank 0 for all), parks
  *    its main thread (it may be inside MPICH's PMI client), tells Hydra's proxy over
  *    PMI-1 that it finalized (else the proxy takes its end for a crash and kills the

@@ -38,7 +38,7 @@ typedef struct ppdl_ckpt_info {
     long long seed, batch_size, micro_batches, ranks;
     double lr, beta1, beta2, eps, weight_decay;
     char schedule[16];
-    /* the learning-rate schedule and clipping (README "Learning rate and clipping"):
+    /* the learning-rate schedule and clipping (docs/training.md):
      * /train attributes lr_schedule, warmup, min_lr, decay_steps, decay_fraction,
      * clip_grad_norm; older checkpoints have none: read as constant and zeros */
     char lr_schedule[16];

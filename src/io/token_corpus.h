@@ -1,6 +1,6 @@
 /* token_corpus.h — token files people already have, read strictly and a piece at a time.
  *
- * Formats (README "Token corpora"; each checked against its own rules before a token is read):
+ * Formats (docs/data.md; each checked against its own rules before a token is read):
  *   llmc   llm.c shards: a 1024-byte header of 256 little-endian int32 — [0] magic, [1] version,
  *          [2] token count, [3..255] zero — then the tokens, little-endian:
  *            magic 20240520, version 1: uint16 (GPT-2's tokenizer, vocab 50257)

@@ -813,7 +813,7 @@ static int take_samples(const ctx *x, const schedule *s, const double *results, 
 static void summarize(const samples *sm, double agree, ppdl_cluster_model *cl)
 {
     int n = sm->n;
-    const char *raw_env = getenv("PPDL_PROBE_RAW"); /* README "Networks": for diagnosis */
+    const char *raw_env = getenv("PPDL_PROBE_RAW"); /* docs/clusters.md: for diagnosis */
     int print_raw = raw_env && *raw_env;
     double *v = ppdl_xmalloc((size_t)sm->max * sizeof(double));
     for (int a = 0; a < n; a++)

@@ -110,7 +110,7 @@ int ppdl_probe_pair_settled(const double *ab, const double *ba, int n, const ppd
  * unread). */
 #define PPDL_PROBE_CLASS_TOL 0.10
 int ppdl_probe_class_outliers(int n, const double *bw, const int *count, int max, double tol, unsigned char *need);
-/* The test hook PPDL_TEST_PROBE_SKEW="A-B:K:F[,...]" (README "Tests"): the factor by
+/* The test hook PPDL_TEST_PROBE_SKEW="A-B:K:F[,...]" (docs/testing.md): the factor by
  * which the K-th sample (from 0) of link A->B's bandwidth is multiplied, 1 when none;
  * -1 with a message in err when the variable is malformed. */
 int ppdl_probe_skew(const char *spec, int n, int a, int b, int k, double *factor, char *err, size_t errlen);

@@ -119,7 +119,7 @@ struct ppdl_runtime {
     void *host_in;             /* staging of data inputs (stage 0) */
     int32_t *host_tg;          /* staging of targets (last stage) */
     size_t in_bytes, out_bytes; /* per micro-batch, of the stage */
-    /* --precision bf16 (README "Precision"): every layer's output and input gradient is
+    /* --precision bf16 (docs/precision.md): every layer's output and input gradient is
      * rounded to bf16 as it is made, so a message carries values that are already bf16:
      * it travels packed as bf16, half its fp32 bytes (ppdl_msg.wire), and is
      * widened exactly on arrival. The bits then do not depend on where the stages are cut. */

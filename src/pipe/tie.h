@@ -18,7 +18,7 @@
  *    0) sends to itself the same way: the two directions have tags of their own (tag,
  *    tag + 1), and a rank starts every stage's exchange (ppdl_tie_start) before it
  *    finishes any (ppdl_tie_finish).
- * PPDL_TEST_TIE, a planted bug for the tests' negative controls (README "Tests"):
+ * PPDL_TEST_TIE, a planted bug for the tests' negative controls (docs/testing.md):
  *   no-exchange  each stage keeps its own part (within: the head's part is dropped)
  *   one-buffer   within: the head adds straight into wte's gradient buffer, in the
  *                order of the backwards (the order dependence above)

@@ -105,7 +105,7 @@ double ppdl_stage_mem_split(const ppdl_costs *c, int i, int j, const int *recomp
         stash += c->layers[l].stash_bytes[o];
         keep += c->layers[l].weight_keep_bytes[o];
     }
-    /* w = 0 adds exactly 0: 1F1B's and GPipe's memory as before, bit for bit */
+    /* w = 0 adds exactly 0: 1F1B's and GPipe's memory, bit for bit */
     return c->state_multiplier * params + (double)n * stash + (double)w * keep + ppdl_tie_mem(c, i, j);
 }
 
@@ -118,7 +118,7 @@ double ppdl_tie_mem(const ppdl_costs *c, int i, int j)
 
 /* one message of the exchange, a -> b. A rank to itself (both stages on it: zb-v's
  * rank 0) copies in memory, counted as free like any message between two stages of one
- * rank (a 4 MiB weight's did not show in a 440 ms step, perf/RESULTS.md); the cluster
+ * rank (too small to show in a step: perf/results/runtime.md); the cluster
  * file's diagonal stays unread (docs/formats.md). */
 static double tie_msg_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int a, int b)
 {
@@ -300,7 +300,7 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
         free(ra);
     }
     free(held);
-    /* phi = 1 (all but the zero-bubble schedules) multiplies exactly: T as before */
+    /* phi = 1 (all but the zero-bubble schedules) multiplies exactly */
     ev->T = ev->phi * ev->sum_time + 2 * ev->sum_link + ev->pace + ev->tail + ev->tie;
     return 0;
 }

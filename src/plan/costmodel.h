@@ -30,7 +30,7 @@
 #include "plan/plan.h"
 
 /* The zero-bubble schedules (zb-h1, zb-h2, zb-1p: every backward split into B and W, the
- * W's filling the bubble; README "Schedules", docs/cost-model.md "zero-bubble"), one
+ * W's filling the bubble; docs/schedules.md, docs/cost-model.md "zero-bubble"), one
  * rank per stage:
  *
  *   time_s = sum_{l in s} (fwd_ms_l + B_l(c_l) + W_l(c_l)) / speed[r_s]  (costs.h's split:

@@ -98,8 +98,8 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
          * later blocks: the message says how to profile again) */
         if (c->split_given && lc->bwd_ms > 0 && lc->bwd_input_ms == 0 && lc->bwd_weight_ms == 0)
             return ppdl_errf(err, errlen, "%s: layers[%d]: bwd_input_ms and bwd_weight_ms are both 0 but bwd_ms is "
-                             "%g: B and W are the backward's two parts (a file written by a ppdl before 2026-12-02 "
-                             "left a profiled layer's twins so: profile again with --costs-out)", what, l, lc->bwd_ms);
+                             "%g: B and W are the backward's two parts (older ppdl profilers left a profiled layer's "
+                             "twins so: profile again with --costs-out)", what, l, lc->bwd_ms);
         if (check_bytes(lc->stash_bytes[0], what, l, "stash_bytes", err, errlen) ||
             check_bytes(lc->weight_keep_bytes[0], what, l, "weight_keep_bytes", err, errlen))
             return -1;
@@ -194,7 +194,7 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
         if (get_num(root, "state_multiplier", &d, what, "costs", err, errlen)) return -1;
         c->state_multiplier = d;
     }
-    /* optional step costs (README, "Planner"): absent in older files, 0 then */
+    /* optional step costs (docs/formats.md, COSTS.json): absent in older files, 0 then */
     if (json_object_get(root, "input_ms") && get_num(root, "input_ms", &c->input_ms, what, "costs", err, errlen))
         return -1;
     if (json_object_get(root, "target_ms") && get_num(root, "target_ms", &c->target_ms, what, "costs", err, errlen))

@@ -33,8 +33,8 @@ typedef struct ppdl_layer_cost {
      * option 0 (default: stash_bytes, which holds them), "work_bytes" its scratch
      * space (default 0) */
     double in_bytes, saved_bytes, work_bytes;
-    /* the backward split (nn/layer.h "The backward split"; COSTS.json optional, README
-     * "Schedules"): "bwd_input_ms" (B) and "bwd_weight_ms" (W), about bwd_ms together
+    /* the backward split (nn/layer.h "The backward split"; COSTS.json optional,
+     * docs/schedules.md): "bwd_input_ms" (B) and "bwd_weight_ms" (W), about bwd_ms together
      * (default: bwd_ms / 2 each); per option, "weight_extra_ms" the recompute a W pays
      * on its own (option 0: 0; default: the option's extra_ms, as if W recomputed all
      * that B does) and "weight_keep_bytes" what B keeps for W (default 0) */

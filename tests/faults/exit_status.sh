@@ -1,6 +1,6 @@
 #!/bin/sh
-# exit_status.sh — the exit statuses users script against (README "Exit statuses and
-# hangs"), as the shell receives them from the launcher, the same from every rank:
+# exit_status.sh — the exit statuses users script against (docs/cli.md, "Exit
+# statuses"; docs/clusters.md for hangs), as the shell receives them from the launcher, the same from every rank:
 #   2 a bad option (also a malformed PPDL_FINALIZE_TIMEOUT), 1 a file that cannot be
 #   read, 3 the memory limit, 4 a non-finite loss, 70 an internal error on one rank,
 #   75 stopped by SIGTERM or SIGUSR1 with a checkpoint (which then resumes), 143 / 138

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bf16_equiv.sh — --precision bf16 keeps the bitwise promise (README "Precision"):
+# bf16_equiv.sh — --precision bf16 keeps the bitwise promise (docs/precision.md):
 #  1. for every family, 2, 3, 4 ranks under 1F1B and GPipe give bitwise the losses and
 #     final weights of 1 rank (each schedule against its own, as pipeline_equiv.sh);
 #     ZB-H1 (split backward) and full recompute on 2 ranks against 1F1B on 1 rank;
@@ -99,7 +99,7 @@ ok $? "the header line says how the bf16 GEMMs ran"
 
 # the stash: a slot keeps its layer inputs after the stage's first, the blocks' saved
 # tensors (all but the residual x1 and the layer-norm statistics), the head's ln_f output
-# and the logits' gradient packed as bf16 (README "Precision"): on every rank, with and
+# and the logits' gradient packed as bf16 (docs/precision.md): on every rank, with and
 # without full recompute, at most 0.55x fp32's (issue 23). The prediction follows: peak
 # minus predicted is the same in bf16 as in fp32 on every rank.
 mpirun_n 2 "$@" --precision fp32 --plan uniform --recompute full --steps 3 --batch-size 8 --micro-batches 4 \

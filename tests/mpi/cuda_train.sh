@@ -21,7 +21,7 @@
 # --backend cuda` must fail with a message that names the CUDA error. With
 # PPDL_REQUIRE_CUDA=1 (tests/gpu/run sets it) a GPU that is not usable fails instead:
 # on the GPU machine a broken device must not pass as "skipped".
-# NCCL (--p2p, README "GPU clusters: NCCL"): on a node with 2 or more GPUs the 2-rank
+# NCCL (--p2p, docs/gpus.md): on a node with 2 or more GPUs the 2-rank
 # pipeline above runs with --p2p auto, which takes nccl there: the header must say so,
 # and its losses and weights are checked against 1 rank as above. On a node with one
 # GPU (the ranks share it): --p2p auto says "p2p mpi (... ranks share a GPU ...)",
@@ -31,7 +31,7 @@
 # gradient sums then run through ncclAllReduce: its losses against 1 rank within 1e-5
 # relative over 3 steps at --lr 0.05, the bound and the settings of tests/mpi/hybrid.sh
 # (a sum of the replicas' halves rounds differently from one rank's sum, ~1e-7 each).
-# bf16 (README "Precision"): on a GPU, gpt with --precision bf16 on the CUDA backend:
+# bf16 (docs/precision.md): on a GPU, gpt with --precision bf16 on the CUDA backend:
 # the header names the cuBLAS bf16 GEMMs, and the losses of its 2 steps are the CPU
 # backend's bf16 losses within 1e-2 relative. Not bitwise, not 1e-5: both sides
 # multiply the same bf16 values exactly, but sum in another order, and every layer

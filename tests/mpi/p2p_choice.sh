@@ -1,5 +1,5 @@
 #!/bin/sh
-# p2p_choice.sh — `--p2p auto|nccl|mpi` on a CPU backend (README, "GPU clusters: NCCL";
+# p2p_choice.sh — `--p2p auto|nccl|mpi` on a CPU backend (docs/gpus.md;
 # pipe/p2p_choice.h), on 2 ranks:
 #  1. --p2p auto trains; the header says "p2p mpi" and why (the cpu backend; in a build
 #     without CUDA, no NCCL), and the report's `p2p` is "mpi";

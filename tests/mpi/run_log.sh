@@ -1,6 +1,6 @@
 #!/bin/sh
 # run_log.sh — --log FILE.jsonl: one JSON object per step, written as the run goes,
-# with the keys README names and the report's losses; a chain of jobs leaves one
+# with the keys docs/formats.md names and the report's losses; a chain of jobs leaves one
 # continuous log: a resumed run drops the lines of steps after its checkpoint (a job
 # killed after logging them) and a line cut short, then appends, so every step is
 # there once, with the values of the run made in one go.

@@ -1,6 +1,6 @@
 #!/bin/sh
-# schedule_auto.sh — `--schedule auto`: the planner chooses the schedule (README,
-# "Planner"; plan/schedule_choice.h), and the run trains with it.
+# schedule_auto.sh — `--schedule auto`: the planner chooses the schedule (docs/planner.md;
+# plan/schedule_choice.h), and the run trains with it.
 #
 # The costs are the profiled ones of the model with every layer's times set equal
 # (0.1 ms forward, 0.2 ms backward), so the choice is the same on every machine: on a

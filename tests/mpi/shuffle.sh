@@ -37,10 +37,10 @@ run r3 3 --steps 12 --shuffle 5 && same r3 ref
 ok $? "3 ranks, 1F1B: the bits of 1 rank"
 run r4 4 --steps 12 --shuffle 5 && same r4 ref
 ok $? "4 ranks, 1F1B: the bits of 1 rank"
-# GPipe sums a stage's micro-batches in the other order than 1F1B (README): its own 1-rank run
+# GPipe sums a stage's micro-batches in the other order than 1F1B (docs/training.md): its own 1-rank run
 run g1 1 --steps 12 --shuffle 5 --schedule gpipe && run g3 3 --steps 12 --shuffle 5 --schedule gpipe && same g3 g1
 ok $? "3 ranks, GPipe: the bits of 1 rank under GPipe"
-# a replicated stage sums its gradients in another order (README): within 1e-5
+# a replicated stage sums its gradients in another order (docs/training.md): within 1e-5
 printf '{"stages": [{"ranks": [0, 1], "first_layer": 0, "last_layer": 1}, {"rank": 2, "first_layer": 2, "last_layer": %s}]}\n' \
   "$(($("$PY" -c 'import h5py,sys; print(len(h5py.File(sys.argv[1])["layers"]))' "$tmp/m.h5") - 1))" >"$tmp/rep.json"
 run rep 3 --steps 12 --shuffle 5 --plan "$tmp/rep.json" &&

@@ -55,7 +55,7 @@ state=$(wait_job "$job" 120)
 [ "$state" = COMPLETED ] && grep -q "launcher mpiexec" "$tmp/plain-$job.out" && grep -q "^done: 3 steps" "$tmp/plain-$job.out"
 ok $? "ppdl.sbatch with the mpiexec launcher: 2 ranks trained 3 steps (state $state)"
 [ "$state" = COMPLETED ] || sed 's/^/#   /' "$tmp/plain-$job.out" | tail -10
-# ---- exit statuses through Slurm (README "Exit statuses and hangs") ----
+# ---- exit statuses through Slurm (docs/clusters.md) ----
 # srun: its status is the highest of its tasks'; each case is one job of its own.
 # srun_job NAME PPDL-ARGS...: in the background, log $tmp/NAME.log; sets $job_pid
 srun_job() {

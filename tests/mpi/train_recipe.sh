@@ -5,7 +5,7 @@
 # the losses, norms and weights of 1 rank; a run stopped and resumed (on another
 # number of ranks) gives the bits of the run never stopped; the learning rate and the
 # norm of every step are in the report. Replicated stages sum their gradients in
-# another order (README), so they are checked within hybrid.sh's tolerance (1e-5).
+# another order (docs/training.md), so they are checked within hybrid.sh's tolerance (1e-5).
 # The gpt ties its embeddings (the presets' default): on 2-4 ranks the embedding and
 # the head are on different stages and exchange their gradients (tied.sh has the rest).
 . "$top_srcdir/tests/lib.sh"
@@ -48,7 +48,7 @@ PYEOF
 ok $? "the report has every step's lr (warm-up, then cosine to 0.1 x lr) and norm; the clip binds in some steps, not all"
 steps_of "$tmp/ref.json" >"$tmp/ref-1f1b.steps"
 cp "$tmp/ref.h5" "$tmp/ref-1f1b.h5"
-# GPipe sums a step's micro-batch gradients in the opposite order (README): its own
+# GPipe sums a step's micro-batch gradients in the opposite order (docs/training.md): its own
 # 1-rank reference
 run ref-gpipe 1 --schedule gpipe
 ok $? "1 rank with the recipe under GPipe (its reference)"

@@ -134,7 +134,7 @@ ok $? "negative control: rank 1's gradients doubled at its last W change the res
 # 6. replicated stages: each replica runs its passes of the play with the replicas as
 # devices (sched/zero_bubble.h), its own micro-batches' W's in micro-batch order, so
 # its weight gradients are 1F1B's replica's, and the all-reduce sums the same partial
-# sums: bitwise 1F1B's losses and weights on the same layout (README "Schedules"; the
+# sums: bitwise 1F1B's losses and weights on the same layout (docs/schedules.md; the
 # layout itself is within float tolerance of 1 rank, tests/mpi/hybrid.sh)
 run_plan() {  # run_plan NAME N PLAN ARGS...: as run, with a plan file
   local name=$1 n=$2 plan=$3; shift 3

@@ -2,7 +2,7 @@
 # bf16_oracle.sh — ppdl --precision bf16 against PyTorch's bf16 autocast on the CPU
 # (tests/oracle/torch_autocast.py): a gpt, an mlp and a cnn, 6 AdamW steps each, every
 # step's loss within the first-order bound derived in torch_autocast.py's header (and
-# README "Precision"): the forward roundings of both runs, each moving the loss by at
+# docs/precision.md): the forward roundings of both runs, each moving the loss by at
 # most 2^-8 x sum|t x dL/dt| over its tensor t (measured with an fp32 backward), plus
 # the weights' drift from rounded gradients (n_b roundings on a parameter's backward
 # path, AdamW's update moving by at most 2 n_b 2^-8 lr per step). The measured

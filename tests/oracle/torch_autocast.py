@@ -9,7 +9,7 @@ for the site table); exits 1 on a mismatch.
 
 usage: torch_autocast.py MODEL.h5 DATA.h5 REPORT.json --batch-size B --steps K --lr X
 
-The tolerance (README "Precision" has the same derivation). Both runs compute the same
+The tolerance (docs/precision.md has the same derivation). Both runs compute the same
 function as the fp32 model, with bf16 roundings in different places. A rounding of a
 tensor t to bf16 (round to nearest, 8 significant bits) is t + d with |d_i| <= u |t_i|,
 u = 2^-8. To first order in u:
@@ -22,7 +22,7 @@ u = 2^-8. To first order in u:
     with one fp32 forward+backward at PyTorch's weights of the step (forward()'s tap
     hooks keep the gradient of every site). The sites and their n (SITES below), the
     union of both runs':
-      ppdl (README "Precision"): every GEMM operand (the data; each layer's weights;
+      ppdl (docs/precision.md): every GEMM operand (the data; each layer's weights;
         in a block the layer-norm outputs, q, k, v, the attention probabilities, the
         attention output and GELU's output; the head's ln_f output and lm_head), a
         block's MLP pre-activation and attention probabilities where made, and every

@@ -11,7 +11,7 @@ PyTorch's logits for the same context:
                 K-th place).
 TIE = 1e-4 x the largest |logit| of the step: the logits of ppdl and PyTorch agree to
 about 1e-6 of it (fp32 sums in other orders), so a gap above TIE cannot be rounding.
-The window rule (README "Sampling"): a prompt keeps its last seq_len tokens; when the
+The window rule (docs/data.md): a prompt keeps its last seq_len tokens; when the
 context holds seq_len tokens and one more is added, the newest seq_len/2 are kept
 before it.
 

@@ -184,7 +184,7 @@ def main():
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, weight_decay=args.weight_decay)
     # the schedule as PyTorch's LambdaLR (a factor of the peak lr per step), with the
-    # formulas of ppdl's README written out again here
+    # formulas of ppdl's docs/training.md written out again here
     D = args.decay_steps or args.steps
     W = args.warmup
 

@@ -147,7 +147,7 @@ static double contention_of(const inst *x, int r)
     return h->n > 0 && h->contention ? h->contention[h->of_rank[r]] : 1.0;
 }
 
-/* the oracle's link a -> b while every rank copies at once (README "Planner"): inside a
+/* the oracle's link a -> b while every rank copies at once (docs/planner.md): inside a
  * host, at a quarter or more of the slower end's memcpy rate, shared by the contention */
 static double bw_at_once(const inst *x, int a, int b)
 {
@@ -208,7 +208,7 @@ static int in_flight_of(const inst *x, const lay *y, int s, int q)
     return most;
 }
 
-/* a tied weight of b bytes (README "Planner", costs "tied"): a stage holding the first
+/* a tied weight of b bytes (docs/cost-model.md, "Tied weights"): a stage holding the first
  * and the last layer holds it once, (state_multiplier - 1) b less; a stage holding one
  * of them receives the other's gradient, b more */
 static double tie_bytes_of(const inst *x, int i, int j)

@@ -633,7 +633,7 @@ static void test_replicated(void)
 
 /* ---- zero bubble ---- */
 
-/* the most micro-batches stage s may hold (README "Schedules"), written here apart from
+/* the most micro-batches stage s may hold (docs/schedules.md), written here apart from
  * schedule.c's ppdl_schedule_zb_caps */
 static int zb_cap(int kind, int S, int s)
 {

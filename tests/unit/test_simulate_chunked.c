@@ -5,7 +5,7 @@
  *    simulated step is the unit play's (ppdl_schedule_unit_step_chunked) and the cost
  *    model's T too (its fill factor is made for that), for interleaved v = 2, 3 and zb-v
  *    on N = 1..4 ranks, M = 1..9; and interleaved's closed form 3Mv + 3(N - 1) where N
- *    divides M (README "Schedules"), written here, not taken from the library.
+ *    divides M (docs/schedules.md), written here, not taken from the library.
  *  - One micro-batch through interleaved N = 2, v = 2 with latency lam on every link
  *    and optimizer steps of o per stage: a chain F0 F1 F2 F3 B3 B2 B1 B0 across 6
  *    messages, then each rank's two optimizer steps after its sends arrived: step

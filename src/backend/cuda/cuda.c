@@ -14,7 +14,7 @@
  * space, cuDNN's handle, NCCL's buffers) is not: cu_free_memory sets a reserve aside
  * for it (library_reserve).
  *
- * --precision bf16 (README "Precision"): a GEMM converts A and B to bf16 (kernels.cu,
+ * --precision bf16 (docs/precision.md): a GEMM converts A and B to bf16 (kernels.cu,
  * backend/bf16.h's rounding) and calls cublasGemmEx / cublasGemmStridedBatchedEx with
  * bf16 operands, an fp32 C and fp32 compute. A convolution runs cuDNN in fp32 on
  * operands rounded to bf16 (why: at bf16_rounded). */
@@ -188,7 +188,7 @@ static void cu_free(ppdl_backend *be, void *p) { CUDA_CHECK(cudaFreeAsync(p, str
 
 /* Device memory the libraries take for a rank outside ppdl's accounting, after the
  * probe reads the free memory: set aside by cu_free_memory so that a full plan does not
- * run out inside cuBLAS, cuDNN or NCCL (README "GPU clusters: NCCL", the memory).
+ * run out inside cuBLAS, cuDNN or NCCL (docs/gpus.md, the memory).
  * Estimates with the sources of their numbers: */
 /* cuBLAS's work space, per handle (one here, on one stream): NVIDIA's cuBLAS docs,
  * cublasSetWorkspace: 32 MiB on Hopper (sm_90) and later, 4 MiB before */
