@@ -84,6 +84,7 @@ function links(s,   out, t, txt, tgt, k) {
     sub(/#.*/, "", tgt)
     if (tgt ~ /^[a-z]+:/) txt = txt " <" tgt ">"
     else if (tgt ~ /^\.\.\//) { sub(/^(\.\.\/)+/, "", tgt); txt = txt " (" tgt ")" }
+    else if (tgt == txt) txt = "docs/" tgt            # [memory.md](memory.md#...)
     else if (tgt != "") txt = txt " (docs/" tgt ")"   # the pages of docs/ link each other
     out = out substr(s, 1, RSTART - 1) txt
     s = substr(s, RSTART + RLENGTH)
