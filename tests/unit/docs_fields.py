@@ -116,6 +116,14 @@ FORMATS = {
                         "p->name": ["<param>"]},   # the parameter names of model.h5
         },
     },
+    "config.json": {
+        # the Hugging Face GPT-2 config ppdl-convert reads and writes (docs/interop.md)
+        "src/cmd/ppdl-convert.c": {"calls": {"cfg_num": 2, "cfg_int": 2, "cfg_bool": 2},
+                                   "dynamic": {"key": FROM + " the wrappers' callers"}},
+    },
+    "safetensors": {
+        "src/io/safetensors.c": {"dynamic": {"t->name": ["<tensor>"]}},
+    },
     "CLUSTER.json": {
         "src/plan/cluster_model.c": {"calls": {"read_matrix": 1, "read_vector": 1, "put_matrix": 1},
                                      "dynamic": {"key": FROM + " the wrappers' callers"}},
@@ -165,6 +173,7 @@ PROGRAMS = {
     "ppdl-init": ("src/cmd/ppdl-init.c", "literals"),
     "ppdl-data": ("src/cmd/ppdl-data.c", "literals"),
     "ppdl-sample": ("src/cmd/ppdl-sample.c", "literals"),
+    "ppdl-convert": ("src/cmd/ppdl-convert.c", "literals"),
 }
 
 # exit statuses: (regex with one group, files glob) — group 1 is an integer or a

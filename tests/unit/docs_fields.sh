@@ -43,7 +43,8 @@ expect_fail() {
 }
 
 for sec in model.h5 data.h5 checkpoint.h5 CLUSTER.json COSTS.json "plan JSON" report trace "run log" \
-           "cli ppdl" "cli ppdl-init" "cli ppdl-data" "cli ppdl-plan" "exit status" \
+           "cli ppdl" "cli ppdl-init" "cli ppdl-data" "cli ppdl-plan" "cli ppdl-convert" "exit status" \
+           config.json safetensors \
            environment "test hooks"; do
   copy
   planted=$("$PY" "$CHECK" --root "$tmp/tree" --plant doc "$sec")

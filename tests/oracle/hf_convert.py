@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""hf_convert.py — transformers' side of tests/oracle/hf_convert.sh (ppdl-convert).
+
+  make DIR [--dtype f32|f16|bf16] [--untied] [--seed S] [--layers L]
+        a random GPT2LMHeadModel (vocab 97, n_positions 16, n_embd 32, 2 heads), its
+        weights spread (N(0, 0.2) noise) so that attention is far from uniform,
+        written with save_pretrained (config.json + model.safetensors)
+  tokens OUT.i32 B T V [--seed S]       B x T random tokens (int32)
+  data OUT.h5 TOKENS.i32 T V              a ppdl data.h5 whose rows are those tokens, each
+                                         followed by (the next row's first) token
+  logits DIR TOKENS.i32 PPDL.f32 [--tol X]
+        GPT2LMHeadModel's logits on the tokens against ppdl's (gpt_logits): the largest
+        absolute difference, at most --tol (default 1e-5)
+  loss DIR DATA.h5 B REPORT.json [--rtol X]
+        the mean cross-entropy of GPT2LMHeadModel (labels = the data's rows shifted)
+        on the first B rows against the step-0 evaluation (val_loss) of ppdl's report
+  load DIR  from_pretrained with transformers' logging captured: fails on any message
+        about missing, unexpected or newly initialised weights
+  same A B [--as-f32]  every tensor of A/model.safetensors equals B's, byte for byte
+        (--as-f32: A's tensors converted to float32 first), and the same names
+  llmc DIR OUT.bin [--bf16]   the llm.c checkpoint of the model (llm.c's own layout,
+        written here independently of ppdl: Conv1D weights transposed to [out, in], wte
+        padded with zero rows to a multiple of 128)
+  bad DIR KIND OUT   a copy of DIR whose model.safetensors (or config.json) is broken
+"""
+import io
+import json
+import logging
+import os
+import shutil
+import struct
+import sys
+
+import numpy as np
+import torch
+
+
+def arg(argv, name, default=None, conv=str):
+    if name in argv:
+        i = argv.index(name)
+        v = argv[i + 1]
+        del argv[i:i + 2]
+        return conv(v)
+    return default
+
+
+def flag(argv, name):
+    if name in argv:
+        argv.remove(name)
+        return True
+    return False
+
+
+def make(argv):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    dtype = arg(argv, "--dtype", "f32")
+    seed = arg(argv, "--seed", 1, int)
+    layers = arg(argv, "--layers", 2, int)
+    untied = flag(argv, "--untied")
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=97, n_positions=16, n_embd=32, n_layer=layers, n_head=2,
+                     tie_word_embeddings=not untied, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
+    m = GPT2LMHeadModel(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    m = m.to({"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype])
+    m.save_pretrained(argv[0], safe_serialization=True)
+    return 0
+
+
+def tokens(argv):
+    seed = arg(argv, "--seed", 2, int)
+    out, B, T, V = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    rng = np.random.default_rng(seed)
+    rng.integers(0, V, size=(B, T), dtype=np.int32).tofile(out)
+    return 0
+
+
+def data(argv):
+    import h5py
+    out, tok, T, V = argv[0], argv[1], int(argv[2]), int(argv[3])
+    x = np.fromfile(tok, dtype=np.int32).reshape(-1, T)
+    # row i: its T tokens and one more (the first of the next row) as the last target
+    nxt = np.roll(x[:, 0], -1)[:, None]
+    with h5py.File(out, "w") as f:
+        f.create_dataset("tokens", data=np.concatenate([x, nxt], axis=1).astype(np.int32))
+        f.attrs["vocab_size"] = np.int32(V)
+    return 0
+
+
+def load_model(d):
+    from transformers import GPT2LMHeadModel
+    m = GPT2LMHeadModel.from_pretrained(d, torch_dtype=torch.float32)
+    m.eval()
+    return m
+
+
+def logits(argv):
+    tol = arg(argv, "--tol", 1e-5, float)
+    d, tok, ppdl = argv
+    m = load_model(d)
+    T = m.config.n_positions
+    V = m.config.vocab_size
+    x = torch.from_numpy(np.fromfile(tok, dtype=np.int32).reshape(-1, T).astype(np.int64))
+    with torch.no_grad():
+        ref = m(x).logits.double().numpy()
+    got = np.fromfile(ppdl, dtype=np.float32).reshape(x.shape[0], T, V).astype(np.float64)
+    diff = np.abs(ref - got).max()
+    print("max |logit difference| %.3g over %d logits (largest |logit| %.3g), tolerance %g"
+          % (diff, ref.size, np.abs(ref).max(), tol))
+    return 0 if diff <= tol else 1
+
+
+def loss(argv):
+    import h5py
+    rtol = arg(argv, "--rtol", 1e-6, float)
+    d, data_path, B, report = argv[0], argv[1], int(argv[2]), argv[3]
+    m = load_model(d)
+    with h5py.File(data_path, "r") as f:
+        rows = torch.from_numpy(f["tokens"][:B].astype(np.int64))
+    with torch.no_grad():
+        lg = m(rows[:, :-1]).logits.double()
+        ref = torch.nn.functional.cross_entropy(lg.reshape(-1, lg.shape[-1]), rows[:, 1:].reshape(-1)).item()
+    ev = [e for e in json.load(open(report))["evals"] if e["step"] == 0][0]["val_loss"]
+    rel = abs(ev - ref) / abs(ref)
+    print("loss: transformers %.9g, ppdl %.9g, relative difference %.3g, tolerance %g" % (ref, ev, rel, rtol))
+    return 0 if rel <= rtol else 1
+
+
+def load(argv):
+    import transformers
+    buf = io.StringIO()
+    h = logging.StreamHandler(buf)
+    log = transformers.utils.logging.get_logger("transformers")
+    transformers.utils.logging.set_verbosity_info()
+    log.addHandler(h)
+    import warnings
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always")
+        load_model(argv[0])
+    log.removeHandler(h)
+    text = buf.getvalue() + "".join(str(w.message) for w in ws)
+    bad = [l for l in text.splitlines()
+           if any(k in l for k in ("missing", "Missing", "unexpected", "Unexpected", "newly initialized",
+                                   "not used", "not initialized"))]
+    for l in bad:
+        print("transformers said:", l)
+    # the positive control: the capture sees a message where there is one
+    if "--expect-warning" in argv:
+        return 0 if bad else 1
+    return 1 if bad else 0
+
+
+def read_st(path):
+    from safetensors.numpy import load_file
+    return load_file(path)
+
+
+def same(argv):
+    as_f32 = flag(argv, "--as-f32")
+    a, b = argv
+    if as_f32:
+        from safetensors.torch import load_file
+        ta = {k: v.float().numpy() for k, v in load_file(os.path.join(a, "model.safetensors")).items()}
+    else:
+        ta = read_st(os.path.join(a, "model.safetensors"))
+    tb = read_st(os.path.join(b, "model.safetensors"))
+    ignore = lambda k: k.endswith(".attn.bias") or k.endswith(".attn.masked_bias")
+    ka = {k for k in ta if not ignore(k)}
+    if ka != set(tb):
+        print("names differ: only in A %s, only in B %s" % (sorted(ka - set(tb)), sorted(set(tb) - ka)))
+        return 1
+    bad = [k for k in sorted(ka) if ta[k].dtype != tb[k].dtype or ta[k].shape != tb[k].shape
+           or ta[k].tobytes() != tb[k].tobytes()]
+    print("%d tensors, %d differ%s" % (len(ka), len(bad), (": " + ", ".join(bad[:3])) if bad else ""))
+    return 1 if bad else 0
+
+
+def llmc(argv):
+    bf16 = flag(argv, "--bf16")
+    d, out = argv
+    from safetensors.torch import load_file
+    sd = {k[len("transformer."):] if k.startswith("transformer.") else k: v.float()
+          for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    V, T, C, L, H = cfg["vocab_size"], cfg["n_positions"], cfg["n_embd"], cfg["n_layer"], cfg["n_head"]
+    Vp = (V + 127) // 128 * 128
+    hdr = np.zeros(256, dtype=np.int32)
+    hdr[:8] = [20240326, 5 if bf16 else 3, T, V, L, H, C, Vp]
+    wte = torch.zeros(Vp, C)
+    wte[:V] = sd["wte.weight"]
+    parts = [wte, sd["wpe.weight"]]
+    per = [("ln_1.weight", 0), ("ln_1.bias", 0), ("attn.c_attn.weight", 1), ("attn.c_attn.bias", 0),
+           ("attn.c_proj.weight", 1), ("attn.c_proj.bias", 0), ("ln_2.weight", 0), ("ln_2.bias", 0),
+           ("mlp.c_fc.weight", 1), ("mlp.c_fc.bias", 0), ("mlp.c_proj.weight", 1), ("mlp.c_proj.bias", 0)]
+    for name, tr in per:
+        for i in range(L):
+            t = sd["h.%d.%s" % (i, name)]
+            parts.append(t.t().contiguous() if tr else t)
+    parts += [sd["ln_f.weight"], sd["ln_f.bias"]]
+    flat = torch.cat([p.reshape(-1) for p in parts])
+    with open(out, "wb") as f:
+        f.write(hdr.tobytes())
+        if bf16:
+            f.write(flat.to(torch.bfloat16).view(torch.int16).numpy().tobytes())
+        else:
+            f.write(flat.numpy().astype("<f4").tobytes())
+    return 0
+
+
+def st_parts(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def st_write(path, header, body, pad=True):
+    h = json.dumps(header).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + body)
+
+
+def bad(argv):
+    d, kind, out = argv
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(d, out)
+    st = os.path.join(out, "model.safetensors")
+    h, body = st_parts(st)
+    names = [k for k in h if k != "__metadata__"]
+    first = min(names, key=lambda k: h[k]["data_offsets"][0])
+    last = max(names, key=lambda k: h[k]["data_offsets"][1])
+    if kind == "header-long":
+        raw = open(st, "rb").read()
+        open(st, "wb").write(struct.pack("<Q", len(raw) * 2) + raw[8:])
+        return 0
+    if kind == "offsets-range":
+        # ln_f.bias claims bytes up to 4 past the data's end
+        h["transformer.ln_f.bias"]["data_offsets"][1] = len(body) + 4
+    elif kind == "overlap":
+        # ln_1.bias claims ln_1.weight's bytes (the same size): two tensors on one range
+        h["transformer.h.0.ln_1.bias"]["data_offsets"] = list(h["transformer.h.0.ln_1.weight"]["data_offsets"])
+    elif kind == "shape":
+        h["transformer.h.0.attn.c_attn.weight"]["shape"][1] -= 1
+    elif kind == "dtype":
+        h["transformer.ln_f.bias"]["dtype"] = "F64"
+    elif kind == "missing":
+        del h["transformer.h.1.mlp.c_proj.bias"]
+        # keep the data covered: the missing tensor's bytes now belong to nobody; move the
+        # ones after it back
+        return st_drop(st, "transformer.h.1.mlp.c_proj.bias")
+    elif kind == "extra":
+        e = h[last]["data_offsets"][1]
+        h["transformer.h.0.attn.extra"] = {"dtype": "F32", "shape": [1], "data_offsets": [e, e + 4]}
+        body = body + b"\0\0\0\0"
+    elif kind == "drop-lm":
+        return st_drop(st, "lm_head.weight")
+    elif kind == "relu":
+        c = json.load(open(os.path.join(out, "config.json")))
+        c["activation_function"] = "relu"
+        json.dump(c, open(os.path.join(out, "config.json"), "w"))
+        return 0
+    elif kind == "transposed":
+        # the negative control of the Conv1D mapping: every Conv1D weight square-ish can't be
+        # transposed in place, so store c_proj (C x C) transposed
+        raw_name = "transformer.h.0.attn.c_proj.weight"
+        b0, e0 = h[raw_name]["data_offsets"]
+        n = h[raw_name]["shape"]
+        a = np.frombuffer(body[b0:e0], dtype="<f4").reshape(n).T.copy()
+        body = body[:b0] + a.tobytes() + body[e0:]
+    else:
+        raise SystemExit("unknown kind " + kind)
+    st_write(st, h, body)
+    return 0
+
+
+def st_drop(st, name):
+    h, body = st_parts(st)
+    b0, e0 = h[name]["data_offsets"]
+    del h[name]
+    for k, v in h.items():
+        if k != "__metadata__" and v["data_offsets"][0] >= e0:
+            v["data_offsets"] = [v["data_offsets"][0] - (e0 - b0), v["data_offsets"][1] - (e0 - b0)]
+    st_write(st, h, body[:b0] + body[e0:])
+    return 0
+
+
+CMDS = {"make": make, "tokens": tokens, "data": data, "logits": logits, "loss": loss, "load": load,
+        "same": same, "llmc": llmc, "bad": bad}
+
+
+def batch(argv):
+    """batch FILE: one command a line ("DESCRIPTION | COMMAND ARGS"), all in this one
+    process (transformers takes seconds to import); prints per line "STATUS<TAB>DESCRIPTION"
+    and then the command's output as "# " lines, for the shell test to turn into TAP"""
+    import contextlib
+    import shlex
+    for line in open(argv[0]):
+        if not line.strip():
+            continue
+        desc, cmd = line.rsplit("|", 1)
+        args = shlex.split(cmd)
+        expect_fail = flag(args, "--expect-fail")   # a negative control: status 1 is the pass
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                rc = CMDS[args[0]](args[1:])
+        except Exception as e:  # a crash is a failure of that line, not of the batch
+            rc = 2
+            out.write("%s: %s\n" % (type(e).__name__, e))
+        if expect_fail:
+            rc = 0 if rc == 1 else 1
+        print("%d\t%s" % (rc, desc.strip()))
+        for l in out.getvalue().splitlines():
+            print("# " + l)
+        sys.stdout.flush()
+    return 0
+
+
+def main(argv):
+    if argv[0] == "batch":
+        return batch(argv[1:])
+    return CMDS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,168 @@
+#!/bin/sh
+# hf_convert.sh — ppdl-convert against transformers (GPT2LMHeadModel, safetensors) and an
+# llm.c writer of its own (tests/oracle/hf_convert.py: the Python side, two runs of one
+# process each, since transformers takes seconds to import):
+#   - a random GPT-2 (2 blocks, 2 heads, n_embd 32, vocab 97, n_positions 16; weights
+#     spread by N(0, 0.2) noise) saved by save_pretrained, tied and untied, converted to
+#     ppdl: ppdl's logits (its own forward, tests/oracle/gpt_logits) at every position of
+#     4 sequences within 1e-5 of GPT2LMHeadModel's, and ppdl's evaluation loss (--val-data,
+#     the step-0 evaluation) within 1e-6 relative of transformers';
+#   - round trips: HF -> ppdl -> HF gives every tensor's bytes back (F16 and BF16 inputs:
+#     the bytes of their float32 values, which is what ppdl holds); llm.c -> ppdl -> llm.c
+#     the same file, byte for byte (fp32 and bf16), where the llm.c file was written by
+#     the Python helper from the HF model, and ppdl's own llm.c export equals it;
+#   - ppdl-init gpt-tiny exported: from_pretrained says nothing about missing, unexpected
+#     or newly initialised weights, and its loss equals ppdl's evaluation (1e-6 relative);
+#     the same export from a checkpoint;
+#   - bad input refused, status 1, naming the file and the tensor or field, DST absent:
+#     header longer than the file, offsets out of range, overlapping, shape/bytes, unknown
+#     dtype, missing tensor, extra tensor, activation_function relu, llm.c bad magic and
+#     version, an untied model to llm.c;
+#   - negative controls: a Conv1D weight stored transposed (what a wrong mapping would
+#     read) fails the logits check; a model without its lm_head.weight makes
+#     from_pretrained warn, and the capture sees it.
+. "$top_srcdir/tests/lib.sh"
+PY=$PYTHON_HF
+"$PY" -c 'import transformers, safetensors, torch, h5py' 2>/dev/null ||
+  skip_all "$PY has no transformers, safetensors, torch and h5py (scripts/setup makes the venv /opt/ppdl-py)"
+CONVERT=$top_builddir/ppdl-convert
+LOGITS=$top_builddir/tests/oracle/gpt_logits
+HELPER=$top_srcdir/tests/oracle/hf_convert.py
+cd "$tmp" || exit 1
+
+# batch FILE: run the helper's lines, one TAP line each
+batch() {
+  "$PY" "$HELPER" batch "$1" >"$1.out" 2>"$1.err"
+  [ -s "$1.out" ] || { ok 1 "the Python helper ran ($1)"; sed 's/^/#   /' "$1.err" | tail -5; return; }
+  while IFS= read -r line; do
+    case $line in
+      '# '*) echo "$line" ;;
+      *) rc=${line%%"	"*}; ok "$rc" "${line#*"	"}" ;;
+    esac
+  done <"$1.out"
+}
+
+bad_kinds="header-long offsets-range overlap shape dtype missing extra relu"
+{
+  echo "a random GPT-2, tied, saved by save_pretrained | make hf"
+  echo "the same, untied | make hf-untied --untied --seed 3"
+  echo "the same in float16 | make hf16 --dtype f16 --seed 4"
+  echo "the same in bfloat16 | make hfbf --dtype bf16 --seed 5"
+  echo "4 sequences of 16 tokens | tokens tok.i32 4 16 97"
+  echo "their data.h5 | data d.h5 tok.i32 16 97"
+  echo "tokens for gpt-tiny | tokens tokt.i32 4 64 256 --seed 6"
+  echo "their data.h5 | data dt.h5 tokt.i32 64 256"
+  echo "the llm.c file of the tied model, fp32 (version 3) | llmc hf ref.bin"
+  echo "the same in bf16 (version 5) | llmc hf ref5.bin --bf16"
+  echo "control: a Conv1D weight stored transposed | bad hf transposed bad-transposed"
+  for k in $bad_kinds; do echo "broken: $k | bad hf $k bad-$k"; done
+} >prep.txt
+batch prep.txt
+
+# ---- to ppdl, and ppdl's side of the checks
+for m in hf hf-untied hf16 hfbf bad-transposed; do
+  "$CONVERT" $m $m.h5 >$m.log 2>&1
+  ok $? "ppdl-convert $m $m.h5"
+done
+for m in hf hf-untied bad-transposed; do
+  "$LOGITS" $m.h5 tok.i32 $m.f32
+  ok $? "ppdl's logits of $m.h5 (tests/oracle/gpt_logits: every position)"
+done
+evaluate() { # MODEL DATA REPORT: ppdl's evaluation before step 1 on the first 4 rows
+  "$PPDL" "$1" --data "$2" --val-data "$2" --eval-batches 1 --steps 1 --batch-size 4 --threads 1 \
+    --report "$3" >"$3.log" 2>&1
+}
+evaluate hf.h5 d.h5 hf.json && evaluate hf-untied.h5 d.h5 hf-untied.json
+ok $? "ppdl evaluates both models (--val-data, the step-0 evaluation)"
+
+for m in hf hf-untied hf16 hfbf; do
+  "$CONVERT" $m.h5 $m-back/ >/dev/null 2>&1
+  ok $? "ppdl-convert $m.h5 $m-back/ (Hugging Face out)"
+done
+
+# ---- llm.c
+"$CONVERT" ref.bin ref.h5 >/dev/null && "$CONVERT" ref.h5 ref-back.bin >/dev/null && cmp ref.bin ref-back.bin
+ok $? "llm.c fp32: ref.bin -> ppdl -> llm.c gives the same bytes"
+"$CONVERT" ref5.bin ref5.h5 >/dev/null && "$CONVERT" --dtype bf16 ref5.h5 ref5-back.bin >/dev/null &&
+  cmp ref5.bin ref5-back.bin
+ok $? "llm.c bf16 (version 5): the same bytes back"
+"$CONVERT" hf.h5 direct.bin >/dev/null && cmp ref.bin direct.bin
+ok $? "ppdl's own llm.c export of the HF model equals the Python helper's llm.c file"
+"$LOGITS" ref.h5 tok.i32 ref.f32 && cmp hf.f32 ref.f32
+ok $? "the model read from llm.c gives the logits of the one read from Hugging Face, bit for bit"
+"$CONVERT" --dtype bf16 hf.h5 round5.bin >/dev/null && cmp round5.bin ref5.bin
+ok $? "ppdl's bf16 export equals torch's bf16 rounding (nearest even) of the same weights"
+
+# ---- a ppdl model out to transformers, and from a checkpoint
+"$PPDL_INIT" --preset gpt-tiny --seed 2 -o tiny.h5 >/dev/null && "$CONVERT" tiny.h5 tiny-hf >/dev/null &&
+  evaluate tiny.h5 dt.h5 tiny.json
+ok $? "ppdl-init gpt-tiny exported to tiny-hf (no extension: Hugging Face) and evaluated by ppdl"
+"$PPDL" tiny.h5 --data dt.h5 --steps 2 --batch-size 4 --threads 1 --checkpoint ck.h5 >ck.log 2>&1 &&
+  "$CONVERT" ck.h5 ck-hf/ >/dev/null && "$CONVERT" ck.h5 ck-model.h5 >/dev/null && evaluate ck-model.h5 dt.h5 ck.json
+ok $? "a checkpoint exported (its weights) to Hugging Face and to a model file, evaluated by ppdl"
+
+# ---- the Python checks
+{
+  echo "(a) tied: ppdl's logits within 1e-5 of GPT2LMHeadModel's | logits hf tok.i32 hf.f32"
+  echo "(a) tied: ppdl's evaluation loss within 1e-6 relative of transformers' | loss hf d.h5 4 hf.json"
+  echo "(a) untied: logits within 1e-5 | logits hf-untied tok.i32 hf-untied.f32"
+  echo "(a) untied: loss within 1e-6 relative | loss hf-untied d.h5 4 hf-untied.json"
+  echo "control: with c_proj read transposed the logits check fails | logits hf tok.i32 bad-transposed.f32 --expect-fail"
+  echo "(b) HF -> ppdl -> HF: every tensor's bytes back (tied) | same hf hf-back"
+  echo "(b) untied, with lm_head.weight | same hf-untied hf-untied-back"
+  echo "(b) F16 in: the float32 values of its tensors back | same hf16 hf16-back --as-f32"
+  echo "(b) BF16 in: the float32 values of its tensors back | same hfbf hfbf-back --as-f32"
+  echo "(c) the round-tripped model loads without a word about missing or unexpected weights | load hf-back"
+  echo "(c) ppdl-init's gpt-tiny loads in transformers without such a word | load tiny-hf"
+  echo "(c) its loss in transformers equals ppdl's evaluation (1e-6 relative) | loss tiny-hf dt.h5 4 tiny.json"
+  echo "(c) the checkpoint's export loads cleanly | load ck-hf"
+  echo "(c) and its loss equals ppdl's evaluation of the checkpoint's weights | loss ck-hf dt.h5 4 ck.json"
+  echo "control: without lm_head.weight (untied) | bad hf-untied-back drop-lm nolm"
+  echo "control: from_pretrained's warning about it is seen by the capture | load nolm --expect-warning"
+} >check.txt
+batch check.txt
+
+# ---- (d) bad input
+refused() { # WHAT EXPECTED-TEXT... -- CONVERT ARGS (the last is DST)
+  what=$1; shift
+  pats=
+  while [ "$1" != "--" ]; do pats="$pats|$1"; shift; done
+  shift
+  for dst; do :; done
+  "$CONVERT" "$@" >refused.out 2>&1
+  rc=$?
+  good=1
+  [ $rc = 1 ] || good=0
+  [ -e "$dst" ] && good=0
+  IFS='|'
+  for p in ${pats#|}; do grep -qF -- "$p" refused.out || good=0; done
+  unset IFS
+  [ $good = 1 ]
+  ok $? "refused: $what (status $rc)"
+  sed 's/^/#   /' refused.out | head -2
+}
+st() { echo "bad-$1/model.safetensors"; }
+refused "header longer than the file" "$(st header-long)" "header length" "longer than the file" -- bad-header-long out1.h5
+refused "offsets out of range" "$(st offsets-range)" "transformer.ln_f.bias" "out of the data" -- bad-offsets-range out2.h5
+refused "overlapping tensors" "$(st overlap)" "transformer.h.0.ln_1.bias" "overlap" -- bad-overlap out3.h5
+refused "shape and bytes disagree" "$(st shape)" "transformer.h.0.attn.c_attn.weight" "bytes" -- bad-shape out4.h5
+refused "unknown dtype" "$(st dtype)" "transformer.ln_f.bias" "F64" -- bad-dtype out5.h5
+refused "a missing tensor" "$(st missing)" "transformer.h.1.mlp.c_proj.bias" "missing" -- bad-missing out6.h5
+refused "an extra tensor" "$(st extra)" "transformer.h.0.attn.extra" -- bad-extra out7.h5
+refused "activation_function relu" "bad-relu/config.json" "activation_function" "relu" -- bad-relu out8.h5
+cp ref.bin magic.bin && printf 'XXXX' | dd of=magic.bin conv=notrunc 2>/dev/null
+refused "llm.c bad magic" "magic.bin" "magic" -- magic.bin out9.h5
+cp ref.bin version.bin && printf '\004\000\000\000' | dd of=version.bin bs=1 seek=4 conv=notrunc 2>/dev/null
+refused "llm.c version 4" "version.bin" "version 4" -- version.bin out10.h5
+head -c 5000 ref.bin >short.bin
+refused "llm.c file shorter than its header says" "short.bin" "bytes" -- short.bin out11.h5
+refused "an untied model to llm.c" "out12.bin" "tie_embeddings" -- hf-untied.h5 out12.bin
+mkdir empty
+refused "a directory without config.json" "empty/config.json" -- empty out13.h5
+"$CONVERT" hf >/dev/null 2>&1
+rc=$?
+[ $rc = 2 ]; ok $? "a command line without DST: status 2 ($rc)"
+"$CONVERT" hf out.txt >/dev/null 2>&1
+rc=$?
+[ $rc = 2 ] && [ ! -e out.txt ]; ok $? "a DST whose format the name does not tell: status 2 ($rc)"
+finish
