@@ -11,9 +11,10 @@
   logits DIR TOKENS.i32 PPDL.f32 [--tol X]
         GPT2LMHeadModel's logits on the tokens against ppdl's (gpt_logits): the largest
         absolute difference, at most --tol (default 1e-5)
-  loss DIR DATA.h5 B REPORT.json [--rtol X]
+  loss DIR DATA.h5 B REPORT.json [--rtol X] [--step K]
         the mean cross-entropy of GPT2LMHeadModel (labels = the data's rows shifted)
-        on the first B rows against the step-0 evaluation (val_loss) of ppdl's report
+        on the first B rows against the evaluation (val_loss) after step K (default 0:
+        before the first step) of ppdl's report
   load DIR  from_pretrained with transformers' logging captured: fails on any message
         about missing, unexpected or newly initialised weights
   same A B [--as-f32]  every tensor of A/model.safetensors equals B's, byte for byte
@@ -22,6 +23,7 @@
         written here independently of ppdl: Conv1D weights transposed to [out, in], wte
         padded with zero rows to a multiple of 128)
   bad DIR KIND OUT   a copy of DIR whose model.safetensors (or config.json) is broken
+  serve      the commands above, one a line on stdin, in one process (see serve())
 """
 import io
 import json
@@ -115,6 +117,7 @@ def logits(argv):
 def loss(argv):
     import h5py
     rtol = arg(argv, "--rtol", 1e-6, float)
+    step = arg(argv, "--step", 0, int)
     d, data_path, B, report = argv[0], argv[1], int(argv[2]), argv[3]
     m = load_model(d)
     with h5py.File(data_path, "r") as f:
@@ -122,7 +125,7 @@ def loss(argv):
     with torch.no_grad():
         lg = m(rows[:, :-1]).logits.double()
         ref = torch.nn.functional.cross_entropy(lg.reshape(-1, lg.shape[-1]), rows[:, 1:].reshape(-1)).item()
-    ev = [e for e in json.load(open(report))["evals"] if e["step"] == 0][0]["val_loss"]
+    ev = [e for e in json.load(open(report))["evals"] if e["step"] == step][0]["val_loss"]
     rel = abs(ev - ref) / abs(ref)
     print("loss: transformers %.9g, ppdl %.9g, relative difference %.3g, tolerance %g" % (ref, ev, rel, rtol))
     return 0 if rel <= rtol else 1
@@ -291,13 +294,19 @@ CMDS = {"make": make, "tokens": tokens, "data": data, "logits": logits, "loss": 
         "same": same, "llmc": llmc, "bad": bad}
 
 
-def batch(argv):
-    """batch FILE: one command a line ("DESCRIPTION | COMMAND ARGS"), all in this one
-    process (transformers takes seconds to import); prints per line "STATUS<TAB>DESCRIPTION"
-    and then the command's output as "# " lines, for the shell test to turn into TAP"""
+def serve(argv):
+    """serve: one command a line on stdin ("DESCRIPTION | COMMAND ARGS"), run as it
+    arrives, all in this one process (transformers takes seconds to import, and the shell
+    test needs it twice: before its conversions and after); prints per line
+    "STATUS<TAB>DESCRIPTION" and then the command's output as "# " lines, flushed, for the
+    shell test to wait for and turn into TAP"""
     import contextlib
     import shlex
-    for line in open(argv[0]):
+    import transformers  # noqa: F401 (imported now, while the shell waits anyway)
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            break
         if not line.strip():
             continue
         desc, cmd = line.rsplit("|", 1)
@@ -320,8 +329,8 @@ def batch(argv):
 
 
 def main(argv):
-    if argv[0] == "batch":
-        return batch(argv[1:])
+    if argv[0] == "serve":
+        return serve(argv[1:])
     return CMDS[argv[0]](argv[1:])
 
 

@@ -30,34 +30,50 @@ LOGITS=$top_builddir/tests/oracle/gpt_logits
 HELPER=$top_srcdir/tests/oracle/hf_convert.py
 cd "$tmp" || exit 1
 
-# batch FILE: run the helper's lines, one TAP line each
-batch() {
-  "$PY" "$HELPER" batch "$1" >"$1.out" 2>"$1.err"
-  [ -s "$1.out" ] || { ok 1 "the Python helper ran ($1)"; sed 's/^/#   /' "$1.err" | tail -5; return; }
+# The Python helper runs once, as a server of the lines sent to it (py CMD), so that
+# transformers is imported once; py_sync waits until it has answered every line sent and
+# turns the new answers into TAP lines.
+mkfifo py.in || exit 1
+"$PY" "$HELPER" serve <py.in >py.out 2>py.err &
+pypid=$!
+exec 3>py.in
+n_sent=0 n_seen=0
+py() { echo "$1" >&3; n_sent=$((n_sent + 1)); }
+py_sync() {
+  i=0
+  while [ "$(grep -c '^[0-9]' py.out)" -lt $n_sent ]; do
+    kill -0 $pypid 2>/dev/null || break
+    i=$((i + 1))
+    [ $i -gt 1800 ] && break
+    sleep 0.1
+  done
+  k=0
   while IFS= read -r line; do
     case $line in
-      '# '*) echo "$line" ;;
-      *) rc=${line%%"	"*}; ok "$rc" "${line#*"	"}" ;;
+      '# '*) [ $k -gt $n_seen ] && echo "$line" ;;
+      *) k=$((k + 1)); [ $k -gt $n_seen ] && { rc=${line%%"	"*}; ok "$rc" "${line#*"	"}"; } ;;
     esac
-  done <"$1.out"
+  done <py.out
+  while [ $n_seen -lt $n_sent ] && [ $k -lt $n_sent ]; do
+    k=$((k + 1)); ok 1 "the Python helper answered line $k (py.err: $(tail -1 py.err))"
+  done
+  n_seen=$n_sent
 }
 
 bad_kinds="header-long offsets-range overlap shape dtype missing extra relu"
-{
-  echo "a random GPT-2, tied, saved by save_pretrained | make hf"
-  echo "the same, untied | make hf-untied --untied --seed 3"
-  echo "the same in float16 | make hf16 --dtype f16 --seed 4"
-  echo "the same in bfloat16 | make hfbf --dtype bf16 --seed 5"
-  echo "4 sequences of 16 tokens | tokens tok.i32 4 16 97"
-  echo "their data.h5 | data d.h5 tok.i32 16 97"
-  echo "tokens for gpt-tiny | tokens tokt.i32 4 64 256 --seed 6"
-  echo "their data.h5 | data dt.h5 tokt.i32 64 256"
-  echo "the llm.c file of the tied model, fp32 (version 3) | llmc hf ref.bin"
-  echo "the same in bf16 (version 5) | llmc hf ref5.bin --bf16"
-  echo "control: a Conv1D weight stored transposed | bad hf transposed bad-transposed"
-  for k in $bad_kinds; do echo "broken: $k | bad hf $k bad-$k"; done
-} >prep.txt
-batch prep.txt
+py "a random GPT-2, tied, saved by save_pretrained | make hf"
+py "the same, untied | make hf-untied --untied --seed 3"
+py "the same in float16 | make hf16 --dtype f16 --seed 4"
+py "the same in bfloat16 | make hfbf --dtype bf16 --seed 5"
+py "4 sequences of 16 tokens | tokens tok.i32 4 16 97"
+py "their data.h5 | data d.h5 tok.i32 16 97"
+py "tokens for gpt-tiny | tokens tokt.i32 4 64 256 --seed 6"
+py "their data.h5 | data dt.h5 tokt.i32 64 256"
+py "the llm.c file of the tied model, fp32 (version 3) | llmc hf ref.bin"
+py "the same in bf16 (version 5) | llmc hf ref5.bin --bf16"
+py "control: a Conv1D weight stored transposed | bad hf transposed bad-transposed"
+for k in $bad_kinds; do py "broken: $k | bad hf $k bad-$k"; done
+py_sync
 
 # ---- to ppdl, and ppdl's side of the checks
 for m in hf hf-untied hf16 hfbf bad-transposed; do
@@ -101,26 +117,33 @@ ok $? "ppdl-init gpt-tiny exported to tiny-hf (no extension: Hugging Face) and e
   "$CONVERT" ck.h5 ck-hf/ >/dev/null && "$CONVERT" ck.h5 ck-model.h5 >/dev/null && evaluate ck-model.h5 dt.h5 ck.json
 ok $? "a checkpoint exported (its weights) to Hugging Face and to a model file, evaluated by ppdl"
 
+# ---- fine-tuning: import, train on 2 ranks, export; transformers' loss is ppdl's
+mpirun_n 2 hf.h5 --data d.h5 --val-data d.h5 --eval-batches 1 --steps 20 --batch-size 4 --micro-batches 2 \
+  --lr 3e-3 --threads 1 --report tuned.json --save tuned.h5 >tuned.log 2>&1 3>&- && "$CONVERT" tuned.h5 tuned-hf/ >/dev/null
+ok $? "hf.h5 trained 20 steps on 2 ranks and exported"
+
 # ---- the Python checks
-{
-  echo "(a) tied: ppdl's logits within 1e-5 of GPT2LMHeadModel's | logits hf tok.i32 hf.f32"
-  echo "(a) tied: ppdl's evaluation loss within 1e-6 relative of transformers' | loss hf d.h5 4 hf.json"
-  echo "(a) untied: logits within 1e-5 | logits hf-untied tok.i32 hf-untied.f32"
-  echo "(a) untied: loss within 1e-6 relative | loss hf-untied d.h5 4 hf-untied.json"
-  echo "control: with c_proj read transposed the logits check fails | logits hf tok.i32 bad-transposed.f32 --expect-fail"
-  echo "(b) HF -> ppdl -> HF: every tensor's bytes back (tied) | same hf hf-back"
-  echo "(b) untied, with lm_head.weight | same hf-untied hf-untied-back"
-  echo "(b) F16 in: the float32 values of its tensors back | same hf16 hf16-back --as-f32"
-  echo "(b) BF16 in: the float32 values of its tensors back | same hfbf hfbf-back --as-f32"
-  echo "(c) the round-tripped model loads without a word about missing or unexpected weights | load hf-back"
-  echo "(c) ppdl-init's gpt-tiny loads in transformers without such a word | load tiny-hf"
-  echo "(c) its loss in transformers equals ppdl's evaluation (1e-6 relative) | loss tiny-hf dt.h5 4 tiny.json"
-  echo "(c) the checkpoint's export loads cleanly | load ck-hf"
-  echo "(c) and its loss equals ppdl's evaluation of the checkpoint's weights | loss ck-hf dt.h5 4 ck.json"
-  echo "control: without lm_head.weight (untied) | bad hf-untied-back drop-lm nolm"
-  echo "control: from_pretrained's warning about it is seen by the capture | load nolm --expect-warning"
-} >check.txt
-batch check.txt
+py "(a) tied: ppdl's logits within 1e-5 of GPT2LMHeadModel's | logits hf tok.i32 hf.f32"
+py "(a) tied: ppdl's evaluation loss within 1e-6 relative of transformers' | loss hf d.h5 4 hf.json"
+py "(a) untied: logits within 1e-5 | logits hf-untied tok.i32 hf-untied.f32"
+py "(a) untied: loss within 1e-6 relative | loss hf-untied d.h5 4 hf-untied.json"
+py "control: with c_proj read transposed the logits check fails | logits hf tok.i32 bad-transposed.f32 --expect-fail"
+py "(b) HF -> ppdl -> HF: every tensor's bytes back (tied) | same hf hf-back"
+py "(b) untied, with lm_head.weight | same hf-untied hf-untied-back"
+py "(b) F16 in: the float32 values of its tensors back | same hf16 hf16-back --as-f32"
+py "(b) BF16 in: the float32 values of its tensors back | same hfbf hfbf-back --as-f32"
+py "(c) the round-tripped model loads without a word about missing or unexpected weights | load hf-back"
+py "(c) ppdl-init's gpt-tiny loads in transformers without such a word | load tiny-hf"
+py "(c) its loss in transformers equals ppdl's evaluation (1e-6 relative) | loss tiny-hf dt.h5 4 tiny.json"
+py "(c) the checkpoint's export loads cleanly | load ck-hf"
+py "(c) and its loss equals ppdl's evaluation of the checkpoint's weights | loss ck-hf dt.h5 4 ck.json"
+py "control: without lm_head.weight (untied) | bad hf-untied-back drop-lm nolm"
+py "control: from_pretrained's warning about it is seen by the capture | load nolm --expect-warning"
+py "fine-tuned on 2 ranks: transformers' loss of the export is ppdl's evaluation after step 20 (1e-5 relative) | loss tuned-hf d.h5 4 tuned.json --step 20 --rtol 1e-5"
+py "control: and not the loss before training | loss tuned-hf d.h5 4 tuned.json --step 0 --rtol 1e-5 --expect-fail"
+exec 3>&-
+wait $pypid
+py_sync
 
 # ---- (d) bad input
 refused() { # WHAT EXPECTED-TEXT... -- CONVERT ARGS (the last is DST)
