@@ -258,6 +258,20 @@ def bad(argv):
         e = h[last]["data_offsets"][1]
         h["transformer.h.0.attn.extra"] = {"dtype": "F32", "shape": [1], "data_offsets": [e, e + 4]}
         body = body + b"\0\0\0\0"
+    elif kind == "noprefix":
+        # the names without "transformer." (GPT2Model's own state_dict keys)
+        h = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in h.items()}
+    elif kind == "buffers":
+        # the attention buffers older transformers saved: the causal mask and a scalar
+        T = json.load(open(os.path.join(out, "config.json")))["n_positions"]
+        mask = np.tril(np.ones((T, T), dtype="<f4")).reshape(1, 1, T, T)
+        h, body = st_add(h, body, "transformer.h.0.attn.bias", mask)
+        h, body = st_add(h, body, "transformer.h.1.attn.masked_bias", np.array(-1e4, dtype="<f4"))
+    elif kind in ("lm-same", "lm-differs"):
+        # a tied model's file with lm_head.weight too: the same as wte, or not
+        b0, e0 = h["transformer.wte.weight"]["data_offsets"]
+        wte = np.frombuffer(body[b0:e0], dtype="<f4").reshape(h["transformer.wte.weight"]["shape"])
+        h, body = st_add(h, body, "lm_head.weight", wte + (1 if kind == "lm-differs" else 0))
     elif kind == "drop-lm":
         return st_drop(st, "lm_head.weight")
     elif kind == "relu":
@@ -277,6 +291,12 @@ def bad(argv):
         raise SystemExit("unknown kind " + kind)
     st_write(st, h, body)
     return 0
+
+
+def st_add(h, body, name, a):
+    e = len(body)
+    h[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [e, e + a.nbytes]}
+    return h, body + a.astype("<f4").tobytes()
 
 
 def st_drop(st, name):

@@ -11,13 +11,15 @@
 #     the bytes of their float32 values, which is what ppdl holds); llm.c -> ppdl -> llm.c
 #     the same file, byte for byte (fp32 and bf16), where the llm.c file was written by
 #     the Python helper from the HF model, and ppdl's own llm.c export equals it;
+#   - names without "transformer.", GPT-2's attention buffers (attn.bias, masked_bias), a
+#     tied model's file holding lm_head.weight equal to wte: read as the plain file;
 #   - ppdl-init gpt-tiny exported: from_pretrained says nothing about missing, unexpected
 #     or newly initialised weights, and its loss equals ppdl's evaluation (1e-6 relative);
 #     the same export from a checkpoint;
 #   - bad input refused, status 1, naming the file and the tensor or field, DST absent:
 #     header longer than the file, offsets out of range, overlapping, shape/bytes, unknown
 #     dtype, missing tensor, extra tensor, activation_function relu, llm.c bad magic and
-#     version, an untied model to llm.c;
+#     version, an untied model to llm.c, a tied lm_head.weight that is not wte;
 #   - negative controls: a Conv1D weight stored transposed (what a wrong mapping would
 #     read) fails the logits check; a model without its lm_head.weight makes
 #     from_pretrained warn, and the capture sees it.
@@ -73,6 +75,8 @@ py "the llm.c file of the tied model, fp32 (version 3) | llmc hf ref.bin"
 py "the same in bf16 (version 5) | llmc hf ref5.bin --bf16"
 py "control: a Conv1D weight stored transposed | bad hf transposed bad-transposed"
 for k in $bad_kinds; do py "broken: $k | bad hf $k bad-$k"; done
+for k in noprefix buffers lm-same; do py "variant: $k | bad hf $k var-$k"; done
+py "broken: lm-differs | bad hf lm-differs bad-lm-differs"
 py_sync
 
 # ---- to ppdl, and ppdl's side of the checks
@@ -83,6 +87,10 @@ done
 for m in hf hf-untied bad-transposed; do
   "$LOGITS" $m.h5 tok.i32 $m.f32
   ok $? "ppdl's logits of $m.h5 (tests/oracle/gpt_logits: every position)"
+done
+for k in noprefix buffers lm-same; do
+  "$CONVERT" var-$k var-$k.h5 >var-$k.log 2>&1 && "$LOGITS" var-$k.h5 tok.i32 var-$k.f32 && cmp hf.f32 var-$k.f32
+  ok $? "variant $k read: the logits of hf.h5, bit for bit"
 done
 evaluate() { # MODEL DATA REPORT: ppdl's evaluation before step 1 on the first 4 rows
   "$PPDL" "$1" --data "$2" --val-data "$2" --eval-batches 1 --steps 1 --batch-size 4 --threads 1 \
@@ -172,6 +180,7 @@ refused "shape and bytes disagree" "$(st shape)" "transformer.h.0.attn.c_attn.we
 refused "unknown dtype" "$(st dtype)" "transformer.ln_f.bias" "F64" -- bad-dtype out5.h5
 refused "a missing tensor" "$(st missing)" "transformer.h.1.mlp.c_proj.bias" "missing" -- bad-missing out6.h5
 refused "an extra tensor" "$(st extra)" "transformer.h.0.attn.extra" -- bad-extra out7.h5
+refused "a tied model's lm_head.weight that is not wte" "$(st lm-differs)" "lm_head.weight" "tie_word_embeddings" -- bad-lm-differs out14.h5
 refused "activation_function relu" "bad-relu/config.json" "activation_function" "relu" -- bad-relu out8.h5
 cp ref.bin magic.bin && printf 'XXXX' | dd of=magic.bin conv=notrunc 2>/dev/null
 refused "llm.c bad magic" "magic.bin" "magic" -- magic.bin out9.h5
