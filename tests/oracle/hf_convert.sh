@@ -138,7 +138,7 @@ py "(a) untied: loss within 1e-6 relative | loss hf-untied d.h5 4 hf-untied.json
 py "control: with c_proj read transposed the logits check fails | logits hf tok.i32 bad-transposed.f32 --expect-fail"
 py "control: the loss check fails against the other model's evaluation | loss hf d.h5 4 hf-untied.json --expect-fail"
 py "(b) HF -> ppdl -> HF: every tensor's bytes back (tied) | same hf hf-back"
-py "control: the byte comparison fails on another model's export | same hf hf-untied-back --expect-fail"
+py "control: the byte comparison fails on another model's export (same names, other values) | same hf hfbf-back --expect-fail"
 py "control: and on F16 against its float32 export without --as-f32 | same hf16 hf16-back --expect-fail"
 py "(b) untied, with lm_head.weight | same hf-untied hf-untied-back"
 py "(b) F16 in: the float32 values of its tensors back | same hf16 hf16-back --as-f32"
