@@ -1,6 +1,8 @@
 /* ppdl-data.c — turn user data into data.h5 (the layout is in data_io.h / docs/formats.md).
  *
  *   ppdl-data text  FILE.txt --seq-len T [--stride S] -o data.h5     byte tokens, vocab 256
+ *   ppdl-data text  FILE... --tokenizer tokenizer.json --seq-len T -o data.h5
+ *                                                   BPE tokens, documents split by <|endoftext|>
  *   ppdl-data tokens FILE... --seq-len T [--vocab-size V] [--format F] -o data.h5
  *                                                   llm.c / nanoGPT / .npy token files
  *   ppdl-data csv   FILE.csv --label-column K|NAME [--image C,H,W] [--header] -o data.h5
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/options.h"
@@ -30,6 +33,7 @@
 #include "io/model_io.h"
 #include "io/token_convert.h"
 #include "io/token_corpus.h"
+#include "io/tokenizer.h"
 #include "nn/model.h"
 
 /* the most int32 tokens `synth` will hold in memory (4 GiB) */
@@ -46,6 +50,7 @@ typedef struct options {
     int format, raw_width, compress;
     double val_fraction;
     const char *val_output;        /* tokens */
+    const char *tokenizer, *eot;   /* text */
     const char *label_column, *image;
     int header;                    /* csv */
     const char *model, *family;
@@ -63,6 +68,16 @@ static void print_help(void)
            "      (vocab_size 256). Row i holds the T+1 bytes starting at byte i*S; the model\n"
            "      reads the first T and predicts the last T. S (the stride) defaults to T, so\n"
            "      consecutive rows share one byte. T must equal the model's seq_len.\n"
+           "\n"
+           "  ppdl-data text FILE... --tokenizer tokenizer.json --seq-len T [--stride S] -o data.h5\n"
+           "      The files' UTF-8 text through a byte-level BPE tokenizer (Hugging Face's\n"
+           "      tokenizer.json: GPT-2's, or one trained with the tokenizers library); each\n"
+           "      file is a document, and the end-of-text token goes between documents.\n"
+           "      vocab_size is the tokenizer's. Any corpus size: the files are read and\n"
+           "      tokenized a block at a time (cut after a newline), the ids kept in a\n"
+           "      temporary file beside -o, then cut into rows as above.\n"
+           "        --eot-token TOKEN   the token between documents (default <|endoftext|>;\n"
+           "                            required with several files if the tokenizer has none)\n"
            "\n"
            "  ppdl-data tokens FILE... --seq-len T [--stride S] [--vocab-size V] -o data.h5\n"
            "      Token ids someone already made (a tokenizer's output), from these formats:\n"
@@ -129,7 +144,7 @@ static void print_help(void)
 /* options each subcommand accepts */
 #define VAL_OPTIONS "--val-fraction", "--val-out", "--compress"
 static const char *const allowed[][12] = {
-    {"text", "--seq-len", "--stride", VAL_OPTIONS, "--output", NULL},
+    {"text", "--seq-len", "--stride", VAL_OPTIONS, "--output", "--tokenizer", "--eot-token", NULL},
     {"tokens", "--seq-len", "--stride", "--vocab-size", "--format", "--dtype", VAL_OPTIONS, "--output", NULL},
     {"csv", "--label-column", "--image", "--header", "--output", NULL},
     {"synth", "--model", "--family", "-n", "--seed", "--output", NULL},
@@ -205,7 +220,7 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
             return 1;
         }
         if (a[0] != '-' || !a[1]) {
-            if ((o->input && !tokens) || !strcmp(o->cmd, "synth"))
+            if ((o->input && !tokens && strcmp(o->cmd, "text")) || !strcmp(o->cmd, "synth"))
                 return ppdl_errf(err, errlen, "unexpected argument '%s'", a);
             if (o->n_inputs == MAX_INPUTS)
                 return ppdl_errf(err, errlen, "more than %d input files: concatenate some", MAX_INPUTS);
@@ -249,6 +264,8 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         else if (!strcmp(name, "--vocab-size")) { if (parse_long(name, v, 1, 2147483647L, &o->vocab_size, err, errlen)) return -1; }
         else if (!strcmp(name, "--compress")) { if (parse_long(name, v, 0, 9, &x, err, errlen)) return -1; o->compress = (int)x; }
         else if (!strcmp(name, "--val-out")) o->val_output = v;
+        else if (!strcmp(name, "--tokenizer")) o->tokenizer = v;
+        else if (!strcmp(name, "--eot-token")) o->eot = v;
         else if (!strcmp(name, "--val-fraction")) {
             if (ppdl_parse_float(v, 0, 1, &o->val_fraction) || !(o->val_fraction > 0 && o->val_fraction < 1))
                 return ppdl_errf(err, errlen, "--val-fraction %s: expected a fraction of the rows, 0 < F < 1", v);
@@ -280,6 +297,10 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
                                                    "--seq-len T -o OUT)"
                                                  : "ppdl-data text: which text file? (ppdl-data text FILE --seq-len T -o OUT)");
         if (!o->seq_len) return ppdl_errf(err, errlen, "--seq-len is required: the model's seq_len");
+        if (!tokens && !o->tokenizer && o->n_inputs > 1)
+            return ppdl_errf(err, errlen, "unexpected argument '%s': ppdl-data text reads one file of bytes (several "
+                             "files with --tokenizer)", o->inputs[1]);
+        if (o->eot && !o->tokenizer) return ppdl_errf(err, errlen, "--eot-token needs --tokenizer");
         if (!o->stride) o->stride = o->seq_len;
         if (o->val_output && !o->val_fraction) o->val_fraction = 0.1;
         if (o->val_fraction && val_path(o, err, errlen)) return -1;
@@ -296,9 +317,166 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------------- */
 /* text and tokens: files of tokens become rows */
 
+/* text --tokenizer: every file's ids, the end-of-text id between files, as uint32 into
+ * the open file `out`; *count the ids written */
+#define TEXT_BLOCK (1 << 20)
+static int tokenize_files(const options *o, ppdl_tokenizer *t, int32_t eot, FILE *out, long long *count, char *err,
+                          size_t errlen)
+{
+    size_t cap = 2 * TEXT_BLOCK, len = 0;
+    char *buf = ppdl_xmalloc(cap);
+    ppdl_ids ids = {0};
+    uint32_t *u = NULL;
+    size_t ucap = 0;
+    int rc = 0;
+    double t0 = ppdl_now_s(), next = t0 + 2;
+    long long done_bytes = 0;
+    *count = 0;
+    for (int i = 0; i < o->n_inputs && !rc; i++) {
+        FILE *f = fopen(o->inputs[i], "rb");
+        if (!f) {
+            rc = ppdl_errf(err, errlen, "%s: cannot read: %s", o->inputs[i], strerror(errno));
+            break;
+        }
+        ids.n = 0;
+        if (i > 0) {
+            if (ids.cap == 0) {
+                ids.cap = 1024;
+                ids.v = ppdl_xmalloc(ids.cap * sizeof *ids.v);
+            }
+            ids.v[ids.n++] = eot;
+        }
+        len = 0;
+        long long file_off = 0; /* of buf[0] */
+        int eof = 0, flags = 0;
+        while (!rc && (!eof || len)) {
+            if (!eof) {
+                if (cap - len < TEXT_BLOCK) {
+                    cap *= 2;
+                    buf = realloc(buf, cap);
+                    PPDL_CHECK(buf, "out of memory for a line of %s", o->inputs[i]);
+                }
+                size_t r = fread(buf + len, 1, TEXT_BLOCK, f);
+                if (r < TEXT_BLOCK) {
+                    if (ferror(f)) {
+                        rc = ppdl_errf(err, errlen, "%s: cannot read: %s", o->inputs[i], strerror(errno));
+                        break;
+                    }
+                    eof = 1;
+                }
+                len += r;
+            }
+            /* encode up to a safe cut (all at the end); none yet: read more first */
+            size_t cut = eof ? len : ppdl_tokenizer_cut(t, buf, len);
+            if (!cut) continue;
+            if (ppdl_tokenizer_encode(t, buf, cut, flags, &ids, err, errlen)) {
+                char inner[PPDL_ERR_LEN];
+                snprintf(inner, sizeof inner, "%s", err);
+                rc = ppdl_errf(err, errlen, "%s: in the block from byte %lld: %s", o->inputs[i], file_off, inner);
+                break;
+            }
+            flags = PPDL_TOKENIZE_CONTINUES;
+            memmove(buf, buf + cut, len - cut);
+            len -= cut;
+            file_off += (long long)cut;
+            done_bytes += (long long)cut;
+            if (ids.n > ucap) {
+                ucap = ids.n * 2;
+                u = realloc(u, ucap * sizeof *u);
+                PPDL_CHECK(u, "out of memory for token ids");
+            }
+            for (size_t k = 0; k < ids.n; k++) u[k] = (uint32_t)ids.v[k];
+            if (ids.n && fwrite(u, 4, ids.n, out) != ids.n) {
+                rc = ppdl_errf(err, errlen, "cannot write the token ids beside %s: %s", o->output, strerror(errno));
+                break;
+            }
+            *count += (long long)ids.n;
+            ids.n = 0;
+            double now = ppdl_now_s();
+            if (now > next) {
+                next = now + 2;
+                fprintf(stderr, "ppdl-data: tokenizing %s: %.1f MB, %.1f M tokens, %.1f MB/s\n", o->inputs[i],
+                        done_bytes / 1e6, *count / 1e6, done_bytes / 1e6 / (now - t0));
+            }
+        }
+        fclose(f);
+    }
+    free(buf);
+    free(ids.v);
+    free(u);
+    return rc;
+}
+
+static int cmd_text_bpe(const options *o, char *err, size_t errlen)
+{
+    ppdl_tokenizer *t = ppdl_tokenizer_load(o->tokenizer, err, errlen);
+    if (!t) return -1;
+    int rc = -1;
+    char tmp_path[4200] = "";
+    FILE *f = NULL;
+    int32_t eot = o->eot ? ppdl_tokenizer_find(t, o->eot) : ppdl_tokenizer_eot(t);
+    if (!ppdl_tokenizer_can_encode(t)) {
+        ppdl_errf(err, errlen, "--tokenizer %s: llm.c's tokenizer file decodes only: give the tokenizer.json",
+                  o->tokenizer);
+        goto out;
+    }
+    if (o->eot && eot < 0) {
+        ppdl_errf(err, errlen, "--eot-token %s: %s has no such token", o->eot, o->tokenizer);
+        goto out;
+    }
+    if (eot < 0 && o->n_inputs > 1) {
+        ppdl_errf(err, errlen, "%s has no <|endoftext|>: name the token between documents with --eot-token TOKEN",
+                  o->tokenizer);
+        goto out;
+    }
+    snprintf(tmp_path, sizeof tmp_path, "%s.tokens-XXXXXX", o->output);
+    int fd = mkstemp(tmp_path);
+    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+        ppdl_errf(err, errlen, "%s: cannot write a temporary file beside it: %s", tmp_path, strerror(errno));
+        tmp_path[0] = 0;
+        goto out;
+    }
+    long long n = 0;
+    double t0 = ppdl_now_s();
+    if (tokenize_files(o, t, eot, f, &n, err, errlen)) goto out;
+    if (fclose(f)) {
+        f = NULL;
+        ppdl_errf(err, errlen, "%s: cannot write: %s", tmp_path, strerror(errno));
+        goto out;
+    }
+    f = NULL;
+    double t1 = ppdl_now_s();
+    char name[512], what[600];
+    if (o->n_inputs == 1) snprintf(name, sizeof name, "%s", o->input);
+    else snprintf(name, sizeof name, "the %d files %s ... %s", o->n_inputs, o->inputs[0], o->inputs[o->n_inputs - 1]);
+    snprintf(what, sizeof what, "the vocab_size of --tokenizer %s", o->tokenizer);
+    const char *inputs[1] = {tmp_path};
+    ppdl_tok_convert_opts c = {
+        .inputs = inputs, .n_inputs = 1, .format = PPDL_TOK_RAW, .raw_width = 4,
+        .vocab_size = ppdl_tokenizer_vocab_size(t), .vocab_what = what, .unit = "tokens", .name = name,
+        .T = o->seq_len, .S = o->stride, .val_fraction = o->val_fraction, .output = o->output,
+        .val_output = o->val_output, .compress = o->compress, .progress = 1,
+    };
+    ppdl_tok_convert_result r;
+    if (ppdl_tok_convert(&c, &r, err, errlen)) goto out;
+    printf("wrote %s: %ld rows of %ld tokens (seq_len %ld, vocab_size %ld, stride %ld) from %s (%lld tokens, "
+           "tokenized in %.1f s by %s)\n", o->output, r.rows, o->seq_len + 1, o->seq_len, r.vocab_size, o->stride,
+           name, r.tokens, t1 - t0, o->tokenizer);
+    if (r.val_rows)
+        printf("wrote %s: %ld validation rows (the last %.3g of the rows; no token shared with %s)\n",
+               o->val_output, r.val_rows, o->val_fraction, o->output);
+    rc = 0;
+out:
+    if (f) fclose(f);
+    if (tmp_path[0]) unlink(tmp_path);
+    ppdl_tokenizer_free(t);
+    return rc;
+}
+
 static int cmd_tokens(const options *o, char *err, size_t errlen)
 {
     int text = !strcmp(o->cmd, "text");
+    if (text && o->tokenizer) return cmd_text_bpe(o, err, errlen);
     ppdl_tok_convert_opts c = {
         .inputs = o->inputs, .n_inputs = o->n_inputs,
         .format = text ? PPDL_TOK_BYTES : o->format, .raw_width = o->raw_width,

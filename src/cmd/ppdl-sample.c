@@ -1,10 +1,11 @@
 /* ppdl-sample.c — continue a prompt with a trained gpt model.
  *
  *   ppdl-sample MODEL.h5 --prompt "Once upon" --tokens 200 [--temperature 0.8] [--top-k 40]
+ *   ppdl-sample MODEL.h5 --tokenizer tokenizer.json --prompt "Once upon" --tokens 200
  *
  * The story: read the command line; load the model (a model file or a checkpoint) and
  * put its weights on the backend; turn the prompt into token ids (bytes for a
- * byte-level model); then, --tokens times, pick the next token from the logits
+ * byte-level model, else --tokenizer's encoding, io/tokenizer.h); then, --tokens times, pick the next token from the logits
  * (nn/generate.c) and feed it back; print the text (or the ids) and the speed.
  *
  * One process, no ranks: MPI is initialised only so that the library's fatal-error path
@@ -22,11 +23,12 @@
 #include "core/options.h"
 #include "core/util.h"
 #include "io/model_io.h"
+#include "io/tokenizer.h"
 #include "nn/generate.h"
 #include "nn/model.h"
 
 typedef struct options {
-    const char *model, *prompt, *prompt_ids, *backend;
+    const char *model, *prompt, *prompt_ids, *backend, *tokenizer;
     long tokens, top_k, threads;
     double temperature;
     unsigned long long seed;
@@ -39,8 +41,12 @@ static void print_help(void)
            "\n"
            "Usage: ppdl-sample MODEL.h5 (--prompt TEXT | --prompt-ids 1,2,3) --tokens N [options]\n"
            "\n"
-           "  --prompt TEXT        the text to continue, for a byte-level model (vocab_size\n"
-           "                       256: every byte is a token, as ppdl-data text makes them)\n"
+           "  --prompt TEXT        the text to continue: for a byte-level model (vocab_size\n"
+           "                       256: every byte is a token, as ppdl-data text makes them),\n"
+           "                       or encoded by --tokenizer\n"
+           "  --tokenizer FILE     the model's tokenizer: a byte-level BPE tokenizer.json\n"
+           "                       (encodes --prompt, decodes the output) or llm.c's\n"
+           "                       gpt2_tokenizer.bin (decodes only: give --prompt-ids)\n"
            "  --prompt-ids LIST    the token ids to continue, comma-separated, for any model\n"
            "                       (ids from the tokenizer that made its training data)\n"
            "  --tokens N           how many tokens to add\n"
@@ -59,8 +65,9 @@ static void print_help(void)
            "  --quiet              no speed line on stderr\n"
            "  --help, --version\n"
            "\n"
-           "Output: a byte-level model prints the prompt and its continuation as text; any\n"
-           "other model (or --ids) prints their token ids, separated by spaces, on one line.\n"
+           "Output: a byte-level model, or any with --tokenizer, prints the prompt and its\n"
+           "continuation as text (a character split across tokens comes out whole); else\n"
+           "(or with --ids) their token ids, separated by spaces, on one line.\n"
            "\n"
            "The model sees at most seq_len tokens: a longer prompt keeps its last seq_len;\n"
            "when the text outgrows seq_len, the oldest tokens are dropped so that the newest\n"
@@ -69,6 +76,7 @@ static void print_help(void)
            "Examples:\n"
            "  ppdl-sample trained.h5 --prompt \"The \" --tokens 300 --temperature 0.8 --top-k 40\n"
            "  ppdl-sample ckpt.h5 --prompt-ids 464,3290 --tokens 50 --temperature 0\n"
+           "  ppdl-sample gpt2.h5 --tokenizer tokenizer.json --prompt \"Hello, I'm\" --tokens 40\n"
            "\n"
            "Every option with its default, and the exit statuses: docs/cli.md.\n");
 }
@@ -111,7 +119,8 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         name[n] = 0;
         /* a full name or a unique prefix (core/options.h) */
         static const char *const names[] = {"--no-cache", "--ids", "--quiet", "--prompt", "--prompt-ids", "--tokens",
-                                            "--temperature", "--top-k", "--seed", "--threads", "--backend", NULL};
+                                            "--temperature", "--top-k", "--seed", "--threads", "--backend",
+                                            "--tokenizer", NULL};
         int which = ppdl_option_lookup(name, names, "ppdl-sample", err, errlen);
         if (which < 0) return -1;
         snprintf(name, sizeof name, "%s", names[which]);
@@ -130,6 +139,7 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
         if (!strcmp(name, "--prompt")) o->prompt = v;
         else if (!strcmp(name, "--prompt-ids")) o->prompt_ids = v;
         else if (!strcmp(name, "--backend")) o->backend = v;
+        else if (!strcmp(name, "--tokenizer")) o->tokenizer = v;
         else if (!strcmp(name, "--tokens")) { if (parse_long(name, v, 1, 100000000L, &o->tokens, err, errlen)) return -1; }
         else if (!strcmp(name, "--top-k")) { if (parse_long(name, v, 0, 2147483647L, &o->top_k, err, errlen)) return -1; }
         else if (!strcmp(name, "--threads")) { if (parse_long(name, v, 1, 1024, &o->threads, err, errlen)) return -1; }
@@ -149,13 +159,30 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
 }
 
 /* the prompt as token ids [*n] (malloc'd) */
-static int prompt_tokens(const options *o, const ppdl_model *m, int32_t **out, int *n, char *err, size_t errlen)
+static int prompt_tokens(const options *o, const ppdl_model *m, ppdl_tokenizer *tok, int32_t **out, int *n,
+                         char *err, size_t errlen)
 {
     int V = m->vocab_size;
+    if (o->prompt && tok) {
+        ppdl_ids ids = {0};
+        if (ppdl_tokenizer_encode(tok, o->prompt, strlen(o->prompt), 0, &ids, err, errlen)) {
+            char inner[PPDL_ERR_LEN];
+            snprintf(inner, sizeof inner, "%s", err);
+            return ppdl_errf(err, errlen, "--prompt: %s", inner);
+        }
+        if (!ids.n || ids.n > 100000000) {
+            free(ids.v);
+            return ppdl_errf(err, errlen, "--prompt: %s tokens: the model needs at least one token to continue",
+                             ids.n ? "over 10^8" : "no");
+        }
+        *out = ids.v;
+        *n = (int)ids.n;
+        return 0;
+    }
     if (o->prompt) {
         if (V != 256)
             return ppdl_errf(err, errlen, "--prompt: %s has vocab_size %d, not a byte-level model (256): give the "
-                             "prompt's token ids with --prompt-ids", o->model, V);
+                             "model's --tokenizer, or the prompt's token ids with --prompt-ids", o->model, V);
         size_t len = strlen(o->prompt);
         if (!len) return ppdl_errf(err, errlen, "--prompt is empty: the model needs at least one token to continue");
         if (len > 100000000) return ppdl_errf(err, errlen, "--prompt: longer than 10^8 bytes");
@@ -201,8 +228,16 @@ static float *load_weights(const options *o, ppdl_model *m, ppdl_backend *be, ch
     return arena;
 }
 
-static void print_tokens(const options *o, const ppdl_model *m, const int32_t *tok, long n)
+static void print_tokens(const options *o, const ppdl_model *m, const ppdl_tokenizer *tk, const int32_t *tok, long n)
 {
+    if (tk && !o->print_ids) {
+        ppdl_detok d;
+        ppdl_detok_init(&d, tk);
+        for (long i = 0; i < n; i++) ppdl_detok_put(&d, tok[i], stdout);
+        ppdl_detok_end(&d, stdout);
+        putchar('\n');
+        return;
+    }
     if (m->vocab_size == 256 && !o->print_ids) {
         for (long i = 0; i < n; i++) putchar(tok[i]);
         putchar('\n');
@@ -221,6 +256,24 @@ static int run(const options *o, char *err, size_t errlen)
     float *arena = NULL, *logits = NULL;
     ppdl_gen *g = NULL;
     ppdl_backend *be = NULL;
+    ppdl_tokenizer *tok = NULL;
+    if (o->tokenizer) {
+        char inner[PPDL_ERR_LEN];
+        if (!(tok = ppdl_tokenizer_load(o->tokenizer, inner, sizeof inner))) {
+            ppdl_errf(err, errlen, "--tokenizer: %s", inner);
+            goto out;
+        }
+        if (ppdl_tokenizer_vocab_size(tok) > m.vocab_size) {
+            ppdl_errf(err, errlen, "--tokenizer %s has %ld tokens, more than %s's vocab_size %d: not its tokenizer",
+                      o->tokenizer, ppdl_tokenizer_vocab_size(tok), o->model, m.vocab_size);
+            goto out;
+        }
+        if (o->prompt && !ppdl_tokenizer_can_encode(tok)) {
+            ppdl_errf(err, errlen, "--tokenizer %s is llm.c's tokenizer file, which decodes only: give --prompt-ids "
+                      "(or the model's tokenizer.json)", o->tokenizer);
+            goto out;
+        }
+    }
     if (strcmp(m.family, "gpt")) {
         ppdl_errf(err, errlen, "%s is %s %s model: ppdl-sample continues text with gpt models", o->model,
                   !strcmp(m.family, "mlp") ? "an" : "a", m.family);
@@ -230,7 +283,7 @@ static int run(const options *o, char *err, size_t errlen)
         ppdl_errf(err, errlen, "--top-k %ld: %s has only %d tokens (vocab_size)", o->top_k, o->model, m.vocab_size);
         goto out;
     }
-    if (prompt_tokens(o, &m, &prompt, &n_prompt, err, errlen)) goto out;
+    if (prompt_tokens(o, &m, tok, &prompt, &n_prompt, err, errlen)) goto out;
     if (!(be = ppdl_backend_create(o->backend, (int)o->threads, 0, err, errlen))) goto out;
     if (!(arena = load_weights(o, &m, be, err, errlen))) goto out;
     g = ppdl_gen_create(&m, be, !o->no_cache);
@@ -250,7 +303,7 @@ static int run(const options *o, char *err, size_t errlen)
     }
     ppdl_be_sync(be);
     double t2 = ppdl_now_s();
-    print_tokens(o, &m, text, total);
+    print_tokens(o, &m, tok, text, total);
     fflush(stdout);
     if (!o->quiet) {
         /* the first new token comes from the prompt's pass; each later one costs a step */
@@ -264,6 +317,7 @@ static int run(const options *o, char *err, size_t errlen)
     }
     rc = 0;
 out:
+    ppdl_tokenizer_free(tok);
     ppdl_gen_destroy(g);
     if (be) ppdl_be_free(be, arena);
     ppdl_backend_destroy(be);

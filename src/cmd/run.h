@@ -47,6 +47,7 @@ typedef struct options {
     const char *val_data;      /* --val-data FILE.h5 */
     long sample_every, sample_tokens; /* --sample-every K (0: never), --sample-tokens N */
     const char *sample_prompt; /* --sample-prompt TEXT */
+    const char *tokenizer;     /* --tokenizer FILE: samples as text (io/tokenizer.h) */
     long eval_every, eval_batches; /* 0: at the start and the end only; 0: the default count */
     const char *mem_limit;
     long steps, batch_size, micro_batches, threads, seed, log_every;
@@ -279,6 +280,7 @@ typedef struct run {
     double *clock_all;             /* rank 0: per rank, its clock's offset and bound (s) */
     int output_failed;             /* rank 0: a requested output could not be written */
     FILE *log;                     /* rank 0: --log, open while training (run_log.c) */
+    struct ppdl_tokenizer *tok;    /* rank 0: --tokenizer, loaded by run_setup_data */
 } run;
 
 /* ---- the steps of main(), in order ---- */

@@ -17,6 +17,7 @@
 #include "core/stop.h"
 #include "core/util.h"
 #include "io/model_io.h"
+#include "io/tokenizer.h"
 #include "net/clock_sync.h"
 #include "prof/timeline.h"
 #include "sched/schedule.h"
@@ -203,6 +204,8 @@ void run_free(run *r)
     run_free_stage(r); /* the stage, its runtime, buffers and checkpoint writer */
     if (r->data.file > 0) ppdl_data_close(&r->data);
     if (r->val_data.file > 0) ppdl_data_close(&r->val_data);
+    ppdl_tokenizer_free(r->tok);
+    r->tok = NULL;
     json_decref(r->totals.evals_json);
     loss_history_free(&r->totals.history);
     if (r->plan.stages) ppdl_plan_free(&r->plan);

@@ -68,10 +68,12 @@ void run_options_usage(FILE *f)
 "                          step, every --eval-every K steps and after the last\n"
 "  --sample-every K        every K steps (and after the last) rank 0 prints what the\n"
 "                          model writes: --sample-tokens N tokens (default 64) after\n"
-"                          --sample-prompt TEXT (byte-level models; default: the first\n"
-"                          8 tokens of the data's first row), temperature 0.8, top-k 40,\n"
-"                          seed --seed + step (gpt models; the weights are gathered to\n"
-"                          rank 0 for it, nothing else)\n"
+"                          --sample-prompt TEXT (byte-level models, or any with\n"
+"                          --tokenizer; default: the first 8 tokens of the data's first\n"
+"                          row), temperature 0.8, top-k 40, seed --seed + step (gpt\n"
+"                          models; the weights are gathered to rank 0 for it, nothing else)\n"
+"  --tokenizer FILE        with --sample-every: the data's tokenizer (tokenizer.json, or\n"
+"                          llm.c's gpt2_tokenizer.bin): samples print as text\n"
 "  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
 "                          stop, naming the step, stage and layer; nothing is written)\n"
 "\n"
@@ -275,7 +277,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_P2P, O_PRECISION, O_VSTAGES, O_COPIES, O_REPLICAS, O_PLAN_TRIALS, O_TRIAL_PASSES, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_TOKENIZER, O_P2P, O_PRECISION, O_VSTAGES, O_COPIES, O_REPLICAS, O_PLAN_TRIALS, O_TRIAL_PASSES, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -308,7 +310,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"loss-plot", required_argument, 0, O_LOSS_PLOT},
         {"loss-plot-scale", required_argument, 0, O_LOSS_PLOT_SCALE},
         {"sample-every", required_argument, 0, O_SAMPLE_EVERY}, {"sample-tokens", required_argument, 0, O_SAMPLE_TOKENS},
-        {"sample-prompt", required_argument, 0, O_SAMPLE_PROMPT}, {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
+        {"sample-prompt", required_argument, 0, O_SAMPLE_PROMPT}, {"tokenizer", required_argument, 0, O_TOKENIZER}, {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
         {"help", no_argument, 0, O_HELP}, {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -401,6 +403,9 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         case O_SAMPLE_PROMPT:
             if (!*a) return ppdl_errf(err, errlen, "--sample-prompt is empty: give some text to continue");
             o->sample_prompt = a;
+            break;
+        case O_TOKENIZER:
+            o->tokenizer = a;
             break;
         case O_LOSS_PLOT_SCALE:
             if (strcmp(a, "linear") && strcmp(a, "log"))
@@ -539,9 +544,9 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
                                           "checkpoint with a model without optimizer state", o->save);
         if (!o->checkpoint_every && !(o->checkpoint_every_s > 0)) o->checkpoint_every_s = 15 * 60;
     }
-    if (!o->sample_every && (o->sample_tokens || o->sample_prompt))
+    if (!o->sample_every && (o->sample_tokens || o->sample_prompt || o->tokenizer))
         return ppdl_errf(err, errlen, "%s needs --sample-every K (how often to sample)",
-                         o->sample_tokens ? "--sample-tokens" : "--sample-prompt");
+                         o->sample_tokens ? "--sample-tokens" : o->sample_prompt ? "--sample-prompt" : "--tokenizer");
     if (!o->sample_tokens) o->sample_tokens = 64;
     if (!o->val_data && (o->eval_every || o->eval_batches))
         return ppdl_errf(err, errlen, "%s needs --val-data FILE.h5 (the data to evaluate on)",

@@ -18,16 +18,29 @@
 #include "core/error.h"
 #include "core/util.h"
 #include "io/model_io.h"
+#include "io/tokenizer.h"
 #include "nn/generate.h"
 
 #define SAMPLE_TEMPERATURE 0.8
 #define SAMPLE_TOP_K 40
 #define SAMPLE_PROMPT_TOKENS 8 /* without --sample-prompt: this many tokens of data row 0 */
 
-/* the prompt: --sample-prompt's bytes (byte-level models), else the data's first tokens */
+/* the prompt: --sample-prompt's bytes (byte-level models) or its encoding (--tokenizer),
+ * else the data's first tokens */
 static int32_t *sample_prompt(run *r, int *n)
 {
     const options *o = &r->o;
+    if (o->sample_prompt && r->tok) {
+        ppdl_ids ids = {0};
+        char err[PPDL_ERR_LEN];
+        if (ppdl_tokenizer_encode(r->tok, o->sample_prompt, strlen(o->sample_prompt), 0, &ids, err, sizeof err))
+            ppdl_fail(1, "--sample-prompt: %s", err);
+        if (ids.n) {
+            *n = (int)ids.n;
+            return ids.v;
+        }
+        free(ids.v);
+    }
     if (o->sample_prompt && r->model.vocab_size == 256) {
         *n = (int)strlen(o->sample_prompt);
         int32_t *p = ppdl_xmalloc((size_t)*n * sizeof *p);
@@ -42,8 +55,33 @@ static int32_t *sample_prompt(run *r, int *n)
     return row;
 }
 
-static void print_tokens(const ppdl_model *m, const int32_t *t, int n)
+/* one line per sample: newlines as \n, other control bytes as \xNN */
+static void print_escaped(const char *s, size_t n)
 {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c < 32 || c == 127) printf("\\x%02x", c);
+        else putchar(c);
+    }
+}
+
+static void print_tokens(const ppdl_model *m, const ppdl_tokenizer *tok, const int32_t *t, int n)
+{
+    if (tok) { /* the text, a character split across tokens held until whole */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        PPDL_CHECK(f, "--sample-every: out of memory");
+        ppdl_detok d;
+        ppdl_detok_init(&d, tok);
+        for (int i = 0; i < n; i++) ppdl_detok_put(&d, t[i], f);
+        ppdl_detok_end(&d, f);
+        fclose(f);
+        print_escaped(buf, len);
+        free(buf);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         if (m->vocab_size != 256) printf("%s%d", i ? " " : "", t[i]);
         else if (t[i] == '\n') fputs("\\n", stdout); /* one line per sample */
@@ -78,9 +116,9 @@ void run_sample(run *r, long after_step)
         if (i + 1 < o->sample_tokens) ppdl_gen_push(g, out[i], logits);
     }
     printf("sample after step %ld (%.2f s): ", after_step, ppdl_now_s() - t0);
-    print_tokens(&m, prompt, n_prompt);
+    print_tokens(&m, r->tok, prompt, n_prompt);
     printf(" | ");
-    print_tokens(&m, out, (int)o->sample_tokens);
+    print_tokens(&m, r->tok, out, (int)o->sample_tokens);
     printf("\n");
     fflush(stdout);
     free(logits);

@@ -14,6 +14,7 @@
 #include "core/stop.h"
 #include "core/util.h"
 #include "io/model_io.h"
+#include "io/tokenizer.h"
 #include "net/probe.h"
 #if HAVE_CUDA
 #include "backend/cuda/cuda_api.h"
@@ -321,6 +322,20 @@ void run_setup_data(run *r)
     snprintf(err, sizeof err, "--sample-every: %s is %s %s model; samples are text from gpt models", o->model,
              strcmp(r->model.family, "mlp") ? "a" : "an", r->model.family);
     agree_or_end_job(o->sample_every && strcmp(r->model.family, "gpt"), err, 2);
+    if (o->tokenizer) { /* every rank checks it; rank 0 keeps it for the samples */
+        char terr[PPDL_ERR_LEN - 16] = "";
+        ppdl_tokenizer *t = ppdl_tokenizer_load(o->tokenizer, terr, sizeof terr);
+        if (t && ppdl_tokenizer_vocab_size(t) > r->model.vocab_size)
+            snprintf(terr, sizeof terr, "%s has %ld tokens, more than the model's vocab_size %d: not its tokenizer",
+                     o->tokenizer, ppdl_tokenizer_vocab_size(t), r->model.vocab_size);
+        else if (t && o->sample_prompt && !ppdl_tokenizer_can_encode(t))
+            snprintf(terr, sizeof terr, "%s is llm.c's tokenizer file, which decodes only: --sample-prompt needs "
+                     "the tokenizer.json", o->tokenizer);
+        snprintf(err, sizeof err, "--tokenizer: %s", terr);
+        agree_or_end_job(terr[0] != 0, err, 1);
+        if (r->rank == 0) r->tok = t;
+        else ppdl_tokenizer_free(t);
+    }
     if (o->val_data) { /* held out: checked against the model as the training data is */
         char verr[PPDL_ERR_LEN - 16];
         rc = ppdl_data_open(o->val_data, &r->model, &r->val_data, verr, sizeof verr);

@@ -84,7 +84,8 @@ static long rows_of(long long len, long T1, long S) { return len < T1 ? 0 : (lon
 /* "FILE" or "the N files (FIRST, ...)", for messages about the whole corpus */
 static void corpus_name(const ppdl_tok_convert_opts *o, char *buf, size_t len)
 {
-    if (o->n_inputs == 1) snprintf(buf, len, "%s", o->inputs[0]);
+    if (o->name) snprintf(buf, len, "%s", o->name);
+    else if (o->n_inputs == 1) snprintf(buf, len, "%s", o->inputs[0]);
     else snprintf(buf, len, "the %d files %s ... %s", o->n_inputs, o->inputs[0], o->inputs[o->n_inputs - 1]);
 }
 

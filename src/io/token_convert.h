@@ -28,6 +28,7 @@ typedef struct ppdl_tok_convert_opts {
     const char *vocab_what;        /* where vocab_size came from, for messages (NULL:
                                     * "--vocab-size", or the format's) */
     const char *unit;              /* what a token is, for messages (NULL: "tokens") */
+    const char *name;              /* the corpus in messages (NULL: the inputs' names) */
     long T, S;                     /* row length T+1, stride S */
     double val_fraction;           /* 0: no validation set */
     const char *output, *val_output;

@@ -160,6 +160,9 @@ PLACEHOLDERS = {"%05d": "<index>", "%s": None}   # None: the component is one of
 # files that call a key function but hold no format of their own
 UNCLAIMED = {
     "src/io/h5util.c": "generic helpers: the attribute name is their caller's (model_io.c, checkpoint.c)",
+    "src/io/tokenizer.c": "reads Hugging Face's tokenizer.json, a format ppdl does not define: the fields it "
+                          "reads are in docs/data.md (Tokenizers); tests/unit/tokenizer.sh checks it against "
+                          "the tokenizers library",
 }
 
 COMMON_CALLS = {"json_object_get": 1, "json_object_set_new": 1, "json_object_set": 1, "json_object_del": 1,

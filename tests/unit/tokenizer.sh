@@ -67,4 +67,58 @@ printf 'caf\303' >"$d/cut.txt"
 [ $? = 1 ] && grep -q "byte 3 (0xc3) is not UTF-8" "$d/err"
 ok $? "a text that is not UTF-8 is refused at its byte offset"
 
+# ppdl-data text --tokenizer: rows of the oracle's ids, cut as token_convert.h says
+rows_equal() {  # rows_equal DATA.h5 IDS T: DATA's rows are IDS cut into rows of T+1, stride T
+  "$HF" - "$@" <<'EOF'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+t, T = f["tokens"][:], int(sys.argv[3])
+ref = np.fromfile(sys.argv[2], "<u4").astype(np.int64)
+rows = np.array([ref[i * T:i * T + T + 1] for i in range((len(ref) - T - 1) // T + 1)])
+assert int(f.attrs["vocab_size"]) == 1000, f.attrs["vocab_size"]
+assert t.shape == rows.shape and np.array_equal(t, rows), (t.shape, rows.shape)
+EOF
+}
+if "$HF" -c 'import h5py' 2>/dev/null; then
+  "$PPDL_DATA" text "$d/doc1.txt" "$d/doc2.txt" --tokenizer "$d/tokenizer.json" --seq-len 16 -o "$d/docs.h5" >"$d/out" &&
+    rows_equal "$d/docs.h5" "$d/docs.ids" 16
+  ok $? "ppdl-data text --tokenizer on two files: the rows are doc1, <|endoftext|>, doc2 as tokenizers encodes them"
+  "$PPDL_DATA" text "$d/heldout.txt" --tokenizer "$d/tokenizer.json" --seq-len 64 -o "$d/held.h5" >"$d/out" &&
+    rows_equal "$d/held.h5" "$d/heldout.ids" 64
+  ok $? "ppdl-data text --tokenizer on the 1.1 MB text (read in 1 MiB blocks): its rows are tokenizers' ids"
+  [ -z "$(ls "$d" | grep tokens-)" ]
+  ok $? "no temporary file is left beside the output"
+else
+  echo "ok $((n_tap += 1)) # SKIP $HF has no h5py: ppdl-data text --tokenizer's rows not compared"
+fi
+"$PPDL_DATA" text "$d/doc1.txt" "$d/doc2.txt" --tokenizer "$d/tokenizer.json" --eot-token "<|nope|>" --seq-len 16 \
+  -o "$d/x.h5" 2>"$d/err"
+[ $? = 1 ] && grep -q -- "--eot-token <|nope|>: .*tokenizer.json has no such token" "$d/err" && [ ! -e "$d/x.h5" ]
+ok $? "--eot-token naming no token is refused, and no output is written"
+
+# ppdl-sample --tokenizer: a gpt of vocab_size 1000 (random weights) continues a prompt
+"$PPDL_INIT" --preset gpt-tiny --set vocab_size=1000 -o "$d/gpt.h5" >/dev/null
+"$top_builddir/ppdl-sample" "$d/gpt.h5" --tokenizer "$d/tokenizer.json" --prompt-ids "$(cat "$d/split_char.ids")" \
+  --tokens 1 --temperature 0 --quiet >"$d/s1" 2>"$d/err"
+[ $? = 0 ] && head -c 3 "$d/s1" | grep -q "^日"
+ok $? "ppdl-sample --tokenizer: 日 split across three tokens ($(cat "$d/split_char.ids")) comes out whole"
+[ $? = 0 ] || diag "$(cat "$d/err")" "$(od -c "$d/s1" | head -3)"
+"$top_builddir/ppdl-sample" "$d/gpt.h5" --tokenizer "$d/tokenizer.json" --prompt "Ångström's 日本 text" \
+  --tokens 5 --quiet >"$d/s2" 2>"$d/err"
+[ $? = 0 ] && grep -q "^Ångström's 日本 text" "$d/s2"
+ok $? "ppdl-sample --tokenizer --prompt TEXT: the output starts with the prompt's text"
+"$top_builddir/ppdl-sample" "$d/gpt.h5" --tokenizer "$d/wordpiece.json" --prompt "x" --tokens 1 2>"$d/err"
+[ $? = 1 ] && grep -q -- "--tokenizer: .*wordpiece.json: model.type is WordPiece" "$d/err"
+ok $? "ppdl-sample refuses a tokenizer of another kind, naming it"
+
+# ppdl --sample-every --tokenizer: the samples print as text
+if [ -s "$d/docs.h5" ]; then
+  "$PPDL_INIT" --preset gpt-tiny --set vocab_size=1000 --set seq_len=16 -o "$d/gpt16.h5" >/dev/null
+  mpirun_n 2 "$d/gpt16.h5" --data "$d/docs.h5" --steps 2 --batch-size 4 --sample-every 2 --sample-tokens 4 \
+    --tokenizer "$d/tokenizer.json" --sample-prompt "Zweites Dokument: größer" >"$d/train.log" 2>&1
+  [ $? = 0 ] && grep -q "^sample after step 2 (.*): Zweites Dokument: größer | " "$d/train.log"
+  ok $? "ppdl --sample-every --tokenizer: the sample's prompt prints as text"
+  [ $? = 0 ] || diag "$(tail -5 "$d/train.log")"
+fi
+
 finish

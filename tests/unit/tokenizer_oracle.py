@@ -120,6 +120,12 @@ def make(d):
     pairs = json.loads(json.dumps(js))
     pairs["model"]["merges"] = [m.split(" ") for m in pairs["model"]["merges"]]
     json.dump(pairs, open(os.path.join(d, "pairs.json"), "w", encoding="utf-8"), ensure_ascii=False)
+    # the single-byte tokens of 日 (e6 97 a5): one character split across three tokens
+    alpha = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    cp = {b: b for b in alpha}
+    cp.update({b: 256 + i for i, b in enumerate(b for b in range(256) if b not in cp)})
+    with open(os.path.join(d, "split_char.ids"), "w") as f:
+        f.write(",".join(str(tok.token_to_id(chr(cp[b]))) for b in "日".encode()))
     # refusals (tests/unit/tokenizer.sh checks each message)
     def variant(name, change):
         v = json.loads(json.dumps(js))
