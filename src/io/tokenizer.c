@@ -351,7 +351,7 @@ static int compile(ppdl_tokenizer *t, stage *s, const char *pattern, int literal
     int ec;
     PCRE2_SIZE eo;
     s->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0), &ec, &eo, NULL);
+                          literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
     if (!s->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ec, msg, sizeof msg);

@@ -9,6 +9,9 @@
 #     ppdl_tokenizer_cut (as ppdl-data streams); decode(encode(text)) == text;
 #   - the same tokenizer with merges as [a, b] pairs, and with the pattern in a Split
 #     before a ByteLevel without its own: the same ids;
+#   - variants of the pre-tokenizer, on the first 50 kB: ByteLevel's add_prefix_space,
+#     Llama 3's pattern in a Split (and ignore_merges), add_prefix_space after a Split, a
+#     String pattern removed: the ids equal tokenizers';
 #   - negative controls: merges 0-39 in reverse order, and GPT-2's pattern with ASCII
 #     letters and digits for \p{L} and \p{N}: the ids differ;
 #   - refusals, each message checked: WordPiece, Unigram, a merge of an unknown token,
@@ -41,6 +44,11 @@ ok $? "decode(encode(text)) == text"
 for v in pairs split_seq; do
   "$TT" encode "$d/$v.json" "$d/heldout.txt" "$d/$v.ids" && cmp -s "$d/$v.ids" "$d/heldout.ids"
   ok $? "$v.json (the same tokenizer written another way): the same ids"
+done
+for v in $(cat "$d/variants.txt"); do
+  "$TT" encode "$d/$v.json" "$d/slice.txt" "$d/$v.p.ids" && cmp -s "$d/$v.p.ids" "$d/$v.ids" &&
+    "$TT" encode "$d/$v.json" "$d/slice.txt" "$d/$v.p.ids" 4096 && cmp -s "$d/$v.p.ids" "$d/$v.ids"
+  ok $? "pre-tokenizer variant $v: ids equal tokenizers' on 50 kB ($(($(wc -c <"$d/$v.ids") / 4)) ids), whole and in 4 KiB pieces"
 done
 for v in bad_order ascii_regex; do
   "$TT" encode "$d/$v.json" "$d/heldout.txt" "$d/$v.ids" && ! cmp -s "$d/$v.ids" "$d/heldout.ids"

@@ -126,6 +126,33 @@ def make(d):
     cp.update({b: 256 + i for i, b in enumerate(b for b in range(256) if b not in cp)})
     with open(os.path.join(d, "split_char.ids"), "w") as f:
         f.write(",".join(str(tok.token_to_id(chr(cp[b]))) for b in "日".encode()))
+    # other pre-tokenizers, each with its ids of the first 50 kB of the held-out text
+    # (variants.txt lists them): ByteLevel's add_prefix_space; Llama 3's pattern in a
+    # Split (with ignore_merges); add_prefix_space after a Split (a space per word); a
+    # String pattern with behavior Removed
+    l3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+          r"\s*[\r\n]+|\s+(?!\S)|\s+")
+    def split_bl(pattern, behavior, prefix, use_regex):
+        return {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": pattern, "behavior": behavior, "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": True, "use_regex": use_regex}]}
+    variants = {
+        "prefix": lambda v: v["pre_tokenizer"].update(add_prefix_space=True),
+        "llama3": lambda v: (v.update(pre_tokenizer=split_bl({"Regex": l3}, "Isolated", False, False)),
+                             v["model"].update(ignore_merges=True)),
+        "seq_prefix": lambda v: v.update(pre_tokenizer=split_bl({"Regex": l3}, "Isolated", True, False)),
+        "removed": lambda v: v.update(pre_tokenizer=split_bl({"String": " "}, "Removed", False, True)),
+    }
+    piece = held[:50_000]
+    with open(os.path.join(d, "slice.txt"), "w", encoding="utf-8", newline="") as f:
+        f.write(piece)
+    for name, change in variants.items():
+        v = json.loads(json.dumps(js))
+        change(v)
+        json.dump(v, open(os.path.join(d, name + ".json"), "w", encoding="utf-8"), ensure_ascii=False)
+        write_ids(os.path.join(d, name + ".ids"), encode(Tokenizer.from_str(json.dumps(v)), piece))
+    with open(os.path.join(d, "variants.txt"), "w") as f:
+        f.write(" ".join(variants) + "\n")
     # refusals (tests/unit/tokenizer.sh checks each message)
     def variant(name, change):
         v = json.loads(json.dumps(js))
