@@ -14,8 +14,10 @@
 #     String pattern removed: the ids equal tokenizers';
 #   - negative controls: merges 0-39 in reverse order, and GPT-2's pattern with ASCII
 #     letters and digits for \p{L} and \p{N}: the ids differ;
+#   - llm.c's tokenizer file of the same vocabulary decodes the ids to the text;
 #   - refusals, each message checked: WordPiece, Unigram, a merge of an unknown token,
-#     a Metaspace pre-tokenizer, an NFC normalizer, a file that is not JSON;
+#     a Metaspace pre-tokenizer, an NFC normalizer, a file that is not JSON, an llm.c
+#     file of version 3;
 #   - ppdl-data text --tokenizer on two files: the rows are the oracle's ids of doc1,
 #     <|endoftext|>, doc2, and vocab_size is the tokenizer's;
 #   - ppdl-sample --tokenizer decodes: a character split across two tokens comes out whole.
@@ -55,6 +57,11 @@ for v in bad_order ascii_regex; do
   ok $? "negative control $v.json: the ids differ"
 done
 
+# llm.c's tokenizer file of the same vocabulary: decodes the held-out ids to the text
+"$TT" load "$d/llmc_tokenizer.bin" >"$d/out" && grep -q "vocab_size 1000 eot 0 encode 0" "$d/out" &&
+  "$TT" decode "$d/llmc_tokenizer.bin" "$d/heldout.ids" "$d/back2.txt" && cmp -s "$d/back2.txt" "$d/heldout.txt"
+ok $? "llm.c's tokenizer file (version 2): vocab_size and eot from its header; it decodes the ids to the text"
+
 # refusals: FILE, the message it must give
 refuse() {
   "$TT" load "$d/$1" >/dev/null 2>"$d/err"
@@ -70,6 +77,7 @@ refuse unknown_merge.json 'unknown_merge.json: model.merges\[5\]: token "zqĠ" i
 refuse metaspace.json "metaspace.json: pre_tokenizer.type is Metaspace: ppdl reads byte-level BPE"
 refuse nfc.json "nfc.json: normalizer.type is NFC, which changes the text"
 refuse notjson.json "notjson.json: not JSON (line 1"
+refuse llmc_v3.bin "llmc_v3.bin: llm.c tokenizer file version 3: ppdl reads versions 1 and 2"
 printf 'caf\303' >"$d/cut.txt"
 "$TT" encode "$d/tokenizer.json" "$d/cut.txt" "$d/cut.ids" 2>"$d/err"
 [ $? = 1 ] && grep -q "byte 3 (0xc3) is not UTF-8" "$d/err"

@@ -89,6 +89,7 @@ def make(d):
     tok.train_from_iterator(lic + [train], trainer=trainer)
     path = os.path.join(d, "tokenizer.json")
     tok.save(path)
+    eot = tok.token_to_id("<|endoftext|>")
     held = gen_text(random.Random(2), words, 1_100_000, special_every=200)
     with open(os.path.join(d, "heldout.txt"), "w", encoding="utf-8", newline="") as f:
         f.write(held)
@@ -98,7 +99,6 @@ def make(d):
     for name, text in (("doc1.txt", doc1), ("doc2.txt", doc2)):
         with open(os.path.join(d, name), "w", encoding="utf-8", newline="") as f:
             f.write(text)
-    eot = tok.token_to_id("<|endoftext|>")
     write_ids(os.path.join(d, "docs.ids"), encode(tok, doc1) + [eot] + encode(tok, doc2))
     # negative controls
     js = json.load(open(path, encoding="utf-8"))
@@ -153,6 +153,21 @@ def make(d):
         write_ids(os.path.join(d, name + ".ids"), encode(Tokenizer.from_str(json.dumps(v)), piece))
     with open(os.path.join(d, "variants.txt"), "w") as f:
         f.write(" ".join(variants) + "\n")
+    # the same vocabulary as llm.c's tokenizer file (llm.c's tokenizer.h: 256 uint32, magic
+    # 20240328, version 2, vocab_size, eot; then per token a length byte and its bytes),
+    # and one of version 3
+    import struct
+    inv = {v: k for k, v in cp.items()}
+    vocab = tok.get_vocab()
+    by_id = {i: s for s, i in vocab.items()}
+    for name, version in (("llmc_tokenizer.bin", 2), ("llmc_v3.bin", 3)):
+        with open(os.path.join(d, name), "wb") as f:
+            head = [20240328, version, len(by_id), eot] + [0] * 252
+            f.write(struct.pack("<256I", *head))
+            for i in range(len(by_id)):
+                s = by_id[i]
+                b = s.encode() if s == "<|endoftext|>" else bytes(inv[ord(c)] for c in s)
+                f.write(struct.pack("<B", len(b)) + b)
     # refusals (tests/unit/tokenizer.sh checks each message)
     def variant(name, change):
         v = json.loads(json.dumps(js))
