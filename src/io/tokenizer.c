@@ -930,9 +930,11 @@ size_t ppdl_tokenizer_cut(const ppdl_tokenizer *t, const char *buf, size_t n)
         const char *p = memrchr(buf, '\n', i - 1);
         if (!p) return 0;
         size_t cut = (size_t)(p - buf) + 1;
-        unsigned char c = (unsigned char)buf[cut];
+        unsigned char c = (unsigned char)buf[cut], b = cut >= 2 ? (unsigned char)buf[cut - 2] : 0;
         i = cut; /* the loop's i-- then searches before this newline */
-        if (c < 0x21 || c > 0x7E) continue;
+        /* a lone newline between two printable characters: a run of whitespace before the
+         * cut would end there, where \s+(?!\S) takes it whole, but not in the whole text */
+        if (c < 0x21 || c > 0x7E || b < 0x21 || b > 0x7E) continue;
         int inside = 0;
         for (int k = 0; k < t->n_added && !inside; k++) {
             size_t L = t->added[k].len, from = cut >= L ? cut - L + 1 : 0;

@@ -65,8 +65,9 @@ int ppdl_tokenizer_encode(ppdl_tokenizer *t, const char *text, size_t len, int f
                           size_t errlen);
 /* Where a long text can be cut so that encoding the two parts (the second with
  * PPDL_TOKENIZE_CONTINUES) gives the ids of the whole: just after the last newline in
- * buf[0, n) followed by a printable ASCII character that is not inside an added
- * token. Every match of GPT-2's and Llama 3's patterns ends there. 0 when there is none. */
+ * buf[0, n) with a printable ASCII character (not a space) on each side, not inside an
+ * added token. Every match of GPT-2's and Llama 3's patterns ends there, and no run of
+ * whitespace does (\s+(?!\S) would take a run ending at the cut whole). 0: none. */
 size_t ppdl_tokenizer_cut(const ppdl_tokenizer *t, const char *buf, size_t n);
 
 /* Decoding to text a token at a time: bytes of a UTF-8 character split across tokens

@@ -70,6 +70,8 @@ def write_ids(path, ids):
 
 
 def encode(tok, text):
+    tok.no_truncation()   # a tokenizer.json may carry one (GPT-2's hub file: 50); ppdl ignores it
+    tok.no_padding()
     return tok.encode(text, add_special_tokens=False).ids
 
 
@@ -129,19 +131,28 @@ def make(d):
     # other pre-tokenizers, each with its ids of the first 50 kB of the held-out text
     # (variants.txt lists them): ByteLevel's add_prefix_space; Llama 3's pattern in a
     # Split (with ignore_merges); add_prefix_space after a Split (a space per word); a
-    # String pattern with behavior Removed
+    # String pattern with behavior Removed; merges of whitespace runs
     l3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
           r"\s*[\r\n]+|\s+(?!\S)|\s+")
     def split_bl(pattern, behavior, prefix, use_regex):
         return {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": pattern, "behavior": behavior, "invert": False},
             {"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": True, "use_regex": use_regex}]}
+    def add_ws_merges(v):
+        # merges of whitespace runs (GPT-2 has ĊĊ): a piece cut just after "\n\n" or " \n"
+        # would end in a run that \s+(?!\S) takes whole, where the whole text splits it
+        m = v["model"]
+        for a, b in (("\u010a", "\u010a"), ("\u0120", "\u010a"), ("\u010d", "\u010a")):
+            if a + b not in m["vocab"]:
+                m["vocab"][a + b] = max(m["vocab"].values()) + 1
+                m["merges"].append(a + " " + b)
     variants = {
         "prefix": lambda v: v["pre_tokenizer"].update(add_prefix_space=True),
         "llama3": lambda v: (v.update(pre_tokenizer=split_bl({"Regex": l3}, "Isolated", False, False)),
                              v["model"].update(ignore_merges=True)),
         "seq_prefix": lambda v: v.update(pre_tokenizer=split_bl({"Regex": l3}, "Isolated", True, False)),
         "removed": lambda v: v.update(pre_tokenizer=split_bl({"String": " "}, "Removed", False, True)),
+        "ws_merges": add_ws_merges,
     }
     piece = held[:50_000]
     with open(os.path.join(d, "slice.txt"), "w", encoding="utf-8", newline="") as f:
