@@ -21,7 +21,8 @@
 #     file of version 3;
 #   - ppdl-data text --tokenizer on two files: the rows are the oracle's ids of doc1,
 #     <|endoftext|>, doc2, and vocab_size is the tokenizer's;
-#   - ppdl-sample --tokenizer decodes: a character split across two tokens comes out whole.
+#   - ppdl-sample --tokenizer decodes: a character split across three tokens comes out
+#     whole; ppdl --sample-every --tokenizer prints the sample as text.
 . "$top_srcdir/tests/lib.sh"
 HF=${PPDL_HF_PYTHON:-/opt/ppdl-py/bin/python3}
 [ -x "$HF" ] || skip_all "no Python with tokenizers at $HF (set PPDL_HF_PYTHON; scripts/setup makes /opt/ppdl-py)"
@@ -136,6 +137,12 @@ if [ -s "$d/docs.h5" ]; then
   [ $? = 0 ] && grep -q "^sample after step 2 (.*): Zweites Dokument: größer | " "$d/train.log"
   ok $? "ppdl --sample-every --tokenizer: the sample's prompt prints as text"
   [ $? = 0 ] || diag "$(tail -5 "$d/train.log")"
+  "$PPDL" "$d/gpt16.h5" --data "$d/docs.h5" --steps 1 --tokenizer "$d/tokenizer.json" >/dev/null 2>"$d/err"
+  [ $? = 2 ] && grep -q -- "--tokenizer needs --sample-every K" "$d/err"
+  ok $? "ppdl --tokenizer without --sample-every is refused"
+  mpirun_n 1 "$d/gpt16.h5" --data "$d/docs.h5" --steps 1 --sample-every 1 --tokenizer "$d/nfc.json" >/dev/null 2>"$d/err"
+  [ $? = 1 ] && grep -q -- "--tokenizer: .*nfc.json: normalizer.type is NFC" "$d/err"
+  ok $? "ppdl --tokenizer with a tokenizer of another kind stops at setup, naming it"
 fi
 
 finish
