@@ -1,6 +1,6 @@
 #!/bin/sh
 # tokenizer.sh — io/tokenizer.c against Hugging Face `tokenizers` (the oracle:
-# tests/unit/tokenizer_oracle.py, run by $PPDL_HF_PYTHON, default /opt/ppdl-py/bin/python3).
+# tests/unit/tokenizer_oracle.py, run by $PYTHON_HF, tests/env.sh: /opt/ppdl-py/bin/python3).
 #
 # The oracle trains a byte-level BPE (vocab 1000, special token <|endoftext|>) and
 # writes a held-out text of 1.1 MB (accents, CJK, Devanagari, emoji with modifiers and
@@ -24,8 +24,8 @@
 #   - ppdl-sample --tokenizer decodes: a character split across three tokens comes out
 #     whole; ppdl --sample-every --tokenizer prints the sample as text.
 . "$top_srcdir/tests/lib.sh"
-HF=${PPDL_HF_PYTHON:-/opt/ppdl-py/bin/python3}
-[ -x "$HF" ] || skip_all "no Python with tokenizers at $HF (set PPDL_HF_PYTHON; scripts/setup makes /opt/ppdl-py)"
+HF=$PYTHON_HF
+[ -x "$HF" ] || skip_all "no Python with tokenizers at $HF (set PYTHON_HF; scripts/setup makes /opt/ppdl-py)"
 "$HF" -c 'import tokenizers, numpy' 2>/dev/null || skip_all "$HF has no tokenizers or numpy (scripts/setup installs them)"
 TT=$top_builddir/tests/unit/tok_tool
 ORACLE=$top_srcdir/tests/unit/tokenizer_oracle.py
