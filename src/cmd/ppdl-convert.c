@@ -643,11 +643,8 @@ static int llmc_read_piece(void *ctx, float *p, size_t n, size_t pos, char *err,
     void *dst = io->bf16 ? (void *)io->buf : (void *)p;
     size_t bytes = n * es;
     off_t off = (off_t)(LLMC_HEADER * 4 + pos * es);
-    for (size_t done = 0; done < bytes;) {
-        ssize_t r = pread(io->fd, (char *)dst + done, bytes - done, off + (off_t)done);
-        if (r <= 0) return ppdl_errf(err, errlen, "%s: cannot read the weights at byte %lld", io->path, (long long)off);
-        done += (size_t)r;
-    }
+    if (ppdl_pread_all(io->fd, dst, bytes, (uint64_t)off))
+        return ppdl_errf(err, errlen, "%s: cannot read the weights at byte %lld", io->path, (long long)off);
     if (io->bf16)
         for (size_t i = 0; i < n; i++) p[i] = ppdl_f32_from_bf16(io->buf[i]);
     for (size_t i = 0; i < n; i++)
@@ -666,11 +663,8 @@ static int llmc_write_piece(void *ctx, float *p, size_t n, size_t pos, char *err
     const char *src = io->bf16 ? (const char *)io->buf : (const char *)p;
     size_t bytes = n * es;
     off_t off = (off_t)(LLMC_HEADER * 4 + pos * es);
-    for (size_t done = 0; done < bytes;) {
-        ssize_t r = pwrite(io->fd, src + done, bytes - done, off + (off_t)done);
-        if (r <= 0) return ppdl_errf(err, errlen, "%s: cannot write: %s", io->path, strerror(errno));
-        done += (size_t)r;
-    }
+    if (ppdl_pwrite_all(io->fd, src, bytes, (uint64_t)off))
+        return ppdl_errf(err, errlen, "%s: cannot write: %s", io->path, strerror(errno));
     return 0;
 }
 

@@ -186,3 +186,27 @@ size_t ppdl_llc_bytes(void)
 #endif
     return best >= (1L << 20) && best <= (256L << 20) ? (size_t)best : (size_t)32 << 20;
 }
+
+int ppdl_pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r, n -= (size_t)r, off += (uint64_t)r;
+    }
+    return 0;
+}
+
+int ppdl_pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t r = pwrite(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r, n -= (size_t)r, off += (uint64_t)r;
+    }
+    return 0;
+}

@@ -19,6 +19,11 @@ int ppdl_parse_float(const char *s, double lo, double hi, double *out);
  * not there. -1 with "PATH: cannot write the WHAT file" (text NULL: the same). */
 int ppdl_write_text_file(const char *path, const char *text, const char *what, char *err, size_t errlen);
 
+/* Read (write) exactly n bytes of fd at offset off, retrying short transfers and
+ * EINTR; -1 at the end of the file or on an error (errno says which). */
+int ppdl_pread_all(int fd, void *buf, size_t n, uint64_t off);
+int ppdl_pwrite_all(int fd, const void *buf, size_t n, uint64_t off);
+
 void *ppdl_xmalloc(size_t n);                 /* dies on failure */
 void *ppdl_xcalloc(size_t n, size_t size);
 

@@ -53,31 +53,6 @@ const ppdl_st_tensor *ppdl_st_find(const ppdl_st_file *f, const char *name)
     return NULL;
 }
 
-/* read exactly n bytes at off */
-static int pread_all(int fd, void *buf, size_t n, uint64_t off)
-{
-    char *p = buf;
-    while (n) {
-        ssize_t r = pread(fd, p, n, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r, n -= (size_t)r, off += (uint64_t)r;
-    }
-    return 0;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
-{
-    const char *p = buf;
-    while (n) {
-        ssize_t r = pwrite(fd, p, n, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r, n -= (size_t)r, off += (uint64_t)r;
-    }
-    return 0;
-}
-
 static int by_begin(const void *a, const void *b)
 {
     const ppdl_st_tensor *x = *(ppdl_st_tensor *const *)a, *y = *(ppdl_st_tensor *const *)b;
@@ -142,7 +117,7 @@ static int open_checked(const char *path, ppdl_st_file *f, char *err, size_t err
     if (fstat(f->fd, &st) || !S_ISREG(st.st_mode)) return ppdl_errf(err, errlen, "%s: not a regular file", path);
     uint64_t size = (uint64_t)st.st_size;
     unsigned char len8[8];
-    if (size < 8 || pread_all(f->fd, len8, 8, 0))
+    if (size < 8 || ppdl_pread_all(f->fd, len8, 8, 0))
         return ppdl_errf(err, errlen, "%s: shorter than the 8-byte header length of a safetensors file", path);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];
@@ -153,7 +128,7 @@ static int open_checked(const char *path, ppdl_st_file *f, char *err, size_t err
         return ppdl_errf(err, errlen, "%s: header length %llu is not plausible (2 .. %u)", path, (unsigned long long)n,
                          MAX_HEADER);
     char *h = ppdl_xmalloc(n);
-    if (pread_all(f->fd, h, n, 8)) {
+    if (ppdl_pread_all(f->fd, h, n, 8)) {
         free(h);
         return ppdl_errf(err, errlen, "%s: cannot read the header", path);
     }
@@ -252,7 +227,7 @@ int ppdl_st_read(const ppdl_st_file *f, const ppdl_st_tensor *t, float *out, cha
 {
     size_t bytes = (size_t)(t->end - t->begin);
     unsigned char *buf = t->dtype == PPDL_ST_F32 ? (unsigned char *)out : ppdl_xmalloc(bytes ? bytes : 1);
-    if (pread_all(f->fd, buf, bytes, f->data_start + t->begin)) {
+    if (ppdl_pread_all(f->fd, buf, bytes, f->data_start + t->begin)) {
         if (buf != (unsigned char *)out) free(buf);
         return ppdl_errf(err, errlen, "%s: tensor %s: cannot read its %zu bytes", f->path, t->name, bytes);
     }
@@ -319,7 +294,7 @@ int ppdl_st_create(const char *path, ppdl_st_file *f, int n, char *const *names,
     int rc = 0;
     f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (f->fd < 0) rc = ppdl_errf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-    else if (pwrite_all(f->fd, buf, 8 + padded, 0) || ftruncate(f->fd, (off_t)(f->data_start + at)))
+    else if (ppdl_pwrite_all(f->fd, buf, 8 + padded, 0) || ftruncate(f->fd, (off_t)(f->data_start + at)))
         rc = ppdl_errf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     free(buf);
     return rc;
@@ -328,7 +303,7 @@ int ppdl_st_create(const char *path, ppdl_st_file *f, int n, char *const *names,
 int ppdl_st_write(ppdl_st_file *f, int i, const float *data, char *err, size_t errlen)
 {
     const ppdl_st_tensor *t = &f->t[i];
-    if (pwrite_all(f->fd, data, (size_t)(t->end - t->begin), f->data_start + t->begin))
+    if (ppdl_pwrite_all(f->fd, data, (size_t)(t->end - t->begin), f->data_start + t->begin))
         return ppdl_errf(err, errlen, "%s: tensor %s: cannot write: %s", f->path, t->name, strerror(errno));
     return 0;
 }
