@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/options.h"
 #include "core/permute.h"
+#include "core/slices.h"
 #include "core/util.h"
 #include "plan/plan.h"
 #include "tap.h"
@@ -111,6 +112,32 @@ static void two_backends(void)
     ppdl_backend_destroy(y);
 }
 
+/* ppdl_slices: contiguous, covering, in proportion, aligned, and the same bounds from
+ * the same arguments (the planner and the runtime must cut alike) */
+static void slices(void)
+{
+    size_t b[5], c[5];
+    ppdl_slices(10, 4, NULL, 1, b);
+    ok(b[0] == 0 && b[1] == 2 && b[2] == 5 && b[3] == 7 && b[4] == 10, "10 into 4 equal slices: 2, 3, 2, 3");
+    const double w[2] = {1, 2};
+    ppdl_slices(3000, 2, w, 64, b);
+    ok(b[0] == 0 && b[1] == 960 && b[2] == 3000, "weights 1:2 with align 64: the first slice ends at 960 (%zu)", b[1]);
+    const double z[3] = {0, 1, 0};
+    ppdl_slices(7, 3, z, 1, b);
+    ok(b[1] == 0 && b[2] == 7 && b[3] == 7, "a member of weight 0 owns an empty slice");
+    ppdl_slices(2, 4, NULL, 1, b);
+    ok(b[0] == 0 && b[1] == 0 && b[2] == 1 && b[3] == 1 && b[4] == 2, "fewer elements than slices: some are empty");
+    size_t big = (size_t)1 << 62;
+    ppdl_slices(big, 3, NULL, 1, b);
+    ok(b[1] == big / 3 && b[2] == (big / 3) * 2 + (big % 3) * 2 / 3 && b[3] == big, "no overflow at 2^62");
+    const double h[4] = {3.5, 1, 0.25, 2};
+    ppdl_slices(123457, 4, h, 8, b);
+    ppdl_slices(123457, 4, h, 8, c);
+    int mono = 1;
+    for (int r = 0; r < 4; r++) mono &= b[r] <= b[r + 1] && (r == 0 || b[r] % 8 == 0);
+    ok(mono && !memcmp(b, c, sizeof b) && b[4] == 123457, "ordered, aligned, covering, and the same twice");
+}
+
 int main(void)
 {
     size_t b;
@@ -180,6 +207,7 @@ int main(void)
     two_backends();
     permutations();
     option_names();
+    slices();
 #if !HAVE_CUDA
     ok(ppdl_backend_create("cuda", 1, 0, err, sizeof err) == NULL && strstr(err, "without CUDA"),
        "cuda without CUDA support says so: %s", err);
