@@ -184,7 +184,7 @@ PROGRAMS = {
 EXIT_PATTERNS = [
     r'agree_or_end_job(?:_idle)?\([^;]*,\s*(\w+)\s*\)\s*;',
     r'\bppdl_fail\(\s*(\w+)\s*,',
-    r'\b_?exit\(\s*(\w+)\s*\)',
+    r'\b(_exit|exit)\(\s*(\w+)\s*\)',
     r'\babort_job\(\s*(\w+)\s*\)',
     r'#define\s+PPDL_EXIT_\w+\s+(\d+)',
     r'\bPPDL_EXIT_\w+\s*=\s*(\d+)\b',
@@ -218,7 +218,9 @@ def strip_comments(src):
     """the source with comments replaced by spaces (newlines kept: line numbers stay)"""
     def blank(m):
         t = m.group(0)
-        return re.sub(r'[^\n]', ' ', t) if t[0] == '/' else t
+        if t[0] != '/':
+            return t
+        return ' ' * len(t) if '\n' not in t else re.sub(r'[^\n]', ' ', t)
     return TOKENS.sub(blank, src)
 
 
@@ -263,6 +265,30 @@ def literals(expr):
     return LITERAL.findall(expr)
 
 
+_compiled = {}
+
+
+def scan(rx, src):
+    """re.finditer(rx, src), quicker where rx starts with \\b and a word or a group of
+    alternative words: a file that holds none of them has no match (Python's re tries
+    every position of a pattern that starts with \\b)"""
+    c = _compiled.get(rx)
+    if c is None:
+        words = None
+        m = re.match(r'\\b\((\w+(?:\|\w+)*)\)', rx) or re.match(r'\\b(\w+)', rx)
+        if m and '|' not in rx[m.end():]:   # no alternative outside the words
+            words = m.group(1).split('|')
+            if rx[m.end():m.end() + 1] in ('?', '*', '+', '{'):
+                words = [w[:-1] for w in words]   # the last letter is optional
+            if not all(words):
+                words = None
+        c = _compiled[rx] = (re.compile(rx), words)
+    pattern, words = c
+    if words is not None and not any(w in src for w in words):
+        return iter(())
+    return pattern.finditer(src)
+
+
 def line_of(src, pos):
     return src.count('\n', 0, pos) + 1
 
@@ -273,12 +299,12 @@ def resolve(src, expr):
         return []
     e = re.escape(expr)
     found = []
-    for m in re.finditer(r'\b' + e + r'\s*=(?!=)\s*([^;]*);', src):
+    for m in scan(r'\b' + e + r'\s*=(?!=)\s*([^;]*);', src):
         if '(' not in m.group(1):   # literals or a choice of them, not a call's result
             found += literals(m.group(1))
-    for m in re.finditer(r'\b' + e + r'\s*\[[^\]]*\]\s*=\s*\{([^}]*)\}', src):
+    for m in scan(r'\b' + e + r'\s*\[[^\]]*\]\s*=\s*\{([^}]*)\}', src):
         found += literals(m.group(1))
-    for m in re.finditer(r'\bsnprintf\(\s*' + e + r'\s*,[^,]*,\s*("(?:[^"\\]|\\.)*")', src):
+    for m in scan(r'\bsnprintf\(\s*' + e + r'\s*,[^,]*,\s*("(?:[^"\\]|\\.)*")', src):
         found += literals(m.group(1))
     return found
 
@@ -348,7 +374,7 @@ def add_literal_key(f, lit, where, fmt_name):
 def key_sites(src, calls):
     """(function, argument text, position) of every key argument of calls in src"""
     names = '|'.join(sorted(map(re.escape, calls)))
-    for m in re.finditer(r'\b(' + names + r')\s*\(', src):
+    for m in scan(r'\b(' + names + r')\s*\(', src):
         before = src[max(0, m.start() - 40):m.start()]
         # a definition or prototype, not a call: a type word right before the name
         if re.search(r'\b(?:int|void|hid_t|json_t|herr_t|char|double)\s*\**\s*$', before):
@@ -413,7 +439,7 @@ def scan_file(root, rel, cfg, fmt_name, out):
         elif isinstance(what, list):
             for ph in what:
                 f.add(ph, where)
-    for m in re.finditer(r'\bjson_pack\(\s*"([^"]*)"', src):
+    for m in scan(r'\bjson_pack\(\s*"([^"]*)"', src):
         args = call_args(src, m.end() - len(m.group(0)) + m.group(0).index('('))
         for k in pack_keys(m.group(1)):
             if 1 + k < len(args):
@@ -494,23 +520,25 @@ def exit_keys(root):
                 sources.append((rel, source(root, rel)))
     defines = {}
     for _, src in sources:
+        if 'PPDL_EXIT_' not in src:
+            continue
         # #define PPDL_EXIT_X 75, or an enum's PPDL_EXIT_X = 75
         for m in re.finditer(r'(?:#define\s+(PPDL_EXIT_\w+)\s+|\b(PPDL_EXIT_\w+)\s*=\s*)(\d+)\b', src):
             defines[m.group(1) or m.group(2)] = m.group(3)
     for rel, src in sources:
         spans = []
         for rx in EXIT_PATTERNS:
-            for m in re.finditer(rx, src):
-                spans.append((m.start(1), m.group(1)))
+            for m in scan(rx, src):   # the value is the last group
+                spans.append((m.start(m.lastindex), m.group(m.lastindex)))
         # return N; inside main()
-        for m in re.finditer(r'\bint\s+main\s*\(', src):
+        for m in scan(r'\bint\s+main\s*\(', src):
             body_start, depth, i = src.find('{', m.end()), 0, len(src)
             for br in re.finditer(r'[{}]', src[body_start:]):
                 depth += 1 if br.group(0) == '{' else -1
                 if depth == 0:
                     i = body_start + br.start()
                     break
-            for r in re.finditer(r'\breturn\s+(\d+|PPDL_EXIT_\w+)\s*;', src[body_start:i]):
+            for r in scan(r'\breturn\s+(\d+|PPDL_EXIT_\w+)\s*;', src[body_start:i]):
                 spans.append((body_start + r.start(1), r.group(1)))
         for pos, v in spans:
             v = defines.get(v, v)
@@ -533,7 +561,7 @@ def env_keys(root):
     for rel in src_files(root):
         src = source(root, rel)
         for fn, idx in [("getenv", 0)] + sorted(ENV_WRAPPERS.items()):
-            for m in re.finditer(r'\b' + fn + r'\s*\(', src):
+            for m in scan(r'\b' + fn + r'\s*\(', src):
                 args = call_args(src, m.end() - 1)
                 if len(args) <= idx:
                     continue
@@ -555,7 +583,7 @@ def hook_keys(root):
         if rel == os.path.join('src', 'core', 'test_hooks.c'):
             continue
         src = source(root, rel)
-        for m in re.finditer(r'\b(' + '|'.join(HOOK_CALLS) + r')\s*\(', src):
+        for m in scan(r'\b(' + '|'.join(HOOK_CALLS) + r')\s*\(', src):
             args = call_args(src, m.end() - 1)
             lit = re.fullmatch(r'"(\w+)"', args[0].strip()) if args else None
             if lit:
