@@ -37,6 +37,7 @@
 #include "core/util.h"
 #include "io/model_io.h"
 #include "io/safetensors.h"
+#include "io/tokenizer.h"
 #include "nn/model.h"
 
 enum { FMT_NONE = -1, FMT_PPDL, FMT_HF, FMT_LLMC };
@@ -46,6 +47,7 @@ typedef struct options {
     const char *src, *dst;
     int from, to;
     int bf16;                      /* --dtype bf16 (llm.c version 5) */
+    const char *tokenizer;         /* --tokenizer: the end-of-text id, tokenizer.json copied */
 } options;
 
 /* the model in memory: hyperparameters and the held layout of its weights */
@@ -59,7 +61,7 @@ static void print_help(void)
 {
     printf("ppdl-convert: convert GPT-2 weights between ppdl, Hugging Face and llm.c.\n"
            "\n"
-           "Usage: ppdl-convert [--from FMT] [--to FMT] [--dtype fp32|bf16] SRC DST\n"
+           "Usage: ppdl-convert [--from FMT] [--to FMT] [--dtype fp32|bf16] [--tokenizer FILE] SRC DST\n"
            "\n"
            "Formats (FMT):\n"
            "  ppdl  a model file (model.h5: ppdl-init, ppdl --save) or a checkpoint (its weights);\n"
@@ -73,6 +75,11 @@ static void print_help(void)
            "  --to FMT          DST's format, where its name does not say\n"
            "  --dtype fp32|bf16 llm.c output: fp32 (version 3, the default) or bf16 (version 5,\n"
            "                    rounded to nearest even)\n"
+           "  --tokenizer FILE  Hugging Face output: the model's tokenizer (tokenizer.json, or\n"
+           "                    llm.c's gpt2_tokenizer.bin): its end-of-text id becomes config.json's\n"
+           "                    bos_token_id and eos_token_id, and a tokenizer.json is copied into\n"
+           "                    DST (AutoTokenizer.from_pretrained loads it). Without it, those ids\n"
+           "                    are 50256 where vocab_size is GPT-2's 50257, and absent otherwise\n"
            "  --help, --version\n"
            "\n"
            "ppdl's gpt family is GPT-2's architecture (learned positions, pre-LayerNorm blocks,\n"
@@ -87,7 +94,8 @@ static void print_help(void)
            "Examples:\n"
            "  ppdl-convert ./gpt2 gpt2.h5                  save_pretrained's directory -> ppdl\n"
            "  mpiexec -n 2 ppdl gpt2.h5 --data data.h5 --steps 100 --save tuned.h5\n"
-           "  ppdl-convert tuned.h5 tuned-hf/              -> GPT2LMHeadModel.from_pretrained\n"
+           "  ppdl-convert tuned.h5 tuned-hf/ --tokenizer tokenizer.json\n"
+           "                                               -> GPT2LMHeadModel.from_pretrained\n"
            "  ppdl-convert gpt2_124M.bin gpt2.h5           llm.c -> ppdl\n"
            "  ppdl-convert --dtype bf16 tuned.h5 tuned.bin ppdl -> llm.c, bf16\n"
            "\n"
@@ -120,8 +128,8 @@ static int parse_fmt(const char *opt, const char *v, int *out, char *err, size_t
 /* 0: run, 1: done (help/version printed), -1: usage error (message in err) */
 static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
 {
-    enum { O_FROM, O_TO, O_DTYPE, O_HELP, O_VERSION };
-    static const char *const names[] = {"--from", "--to", "--dtype", "--help", "--version", NULL};
+    enum { O_FROM, O_TO, O_DTYPE, O_TOKENIZER, O_HELP, O_VERSION };
+    static const char *const names[] = {"--from", "--to", "--dtype", "--tokenizer", "--help", "--version", NULL};
     memset(o, 0, sizeof *o);
     o->from = o->to = FMT_NONE;
     const char *pos[2];
@@ -158,6 +166,7 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
                 return ppdl_errf(err, errlen, "--dtype %s: expected fp32 or bf16", v);
             o->bf16 = !strcmp(v, "bf16");
         }
+        if (opt == O_TOKENIZER) o->tokenizer = v;
     }
     if (n_pos < 2) return ppdl_errf(err, errlen, "SRC and DST are required (see ppdl-convert --help)");
     o->src = pos[0], o->dst = pos[1];
@@ -180,6 +189,9 @@ static int parse(int argc, char **argv, options *o, char *err, size_t errlen)
     }
     if (o->bf16 && o->to != FMT_LLMC)
         return ppdl_errf(err, errlen, "--dtype bf16: only llm.c output (--to llmc) is written in bf16");
+    if (o->tokenizer && o->to != FMT_HF)
+        return ppdl_errf(err, errlen, "--tokenizer %s: only Hugging Face output (--to hf) takes a tokenizer",
+                         o->tokenizer);
     return 0;
 }
 
@@ -495,7 +507,9 @@ static double short_decimal(float x)
     return strtod(buf, NULL);
 }
 
-static int write_hf_config(const char *path, const ppdl_model *m, char *err, size_t errlen)
+/* eot: the end-of-text id written as bos_token_id and eos_token_id (transformers'
+ * generate stops at it), -1 for none */
+static int write_hf_config(const char *path, const ppdl_model *m, long eot, char *err, size_t errlen)
 {
     json_t *root = json_object(), *arch = json_array();
     json_array_append_new(arch, json_string("GPT2LMHeadModel"));
@@ -520,20 +534,50 @@ static int write_hf_config(const char *path, const ppdl_model *m, char *err, siz
     json_object_set_new(root, "attn_pdrop", json_real(0));
     json_object_set_new(root, "initializer_range", json_real(0.02));
     json_object_set_new(root, "torch_dtype", json_string("float32"));
+    if (eot >= 0) {
+        json_object_set_new(root, "bos_token_id", json_integer(eot));
+        json_object_set_new(root, "eos_token_id", json_integer(eot));
+    }
     int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(root);
     if (rc) return ppdl_errf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     return 0;
 }
 
-static int write_hf(const char *dir, const weights *w, char *err, size_t errlen)
+/* src's bytes to dst (created or truncated) */
+static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
+{
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(dst, "wb") : NULL;
+    if (!in) return ppdl_errf(err, errlen, "%s: cannot open: %s", src, strerror(errno));
+    if (!out) {
+        ppdl_errf(err, errlen, "%s: cannot create: %s", dst, strerror(errno));
+        fclose(in);
+        return -1;
+    }
+    enum { CHUNK = 1 << 20 };
+    char *buf = ppdl_xmalloc(CHUNK);
+    size_t n;
+    int rc = 0;
+    while (!rc && (n = fread(buf, 1, CHUNK, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) rc = ppdl_errf(err, errlen, "%s: cannot write: %s", dst, strerror(errno));
+    if (!rc && ferror(in)) rc = ppdl_errf(err, errlen, "%s: cannot read: %s", src, strerror(errno));
+    if (fclose(out) && !rc) rc = ppdl_errf(err, errlen, "%s: cannot write: %s", dst, strerror(errno));
+    fclose(in);
+    free(buf);
+    return rc;
+}
+
+/* eot as in write_hf_config; tok_json: a tokenizer.json copied in beside them, or NULL */
+static int write_hf(const char *dir, const weights *w, long eot, const char *tok_json, char *err, size_t errlen)
 {
     const ppdl_model *m = &w->m;
-    char cfg[4096], cfg_tmp[4200], st[4096], st_tmp[4200];
+    char cfg[4096], cfg_tmp[4200], st[4096], st_tmp[4200], tok[4096], tok_tmp[4200];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     snprintf(st, sizeof st, "%s/model.safetensors", dir);
+    snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
     snprintf(cfg_tmp, sizeof cfg_tmp, "%s.tmp", cfg);
     snprintf(st_tmp, sizeof st_tmp, "%s.tmp", st);
+    snprintf(tok_tmp, sizeof tok_tmp, "%s.tmp", tok);
     int made = 0;
     if (!is_dir(dir)) {
         if (mkdir(dir, 0777)) return ppdl_errf(err, errlen, "%s: cannot create the directory: %s", dir, strerror(errno));
@@ -575,12 +619,14 @@ static int write_hf(const char *dir, const weights *w, char *err, size_t errlen)
     }
     if (!rc) rc = ppdl_st_close_write(&f, err, errlen);
     else ppdl_st_close(&f);
-    if (!rc) rc = write_hf_config(cfg_tmp, m, err, errlen);
-    if (!rc && (rename(st_tmp, st) || rename(cfg_tmp, cfg)))
+    if (!rc) rc = write_hf_config(cfg_tmp, m, eot, err, errlen);
+    if (!rc && tok_json) rc = copy_file(tok_json, tok_tmp, err, errlen);
+    if (!rc && (rename(st_tmp, st) || rename(cfg_tmp, cfg) || (tok_json && rename(tok_tmp, tok))))
         rc = ppdl_errf(err, errlen, "%s: cannot rename the files into place: %s", dir, strerror(errno));
     if (rc) {
         unlink(st_tmp);
         unlink(cfg_tmp);
+        if (tok_json) unlink(tok_tmp);
         if (made) rmdir(dir);
     }
     for (int i = 0; i < n; i++) free(names[i]);
@@ -757,6 +803,29 @@ static int write_llmc(const char *path, const weights *w, int bf16, char *err, s
 
 /* ---- the conversion ----------------------------------------------------------------------- */
 
+/* The end-of-text id of the exported config.json (-1: none): --tokenizer's (checked
+ * against the model: its vocabulary must fit in vocab_size), else GPT-2's 50256 where
+ * vocab_size is GPT-2's 50257. *copy: the tokenizer.json to copy beside it, or NULL. */
+static int hf_eot(const options *o, const ppdl_model *m, long *eot, const char **copy, char *err, size_t errlen)
+{
+    *eot = -1, *copy = NULL;
+    if (!o->tokenizer) {
+        if (m->vocab_size == 50257) *eot = 50256;
+        return 0;
+    }
+    ppdl_tokenizer *t = ppdl_tokenizer_load(o->tokenizer, err, errlen);
+    if (!t) return -1;
+    long tv = ppdl_tokenizer_vocab_size(t);
+    int rc = 0;
+    if (tv > m->vocab_size)
+        rc = ppdl_errf(err, errlen, "%s: the tokenizer's vocabulary (%ld tokens) is larger than %s's vocab_size %d",
+                       o->tokenizer, tv, o->src, m->vocab_size);
+    *eot = ppdl_tokenizer_eot(t);
+    if (ppdl_tokenizer_can_encode(t)) *copy = o->tokenizer;
+    ppdl_tokenizer_free(t);
+    return rc;
+}
+
 static int run(const options *o, char *err, size_t errlen)
 {
     weights w;
@@ -764,9 +833,12 @@ static int run(const options *o, char *err, size_t errlen)
     int rc = o->from == FMT_PPDL ? read_ppdl(o->src, &w, err, errlen)
            : o->from == FMT_HF   ? read_hf(o->src, &w, err, errlen)
                                  : read_llmc(o->src, &w, err, errlen);
+    long eot = -1;
+    const char *tok_json = NULL;
+    if (!rc && o->to == FMT_HF) rc = hf_eot(o, &w.m, &eot, &tok_json, err, errlen);
     if (!rc) {
         rc = o->to == FMT_PPDL ? ppdl_model_save(o->dst, &w.m, w.host, err, errlen)
-           : o->to == FMT_HF   ? write_hf(o->dst, &w, err, errlen)
+           : o->to == FMT_HF   ? write_hf(o->dst, &w, eot, tok_json, err, errlen)
                                : write_llmc(o->dst, &w, o->bf16, err, errlen);
     }
     if (!rc) {

@@ -23,6 +23,13 @@
         written here independently of ppdl: Conv1D weights transposed to [out, in], wte
         padded with zero rows to a multiple of 128)
   bad DIR KIND OUT   a copy of DIR whose model.safetensors (or config.json) is broken
+  tokenizer OUT.json OUT.bin [--vocab N]   a byte-level BPE trained by `tokenizers`
+        (vocabulary N, default 290), <|endoftext|> added after training (id N: neither 0
+        nor GPT-2's 50256), and llm.c's tokenizer file of the same vocabulary (version 2)
+  eot DIR ID|none    config.json's bos_token_id and eos_token_id are ID (none: absent)
+  autotok DIR TOKENIZER.json   AutoTokenizer.from_pretrained(DIR) gives TOKENIZER.json's
+        ids of a text (tokenizers' own), and from_pretrained's generation config ends
+        texts at its end-of-text id
   serve      the commands above, one a line on stdin, in one process (see serve())
 """
 import io
@@ -310,8 +317,63 @@ def st_drop(st, name):
     return 0
 
 
+TEXT = "ppdl trains GPT-2: 124M parameters,\n\n  pipelines and <|endoftext|> text -- caf\u00e9 \u65e5\u672c 42!"
+
+
+def tokenizer(argv):
+    n = arg(argv, "--vocab", 290, int)
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    words = ["pipeline", "stage", "rank", "gradient", "train", "token", "model", "batch"]
+    rng = np.random.default_rng(7)
+    text = [" ".join(rng.choice(words, 12)) + "\n" for _ in range(400)]
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=n, show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.add_special_tokens(["<|endoftext|>"])
+    eot = tok.token_to_id("<|endoftext|>")
+    if eot != n:
+        print("<|endoftext|> is %d, not %d" % (eot, n))
+        return 1
+    tok.save(argv[0])
+    # llm.c's tokenizer file: 256 uint32 (magic 20240328, version 2, vocab_size, eot), then
+    # per token a length byte and its bytes (byte-level tokens mapped back to bytes)
+    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
+    inv = {c: b for b, c in bytes_to_unicode().items()}
+    by_id = {i: t for t, i in tok.get_vocab().items()}
+    with open(argv[1], "wb") as f:
+        f.write(struct.pack("<256I", *([20240328, 2, len(by_id), eot] + [0] * 252)))
+        for i in range(len(by_id)):
+            b = by_id[i].encode() if i == eot else bytes(inv[c] for c in by_id[i])
+            f.write(struct.pack("<B", len(b)) + b)
+    return 0
+
+
+def eot(argv):
+    d, want = argv
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    got = [cfg.get("bos_token_id"), cfg.get("eos_token_id")]
+    print("%s/config.json: bos_token_id %s, eos_token_id %s (expected %s)" % (d, got[0], got[1], want))
+    return 0 if got == [None if want == "none" else int(want)] * 2 else 1
+
+
+def autotok(argv):
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+    d, ref = argv
+    want = Tokenizer.from_file(ref).encode(TEXT, add_special_tokens=False).ids
+    at = AutoTokenizer.from_pretrained(d)
+    got = at(TEXT, add_special_tokens=False).input_ids
+    gen = load_model(d).generation_config
+    eot = Tokenizer.from_file(ref).token_to_id("<|endoftext|>")
+    print("%s: %s, %d ids of the text (tokenizers: %d), equal: %s; generate ends at %s (<|endoftext|> is %s)"
+          % (d, type(at).__name__, len(got), len(want), got == want, gen.eos_token_id, eot))
+    return 0 if got == want and at.decode(got) == TEXT and gen.eos_token_id == eot else 1
+
+
 CMDS = {"make": make, "tokens": tokens, "data": data, "logits": logits, "loss": loss, "load": load,
-        "same": same, "llmc": llmc, "bad": bad}
+        "same": same, "llmc": llmc, "bad": bad, "tokenizer": tokenizer, "eot": eot, "autotok": autotok}
 
 
 def serve(argv):

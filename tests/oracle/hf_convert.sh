@@ -16,6 +16,12 @@
 #   - ppdl-init gpt-tiny exported: from_pretrained says nothing about missing, unexpected
 #     or newly initialised weights, and its loss equals ppdl's evaluation (1e-6 relative);
 #     the same export from a checkpoint;
+#   - --tokenizer: a tokenizer trained by `tokenizers` (<|endoftext|> added last, id 290)
+#     and llm.c's file of it: config.json's bos_token_id and eos_token_id are 290, the
+#     tokenizer.json is copied in (the same bytes) and AutoTokenizer loads it, encoding as
+#     `tokenizers` does, and generate ends at 290; without --tokenizer the ids are 50256
+#     for GPT-2's vocabulary 50257 and absent for another; a tokenizer larger than the
+#     model's vocabulary is refused, and --tokenizer with other output than hf;
 #   - bad input refused, status 1, naming the file and the tensor or field, DST absent:
 #     header longer than the file, offsets out of range, overlapping, shape/bytes, unknown
 #     dtype, missing tensor, extra tensor, activation_function relu, llm.c bad magic and
@@ -77,6 +83,8 @@ py "control: a Conv1D weight stored transposed | bad hf transposed bad-transpose
 for k in $bad_kinds; do py "broken: $k | bad hf $k bad-$k"; done
 for k in noprefix buffers lm-same; do py "variant: $k | bad hf $k var-$k"; done
 py "broken: lm-differs | bad hf lm-differs bad-lm-differs"
+py "a tokenizer (vocabulary 291, <|endoftext|> 290) and its llm.c file | tokenizer tok.json tok.bin"
+py "another (vocabulary 281) | tokenizer tok-other.json tok-other.bin --vocab 280"
 py_sync
 
 # ---- to ppdl, and ppdl's side of the checks
@@ -125,6 +133,16 @@ ok $? "ppdl-init gpt-tiny exported to tiny-hf (no extension: Hugging Face) and e
   "$CONVERT" ck.h5 ck-hf/ >/dev/null && "$CONVERT" ck.h5 ck-model.h5 >/dev/null && evaluate ck-model.h5 dt.h5 ck.json
 ok $? "a checkpoint exported (its weights) to Hugging Face and to a model file, evaluated by ppdl"
 
+# ---- --tokenizer: the end-of-text ids in config.json, tokenizer.json copied in
+"$PPDL_INIT" --preset gpt-tiny --set vocab_size=300 --seed 2 -o t300.h5 >/dev/null &&
+  "$CONVERT" t300.h5 t300-hf/ --tokenizer tok.json >/dev/null && cmp tok.json t300-hf/tokenizer.json
+ok $? "--tokenizer tok.json: exported, with tokenizer.json copied in, the same bytes"
+"$CONVERT" t300.h5 t300-llmc-hf/ --tokenizer tok.bin >/dev/null && [ ! -e t300-llmc-hf/tokenizer.json ]
+ok $? "--tokenizer tok.bin (llm.c's, decoding only): exported, no tokenizer.json"
+"$PPDL_INIT" --preset gpt-tiny --set vocab_size=50257 --set d_model=8 --set n_heads=2 --set n_layers=1 \
+  -o v50257.h5 >/dev/null && "$CONVERT" v50257.h5 v50257-hf/ >/dev/null
+ok $? "a model of GPT-2's vocabulary 50257 exported without --tokenizer"
+
 # ---- fine-tuning: import, train on 2 ranks, export; transformers' loss is ppdl's
 mpirun_n 2 hf.h5 --data d.h5 --val-data d.h5 --eval-batches 1 --steps 20 --batch-size 4 --micro-batches 2 \
   --lr 3e-3 --threads 1 --report tuned.json --save tuned.h5 >tuned.log 2>&1 3>&- && "$CONVERT" tuned.h5 tuned-hf/ >/dev/null
@@ -152,6 +170,13 @@ py "control: without lm_head.weight (untied) | bad hf-untied-back drop-lm nolm"
 py "control: from_pretrained's warning about it is seen by the capture | load nolm --expect-warning"
 py "fine-tuned on 2 ranks: transformers' loss of the export is ppdl's evaluation after step 20 (1e-5 relative) | loss tuned-hf d.h5 4 tuned.json --step 20 --rtol 1e-5"
 py "control: and not the loss before training | loss tuned-hf d.h5 4 tuned.json --step 0 --rtol 1e-5 --expect-fail"
+py "--tokenizer tok.json: config.json's bos_token_id and eos_token_id are its <|endoftext|>, 290 | eot t300-hf 290"
+py "--tokenizer tok.bin: the same id, from llm.c's header | eot t300-llmc-hf 290"
+py "no --tokenizer, vocab_size 50257: GPT-2's 50256 | eot v50257-hf 50256"
+py "no --tokenizer, vocab_size 256: no ids | eot tiny-hf none"
+py "control: the id check fails on the export without them | eot tiny-hf 290 --expect-fail"
+py "AutoTokenizer loads the export's tokenizer.json: tokenizers' ids of a text, and generate ends at 290 | autotok t300-hf tok.json"
+py "control: the ids check fails where the export's tokenizer is not the one compared with | autotok t300-hf tok-other.json --expect-fail"
 exec 3>&-
 wait $pypid
 py_sync
@@ -192,6 +217,8 @@ refused "llm.c version 4" "version.bin" "version 4" -- version.bin out10.h5
 head -c 5000 ref.bin >short.bin
 refused "llm.c file shorter than its header says" "short.bin" "bytes" -- short.bin out11.h5
 refused "an untied model to llm.c" "out12.bin" "tie_embeddings" -- hf-untied.h5 out12.bin
+refused "a tokenizer larger than the model's vocabulary" "tok.json" "291" "vocab_size 256" -- \
+  --tokenizer tok.json tiny.h5 out15
 mkdir empty
 refused "a directory without config.json" "empty/config.json" -- empty out13.h5
 "$CONVERT" hf >/dev/null 2>&1
@@ -200,4 +227,8 @@ rc=$?
 "$CONVERT" hf out.txt >/dev/null 2>&1
 rc=$?
 [ $rc = 2 ] && [ ! -e out.txt ]; ok $? "a DST whose format the name does not tell: status 2 ($rc)"
+"$CONVERT" --tokenizer tok.json t300.h5 out16.h5 >refused.out 2>&1
+rc=$?
+[ $rc = 2 ] && [ ! -e out16.h5 ] && grep -q -- '--tokenizer tok.json: only Hugging Face output' refused.out
+ok $? "--tokenizer with ppdl output: status 2, naming the option ($rc)"
 finish
