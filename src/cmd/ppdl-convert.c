@@ -1,6 +1,7 @@
 /* ppdl-convert.c — GPT-2 weights between ppdl, Hugging Face and llm.c.
  *
  *   ppdl-convert hf-gpt2/ gpt2.h5            Hugging Face directory -> ppdl model
+ *                                            (model.safetensors, or its shards)
  *   ppdl-convert ckpt.h5 export/             ppdl model or checkpoint -> Hugging Face
  *   ppdl-convert gpt2_124M.bin gpt2.h5       llm.c checkpoint -> ppdl model
  *
@@ -66,8 +67,9 @@ static void print_help(void)
            "Formats (FMT):\n"
            "  ppdl  a model file (model.h5: ppdl-init, ppdl --save) or a checkpoint (its weights);\n"
            "        written as a model file. Found from a name ending in .h5\n"
-           "  hf    a Hugging Face GPT-2 directory: config.json + model.safetensors\n"
-           "        (GPT2LMHeadModel: F32, F16 or BF16 read, F32 written). Found from a SRC\n"
+           "  hf    a Hugging Face GPT-2 directory: config.json + model.safetensors (read: or\n"
+           "        model.safetensors.index.json and the shards it names; GPT2LMHeadModel: F32,\n"
+           "        F16 or BF16 read, F32 written in one file). Found from a SRC\n"
            "        directory, or a DST ending in / or with no extension (created if absent)\n"
            "  llmc  an llm.c checkpoint (gpt2_124M.bin: version 3 fp32, 5 bf16). Found from .bin\n"
            "\n"
@@ -409,7 +411,107 @@ out:
     return rc;
 }
 
-/* ---- Hugging Face: model.safetensors ---------------------------------------------------- */
+/* ---- Hugging Face: model.safetensors, or its shards ------------------------------------- */
+
+/* The safetensors files of a directory: model.safetensors, or else the shards that
+ * model.safetensors.index.json's weight_map names ({tensor: file}); every tensor in
+ * exactly one file, the one weight_map names. */
+typedef struct hf_files {
+    char what[4200];               /* the file that names the weights, for messages */
+    int n;
+    ppdl_st_file *f;               /* [n] */
+    char **used;                   /* used[k][i]: tensor i of file k was read */
+} hf_files;
+
+static void hf_close(hf_files *h)
+{
+    for (int k = 0; k < h->n; k++) {
+        ppdl_st_close(&h->f[k]);
+        free(h->used[k]);
+    }
+    free(h->f), free(h->used);
+    memset(h, 0, sizeof *h);
+}
+
+static int hf_add_file(hf_files *h, const char *path, char *err, size_t errlen)
+{
+    h->f = realloc(h->f, (size_t)(h->n + 1) * sizeof *h->f);
+    h->used = realloc(h->used, (size_t)(h->n + 1) * sizeof *h->used);
+    if (!h->f || !h->used) ppdl_die("out of memory");
+    if (ppdl_st_open(path, &h->f[h->n], err, errlen)) return -1;
+    h->used[h->n] = ppdl_xcalloc((size_t)h->f[h->n].n + 1, 1);
+    h->n++;
+    return 0;
+}
+
+/* the tensor called name and its file k, or NULL */
+static const ppdl_st_tensor *hf_find(const hf_files *h, const char *name, int *k)
+{
+    for (*k = 0; *k < h->n; (*k)++) {
+        const ppdl_st_tensor *t = ppdl_st_find(&h->f[*k], name);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+static int hf_open(const char *dir, hf_files *h, char *err, size_t errlen)
+{
+    memset(h, 0, sizeof *h);
+    char path[4200];
+    snprintf(h->what, sizeof h->what, "%s/model.safetensors", dir);
+    if (!access(h->what, F_OK)) return hf_add_file(h, h->what, err, errlen);
+    snprintf(h->what, sizeof h->what, "%s/model.safetensors.index.json", dir);
+    if (access(h->what, F_OK))
+        return ppdl_errf(err, errlen, "%s: holds neither model.safetensors nor model.safetensors.index.json", dir);
+    json_error_t je;
+    json_t *root = json_load_file(h->what, 0, &je), *map = root ? json_object_get(root, "weight_map") : NULL;
+    int rc = 0;
+    if (!root) rc = ppdl_errf(err, errlen, "%s: not JSON: %s (line %d)", h->what, je.text, je.line);
+    else if (!json_is_object(map) || !json_object_size(map))
+        rc = ppdl_errf(err, errlen, "%s: field weight_map: expected an object {tensor: file}, not empty", h->what);
+    const char *name;
+    json_t *v;
+    /* open each file the first time it is named; check that it holds the tensor */
+    if (!rc) json_object_foreach(map, name, v) {
+        const char *file = json_string_value(v);
+        if (!file || !*file || strchr(file, '/') || !strcmp(file, "..")) {
+            rc = ppdl_errf(err, errlen, "%s: field weight_map: tensor %s: expected the name of a file in %s", h->what,
+                           name, dir);
+            break;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        int k = 0;
+        while (k < h->n && strcmp(h->f[k].path, path)) k++;
+        if (k == h->n) {
+            if (access(path, F_OK)) {
+                rc = ppdl_errf(err, errlen, "%s: field weight_map: tensor %s is in %s, which does not exist", h->what,
+                               name, path);
+                break;
+            }
+            if ((rc = hf_add_file(h, path, err, errlen))) break;
+        }
+        if (!ppdl_st_find(&h->f[k], name)) {
+            rc = ppdl_errf(err, errlen, "%s: field weight_map: tensor %s is in %s, which does not hold it", h->what,
+                           name, path);
+            break;
+        }
+    }
+    /* and every tensor of every file is where weight_map says, in one file only */
+    for (int k = 0; k < h->n && !rc; k++)
+        for (int i = 0; i < h->f[k].n && !rc; i++) {
+            const char *t = h->f[k].t[i].name, *file = json_string_value(json_object_get(map, t));
+            for (int k2 = 0; k2 < k && !rc; k2++)
+                if (ppdl_st_find(&h->f[k2], t))
+                    rc = ppdl_errf(err, errlen, "%s: tensor %s is in two shards: %s and %s", h->what, t, h->f[k2].path,
+                                   h->f[k].path);
+            if (!rc && !file)
+                rc = ppdl_errf(err, errlen, "%s: field weight_map: tensor %s of %s is not in it", h->what, t,
+                               h->f[k].path);
+        }
+    json_decref(root);
+    if (rc) hf_close(h);
+    return rc;
+}
 
 /* is name one of GPT-2's attention buffers (the causal mask), not a weight? */
 static int hf_buffer(const char *name)
@@ -423,45 +525,46 @@ static int hf_buffer(const char *name)
 static int read_hf(const char *dir, weights *w, char *err, size_t errlen)
 {
     if (read_hf_config(dir, w, err, errlen)) return -1;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    ppdl_st_file f;
-    if (ppdl_st_open(path, &f, err, errlen)) return -1;
+    hf_files h;
+    if (hf_open(dir, &h, err, errlen)) return -1;
+    const char *what = h.what;
     ppdl_model *m = &w->m;
-    char *used = ppdl_xcalloc((size_t)f.n + 1, 1);
     size_t biggest = 0;
-    for (int i = 0; i < f.n; i++) biggest = f.t[i].numel > biggest ? f.t[i].numel : biggest;
+    for (int k = 0; k < h.n; k++)
+        for (int i = 0; i < h.f[k].n; i++) biggest = h.f[k].t[i].numel > biggest ? h.f[k].t[i].numel : biggest;
     float *tmp = ppdl_xmalloc((biggest + 1) * sizeof *tmp);
     int rc = 0;
     for (int l = 0; l < m->L && !rc; l++)
         for (int j = 0; j < m->layers[l].n_params && !rc; j++) {
             const ppdl_param *p = &m->layers[l].params[j];
             char name[128], full[160];
-            int tr;
+            int tr, k;
             hf_name(m, l, j, name, sizeof name, &tr);
             snprintf(full, sizeof full, "transformer.%s", name);
-            const ppdl_st_tensor *t = ppdl_st_find(&f, full);
-            if (!t || !strcmp(name, "lm_head.weight")) t = ppdl_st_find(&f, name);
+            const ppdl_st_tensor *t = hf_find(&h, full, &k);
+            if (!t || !strcmp(name, "lm_head.weight")) t = hf_find(&h, name, &k);
+            const ppdl_st_file *f = t ? &h.f[k] : NULL;
             if (ppdl_model_is_tied(m, l, j)) {
                 /* tied: an lm_head.weight in the file must be wte */
                 if (t) {
-                    used[t - f.t] = 1;
-                    if (t->numel != p->numel || (rc = ppdl_st_read(&f, t, tmp, err, errlen))) {
-                        if (!rc) rc = ppdl_errf(err, errlen, "%s: tensor %s: shape differs from wte's", path, t->name);
+                    h.used[k][t - f->t] = 1;
+                    if (t->numel != p->numel || (rc = ppdl_st_read(f, t, tmp, err, errlen))) {
+                        if (!rc)
+                            rc = ppdl_errf(err, errlen, "%s: tensor %s: shape differs from wte's", f->path, t->name);
                         break;
                     }
                     if (memcmp(tmp, w->host, p->numel * sizeof *tmp))
                         rc = ppdl_errf(err, errlen, "%s: tensor %s differs from transformer.wte.weight, but %s/config.json "
-                                       "ties them (tie_word_embeddings)", path, t->name, dir);
+                                       "ties them (tie_word_embeddings)", f->path, t->name, dir);
                 }
                 continue;
             }
             if (!t) {
-                rc = ppdl_errf(err, errlen, "%s: tensor %s (or %s) is missing%s", path, full, name,
+                rc = ppdl_errf(err, errlen, "%s: tensor %s (or %s) is missing%s", what, full, name,
                                !strcmp(name, "lm_head.weight") ? " (config.json: tie_word_embeddings is false)" : "");
                 break;
             }
-            used[t - f.t] = 1;
+            h.used[k][t - f->t] = 1;
             int64_t r = p->shape[0], c = p->ndim > 1 ? p->shape[1] : 0;
             int shape_ok = t->ndim == p->ndim && (p->ndim == 1 ? t->shape[0] == r
                                                   : tr ? t->shape[0] == c && t->shape[1] == r
@@ -470,7 +573,7 @@ static int read_hf(const char *dir, weights *w, char *err, size_t errlen)
                 char got[96] = "", *q = got;
                 for (int d = 0; d < t->ndim && q < got + 64; d++)
                     q += snprintf(q, 16, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-                rc = ppdl_errf(err, errlen, "%s: tensor %s has shape [%s], config.json gives [%lld%s%lld]", path,
+                rc = ppdl_errf(err, errlen, "%s: tensor %s has shape [%s], config.json gives [%lld%s%lld]", f->path,
                                t->name, got, (long long)(tr ? c : r), p->ndim > 1 ? ", " : "",
                                (long long)(p->ndim > 1 ? (tr ? r : c) : 0));
                 if (p->ndim == 1) { /* "[n, 0]" is wrong for a vector: cut it */
@@ -481,18 +584,18 @@ static int read_hf(const char *dir, weights *w, char *err, size_t errlen)
             }
             float *dst = w->host + w->off[l][j];
             if (tr) {
-                if (!(rc = ppdl_st_read(&f, t, tmp, err, errlen))) transpose(tmp, dst, (size_t)c, (size_t)r);
+                if (!(rc = ppdl_st_read(f, t, tmp, err, errlen))) transpose(tmp, dst, (size_t)c, (size_t)r);
             } else {
-                rc = ppdl_st_read(&f, t, dst, err, errlen);
+                rc = ppdl_st_read(f, t, dst, err, errlen);
             }
         }
-    for (int i = 0; i < f.n && !rc; i++)
-        if (!used[i] && !hf_buffer(f.t[i].name))
-            rc = ppdl_errf(err, errlen, "%s: tensor %s is not a weight of GPT-2 (GPT2LMHeadModel) with this config.json",
-                           path, f.t[i].name);
+    for (int k = 0; k < h.n && !rc; k++)
+        for (int i = 0; i < h.f[k].n && !rc; i++)
+            if (!h.used[k][i] && !hf_buffer(h.f[k].t[i].name))
+                rc = ppdl_errf(err, errlen, "%s: tensor %s is not a weight of GPT-2 (GPT2LMHeadModel) with this "
+                               "config.json", h.f[k].path, h.f[k].t[i].name);
     free(tmp);
-    free(used);
-    ppdl_st_close(&f);
+    hf_close(&h);
     return rc;
 }
 

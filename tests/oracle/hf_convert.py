@@ -23,6 +23,10 @@
         written here independently of ppdl: Conv1D weights transposed to [out, in], wte
         padded with zero rows to a multiple of 128)
   bad DIR KIND OUT   a copy of DIR whose model.safetensors (or config.json) is broken
+  shard DIR OUT SIZE   DIR's model saved again by save_pretrained(max_shard_size=SIZE):
+        model-0000K-of-0000N.safetensors and model.safetensors.index.json
+  badshard DIR KIND OUT   a copy of the sharded DIR, broken: missing-file (a shard the
+        weight_map names is gone), twice (a tensor in two shards)
   tokenizer OUT.json OUT.bin [--vocab N]   a byte-level BPE trained by `tokenizers`
         (vocabulary N, default 290), <|endoftext|> added after training (id N: neither 0
         nor GPT-2's 50256), and llm.c's tokenizer file of the same vocabulary (version 2)
@@ -317,6 +321,39 @@ def st_drop(st, name):
     return 0
 
 
+def shard(argv):
+    d, out, size = argv
+    shutil.rmtree(out, ignore_errors=True)
+    load_model(d).save_pretrained(out, safe_serialization=True, max_shard_size=size)
+    files = sorted(f for f in os.listdir(out) if f.endswith(".safetensors"))
+    print("%s: %s" % (out, " ".join(files)))
+    return 0 if len(files) >= 3 and "model.safetensors.index.json" in os.listdir(out) else 1
+
+
+def badshard(argv):
+    d, kind, out = argv
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(d, out)
+    wm = json.load(open(os.path.join(out, "model.safetensors.index.json")))["weight_map"]
+    files = sorted(set(wm.values()))
+    if kind == "missing-file":
+        os.remove(os.path.join(out, files[-1]))
+    elif kind == "twice":
+        # the first shard's first tensor copied into the last shard too
+        h0, b0 = st_parts(os.path.join(out, files[0]))
+        name = min((k for k in h0 if k != "__metadata__"), key=lambda k: h0[k]["data_offsets"][0])
+        s, e = h0[name]["data_offsets"]
+        last = os.path.join(out, files[-1])
+        h, body = st_parts(last)
+        a = np.frombuffer(b0[s:e], dtype="<f4").reshape(h0[name]["shape"])
+        h, body = st_add(h, body, name, a)
+        st_write(last, h, body)
+        print("%s is in %s and %s" % (name, files[0], files[-1]))
+    else:
+        raise SystemExit("unknown kind " + kind)
+    return 0
+
+
 TEXT = "ppdl trains GPT-2: 124M parameters,\n\n  pipelines and <|endoftext|> text -- caf\u00e9 \u65e5\u672c 42!"
 
 
@@ -373,7 +410,7 @@ def autotok(argv):
 
 
 CMDS = {"make": make, "tokens": tokens, "data": data, "logits": logits, "loss": loss, "load": load,
-        "same": same, "llmc": llmc, "bad": bad, "tokenizer": tokenizer, "eot": eot, "autotok": autotok}
+        "same": same, "llmc": llmc, "bad": bad, "shard": shard, "badshard": badshard, "tokenizer": tokenizer, "eot": eot, "autotok": autotok}
 
 
 def serve(argv):

@@ -16,6 +16,9 @@
 #   - ppdl-init gpt-tiny exported: from_pretrained says nothing about missing, unexpected
 #     or newly initialised weights, and its loss equals ppdl's evaluation (1e-6 relative);
 #     the same export from a checkpoint;
+#   - a sharded checkpoint (save_pretrained(max_shard_size="40KB"): 4 files and
+#     model.safetensors.index.json) read: the logits of the one-file model, bit for bit,
+#     and exported as one file with the same tensors' bytes;
 #   - --tokenizer: a tokenizer trained by `tokenizers` (<|endoftext|> added last, id 290)
 #     and llm.c's file of it: config.json's bos_token_id and eos_token_id are 290, the
 #     tokenizer.json is copied in (the same bytes) and AutoTokenizer loads it, encoding as
@@ -24,7 +27,8 @@
 #     model's vocabulary is refused, and --tokenizer with other output than hf;
 #   - bad input refused, status 1, naming the file and the tensor or field, DST absent:
 #     header longer than the file, offsets out of range, overlapping, shape/bytes, unknown
-#     dtype, missing tensor, extra tensor, activation_function relu, llm.c bad magic and
+#     dtype, missing tensor, extra tensor, a shard the index names that is gone, a
+#     tensor in two shards, activation_function relu, llm.c bad magic and
 #     version, an untied model to llm.c, a tied lm_head.weight that is not wte;
 #   - negative controls: a Conv1D weight stored transposed (what a wrong mapping would
 #     read) fails the logits check; a model without its lm_head.weight makes
@@ -41,7 +45,9 @@ cd "$tmp" || exit 1
 # The Python helper runs once, as a server of the lines sent to it (py CMD), so that
 # transformers is imported once; py_sync waits until it has answered every line sent and
 # turns the new answers into TAP lines.
-mkfifo py.in || exit 1
+# py.out exists before the helper opens it (it blocks on py.in first): a py_sync that
+# comes first reads an empty file rather than none
+mkfifo py.in && : >py.out || exit 1
 "$PY" "$HELPER" serve <py.in >py.out 2>py.err &
 pypid=$!
 exec 3>py.in
@@ -83,12 +89,14 @@ py "control: a Conv1D weight stored transposed | bad hf transposed bad-transpose
 for k in $bad_kinds; do py "broken: $k | bad hf $k bad-$k"; done
 for k in noprefix buffers lm-same; do py "variant: $k | bad hf $k var-$k"; done
 py "broken: lm-differs | bad hf lm-differs bad-lm-differs"
+py "the tied model saved again in shards | shard hf hf-shard 40KB"
+for k in missing-file twice; do py "broken shards: $k | badshard hf-shard $k bad-$k"; done
 py "a tokenizer (vocabulary 291, <|endoftext|> 290) and its llm.c file | tokenizer tok.json tok.bin"
 py "another (vocabulary 281) | tokenizer tok-other.json tok-other.bin --vocab 280"
 py_sync
 
 # ---- to ppdl, and ppdl's side of the checks
-for m in hf hf-untied hf16 hfbf bad-transposed; do
+for m in hf hf-untied hf16 hfbf bad-transposed hf-shard; do
   "$CONVERT" $m $m.h5 >$m.log 2>&1
   ok $? "ppdl-convert $m $m.h5"
 done
@@ -107,7 +115,9 @@ evaluate() { # MODEL DATA REPORT: ppdl's evaluation before step 1 on the first 4
 evaluate hf.h5 d.h5 hf.json && evaluate hf-untied.h5 d.h5 hf-untied.json
 ok $? "ppdl evaluates both models (--val-data, the step-0 evaluation)"
 
-for m in hf hf-untied hf16 hfbf; do
+"$LOGITS" hf-shard.h5 tok.i32 hf-shard.f32 && cmp hf.f32 hf-shard.f32
+ok $? "the sharded checkpoint read: the logits of hf.h5, bit for bit"
+for m in hf hf-untied hf16 hfbf hf-shard; do
   "$CONVERT" $m.h5 $m-back/ >/dev/null 2>&1
   ok $? "ppdl-convert $m.h5 $m-back/ (Hugging Face out)"
 done
@@ -159,6 +169,7 @@ py "(b) HF -> ppdl -> HF: every tensor's bytes back (tied) | same hf hf-back"
 py "control: the byte comparison fails on another model's export (same names, other values) | same hf hfbf-back --expect-fail"
 py "control: and on F16 against its float32 export without --as-f32 | same hf16 hf16-back --expect-fail"
 py "(b) untied, with lm_head.weight | same hf-untied hf-untied-back"
+py "(b) shards -> ppdl -> HF: one file with every tensor's bytes | same hf hf-shard-back"
 py "(b) F16 in: the float32 values of its tensors back | same hf16 hf16-back --as-f32"
 py "(b) BF16 in: the float32 values of its tensors back | same hfbf hfbf-back --as-f32"
 py "(c) the round-tripped model loads without a word about missing or unexpected weights | load hf-back"
@@ -209,6 +220,10 @@ refused "unknown dtype" "$(st dtype)" "transformer.ln_f.bias" "F64" -- bad-dtype
 refused "a missing tensor" "$(st missing)" "transformer.h.1.mlp.c_proj.bias" "missing" -- bad-missing out6.h5
 refused "an extra tensor" "$(st extra)" "transformer.h.0.attn.extra" -- bad-extra out7.h5
 refused "a tied model's lm_head.weight that is not wte" "$(st lm-differs)" "lm_head.weight" "tie_word_embeddings" -- bad-lm-differs out14.h5
+refused "a shard the index names is gone" "bad-missing-file/model.safetensors.index.json" \
+  "bad-missing-file/model-00004-of-00004.safetensors" "does not exist" -- bad-missing-file out17.h5
+refused "a tensor in two shards" "bad-twice/model.safetensors.index.json" "transformer.h.0.attn.c_attn.bias" \
+  "two shards" -- bad-twice out18.h5
 refused "activation_function relu" "bad-relu/config.json" "activation_function" "relu" -- bad-relu out8.h5
 cp ref.bin magic.bin && printf 'XXXX' | dd of=magic.bin conv=notrunc 2>/dev/null
 refused "llm.c bad magic" "magic.bin" "magic" -- magic.bin out9.h5

@@ -118,8 +118,14 @@ FORMATS = {
     },
     "config.json": {
         # the Hugging Face GPT-2 config ppdl-convert reads and writes (docs/interop.md)
-        "src/cmd/ppdl-convert.c": {"calls": {"cfg_num": 2, "cfg_int": 2, "cfg_bool": 2},
+        "src/cmd/ppdl-convert.c": {"functions": ["cfg_num", "cfg_int", "cfg_bool", "read_hf_config",
+                                                 "write_hf_config"],
+                                   "calls": {"cfg_num": 2, "cfg_int": 2, "cfg_bool": 2},
                                    "dynamic": {"key": FROM + " the wrappers' callers"}},
+    },
+    "model.safetensors.index.json": {
+        # the index of a sharded Hugging Face checkpoint (docs/interop.md)
+        "src/cmd/ppdl-convert.c": {"functions": ["hf_open"], "dynamic": {"t": ["<tensor>"]}},
     },
     "safetensors": {
         "src/io/safetensors.c": {"dynamic": {"t->name": ["<tensor>"]}},
