@@ -26,7 +26,9 @@
   shard DIR OUT SIZE   DIR's model saved again by save_pretrained(max_shard_size=SIZE):
         model-0000K-of-0000N.safetensors and model.safetensors.index.json
   badshard DIR KIND OUT   a copy of the sharded DIR, broken: missing-file (a shard the
-        weight_map names is gone), twice (a tensor in two shards)
+        weight_map names is gone), twice (a tensor in two shards), slash (a file name
+        with a directory: ../), wrong-file (the map puts a tensor in another shard),
+        unlisted (a tensor of a shard left out of the map)
   tokenizer OUT.json OUT.bin [--vocab N]   a byte-level BPE trained by `tokenizers`
         (vocabulary N, default 290), <|endoftext|> added after training (id N: neither 0
         nor GPT-2's 50256), and llm.c's tokenizer file of the same vocabulary (version 2)
@@ -334,9 +336,21 @@ def badshard(argv):
     d, kind, out = argv
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(d, out)
-    wm = json.load(open(os.path.join(out, "model.safetensors.index.json")))["weight_map"]
+    index = os.path.join(out, "model.safetensors.index.json")
+    js = json.load(open(index))
+    wm = js["weight_map"]
     files = sorted(set(wm.values()))
-    if kind == "missing-file":
+    first = sorted(k for k in wm if wm[k] == files[0])[0]
+    if kind in ("slash", "wrong-file", "unlisted"):
+        if kind == "slash":
+            wm[first] = "../" + os.path.basename(out) + "/" + files[0]
+        elif kind == "wrong-file":
+            wm[first] = files[-1]
+        else:
+            del wm[first]
+        json.dump(js, open(index, "w"), indent=2)
+        print("%s: %s" % (kind, first))
+    elif kind == "missing-file":
         os.remove(os.path.join(out, files[-1]))
     elif kind == "twice":
         # the first shard's first tensor copied into the last shard too

@@ -28,7 +28,8 @@
 #   - bad input refused, status 1, naming the file and the tensor or field, DST absent:
 #     header longer than the file, offsets out of range, overlapping, shape/bytes, unknown
 #     dtype, missing tensor, extra tensor, a shard the index names that is gone, a
-#     tensor in two shards, activation_function relu, llm.c bad magic and
+#     tensor in two shards, an index naming a file with a directory, putting a tensor
+#     in a shard without it, leaving a shard's tensor out, activation_function relu, llm.c bad magic and
 #     version, an untied model to llm.c, a tied lm_head.weight that is not wte;
 #   - negative controls: a Conv1D weight stored transposed (what a wrong mapping would
 #     read) fails the logits check; a model without its lm_head.weight makes
@@ -90,7 +91,7 @@ for k in $bad_kinds; do py "broken: $k | bad hf $k bad-$k"; done
 for k in noprefix buffers lm-same; do py "variant: $k | bad hf $k var-$k"; done
 py "broken: lm-differs | bad hf lm-differs bad-lm-differs"
 py "the tied model saved again in shards | shard hf hf-shard 40KB"
-for k in missing-file twice; do py "broken shards: $k | badshard hf-shard $k bad-$k"; done
+for k in missing-file twice slash wrong-file unlisted; do py "broken shards: $k | badshard hf-shard $k bad-$k"; done
 py "a tokenizer (vocabulary 291, <|endoftext|> 290) and its llm.c file | tokenizer tok.json tok.bin"
 py "another (vocabulary 281) | tokenizer tok-other.json tok-other.bin --vocab 280"
 py_sync
@@ -224,6 +225,12 @@ refused "a shard the index names is gone" "bad-missing-file/model.safetensors.in
   "bad-missing-file/model-00004-of-00004.safetensors" "does not exist" -- bad-missing-file out17.h5
 refused "a tensor in two shards" "bad-twice/model.safetensors.index.json" "transformer.h.0.attn.c_attn.bias" \
   "two shards" -- bad-twice out18.h5
+refused "a shard's name with a directory in the index" "bad-slash/model.safetensors.index.json" "weight_map" \
+  "transformer.h.0.attn.c_attn.bias" "expected the name of a file" -- bad-slash out19.h5
+refused "the index puts a tensor in a shard without it" "bad-wrong-file/model.safetensors.index.json" \
+  "transformer.h.0.attn.c_attn.bias" "does not hold it" -- bad-wrong-file out20.h5
+refused "a shard's tensor the index leaves out" "bad-unlisted/model.safetensors.index.json" \
+  "transformer.h.0.attn.c_attn.bias" "is not in it" -- bad-unlisted out21.h5
 refused "activation_function relu" "bad-relu/config.json" "activation_function" "relu" -- bad-relu out8.h5
 cp ref.bin magic.bin && printf 'XXXX' | dd of=magic.bin conv=notrunc 2>/dev/null
 refused "llm.c bad magic" "magic.bin" "magic" -- magic.bin out9.h5
