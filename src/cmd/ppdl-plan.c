@@ -33,6 +33,7 @@ typedef struct options {
     const char *costs, *cluster, *method, *timeline;
     long M, exact_ranks, exact_layouts, virtual_stages;
     int schedule, json, compare, method_given;
+    int shard;                 /* --shard-optimizer: 1 on (default), 0 off */
 } options;
 
 static void usage(FILE *f)
@@ -104,6 +105,11 @@ static void usage(FILE *f)
 "  --exact-layouts N       every layout of replicated stages up to N ranks (default 6;\n"
 "                          above: layouts from the groups of fast-linked ranks and local\n"
 "                          moves)\n"
+"  --shard-optimizer on|off\n"
+"                          on (default): the replicas of a stage shard its AdamW state\n"
+"                          (m and v), each holding its slice's only, the slices sized to\n"
+"                          the replicas' memories where they differ; off: every replica\n"
+"                          holds all of it (as ppdl --shard-optimizer)\n"
 "  --help, --version\n"
 "\n"
 "Ranks column: the stage's replicas (replica 0 first). Recompute column, one character\n"
@@ -154,15 +160,17 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     o->schedule = PPDL_SCHED_1F1B;
     o->exact_ranks = 10;
     o->exact_layouts = 6;
+    o->shard = 1;
     enum { O_COSTS = 256, O_CLUSTER, O_M, O_SCHED, O_METHOD, O_JSON, O_TIMELINE, O_COMPARE, O_EXACT, O_LAYOUTS,
-           O_VSTAGES, O_HELP, O_VERSION };
+           O_VSTAGES, O_SHARD, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"costs", required_argument, 0, O_COSTS}, {"cluster", required_argument, 0, O_CLUSTER},
         {"micro-batches", required_argument, 0, O_M}, {"schedule", required_argument, 0, O_SCHED},
         {"method", required_argument, 0, O_METHOD}, {"json", no_argument, 0, O_JSON},
         {"timeline", required_argument, 0, O_TIMELINE}, {"compare", no_argument, 0, O_COMPARE},
         {"exact-ranks", required_argument, 0, O_EXACT}, {"exact-layouts", required_argument, 0, O_LAYOUTS},
-        {"virtual-stages", required_argument, 0, O_VSTAGES}, {"help", no_argument, 0, O_HELP},
+        {"virtual-stages", required_argument, 0, O_VSTAGES}, {"shard-optimizer", required_argument, 0, O_SHARD},
+        {"help", no_argument, 0, O_HELP},
         {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
     int c;
@@ -187,6 +195,11 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         case O_VSTAGES:
             if (ppdl_parse_int(a, 2, 8, &o->virtual_stages)) /* ppdl's bound (PPDL_MAX_CHUNKS) */
                 return ppdl_errf(err, errlen, "--virtual-stages %s: expected stages per rank from 2 to 8", a);
+            break;
+        case O_SHARD:
+            if (strcmp(a, "on") && strcmp(a, "off"))
+                return ppdl_errf(err, errlen, "--shard-optimizer %s: expected on or off", a);
+            o->shard = !strcmp(a, "on");
             break;
         case O_JSON: o->json = 1; break;
         case O_TIMELINE: o->timeline = a; break;
@@ -260,6 +273,22 @@ static void ranks_str(const ppdl_plan_stage *st, char *buf, size_t len)
     }
 }
 
+/* the AdamW state of stage s's replicas: "1.5M" where they hold the same, else each's */
+static void opt_str(const ppdl_cost_eval *ev, int s, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (!ev->replica_opt_bytes) return;
+    int d0 = 0, k = ev->replicas[s], same = 1;
+    for (int t = 0; t < s; t++) d0 += ev->replicas[t];
+    const double *b = &ev->replica_opt_bytes[d0];
+    for (int q = 1; q < k; q++) same &= b[q] == b[0];
+    size_t n = 0;
+    for (int q = 0; q < (same ? 1 : k) && n + 12 < len; q++) {
+        char one[32];
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", q ? "," : "", ppdl_fmt_bytes((size_t)b[q], one, sizeof one));
+    }
+}
+
 static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const ppdl_plan *p)
 {
     ppdl_cost_eval ev;
@@ -270,21 +299,26 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
     }
     int rep = 0;
     for (int s = 0; s < p->S; s++) rep |= ev.replicas[s] > 1;
-    printf("  stage  ranks     layers     recompute                time ms  in flight  memory / limit           link ms%s\n",
-           rep ? "             all-reduce ms" : "");
+    printf("  stage  ranks     layers     recompute                time ms  in flight  memory / limit         optimizer/rank"
+           "  link ms%s\n", rep ? "             all-reduce ms" : "");
     for (int s = 0; s < p->S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
-        char rcs[64], lay[32], m1[32], m2[32], link[48] = "", rk[24], ar[24] = "";
+        char rcs[64], lay[32], m1[32], m2[32], link[48] = "", rk[24], ar[24] = "", ob[40];
         recompute_str(st, rcs, sizeof rcs);
         ranks_str(st, rk, sizeof rk);
         snprintf(lay, sizeof lay, "%d-%d", st->first, st->last);
         if (s + 1 < p->S) snprintf(link, sizeof link, "%8.3f -> rank %d", ev.link_ms[s], p->stages[s + 1].rank);
         if (ev.replicas[s] > 1) snprintf(ar, sizeof ar, "%8.3f", ev.allreduce_ms[s]);
-        printf("  %5d  %-8s  %-9s  %-24s %8.3f  %9d  %9s / %-9s %s%-19s %s\n", s, rk, lay, rcs, ev.time_ms[s],
+        opt_str(&ev, s, ob, sizeof ob);
+        printf("  %5d  %-8s  %-9s  %-24s %8.3f  %9d  %9s / %-9s %s%-15s %-19s %s\n", s, rk, lay, rcs, ev.time_ms[s],
                ev.in_flight[s], ppdl_fmt_bytes((size_t)ev.mem_bytes[s], m1, sizeof m1),
                ppdl_fmt_bytes((size_t)ev.mem_limit[s], m2, sizeof m2),
-               ev.mem_bytes[s] > ev.mem_limit[s] ? "OVER " : "", link, ar);
+               ev.mem_bytes[s] > ev.mem_limit[s] ? "OVER " : "", ob, link, ar);
     }
+    if (rep)
+        printf("  optimizer/rank: AdamW's m and v on each replica, %s\n",
+               p->shard_optimizer ? "sharded among the stage's replicas (--shard-optimizer on)"
+                                  : "all of them on every replica (--shard-optimizer off)");
     printf("  recompute: . keep  F full  S selective%s\n",
            rep ? "; time: the slowest replica's; in flight and memory: the replica closest to its memory limit" : "");
     char phi[32] = "";
@@ -315,14 +349,17 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
 }
 
 /* every method under `schedule` (the plans, the cost model and the simulator) */
-static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
+static void print_compare(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int shard)
 {
+    ppdl_solve_opts so; /* the defaults, but for --shard-optimizer */
+    ppdl_solve_opts_default(&so);
+    so.shard_optimizer = shard;
     double T_ppdl = NAN;
     printf("  method              T ms   vs ppdl  bottleneck ms  simulated ms  fits in memory           kind\n");
     for (int k = 0; ppdl_plan_methods[k]; k++) {
         ppdl_plan p;
         char err[PPDL_ERR_LEN] = "", fits[160] = "yes";
-        int rc = ppdl_choose_plan(c, cl, M, schedule, ppdl_plan_methods[k], NULL, &p, NULL, NULL, 1, NULL, NULL, NULL, err, sizeof err);
+        int rc = ppdl_choose_plan(c, cl, M, schedule, ppdl_plan_methods[k], &so, &p, NULL, NULL, 1, NULL, NULL, NULL, err, sizeof err);
         if (p.S == 0) {
             printf("  %-14s  %s\n", ppdl_plan_methods[k], err);
             continue;
@@ -403,6 +440,7 @@ int main(int argc, char **argv)
     ppdl_solve_opts_default(&so);
     so.exact_max_ranks = (int)o.exact_ranks;
     so.exact_hybrid_ranks = (int)o.exact_layouts;
+    so.shard_optimizer = o.shard;
 
     if (o.virtual_stages) so.chunks = (int)o.virtual_stages;
 
@@ -481,7 +519,7 @@ int main(int argc, char **argv)
             printf("\ncompare (same cost model, same cluster%s):\n",
                    ppdl_hosts_oversubscribed(&cl.hosts, cl.N)
                        ? "; ranks share cores, so ppdl's methods chose by the simulated step, not by T" : "");
-            print_compare(&costs, &cl, M, o.schedule);
+            print_compare(&costs, &cl, M, o.schedule, o.shard);
         }
     }
     int ret = rc ? 1 : 0;

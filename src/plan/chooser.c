@@ -30,6 +30,15 @@ const char *const ppdl_plan_methods[] = {"ppdl", "ppdl-pipeline", "ppdl-inorder"
 #define CLOSE_CALL 0.10
 #define CLOSE_CALL_MAX_RANKS 8
 
+/* a baseline's plan with the AdamW state sharded as o says, evaluated so */
+static void shard_baseline(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
+                           const ppdl_solve_opts *o, ppdl_plan *p)
+{
+    if (!o || !o->shard_optimizer || ppdl_schedule_chunked(schedule) || ppdl_plan_chunks(p) > 1) return;
+    p->shard_optimizer = 1;
+    ppdl_cost_apply(c, cl, M, schedule, p);
+}
+
 /* The candidates besides the method's optimum of T (solved with o), offered to r in
  * this order (ties keep the earlier): for method ppdl the one-rank-per-stage optimum of
  * T and the optimum of T of every layout kind, its ranks in that pipeline's order (else
@@ -57,7 +66,7 @@ static void offer_candidates(const ppdl_costs *c, const ppdl_cluster_model *cl, 
         else ppdl_plan_free(&p);
         /* the optimum of T of every layout kind */
         ppdl_plan *outs = ppdl_xcalloc((size_t)(nk ? nk : 1), sizeof *outs);
-        solve_layouts(c, cl, M, schedule, grps, nk, outs);
+        solve_layouts(c, cl, M, schedule, grps, nk, o->shard_optimizer, outs);
         for (int k = 0; k < nk; k++) ppdl_ranking_offer(r, &outs[k], &labels[(size_t)k * 48]);
         free(outs);
         free(grps);
@@ -70,7 +79,10 @@ static void offer_candidates(const ppdl_costs *c, const ppdl_cluster_model *cl, 
         ppdl_plan p;
         memset(&p, 0, sizeof p);
         char err[PPDL_ERR_LEN];
-        if (ppdl_baseline(c, cl, M, schedule, b, &p, err, sizeof err) == 0) ppdl_ranking_offer(r, &p, b);
+        if (ppdl_baseline(c, cl, M, schedule, b, &p, err, sizeof err) == 0) {
+            shard_baseline(c, cl, M, schedule, o, &p);
+            ppdl_ranking_offer(r, &p, b);
+        }
         else ppdl_plan_free(&p);
     }
 }
@@ -134,6 +146,7 @@ int ppdl_choose_plan(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, i
         return ppdl_errf(err, errlen, "--method %s: unknown; expected one of %s", method, list);
     }
     if (ppdl_baseline(c, cl, M, schedule, method, out, err, errlen)) return -1;
+    shard_baseline(c, cl, M, schedule, opts, out);
     if (out->feasible) return 0;
     ppdl_cost_eval ev;
     if (ppdl_cost_evaluate(c, cl, M, schedule, out, &ev, err, errlen)) return -1;

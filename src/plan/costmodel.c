@@ -7,6 +7,7 @@
 #include "core/util.h"
 #include "sched/schedule.h"
 #include "plan/replica.h"
+#include "core/slices.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -109,6 +110,59 @@ double ppdl_stage_mem_split(const ppdl_costs *c, int i, int j, const int *recomp
     return c->state_multiplier * params + (double)n * stash + (double)w * keep + ppdl_tie_mem(c, i, j);
 }
 
+double ppdl_opt_elem_bytes(const ppdl_costs *c)
+{
+    return 4.0 * fmin(2.0, c->state_multiplier);
+}
+
+size_t ppdl_stage_opt_elems(const ppdl_costs *c, int i, int j, double params)
+{
+    double t = c->tied_bytes > 0 && i == 0 && j == c->L - 1 ? c->tied_bytes : 0;
+    double n = floor((params - t) / 4);
+    return n > 0 ? (size_t)n : 0;
+}
+
+double ppdl_slice_opt_bytes(const ppdl_costs *c, size_t n, int k, const double *weights, int q)
+{
+    size_t small[65], *b = k < 65 ? small : ppdl_xmalloc(((size_t)k + 1) * sizeof(size_t)), most = 0;
+    ppdl_slices(n, k, weights, PPDL_SLICE_ALIGN, b);
+    if (weights) most = b[q + 1] - b[q];
+    else
+        for (int r = 0; r < k; r++) most = b[r + 1] - b[r] > most ? b[r + 1] - b[r] : most;
+    if (b != small) free(b);
+    return ppdl_opt_elem_bytes(c) * (double)most;
+}
+
+double ppdl_stage_mem_sharded(const ppdl_costs *c, int i, int j, const int *recompute, int n, int w, int k,
+                              const double *weights, int q)
+{
+    double mem = ppdl_stage_mem_split(c, i, j, recompute, n, w);
+    if (k < 2) return mem;
+    double params = 0;
+    for (int l = i; l <= j; l++) params += c->layers[l].param_bytes;
+    size_t ne = ppdl_stage_opt_elems(c, i, j, params);
+    return mem - ppdl_opt_elem_bytes(c) * (double)ne + ppdl_slice_opt_bytes(c, ne, k, weights, q);
+}
+
+int ppdl_opt_divisor(int shard, const ppdl_plan_stage *st)
+{
+    return shard && st->n_replicas > 1 && !st->slice_weights ? st->n_replicas : 1;
+}
+
+int ppdl_slices_sized(const ppdl_costs *c, size_t n, int k, const double *headroom, double *weights)
+{
+    double sum = 0;
+    for (int q = 0; q < k; q++) {
+        if (headroom[q] < 0) return 0;
+        sum += weights[q] = headroom[q];
+    }
+    if (n == 0) return 1;
+    if (!(sum > 0)) return 0;
+    for (int q = 0; q < k; q++)
+        if (ppdl_slice_opt_bytes(c, n, k, weights, q) > headroom[q]) return 0;
+    return 1;
+}
+
 double ppdl_tie_mem(const ppdl_costs *c, int i, int j)
 {
     if (c->tied_bytes <= 0) return 0;
@@ -153,6 +207,7 @@ void ppdl_cost_eval_free(ppdl_cost_eval *ev)
     free(ev->in_flight);
     free(ev->pending_weight);
     free(ev->replicas);
+    free(ev->replica_opt_bytes);
     memset(ev, 0, sizeof *ev);
 }
 
@@ -190,6 +245,15 @@ double ppdl_stage_allreduce_ms(const ppdl_costs *c, const ppdl_cluster_model *cl
     double ms = ppdl_allreduce_ms(cl, ranks, k, params, n_msgs);
     free(ranks);
     return ms;
+}
+
+/* the AdamW state replica q of st holds, sharded among ks replicas (1: all of it) */
+static double replica_opt_bytes(const ppdl_costs *c, const ppdl_plan_stage *st, int ks, int q)
+{
+    double params = 0;
+    for (int l = st->first; l <= st->last; l++) params += c->layers[l].param_bytes;
+    size_t n = ppdl_stage_opt_elems(c, st->first, st->last, params);
+    return ks < 2 ? ppdl_opt_elem_bytes(c) * (double)n : ppdl_slice_opt_bytes(c, n, ks, st->slice_weights, q);
 }
 
 /* a resource with n micro-batches of t ms each: the pace term and the bottleneck */
@@ -242,15 +306,18 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
     ev->bottleneck = -1;
     double busiest = -1;
     for (int s = 0; s < S; s++) ev->replicas[s] = n_rep(&p->stages[s]); /* the layout */
+    ev->replica_opt_bytes = ppdl_xcalloc((size_t)D, sizeof(double));
     for (int s = 0, d0 = 0; s < S; d0 += ev->replicas[s++]) {
         const ppdl_plan_stage *st = &p->stages[s];
         int k = ev->replicas[s];
         /* every replica: its memory, and its micro-batches as a resource */
         double stage_over = -INFINITY;
+        int ks = p->shard_optimizer ? k : 1; /* the replicas sharing the AdamW state */
         for (int q = 0; q < k; q++) {
             int r = rep_rank(st, q);
             int n = held[d0 + q], w = pending[d0 + q]; /* w: what waits for W (0 without a split) */
-            double mem = ppdl_stage_mem_split(c, st->first, st->last, st->recompute, n, w);
+            double mem = ppdl_stage_mem_sharded(c, st->first, st->last, st->recompute, n, w, ks, st->slice_weights, q);
+            ev->replica_opt_bytes[d0 + q] = replica_opt_bytes(c, st, ks, q);
             double t = ppdl_stage_time_split(c, st->first, st->last, st->recompute, cl->speed[r], split);
             if (mem > cl->mem[r]) ev->feasible = 0;
             if (mem - cl->mem[r] > stage_over) {
@@ -262,7 +329,8 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
             }
             /* the slowest replica: its first micro-batch is on the path of the step */
             if (t > ev->time_ms[s]) ev->time_ms[s] = t;
-            double u = ppdl_stage_opt_ms(c, st->first, st->last, ppdl_opt_speed(cl, r));
+            double u = ppdl_stage_opt_ms(c, st->first, st->last, ppdl_opt_speed(cl, r)) /
+                       ppdl_opt_divisor(p->shard_optimizer, st);
             if (u > ev->optimizer_ms[s]) ev->optimizer_ms[s] = u;
             resource(ev, M, ppdl_replica_mbs(M, k, q), t, s, 0, &busiest);
         }
@@ -312,10 +380,17 @@ void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev)
     p->feasible = ev->feasible;
     p->predicted_iter_ms = ev->T;
     p->bottleneck_ms = ev->bottleneck;
-    for (int s = 0; s < p->S && s < ev->S; s++) {
-        p->stages[s].time_ms = ev->time_ms[s];
-        p->stages[s].mem_bytes = ev->mem_bytes[s];
-        p->stages[s].allreduce_ms = ev->allreduce_ms[s];
+    for (int s = 0, d0 = 0; s < p->S && s < ev->S; s++) {
+        ppdl_plan_stage *st = &p->stages[s];
+        st->time_ms = ev->time_ms[s];
+        st->mem_bytes = ev->mem_bytes[s];
+        st->allreduce_ms = ev->allreduce_ms[s];
+        if (!ev->replica_opt_bytes) continue;
+        int k = n_rep(st);
+        free(st->opt_bytes);
+        st->opt_bytes = ppdl_xmalloc((size_t)k * sizeof(double));
+        memcpy(st->opt_bytes, &ev->replica_opt_bytes[d0], (size_t)k * sizeof(double));
+        d0 += k;
     }
 }
 
@@ -355,6 +430,12 @@ static int by_work_desc(const void *a, const void *b)
 double ppdl_lower_bound_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, char *why,
                            size_t len)
 {
+    return ppdl_lower_bound_shard_ms(c, cl, M, schedule, 0, why, len);
+}
+
+double ppdl_lower_bound_shard_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int shard,
+                                 char *why, size_t len)
+{
     if (schedule != PPDL_SCHED_GPIPE && schedule != PPDL_SCHED_1F1B) {
         if (why) snprintf(why, len, "no bound for %s (its fill factor)", ppdl_schedule_name(schedule));
         return 0;
@@ -377,7 +458,8 @@ double ppdl_lower_bound_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, in
         sumv += cl->speed[r];
         omax = fmax(omax, ppdl_opt_speed(cl, r));
     }
-    double tail = opt > 0 ? opt / omax : 0, work = M * W / sumv + tail;
+    /* sharded, a layer's update may be split among up to kmax replicas */
+    double tail = opt > 0 ? opt / omax / (shard ? kmax : 1) : 0, work = M * W / sumv + tail;
     /* Some stage s has W_s / k_s >= W / N (the stages hold W on at most N ranks). Its
      * busiest replica runs ceil(M / k_s) micro-batches: a pace of at least
      * (ceil(M / k_s) - 1) W_s / vmax; its all-reduce is a ring among k_s ranks of the

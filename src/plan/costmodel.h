@@ -145,6 +145,34 @@ double ppdl_link_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int j, in
 /* AR_s, the gradient all-reduce among stage st's replicas (replica.h's ring over their
  * ranks, one message per layer with parameters), in ms; 0 with one replica */
 double ppdl_stage_allreduce_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan_stage *st);
+/* Sharded optimizer state (plan.h shard_optimizer; docs/cost-model.md "Sharded optimizer
+ * state"). A stage of layers i..j with `params` parameter bytes holds AdamW's m and v for
+ *   n = floor((params - t) / 4) elements      t = the tied weight's bytes where the
+ *                                              stage holds both its layers (held once), else 0
+ * min(2, state_multiplier) x 4 bytes each (ppdl_opt_elem_bytes: 8 for fp32 m and v, the
+ * part of state_multiplier's 4 that sharding divides). Sharded among k >= 2 replicas,
+ * replica q holds those of its slice only (ppdl_slices(n, k, weights, PPDL_SLICE_ALIGN)):
+ *   mem_sq = mem_sq (unsharded) - e n + e |slice_q|
+ * With weights NULL (equal slices) every replica is charged the largest slice; with
+ * weights (replicas of different memories: each one's headroom, ppdl_slices_sized) its
+ * own. k = 1 or sharding off: the unsharded memory, bit for bit. */
+double ppdl_opt_elem_bytes(const ppdl_costs *c);
+size_t ppdl_stage_opt_elems(const ppdl_costs *c, int i, int j, double params);
+/* e |slice_q| of n elements in k slices (weights NULL: the largest slice, q unread) */
+double ppdl_slice_opt_bytes(const ppdl_costs *c, size_t n, int k, const double *weights, int q);
+/* mem_sq of replica q of k of a stage sharded with `weights` (k < 2: unsharded) */
+double ppdl_stage_mem_sharded(const ppdl_costs *c, int i, int j, const int *recompute, int n, int w, int k,
+                              const double *weights, int q);
+/* Slices sized to the replicas' memories: n elements among k replicas with headroom[q]
+ * bytes each for their AdamW state (their memory less everything else the replica
+ * holds); weights[q] = headroom[q] (negative: 0). 1 when every replica's slice fits its
+ * headroom (then weights holds them: ppdl_slices cuts the slices with them), 0 when not
+ * (some headroom negative, or together less than the state). */
+int ppdl_slices_sized(const ppdl_costs *c, size_t n, int k, const double *headroom, double *weights);
+/* what divides a replica's optimizer step (OPT): k for a stage of k >= 2 replicas in
+ * equal slices of a sharded state (each updates 1/k of it), else 1 (unsharded, or
+ * sized slices: each replica charged the whole step, an upper bound) */
+int ppdl_opt_divisor(int shard, const ppdl_plan_stage *st);
 /* the tie's memory term of a stage of layers i..j (above; 0 without a tie) */
 double ppdl_tie_mem(const ppdl_costs *c, int i, int j);
 /* X, the tie's exchange (above) between the first stage's replicas r0[0..k0-1] and the
@@ -177,6 +205,8 @@ typedef struct ppdl_cost_eval {
     int *in_flight;            /* [S] that replica's in-flight micro-batches */
     int *pending_weight;       /* [S] ... of them between B and W (0 without a split) */
     int *replicas;             /* [S] k_s */
+    double *replica_opt_bytes; /* [sum k_s] each replica's AdamW state, stage by stage
+                                  (NULL for chunked plans) */
     int worst_stage;           /* the stage furthest over (or closest to) its limit */
     double worst_over;         /* mem - limit of that stage, bytes (> 0 when infeasible) */
 } ppdl_cost_eval;
@@ -190,7 +220,8 @@ void ppdl_cost_eval_free(ppdl_cost_eval *ev);
 /* ev's S, schedule and per-stage arrays (zeroed) for S stages */
 void ppdl_cost_eval_alloc(ppdl_cost_eval *ev, int S, int schedule);
 /* Copy the evaluation into the plan: its schedule's name, feasible, predicted_iter_ms,
- * bottleneck_ms and each stage's time_ms, mem_bytes and allreduce_ms. */
+ * bottleneck_ms and each stage's time_ms, mem_bytes, allreduce_ms and (where evaluated)
+ * each replica's optimizer bytes (opt_bytes). */
 void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev);
 /* A lower bound on T over every plan of the problem (any stages, replicas, placement
  * and recompute; memory aside), for GPipe and 1F1B, with the term that sets it in why
@@ -205,6 +236,10 @@ void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev);
  * the layout, with no closed form to bound. */
 double ppdl_lower_bound_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, char *why,
                            size_t len);
+/* ... with the AdamW state sharded among replicas (shard 1): OPT divided by min(M, N),
+ * the most replicas a stage can have (a sharded replica updates its slice only) */
+double ppdl_lower_bound_shard_ms(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int shard,
+                                 char *why, size_t len);
 
 /* Evaluate and annotate in one call; returns T (INFINITY when p is not valid). */
 double ppdl_cost_apply(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, ppdl_plan *p);

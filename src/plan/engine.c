@@ -202,6 +202,14 @@ static void pool_push(plan_ctx *x, double stash, double extra, int nrc, int pare
     x->n_pts++;
 }
 
+/* bytes per parameter byte a stage holds at least: state_multiplier, less AdamW's m
+ * and v where they may be sharded (over many replicas, about nothing of them) */
+static double state_least(const plan_ctx *x)
+{
+    double sm = x->c->state_multiplier;
+    return x->shard ? sm - fmin(2.0, sm) : sm;
+}
+
 /* the segments i..i+len-1 a frontier is built for: fill at most tcap on the fastest
  * rank, and parameters within the largest memory (the loop below stops at the same
  * place or earlier) */
@@ -212,7 +220,7 @@ static long frontier_segments(const plan_ctx *x, double tcap)
         for (int len = 1; len <= x->MLmax && i + len - 1 < x->L; len++) {
             int j = i + len - 1;
             double w = x->W[j + 1] - x->W[i];
-            if (w / x->vmax > tcap || x->maxmem < x->c->state_multiplier * (x->P[j + 1] - x->P[i])) break;
+            if (w / x->vmax > tcap || x->maxmem < state_least(x) * (x->P[j + 1] - x->P[i])) break;
             n++;
         }
     return n;
@@ -259,7 +267,7 @@ void build_frontiers(plan_ctx *x, double tcap)
             int j = i + len - 1;
             double w = x->W[j + 1] - x->W[i];
             if (w / x->vmax > tcap) break;
-            double hi = x->maxmem - c->state_multiplier * (x->P[j + 1] - x->P[i]);
+            double hi = x->maxmem - state_least(x) * (x->P[j + 1] - x->P[i]);
             double ecap = tcap * x->vmax - w;
             if (hi < 0 || ecap < 0) break;
             const ppdl_layer_cost *lc = &c->layers[j];
@@ -325,25 +333,73 @@ static int fits_all(double base, double stash, int nc, const int *fl, const doub
     return 1;
 }
 
-double stage_fit(const plan_ctx *x, int mode, int i, int j, int nc, const int *fl, const double *mem, long *pt)
+/* a stage's AdamW state and how it is held: base (the stage's memory but for the
+ * stash) with the equal slices' largest charged, or (sized) without any of the state */
+typedef struct {
+    int k;                     /* 0: unsharded; < 0: sized slices among -k */
+    size_t n;                  /* the state's elements */
+    double base;
+    double *w;                 /* sized: the weights of the last fit (w_buf or caller's) */
+    double *h;
+} shard_fit;
+
+static int fits_sharded(const plan_ctx *x, const shard_fit *sf, double stash, int nc, const int *fl,
+                        const double *mem)
 {
-    double base = x->c->state_multiplier * (x->P[j + 1] - x->P[i]) + ppdl_tie_mem(x->c, i, j);
+    if (sf->k >= 0) return fits_all(sf->base, stash, nc, fl, mem);
+    for (int q = 0; q < nc; q++) sf->h[q] = mem[q] - sf->base - (double)fl[q] * stash;
+    return ppdl_slices_sized(x->c, sf->n, nc, sf->h, sf->w);
+}
+
+double stage_fit(const plan_ctx *x, int mode, int i, int j, int nc, const int *fl, const double *mem, int shk,
+                 long *pt, double *w)
+{
+    double params = x->P[j + 1] - x->P[i];
+    double base = x->c->state_multiplier * params + ppdl_tie_mem(x->c, i, j), res = INFINITY;
     if (pt) *pt = -1;
-    if (mode == MODE_KEEP) return fits_all(base, x->S0[j + 1] - x->S0[i], nc, fl, mem) ? 0 : INFINITY;
-    if (mode == MODE_MINSTASH)
-        return fits_all(base, x->Smin[j + 1] - x->Smin[i], nc, fl, mem) ? x->Emin[j + 1] - x->Emin[i] : INFINITY;
-    if (!x->jmax || j > x->jmax[i]) return INFINITY; /* no frontier for this segment */
-    size_t at = (size_t)i * x->MLmax + (size_t)(j - i);
-    long off = x->fr_off[at];
-    int lo = 0, hi = x->fr_n[at] - 1;
-    if (!fits_all(base, x->pt_stash[off], nc, fl, mem)) return INFINITY;
-    while (lo < hi) { /* the largest stash that fits has the least extra */
-        int mid = (lo + hi + 1) / 2;
-        if (fits_all(base, x->pt_stash[off + mid], nc, fl, mem)) lo = mid;
-        else hi = mid - 1;
+    shard_fit sf = {shk, 0, base, NULL, NULL};
+    double buf[128];
+    if (shk >= 2 || shk <= -2) {
+        int k = shk < 0 ? -shk : shk;
+        sf.n = ppdl_stage_opt_elems(x->c, i, j, params);
+        sf.base = base - ppdl_opt_elem_bytes(x->c) * (double)sf.n;
+        if (shk > 0) sf.base += ppdl_slice_opt_bytes(x->c, sf.n, k, NULL, 0);
+        else {
+            sf.h = k <= 64 ? buf : ppdl_xmalloc(2 * (size_t)k * sizeof(double));
+            sf.w = sf.h + k;
+        }
+    } else sf.k = 0;
+    double stash = 0;
+    if (mode == MODE_KEEP) {
+        stash = x->S0[j + 1] - x->S0[i];
+        if (fits_sharded(x, &sf, stash, nc, fl, mem)) res = 0;
+    } else if (mode == MODE_MINSTASH) {
+        stash = x->Smin[j + 1] - x->Smin[i];
+        if (fits_sharded(x, &sf, stash, nc, fl, mem)) res = x->Emin[j + 1] - x->Emin[i];
+    } else if (x->jmax && j <= x->jmax[i]) { /* else no frontier for this segment */
+        size_t at = (size_t)i * x->MLmax + (size_t)(j - i);
+        long off = x->fr_off[at];
+        int lo = 0, hi = x->fr_n[at] - 1;
+        if (fits_sharded(x, &sf, x->pt_stash[off], nc, fl, mem)) {
+            while (lo < hi) { /* the largest stash that fits has the least extra */
+                int mid = (lo + hi + 1) / 2;
+                if (fits_sharded(x, &sf, x->pt_stash[off + mid], nc, fl, mem)) lo = mid;
+                else hi = mid - 1;
+            }
+            if (pt) *pt = off + lo;
+            res = x->pt_extra[off + lo];
+            stash = x->pt_stash[off + lo];
+        }
     }
-    if (pt) *pt = off + lo;
-    return x->pt_extra[off + lo];
+    if (sf.k < 0) {
+        /* the weights of the options chosen: fit again at their stash */
+        if (w && res < INFINITY) {
+            PPDL_CHECK(fits_sharded(x, &sf, stash, nc, fl, mem), "planner: sized slices of layers %d-%d", i, j);
+            memcpy(w, sf.w, (size_t)nc * sizeof(double));
+        }
+        if (sf.h != buf) free(sf.h);
+    }
+    return res;
 }
 
 double rank_stage_time(const plan_ctx *x, int mode, int i, int j, int r, int n)
@@ -353,7 +409,7 @@ double rank_stage_time(const plan_ctx *x, int mode, int i, int j, int r, int n)
         double u = (x->O[j + 1] - x->O[i]) / ppdl_opt_speed(cl, r);
         if (x->optstrict ? u >= x->optcap : u > x->optcap) return INFINITY;
     }
-    double e = stage_fit(x, mode, i, j, 1, &n, &cl->mem[r], NULL);
+    double e = stage_fit(x, mode, i, j, 1, &n, &cl->mem[r], 0, NULL, NULL);
     if (!(e < INFINITY)) return INFINITY;
     return (x->W[j + 1] - x->W[i] + e) / cl->speed[r];
 }
@@ -381,12 +437,13 @@ void layout_init(layout *ly, const plan_ctx *x)
     ly->poff = ppdl_xmalloc((N + 1) * sizeof(int));
     ly->held = ppdl_xmalloc(2 * N * sizeof(int));
     ly->pending = ly->held + N;
+    ly->shk = ppdl_xcalloc(N, sizeof(int));
 }
 
 void layout_free(layout *ly)
 {
     void *all[] = {ly->start, ly->ranks, ly->reps, ly->moff, ly->mfl, ly->mmem, ly->cfill, ly->cpace, ly->copt,
-                   ly->arbw, ly->arlat, ly->n0, ly->poff, ly->pa, ly->pb, ly->pm, ly->held};
+                   ly->arbw, ly->arlat, ly->n0, ly->poff, ly->pa, ly->pb, ly->pm, ly->held, ly->shk};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
     memset(ly, 0, sizeof *ly);
 }
@@ -401,6 +458,7 @@ void layout_from_order(layout *ly, const plan_ctx *x, const int *order)
         ly->start[s] = ly->moff[s] = s;
         ly->ranks[s] = order[s];
         ly->reps[s] = 1;
+        ly->shk[s] = 0;
         ly->mfl[s] = x->infl[s];
         ly->mmem[s] = x->cl->mem[order[s]];
     }
@@ -443,12 +501,20 @@ int layout_from_groups(layout *ly, const plan_ctx *x, const int *grp)
         ly->moff[s] = nm;
         int nc = 0, *cfl = &ly->mfl[nm];
         double *cmem = &ly->mmem[nm];
+        /* sharded AdamW state: equal slices where the replicas' memories are equal, else
+         * slices sized to them, tested replica by replica */
+        int same = 1;
+        for (int q = 1; q < k; q++) same &= cl->mem[R[q]] == cl->mem[R[0]];
+        ly->shk[s] = !x->shard || k < 2 ? 0 : same ? k : -k;
+        double odiv = ly->shk[s] > 0 ? k : 1; /* ppdl_opt_divisor: equal slices update 1/k each */
         for (int q = 0; q < k; q++) {
             ly->cfill[s] = fmax(ly->cfill[s], 1.0 / cl->speed[R[q]]);
             ly->cpace[s] = fmax(ly->cpace[s], (ppdl_replica_mbs(M, k, q) - 1) / cl->speed[R[q]]);
-            ly->copt[s] = fmax(ly->copt[s], 1.0 / ppdl_opt_speed(cl, R[q]));
+            ly->copt[s] = fmax(ly->copt[s], 1.0 / ppdl_opt_speed(cl, R[q]) / odiv);
             int f = ly->held[ly->start[s] + q], c = 0;
-            while (c < nc && cfl[c] != f) c++;
+            if (ly->shk[s] < 0) c = nc; /* one constraint per replica */
+            else
+                while (c < nc && cfl[c] != f) c++;
             if (c == nc) { cfl[nc] = f; cmem[nc++] = cl->mem[R[q]]; }
             else cmem[c] = fmin(cmem[c], cl->mem[R[q]]);
         }
@@ -485,7 +551,8 @@ int layout_from_groups(layout *ly, const plan_ctx *x, const int *grp)
 }
 
 /* stage s's memory constraints, for stage_fit */
-#define STAGE_CON(ly, s) ((ly)->moff[(s) + 1] - (ly)->moff[s]), &(ly)->mfl[(ly)->moff[s]], &(ly)->mmem[(ly)->moff[s]]
+#define STAGE_CON(ly, s)                                                                                         \
+    ((ly)->moff[(s) + 1] - (ly)->moff[s]), &(ly)->mfl[(ly)->moff[s]], &(ly)->mmem[(ly)->moff[s]], (ly)->shk[s]
 
 // ----------------------------------------------------------------------------
 // tables
@@ -636,7 +703,7 @@ void tables_fill_layout(const plan_ctx *x, stage_tables *tb, const layout *ly, i
             int len = 1;
             for (; i + len - 1 <= L - S + s; len++) {
                 int j = i + len - 1;
-                double e = stage_fit(x, mode, i, j, STAGE_CON(ly, s), NULL);
+                double e = stage_fit(x, mode, i, j, STAGE_CON(ly, s), NULL, NULL);
                 if (!(e < INFINITY)) break; /* a longer stage does not fit either */
                 double t = x->W[j + 1] - x->W[i] + e;
                 double fill = ly->phi * t * ly->cfill[s], pace = t * ly->cpace[s];
@@ -958,10 +1025,12 @@ void plan_from_layout(const plan_ctx *x, const layout *ly, int mode, const int *
     memset(p, 0, sizeof *p);
     snprintf(p->method, sizeof p->method, "%s", method);
     p->S = S;
+    p->shard_optimizer = x->shard;
     p->stages = ppdl_xcalloc((size_t)S, sizeof *p->stages);
     for (int s = 0; s < S; s++) {
         ppdl_plan_stage *st = &p->stages[s];
         int k = ly->start[s + 1] - ly->start[s];
+        if (ly->shk[s] < 0) st->slice_weights = ppdl_xmalloc((size_t)k * sizeof(double));
         st->rank = ly->ranks[ly->start[s]];
         if (!ly->factored) { /* the replicas, also of a stage of one */
             st->n_replicas = k;
@@ -973,9 +1042,11 @@ void plan_from_layout(const plan_ctx *x, const layout *ly, int mode, const int *
         st->recompute = ppdl_xcalloc((size_t)(st->last - st->first + 1), sizeof(int));
         if (mode == MODE_MINSTASH)
             for (int l = st->first; l <= st->last; l++) st->recompute[l - st->first] = x->omin[l];
+        if (mode != MODE_BEST && st->slice_weights)
+            stage_fit(x, mode, st->first, st->last, STAGE_CON(ly, s), NULL, st->slice_weights);
         if (mode == MODE_BEST) {
             long pt;
-            stage_fit(x, MODE_BEST, st->first, st->last, STAGE_CON(ly, s), &pt);
+            stage_fit(x, MODE_BEST, st->first, st->last, STAGE_CON(ly, s), &pt, st->slice_weights);
             PPDL_CHECK(pt >= 0, "planner: stage %d (layers %d-%d) has no option that fits", s, st->first, st->last);
             for (int l = st->last; l >= st->first; l--) {
                 st->recompute[l - st->first] = x->pt_opt[pt];

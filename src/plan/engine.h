@@ -63,6 +63,8 @@ typedef struct plan_ctx {
     int inexact;               /* a frontier was cut short (pool limit): not proven optimal */
     long n_solved;             /* per-order solves, for info */
     long n_dp;                 /* stage DP runs */
+    int shard;                 /* the replicas of a stage shard its AdamW state (plan.h
+                                  shard_optimizer; costmodel.h "Sharded optimizer state") */
 } plan_ctx;
 
 
@@ -77,10 +79,16 @@ void build_frontiers(plan_ctx *x, double tcap);
 /* Feasibility, the one test the DPs and the plans' reconstruction share: do layers
  * i..j fit memory constraints con[0..nc-1] (base + fl * stash <= mem for each: a
  * stage's replicas, one constraint per distinct in-flight count fl with the least
- * memory of the replicas holding that many) under `mode`? Returns the least extra ms
- * of the options that fit, INFINITY when none does (or, MODE_BEST, when the segment
- * has no frontier); *pt (may be NULL): the frontier point (MODE_BEST), else -1. */
-double stage_fit(const plan_ctx *x, int mode, int i, int j, int nc, const int *fl, const double *mem, long *pt);
+ * memory of the replicas holding that many) under `mode`? shk: how the stage's AdamW
+ * state is held (layout's shk): 0 whole on every replica; k >= 2 in k equal slices
+ * (base charges the largest); -k in k slices sized to the replicas' headrooms, and
+ * then con[] is one constraint per replica, in replica order (ppdl_slices_sized).
+ * Returns the least extra ms of the options that fit, INFINITY when none does (or,
+ * MODE_BEST, when the segment has no frontier); *pt (may be NULL): the frontier point
+ * (MODE_BEST), else -1; w (may be NULL; shk < 0) the slice weights of the options
+ * chosen. */
+double stage_fit(const plan_ctx *x, int mode, int i, int j, int nc, const int *fl, const double *mem, int shk,
+                 long *pt, double *w);
 /* time_s of layers i..j on rank r alone with n in flight (stage_fit, then / speed);
  * INFINITY when it does not fit or its optimizer step is over x->optcap */
 double rank_stage_time(const plan_ctx *x, int mode, int i, int j, int r, int n);
@@ -102,6 +110,7 @@ typedef struct layout {
     int *poff, *pa, *pb, *pm;  /* link pairs after stage s: poff[s] .. poff[s+1]-1 */
     int cap_pairs;
     int *held, *pending;       /* [N] per replica (stage by stage): its op list's peaks */
+    int *shk;                  /* [N] per stage: its AdamW state's slices (stage_fit) */
     double phi;                /* the layout's fill factor (ppdl_fill_factor_layout) */
 } layout;
 

@@ -46,10 +46,11 @@ typedef struct hyb {
     long solves;
 } hyb;
 
-static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule)
+static void hyb_init(hyb *h, const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, int shard)
 {
     memset(h, 0, sizeof *h);
     ctx_init(&h->x, c, cl, M, schedule, 1); /* S = 1: frontiers for stages of up to L layers */
+    h->x.shard = shard;
     layout_init(&h->ly, &h->x);
 }
 
@@ -377,7 +378,7 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
         return 1;
     }
     hyb h;
-    hyb_init(&h, c, cl, M, schedule);
+    hyb_init(&h, c, cl, M, schedule, opts->shard_optimizer);
     layouts ls = {N, 0, 0, NULL};
     int exhaustive = N <= opts->exact_hybrid_ranks;
     /* the layouts of the heuristic search are solved to 0.1%: the staircase's last
@@ -496,11 +497,11 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
 
 
 int solve_layouts(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const int *grps, int n,
-                  ppdl_plan *outs)
+                  int shard, ppdl_plan *outs)
 {
     int N = cl->N, n_found = 0;
     hyb h;
-    hyb_init(&h, c, cl, M, schedule);
+    hyb_init(&h, c, cl, M, schedule, shard);
     /* per layout: its best plan with fixed options (no frontiers needed), whose T caps
      * the stages worth a frontier */
     incumbent *in = ppdl_xcalloc((size_t)n, sizeof *in);

@@ -21,8 +21,9 @@ int solve_hybrid(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int s
  * cost model); outs[k].S = 0 where the layout is no plan of the problem (more replicas
  * than micro-batches, more stages than layers) or none of its plans fits. Returns the
  * number of layouts solved. (The chooser, chooser.c, offers the best plan of every
- * layout kind to its ranking by the simulated step, ranking.h.) */
+ * layout kind to its ranking by the simulated step, ranking.h.) shard: the replicas
+ * shard their AdamW state (ppdl_solve_opts shard_optimizer). */
 int solve_layouts(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const int *grps, int n,
-                  ppdl_plan *outs);
+                  int shard, ppdl_plan *outs);
 
 #endif

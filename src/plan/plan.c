@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,6 +403,29 @@ static int check_chunks_field(json_t *root, const ppdl_plan *p, const char *path
                      path, chunks, v, r0, stages_in_words(p, r0, words, sizeof words));
 }
 
+/* stages[s].slice_weights (optional): one finite weight >= 0 per replica, sum > 0 */
+static int read_slice_weights(json_t *st, ppdl_plan_stage *ps, const char *path, int s, char *err, size_t errlen)
+{
+    json_t *jw = json_object_get(st, "slice_weights");
+    if (!jw) return 0;
+    if (!json_is_array(jw) || (int)json_array_size(jw) != ps->n_replicas)
+        return ppdl_errf(err, errlen, "%s: stages[%d].slice_weights: expected an array of %d numbers (one per "
+                                      "replica)", path, s, ps->n_replicas);
+    ps->slice_weights = ppdl_xcalloc((size_t)ps->n_replicas, sizeof(double));
+    double sum = 0;
+    for (int q = 0; q < ps->n_replicas; q++) {
+        json_t *v = json_array_get(jw, (size_t)q);
+        double w = json_is_number(v) ? json_number_value(v) : -1;
+        if (!(w >= 0 && isfinite(w)))
+            return ppdl_errf(err, errlen, "%s: stages[%d].slice_weights[%d]: expected a finite number >= 0", path,
+                             s, q);
+        ps->slice_weights[q] = w;
+        sum += w;
+    }
+    if (!(sum > 0)) return ppdl_errf(err, errlen, "%s: stages[%d].slice_weights: the weights sum to 0", path, s);
+    return 0;
+}
+
 /* takes the reference to root */
 static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, const int *n_options,
                           ppdl_plan *p, char *err, size_t errlen)
@@ -434,6 +458,12 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
     p->bottleneck_ms = json_is_number(bn) ? json_number_value(bn) : 0;
     json_t *lb = json_object_get(root, "lower_bound_ms");
     p->lower_bound_ms = json_is_number(lb) ? json_number_value(lb) : 0;
+    json_t *so = json_object_get(root, "shard_optimizer");
+    if (so && !json_is_boolean(so)) {
+        ppdl_errf(err, errlen, "%s: shard_optimizer: expected true or false", path);
+        goto out;
+    }
+    p->shard_optimizer = so && json_is_true(so);
     p->S = (int)json_array_size(stages);
     p->stages = ppdl_xcalloc((size_t)p->S, sizeof *p->stages);
     for (int s = 0; s < p->S; s++) {
@@ -485,6 +515,7 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
         ps->mem_bytes = json_is_number(mm) ? json_number_value(mm) : 0;
         json_t *am = json_object_get(st, "allreduce_ms");
         ps->allreduce_ms = json_is_number(am) ? json_number_value(am) : 0;
+        if (read_slice_weights(st, ps, path, s, err, errlen)) goto out;
         json_t *rc_arr = json_object_get(st, "recompute");
         if (rc_arr) {
             if (!json_is_array(rc_arr) || (int)json_array_size(rc_arr) != n) {
@@ -520,6 +551,13 @@ void ppdl_plan_set_recompute(ppdl_plan *p, int option, const int *n_options)
         }
 }
 
+static json_t *number_array(const double *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_real(v[i]));
+    return a;
+}
+
 char *ppdl_plan_to_json(const ppdl_plan *p)
 {
     json_t *root = json_object();
@@ -530,6 +568,9 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
     json_object_set_new(root, "bottleneck_ms", json_real(p->bottleneck_ms));
     if (p->lower_bound_ms > 0) json_object_set_new(root, "lower_bound_ms", json_real(p->lower_bound_ms));
     if (ppdl_plan_chunks(p) > 1) json_object_set_new(root, "chunks", json_integer(ppdl_plan_chunks(p)));
+    int replicated = 0;
+    for (int s = 0; s < p->S; s++) replicated |= p->stages[s].n_replicas > 1;
+    if (replicated) json_object_set_new(root, "shard_optimizer", json_boolean(p->shard_optimizer));
     json_t *arr = json_array();
     for (int s = 0; s < p->S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
@@ -548,6 +589,8 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
         json_object_set_new(o, "time_ms", json_real(st->time_ms));
         json_object_set_new(o, "mem_bytes", json_real(st->mem_bytes));
         if (st->n_replicas > 1) json_object_set_new(o, "allreduce_ms", json_real(st->allreduce_ms));
+        if (st->slice_weights) json_object_set_new(o, "slice_weights", number_array(st->slice_weights, n_rep(st)));
+        if (st->opt_bytes) json_object_set_new(o, "optimizer_bytes", number_array(st->opt_bytes, n_rep(st)));
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "stages", arr);
@@ -581,6 +624,8 @@ void ppdl_plan_free(ppdl_plan *p)
         for (int s = 0; s < p->S; s++) {
             free(p->stages[s].recompute);
             free(p->stages[s].ranks);
+            free(p->stages[s].slice_weights);
+            free(p->stages[s].opt_bytes);
         }
     free(p->stages);
     memset(p, 0, sizeof *p);

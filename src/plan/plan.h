@@ -19,7 +19,21 @@ typedef struct ppdl_plan_stage {
     double mem_bytes;          /* predicted peak bytes (0 if unknown) */
     double allreduce_ms;       /* predicted gradient all-reduce among the replicas (0: none
                                   or unknown); JSON "allreduce_ms", only when replicated */
+    /* the optimizer state's slices (plan-level shard_optimizer, replicated stages only):
+     * replica q owns AdamW's m and v of elements [bounds[q], bounds[q+1]) of the stage's
+     * flat parameter range, bounds = ppdl_slices(n, k, slice_weights, PPDL_SLICE_ALIGN)
+     * (core/slices.h). NULL: equal slices; else [n_replicas] weights, sized to the
+     * replicas' memories where they differ (costmodel.h "Sharded optimizer state").
+     * JSON "slice_weights", only when not NULL. */
+    double *slice_weights;
+    /* predicted bytes of AdamW state on each replica ([n_replicas], NULL if unknown);
+     * JSON "optimizer_bytes" */
+    double *opt_bytes;
 } ppdl_plan_stage;
+
+/* the alignment, in elements, of the slices' bounds (ppdl_slices' align): the planner
+ * and the runtime cut with it alike */
+#define PPDL_SLICE_ALIGN 1
 
 typedef struct ppdl_plan {
     char method[32];
@@ -31,6 +45,11 @@ typedef struct ppdl_plan {
     double lower_bound_ms;     /* no plan of the problem has a shorter T (costmodel.h
                                   ppdl_lower_bound_ms; JSON "lower_bound_ms", only where
                                   known); 0 if unknown */
+    /* the AdamW state of every replicated stage is sharded among its replicas (each
+     * holds m and v of its slice only; docs/memory.md); 0: every replica holds all of
+     * it. Meaningless without replicas. JSON "shard_optimizer" (optional, false),
+     * written when the plan has a replicated stage */
+    int shard_optimizer;
     int S;
     ppdl_plan_stage *stages;   /* [S], in pipeline order */
 } ppdl_plan;

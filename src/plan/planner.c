@@ -102,7 +102,8 @@ int ppdl_plan_make(const ppdl_plan_request *rq, ppdl_plan_result *res, char *err
     if (res->plan.S > 0) {
         res->predicted_ms = res->plan.predicted_iter_ms;
         res->plan.lower_bound_ms = res->lower_bound_ms =
-            ppdl_lower_bound_ms(c, &mine, M, res->schedule, res->bound_why, sizeof res->bound_why);
+            ppdl_lower_bound_shard_ms(c, &mine, M, res->schedule, so.shard_optimizer, res->bound_why,
+                                      sizeof res->bound_why);
         double ms = ppdl_simulated_ms(c, &mine, &res->plan, M, res->schedule);
         res->simulated_ms = isfinite(ms) ? ms : 0;
     }

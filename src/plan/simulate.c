@@ -499,7 +499,8 @@ static int shares_cores(const ppdl_cluster_model *cl, const sim_thread *T, int n
 }
 
 /* unit x's op times: its stage's layers on its rank (costmodel.h's terms) */
-static void unit_costs(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan_stage *ps, sim_unit *x)
+static void unit_costs(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_plan *p, const ppdl_plan_stage *ps,
+                       sim_unit *x)
 {
     double v = cl->speed[x->rank];
     for (int l = ps->first; l <= ps->last; l++) {
@@ -517,7 +518,9 @@ static void unit_costs(const ppdl_costs *c, const ppdl_cluster_model *cl, const 
     /* reading a micro-batch's data belongs to the forward of the first and last stage */
     if (ps->first == 0) x->f_ms += c->input_ms / v;
     if (ps->last == c->L - 1) x->f_ms += c->target_ms / v;
-    x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, ppdl_opt_speed(cl, x->rank));
+    /* a sharded state: each replica updates its slice */
+    x->opt_ms = ppdl_stage_opt_ms(c, ps->first, ps->last, ppdl_opt_speed(cl, x->rank)) /
+                ppdl_opt_divisor(p->shard_optimizer, ps);
 }
 
 /* A thread per unit, each running its one list in order. */
@@ -622,7 +625,7 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
             x->q = q;
             x->k = n_rep(ps);
             x->rank = rep_rank(ps, q);
-            unit_costs(c, cl, ps, x);
+            unit_costs(c, cl, p, ps, x);
             if (!chunked) { /* the runtime's list */
                 ppdl_rank_schedule rs;
                 PPDL_CHECK(ppdl_schedule_make(&sp, ppdl_schedule_device(&sp, s, q), &rs, why, sizeof why) == 0, "%s", why);

@@ -685,6 +685,7 @@ static void plan_copies(const ppdl_plan *one, int n, int k, int grouping, ppdl_p
         const ppdl_plan_stage *a = &one->stages[s];
         ppdl_plan_stage *b = &out->stages[s];
         *b = *a;
+        b->slice_weights = b->opt_bytes = NULL; /* the copies' own, from their evaluation */
         size_t nl = (size_t)(a->last - a->first + 1);
         b->recompute = ppdl_xmalloc(nl * sizeof(int));
         memcpy(b->recompute, a->recompute, nl * sizeof(int));

@@ -55,6 +55,7 @@ void ppdl_solve_opts_default(ppdl_solve_opts *o)
     o->chunked_every_cut = 20000; /* PPDL_CHUNKED_EVERY_CUT */
     o->chunked_sim_pick = 1;
     o->chunked_restarts = 6; /* solve_chunked.c RESTARTS */
+    o->shard_optimizer = 0;
 }
 
 

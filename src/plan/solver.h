@@ -63,6 +63,12 @@ typedef struct ppdl_solve_opts {
     int chunked_restarts;      /* the chunked local search's restarts from kicks of its best
                                   cut (default 6; solve_chunked.h); --schedule auto's
                                   copies of a chunked pipeline take none (solve_chunked.h "k copies") */
+    int shard_optimizer;       /* 1: the replicas of a stage shard its AdamW state, each
+                                  holding m and v of its slice only, sized to its memory
+                                  where the replicas' memories differ (plan.h
+                                  shard_optimizer; costmodel.h); 0 (default here; ppdl-plan's
+                                  and ppdl's --shard-optimizer default is on): every
+                                  replica holds all of it. Chunked plans: not sharded */
 } ppdl_solve_opts;
 
 void ppdl_solve_opts_default(ppdl_solve_opts *o);

@@ -147,16 +147,22 @@ json.dump(c, open(f"{out}/mc0.json", "w"))
 opt = sum(l.get("optimizer_ms", 0) for l in json.load(open(sys.argv[2]))["layers"])
 open(f"{out}/mc-opt", "w").write(repr(opt))
 PYEOF
-for f in 0 1 3; do
-  "$top_builddir/ppdl-plan" --costs "$tmp/mc-costs.json" --cluster "$tmp/mc$f.json" --micro-batches 4 --method dp \
-    >"$tmp/mcp$f.log" 2>&1
+# the whole AdamW state on every replica (--shard-optimizer off): each updates all of it;
+# sharded (the default) each of the k replicas updates its slice, 1/k of the step
+k=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ranks"])' "$tmp/mc0.json")
+for sh in off on; do
+  for f in 0 1 3; do
+    "$top_builddir/ppdl-plan" --costs "$tmp/mc-costs.json" --cluster "$tmp/mc$f.json" --micro-batches 4 --method dp \
+      --shard-optimizer $sh >"$tmp/mcp$f.log" 2>&1
+  done
+  t0=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp0.log")
+  t1=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp1.log")
+  t3=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp3.log")
+  div=1; [ $sh = on ] && div=$k
+  "$PY" -c 'import sys; t0, t1, t3, o, d = map(float, sys.argv[1:]); sys.exit(0 if o > 0 and t0 == t1 and abs(t3 - t1 - 2 * o / d) <= 2e-3 + 1e-6 * t3 else 1)' \
+    "${t0:-0}" "${t1:-0}" "${t3:-0}" "$(cat "$tmp/mc-opt" 2>/dev/null || echo 0)" "$div"
+  ok $? "ppdl-plan --method dp --shard-optimizer $sh: contention 3 on the host adds 2 x the optimizer step / $div ($t1 -> $t3 ms; optimizer $(cat "$tmp/mc-opt" 2>/dev/null) ms on $k ranks), 1 is the file without it ($t0)"
 done
-t0=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp0.log")
-t1=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp1.log")
-t3=$(sed -n 's/^predicted T *\([0-9.]*\) ms.*/\1/p' "$tmp/mcp3.log")
-"$PY" -c 'import sys; t0, t1, t3, o = map(float, sys.argv[1:]); sys.exit(0 if o > 0 and t0 == t1 and abs(t3 - t1 - 2 * o) <= 2e-3 + 1e-6 * t3 else 1)' \
-  "${t0:-0}" "${t1:-0}" "${t3:-0}" "$(cat "$tmp/mc-opt" 2>/dev/null || echo 0)"
-ok $? "ppdl-plan --method dp: contention 3 on the host adds 2 x the optimizer step ($t1 -> $t3 ms; optimizer $(cat "$tmp/mc-opt" 2>/dev/null) ms), 1 is the file without it ($t0)"
 
 if [ "$cores" -ge 2 ]; then
   ! grep -q "^warning: .*share\|^ranks share cores" "$tmp/a2.log"

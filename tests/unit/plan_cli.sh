@@ -5,7 +5,9 @@
 #   short of memory, ppdl trains with that plan (--plan FILE; it may replicate a stage)
 #   and gets the losses of the 1-rank run. Bad command lines and files fail with the
 #   option or field named; a cluster too small says which stage is over and by how
-#   much; the same input gives the same plan; --timeline draws an SVG.
+#   much; the same input gives the same plan; --timeline draws an SVG. --shard-optimizer:
+#   a model that fits no plan with the whole AdamW state on every replica fits with it
+#   sharded, and replicas of different memories get slices sized to them.
 . "$top_srcdir/tests/lib.sh"
 PLAN=$top_builddir/ppdl-plan
 make_case g gpt   # 5 layers: embedding, 3 blocks, head
@@ -138,6 +140,50 @@ mpirun_n 1 "$tmp/g.h5" --data "$tmp/g-data.h5" --steps 1 --batch-size 16 --micro
 rc=$?
 [ $rc != 0 ] && grep -q "micro-batch size 4, but this run uses 8" "$tmp/o"
 ok $? "ppdl --costs refuses costs profiled at another micro-batch size (exit $rc)"
+
+# ---- the AdamW state sharded among replicas (--shard-optimizer) ----
+# 2 layers of 4 MB on 4 ranks of 14.5 MB: a replica of a layer needs 16 MB + its stash
+# with the whole state, 8 + 8/2 = 12 MB sharded between 2 replicas
+cat >"$tmp/sh-costs.json" <<'JSON'
+{"micro_batch_size": 4, "layers": [
+ {"name": "a", "fwd_ms": 1, "bwd_ms": 2, "param_bytes": 4000000, "out_bytes": 10000, "stash_bytes": 100000},
+ {"name": "b", "fwd_ms": 1, "bwd_ms": 2, "param_bytes": 4000000, "out_bytes": 10000, "stash_bytes": 100000}]}
+JSON
+cat >"$tmp/sh-cluster.json" <<'JSON'
+{"ranks": 4, "bandwidth_Bps": [[1e9, 1e9, 1e9, 1e9], [1e9, 1e9, 1e9, 1e9], [1e9, 1e9, 1e9, 1e9], [1e9, 1e9, 1e9, 1e9]],
+ "latency_s": [[0, 1e-5, 1e-5, 1e-5], [1e-5, 0, 1e-5, 1e-5], [1e-5, 1e-5, 0, 1e-5], [1e-5, 1e-5, 1e-5, 0]],
+ "mem_bytes": [14.5e6, 14.5e6, 14.5e6, 14.5e6], "speed": [1, 1, 1, 1]}
+JSON
+expect_fail "--shard-optimizer off: 2 layers of 4 MB fit no plan on 4 ranks of 14.5 MB" 1 "no plan fits" \
+  --costs "$tmp/sh-costs.json" --cluster "$tmp/sh-cluster.json" --micro-batches 4 --shard-optimizer off
+"$PLAN" --costs "$tmp/sh-costs.json" --cluster "$tmp/sh-cluster.json" --micro-batches 4 >"$tmp/sh.out" 2>&1 &&
+  grep -q "plan: 2 stages x 2 replicas" "$tmp/sh.out" && grep -q "optimizer/rank" "$tmp/sh.out" &&
+  grep -q "3.8 MiB .*sharded\|sharded among the stage's replicas" "$tmp/sh.out" && ! grep -q OVER "$tmp/sh.out"
+ok $? "--shard-optimizer on (the default): 2 stages x 2 replicas fit, each replica holding half of m and v"
+sed 's/^/#   /' "$tmp/sh.out" | grep -E -e "stage  ranks" -e '^# +[01] +[0-9],'
+# one layer on 2 ranks of 11.5 and 23 MB: m and v in equal halves do not fit the first,
+# in slices sized to each rank's memory they do (slice_weights in the plan)
+/usr/bin/python3 - "$tmp/sh-costs.json" "$tmp/sh-cluster.json" "$tmp/het-costs.json" "$tmp/het-cluster.json" <<'PY'
+import json, sys
+c, cl = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+c["layers"] = c["layers"][:1]
+json.dump(c, open(sys.argv[3], "w"))
+cl = {"ranks": 2, "bandwidth_Bps": [[1e9, 1e9], [1e9, 1e9]], "latency_s": [[0, 1e-5], [1e-5, 0]],
+      "mem_bytes": [11.5e6, 23e6], "speed": [1, 1]}
+json.dump(cl, open(sys.argv[4], "w"))
+PY
+"$PLAN" --costs "$tmp/het-costs.json" --cluster "$tmp/het-cluster.json" --micro-batches 2 --json >"$tmp/het.json" &&
+  /usr/bin/python3 - "$tmp/het.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+st = p["stages"][0]
+ob = st["optimizer_bytes"]
+assert p["shard_optimizer"] is True and p["feasible"] and len(st["slice_weights"]) == 2, p
+assert ob[0] < 4e6 < ob[1] and ob[0] + ob[1] == 8e6, ob  # equal halves would be 4 MB each
+PY
+ok $? "replicas of 2x different memories: slices sized to each (slice_weights), the smaller one under half"
+expect_fail "--shard-optimizer takes on or off" 2 "shard-optimizer maybe: expected on or off" \
+  --costs "$tmp/sh-costs.json" --cluster "$tmp/sh-cluster.json" --micro-batches 4 --shard-optimizer maybe
 
 # ---- a cluster too small for the model ----
 sed 's/3.2e6/1e5/; s/\[1e9, 1e9/[1e5, 1e5/' "$tmp/cluster.json" >"$tmp/tiny.json"

@@ -20,6 +20,9 @@
  *    optimum (that would be a bug), never worse than the best baseline or the in-order
  *    optimum, and optimal on most instances.
  *  - Infeasible instances: reported, with the stage and the bytes over.
+ *  - The AdamW state sharded among replicas: what fits no plan unsharded fits sharded,
+ *    with less recompute where both fit; slices sized to replicas of different
+ *    memories fit where equal ones do not; the plan JSON's fields.
  *  - Determinism; baselines against brute-force min-max; COSTS/CLUSTER JSON round trips
  *    and bad files; the simulator against closed forms and dependency checks.
  * Many cases are folded into few TAP lines; the first failure is printed as a diag.
@@ -972,6 +975,149 @@ static void test_infeasible_message(void)
     rc = ppdl_solve(&x.c, &x.cl, x.M, x.sched, NULL, &p, &info, err, sizeof err);
     ok(rc == -1 && strstr(err, " 1 B over") != NULL, "one byte less does not fit, and the message says 1 B over: %s", err);
     if (p.S) ppdl_plan_free(&p);
+    inst_free(&x);
+}
+
+// ----------------------------------------------------------------------------
+// the AdamW state sharded among a stage's replicas
+
+/* L layers of P parameter bytes (one recompute option: a tenth of the stash, 1 ms
+ * more) on N ranks of memory mem[r] */
+static void shard_case(inst *x, int N, int L, double P, const double *mem, int M)
+{
+    ppdl_costs_alloc(&x->c, L);
+    for (int l = 0; l < L; l++) {
+        ppdl_layer_cost *lc = &x->c.layers[l];
+        lc->fwd_ms = 1;
+        lc->bwd_ms = 2;
+        lc->param_bytes = P;
+        lc->out_bytes = 10000;
+        lc->n_opts = 2;
+        lc->stash_bytes[0] = 100000;
+        lc->stash_bytes[1] = 10000;
+        lc->extra_ms[1] = 1;
+    }
+    ppdl_cluster_model_alloc(&x->cl, N);
+    for (int r = 0; r < N; r++) x->cl.mem[r] = mem[r];
+    x->M = M;
+    x->sched = PPDL_SCHED_1F1B;
+}
+
+static int shard_solve(const inst *x, int shard, ppdl_plan *p, char *err, size_t len)
+{
+    ppdl_solve_opts o;
+    ppdl_solve_opts_default(&o);
+    o.shard_optimizer = shard;
+    return ppdl_solve(&x->c, &x->cl, x->M, x->sched, &o, p, NULL, err, len);
+}
+
+static int any_recompute(const ppdl_plan *p)
+{
+    for (int s = 0; s < p->S; s++)
+        for (int l = 0; l <= p->stages[s].last - p->stages[s].first; l++)
+            if (p->stages[s].recompute[l]) return 1;
+    return 0;
+}
+
+static void test_shard_optimizer(void)
+{
+    char err[PPDL_ERR_LEN] = "";
+    ppdl_plan p, q;
+    ppdl_cost_eval ev;
+    /* 2 layers of 4 MB on 4 ranks of 14 MB: every plan replicates, and a replica of
+     * one layer needs 16 MB + its stash unsharded, 8 + 8/2 = 12 MB + stash sharded */
+    inst x;
+    double m14[4] = {14e6, 14e6, 14e6, 14e6};
+    shard_case(&x, 4, 2, 4e6, m14, 4);
+    int off = shard_solve(&x, 0, &p, err, sizeof err);
+    ppdl_plan_free(&p);
+    int on = shard_solve(&x, 1, &q, err, sizeof err);
+    int halves = on == 0 && q.shard_optimizer && q.S == 2, rc = -1;
+    if (on == 0) rc = ppdl_cost_evaluate(&x.c, &x.cl, x.M, x.sched, &q, &ev, err, sizeof err);
+    for (int s = 0; halves && s < q.S; s++) {
+        const ppdl_plan_stage *st = &q.stages[s];
+        halves = st->n_replicas == 2 && st->opt_bytes && !st->slice_weights;
+        for (int r = 0; halves && r < 2; r++) halves = st->opt_bytes[r] == 4e6; /* 8 P / 4 bytes x 1/2 */
+        /* the prediction: 4 P less the half of m and v the replica does not hold */
+        halves = halves && rc == 0 && ev.mem_bytes[s] == 4 * 4e6 - 4e6 + ev.in_flight[s] * 100000.0;
+    }
+    ok(off == -1 && halves && rc == 0 && ev.feasible,
+       "sharded AdamW state: 2 layers that fit no plan unsharded (rc %d) fit 2 stages x 2 replicas, each replica "
+       "holding half of m and v (%s)", off, err);
+    if (rc == 0) ppdl_cost_eval_free(&ev);
+    char *js = ppdl_plan_to_json(&q);
+    int nopt[2] = {2, 2};
+    ppdl_plan back;
+    rc = ppdl_plan_parse(js, "plan", 2, 4, nopt, &back, err, sizeof err);
+    ok(strstr(js, "\"shard_optimizer\": true") && strstr(js, "\"optimizer_bytes\"") && rc == 0 &&
+       back.shard_optimizer && ppdl_cost_apply(&x.c, &x.cl, x.M, x.sched, &back) == q.predicted_iter_ms,
+       "the plan JSON says shard_optimizer and each replica's optimizer_bytes, and reads back (%s)", err);
+    free(js);
+    if (rc == 0) ppdl_plan_free(&back);
+    ppdl_plan_free(&q);
+    /* memory where unsharded replicas fit only recomputing: sharded, none recomputes,
+     * and the step is shorter */
+    double m16[4] = {16e6 + 50000, 16e6 + 50000, 16e6 + 50000, 16e6 + 50000};
+    for (int r = 0; r < 4; r++) x.cl.mem[r] = m16[r];
+    off = shard_solve(&x, 0, &p, err, sizeof err);
+    on = shard_solve(&x, 1, &q, err, sizeof err);
+    ok(off == 0 && on == 0 && any_recompute(&p) && !any_recompute(&q) && q.predicted_iter_ms < p.predicted_iter_ms,
+       "sharded, the planner takes a plan with less recompute that now fits (T %.3f ms, unsharded %.3f ms)",
+       q.predicted_iter_ms, p.predicted_iter_ms);
+    ppdl_plan_free(&p);
+    ppdl_plan_free(&q);
+    inst_free(&x);
+
+    /* heterogeneous: 1 layer of 4 MB on 2 ranks of 11.5 and 23 MB. 8 MB of values and
+     * gradients on each; m and v (8 MB) in equal halves do not fit the first (4 MB >
+     * its 3.4 MB left), in slices sized to what each has left they do */
+    double het[2] = {11.5e6, 23e6};
+    shard_case(&x, 2, 1, 4e6, het, 2);
+    off = shard_solve(&x, 0, &p, err, sizeof err);
+    ppdl_plan_free(&p);
+    on = shard_solve(&x, 1, &q, err, sizeof err);
+    int sized = on == 0 && q.S == 1 && q.stages[0].slice_weights && q.stages[0].opt_bytes &&
+                q.stages[0].opt_bytes[0] < q.stages[0].opt_bytes[1] &&
+                q.stages[0].opt_bytes[0] + q.stages[0].opt_bytes[1] == 8e6;
+    rc = sized ? ppdl_cost_evaluate(&x.c, &x.cl, x.M, x.sched, &q, &ev, err, sizeof err) : -1;
+    int fits = rc == 0 && ev.feasible;
+    if (rc == 0) ppdl_cost_eval_free(&ev);
+    int equal_fits = 1;
+    if (sized) { /* the same plan with equal slices: over on rank 0 */
+        double *w = q.stages[0].slice_weights;
+        q.stages[0].slice_weights = NULL;
+        if (ppdl_cost_evaluate(&x.c, &x.cl, x.M, x.sched, &q, &ev, err, sizeof err) == 0) {
+            equal_fits = ev.feasible;
+            ppdl_cost_eval_free(&ev);
+        }
+        q.stages[0].slice_weights = w;
+    }
+    ok(off == -1 && sized && fits && !equal_fits,
+       "replicas of 2x different memories: slices sized to each fit (%.0f and %.0f bytes of m and v), equal slices "
+       "and the unsharded state do not", sized ? q.stages[0].opt_bytes[0] : 0, sized ? q.stages[0].opt_bytes[1] : 0);
+    js = sized ? ppdl_plan_to_json(&q) : NULL;
+    int one[1] = {2};
+    rc = js ? ppdl_plan_parse(js, "plan", 1, 2, one, &back, err, sizeof err) : -1;
+    ok(rc == 0 && back.stages[0].slice_weights &&
+       !memcmp(back.stages[0].slice_weights, q.stages[0].slice_weights, 2 * sizeof(double)),
+       "slice_weights read back bit for bit, so the runtime cuts the planner's slices");
+    if (rc == 0) ppdl_plan_free(&back);
+    free(js);
+    ppdl_plan_free(&q);
+    /* equal memories: equal slices, no weights */
+    x.cl.mem[0] = x.cl.mem[1] = 23e6;
+    on = shard_solve(&x, 1, &q, err, sizeof err);
+    ok(on == 0 && q.stages[0].n_replicas == 2 && !q.stages[0].slice_weights &&
+       q.stages[0].opt_bytes[0] == q.stages[0].opt_bytes[1],
+       "replicas of equal memories: equal slices (no slice_weights)");
+    ppdl_plan_free(&q);
+    rc = ppdl_plan_parse("{\"stages\": [{\"ranks\": [0, 1], \"first_layer\": 0, \"last_layer\": 0, "
+                         "\"slice_weights\": [1]}]}", "p.json", 1, 2, one, &back, err, sizeof err);
+    int bad1 = rc == -1 && strstr(err, "stages[0].slice_weights") != NULL;
+    rc = ppdl_plan_parse("{\"shard_optimizer\": 1, \"stages\": [{\"ranks\": [0, 1], \"first_layer\": 0, "
+                         "\"last_layer\": 0}]}", "p.json", 1, 2, one, &back, err, sizeof err);
+    ok(bad1 && rc == -1 && strstr(err, "shard_optimizer") != NULL,
+       "bad slice_weights and shard_optimizer are refused, naming the field: %s", err);
     inst_free(&x);
 }
 
@@ -2101,13 +2247,14 @@ static void test_large_random(void)
 int main(void)
 {
     double t0 = ppdl_now_s();
-    plan(46);
+    plan(53);
     test_brute_force();
     test_brute_force_pipeline();
     test_order_solver();
     test_determinism();
     test_baselines();
     test_infeasible_message();
+    test_shard_optimizer();
     test_files();
     test_simulator();
     test_simulator_zero_bubble();
