@@ -202,12 +202,14 @@ static void pool_push(plan_ctx *x, double stash, double extra, int nrc, int pare
     x->n_pts++;
 }
 
-/* bytes per parameter byte a stage holds at least: state_multiplier, less AdamW's m
- * and v where they may be sharded (over many replicas, about nothing of them) */
-static double state_least(const plan_ctx *x)
+/* the least a stage of layers i..j holds but for its stash (stage_fit's base at its
+ * least): state_multiplier x its parameter bytes, less AdamW's m and v where they may
+ * be sharded (over many replicas, about nothing of them), with a tied weight's term
+ * (on one stage holding both its layers, (state_multiplier - 1) b less) */
+static double least_base(const plan_ctx *x, int i, int j)
 {
     double sm = x->c->state_multiplier;
-    return x->shard ? sm - fmin(2.0, sm) : sm;
+    return (x->shard ? sm - fmin(2.0, sm) : sm) * (x->P[j + 1] - x->P[i]) + ppdl_tie_mem(x->c, i, j);
 }
 
 /* the segments i..i+len-1 a frontier is built for: fill at most tcap on the fastest
@@ -220,7 +222,7 @@ static long frontier_segments(const plan_ctx *x, double tcap)
         for (int len = 1; len <= x->MLmax && i + len - 1 < x->L; len++) {
             int j = i + len - 1;
             double w = x->W[j + 1] - x->W[i];
-            if (w / x->vmax > tcap || x->maxmem < state_least(x) * (x->P[j + 1] - x->P[i])) break;
+            if (w / x->vmax > tcap || x->maxmem < least_base(x, i, j)) break;
             n++;
         }
     return n;
@@ -267,7 +269,7 @@ void build_frontiers(plan_ctx *x, double tcap)
             int j = i + len - 1;
             double w = x->W[j + 1] - x->W[i];
             if (w / x->vmax > tcap) break;
-            double hi = x->maxmem - state_least(x) * (x->P[j + 1] - x->P[i]);
+            double hi = x->maxmem - least_base(x, i, j);
             double ecap = tcap * x->vmax - w;
             if (hi < 0 || ecap < 0) break;
             const ppdl_layer_cost *lc = &c->layers[j];
