@@ -299,8 +299,8 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
     }
     int rep = 0;
     for (int s = 0; s < p->S; s++) rep |= ev.replicas[s] > 1;
-    printf("  stage  ranks     layers     recompute                time ms  in flight  memory / limit         optimizer/rank"
-           "  link ms%s\n", rep ? "             all-reduce ms" : "");
+    printf("  stage  ranks     layers     recompute                time ms  in flight  memory / limit              "
+           "optimizer/rank  link ms%s\n", rep ? "             all-reduce ms" : "");
     for (int s = 0; s < p->S; s++) {
         const ppdl_plan_stage *st = &p->stages[s];
         char rcs[64], lay[32], m1[32], m2[32], link[48] = "", rk[24], ar[24] = "", ob[40];
@@ -310,10 +310,10 @@ static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M
         if (s + 1 < p->S) snprintf(link, sizeof link, "%8.3f -> rank %d", ev.link_ms[s], p->stages[s + 1].rank);
         if (ev.replicas[s] > 1) snprintf(ar, sizeof ar, "%8.3f", ev.allreduce_ms[s]);
         opt_str(&ev, s, ob, sizeof ob);
-        printf("  %5d  %-8s  %-9s  %-24s %8.3f  %9d  %9s / %-9s %s%-15s %-19s %s\n", s, rk, lay, rcs, ev.time_ms[s],
-               ev.in_flight[s], ppdl_fmt_bytes((size_t)ev.mem_bytes[s], m1, sizeof m1),
-               ppdl_fmt_bytes((size_t)ev.mem_limit[s], m2, sizeof m2),
-               ev.mem_bytes[s] > ev.mem_limit[s] ? "OVER " : "", ob, link, ar);
+        printf("  %5d  %-8s  %-9s  %-24s %8.3f  %9d  %9s / %-9s %-4s %-15s %-19s %s\n", s, rk, lay, rcs,
+               ev.time_ms[s], ev.in_flight[s], ppdl_fmt_bytes((size_t)ev.mem_bytes[s], m1, sizeof m1),
+               ppdl_fmt_bytes((size_t)ev.mem_limit[s], m2, sizeof m2), ev.mem_bytes[s] > ev.mem_limit[s] ? "OVER" : "",
+               ob, link, ar);
     }
     if (rep)
         printf("  optimizer/rank: AdamW's m and v on each replica, %s\n",

@@ -475,7 +475,8 @@ done:
  * that holds the fewest micro-batches), annotated where the cost model can play it.
  * The message says which bound shows that no plan fits, where one does:
  *   - a layer whose parameters, optimizer state and smallest stash for one micro-batch
- *     exceed the largest rank's memory (every plan holds it somewhere);
+ *     exceed the largest rank's memory (every plan holds it somewhere; with `shard`,
+ *     m and v as if split among the most replicas a stage can have, min(M, N));
  *   - a rank whose memory is under what any layer needs (every rank holds a replica);
  *   - the ranks' memory together under every layer's parameters, optimizer state and
  *     smallest stash (every plan holds each layer at least once);
@@ -483,11 +484,16 @@ done:
  *     layer: at most L x M);
  * and otherwise that the search found none though no bound rules a plan out. */
 static void report_infeasible_replicated(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule,
-                                         ppdl_plan *out, char *err, size_t errlen)
+                                         int shard, ppdl_plan *out, char *err, size_t errlen)
 {
     char e2[PPDL_ERR_LEN];
+    /* bytes per parameter byte a replica holds at least: sharded, m and v split among
+     * as many replicas as a stage can have, min(M, N) */
+    int kmax = M < cl->N ? M : cl->N;
+    double sm = c->state_multiplier, mult = shard ? sm - fmin(2.0, sm) * (1 - 1.0 / kmax) : sm;
     if (ppdl_plan_data_parallel(c->L, cl->N, out, e2, sizeof e2) == 0) {
         snprintf(out->method, sizeof out->method, "ppdl");
+        out->shard_optimizer = shard;
         for (int l = 0; l < c->L; l++) {
             const ppdl_layer_cost *lc = &c->layers[l];
             int o = 0;
@@ -512,8 +518,8 @@ static void report_infeasible_replicated(const ppdl_costs *c, const ppdl_cluster
         const ppdl_layer_cost *lc = &c->layers[l];
         double smin = lc->stash_bytes[0];
         for (int k = 1; k < lc->n_opts; k++) smin = fmin(smin, lc->stash_bytes[k]);
-        double need = c->state_multiplier * lc->param_bytes + smin;
-        need_all += need;
+        double need = mult * lc->param_bytes + smin;
+        need_all += sm * lc->param_bytes + smin; /* sharded or not, m and v exist once in all */
         need_min = fmin(need_min, need);
         if (need > need_l) need_l = need, worst = l;
     }
@@ -523,16 +529,16 @@ static void report_infeasible_replicated(const ppdl_costs *c, const ppdl_cluster
         ppdl_errf(err, errlen, "%s, and layer %d (%s) alone needs %s (%g x its parameter bytes and its smallest stash "
                   "for one micro-batch), more than the largest rank's %s. Give the ranks more memory or use a smaller "
                   "micro-batch", head, worst, c->layers[worst].name, ppdl_fmt_bytes((size_t)need_l, a, sizeof a),
-                  c->state_multiplier, ppdl_fmt_bytes((size_t)most, b, sizeof b));
+                  mult, ppdl_fmt_bytes((size_t)most, b, sizeof b));
     else if (need_min > least)
         ppdl_errf(err, errlen, "%s, and every rank holds a replica of some stage, but rank %d's %s is less than any "
                   "layer needs (at least %s: %g x its parameter bytes and its smallest stash for one micro-batch). "
                   "Give that rank more memory or leave it out", head, small, ppdl_fmt_bytes((size_t)least, a, sizeof a),
-                  ppdl_fmt_bytes((size_t)need_min, b, sizeof b), c->state_multiplier);
+                  ppdl_fmt_bytes((size_t)need_min, b, sizeof b), mult);
     else if (need_all > total)
         ppdl_errf(err, errlen, "%s, and every layer held once needs %s (%g x parameter bytes and the smallest stash "
                   "of one micro-batch), more than the %d ranks' %s together. Give the ranks more memory", head,
-                  ppdl_fmt_bytes((size_t)need_all, a, sizeof a), c->state_multiplier, cl->N,
+                  ppdl_fmt_bytes((size_t)need_all, a, sizeof a), sm, cl->N,
                   ppdl_fmt_bytes((size_t)total, b, sizeof b));
     else if ((double)cl->N > (double)c->L * M)
         ppdl_errf(err, errlen, "%s, and %d ranks are more replicas than %d layers x %d micro-batches allow (each "
@@ -611,7 +617,7 @@ int ppdl_solve(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int sch
         *out = pipe; /* the least-over plan, and the message of step 1 */
         snprintf(err, errlen, "%s", perr);
     } else {
-        report_infeasible_replicated(c, cl, M, schedule, out, err, errlen);
+        report_infeasible_replicated(c, cl, M, schedule, opts->shard_optimizer, out, err, errlen);
     }
     return -1;
 }

@@ -142,28 +142,19 @@ rc=$?
 ok $? "ppdl --costs refuses costs profiled at another micro-batch size (exit $rc)"
 
 # ---- the AdamW state sharded among replicas (--shard-optimizer) ----
-# 2 layers of 4 MB on 4 ranks of 14.5 MB: a replica of a layer needs 16 MB + its stash
-# with the whole state, 8 + 8/2 = 12 MB sharded between 2 replicas
-cat >"$tmp/sh-costs.json" <<'JSON'
-{"micro_batch_size": 4, "layers": [
- {"name": "a", "fwd_ms": 1, "bwd_ms": 2, "param_bytes": 4000000, "out_bytes": 10000, "stash_bytes": 100000},
- {"name": "b", "fwd_ms": 1, "bwd_ms": 2, "param_bytes": 4000000, "out_bytes": 10000, "stash_bytes": 100000}]}
-JSON
-cat >"$tmp/sh-cluster.json" <<'JSON'
-{"ranks": 4, "bandwidth_Bps": [[1e9, 1e9, 1e9, 1e9], [1e9, 1e9, 1e9, 1e9], [1e9, 1e9, 1e9, 1e9], [1e9, 1e9, 1e9, 1e9]],
- "latency_s": [[0, 1e-5, 1e-5, 1e-5], [1e-5, 0, 1e-5, 1e-5], [1e-5, 1e-5, 0, 1e-5], [1e-5, 1e-5, 1e-5, 0]],
- "mem_bytes": [14.5e6, 14.5e6, 14.5e6, 14.5e6], "speed": [1, 1, 1, 1]}
-JSON
+# 2 layers of 4 MB on 4 ranks of 14.5 MB (inputs/shard-*.json): a replica of a layer
+# needs 16 MB + its stash with the whole state, 8 + 8/2 = 12 MB sharded between 2 replicas
+SHC=$top_srcdir/inputs/shard-costs.json SHCL=$top_srcdir/inputs/shard-cluster.json
 expect_fail "--shard-optimizer off: 2 layers of 4 MB fit no plan on 4 ranks of 14.5 MB" 1 "no plan fits" \
-  --costs "$tmp/sh-costs.json" --cluster "$tmp/sh-cluster.json" --micro-batches 4 --shard-optimizer off
-"$PLAN" --costs "$tmp/sh-costs.json" --cluster "$tmp/sh-cluster.json" --micro-batches 4 >"$tmp/sh.out" 2>&1 &&
+  --costs "$SHC" --cluster "$SHCL" --micro-batches 4 --shard-optimizer off
+"$PLAN" --costs "$SHC" --cluster "$SHCL" --micro-batches 4 >"$tmp/sh.out" 2>&1 &&
   grep -q "plan: 2 stages x 2 replicas" "$tmp/sh.out" && grep -q "optimizer/rank" "$tmp/sh.out" &&
   grep -q "3.8 MiB .*sharded\|sharded among the stage's replicas" "$tmp/sh.out" && ! grep -q OVER "$tmp/sh.out"
 ok $? "--shard-optimizer on (the default): 2 stages x 2 replicas fit, each replica holding half of m and v"
 sed 's/^/#   /' "$tmp/sh.out" | grep -E -e "stage  ranks" -e '^# +[01] +[0-9],'
 # one layer on 2 ranks of 11.5 and 23 MB: m and v in equal halves do not fit the first,
 # in slices sized to each rank's memory they do (slice_weights in the plan)
-/usr/bin/python3 - "$tmp/sh-costs.json" "$tmp/sh-cluster.json" "$tmp/het-costs.json" "$tmp/het-cluster.json" <<'PY'
+/usr/bin/python3 - "$SHC" "$SHCL" "$tmp/het-costs.json" "$tmp/het-cluster.json" <<'PY'
 import json, sys
 c, cl = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 c["layers"] = c["layers"][:1]
@@ -183,7 +174,7 @@ assert ob[0] < 4e6 < ob[1] and ob[0] + ob[1] == 8e6, ob  # equal halves would be
 PY
 ok $? "replicas of 2x different memories: slices sized to each (slice_weights), the smaller one under half"
 expect_fail "--shard-optimizer takes on or off" 2 "shard-optimizer maybe: expected on or off" \
-  --costs "$tmp/sh-costs.json" --cluster "$tmp/sh-cluster.json" --micro-batches 4 --shard-optimizer maybe
+  --costs "$SHC" --cluster "$SHCL" --micro-batches 4 --shard-optimizer maybe
 
 # ---- a cluster too small for the model ----
 sed 's/3.2e6/1e5/; s/\[1e9, 1e9/[1e5, 1e5/' "$tmp/cluster.json" >"$tmp/tiny.json"
