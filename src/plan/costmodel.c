@@ -158,9 +158,12 @@ int ppdl_slices_sized(const ppdl_costs *c, size_t n, int k, const double *headro
     }
     if (n == 0) return 1;
     if (!(sum > 0)) return 0;
-    for (int q = 0; q < k; q++)
-        if (ppdl_slice_opt_bytes(c, n, k, weights, q) > headroom[q]) return 0;
-    return 1;
+    size_t small[65], *b = k < 65 ? small : ppdl_xmalloc(((size_t)k + 1) * sizeof(size_t));
+    ppdl_slices(n, k, weights, PPDL_SLICE_ALIGN, b);
+    int fits = 1;
+    for (int q = 0; q < k && fits; q++) fits = ppdl_opt_elem_bytes(c) * (double)(b[q + 1] - b[q]) <= headroom[q];
+    if (b != small) free(b);
+    return fits;
 }
 
 double ppdl_tie_mem(const ppdl_costs *c, int i, int j)
