@@ -27,12 +27,13 @@
 #include "plan/schedule_choice.h"
 #include "plan/simulate.h"
 #include "plan/solver.h"
+#include "plan/vocab.h"
 #include "prof/timeline.h"
 
 typedef struct options {
     const char *costs, *cluster, *method, *timeline;
     long M, exact_ranks, exact_layouts, virtual_stages;
-    int schedule, json, compare, method_given;
+    int schedule, json, compare, method_given, vocab;
     int shard;                 /* --shard-optimizer: 1 on (default), 0 off */
 } options;
 
@@ -100,6 +101,14 @@ static void usage(FILE *f)
 "  --compare               plan with every method and print their T side by side\n"
 "  --json                  print the plan as JSON (the format `ppdl --plan FILE` reads)\n"
 "  --timeline FILE.svg     draw the simulated step (ranks as rows, time as x)\n"
+"  --vocab-parallel auto|on|off\n"
+"                          cut the head (COSTS.json \"vocab\": a gpt's) by vocabulary\n"
+"                          into one slice per rank, the blocks one stage per rank,\n"
+"                          played as a zb-v V (docs/cost-model.md \"Vocabulary\n"
+"                          parallelism\"); auto (default): where it fits and both its\n"
+"                          T and its simulated step beat the plan without; on: always\n"
+"                          (--schedule zb-v or auto); off: never. ppdl does not run\n"
+"                          such plans yet\n"
 "  --exact-ranks N         exact placement (one stage per rank) up to N ranks (default\n"
 "                          10; above: groups of fast-linked ranks and local search)\n"
 "  --exact-layouts N       every layout of replicated stages up to N ranks (default 6;\n"
@@ -161,8 +170,9 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     o->exact_ranks = 10;
     o->exact_layouts = 6;
     o->shard = 1;
+    o->vocab = PPDL_VOCAB_AUTO;
     enum { O_COSTS = 256, O_CLUSTER, O_M, O_SCHED, O_METHOD, O_JSON, O_TIMELINE, O_COMPARE, O_EXACT, O_LAYOUTS,
-           O_VSTAGES, O_SHARD, O_HELP, O_VERSION };
+           O_VSTAGES, O_SHARD, O_VOCAB, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"costs", required_argument, 0, O_COSTS}, {"cluster", required_argument, 0, O_CLUSTER},
         {"micro-batches", required_argument, 0, O_M}, {"schedule", required_argument, 0, O_SCHED},
@@ -170,6 +180,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"timeline", required_argument, 0, O_TIMELINE}, {"compare", no_argument, 0, O_COMPARE},
         {"exact-ranks", required_argument, 0, O_EXACT}, {"exact-layouts", required_argument, 0, O_LAYOUTS},
         {"virtual-stages", required_argument, 0, O_VSTAGES}, {"shard-optimizer", required_argument, 0, O_SHARD},
+        {"vocab-parallel", required_argument, 0, O_VOCAB},
         {"help", no_argument, 0, O_HELP},
         {"version", no_argument, 0, O_VERSION}, {0, 0, 0, 0}};
     opterr = 0;
@@ -200,6 +211,10 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
             if (strcmp(a, "on") && strcmp(a, "off"))
                 return ppdl_errf(err, errlen, "--shard-optimizer %s: expected on or off", a);
             o->shard = !strcmp(a, "on");
+            break;
+        case O_VOCAB:
+            o->vocab = ppdl_vocab_mode_parse(a);
+            if (o->vocab < 0) return ppdl_errf(err, errlen, "--vocab-parallel %s: expected auto, on or off", a);
             break;
         case O_JSON: o->json = 1; break;
         case O_TIMELINE: o->timeline = a; break;
@@ -289,8 +304,47 @@ static void opt_str(const ppdl_cost_eval *ev, int s, char *buf, size_t len)
     }
 }
 
+/* a vocabulary-parallel plan: each rank's stage of blocks and slice of the head */
+static void print_vocab_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, const ppdl_plan *p)
+{
+    ppdl_cost_eval ev;
+    char err[PPDL_ERR_LEN];
+    if (ppdl_cost_evaluate(c, cl, M, PPDL_SCHED_ZB_V, p, &ev, err, sizeof err)) {
+        printf("  (cannot evaluate the plan: %s)\n", err);
+        return;
+    }
+    int S = p->S;
+    printf("vocabulary parallel over %d ranks: the head (layer %d, %ld rows) cut into slices of", S, p->vocab_layer,
+           p->vocab_size);
+    for (int s = 0; s < S; s++) printf(" %ld", p->vocab[s].last - p->vocab[s].first + 1);
+    printf(" rows\n");
+    printf("  stage  rank  layers     time ms  head rows          slice ms  in flight  memory / limit           "
+           "link ms\n");
+    for (int s = 0; s < S; s++) {
+        const ppdl_plan_stage *st = &p->stages[s];
+        int j = 2 * S - 1 - s;
+        char lay[32], rows[40], m1[32], m2[32], link[48] = "";
+        snprintf(lay, sizeof lay, "%d-%d", st->first, st->last);
+        snprintf(rows, sizeof rows, "%ld-%ld", p->vocab[s].first, p->vocab[s].last);
+        if (s + 1 < S) snprintf(link, sizeof link, "%8.3f -> rank %d", ev.link_ms[s], p->stages[s + 1].rank);
+        double mem = ev.mem_bytes[s] + ev.mem_bytes[j];
+        printf("  %5d  %4d  %-9s  %8.3f  %-17s  %8.3f  %4d + %-3d  %9s / %-9s %s%s\n", s, st->rank, lay, ev.time_ms[s],
+               rows, ev.time_ms[j], ev.in_flight[s], ev.in_flight[j], ppdl_fmt_bytes((size_t)mem, m1, sizeof m1),
+               ppdl_fmt_bytes((size_t)cl->mem[st->rank], m2, sizeof m2), mem > cl->mem[st->rank] ? "OVER " : "", link);
+    }
+    printf("  each rank's x (B*T*C) goes down the ranks to the slices and the hidden-state gradient comes back up "
+           "on the same links: a zb-v V of %d stages\n", 2 * S);
+    printf("predicted T  %10.3f ms per step (cost model, the V: %.3f x sum %.3f + 2 x links %.3f + pace %.3f + "
+           "tail %.3f + tie %.3f ms)\n", ev.T, ev.phi, ev.sum_time, ev.sum_link, ev.pace, ev.tail, ev.tie);
+    ppdl_cost_eval_free(&ev);
+}
+
 static void print_table(const ppdl_costs *c, const ppdl_cluster_model *cl, int M, int schedule, const ppdl_plan *p)
 {
+    if (p->n_vocab > 0) {
+        print_vocab_table(c, cl, M, p);
+        return;
+    }
     ppdl_cost_eval ev;
     char err[PPDL_ERR_LEN];
     if (ppdl_cost_evaluate(c, cl, M, schedule, p, &ev, err, sizeof err)) {
@@ -451,7 +505,14 @@ int main(int argc, char **argv)
      * against the memory the plan was made for. */
     int autos = o.schedule == PPDL_SCHED_AUTO, rc;
     double t0 = ppdl_now_s();
-    ppdl_plan_request rq = {&costs, &cl, M, o.schedule, o.method, &so, 1, 1};
+    /* the head cut by vocabulary: for the ppdl method's one pipeline (the baselines and
+     * the comparison keep the head whole) */
+    int vocab = strcmp(o.method, "ppdl") || o.compare ? PPDL_VOCAB_OFF : o.vocab;
+    if (o.vocab == PPDL_VOCAB_ON && vocab == PPDL_VOCAB_OFF) {
+        fprintf(stderr, "ppdl-plan: --vocab-parallel on: planned by --method ppdl alone, without --compare\n");
+        return 2;
+    }
+    ppdl_plan_request rq = {&costs, &cl, M, o.schedule, o.method, &so, 1, 1, vocab};
     ppdl_plan_result res;
     rc = ppdl_plan_make(&rq, &res, err, sizeof err);
     double plan_s = ppdl_now_s() - t0;
@@ -496,7 +557,8 @@ int main(int argc, char **argv)
         if (ppdl_schedule_splits_backward(o.schedule))
             printf("%s: B and W %s\n", ppdl_schedule_name(o.schedule),
                    costs.split_given ? "as profiled" : "each half of bwd_ms (COSTS.json has no bwd_input_ms)");
-        if (autos) print_schedules(&costs, &cl, M, &res.choice, res.choice.chosen >= 0 ? res.choice.chosen : 0, &plan, plan_s);
+        if (autos) print_schedules(&costs, &cl, M, &res.choice, res.choice.chosen >= 0 ? res.choice.chosen : 0,
+                                   res.vocab_taken ? &res.novocab_plan : &plan, plan_s);
         char line[512], kind[96];
         if (sc.active) printf("%s\n", ppdl_shared_choice_line(&sc, line, sizeof line));
         printf("plan: %s\n", ppdl_plan_kind(&plan, kind, sizeof kind));
@@ -504,6 +566,7 @@ int main(int argc, char **argv)
         printf("memory: each rank's mem_bytes less the runtime's buffer reserve of %s (messages in flight, "
                "recompute scratch, work space), as ppdl --plan auto plans\n",
                ppdl_fmt_bytes((size_t)reserve, rb, sizeof rb));
+        if (res.vocab_why[0]) printf("vocabulary parallel: %s\n", res.vocab_why);
         print_table(&costs, &cl, M, o.schedule, &plan);
         if (res.lower_bound_ms > 0 && plan.predicted_iter_ms > 0)
             printf("lower bound  %10.3f ms per step (no plan's T is shorter: %s); this plan is %.1f%% above it\n",

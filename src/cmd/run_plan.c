@@ -58,7 +58,8 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
          * hold several stages per rank */
         so.chunks = o->virtual_stages;
         so.auto_chunked = can_chunk;
-        ppdl_plan_request rq = {costs, cl, (int)o->micro_batches, o->schedule, o->method, &so, 1, K};
+        /* the head stays whole: vocabulary parallelism has no runtime yet (plan/vocab.h) */
+        ppdl_plan_request rq = {costs, cl, (int)o->micro_batches, o->schedule, o->method, &so, 1, K, PPDL_VOCAB_OFF};
         int rc = ppdl_plan_make(&rq, &res, err, errlen);
         if (rc == 0) {
             *sc = res.sc;
@@ -135,6 +136,15 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
  * first file that does not read, or -2 (a usage error, status 2) where a file has a
  * stage with more replicas than --micro-batches: said here with the file's name, not
  * halfway through the trials. Nothing is left allocated on failure. */
+/* a plan whose head is cut by vocabulary (plan JSON "vocab_parallel", ppdl-plan
+ * --vocab-parallel): planned, not yet run */
+static int refuse_vocab(const ppdl_plan *p, const char *file, char *err, size_t errlen)
+{
+    if (p->n_vocab == 0) return 0;
+    return ppdl_errf(err, errlen, "--plan %s: vocabulary parallelism is planned but not yet run by ppdl (the plan's "
+                                  "\"vocab_parallel\"); plan without it: ppdl-plan --vocab-parallel off", file);
+}
+
 static int read_plan_files(const options *o, const ppdl_model *m, int n_ranks, const int *n_options, ppdl_plan *plan,
                            trial_candidates *tc, char *err, size_t errlen)
 {
@@ -145,6 +155,7 @@ static int read_plan_files(const options *o, const ppdl_model *m, int n_ranks, c
     for (char *f = strtok_r(list, ",", &save); f && rc == 0; f = strtok_r(NULL, ",", &save), k++) {
         ppdl_plan *p = k == 0 ? plan : &tc->plan[tc->n];
         rc = ppdl_plan_read(f, m->L, n_ranks, n_options, p, err, errlen);
+        if (rc == 0) rc = refuse_vocab(p, f, err, errlen);
         if (rc) break;
         const char *base = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
         snprintf(k == 0 ? tc->label0 : tc->label[tc->n], sizeof tc->label0, "%s", base);
@@ -443,6 +454,7 @@ void run_choose_plan(run *r)
     default:
         rc = o->plan_files ? read_plan_files(o, m, r->n_ranks, r->n_options, &r->plan, &tc, err, sizeof err)
                            : ppdl_plan_read(o->plan, m->L, r->n_ranks, r->n_options, &r->plan, err, sizeof err);
+        if (rc == 0 && !o->plan_files) rc = refuse_vocab(&r->plan, o->plan, err, sizeof err);
         break;
     }
     /* a plan that cannot fit the memory limits is the memory-limit status (3), as a stage

@@ -3,6 +3,7 @@
  * and the tests are checked against. */
 #include "plan/costmodel.h"
 #include "plan/solve_chunked.h"
+#include "plan/vocab.h"
 #include "core/error.h"
 #include "core/util.h"
 #include "sched/schedule.h"
@@ -278,6 +279,8 @@ int ppdl_cost_evaluate(const ppdl_costs *c, const ppdl_cluster_model *cl, int M,
 {
     memset(ev, 0, sizeof *ev);
     if (M < 1) return ppdl_errf(err, errlen, "micro-batches is %d: expected >= 1", M);
+    /* the head cut by vocabulary: the derived zb-v plan (vocab.h) */
+    if (p->n_vocab > 0) return ppdl_vocab_evaluate(c, cl, M, schedule, p, ev, err, errlen);
     int *nopt = ppdl_xmalloc((size_t)c->L * sizeof(int));
     for (int l = 0; l < c->L; l++) nopt[l] = c->layers[l].n_opts;
     int rc = ppdl_plan_validate(p, c->L, cl->N, nopt, "plan", err, errlen);
@@ -388,6 +391,10 @@ void ppdl_cost_annotate(ppdl_plan *p, const ppdl_cost_eval *ev)
         st->time_ms = ev->time_ms[s];
         st->mem_bytes = ev->mem_bytes[s];
         st->allreduce_ms = ev->allreduce_ms[s];
+        if (p->n_vocab > 0 && ev->S == 2 * p->S) { /* the rank's slice of the head with its stage */
+            st->time_ms += ev->time_ms[2 * p->S - 1 - s];
+            st->mem_bytes += ev->mem_bytes[2 * p->S - 1 - s];
+        }
         if (!ev->replica_opt_bytes) continue;
         int k = n_rep(st);
         free(st->opt_bytes);

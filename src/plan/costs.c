@@ -125,6 +125,21 @@ int ppdl_costs_validate(const ppdl_costs *c, const char *what, char *err, size_t
     return 0;
 }
 
+/* "vocab": {"layer": L-1, "size": V} (costs.h), after the layers are read */
+static int parse_vocab(json_t *root, const char *what, ppdl_costs *c, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, "vocab");
+    if (!v) return 0;
+    json_t *ly = json_object_get(v, "layer"), *sz = json_object_get(v, "size");
+    if (!json_is_object(v) || !json_is_integer(ly) || json_integer_value(ly) != c->L - 1)
+        return ppdl_errf(err, errlen, "%s: vocab: expected {\"layer\": %d, \"size\": V} (the head, the last layer, "
+                         "and its vocabulary's rows)", what, c->L - 1);
+    if (!json_is_integer(sz) || json_integer_value(sz) < 1 || json_integer_value(sz) > (1L << 40))
+        return ppdl_errf(err, errlen, "%s: vocab.size: expected an integer >= 1 (the vocabulary's rows)", what);
+    c->vocab_size = (long)json_integer_value(sz);
+    return 0;
+}
+
 /* "tied": [{"layers": [0, L-1], "bytes": b}] (costs.h), after the layers are read */
 static int parse_tied(json_t *root, const char *what, ppdl_costs *c, char *err, size_t errlen)
 {
@@ -257,7 +272,7 @@ static int parse_root(json_t *root, const char *what, ppdl_costs *c, char *err, 
                 return -1;
         }
     }
-    if (parse_tied(root, what, c, err, errlen)) return -1;
+    if (parse_tied(root, what, c, err, errlen) || parse_vocab(root, what, c, err, errlen)) return -1;
     return ppdl_costs_validate(c, what, err, errlen);
 }
 
@@ -344,6 +359,12 @@ char *ppdl_costs_to_json(const ppdl_costs *c)
         json_t *arr_t = json_array();
         json_array_append_new(arr_t, t);
         json_object_set_new(root, "tied", arr_t);
+    }
+    if (c->vocab_size > 0) {
+        json_t *v = json_object();
+        json_object_set_new(v, "layer", json_integer(c->L - 1));
+        json_object_set_new(v, "size", json_integer(c->vocab_size));
+        json_object_set_new(root, "vocab", v);
     }
     /* 17 significant digits: the file reads back to the same doubles, so ppdl-plan on
      * a --costs-out file plans exactly what ppdl --plan auto planned in memory */

@@ -59,6 +59,11 @@ typedef struct ppdl_costs {
      * at the end of the step (costmodel.h: ppdl_tie_mem, ppdl_tie_ms). At most one tie,
      * between the first and the last layer (the only one ppdl's models have). */
     double tied_bytes;
+    /* the head's vocabulary (COSTS.json "vocab", optional: {"layer": L-1, "size": V};
+     * absent: 0): the last layer computes logits over V rows, which vocabulary
+     * parallelism may cut into slices (plan/vocab.h). ppdl --costs-out writes it for a
+     * gpt. */
+    long vocab_size;
     /* the precision of the messages between stages (COSTS.json "precision", optional:
      * "fp32", the default, or "bf16"): 1 when they travel as bf16, half of out_bytes
      * (ppdl_msg_bytes). ppdl sets it from its own --precision, whatever the file says. */

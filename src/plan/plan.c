@@ -287,6 +287,36 @@ static int not_chunked(const ppdl_plan *p, int r, const char *what, char *err, s
     return ppdl_errf(err, errlen, "%s: rank %d runs %s", what, r, mine);
 }
 
+/* vocabulary parallelism (plan.h): the stages cover 0..L-2 (next = L-1) one rank each,
+ * and the head's rows 0..V-1 are cut in order into one slice per stage, on its rank */
+static int check_vocab(const ppdl_plan *p, int next, int L, const char *what, char *err, size_t errlen)
+{
+    if (p->vocab_layer != L - 1 || next != L - 1)
+        return ppdl_errf(err, errlen, "%s: vocab_parallel: the head (layer %d, the last) is cut by vocabulary, so the "
+                                      "stages cover layers 0..%d; they cover 0..%d", what, L - 1, L - 2, next - 1);
+    if (p->n_vocab != p->S || ppdl_plan_chunks(p) != 1)
+        return ppdl_errf(err, errlen, "%s: vocab_parallel: %d slices on a plan of %d stages: expected one slice per "
+                                      "stage, one rank per stage", what, p->n_vocab, p->S);
+    long row = 0;
+    for (int s = 0; s < p->S; s++) {
+        const ppdl_vocab_slice *v = &p->vocab[s];
+        if (n_rep(&p->stages[s]) != 1)
+            return ppdl_errf(err, errlen, "%s: vocab_parallel: stage %d has %d replicas: vocabulary parallelism is "
+                                          "planned for one rank per stage", what, s, n_rep(&p->stages[s]));
+        if (v->rank != p->stages[s].rank)
+            return ppdl_errf(err, errlen, "%s: vocab_parallel.slices[%d].rank is %d: expected stage %d's rank %d", what,
+                             s, v->rank, s, p->stages[s].rank);
+        if (v->first != row || v->last < v->first - 1)
+            return ppdl_errf(err, errlen, "%s: vocab_parallel.slices[%d] is rows %ld..%ld: expected the rows from %ld "
+                                          "on, in order (last = first - 1: empty)", what, s, v->first, v->last, row);
+        row = v->last + 1;
+    }
+    if (row != p->vocab_size)
+        return ppdl_errf(err, errlen, "%s: vocab_parallel: the slices cover rows 0..%ld of a vocabulary of %ld", what,
+                         row - 1, p->vocab_size);
+    return 0;
+}
+
 int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_options,
                        const char *what, char *err, size_t errlen)
 {
@@ -337,6 +367,7 @@ int ppdl_plan_validate(const ppdl_plan *p, int L, int n_ranks, const int *n_opti
         }
         next = st->last + 1;
     }
+    if (p->n_vocab > 0) return check_vocab(p, next, L, what, err, errlen);
     if (next != L)
         return ppdl_errf(err, errlen, "%s: the stages cover layers 0..%d but the model has %d "
                                       "layers", what, next - 1, L);
@@ -423,6 +454,32 @@ static int read_slice_weights(json_t *st, ppdl_plan_stage *ps, const char *path,
         sum += w;
     }
     if (!(sum > 0)) return ppdl_errf(err, errlen, "%s: stages[%d].slice_weights: the weights sum to 0", path, s);
+    return 0;
+}
+
+/* "vocab_parallel" (optional): {"layer": L-1, "size": V, "slices": [{"rank", "first",
+ * "last"}, ...]}, checked with the stages by ppdl_plan_validate */
+static int parse_vocab(json_t *root, const char *path, ppdl_plan *p, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, "vocab_parallel");
+    if (!v) return 0;
+    json_t *sl = json_object_get(v, "slices"), *sz = json_object_get(v, "size");
+    if (!json_is_object(v) || json_int(json_object_get(v, "layer"), &p->vocab_layer) || !json_is_integer(sz) ||
+        json_integer_value(sz) < 1 || !json_is_array(sl) || json_array_size(sl) == 0 ||
+        json_array_size(sl) > (size_t)p->S)
+        return ppdl_errf(err, errlen, "%s: vocab_parallel: expected {\"layer\": L-1, \"size\": V, \"slices\": "
+                                      "[{\"rank\": r, \"first\": a, \"last\": b}, ...]} with one slice per stage", path);
+    p->vocab_size = (long)json_integer_value(sz);
+    p->n_vocab = (int)json_array_size(sl);
+    p->vocab = ppdl_xcalloc((size_t)p->n_vocab, sizeof *p->vocab);
+    for (int s = 0; s < p->n_vocab; s++) {
+        json_t *e = json_array_get(sl, (size_t)s), *a = json_object_get(e, "first"), *b = json_object_get(e, "last");
+        if (json_int(json_object_get(e, "rank"), &p->vocab[s].rank) || !json_is_integer(a) || !json_is_integer(b))
+            return ppdl_errf(err, errlen, "%s: vocab_parallel.slices[%d]: expected {\"rank\": r, \"first\": a, "
+                                          "\"last\": b} (integers)", path, s);
+        p->vocab[s].first = (long)json_integer_value(a);
+        p->vocab[s].last = (long)json_integer_value(b);
+    }
     return 0;
 }
 
@@ -533,6 +590,7 @@ static int plan_from_json(json_t *root, const char *path, int L, int n_ranks, co
             }
         }
     }
+    if (parse_vocab(root, path, p, err, errlen)) goto out;
     rc = ppdl_plan_validate(p, L, n_ranks, n_options, path, err, errlen);
     if (rc == 0) rc = check_chunks_field(root, p, path, err, errlen);
 out:
@@ -594,6 +652,20 @@ char *ppdl_plan_to_json(const ppdl_plan *p)
         json_array_append_new(arr, o);
     }
     json_object_set_new(root, "stages", arr);
+    if (p->n_vocab > 0) {
+        json_t *v = json_object(), *sl = json_array();
+        json_object_set_new(v, "layer", json_integer(p->vocab_layer));
+        json_object_set_new(v, "size", json_integer(p->vocab_size));
+        for (int s = 0; s < p->n_vocab; s++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "rank", json_integer(p->vocab[s].rank));
+            json_object_set_new(e, "first", json_integer(p->vocab[s].first));
+            json_object_set_new(e, "last", json_integer(p->vocab[s].last));
+            json_array_append_new(sl, e);
+        }
+        json_object_set_new(v, "slices", sl);
+        json_object_set_new(root, "vocab_parallel", v);
+    }
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return s;
@@ -628,5 +700,6 @@ void ppdl_plan_free(ppdl_plan *p)
             free(p->stages[s].opt_bytes);
         }
     free(p->stages);
+    free(p->vocab);
     memset(p, 0, sizeof *p);
 }

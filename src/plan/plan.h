@@ -35,6 +35,13 @@ typedef struct ppdl_plan_stage {
  * and the runtime cut with it alike */
 #define PPDL_SLICE_ALIGN 1
 
+/* vocabulary parallelism (plan/vocab.h): rows first..last of the head's vocabulary on
+ * rank `rank`; first = last + 1 for an empty slice */
+typedef struct ppdl_vocab_slice {
+    int rank;
+    long first, last;
+} ppdl_vocab_slice;
+
 typedef struct ppdl_plan {
     char method[32];
     char schedule[16];         /* the schedule it was solved for (JSON "schedule", optional:
@@ -52,6 +59,14 @@ typedef struct ppdl_plan {
     int shard_optimizer;
     int S;
     ppdl_plan_stage *stages;   /* [S], in pipeline order */
+    /* vocabulary parallelism (plan/vocab.h; JSON "vocab_parallel"): n_vocab = S > 0
+     * slices of the head (layer vocab_layer, the last) over vocab_size rows, slice s on
+     * stage s's rank, rows ascending; the stages then cover layers 0..L-2, one rank each.
+     * 0: the head is a layer of the last stage, as every other layer. */
+    int n_vocab;
+    int vocab_layer;
+    long vocab_size;
+    ppdl_vocab_slice *vocab;   /* [n_vocab] */
 } ppdl_plan;
 
 /* S stages of (nearly) equal layer counts on ranks 0..S-1, no recompute; the first

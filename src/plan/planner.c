@@ -71,6 +71,92 @@ static int make_auto(const ppdl_plan_request *rq, const ppdl_solve_opts *so, ppd
     return rc;
 }
 
+/* vocab_parallel auto or on (planner.h): the vocabulary-parallel layout against its own
+ * reserve (zb-v's, on the derived costs whose largest slice is the whole head: a bound
+ * for every slice), taken by rq's rule; returns the request's status after the choice */
+static int consider_vocab(const ppdl_plan_request *rq, ppdl_plan_result *res, int rc, char *err, size_t errlen)
+{
+    const ppdl_costs *c = rq->costs;
+    const ppdl_cluster_model *cl = rq->cluster;
+    int on = rq->vocab_parallel == PPDL_VOCAB_ON;
+    if (rq->schedule != PPDL_SCHED_AUTO && rq->schedule != PPDL_SCHED_ZB_V) {
+        snprintf(res->vocab_why, sizeof res->vocab_why, "not planned: the layout runs under zb-v (a V of the blocks "
+                 "and the head's slices), and --schedule is %s", ppdl_schedule_name(rq->schedule));
+        return on ? ppdl_errf(err, errlen, "--vocab-parallel on: %s; use --schedule zb-v or auto", res->vocab_why) : rc;
+    }
+    double reserve = 0;
+    ppdl_cluster_model mine = *cl;
+    double *mem = NULL;
+    if (rq->reserve && c->vocab_size > 0 && cl->N >= 1 && c->L >= 2) {
+        ppdl_costs dc;
+        ppdl_plan one;
+        memset(&one, 0, sizeof one);
+        one.S = one.n_vocab = 1;
+        ppdl_plan_stage st = {0};
+        ppdl_vocab_slice sl = {0, 0, c->vocab_size - 1};
+        st.last = c->L - 2;
+        one.stages = &st;
+        one.vocab = &sl;
+        one.vocab_layer = c->L - 1;
+        one.vocab_size = c->vocab_size;
+        ppdl_plan dp;
+        if (ppdl_vocab_expand(c, &one, &dc, &dp, err, errlen) == 0) {
+            reserve = ppdl_runtime_reserve_chunked(&dc, ppdl_reserve_slots_chunked(PPDL_SCHED_ZB_V, cl->N, 2, rq->M), 2);
+            ppdl_plan_free(&dp);
+            ppdl_costs_free(&dc);
+        }
+        mine.mem = mem = ppdl_memory_less_reserve(cl->mem, cl->N, reserve);
+    }
+    ppdl_plan vp;
+    char verr[PPDL_ERR_LEN] = "";
+    int vrc = ppdl_vocab_plan(c, &mine, rq->M, &vp, verr, sizeof verr);
+    if (vp.S > 0) {
+        res->vocab_T = vp.predicted_iter_ms;
+        double ms = ppdl_simulated_ms(c, &mine, &vp, rq->M, PPDL_SCHED_ZB_V);
+        res->vocab_sim = isfinite(ms) ? ms : 0;
+    }
+    if (res->plan.S > 0) {
+        res->novocab_T = res->plan.predicted_iter_ms;
+        ppdl_cluster_model theirs = *cl;
+        double *m2 = rq->reserve ? ppdl_memory_less_reserve(cl->mem, cl->N, res->reserve) : NULL;
+        if (m2) theirs.mem = m2;
+        double ms = ppdl_simulated_ms(c, &theirs, &res->plan, rq->M, res->schedule);
+        res->novocab_sim = isfinite(ms) ? ms : 0;
+        free(m2);
+    }
+    int take;
+    if (vrc) {
+        snprintf(res->vocab_why, sizeof res->vocab_why, "not taken: %s", verr);
+        take = 0;
+    } else if (on) {
+        snprintf(res->vocab_why, sizeof res->vocab_why, "taken (--vocab-parallel on)");
+        take = 1;
+    } else if (rc || res->plan.S == 0) {
+        snprintf(res->vocab_why, sizeof res->vocab_why, "taken: no plan without it fits");
+        take = 1;
+    } else {
+        take = res->vocab_T < res->novocab_T && res->vocab_sim > 0 && res->vocab_sim < res->novocab_sim;
+        snprintf(res->vocab_why, sizeof res->vocab_why, "%s: T %.3f against %.3f ms without, simulated %.3f against "
+                 "%.3f ms (auto takes it only where both are shorter)", take ? "taken" : "not taken", res->vocab_T,
+                 res->novocab_T, res->vocab_sim, res->novocab_sim);
+    }
+    if (take) {
+        res->novocab_plan = res->plan;
+        res->plan = vp;
+        res->schedule = PPDL_SCHED_ZB_V;
+        res->reserve = reserve;
+        res->vocab_taken = 1;
+        res->n_others = 0;
+        memset(&res->info, 0, sizeof res->info);
+        rc = 0;
+    } else {
+        ppdl_plan_free(&vp);
+        if (on) rc = ppdl_errf(err, errlen, "--vocab-parallel on: %s", verr);
+    }
+    free(mem);
+    return rc;
+}
+
 int ppdl_plan_make(const ppdl_plan_request *rq, ppdl_plan_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
@@ -99,6 +185,13 @@ int ppdl_plan_make(const ppdl_plan_request *rq, ppdl_plan_result *res, char *err
                                   rq->candidates, res->others, res->others_ms, res->others_label, err, errlen);
         res->n_others = rc == 0 ? res->sc.n_others : 0;
     }
+    if (rq->vocab_parallel != PPDL_VOCAB_OFF) {
+        rc = consider_vocab(rq, res, rc, err, errlen);
+        if (res->vocab_taken && rq->reserve) {
+            free(mem);
+            mine.mem = mem = ppdl_memory_less_reserve(cl->mem, cl->N, res->reserve);
+        }
+    }
     if (res->plan.S > 0) {
         res->predicted_ms = res->plan.predicted_iter_ms;
         res->plan.lower_bound_ms = res->lower_bound_ms =
@@ -115,6 +208,7 @@ int ppdl_plan_make(const ppdl_plan_request *rq, ppdl_plan_result *res, char *err
 void ppdl_plan_result_free(ppdl_plan_result *res)
 {
     ppdl_plan_free(&res->plan);
+    ppdl_plan_free(&res->novocab_plan);
     for (int i = 0; i < res->n_others; i++) ppdl_plan_free(&res->others[i]);
     res->n_others = 0;
     if (res->is_auto) ppdl_schedule_choice_free(&res->choice);

@@ -22,6 +22,7 @@
 #include "plan/schedule_choice.h"
 #include "plan/shared_cores.h"
 #include "plan/solver.h"
+#include "plan/vocab.h"
 
 typedef struct ppdl_plan_request {
     const ppdl_costs *costs;
@@ -35,6 +36,10 @@ typedef struct ppdl_plan_request {
     int reserve;               /* 1: plan against each rank's memory less the schedule's
                                   runtime reserve (reserve.h); 0: the memory as it is */
     int candidates;            /* K >= 1: the plan and up to K-1 runners-up (not with auto) */
+    int vocab_parallel;        /* PPDL_VOCAB_* (vocab.h): off (0, ppdl's: no runtime yet) never
+                                  plans the head cut by vocabulary; auto takes that layout
+                                  where it fits and predicts a shorter T and simulated step
+                                  than the plan without; on takes it (schedule zb-v or auto) */
 } ppdl_plan_request;
 
 typedef struct ppdl_plan_result {
@@ -54,6 +59,12 @@ typedef struct ppdl_plan_result {
     int is_auto;               /* the schedule was chosen: `choice` holds every candidate */
     ppdl_schedule_choice choice;
     char why[512];             /* auto: why this schedule ("" otherwise) */
+    int vocab_taken;           /* the plan cuts the head by vocabulary (plan.n_vocab > 0) */
+    double vocab_T, vocab_sim; /* vocab_parallel auto/on: that layout's T and simulated step
+                                  (0: none was planned) */
+    double novocab_T, novocab_sim; /* ... and the plan's without it (0: none) */
+    ppdl_plan novocab_plan;    /* vocab_taken: the plan without it, which it displaced */
+    char vocab_why[256];       /* why it was taken or not ("" with vocab_parallel off) */
     int n_others;              /* runners-up: others[0 .. n_others-1], their simulated
                                   steps and labels (shared_cores.h) */
     ppdl_plan others[PPDL_PLAN_MAX_CANDIDATES];

@@ -30,6 +30,7 @@
 #include "plan/costmodel.h"
 #include "plan/pass_times.h"
 #include "plan/replica.h"
+#include "plan/vocab.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -589,6 +590,8 @@ int ppdl_simulate(const ppdl_costs *c, const ppdl_cluster_model *cl, const ppdl_
                   int schedule, int record, ppdl_sim *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    /* the head cut by vocabulary: the derived zb-v plan's play (vocab.h) */
+    if (p->n_vocab > 0) return ppdl_vocab_simulate(c, cl, p, M, schedule, record, out, err, errlen);
     /* a layout no schedule can run (a stage without replicas) */
     int *layout = ppdl_xmalloc((size_t)(p->S > 0 ? p->S : 1) * sizeof(int));
     for (int s = 0; s < p->S; s++) layout[s] = n_rep(&p->stages[s]);

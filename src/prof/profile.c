@@ -24,6 +24,7 @@ void ppdl_costs_from_model(const ppdl_model *m, int b, ppdl_costs *out)
     out->state_multiplier = 4; /* values, gradients, AdamW m and v */
     out->buffer_bytes_given = 1;
     out->tied_bytes = (double)(ppdl_model_tied_floats(m) * sizeof(float)); /* a gpt's wte = lm_head.weight */
+    if (!strcmp(m->family, "gpt")) out->vocab_size = m->vocab_size; /* the head's rows (plan/vocab.h) */
     for (int l = 0; l < m->L; l++) {
         const ppdl_layer *ly = &m->layers[l];
         ppdl_layer_cost *lc = &out->layers[l];
