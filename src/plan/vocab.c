@@ -41,7 +41,7 @@ static void derived_costs(const ppdl_costs *c, const long *n, int S, ppdl_costs 
     dc->tied_bytes = 0; /* the slices' exchange with stage 0 is X_v, outside the V */
     memcpy(dc->layers, c->layers, (size_t)(L - 1) * sizeof *dc->layers);
     /* the hidden state x the head reads: what travels between the slices, both ways */
-    double x = h->in_bytes > 0 ? h->in_bytes : (L > 1 ? c->layers[L - 2].out_bytes : 0);
+    double x = h->in_bytes; /* the reader defaults it to the last block's out_bytes */
     for (int j = 0; j < S; j++) {
         int s = S - 1 - j; /* derived stage S + j holds slice S-1-j */
         double f = (double)n[s] / (double)V;
@@ -224,7 +224,8 @@ void ppdl_vocab_slices(const double *t, const double *speed, const double *cap, 
             else hi = mid;
         }
         double sum = 0;
-        for (int s = 0; s < S; s++) sum += w[s] = rows_at(hi, t[s], speed[s], cap ? cap[s] : INFINITY, H, V);
+        /* whole rows, so that a capped slice gets its cap exactly */
+        for (int s = 0; s < S; s++) sum += w[s] = rint(rows_at(hi, t[s], speed[s], cap ? cap[s] : INFINITY, H, V));
         if (!(sum > 0))
             for (int s = 0; s < S; s++) w[s] = speed[s];
     }
