@@ -221,6 +221,9 @@ const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len)
                                   n_rep(&p->stages[s]), named == n_repl ? " replicas)" : "");
         }
     }
+    size_t n = strlen(buf);
+    if (p->n_vocab > 0 && n < len) /* "pipeline, 4 stages, the head by vocabulary over 4 ranks" */
+        snprintf(buf + n, len - n, ", the head by vocabulary over %d ranks", p->n_vocab);
     return buf;
 }
 

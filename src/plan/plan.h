@@ -143,7 +143,8 @@ int ppdl_plan_stage_of_rank(const ppdl_plan *p, int rank, int *replica);
  * stages (stage 0 x 2, stage 2 x 3 replicas)" (the replicated ones named); chunked:
  * "interleaved, 4 stages on 2 ranks (2 each)" (round-robin), "V, 4 stages on 2 ranks",
  * "chunked, 6 stages on 2 ranks (3 each)" (any other order), each followed by
- * " x 2 replicas" where the pipeline has copies. Returns buf. */
+ * " x 2 replicas" where the pipeline has copies; a vocabulary-parallel plan adds ", the
+ * head by vocabulary over 4 ranks". Returns buf. */
 const char *ppdl_plan_kind(const ppdl_plan *p, char *buf, size_t len);
 /* ranks used by the plan: the sum of the stages' replicas; for a chunked plan the
  * distinct ranks k * S / v */

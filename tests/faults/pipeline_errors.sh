@@ -37,6 +37,13 @@ cat >"$tmp/three.json" <<'JSON'
             {"rank": 2, "first_layer": 2, "last_layer": 3}]}
 JSON
 expect_fail "a plan for 3 ranks on 2" "on 3 ranks but the job has 2 ranks" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/three.json"
+# the head cut by vocabulary (ppdl-plan --vocab-parallel): valid, planned, not yet run
+cat >"$tmp/vocab.json" <<'JSON'
+{"stages": [{"rank": 0, "first_layer": 0, "last_layer": 1}, {"rank": 1, "first_layer": 2, "last_layer": 2}],
+ "vocab_parallel": {"layer": 3, "size": 10, "slices": [{"rank": 0, "first": 0, "last": 4}, {"rank": 1, "first": 5, "last": 9}]}}
+JSON
+expect_fail "a vocabulary-parallel plan is refused" "vocabulary parallelism is planned but not yet run by ppdl" 2 \
+  "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/vocab.json"
 echo '{"stages": [' >"$tmp/bad.json"
 expect_fail "a malformed plan file names the file and line" "bad.json: line" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --plan "$tmp/bad.json"
 expect_fail "an unknown schedule" "--schedule zigzag" 2 "$tmp/m.h5" --data "$tmp/m-data.h5" --schedule zigzag

@@ -98,6 +98,16 @@ ok $? "--json prints the plan"
 "$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/cluster.json" --micro-batches 4 --json >"$tmp/plan2.json" 2>&1
 cmp -s "$tmp/plan.json" "$tmp/plan2.json"
 ok $? "the same input gives the same plan"
+# the head cut by vocabulary (COSTS.json "vocab", which --costs-out writes for a gpt)
+expect_fail "--vocab-parallel takes auto, on or off" 2 "expected auto, on or off" --costs "$tmp/costs.json" \
+  --cluster "$tmp/cluster.json" --micro-batches 4 --vocab-parallel maybe
+sed 's/3.2e6/1e9/' "$tmp/cluster.json" >"$tmp/roomy.json"
+"$PLAN" --costs "$tmp/costs.json" --cluster "$tmp/roomy.json" --micro-batches 4 --schedule zb-v --vocab-parallel on \
+  >"$tmp/vocab.txt" 2>&1 && grep -q '"vocab": {' "$tmp/costs.json" && grep -q '"size": 256' "$tmp/costs.json" &&
+  grep -q "^vocabulary parallel over 3 ranks: the head (layer 4, 256 rows)" "$tmp/vocab.txt" &&
+  grep -q "^vocabulary parallel: taken (--vocab-parallel on)" "$tmp/vocab.txt"
+ok $? "--vocab-parallel on: the head's 256 rows cut over the 3 ranks, and the table says so"
+[ $? = 0 ] || sed 's/^/#   /' "$tmp/vocab.txt" | head -8
 if [ -x "$PYTHON_ORACLE" ] && "$PYTHON_ORACLE" -c 'import json' 2>/dev/null; then
   "$PYTHON_ORACLE" - "$tmp/plan.json" "$tmp/costs.json" <<'PY'
 import json, sys
