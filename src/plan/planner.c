@@ -79,6 +79,7 @@ static int consider_vocab(const ppdl_plan_request *rq, ppdl_plan_result *res, in
     const ppdl_costs *c = rq->costs;
     const ppdl_cluster_model *cl = rq->cluster;
     int on = rq->vocab_parallel == PPDL_VOCAB_ON;
+    if (c->vocab_size < 1 && !on) return rc; /* no head to cut (not a gpt): nothing to say */
     if (rq->schedule != PPDL_SCHED_AUTO && rq->schedule != PPDL_SCHED_ZB_V) {
         snprintf(res->vocab_why, sizeof res->vocab_why, "not planned: the layout runs under zb-v (a V of the blocks "
                  "and the head's slices), and --schedule is %s", ppdl_schedule_name(rq->schedule));
