@@ -7,7 +7,9 @@
  *    planned layout's T and its simulated step within 25% of each other (T is the
  *    chunked plans' rule, not a play: the worst of these 24 is 19.3%, 4 ranks, M = 8).
  *  - The slices: water-filled by speed (t = 1, 1 at speeds 1, 3: rows 100 and 300 of
- *    400), by what a stage lacks (t = 2, 1: 100 and 200 of 300), capped (50 and 350).
+ *    400), by what a stage lacks (t = 2, 1: 100 and 200 of 300), capped (50 and 350);
+ *    in the search, a rank twice as fast takes 5x the rows of its stage's neighbour,
+ *    and a rank short of memory has its slice capped to what it holds.
  *  - The choice (ppdl_plan_make, --schedule auto): on fast links a head of six blocks'
  *    work, too big to replicate cheaply, is cut (auto takes it); on slow links, where
  *    the hidden state's way down and back doubles each link's bytes, auto refuses it;
@@ -161,6 +163,35 @@ static void test_random_agree(void)
        "planned)", 100 * worst, planned, n);
 }
 
+/* the search on 2 ranks of 2 blocks (F = B = W = 1) and a head of 6 ms over 1000 rows:
+ * rank 1 twice as fast takes 833 rows (level 4: (4 - 3) + 2 (4 - 1.5) = 6); with equal
+ * speeds and rank 1's memory holding about 300 rows of the head's 4 MB of state a row,
+ * its slice is capped and the layout fits */
+static void test_search_slices(void)
+{
+    ppdl_costs c;
+    ppdl_cluster_model cl;
+    ppdl_plan p;
+    char err[PPDL_ERR_LEN];
+    vocab_costs(&c, 3, 1, 1, 2, 2, 1000, 1e6, 1e9);
+    cluster(&cl, 2, 1e10, 1e-5);
+    cl.speed[1] = 2;
+    int rc = ppdl_vocab_plan(&c, &cl, 4, &p, err, sizeof err);
+    long n0 = rc ? -1 : p.vocab[0].last - p.vocab[0].first + 1, n1 = rc ? -1 : p.vocab[1].last - p.vocab[1].first + 1;
+    ok(rc == 0 && n0 == 167 && n1 == 833, "a rank twice as fast takes 833 of 1000 rows (got %ld and %ld)", n0, n1);
+    if (rc) diag("%s", err);
+    ppdl_plan_free(&p);
+    cl.speed[1] = 1;
+    cl.mem[1] = 300 * 4e6 + 1e7;
+    rc = ppdl_vocab_plan(&c, &cl, 4, &p, err, sizeof err);
+    n1 = rc ? -1 : p.vocab[1].last - p.vocab[1].first + 1;
+    ok(rc == 0 && n1 > 250 && n1 <= 302, "rank 1's memory caps its slice near 300 rows (not 500): %ld, and it fits", n1);
+    if (rc) diag("%s", err);
+    ppdl_plan_free(&p);
+    ppdl_costs_free(&c);
+    ppdl_cluster_model_free(&cl);
+}
+
 static void test_slices(void)
 {
     size_t b[3];
@@ -240,10 +271,11 @@ static void test_json(void)
 
 int main(void)
 {
-    plan(11);
+    plan(13);
     test_equal_v();
     test_random_agree();
     test_slices();
+    test_search_slices();
     test_choice();
     test_json();
     return exit_status();
