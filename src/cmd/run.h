@@ -63,6 +63,7 @@ typedef struct options {
     int p2p;                   /* --p2p: PPDL_P2P_* (pipe/p2p_choice.h) */
     int precision;             /* --precision: PPDL_PREC_FP32 or PPDL_PREC_BF16 */
     int skip_nonfinite;
+    int shard_optimizer;       /* --shard-optimizer: 1 on, 0 off, -1 (default) on wherever it can */
     const char *papi;          /* --papi EVENTS */
     const char *method;        /* --method: the planner's method for --plan auto */
     double lr, beta1, beta2, eps, weight_decay;
@@ -255,6 +256,7 @@ typedef struct run {
     long *pass_ticks;
     ppdl_zb_times pass_times;      /* the view of pass_ticks */
     int replica;                   /* this rank's replica of its stages */
+    int shard_optimizer;           /* the optimizer state is sharded across the replicas (every rank agrees) */
     /* this rank's stages in ascending order (run_plan.c names them, run_stage.c builds
      * them): one, or the virtual stages of a chunked plan; local[0] is the first */
     int n_local;
@@ -340,6 +342,8 @@ float *run_gather_weights(run *r);
 /* the ranks of a plan stage's replicas in replica order (a stage a planner built
  * without replicas names its one rank only) (run_plan.c) */
 const int *run_ranks_of(const ppdl_plan_stage *ps);
+/* the replicas of plan stage s (a chunked pipeline's: its copies) (run_plan.c) */
+int run_stage_replicas(const run *r, int s);
 /* the runtimes of this rank's stages, rts[0..n_local-1] (run_stage.c); n_local */
 int run_runtimes(const run *r, ppdl_runtime **rts);
 /* one training step of this rank's stages at the step's learning rate (run_train.c) */
@@ -349,14 +353,18 @@ void run_step(run *r, long step, ppdl_step_stats *stats);
 void run_sample(run *r, long after_step);
 
 /* helpers shared between the steps */
-/* Host views of a stage's weights and AdamW moments: the arenas themselves when the
- * host can address device memory (the CPU), else host copies (from the device when
- * from_device; host_state_put copies them back). */
+/* Host views of a stage's weights and AdamW moments, each the stage's whole held
+ * layout: the arenas themselves when the host can address device memory (the CPU),
+ * else host copies (from the device when from_device; host_state_put copies them
+ * back). Moments sharded across the replicas (nn/stage.h) are always whole-size host
+ * arrays: from_device gathers every replica's slice into replica 0's over `replicas`
+ * (collective on it; the other replicas' arrays hold their own slice only), and
+ * host_state_put takes each replica's own slice back. */
 typedef struct host_state {
     float *a[3];
-    int copies;
+    int own[3];                /* a[i] is a host array, freed by host_state_free */
 } host_state;
-void host_state_get(host_state *h, ppdl_stage *st, int from_device);
+void host_state_get(host_state *h, ppdl_stage *st, int from_device, MPI_Comm replicas);
 void host_state_put(host_state *h, ppdl_stage *st);
 void host_state_free(host_state *h);
 void run_write_checkpoint(run *r, long done, double at_s);

@@ -76,6 +76,13 @@ void run_options_usage(FILE *f)
 "                          llm.c's gpt2_tokenizer.bin): samples print as text\n"
 "  --skip-nonfinite        skip a step whose loss or gradients are not finite (default:\n"
 "                          stop, naming the step, stage and layer; nothing is written)\n"
+"  --shard-optimizer on|off\n"
+"                          the AdamW moments of a stage with k replicas cut into k\n"
+"                          slices, each replica keeping and updating its own and then\n"
+"                          gathering the weights (ZeRO-1): 8 + 8/k bytes per parameter\n"
+"                          instead of 16, the same bits (default: on wherever a stage\n"
+"                          has replicas, the backend's memory is MPI's and there is no\n"
+"                          --netem)\n"
 "\n"
 "Pipeline:\n"
 "  --schedule 1f1b|gpipe|zb-h1|zb-h2|zb-1p|interleaved|zb-v|auto\n"
@@ -259,6 +266,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
     o->trial_passes = 0; /* not given: 2 */
     o->backend = "auto";
     o->p2p = PPDL_P2P_AUTO;
+    o->shard_optimizer = -1;
     o->wait = -1;
     o->lr = 1e-3;
     o->beta1 = 0.9;
@@ -277,7 +285,7 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
            O_PROBE_ONLY, O_CLUSTER, O_CLUSTER_OUT, O_NETEM, O_PAPI, O_COSTS, O_COSTS_OUT, O_METHOD, O_LR_SCHED, O_WARMUP, O_MIN_LR, O_MIN_LR_RATIO,
            O_DECAY_STEPS, O_DECAY_FRAC, O_CLIP, O_DECAY_ALL, O_SHUFFLE, O_RUNLOG, O_VAL_DATA, O_EVAL_EVERY,
            O_EVAL_BATCHES, O_LOSS_PLOT, O_LOSS_PLOT_SCALE, O_PLAN_OUT, O_SAMPLE_EVERY, O_SAMPLE_TOKENS,
-           O_SAMPLE_PROMPT, O_TOKENIZER, O_P2P, O_PRECISION, O_VSTAGES, O_COPIES, O_REPLICAS, O_PLAN_TRIALS, O_TRIAL_PASSES, O_HELP, O_VERSION };
+           O_SAMPLE_PROMPT, O_TOKENIZER, O_SHARD_OPT, O_P2P, O_PRECISION, O_VSTAGES, O_COPIES, O_REPLICAS, O_PLAN_TRIALS, O_TRIAL_PASSES, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"probe-only", no_argument, 0, O_PROBE_ONLY}, {"cluster", required_argument, 0, O_CLUSTER},
         {"costs", required_argument, 0, O_COSTS}, {"costs-out", required_argument, 0, O_COSTS_OUT},
@@ -297,7 +305,8 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
         {"backend", required_argument, 0, O_BACKEND}, {"wait", required_argument, 0, O_WAIT},
         {"p2p", required_argument, 0, O_P2P}, {"precision", required_argument, 0, O_PRECISION},
         {"recompute", required_argument, 0, O_RECOMP}, {"log-every", required_argument, 0, O_LOG},
-        {"skip-nonfinite", no_argument, 0, O_SKIPNF}, {"papi", required_argument, 0, O_PAPI},
+        {"skip-nonfinite", no_argument, 0, O_SKIPNF}, {"shard-optimizer", required_argument, 0, O_SHARD_OPT},
+        {"papi", required_argument, 0, O_PAPI},
         {"method", required_argument, 0, O_METHOD},
         {"lr-schedule", required_argument, 0, O_LR_SCHED}, {"warmup", required_argument, 0, O_WARMUP},
         {"min-lr", required_argument, 0, O_MIN_LR}, {"min-lr-ratio", required_argument, 0, O_MIN_LR_RATIO},
@@ -453,6 +462,11 @@ int run_options_parse(int argc, char **argv, int n_ranks, options *o, char *err,
             if (ppdl_parse_int(a, 1, LONG_MAX, &o->log_every)) return ppdl_errf(err, errlen, "--log-every %s: expected an integer >= 1", a);
             break;
         case O_SKIPNF: o->skip_nonfinite = 1; break;
+        case O_SHARD_OPT:
+            if (!strcmp(a, "on")) o->shard_optimizer = 1;
+            else if (!strcmp(a, "off")) o->shard_optimizer = 0;
+            else return ppdl_errf(err, errlen, "--shard-optimizer %s: expected on or off", a);
+            break;
         case O_CKPT: o->checkpoint = a; break;
         case O_CKPT_EVERY:
             /* a bare integer is steps; a duration has a unit or colons */

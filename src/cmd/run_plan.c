@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/xfer.h"
 #include "cmd/run.h"
 #include "core/error.h"
 #include "core/util.h"
@@ -335,14 +336,58 @@ static void map_copy_micro_batches(ppdl_rank_schedule *rs, int k, int q)
             if (rs->lists[c].ops[i].mb >= 0) rs->lists[c].ops[i].mb = q + rs->lists[c].ops[i].mb * k;
 }
 
-/* stage s's memory, predicted from its op list */
-static ppdl_mem_prediction predict_stage(const run *r, int s, const ppdl_op_list *ol)
+int run_stage_replicas(const run *r, int s)
+{
+    return ppdl_plan_chunks(&r->plan) > 1 ? ppdl_plan_chunk_replicas(&r->plan) : r->plan.stages[s].n_replicas;
+}
+
+/* --shard-optimizer (nn/stage.h): on wherever a stage has replicas, unless off, or the
+ * weights cannot be gathered by MPI's all-gather on the host: under --netem (the ring
+ * carries the replicas' sums through the emulated links), NCCL, a backend whose memory
+ * is not MPI's. Every rank decides the same (the plan, the options, the backend's kind). */
+static void decide_sharding(run *r)
+{
+    int k = 1;
+    for (int s = 0; s < r->plan.S; s++)
+        if (run_stage_replicas(r, s) > k) k = run_stage_replicas(r, s);
+    const char *why = r->o.netem                ? "--netem"
+                      : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl"
+                      : ppdl_xfer_staged(r->be) ? "this backend"
+                                                : NULL;
+    char err[PPDL_ERR_LEN] = "";
+    snprintf(err, sizeof err, "--shard-optimizer on: not with %s (the replicas gather the weights with MPI, in host "
+             "memory)", why ? why : "");
+    agree_or_end_job(r->o.shard_optimizer == 1 && why != NULL && k > 1, err, 2);
+    r->shard_optimizer = k > 1 && r->o.shard_optimizer != 0 && why == NULL;
+}
+
+/* With the optimizer state sharded, a stage's AdamW moments are replica `replica`'s
+ * slice of them (ppdl_optimizer_slices, the runtime's own cut): the prediction of the
+ * whole moments less the rest */
+static void shard_prediction(const run *r, int s, int replica, ppdl_mem_prediction *p)
 {
     const ppdl_plan_stage *ps = &r->plan.stages[s];
-    return ppdl_runtime_predict_memory(&r->model, ps->first, ps->last, r->o.micro_batch_size,
-                                       ppdl_schedule_max_in_flight(ol), ppdl_runtime_inbox_size(ol),
-                                       ppdl_schedule_max_pending_weight(ol), ps->recompute, s == 0,
-                                       s == r->plan.S - 1, r->o.precision == PPDL_PREC_BF16);
+    int k = run_stage_replicas(r, s);
+    if (!r->shard_optimizer || k <= 1) return;
+    size_t *b = ppdl_xmalloc(((size_t)k + 1) * sizeof *b);
+    ppdl_optimizer_slices(&r->model, ps->first, ps->last, k, NULL, b);
+    double rest = 2.0 * sizeof(float) * (double)(b[k] - (b[replica + 1] - b[replica]));
+    free(b);
+    p->params_optimizer -= rest;
+    p->cost_model -= rest;
+    p->total -= rest;
+}
+
+/* stage s's memory on its replica `replica`, predicted from its op list */
+static ppdl_mem_prediction predict_stage(const run *r, int s, int replica, const ppdl_op_list *ol)
+{
+    const ppdl_plan_stage *ps = &r->plan.stages[s];
+    ppdl_mem_prediction p = ppdl_runtime_predict_memory(&r->model, ps->first, ps->last, r->o.micro_batch_size,
+                                                        ppdl_schedule_max_in_flight(ol), ppdl_runtime_inbox_size(ol),
+                                                        ppdl_schedule_max_pending_weight(ol), ps->recompute, s == 0,
+                                                        s == r->plan.S - 1, r->o.precision == PPDL_PREC_BF16);
+    shard_prediction(r, s, replica, &p);
+    return p;
 }
 
 /* A chunked plan: this rank's stages (r->local) and its lists and order (r->rs), every
@@ -398,13 +443,13 @@ static void adopt_virtual_stages(run *r)
     for (int p = 0; p < N; p++)
         for (int j = 0; j < copy0[p].n_stages; j++) {
             int s = copy0[p].stages[j];
-            r->pred[s] = predict_stage(r, s, &copy0[p].lists[j]);
+            r->pred[s] = predict_stage(r, s, 0, &copy0[p].lists[j]);
             r->plan.stages[s].mem_bytes = r->pred[s].cost_model;
         }
     /* this rank's: the sum over its stages */
     memset(&r->pred_own, 0, sizeof r->pred_own);
     for (int j = 0; j < mine[pos].n_stages; j++) {
-        ppdl_mem_prediction pr = predict_stage(r, mine[pos].stages[j], &mine[pos].lists[j]);
+        ppdl_mem_prediction pr = predict_stage(r, mine[pos].stages[j], r->replica, &mine[pos].lists[j]);
         r->pred_own.params_optimizer += pr.params_optimizer;
         r->pred_own.stash += pr.stash;
         r->pred_own.weight_keep += pr.weight_keep;
@@ -513,6 +558,7 @@ static void adopt_one_stage(run *r, const int *layout)
                                                  ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                  ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
                                                  s == plan->S - 1, o->precision == PPDL_PREC_BF16);
+        shard_prediction(r, s, 0, &r->pred[s]);
         plan->stages[s].mem_bytes = r->pred[s].cost_model;
         ppdl_op_list_free(&ol);
         if (s != stage) continue;
@@ -524,6 +570,7 @@ static void adopt_one_stage(run *r, const int *layout)
                                                   ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                   ppdl_schedule_max_pending_weight(&ol), p->recompute, s == 0,
                                                   s == plan->S - 1, o->precision == PPDL_PREC_BF16);
+        shard_prediction(r, s, r->replica, &r->pred_own);
         /* ... and with full recompute, for the advice when it does not fit */
         int *full = ppdl_xcalloc((size_t)(p->last - p->first + 1), sizeof(int));
         for (int l = p->first; l <= p->last; l++) full[l - p->first] = r->n_options[l] > 1 ? PPDL_RC_FULL : 0;
@@ -531,6 +578,7 @@ static void adopt_one_stage(run *r, const int *layout)
                                                        ppdl_schedule_max_in_flight(&ol), ppdl_runtime_inbox_size(&ol),
                                                        ppdl_schedule_max_pending_weight(&ol), full, s == 0,
                                                        s == plan->S - 1, o->precision == PPDL_PREC_BF16);
+        shard_prediction(r, s, r->replica, &r->pred_own_full);
         free(full);
         /* the rank's one list, run in its own order */
         r->rs = (ppdl_rank_schedule){.rank = r->rank, .n_stages = 1, .n = ol.n};
@@ -568,6 +616,7 @@ void run_adopt_plan(run *r)
     share_pass_times(r);
     /* each stage's memory, predicted from the layers' sizes before anything is allocated */
     r->pred = ppdl_xcalloc((size_t)plan->S, sizeof *r->pred);
+    decide_sharding(r);
     if (chunked)
         adopt_virtual_stages(r);
     else

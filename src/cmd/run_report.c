@@ -129,6 +129,8 @@ void run_print_header(const run *r)
 #endif
     printf("p2p %s (%s)\n", ppdl_p2p_name(r->p2p), r->p2p_why);
     if (o->precision == PPDL_PREC_BF16) printf("precision bf16 (%s)\n", ppdl_be_bf16_gemm_name(r->be));
+    if (r->shard_optimizer)
+        printf("optimizer state sharded across each stage's replicas (--shard-optimizer on)\n");
     if (r->schedule_why[0]) printf("schedule %s (--schedule auto, %s)\n", ppdl_schedule_name(o->schedule), r->schedule_why);
     print_pass_order(r);
     warn_shared_cores(r);
@@ -377,6 +379,7 @@ void run_write_report(run *r)
     json_object_set_new(rep, "backend", json_string(ppdl_be_name(r->be)));
     json_object_set_new(rep, "p2p", json_string(ppdl_p2p_name(r->p2p)));
     json_object_set_new(rep, "precision", json_string(run_precision_name(o->precision)));
+    json_object_set_new(rep, "shard_optimizer", json_string(r->shard_optimizer ? "on" : "off"));
     json_object_set_new(rep, "seed", json_integer(o->seed));
     const ppdl_lr_schedule *ls = &o->lr_sched;
     json_object_set_new(rep, "lr_schedule",

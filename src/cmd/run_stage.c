@@ -4,6 +4,7 @@
  * the checkpoint writer of them all. */
 #include "config.h"
 
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #if HAVE_CUDA
 #include "backend/cuda/nccl_p2p.h"
+#include "backend/xfer.h"
 #endif
 #include "cmd/run.h"
 #include "core/error.h"
@@ -46,27 +48,50 @@ static void open_nccl(run *r, const ppdl_runtime_cfg *cfg, int n_replicas)
 }
 #endif
 
-void host_state_get(host_state *h, ppdl_stage *st, int from_device)
+void host_state_get(host_state *h, ppdl_stage *st, int from_device, MPI_Comm replicas)
 {
     float *arena[3] = {st->params, st->adam_m, st->adam_v};
     size_t bytes = st->n_params * sizeof(float);
-    h->copies = ppdl_be_device_memory(st->be);
+    int dev = ppdl_be_device_memory(st->be);
     for (int a = 0; a < 3; a++) {
-        h->a[a] = h->copies ? ppdl_xmalloc(bytes + 1) : arena[a];
-        if (h->copies && from_device) ppdl_be_copy_d2h(st->be, h->a[a], arena[a], bytes);
+        int sharded = a > 0 && st->opt_k > 1;
+        h->own[a] = dev || sharded;
+        h->a[a] = h->own[a] ? ppdl_xmalloc(bytes + 1) : arena[a];
+        if (!from_device) continue;
+        if (!sharded) {
+            if (dev) ppdl_be_copy_d2h(st->be, h->a[a], arena[a], bytes);
+            continue;
+        }
+        ppdl_be_copy_d2h(st->be, h->a[a] + st->opt_lo, arena[a], st->opt_n * sizeof(float));
+        PPDL_CHECK(st->n_params <= INT_MAX, "layers %d-%d have too many parameters for one gather", st->first,
+                   st->last);
+        int *counts = ppdl_xmalloc((size_t)st->opt_k * sizeof(int)), *displs = ppdl_xmalloc((size_t)st->opt_k * sizeof(int));
+        for (int r = 0; r < st->opt_k; r++) {
+            displs[r] = (int)st->opt_bounds[r];
+            counts[r] = (int)(st->opt_bounds[r + 1] - st->opt_bounds[r]);
+        }
+        PPDL_CHECK_MPI(MPI_Gatherv(st->opt_r == 0 ? MPI_IN_PLACE : h->a[a] + st->opt_lo, (int)st->opt_n, MPI_FLOAT,
+                                   h->a[a], counts, displs, MPI_FLOAT, 0, replicas));
+        free(counts);
+        free(displs);
     }
 }
 
 void host_state_put(host_state *h, ppdl_stage *st)
 {
     float *arena[3] = {st->params, st->adam_m, st->adam_v};
-    for (int a = 0; a < 3 && h->copies; a++)
-        ppdl_be_copy_h2d(st->be, arena[a], h->a[a], st->n_params * sizeof(float));
+    for (int a = 0; a < 3; a++) {
+        if (a > 0 && st->opt_k > 1)
+            ppdl_be_copy_h2d(st->be, arena[a], h->a[a] + st->opt_lo, st->opt_n * sizeof(float));
+        else if (h->own[a])
+            ppdl_be_copy_h2d(st->be, arena[a], h->a[a], st->n_params * sizeof(float));
+    }
 }
 
 void host_state_free(host_state *h)
 {
-    for (int a = 0; a < 3 && h->copies; a++) free(h->a[a]);
+    for (int a = 0; a < 3; a++)
+        if (h->own[a]) free(h->a[a]);
 }
 
 long long data_position_of(const data_source *ds, long step)
@@ -126,6 +151,7 @@ static void load_local(run *r, int c)
     char err[PPDL_ERR_LEN] = "";
     ppdl_stage_alloc_params(st, &r->model, r->be, ps->first, ps->last);
     l->host = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
+    if (r->shard_optimizer) ppdl_stage_shard_optimizer(st, run_stage_replicas(r, l->stage), r->replica, NULL);
     ppdl_stage_alloc_optimizer(st);
     if (!r->resume) {
         int rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, l->host, err, sizeof err);
@@ -134,7 +160,7 @@ static void load_local(run *r, int c)
         return;
     }
     host_state h;
-    host_state_get(&h, st, 0);
+    host_state_get(&h, st, 0, MPI_COMM_NULL);
     double read_s = 0;
     int rc = ppdl_ckpt_read_layers(r->resume, MPI_COMM_WORLD, &r->model, ps->first, ps->last, h.a[0], h.a[1],
                                    h.a[2], &read_s, err, sizeof err);

@@ -25,18 +25,20 @@
 static void local_host_state(run *r, host_state *h)
 {
     if (r->n_local == 1) {
-        host_state_get(h, &r->local[0].st, 1);
+        host_state_get(h, &r->local[0].st, 1, r->local[0].replica_comm);
         return;
     }
     size_t n = 0;
     for (int c = 0; c < r->n_local; c++) n += r->local[c].st.n_params;
-    h->copies = 1;
-    for (int a = 0; a < 3; a++) h->a[a] = ppdl_xmalloc(n * sizeof(float) + 1);
+    for (int a = 0; a < 3; a++) {
+        h->own[a] = 1;
+        h->a[a] = ppdl_xmalloc(n * sizeof(float) + 1);
+    }
     size_t off = 0;
     for (int c = 0; c < r->n_local; c++) {
         ppdl_stage *st = &r->local[c].st;
         host_state one;
-        host_state_get(&one, st, 1);
+        host_state_get(&one, st, 1, r->local[c].replica_comm);
         for (int a = 0; a < 3; a++) memcpy(h->a[a] + off, one.a[a], st->n_params * sizeof(float));
         host_state_free(&one);
         off += st->n_params;

@@ -211,7 +211,8 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     rt->classes = ppdl_model_classes(st->model);
     size_t arena = ppdl_be_alloc_size((st->n_params ? st->n_params : 1) * sizeof(float));
     rt->mem.params = arena + ppdl_be_alloc_size((st->n_grads ? st->n_grads : 1) * sizeof(float)); /* values + gradients */
-    rt->mem.optimizer = st->adam_m ? 2 * arena : 0; /* AdamW m and v */
+    /* AdamW m and v, of this replica's slice where they are sharded */
+    rt->mem.optimizer = st->adam_m ? 2 * ppdl_be_alloc_size((st->opt_n ? st->opt_n : 1) * sizeof(float)) : 0;
     rt->mem.allocations = st->adam_m ? 4 : 2;
 
     /* the op list, and the ranks of this stage's replicas */
@@ -236,6 +237,11 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     PPDL_CHECK(!has_ub || tag_tie(rt) + 1 <= *tag_ub,
                "%d micro-batches and %d layers need message tags up to %d; this MPI allows %d", cfg->M,
                st->model->L, tag_tie(rt) + 1, has_ub ? *tag_ub : 0);
+    PPDL_CHECK(st->opt_k <= 1 || (st->opt_k == rt->k && st->opt_r == cfg->replica && !rt->use_ring &&
+                                   !rt->nc_replicas && !ppdl_xfer_staged(rt->be)),
+               "stage %d: optimizer state sharded %d ways (slice %d) on replica %d of %d, or where the parameters "
+               "are not gathered by MPI (--netem, NCCL, a staged backend)", cfg->stage, st->opt_k, st->opt_r,
+               cfg->replica, rt->k);
     ppdl_rt_grad_sum_init(rt, members);
     free(members);
     ppdl_tie_init(&rt->tie, st, cfg->tie_peers, cfg->n_tie_peers, cfg->replica, rt->k, tag_tie(rt));

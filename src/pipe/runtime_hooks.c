@@ -21,4 +21,9 @@ void ppdl_runtime_hooks_read(ppdl_runtime_hooks *h, int rank)
 
     s = ppdl_test_hook("BF16");
     h->bf16_stage_only = s && !strcmp(s, "stage-only");
+
+    s = ppdl_test_hook("SHARD");
+    h->shard_norm_one = s && !strcmp(s, "norm-one-shard");
+    h->shard_no_gather = s && !strcmp(s, "no-gather");
+    if (s && *s && !h->shard_norm_one && !h->shard_no_gather) ppdl_test_hook_bad("SHARD", s, "norm-one-shard or no-gather");
 }

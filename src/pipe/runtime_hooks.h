@@ -1,5 +1,5 @@
 /* runtime_hooks.h — the bugs and errors the tests plant in the runtime, for their
- * negative controls: three test hooks (core/test_hooks.h: read only by the test build),
+ * negative controls: four test hooks (core/test_hooks.h: read only by the test build),
  * read here once, when a runtime is created. Unset, and always in the ppdl users
  * install, every field has the value that changes nothing. */
 #ifndef PPDL_RUNTIME_HOOKS_H
@@ -20,6 +20,12 @@ typedef struct ppdl_runtime_hooks {
      * is sent, not at every layer boundary (its bits then depend on where the stages
      * are cut: tests/mpi/bf16_equiv.sh sees it). 0 when unset. */
     int bf16_stage_only;
+    /* PPDL_TEST_SHARD=norm-one-shard: with the optimizer state sharded (nn/stage.h), the
+     * clipping norm sums each replica's own slice of the gradients only, a norm over one
+     * shard (tests/mpi/hybrid.sh: sharded is then not bitwise unsharded);
+     * PPDL_TEST_SHARD=no-gather: the replicas skip the all-gather of the updated weights.
+     * 0 when unset. */
+    int shard_norm_one, shard_no_gather;
 } ppdl_runtime_hooks;
 
 /* the hooks as the test build's environment sets them for rank `rank` of the comm layer */

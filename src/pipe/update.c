@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -98,7 +99,14 @@ static int agree_nonfinite_and_norm(ppdl_runtime **rts, int n, double *norm)
             for (int i = 0; i < ly->n_params; i++) {
                 double ss = 0;
                 if (ppdl_model_is_tied(st->model, l, i)) continue;
-                ppdl_be_sumsq(rt->be, ly->params[i].numel, ly->params[i].grad, &ss);
+                size_t a = 0, b = ly->params[i].numel;
+                if (rt->test.shard_norm_one && st->opt_k > 1) { /* the planted bug: this replica's slice only */
+                    size_t off = ly->params[i].offset, lo = st->opt_lo, hi = st->opt_lo + st->opt_n;
+                    a = lo > off ? lo - off : 0;
+                    b = hi < off ? 0 : hi - off < b ? hi - off : b;
+                    if (a > b) a = b;
+                }
+                ppdl_be_sumsq(rt->be, b - a, ly->params[i].grad + a, &ss);
                 layer += ss;
             }
             if (rt->cfg.replica == 0) sums[l] = layer;
@@ -119,6 +127,20 @@ static int agree_nonfinite_and_norm(ppdl_runtime **rts, int n, double *norm)
     return -1;
 }
 
+/* AdamW on arena floats [a, b) with weight decay wd, where they meet this replica's
+ * slice of the optimizer state (stage.h: the whole arena when unsharded): AdamW is
+ * elementwise, so any cut of the arena gives the bits of the whole arena's update */
+static void adamw_range(ppdl_runtime *rt, size_t a, size_t b, double wd)
+{
+    ppdl_stage *st = rt->st;
+    size_t lo = st->opt_lo, hi = st->opt_lo + st->opt_n;
+    if (a < lo) a = lo;
+    if (b > hi) b = hi;
+    if (a >= b) return;
+    ppdl_be_adamw(rt->be, b - a, st->params + a, st->grads + a, st->adam_m + (a - lo), st->adam_v + (a - lo), rt->lr,
+                  rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps, wd, rt->adam_t);
+}
+
 static void optimizer(ppdl_runtime *rt)
 {
     ppdl_stage *st = rt->st;
@@ -127,11 +149,9 @@ static void optimizer(ppdl_runtime *rt)
     double t0 = ppdl_now_s();
     rt->adam_t++;
     if (rt->cfg.decay_all || rt->cfg.weight_decay == 0) {
-        ppdl_be_adamw(rt->be, st->n_params, st->params, st->grads, st->adam_m, st->adam_v, rt->lr, rt->cfg.beta1,
-                      rt->cfg.beta2, rt->cfg.eps, rt->cfg.weight_decay, rt->adam_t);
+        adamw_range(rt, 0, st->n_params, rt->cfg.weight_decay);
     } else {
-        /* runs of consecutive tensors that decay alike, one update each: AdamW is
-         * elementwise, so a run's bits are those of the whole arena's update */
+        /* runs of consecutive tensors that decay alike, one update each */
         size_t run0 = 0;
         int run_decays = -1;
         for (int l = st->first; l <= st->last + 1; l++) {
@@ -143,10 +163,7 @@ static void optimizer(ppdl_runtime *rt)
                 int decays = ly ? ly->params[i].ndim >= 2 : -2; /* -2: the end */
                 size_t at = ly ? ly->params[i].offset : st->n_params;
                 if (decays == run_decays) continue;
-                if (run_decays >= 0 && at > run0)
-                    ppdl_be_adamw(rt->be, at - run0, st->params + run0, st->grads + run0, st->adam_m + run0,
-                                  st->adam_v + run0, rt->lr, rt->cfg.beta1, rt->cfg.beta2, rt->cfg.eps,
-                                  run_decays ? rt->cfg.weight_decay : 0, rt->adam_t);
+                if (run_decays >= 0 && at > run0) adamw_range(rt, run0, at, run_decays ? rt->cfg.weight_decay : 0);
                 run0 = at;
                 run_decays = decays;
             }
@@ -156,6 +173,39 @@ static void optimizer(ppdl_runtime *rt)
     ppdl_rt_record(rt, PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     ppdl_range_pop();
     ppdl_papi_end(rt->cfg.papi, PPDL_PAPI_OPTIMIZER);
+}
+
+/* Sharded optimizer state (stage.h): each replica updated its slice of the weights;
+ * every replica gathers the others' slices, in place on the value arena (one
+ * MPI_Iallgatherv per stage on its replicas' communicator, all posted before any is
+ * waited for: a rank's stages gather on different communicators). The bits are the
+ * owner's: every replica then holds the weights of the unsharded update. */
+static void gather_params(ppdl_runtime **rts, int n)
+{
+    MPI_Request *req = ppdl_xmalloc((size_t)n * sizeof *req);
+    int **counts = ppdl_xcalloc((size_t)n, sizeof *counts), **displs = ppdl_xcalloc((size_t)n, sizeof *displs);
+    for (int c = 0; c < n; c++) {
+        ppdl_stage *st = rts[c]->st;
+        req[c] = MPI_REQUEST_NULL;
+        if (st->opt_k <= 1 || rts[c]->test.shard_no_gather) continue;
+        PPDL_CHECK(st->n_params <= INT_MAX, "stage %d has too many parameters for one all-gather", rts[c]->cfg.stage);
+        counts[c] = ppdl_xmalloc((size_t)st->opt_k * sizeof(int));
+        displs[c] = ppdl_xmalloc((size_t)st->opt_k * sizeof(int));
+        for (int r = 0; r < st->opt_k; r++) {
+            displs[c][r] = (int)st->opt_bounds[r];
+            counts[c][r] = (int)(st->opt_bounds[r + 1] - st->opt_bounds[r]);
+        }
+        PPDL_CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, st->params, counts[c], displs[c], MPI_FLOAT,
+                                       rts[c]->cfg.replica_comm, &req[c]));
+    }
+    for (int c = 0; c < n; c++) {
+        ppdl_rt_wait(rts[c], &req[c], -1, PPDL_EV_ALLREDUCE);
+        free(counts[c]);
+        free(displs[c]);
+    }
+    free(req);
+    free(counts);
+    free(displs);
 }
 
 void ppdl_rt_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats)
@@ -189,4 +239,5 @@ void ppdl_rt_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats)
             stats->skipped = rt->cfg.skip_nonfinite;
         }
     }
+    if (stats->nonfinite_stage < 0) gather_params(rts, n);
 }
