@@ -97,6 +97,60 @@ for sched in 1f1b gpipe; do
   [ $? != 0 ] && [ $rc = 0 ]
   ok $? "gpt $sched, 2 stages x 2 replicas, one replica's gradients doubled: trains (status $rc) and fails the comparison"
 done
+# --shard-optimizer (ZeRO-1, docs/training.md): each replica keeps and updates its slice
+# of the AdamW moments and the replicas gather the weights; on by default above. Sharded
+# and unsharded on the same layout are the same bits (losses, weights), with clipping
+# that binds (--clip-grad-norm 0.1: the norms here are ~1-3), tied embeddings (the gpt
+# preset), bf16, 1f1b and gpipe, data parallelism; each rank's optimizer_bytes is half
+# (one slice of 2, +- the allocator's rounding) and its peak falls by as much (within 10%),
+# as predicted.
+same_run() {  # same_run A B: bitwise the same losses and weights
+  [ "$(losses "$tmp/$1.json")" = "$(losses "$tmp/$2.json")" ] && h5diff "$tmp/$1.h5" "$tmp/$2.h5" >/dev/null 2>&1
+}
+halved() {  # halved ON OFF: optimizer_bytes half on every rank, the peak and the prediction fall by as much
+  "$PYTHON_ORACLE" - "$tmp/$1.json" "$tmp/$2.json" <<'PY'
+import json, sys
+on, off = (json.load(open(f)) for f in sys.argv[1:3])
+assert on["shard_optimizer"] == "on" and off["shard_optimizer"] == "off", (on["shard_optimizer"], off["shard_optimizer"])
+for a, b in zip(on["memory"], off["memory"]):
+    saved = b["optimizer_bytes"] - a["optimizer_bytes"]
+    assert abs(a["optimizer_bytes"] - b["optimizer_bytes"] / 2) <= 1024, (a["optimizer_bytes"], b["optimizer_bytes"])
+    assert abs(b["peak_bytes"] - a["peak_bytes"] - saved) <= 0.1 * saved, (a["peak_bytes"], b["peak_bytes"], saved)
+    assert abs(b["predicted_bytes"] - a["predicted_bytes"] - saved) <= 0.1 * saved, (a["predicted_bytes"], b["predicted_bytes"], saved)
+    assert abs(a["peak_bytes"] - a["predicted_bytes"]) <= 0.1 * a["peak_bytes"], (a["peak_bytes"], a["predicted_bytes"])
+PY
+}
+for case in "gpt 4 $tmp/gpt-4.json 1f1b" "gpt 4 $tmp/gpt-4.json gpipe" "mlp 4 $tmp/mlp-4.json 1f1b" \
+            "mlp 4 $tmp/mlp-4.json gpipe" "gpt 4 $tmp/gpt-4.json 1f1b --precision bf16" "mlp 2 dp 1f1b"; do
+  set -- $case
+  fam=$1 n=$2 plan=$3 sched=$4; shift 4
+  name=shard-$fam-$n-$(basename "$plan" .json)-$sched${1:+-bf16}
+  for sh in on off; do
+    run $name-$sh "$n" "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --plan "$plan" --schedule $sched --clip-grad-norm 0.1 \
+      --shard-optimizer $sh "$@" || sed 's/^/#   /' "$tmp/$name-$sh.log" | tail -4
+  done
+  same_run $name-on $name-off && halved $name-on $name-off
+  ok $? "$fam $sched $*, $n ranks (plan $(basename "$plan")), clipped: sharded optimizer state = unsharded bitwise, optimizer_bytes half"
+done
+# resume: a sharded run's checkpoint (the moments gathered, the unsharded layout) goes on
+# unsharded and the other way, bitwise the run without a stop
+g="$tmp/gpt.h5 --data $tmp/gpt-data.h5 --plan $tmp/gpt-4.json --batch-size 8 --micro-batches 4 --threads 1 --lr 0.05 --eps 1 --clip-grad-norm 0.1"
+for a in on off; do
+  b=off; [ $a = off ] && b=on
+  mpirun_n 4 $g --steps 2 --shard-optimizer $a --checkpoint "$tmp/ck-$a.h5" >"$tmp/ck-$a.log" 2>&1 &&
+    mpirun_n 4 $g --steps 3 --shard-optimizer $b --resume "$tmp/ck-$a.h5" --save "$tmp/res-$a.h5" >"$tmp/res-$a.log" 2>&1 &&
+    h5diff "$tmp/res-$a.h5" "$tmp/shard-gpt-4-gpt-4-1f1b-off.h5" >/dev/null 2>&1
+  ok $? "gpt 2 stages x 2 replicas: a checkpoint of --shard-optimizer $a resumed with $b is bitwise the run without a stop"
+done
+# negative controls: the clipping norm over one replica's shard only, and the weights not
+# gathered, must fail the comparison
+for hook in norm-one-shard no-gather; do
+  PPDL_TEST_SHARD=$hook run shard-$hook 4 "$tmp/gpt.h5" --data "$tmp/gpt-data.h5" --plan "$tmp/gpt-4.json" \
+    --clip-grad-norm 0.1 --shard-optimizer on
+  rc=$?
+  [ $rc = 0 ] && ! same_run shard-$hook shard-gpt-4-gpt-4-1f1b-off
+  ok $? "PPDL_TEST_SHARD=$hook: trains (status $rc) and is not bitwise the unsharded run"
+done
 # too few micro-batches for the replicas is an error, not idle ranks
 mpirun_n 4 "$tmp/mlp.h5" --data "$tmp/mlp-data.h5" --plan dp --micro-batches 2 --batch-size 8 >"$tmp/e.log" 2>&1
 [ $? != 0 ] && grep -q "each needs at least one micro-batch" "$tmp/e.log"
