@@ -142,6 +142,15 @@ for a in on off; do
     h5diff "$tmp/res-$a.h5" "$tmp/shard-gpt-4-gpt-4-1f1b-off.h5" >/dev/null 2>&1
   ok $? "gpt 2 stages x 2 replicas: a checkpoint of --shard-optimizer $a resumed with $b is bitwise the run without a stop"
 done
+# memory: under a limit between the two predictions (stage 1 needs ~1000 KiB with whole
+# moments, ~870 KiB with its slice) the unsharded run is refused (status 3) and the
+# sharded one trains
+for sh in off on; do
+  mpirun_n 4 $g --steps 1 --mem-limit 928K --shard-optimizer $sh >"$tmp/lim-$sh.log" 2>&1
+  echo $? >"$tmp/lim-$sh.rc"
+done
+[ "$(cat "$tmp/lim-off.rc")" = 3 ] && grep -q "over the memory limit" "$tmp/lim-off.log" && [ "$(cat "$tmp/lim-on.rc")" = 0 ]
+ok $? "--mem-limit 928K: 2 stages x 2 replicas refused unsharded (status $(cat "$tmp/lim-off.rc")), trains sharded (status $(cat "$tmp/lim-on.rc"))"
 # negative controls: the clipping norm over one replica's shard only, and the weights not
 # gathered, must fail the comparison
 for hook in norm-one-shard no-gather; do
