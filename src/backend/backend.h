@@ -116,7 +116,10 @@ void ppdl_be_bias_grad(ppdl_backend *be, int rows, int cols, const float *dy, fl
 void ppdl_be_act_fwd(ppdl_backend *be, int act, size_t n, const float *x, float *y);
 void ppdl_be_act_bwd(ppdl_backend *be, int act, size_t n, const float *x, const float *dy, float *dx);
 /* sum of squares of x into *out_host (a host double); used for non-finite checks
- * and norms */
+ * and norms. The CPU's is a partial per PPDL_SUMSQ_CHUNK floats from x (each alone, a
+ * chunk's own order), added in chunk order from 0: the sums of x's chunks one call each,
+ * added in order, are its bits (update.c's norm over slices relies on it) */
+#define PPDL_SUMSQ_CHUNK ((size_t)65536)
 void ppdl_be_sumsq(ppdl_backend *be, size_t n, const float *x, double *out_host);
 
 /* ---- transformer kernels ---- */

@@ -37,7 +37,7 @@ void openblas_set_num_threads(int num_threads);
  * few microseconds) */
 #define GRAIN_ELEMS 16384   /* elementwise kernels, floats */
 #define GRAIN_BYTES (1u << 20) /* zeroing and copies */
-#define SUMSQ_CHUNK 65536   /* sumsq partials: fixed chunks, whatever the thread count */
+#define SUMSQ_CHUNK PPDL_SUMSQ_CHUNK /* sumsq partials: fixed chunks, whatever the thread count */
 
 double *cpu_scratch(ppdl_backend *be, size_t n)
 {

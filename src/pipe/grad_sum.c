@@ -9,7 +9,11 @@
  * are staged through host memory, else in buckets of layers. On one machine
  * MPI_Iallreduce is as fast as the ring, and across nodes MPICH's all-reduce sends
  * less over the slow links than the flat ring and beats it (data parallelism on
- * perf/bench-headline's emulated cluster of 2 nodes x 2 ranks). */
+ * perf/bench-headline's emulated cluster of 2 nodes x 2 ranks).
+ *
+ * With the optimizer state sharded (nn/stage.h), MPI's buckets are reduce-scattered
+ * instead (MPI_Ireduce_scatter): each replica gets the sum of its own slice, the
+ * gradients it updates, at the same bytes as half an all-reduce. */
 #include "config.h"
 
 #include "pipe/runtime_impl.h"
@@ -18,9 +22,52 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* by the model's layer: a rank's stages (chunks) all-reduce different layers */
 static int tag_allreduce(const ppdl_runtime *rt, int i) { return rt_tag_base(rt) + rt->st->first + i; }
+
+static int bucketed(const ppdl_runtime *rt);
+
+/* The chunks of the gradient norm (update.c: PPDL_SUMSQ_CHUNK floats from a tensor's
+ * start) that an inner slice bound cuts, outside the tied weight's whole sums: each is
+ * all-reduced whole into cut_buf besides the reduce-scatter, so that one replica (the
+ * owner of the chunk's start) has its whole sum for the norm. At most k - 1 chunks. */
+static void find_cut_chunks(ppdl_runtime *rt)
+{
+    ppdl_stage *st = rt->st;
+    rt->cut_off = ppdl_xcalloc((size_t)st->opt_k, sizeof *rt->cut_off);
+    rt->cut_n = ppdl_xcalloc((size_t)st->opt_k, sizeof *rt->cut_n);
+    rt->cut_at = ppdl_xcalloc((size_t)st->opt_k, sizeof *rt->cut_at);
+    rt->cut_reqs = ppdl_xcalloc((size_t)st->opt_k, sizeof *rt->cut_reqs);
+    size_t total = 0;
+    for (int r = 1; r < st->opt_k; r++) {
+        size_t b = st->opt_bounds[r];
+        if (b < rt->tie_head || b >= rt->tie_tail) continue;
+        for (int l = st->first; l <= st->last; l++)
+            for (int i = 0; i < st->model->layers[l].n_params; i++) {
+                const ppdl_param *p = &st->model->layers[l].params[i];
+                size_t off = (size_t)(p->grad - st->grads);
+                if (b <= off || b >= off + p->numel || (b - off) % PPDL_SUMSQ_CHUNK == 0) continue;
+                size_t c0 = off + (b - off) / PPDL_SUMSQ_CHUNK * PPDL_SUMSQ_CHUNK;
+                size_t c1 = c0 + PPDL_SUMSQ_CHUNK < off + p->numel ? c0 + PPDL_SUMSQ_CHUNK : off + p->numel;
+                if (rt->n_cut && rt->cut_off[rt->n_cut - 1] == c0) continue; /* cut twice */
+                rt->cut_off[rt->n_cut] = c0;
+                rt->cut_n[rt->n_cut] = c1 - c0;
+                rt->cut_at[rt->n_cut] = total;
+                rt->cut_reqs[rt->n_cut++] = MPI_REQUEST_NULL;
+                total += c1 - c0;
+            }
+    }
+    rt->cut_buf = ppdl_xmalloc((total ? total : 1) * sizeof(float));
+}
+
+const float *ppdl_rt_cut_chunk(const ppdl_runtime *rt, size_t at)
+{
+    for (int j = 0; j < rt->n_cut; j++)
+        if (rt->cut_off[j] == at) return rt->cut_buf + rt->cut_at[j];
+    return NULL;
+}
 
 void ppdl_rt_grad_sum_init(ppdl_runtime *rt, const int *members)
 {
@@ -32,6 +79,18 @@ void ppdl_rt_grad_sum_init(ppdl_runtime *rt, const int *members)
     rt->bucket_lo = rt->bucket_hi = -1;
     rt->grad_x = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_x);
     rt->grad_nreq = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->grad_nreq);
+    ppdl_stage *st = rt->st;
+    const ppdl_model *m = st->model;
+    rt->rs = st->opt_k > 1 && bucketed(rt);
+    rt->tie_head = m->tie_embeddings && st->first == 0 ? ppdl_model_tied_floats(m) : 0;
+    rt->tie_tail = m->tie_embeddings && st->last == m->L - 1 ? st->n_grads - ppdl_model_tied_floats(m) : st->n_grads;
+    rt->rs_counts = ppdl_xcalloc((size_t)rt->nl * (size_t)rt->k, sizeof *rt->rs_counts);
+    rt->rs_from = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rs_from);
+    rt->rs_to = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rs_to);
+    rt->rs_n = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rs_n);
+    rt->tie_reqs = ppdl_xmalloc(2 * (size_t)rt->nl * sizeof *rt->tie_reqs);
+    for (int i = 0; i < 2 * rt->nl; i++) rt->tie_reqs[i] = MPI_REQUEST_NULL;
+    if (rt->rs) find_cut_chunks(rt);
 }
 
 void ppdl_rt_grad_sum_begin(ppdl_runtime *rt)
@@ -53,6 +112,47 @@ static int bucketed(const ppdl_runtime *rt)
     return !rt->use_ring && !rt->nc_replicas && !ppdl_xfer_staged(rt->be);
 }
 
+/* The bucket of arena floats [a, a + n), lowest layer lo, summed across the replicas
+ * for a sharded optimizer state: the tied gradients at the arena's ends all-reduced
+ * whole, the rest reduce-scattered by the slices (st->opt_bounds). MPI leaves this
+ * replica's sum at the start of the bucket's part; rs_from/rs_to/rs_n say where it
+ * goes once complete (finish_allreduce). Every replica posts the same calls in the
+ * same order. */
+static void reduce_scatter_bucket(ppdl_runtime *rt, size_t a, size_t n, int lo)
+{
+    ppdl_stage *st = rt->st;
+    size_t b = a + n, ca = a < rt->tie_head ? rt->tie_head : a, cb = b > rt->tie_tail ? rt->tie_tail : b;
+    if (cb < ca) cb = ca;
+    if (ca > a)
+        PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, st->grads + a, (int)(ca - a), MPI_FLOAT, MPI_SUM,
+                                      rt->cfg.replica_comm, &rt->tie_reqs[2 * lo]));
+    if (b > cb)
+        PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, st->grads + cb, (int)(b - cb), MPI_FLOAT, MPI_SUM,
+                                      rt->cfg.replica_comm, &rt->tie_reqs[2 * lo + 1]));
+    rt->rs_n[lo] = 0;
+    if (cb == ca) return;
+    /* the cut chunks in it, copied before the reduce-scatter overwrites them */
+    for (int j = 0; j < rt->n_cut; j++) {
+        if (rt->cut_off[j] < ca || rt->cut_off[j] >= cb) continue;
+        memcpy(rt->cut_buf + rt->cut_at[j], st->grads + rt->cut_off[j], rt->cut_n[j] * sizeof(float));
+        PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, rt->cut_buf + rt->cut_at[j], (int)rt->cut_n[j], MPI_FLOAT, MPI_SUM,
+                                      rt->cfg.replica_comm, &rt->cut_reqs[j]));
+    }
+    int *counts = rt->rs_counts + (size_t)lo * (size_t)rt->k;
+    for (int r = 0; r < rt->k; r++) {
+        size_t s0 = st->opt_bounds[r] > ca ? st->opt_bounds[r] : ca;
+        size_t s1 = st->opt_bounds[r + 1] < cb ? st->opt_bounds[r + 1] : cb;
+        counts[r] = s1 > s0 ? (int)(s1 - s0) : 0;
+        if (r == st->opt_r) {
+            rt->rs_from[lo] = ca;
+            rt->rs_to[lo] = s0;
+            rt->rs_n[lo] = (size_t)counts[r];
+        }
+    }
+    PPDL_CHECK_MPI(MPI_Ireduce_scatter(MPI_IN_PLACE, st->grads + ca, counts, MPI_FLOAT, MPI_SUM, rt->cfg.replica_comm,
+                                       &rt->grad_reqs[lo]));
+}
+
 /* layer i's gradients are final: add them to the bucket, and start it when full or at
  * layer 0; every replica forms the same buckets (they depend on the layers alone) */
 static void bucket_layer(ppdl_runtime *rt, int i)
@@ -70,8 +170,11 @@ static void bucket_layer(ppdl_runtime *rt, int i)
                "the gradients of layers %d..%d are not contiguous", lo->index, hi->index);
     PPDL_CHECK(rt->bucket_n <= INT_MAX, "layers %d..%d have too many parameters for one allreduce", lo->index,
                hi->index);
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, lo->params[0].grad, (int)rt->bucket_n, MPI_FLOAT, MPI_SUM,
-                                  rt->cfg.replica_comm, &rt->grad_reqs[rt->bucket_lo]));
+    if (rt->rs)
+        reduce_scatter_bucket(rt, (size_t)(lo->params[0].grad - rt->st->grads), rt->bucket_n, rt->bucket_lo);
+    else
+        PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, lo->params[0].grad, (int)rt->bucket_n, MPI_FLOAT, MPI_SUM,
+                                      rt->cfg.replica_comm, &rt->grad_reqs[rt->bucket_lo]));
     rt->bucket_lo = rt->bucket_hi = -1;
     rt->bucket_n = 0;
 }
@@ -139,7 +242,16 @@ static void finish_allreduce(ppdl_runtime *rt)
         return;
     }
 #endif
-    for (int i = rt->nl - 1; i >= 0; i--) ppdl_rt_wait(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE); /* MPI's, if any */
+    for (int i = rt->nl - 1; i >= 0; i--) { /* MPI's, if any */
+        ppdl_rt_wait(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE);
+        ppdl_rt_wait(rt, &rt->tie_reqs[2 * i], -1, PPDL_EV_ALLREDUCE);
+        ppdl_rt_wait(rt, &rt->tie_reqs[2 * i + 1], -1, PPDL_EV_ALLREDUCE);
+        /* a reduce-scatter's sum, from the start of its part to the replica's slice */
+        if (rt->rs && rt->rs_n[i] && rt->rs_from[i] != rt->rs_to[i])
+            memmove(rt->st->grads + rt->rs_to[i], rt->st->grads + rt->rs_from[i], rt->rs_n[i] * sizeof(float));
+        rt->rs_n[i] = 0;
+    }
+    for (int j = 0; j < rt->n_cut; j++) ppdl_rt_wait(rt, &rt->cut_reqs[j], -1, PPDL_EV_ALLREDUCE);
     for (;;) {
         progress_allreduce(rt);
         int i = rt->nl - 1;
@@ -192,4 +304,14 @@ void ppdl_rt_grad_sum_free(ppdl_runtime *rt)
     free(rt->grad_reqs);
     free(rt->grad_x);
     free(rt->grad_nreq);
+    free(rt->rs_counts);
+    free(rt->rs_from);
+    free(rt->rs_to);
+    free(rt->rs_n);
+    free(rt->tie_reqs);
+    free(rt->cut_off);
+    free(rt->cut_n);
+    free(rt->cut_at);
+    free(rt->cut_reqs);
+    free(rt->cut_buf);
 }

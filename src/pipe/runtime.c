@@ -204,7 +204,7 @@ ppdl_runtime *ppdl_runtime_create(ppdl_stage *st, const ppdl_runtime_cfg *cfg,
     PPDL_CHECK(rt->last_stage == (st->last == st->model->L - 1), "the last stage must hold the last layer");
     rt->recompute = ppdl_xcalloc((size_t)rt->nl, sizeof(int));
     rt->lr = cfg->lr;
-    rt->layer_sumsq = ppdl_xcalloc(2 * (size_t)st->model->L, sizeof(double));
+    ppdl_rt_update_init(rt);
     ppdl_runtime_hooks_read(&rt->test, comm->rank);
     for (int i = 0; i < rt->nl; i++) rt->recompute[i] = cfg->recompute ? cfg->recompute[i] : 0;
     rt->loss_rows = ppdl_model_loss_rows(st->model);

@@ -144,9 +144,10 @@ struct ppdl_runtime {
     int loss_rows, classes;
     int adam_t;
     double lr;                 /* this step's learning rate (ppdl_runtime_set_lr) */
-    double *layer_sumsq;       /* [2L] (clip_grad_norm): per layer its gradients' sum of
-                                * squares, 0 for other stages' layers; then a flag per stage
-                                * index (update.c: agree_nonfinite_and_norm) */
+    double *layer_sumsq;       /* [norm_slots + L] (clip_grad_norm): a slot per chunk of
+                                * every tensor of the model (update.c: agree_nonfinite_and_norm),
+                                * then a flag per stage index */
+    size_t norm_slots, norm_slot0; /* the chunks' slots, and the first of the stage's */
     ppdl_mem_breakdown mem;
     /* receive pre-posting: index of the next RECV_ACT / RECV_GRAD op not yet posted */
     int next_act_recv, next_grad_recv;
@@ -172,6 +173,24 @@ struct ppdl_runtime {
     int bucket_lo, bucket_hi;  /* MPI's sums gathered in buckets: the layers with
                                   parameters finalised and not yet started, -1: none */
     size_t bucket_n;           /* their gradient floats */
+    /* the optimizer state sharded (nn/stage.h: st->opt_k > 1, on MPI's buckets only): a
+     * bucket's gradients are reduce-scattered to the owners of its slices, each replica
+     * left with the sum over its own slice only; the tied weight's gradients, at the
+     * arena's ends, are all-reduced whole (pipe/tie.h adds them across the stages after) */
+    int rs;
+    size_t tie_head;           /* floats at the arena's start all-reduced whole (wte), or 0 */
+    size_t tie_tail;           /* the arena offset from which they are again (lm_head), or n_grads */
+    int *rs_counts;            /* [nl * k] a bucket's counts, at its lowest layer */
+    size_t *rs_from, *rs_to, *rs_n; /* [nl] where MPI leaves this replica's sum, where it
+                                     * belongs, its floats: by a bucket's lowest layer */
+    MPI_Request *tie_reqs;     /* [2 nl] a bucket's all-reduces of tied gradients */
+    /* the chunks of the norm (PPDL_SUMSQ_CHUNK floats of a tensor, update.c) that a slice
+     * bound cuts: each also all-reduced whole, from a copy, for the norm only */
+    int n_cut;
+    size_t *cut_off, *cut_n;   /* [n_cut] a cut chunk's arena offset and floats */
+    float *cut_buf;            /* their sums, back to back (host memory: rs is MPI's memory) */
+    size_t *cut_at;            /* [n_cut] where each starts in cut_buf */
+    MPI_Request *cut_reqs;     /* [n_cut] */
     ppdl_tie tie;              /* a tied weight's gradients (pipe/tie.h) */
     ppdl_runtime_hooks test;      /* the planted bugs (runtime_hooks.h); read at creation */
     double t_kind[PPDL_OP_N_KINDS + 1]; /* seconds per op kind this step; [N_KINDS]: recompute */
@@ -272,6 +291,9 @@ void ppdl_rt_grad_sum_finish(ppdl_runtime *rt);
  * rank may hold both ends); the time waiting for the other stage's part shows as a wait */
 void ppdl_rt_grad_sum_tie(ppdl_runtime **rts, int n);
 void ppdl_rt_grad_sum_free(ppdl_runtime *rt);
+/* the whole sum of the cut chunk (rt->cut_off) starting at arena offset `at`, NULL if
+ * no bound cuts one there */
+const float *ppdl_rt_cut_chunk(const ppdl_runtime *rt, size_t at);
 
 /* ---- update.c ---- */
 
@@ -279,5 +301,7 @@ void ppdl_rt_grad_sum_free(ppdl_runtime *rt);
  * agreement of all ranks (with clipping the global norm in it), then each stage's
  * AdamW, or none anywhere after a non-finite value; the outcome in stats */
 void ppdl_rt_update(ppdl_runtime **rts, int n, ppdl_step_stats *stats);
+/* the update's state, at creation */
+void ppdl_rt_update_init(ppdl_runtime *rt);
 
 #endif

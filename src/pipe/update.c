@@ -36,13 +36,23 @@ static int local_nonfinite(ppdl_runtime *rt)
     ppdl_backend *be = rt->be;
     ppdl_stage *st = rt->st;
     if (loss_nonfinite(rt)) return 1;
+    /* the gradients this replica holds summed: all, or its slice when sharded */
+    size_t lo = 0, hi = st->n_grads;
+    if (st->opt_k > 1) {
+        lo = st->opt_lo;
+        hi = st->opt_lo + st->opt_n;
+    }
     double ss = 0;
-    ppdl_be_sumsq(be, st->n_grads, st->grads, &ss);
+    ppdl_be_sumsq(be, hi - lo, st->grads + lo, &ss);
     if (isfinite(ss)) return 0;
     for (int l = st->first; l <= st->last; l++) {
         const ppdl_layer *ly = &st->model->layers[l];
         for (int i = 0; i < ly->n_params; i++) {
-            ppdl_be_sumsq(be, ly->params[i].numel, ly->params[i].grad, &ss);
+            size_t a = (size_t)(ly->params[i].grad - st->grads), b = a + ly->params[i].numel;
+            if (a < lo) a = lo;
+            if (b > hi) b = hi;
+            if (a >= b) continue;
+            ppdl_be_sumsq(be, b - a, st->grads + a, &ss);
             if (!isfinite(ss)) {
                 snprintf(rt->nonfinite_what, sizeof rt->nonfinite_what,
                          "layer %d (%s): the gradient of %s is not finite", l, ly->kind->name, ly->params[i].name);
@@ -74,56 +84,107 @@ static int agree_nonfinite(ppdl_runtime **rts, int n)
 
 const char *ppdl_runtime_nonfinite_what(const ppdl_runtime *rt) { return rt->nonfinite_what; }
 
+/* the norm's slots of a tensor of n floats: one per PPDL_SUMSQ_CHUNK floats (one if empty) */
+static size_t norm_chunks(size_t n) { return n ? (n + PPDL_SUMSQ_CHUNK - 1) / PPDL_SUMSQ_CHUNK : 1; }
+
+void ppdl_rt_update_init(ppdl_runtime *rt)
+{
+    const ppdl_model *m = rt->st->model;
+    for (int l = 0; l < m->L; l++) {
+        if (l == rt->st->first) rt->norm_slot0 = rt->norm_slots;
+        for (int i = 0; i < m->layers[l].n_params; i++) rt->norm_slots += norm_chunks(m->layers[l].params[i].numel);
+    }
+    PPDL_CHECK(rt->norm_slots + (size_t)m->L <= INT_MAX, "the model has too many parameters for the gradient norm");
+    rt->layer_sumsq = ppdl_xcalloc(rt->norm_slots + (size_t)m->L, sizeof(double));
+}
+
 /* With clipping, the agreement above and the model's gradient norm share one pass over
  * the gradients and one all-reduce, so clipping adds no reduction of its own
  * (runtime.h: clip_grad_norm). The norm is the same bits on every rank and for any
- * plan: per layer the sum of its tensors' sums of squares, in parameter order, from the
- * first replica of each stage (a tied copy counted once, as layer 0's wte); an
- * all-reduce of [2L] in which each layer has one non-zero contribution, and each rank
- * that saw a non-finite value puts a 1 at L + its stage (a stage index is below L);
- * then every rank sums the layers in order. Returns the lowest stage with a non-finite
- * value, or -1, as agree_nonfinite. */
+ * plan, sharded or not: every tensor of the model (a tied copy counted once, as layer
+ * 0's wte) has a slot per PPDL_SUMSQ_CHUNK-float chunk; the one replica that holds a
+ * tensor's sum (replica 0 of its stage; sharded: the owner of its slice) puts its sum
+ * of squares in its first slot, or, for a tensor the slices cut, each chunk's sum in
+ * its own slot (the owner of the chunk's start: a chunk a bound cuts is also summed
+ * whole, grad_sum.c); an all-reduce of the slots, in which
+ * each has one non-zero contribution, and a flag at norm_slots + its stage from each
+ * rank that saw a non-finite value; then every rank sums each tensor's slots in order,
+ * the tensors of a layer in order, the layers in order. The CPU's sum of squares adds
+ * its chunks' partials in order (backend.h), so a cut tensor's sum is its whole sum's
+ * bits. Returns the lowest stage with a non-finite value, or -1, as agree_nonfinite. */
 static int agree_nonfinite_and_norm(ppdl_runtime **rts, int n, double *norm)
 {
-    int L = rts[0]->st->model->L;
+    const ppdl_model *m = rts[0]->st->model;
+    int L = m->L;
+    size_t P = rts[0]->norm_slots;
     double t0 = ppdl_now_s();
     double *sums = rts[0]->layer_sumsq;
-    memset(sums, 0, 2 * (size_t)L * sizeof(double));
+    memset(sums, 0, (P + (size_t)L) * sizeof(double));
     for (int c = 0; c < n; c++) {
         ppdl_runtime *rt = rts[c];
         ppdl_stage *st = rt->st;
+        int sharded = st->opt_k > 1;
+        /* the planted bug: only replica 0's shard counts */
+        int put = sharded ? !rt->test.shard_norm_one || rt->cfg.replica == 0 : rt->cfg.replica == 0;
+        size_t lo = sharded ? st->opt_lo : 0, hi = sharded ? st->opt_lo + st->opt_n : st->n_grads;
         int bad = loss_nonfinite(rt);
+        size_t si = rt->norm_slot0;
         for (int l = st->first; l <= st->last; l++) {
-            const ppdl_layer *ly = &st->model->layers[l];
-            double layer = 0;
+            const ppdl_layer *ly = &m->layers[l];
             for (int i = 0; i < ly->n_params; i++) {
+                size_t numel = ly->params[i].numel, nch = norm_chunks(numel);
+                size_t off = (size_t)(ly->params[i].grad - st->grads);
                 double ss = 0;
-                if (ppdl_model_is_tied(st->model, l, i)) continue;
-                size_t a = 0, b = ly->params[i].numel;
-                if (rt->test.shard_norm_one && st->opt_k > 1) { /* the planted bug: this replica's slice only */
-                    size_t off = ly->params[i].offset, lo = st->opt_lo, hi = st->opt_lo + st->opt_n;
-                    a = lo > off ? lo - off : 0;
-                    b = hi < off ? 0 : hi - off < b ? hi - off : b;
-                    if (a > b) a = b;
+                if (ppdl_model_is_tied(m, l, i)) {
+                    si += nch;
+                    continue;
                 }
-                ppdl_be_sumsq(rt->be, b - a, ly->params[i].grad + a, &ss);
-                layer += ss;
+                if (off >= lo && off + numel <= hi) {
+                    ppdl_be_sumsq(rt->be, numel, ly->params[i].grad, &ss);
+                    if (put) sums[si] = ss;
+                    if (!bad && !isfinite(ss)) bad = local_nonfinite(rt);
+                } else {
+                    for (size_t k = 0; k < nch; k++) {
+                        size_t at = off + k * PPDL_SUMSQ_CHUNK, len = numel - k * PPDL_SUMSQ_CHUNK;
+                        if (at < lo || at >= hi) continue;
+                        if (len > PPDL_SUMSQ_CHUNK) len = PPDL_SUMSQ_CHUNK;
+                        /* a chunk the slice's end cuts: its whole sum (grad_sum.c), where
+                         * it is not in the tied weight's, summed whole */
+                        const float *x = st->grads + at;
+                        if (at + len > hi && at >= rt->tie_head) x = ppdl_rt_cut_chunk(rt, at);
+                        PPDL_CHECK(x, "layer %d: no whole sum of the chunk of %s cut by optimizer slice %d", l,
+                                   ly->params[i].name, st->opt_r);
+                        ppdl_be_sumsq(rt->be, len, x, &ss);
+                        if (put) sums[si + k] = ss;
+                        if (!bad && !isfinite(ss)) bad = local_nonfinite(rt);
+                    }
+                }
+                si += nch;
             }
-            if (rt->cfg.replica == 0) sums[l] = layer;
-            /* the rare case: local_nonfinite names the first offender */
-            if (!bad && !isfinite(layer)) bad = local_nonfinite(rt);
         }
-        if (bad) sums[L + rt->cfg.stage] = 1;
+        if (bad) sums[P + (size_t)rt->cfg.stage] = 1;
     }
     ppdl_rt_record(rts[0], PPDL_OP_OPTIMIZER, -1, t0, ppdl_now_s());
     MPI_Request req;
-    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, 2 * L, MPI_DOUBLE, MPI_SUM, rts[0]->comm->comm, &req));
+    PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, sums, (int)(P + (size_t)L), MPI_DOUBLE, MPI_SUM, rts[0]->comm->comm,
+                                  &req));
     ppdl_rt_wait(rts[0], &req, -1, PPDL_EV_ALLREDUCE); /* the stages that finished first idle here */
     double total = 0;
-    for (int l = 0; l < L; l++) total += sums[l];
+    size_t si = 0;
+    for (int l = 0; l < L; l++) {
+        double layer = 0;
+        for (int i = 0; i < m->layers[l].n_params; i++) {
+            size_t nch = norm_chunks(m->layers[l].params[i].numel);
+            double t = 0;
+            for (size_t k = 0; k < nch; k++) t += sums[si + k];
+            si += nch;
+            if (!ppdl_model_is_tied(m, l, i)) layer += t;
+        }
+        total += layer;
+    }
     *norm = sqrt(total);
     for (int s = 0; s < L; s++)
-        if (sums[L + s] > 0) return s;
+        if (sums[P + (size_t)s] > 0) return s;
     return -1;
 }
 

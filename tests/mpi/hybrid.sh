@@ -102,8 +102,8 @@ done
 # and unsharded on the same layout are the same bits (losses, weights), with clipping
 # that binds (--clip-grad-norm 0.1: the norms here are ~1-3), tied embeddings (the gpt
 # preset), bf16, 1f1b and gpipe, data parallelism; each rank's optimizer_bytes is half
-# (one slice of 2, +- the allocator's rounding) and its peak falls by as much (within 10%),
-# as predicted.
+# (one slice of 2, +- the allocator's rounding; the replicas' slices add up to the whole)
+# and its peak falls by as much (within 10%), as predicted.
 same_run() {  # same_run A B: bitwise the same losses and weights
   [ "$(losses "$tmp/$1.json")" = "$(losses "$tmp/$2.json")" ] && h5diff "$tmp/$1.h5" "$tmp/$2.h5" >/dev/null 2>&1
 }
@@ -112,12 +112,17 @@ halved() {  # halved ON OFF: optimizer_bytes half on every rank, the peak and th
 import json, sys
 on, off = (json.load(open(f)) for f in sys.argv[1:3])
 assert on["shard_optimizer"] == "on" and off["shard_optimizer"] == "off", (on["shard_optimizer"], off["shard_optimizer"])
+whole, parts = {}, {}
 for a, b in zip(on["memory"], off["memory"]):
+    whole[a["stage"]] = b["optimizer_bytes"]
+    parts[a["stage"]] = parts.get(a["stage"], []) + [a["optimizer_bytes"]]
     saved = b["optimizer_bytes"] - a["optimizer_bytes"]
     assert abs(a["optimizer_bytes"] - b["optimizer_bytes"] / 2) <= 1024, (a["optimizer_bytes"], b["optimizer_bytes"])
     assert abs(b["peak_bytes"] - a["peak_bytes"] - saved) <= 0.1 * saved, (a["peak_bytes"], b["peak_bytes"], saved)
     assert abs(b["predicted_bytes"] - a["predicted_bytes"] - saved) <= 0.1 * saved, (a["predicted_bytes"], b["predicted_bytes"], saved)
     assert abs(a["peak_bytes"] - a["predicted_bytes"]) <= 0.1 * a["peak_bytes"], (a["peak_bytes"], a["predicted_bytes"])
+for s, p in parts.items():
+    assert len(p) == 2 and abs(sum(p) - whole[s]) <= 1024, (s, p, whole[s])
 PY
 }
 for case in "gpt 4 $tmp/gpt-4.json 1f1b" "gpt 4 $tmp/gpt-4.json gpipe" "mlp 4 $tmp/mlp-4.json 1f1b" \
