@@ -12,8 +12,10 @@
  * perf/bench-headline's emulated cluster of 2 nodes x 2 ranks).
  *
  * With the optimizer state sharded (nn/stage.h), MPI's buckets are reduce-scattered
- * instead (MPI_Ireduce_scatter): each replica gets the sum of its own slice, the
- * gradients it updates, at the same bytes as half an all-reduce. */
+ * instead: each replica gets the sum of its own slice, the gradients it updates, at
+ * the bytes of half an all-reduce. One MPI_Ireduce per slice to its owner, in place:
+ * MPICH's in-place MPI_Ireduce_scatter copies a rank's part to the buffer's start
+ * (overlapping ranges, which it refuses), and not in place it needs a receive buffer. */
 #include "config.h"
 
 #include "pipe/runtime_impl.h"
@@ -84,10 +86,8 @@ void ppdl_rt_grad_sum_init(ppdl_runtime *rt, const int *members)
     rt->rs = st->opt_k > 1 && bucketed(rt);
     rt->tie_head = m->tie_embeddings && st->first == 0 ? ppdl_model_tied_floats(m) : 0;
     rt->tie_tail = m->tie_embeddings && st->last == m->L - 1 ? st->n_grads - ppdl_model_tied_floats(m) : st->n_grads;
-    rt->rs_counts = ppdl_xcalloc((size_t)rt->nl * (size_t)rt->k, sizeof *rt->rs_counts);
-    rt->rs_from = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rs_from);
-    rt->rs_to = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rs_to);
-    rt->rs_n = ppdl_xcalloc((size_t)rt->nl, sizeof *rt->rs_n);
+    rt->rs_reqs = ppdl_xmalloc((size_t)rt->nl * (size_t)rt->k * sizeof *rt->rs_reqs);
+    for (size_t i = 0; i < (size_t)rt->nl * (size_t)rt->k; i++) rt->rs_reqs[i] = MPI_REQUEST_NULL;
     rt->tie_reqs = ppdl_xmalloc(2 * (size_t)rt->nl * sizeof *rt->tie_reqs);
     for (int i = 0; i < 2 * rt->nl; i++) rt->tie_reqs[i] = MPI_REQUEST_NULL;
     if (rt->rs) find_cut_chunks(rt);
@@ -114,10 +114,8 @@ static int bucketed(const ppdl_runtime *rt)
 
 /* The bucket of arena floats [a, a + n), lowest layer lo, summed across the replicas
  * for a sharded optimizer state: the tied gradients at the arena's ends all-reduced
- * whole, the rest reduce-scattered by the slices (st->opt_bounds). MPI leaves this
- * replica's sum at the start of the bucket's part; rs_from/rs_to/rs_n say where it
- * goes once complete (finish_allreduce). Every replica posts the same calls in the
- * same order. */
+ * whole, the rest reduced to the owner of each slice (st->opt_bounds), in place.
+ * Every replica posts the same calls in the same order. */
 static void reduce_scatter_bucket(ppdl_runtime *rt, size_t a, size_t n, int lo)
 {
     ppdl_stage *st = rt->st;
@@ -129,28 +127,23 @@ static void reduce_scatter_bucket(ppdl_runtime *rt, size_t a, size_t n, int lo)
     if (b > cb)
         PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, st->grads + cb, (int)(b - cb), MPI_FLOAT, MPI_SUM,
                                       rt->cfg.replica_comm, &rt->tie_reqs[2 * lo + 1]));
-    rt->rs_n[lo] = 0;
     if (cb == ca) return;
-    /* the cut chunks in it, copied before the reduce-scatter overwrites them */
+    /* the cut chunks in it, copied before the reductions overwrite them */
     for (int j = 0; j < rt->n_cut; j++) {
         if (rt->cut_off[j] < ca || rt->cut_off[j] >= cb) continue;
         memcpy(rt->cut_buf + rt->cut_at[j], st->grads + rt->cut_off[j], rt->cut_n[j] * sizeof(float));
         PPDL_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, rt->cut_buf + rt->cut_at[j], (int)rt->cut_n[j], MPI_FLOAT, MPI_SUM,
                                       rt->cfg.replica_comm, &rt->cut_reqs[j]));
     }
-    int *counts = rt->rs_counts + (size_t)lo * (size_t)rt->k;
     for (int r = 0; r < rt->k; r++) {
         size_t s0 = st->opt_bounds[r] > ca ? st->opt_bounds[r] : ca;
         size_t s1 = st->opt_bounds[r + 1] < cb ? st->opt_bounds[r + 1] : cb;
-        counts[r] = s1 > s0 ? (int)(s1 - s0) : 0;
-        if (r == st->opt_r) {
-            rt->rs_from[lo] = ca;
-            rt->rs_to[lo] = s0;
-            rt->rs_n[lo] = (size_t)counts[r];
-        }
+        if (s1 <= s0) continue;
+        float *x = st->grads + s0;
+        int mine = r == st->opt_r; /* the owner sums in place, the others send theirs */
+        PPDL_CHECK_MPI(MPI_Ireduce(mine ? MPI_IN_PLACE : x, mine ? x : NULL, (int)(s1 - s0), MPI_FLOAT, MPI_SUM, r,
+                                   rt->cfg.replica_comm, &rt->rs_reqs[(size_t)lo * (size_t)rt->k + (size_t)r]));
     }
-    PPDL_CHECK_MPI(MPI_Ireduce_scatter(MPI_IN_PLACE, st->grads + ca, counts, MPI_FLOAT, MPI_SUM, rt->cfg.replica_comm,
-                                       &rt->grad_reqs[lo]));
 }
 
 /* layer i's gradients are final: add them to the bucket, and start it when full or at
@@ -246,10 +239,8 @@ static void finish_allreduce(ppdl_runtime *rt)
         ppdl_rt_wait(rt, &rt->grad_reqs[i], -1, PPDL_EV_ALLREDUCE);
         ppdl_rt_wait(rt, &rt->tie_reqs[2 * i], -1, PPDL_EV_ALLREDUCE);
         ppdl_rt_wait(rt, &rt->tie_reqs[2 * i + 1], -1, PPDL_EV_ALLREDUCE);
-        /* a reduce-scatter's sum, from the start of its part to the replica's slice */
-        if (rt->rs && rt->rs_n[i] && rt->rs_from[i] != rt->rs_to[i])
-            memmove(rt->st->grads + rt->rs_to[i], rt->st->grads + rt->rs_from[i], rt->rs_n[i] * sizeof(float));
-        rt->rs_n[i] = 0;
+        for (int r = 0; r < rt->k; r++)
+            ppdl_rt_wait(rt, &rt->rs_reqs[(size_t)i * (size_t)rt->k + (size_t)r], -1, PPDL_EV_ALLREDUCE);
     }
     for (int j = 0; j < rt->n_cut; j++) ppdl_rt_wait(rt, &rt->cut_reqs[j], -1, PPDL_EV_ALLREDUCE);
     for (;;) {
@@ -304,10 +295,7 @@ void ppdl_rt_grad_sum_free(ppdl_runtime *rt)
     free(rt->grad_reqs);
     free(rt->grad_x);
     free(rt->grad_nreq);
-    free(rt->rs_counts);
-    free(rt->rs_from);
-    free(rt->rs_to);
-    free(rt->rs_n);
+    free(rt->rs_reqs);
     free(rt->tie_reqs);
     free(rt->cut_off);
     free(rt->cut_n);

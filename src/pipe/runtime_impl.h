@@ -174,15 +174,14 @@ struct ppdl_runtime {
                                   parameters finalised and not yet started, -1: none */
     size_t bucket_n;           /* their gradient floats */
     /* the optimizer state sharded (nn/stage.h: st->opt_k > 1, on MPI's buckets only): a
-     * bucket's gradients are reduce-scattered to the owners of its slices, each replica
-     * left with the sum over its own slice only; the tied weight's gradients, at the
+     * bucket's gradients are reduced to the owners of its slices (a reduce-scatter),
+     * each replica left with the sum over its own slice only; the tied weight's gradients, at the
      * arena's ends, are all-reduced whole (pipe/tie.h adds them across the stages after) */
     int rs;
     size_t tie_head;           /* floats at the arena's start all-reduced whole (wte), or 0 */
     size_t tie_tail;           /* the arena offset from which they are again (lm_head), or n_grads */
-    int *rs_counts;            /* [nl * k] a bucket's counts, at its lowest layer */
-    size_t *rs_from, *rs_to, *rs_n; /* [nl] where MPI leaves this replica's sum, where it
-                                     * belongs, its floats: by a bucket's lowest layer */
+    MPI_Request *rs_reqs;      /* [nl * k] a bucket's reductions to each slice's owner, at
+                                * its lowest layer */
     MPI_Request *tie_reqs;     /* [2 nl] a bucket's all-reduces of tied gradients */
     /* the chunks of the norm (PPDL_SUMSQ_CHUNK floats of a tensor, update.c) that a slice
      * bound cuts: each also all-reduced whole, from a copy, for the norm only */

@@ -125,8 +125,13 @@ for s, p in parts.items():
     assert len(p) == 2 and abs(sum(p) - whole[s]) <= 1024, (s, p, whole[s])
 PY
 }
+# gptw: tensors of more than one 65536-float chunk of the norm, the slice bound inside
+# one (its chunk all-reduced whole besides the reduce-scatter), buckets of MiBs
+"$PPDL_INIT" --preset gpt-tiny --set n_layers=2 --set d_model=192 --set seq_len=16 --seed 3 -o "$tmp/gptw.h5" >/dev/null &&
+  cp "$tmp/gpt-data.h5" "$tmp/gptw-data.h5"
 for case in "gpt 4 $tmp/gpt-4.json 1f1b" "gpt 4 $tmp/gpt-4.json gpipe" "mlp 4 $tmp/mlp-4.json 1f1b" \
-            "mlp 4 $tmp/mlp-4.json gpipe" "gpt 4 $tmp/gpt-4.json 1f1b --precision bf16" "mlp 2 dp 1f1b"; do
+            "mlp 4 $tmp/mlp-4.json gpipe" "gpt 4 $tmp/gpt-4.json 1f1b --precision bf16" "mlp 2 dp 1f1b" \
+            "gptw 2 dp 1f1b"; do
   set -- $case
   fam=$1 n=$2 plan=$3 sched=$4; shift 4
   name=shard-$fam-$n-$(basename "$plan" .json)-$sched${1:+-bf16}
