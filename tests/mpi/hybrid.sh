@@ -161,6 +161,12 @@ for sh in off on; do
 done
 [ "$(cat "$tmp/lim-off.rc")" = 3 ] && grep -q "over the memory limit" "$tmp/lim-off.log" && [ "$(cat "$tmp/lim-on.rc")" = 0 ]
 ok $? "--mem-limit 928K: 2 stages x 2 replicas refused unsharded (status $(cat "$tmp/lim-off.rc")), trains sharded (status $(cat "$tmp/lim-on.rc"))"
+# under --netem the replicas' sums are the emulated ring's: sharding is off there, and
+# asking for it is an error that names the option
+mpirun_n 4 $g --steps 1 --netem "$tmp/netem.json" --shard-optimizer on >"$tmp/netem-on.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q -- "--shard-optimizer on: not with --netem" "$tmp/netem-on.log"
+ok $? "--shard-optimizer on with --netem is refused (status $rc), naming the option"
 # negative controls: the clipping norm over one replica's shard only, and the weights not
 # gathered, must fail the comparison
 for hook in norm-one-shard no-gather; do
