@@ -344,6 +344,12 @@ float *run_gather_weights(run *r);
 const int *run_ranks_of(const ppdl_plan_stage *ps);
 /* the replicas of plan stage s (a chunked pipeline's: its copies) (run_plan.c) */
 int run_stage_replicas(const run *r, int s);
+/* the plan's slice weights of stage s's optimizer state (plan.h slice_weights): NULL for
+ * equal slices, and on a chunked plan */
+const double *run_slice_weights(const run *r, int s);
+/* the bytes of AdamW state replica `replica` of stage s holds beyond replica 0's (their
+ * slices differ: sized to memories, or by the rounding of equal slices); 0 unsharded */
+double run_slice_extra_bytes(const run *r, int s, int replica);
 /* the runtimes of this rank's stages, rts[0..n_local-1] (run_stage.c); n_local */
 int run_runtimes(const run *r, ppdl_runtime **rts);
 /* one training step of this rank's stages at the step's learning rate (run_train.c) */

@@ -22,6 +22,15 @@
 #include "plan/simulate.h"
 #include "sched/schedule.h"
 
+/* where the replicas cannot shard their optimizer state (decide_sharding): the weights
+ * are gathered by MPI's all-gather in host memory, so not under --netem (the ring
+ * carries the replicas' sums through the emulated links), with NCCL, or on a backend
+ * whose memory is not MPI's; NULL where they can */
+static const char *sharding_refused(const run *r)
+{
+    return r->o.netem ? "--netem" : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl" : ppdl_xfer_staged(r->be) ? "this backend" : NULL;
+}
+
 /* ---- --plan auto: rank 0 solves, every rank gets the same plan ---- */
 
 /* Rank 0 (which holds the probed cluster and the profiled costs) solves for the plan
@@ -32,7 +41,7 @@
  * simulated steps and labels on rank 0 (--plan-trials measures them all).
  * Returns 0 on every rank, or -1 with the same message on every rank. */
 static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *costs, const ppdl_cluster_model *cl,
-                     const int *n_options, int can_chunk, int K, ppdl_plan *plan, double *simulated_ms,
+                     const int *n_options, int can_chunk, int shard, int K, ppdl_plan *plan, double *simulated_ms,
                      ppdl_shared_choice *sc, trial_candidates *tc, char *why, size_t whylen, char *err,
                      size_t errlen)
 {
@@ -59,6 +68,8 @@ static int plan_auto(const options *o, const ppdl_model *m, const ppdl_costs *co
          * hold several stages per rank */
         so.chunks = o->virtual_stages;
         so.auto_chunked = can_chunk;
+        /* the replicas' AdamW state sharded where the run will shard it (decide_sharding) */
+        so.shard_optimizer = shard;
         /* the head stays whole: vocabulary parallelism has no runtime yet (plan/vocab.h) */
         ppdl_plan_request rq = {costs, cl, (int)o->micro_batches, o->schedule, o->method, &so, 1, K, PPDL_VOCAB_OFF};
         int rc = ppdl_plan_make(&rq, &res, err, errlen);
@@ -341,19 +352,20 @@ int run_stage_replicas(const run *r, int s)
     return ppdl_plan_chunks(&r->plan) > 1 ? ppdl_plan_chunk_replicas(&r->plan) : r->plan.stages[s].n_replicas;
 }
 
-/* --shard-optimizer (nn/stage.h): on wherever a stage has replicas, unless off, or the
- * weights cannot be gathered by MPI's all-gather on the host: under --netem (the ring
- * carries the replicas' sums through the emulated links), NCCL, a backend whose memory
- * is not MPI's. Every rank decides the same (the plan, the options, the backend's kind). */
+const double *run_slice_weights(const run *r, int s)
+{
+    return ppdl_plan_chunks(&r->plan) > 1 ? NULL : r->plan.stages[s].slice_weights;
+}
+
+/* --shard-optimizer (nn/stage.h): on wherever a stage has replicas, unless off or
+ * refused (sharding_refused). Every rank decides the same (the plan, the options, the
+ * backend's kind). */
 static void decide_sharding(run *r)
 {
     int k = 1;
     for (int s = 0; s < r->plan.S; s++)
         if (run_stage_replicas(r, s) > k) k = run_stage_replicas(r, s);
-    const char *why = r->o.netem                ? "--netem"
-                      : r->p2p == PPDL_P2P_NCCL ? "--p2p nccl"
-                      : ppdl_xfer_staged(r->be) ? "this backend"
-                                                : NULL;
+    const char *why = sharding_refused(r);
     char err[PPDL_ERR_LEN] = "";
     snprintf(err, sizeof err, "--shard-optimizer on: not with %s (the replicas gather the weights with MPI, in host "
              "memory)", why ? why : "");
@@ -370,12 +382,24 @@ static void shard_prediction(const run *r, int s, int replica, ppdl_mem_predicti
     int k = run_stage_replicas(r, s);
     if (!r->shard_optimizer || k <= 1) return;
     size_t *b = ppdl_xmalloc(((size_t)k + 1) * sizeof *b);
-    ppdl_optimizer_slices(&r->model, ps->first, ps->last, k, NULL, b);
+    ppdl_optimizer_slices(&r->model, ps->first, ps->last, k, run_slice_weights(r, s), b);
     double rest = 2.0 * sizeof(float) * (double)(b[k] - (b[replica + 1] - b[replica]));
     free(b);
     p->params_optimizer -= rest;
     p->cost_model -= rest;
     p->total -= rest;
+}
+
+double run_slice_extra_bytes(const run *r, int s, int replica)
+{
+    int k = run_stage_replicas(r, s);
+    if (!r->shard_optimizer || k <= 1 || replica <= 0 || replica >= k) return 0;
+    const ppdl_plan_stage *ps = &r->plan.stages[s];
+    size_t *b = ppdl_xmalloc(((size_t)k + 1) * sizeof *b);
+    ppdl_optimizer_slices(&r->model, ps->first, ps->last, k, run_slice_weights(r, s), b);
+    double d = 2.0 * sizeof(float) * ((double)(b[replica + 1] - b[replica]) - (double)(b[1] - b[0]));
+    free(b);
+    return d;
 }
 
 /* stage s's memory on its replica `replica`, predicted from its op list */
@@ -484,7 +508,8 @@ void run_choose_plan(run *r)
     memset(&tc, 0, sizeof tc);
     switch (o->plan_mode) {
     case PLAN_AUTO:
-        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, can_hold_chunks(r), run_trial_count(r),
+        rc = plan_auto(o, m, &r->costs, &r->cluster, r->n_options, can_hold_chunks(r),
+                       o->shard_optimizer != 0 && !sharding_refused(r), run_trial_count(r),
                        &r->plan, &r->simulated_ms, &r->shared, &tc, r->schedule_why, sizeof r->schedule_why, err,
                        sizeof err);
         r->solve_s = ppdl_now_s() - t0;

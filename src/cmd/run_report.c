@@ -240,8 +240,18 @@ static ppdl_mem_prediction rank_prediction(const run *r, int q)
     int n = ppdl_plan_stages_of_rank(&r->plan, q, own, PPDL_MAX_CHUNKS);
     ppdl_mem_prediction sum = {0};
     for (int c = 0; c < n && c < PPDL_MAX_CHUNKS; c++) {
-        const ppdl_mem_prediction *p = &r->pred[own[c]];
-        sum.params_optimizer += p->params_optimizer;
+        const ppdl_mem_prediction *p = &r->pred[own[c]]; /* replica 0's */
+        /* rank q's own slice of a sharded state, where it is not replica 0 */
+        double extra = 0;
+        if (ppdl_plan_chunks(&r->plan) == 1) {
+            const ppdl_plan_stage *ps = &r->plan.stages[own[c]];
+            const int *ranks = run_ranks_of(ps);
+            for (int j = 1; j < ps->n_replicas; j++)
+                if (ranks[j] == q) extra = run_slice_extra_bytes(r, own[c], j);
+        }
+        sum.params_optimizer += p->params_optimizer + extra;
+        sum.cost_model += extra;
+        sum.total += extra;
         sum.stash += p->stash;
         sum.weight_keep += p->weight_keep;
         sum.tie += p->tie;

@@ -151,7 +151,8 @@ static void load_local(run *r, int c)
     char err[PPDL_ERR_LEN] = "";
     ppdl_stage_alloc_params(st, &r->model, r->be, ps->first, ps->last);
     l->host = ppdl_xmalloc((st->n_params ? st->n_params : 1) * sizeof(float));
-    if (r->shard_optimizer) ppdl_stage_shard_optimizer(st, run_stage_replicas(r, l->stage), r->replica, NULL);
+    if (r->shard_optimizer) ppdl_stage_shard_optimizer(st, run_stage_replicas(r, l->stage), r->replica,
+                                                        run_slice_weights(r, l->stage));
     ppdl_stage_alloc_optimizer(st);
     if (!r->resume) {
         int rc = ppdl_model_load_params(o->model, &r->model, ps->first, ps->last, l->host, err, sizeof err);
