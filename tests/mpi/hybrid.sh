@@ -101,7 +101,9 @@ done
 # of the AdamW moments and the replicas gather the weights; on by default above. Sharded
 # and unsharded on the same layout are the same bits (losses, weights), with clipping
 # that binds (--clip-grad-norm 0.1: the norms here are ~1-3), tied embeddings (the gpt
-# preset), bf16, 1f1b and gpipe, data parallelism; each rank's optimizer_bytes is half
+# preset), bf16, 1f1b, gpipe, zb-h1, full recompute, interleaved 1F1B in 2 copies of a
+# 2-rank pipeline (the copies are the replicas), data parallelism; each rank's
+# optimizer_bytes is half
 # (one slice of 2, +- the allocator's rounding; the replicas' slices add up to the whole)
 # and its peak falls by as much (within 10%), as predicted.
 same_run() {  # same_run A B: bitwise the same losses and weights
@@ -131,10 +133,11 @@ PY
   cp "$tmp/gpt-data.h5" "$tmp/gptw-data.h5"
 for case in "gpt 4 $tmp/gpt-4.json 1f1b" "gpt 4 $tmp/gpt-4.json gpipe" "mlp 4 $tmp/mlp-4.json 1f1b" \
             "mlp 4 $tmp/mlp-4.json gpipe" "gpt 4 $tmp/gpt-4.json 1f1b --precision bf16" "mlp 2 dp 1f1b" \
-            "gptw 2 dp 1f1b"; do
+            "gptw 2 dp 1f1b" "gpt 4 $tmp/gpt-4.json zb-h1" "gpt 4 $tmp/gpt-4.json 1f1b --recompute full" \
+            "gpt 4 uniform interleaved --copies 2"; do
   set -- $case
   fam=$1 n=$2 plan=$3 sched=$4; shift 4
-  name=shard-$fam-$n-$(basename "$plan" .json)-$sched${1:+-bf16}
+  name=shard-$fam-$n-$(basename "$plan" .json)-$sched$(echo "$*" | tr -d ' ')
   for sh in on off; do
     run $name-$sh "$n" "$tmp/$fam.h5" --data "$tmp/$fam-data.h5" --plan "$plan" --schedule $sched --clip-grad-norm 0.1 \
       --shard-optimizer $sh "$@" || sed 's/^/#   /' "$tmp/$name-$sh.log" | tail -4
