@@ -51,8 +51,8 @@ for fam in gpt mlp cnn; do
       [ -s "$tmp/$fam-$sched-$S.json" ] || show_log $fam-$sched-$S
     done
   done
+  run $fam-1f1b-m2 1 "$@" --micro-batches 2 --schedule 1f1b
   for S in 3 4; do
-    run $fam-1f1b-m2 1 "$@" --micro-batches 2 --schedule 1f1b
     for sched in zb-h1 zb-h2 zb-1p; do
       run $fam-$sched-m2-$S $S "$@" --micro-batches 2 --schedule $sched
       same $fam-$sched-m2-$S $fam-1f1b-m2
