@@ -652,21 +652,26 @@ def compare(label, code, doc, docfile, problems):
                         % (doc.keys[k][0], label, k))
 
 
+def section_code_keys(root, sec):
+    """the keys the code has for one section: a format, 'cli PROGRAM', 'exit status',
+    'environment' or 'test hooks'"""
+    if sec in FORMATS:
+        return code_keys(root, sec)
+    if sec.startswith('cli ') and sec[4:] in PROGRAMS:
+        return option_keys(root, sec[4:])
+    return {'exit status': exit_keys, 'environment': env_keys, 'test hooks': hook_keys}[sec](root)
+
+
 def all_code_keys(root):
-    wanted = {fmt: code_keys(root, fmt) for fmt in FORMATS}
-    for prog in PROGRAMS:
-        wanted['cli ' + prog] = option_keys(root, prog)
-    wanted['exit status'] = exit_keys(root)
-    wanted['environment'] = env_keys(root)
-    wanted['test hooks'] = hook_keys(root)
-    return wanted
+    secs = list(FORMATS) + ['cli ' + prog for prog in PROGRAMS] + ['exit status', 'environment', 'test hooks']
+    return {sec: section_code_keys(root, sec) for sec in secs}
 
 
 def plant(root, kind, sec):
     """plant one mistake in the tree at root (a scratch copy); prints what it did"""
     if kind == 'doc':
         doc = doc_sections(root)[sec][0]
-        code = all_code_keys(root)[sec]
+        code = section_code_keys(root, sec)
         for k in sorted(doc.keys):
             if len(set(doc.keys[k])) == 1 and k in code.keys and not k.startswith('<'):
                 rel, no = doc.keys[k][0].rsplit(':', 1)
@@ -676,7 +681,7 @@ def plant(root, kind, sec):
                 print("%s\t%s" % (k, rel))
                 return 0
     else:
-        code = all_code_keys(root)[sec]
+        code = section_code_keys(root, sec)
         for k in sorted(code.keys):
             if k.startswith('<'):
                 continue
